@@ -1,0 +1,572 @@
+//! The `Results` model: the one data structure every producer writes and every analysis and
+//! renderer reads.
+//!
+//! Producers (the I/O engine, calibration, the database mode, trace and histogram readers) fill a
+//! [`Results`]; analysis and renderers consume only this type, so nothing downstream knows where
+//! the data came from. The JSON form is versioned (`schema`/`version`) and documented in
+//! `docs/results-schema.md`. Latency histograms are HdrHistograms in nanoseconds (3 significant
+//! digits) stored as V2-deflate + base64 ([`Hist`]), so they survive a round trip exactly.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use base64::Engine as _;
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Identifies an iolens results document.
+pub const SCHEMA_NAME: &str = "iolens-results";
+/// Version of the results schema this build writes and the newest it reads.
+pub const SCHEMA_VERSION: u32 = 1;
+/// Significant digits of every latency histogram.
+pub const SIGFIG: u8 = 3;
+/// Highest trackable latency: one hour in ns (values above are clamped, and counted as such).
+pub const HIST_MAX_NS: u64 = 3_600_000_000_000;
+
+/// A fresh, empty latency histogram with the project-wide configuration (1 ns .. 1 h, 3 digits).
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, SIGFIG).expect("static histogram bounds are valid")
+}
+
+/// Record a latency (ns), clamping to the histogram's range instead of failing.
+#[inline]
+pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
+    h.saturating_record(ns.max(1));
+}
+
+/// A latency histogram (ns) kept in its V2-deflate encoding, base64 in JSON.
+///
+/// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
+/// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hist {
+    b64: String,
+}
+
+impl Hist {
+    /// Encode a histogram.
+    pub fn encode(h: &Histogram<u64>) -> Hist {
+        let mut buf = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(h, &mut buf)
+            .expect("serialising to a Vec cannot fail");
+        Hist {
+            b64: base64::engine::general_purpose::STANDARD.encode(buf),
+        }
+    }
+
+    /// Decode into a histogram with the project-wide bounds.
+    pub fn decode(&self) -> Result<Histogram<u64>> {
+        if self.b64.is_empty() {
+            return Ok(new_histogram());
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(self.b64.as_bytes())
+            .context("histogram is not valid base64")?;
+        let h: Histogram<u64> = Deserializer::new()
+            .deserialize(&mut bytes.as_slice())
+            .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
+        // Normalise bounds so histograms from any producer merge exactly.
+        let mut out = new_histogram();
+        out.add(&h)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        Ok(out)
+    }
+
+    /// The raw base64 text (as it appears in JSON).
+    pub fn as_base64(&self) -> &str {
+        &self.b64
+    }
+
+    /// Raw V2-deflate bytes (for `.hlog` export).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        Ok(base64::engine::general_purpose::STANDARD.decode(self.b64.as_bytes())?)
+    }
+
+    /// Build from base64 text, checking that it decodes.
+    pub fn from_base64(s: &str) -> Result<Hist> {
+        let h = Hist { b64: s.to_string() };
+        h.decode()?;
+        Ok(h)
+    }
+}
+
+impl Serialize for Hist {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(&self.b64)
+    }
+}
+
+impl<'de> Deserialize<'de> for Hist {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(Hist { b64: s })
+    }
+}
+
+/// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
+/// so that a reader with `jq` does not need to decode HdrHistogram.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub min_ns: u64,
+    pub mean_ns: f64,
+    pub stdev_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub p9999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl LatencySummary {
+    /// Summarise a histogram.
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        LatencySummary {
+            count: h.len(),
+            min_ns: h.min(),
+            mean_ns: h.mean(),
+            stdev_ns: h.stdev(),
+            p50_ns: h.value_at_quantile(0.50),
+            p90_ns: h.value_at_quantile(0.90),
+            p99_ns: h.value_at_quantile(0.99),
+            p999_ns: h.value_at_quantile(0.999),
+            p9999_ns: h.value_at_quantile(0.9999),
+            max_ns: h.max(),
+        }
+    }
+}
+
+/// Where power-of-two bucketed source data put its bucket label.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum BucketConvention {
+    /// Exact per-event values (engine runs, trace files).
+    Exact,
+    /// Oracle: a bucket labelled v holds waits in [v/2, v).
+    UpperBound,
+    /// bcc / SystemTap / DTrace: a bucket labelled v holds values in [v, 2v).
+    LowerBound,
+}
+
+/// One interval's histogram of one op.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Interval {
+    /// Start of the interval, seconds from the start of measurement.
+    pub start_s: f64,
+    /// Length of the interval in seconds (the last one may be shorter).
+    pub duration_s: f64,
+    /// Operations completed in the interval.
+    pub count: u64,
+    /// Bytes transferred by those operations.
+    pub bytes: u64,
+    /// Latency histogram of those operations.
+    pub hist: Hist,
+}
+
+/// All measurements of one operation type (read, write, sync, or a named wait event).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OpResult {
+    /// Op name: `read`, `write`, `sync`, or a source's own event name.
+    pub op: String,
+    /// Operations completed (in the measured window).
+    pub count: u64,
+    /// Bytes transferred.
+    pub bytes: u64,
+    /// I/Os that failed (errors are counted, not timed).
+    pub errors: u64,
+    /// Histogram of every measured latency (the exact merge of `intervals`).
+    pub hist: Hist,
+    /// Derived percentile summary of `hist`.
+    pub summary: LatencySummary,
+    /// Per-interval histograms (heatmap material). Their counts sum to `count`.
+    pub intervals: Vec<Interval>,
+    /// How the source bucketed values (exact for engine runs).
+    #[serde(default = "default_convention")]
+    pub bucket_convention: BucketConvention,
+}
+
+fn default_convention() -> BucketConvention {
+    BucketConvention::Exact
+}
+
+impl OpResult {
+    /// Build from a merged histogram and its intervals.
+    pub fn new(op: &str, total: &Histogram<u64>, bytes: u64, intervals: Vec<Interval>) -> Self {
+        OpResult {
+            op: op.to_string(),
+            count: total.len(),
+            bytes,
+            errors: 0,
+            hist: Hist::encode(total),
+            summary: LatencySummary::of(total),
+            intervals,
+            bucket_convention: BucketConvention::Exact,
+        }
+    }
+}
+
+/// CPU cost of a run, for the measured window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CpuStats {
+    /// User CPU seconds of the iolens process (getrusage).
+    pub user_s: f64,
+    /// System CPU seconds of the iolens process.
+    pub sys_s: f64,
+    /// (user+sys) µs per completed I/O.
+    pub us_per_io: f64,
+    pub user_us_per_io: f64,
+    pub sys_us_per_io: f64,
+    /// System-wide CPU busy share (0..1) from /proc/stat.
+    pub host_busy: f64,
+    /// System-wide iowait share (0..1).
+    pub host_iowait: f64,
+    /// Number of online CPUs.
+    pub cpus: u32,
+    /// Run-queue delay (time runnable but not running) of the session threads, total seconds.
+    pub runq_delay_s: f64,
+    /// Run-queue delay per I/O in µs.
+    pub runq_us_per_io: f64,
+    /// Time the session threads spent on CPU, total seconds (schedstat).
+    pub session_run_s: f64,
+}
+
+/// The backing block device's own view from /proc/diskstats over the measured window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DeviceStats {
+    pub device: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    /// Average time per read as the block layer saw it (ms reading / reads), µs.
+    pub read_await_us: f64,
+    /// Average time per write, µs.
+    pub write_await_us: f64,
+    /// Share of the window the device was busy (io_ticks), 0..1.
+    pub util: f64,
+    /// Average number of requests in flight (weighted time / elapsed).
+    pub avg_in_flight: f64,
+}
+
+/// Page-cache residency of the working set, for buffered runs.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct PageCacheInfo {
+    /// Share (0..1) of the working set resident before the run.
+    pub resident_before: f64,
+    /// Share resident after the run.
+    pub resident_after: f64,
+    pub working_set_bytes: u64,
+}
+
+/// Per-session totals (fairness check between sessions).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct SessionSummary {
+    pub session: u32,
+    pub count: u64,
+    pub mean_ns: f64,
+    pub p99_ns: u64,
+}
+
+/// One measured series: a `run`, one calibration step, one database run, or one ingested source.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct RunResult {
+    /// Short human label, e.g. `randread 8k sessions=4` or `db file sequential read`.
+    pub name: String,
+    /// Phase this series belongs to (calibration phase, `run`, `trace`, ...).
+    #[serde(default)]
+    pub phase: String,
+    /// The full workload spec for engine-driven runs (free-form JSON so every producer can
+    /// describe itself; engine runs write `workload::WorkloadSpec`).
+    #[serde(default)]
+    pub spec: serde_json::Value,
+    /// Wall-clock start of measurement, RFC 3339.
+    #[serde(default)]
+    pub started: String,
+    /// Measured duration in seconds (warm-up excluded).
+    pub duration_s: f64,
+    /// Interval length in seconds.
+    pub interval_s: f64,
+    /// Warm-up seconds excluded before measurement.
+    #[serde(default)]
+    pub warmup_s: f64,
+    /// Per-op measurements.
+    pub ops: Vec<OpResult>,
+    #[serde(default)]
+    pub sessions: Vec<SessionSummary>,
+    #[serde(default)]
+    pub cpu: Option<CpuStats>,
+    #[serde(default)]
+    pub device: Option<DeviceStats>,
+    #[serde(default)]
+    pub page_cache: Option<PageCacheInfo>,
+    /// Named counters (e.g. errors, aborted, database statistics).
+    #[serde(default)]
+    pub counters: BTreeMap<String, f64>,
+    /// True when the run was interrupted (Ctrl-C) before its planned end.
+    #[serde(default)]
+    pub interrupted: bool,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl RunResult {
+    /// Total completed operations across ops.
+    pub fn total_count(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+    /// Operations per second across ops (sync ops included).
+    pub fn iops(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.ops
+                .iter()
+                .filter(|o| o.op != "sync")
+                .map(|o| o.count)
+                .sum::<u64>() as f64
+                / self.duration_s
+        } else {
+            0.0
+        }
+    }
+    /// Megabytes (10^6) per second across ops.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.ops.iter().map(|o| o.bytes).sum::<u64>() as f64 / self.duration_s / 1e6
+        } else {
+            0.0
+        }
+    }
+    /// The op named `name`, if present.
+    pub fn op(&self, name: &str) -> Option<&OpResult> {
+        self.ops.iter().find(|o| o.op == name)
+    }
+    /// Merge all I/O ops (not `sync`) into one histogram.
+    pub fn merged_io_hist(&self) -> Result<Histogram<u64>> {
+        let mut h = new_histogram();
+        for o in self.ops.iter().filter(|o| o.op != "sync") {
+            h.add(o.hist.decode()?)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        }
+        Ok(h)
+    }
+}
+
+/// Facts about the machine, filesystem and device a run was made on.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Environment {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    #[serde(default)]
+    pub target: Option<TargetInfo>,
+}
+
+/// Facts about the target and its backing storage.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct TargetInfo {
+    pub path: String,
+    /// `scratch` (created and marked by iolens), `file`, or `block-device`.
+    pub kind: String,
+    pub size_bytes: u64,
+    pub filesystem: String,
+    pub mount_point: String,
+    pub mount_options: String,
+    pub device: String,
+    pub device_model: String,
+    pub rotational: Option<bool>,
+    pub scheduler: String,
+    pub logical_block_size: u32,
+    pub physical_block_size: u32,
+    pub nr_requests: Option<u32>,
+    pub max_sectors_kb: Option<u32>,
+    pub read_ahead_kb: Option<u32>,
+}
+
+/// A calibration point on the load curve (derived from a step's `RunResult`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CurvePoint {
+    /// Index into `Results::runs`.
+    pub run: usize,
+    pub sessions: u32,
+    pub qd: u32,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub mean_ns: f64,
+    pub cpu_us_per_io: f64,
+    pub runq_us_per_io: f64,
+    pub device_await_us: f64,
+}
+
+/// Results of `iolens calibrate`: the curve and the headline figures, referencing `runs`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Calibration {
+    /// Latency percentile used for the target (e.g. 99.0).
+    pub percentile: f64,
+    /// Latency target in ns.
+    pub max_latency_ns: u64,
+    /// Single-block random-read load curve.
+    pub curve: Vec<CurvePoint>,
+    /// Max IOPS at the latency target (and the curve point it came from).
+    pub max_iops: Option<f64>,
+    pub max_iops_point: Option<usize>,
+    /// Large-read bandwidth, many streams, MB/s.
+    pub max_mbps: Option<f64>,
+    /// Large-read bandwidth, one stream (CALIBRATE_IO's MAX_PMBPS), MB/s.
+    pub max_pmbps: Option<f64>,
+    /// Free-form analysis output (knee, USL, modes, verdicts) written by `analysis`.
+    #[serde(default)]
+    pub analysis: serde_json::Value,
+    /// Seconds spent between steps (start/stop overhead), and the share of the budget.
+    pub overhead_s: f64,
+    pub budget_s: f64,
+    #[serde(default)]
+    pub verdicts: Vec<String>,
+}
+
+/// What produced a results document.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Run,
+    Calibrate,
+    Db,
+    Trace,
+    Ingest,
+}
+
+/// The whole record of one iolens invocation.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Results {
+    /// Always [`SCHEMA_NAME`].
+    pub schema: String,
+    /// Schema version ([`SCHEMA_VERSION`]).
+    pub version: u32,
+    /// iolens version that wrote the document.
+    pub tool_version: String,
+    pub kind: Kind,
+    /// The command line, verbatim (credentials must be redacted by the producer).
+    pub command_line: Vec<String>,
+    /// When the document was created, RFC 3339.
+    pub created: String,
+    pub environment: Environment,
+    /// Every measured series.
+    pub runs: Vec<RunResult>,
+    #[serde(default)]
+    pub calibration: Option<Calibration>,
+    /// Producer-specific extras (trace profiles, database statistics, ...).
+    #[serde(default)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+impl Results {
+    /// An empty document of the given kind, stamped with version and time.
+    pub fn new(kind: Kind, command_line: Vec<String>) -> Results {
+        Results {
+            schema: SCHEMA_NAME.to_string(),
+            version: SCHEMA_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            kind,
+            command_line,
+            created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            environment: Environment::default(),
+            runs: Vec::new(),
+            calibration: None,
+            extra: BTreeMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Serialise to pretty JSON.
+    pub fn to_json(&self) -> Result<String> {
+        Ok(serde_json::to_string_pretty(self)?)
+    }
+
+    /// Write to a file (atomically: temp file then rename).
+    pub fn write_file(&self, path: &std::path::Path) -> Result<()> {
+        let tmp = path.with_extension("json.tmp");
+        std::fs::write(&tmp, self.to_json()?)
+            .with_context(|| format!("cannot write results to {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot write results to {}", path.display()))?;
+        Ok(())
+    }
+
+    /// Parse a results document, with clear errors for foreign, truncated or newer files.
+    pub fn from_json(text: &str) -> Result<Results> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            if e.is_eof() {
+                anyhow::anyhow!("the file is truncated (JSON ends early at line {})", e.line())
+            } else {
+                anyhow::anyhow!("the file is not JSON: {e}")
+            }
+        })?;
+        match v.get("schema").and_then(|s| s.as_str()) {
+            Some(SCHEMA_NAME) => {}
+            Some(other) => bail!("not an iolens results file (schema is \"{other}\")"),
+            None => bail!("not an iolens results file (no \"schema\" field)"),
+        }
+        let ver = v.get("version").and_then(|s| s.as_u64()).unwrap_or(0);
+        if ver > SCHEMA_VERSION as u64 {
+            bail!(
+                "results schema version {ver} is newer than this iolens understands \
+                 (version {SCHEMA_VERSION}); upgrade iolens"
+            );
+        }
+        if ver == 0 {
+            bail!("results file has no valid schema version");
+        }
+        serde_json::from_value(v).context("results file does not match the iolens schema")
+    }
+
+    /// Read a results file from disk.
+    pub fn read_file(path: &std::path::Path) -> Result<Results> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Results::from_json(&text).with_context(|| format!("{}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hist_roundtrip_exact() {
+        let mut h = new_histogram();
+        for v in [1u64, 50, 999, 12_345, 1_000_000, 987_654_321] {
+            record_ns(&mut h, v);
+        }
+        let back = Hist::encode(&h).decode().unwrap();
+        assert_eq!(h, back);
+    }
+
+    #[test]
+    fn rejects_foreign_newer_truncated() {
+        assert!(Results::from_json("{\"a\":1}")
+            .unwrap_err()
+            .to_string()
+            .contains("not an iolens results file"));
+        let mut r = Results::new(Kind::Run, vec![]);
+        r.version = SCHEMA_VERSION + 1;
+        let e = Results::from_json(&r.to_json().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("newer"), "{e}");
+        let r = Results::new(Kind::Run, vec![]);
+        let j = r.to_json().unwrap();
+        let e = Results::from_json(&j[..j.len() / 2]).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
+}
