@@ -5,3 +5,4 @@
 pub mod cli;
 pub mod recorder;
 pub mod results;
+pub mod units;
