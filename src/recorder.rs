@@ -178,7 +178,6 @@ pub struct Collector {
     rx: Receiver<Batch>,
     pool: Pool,
     interval: Duration,
-    sessions: usize,
     pos: Vec<u64>,
     open: BTreeMap<u64, Open>,
     closed_upto: u64,
@@ -220,7 +219,6 @@ pub fn recorders(
         rx,
         pool,
         interval,
-        sessions,
         pos: vec![0; sessions],
         open: BTreeMap::new(),
         closed_upto: 0,
@@ -268,8 +266,8 @@ impl Collector {
                 hists: new_set(),
                 bytes: [0; OPS],
             });
-            for i in 0..OPS {
-                let _ = open.hists[i].add(&h[i]);
+            for (i, hi) in h.iter().enumerate() {
+                let _ = open.hists[i].add(hi);
                 open.bytes[i] += b.bytes[i];
             }
             let mut h = h;
