@@ -13,7 +13,11 @@
 //!    [[`H_MIN`], [`H_MAX`]] (factors ×1.03 .. ×1.28). Capping `n` sets the finest feature of
 //!    interest: tiers are populations several tens of percent apart, not ripples that millions
 //!    of samples make statistically real. The upper clamp keeps two distant tiers (which inflate
-//!    the overall sd) from smearing a third, closer pair together.
+//!    the overall sd) from smearing a third, closer pair together. Finally `h` is at least
+//!    [`RESOLUTION_FACTOR`] (½) × the data's resolution — the count-weighted median gap between
+//!    adjacent recorded values — so that sources with coarse buckets (Oracle and bcc histograms
+//!    have power-of-two buckets, gap ln 2) are not read as one mode per bucket. For exact
+//!    latencies this gap is far below `H_MIN` and changes nothing.
 //! 3. **Peaks and valleys.** Every local maximum of the density is a candidate. Adjacent
 //!    candidates are repeatedly merged (the least prominent first) until every remaining pair
 //!    is separated by a valley that is both *deep* — valley density at most [`MAX_VALLEY_RATIO`]
@@ -41,6 +45,8 @@ use crate::units::fmt_ns;
 pub const H_MIN: f64 = 0.03;
 /// Largest kernel bandwidth, ln units (a factor of ×1.28).
 pub const H_MAX: f64 = 0.25;
+/// The bandwidth is at least this multiple of the data's resolution (see the module docs).
+pub const RESOLUTION_FACTOR: f64 = 0.5;
 /// Sample size beyond which the bandwidth stops shrinking.
 pub const N_EFF_CAP: f64 = 2000.0;
 /// A valley separates two modes only if its density is at most this share of the lower peak.
@@ -128,11 +134,35 @@ fn bandwidth(p: &Points) -> f64 {
         scale = scale.min(iqr / 1.349);
     }
     let h = 0.9 * scale * p.n.min(N_EFF_CAP).powf(-0.2);
-    if h.is_finite() {
+    let h = if h.is_finite() {
         h.clamp(H_MIN, H_MAX)
     } else {
         H_MIN
+    };
+    h.max(RESOLUTION_FACTOR * resolution(p))
+}
+
+/// The data's own resolution: the count-weighted median gap between adjacent recorded values
+/// (ln units). Tiny for exact latencies; ln 2 for power-of-two bucketed sources.
+fn resolution(p: &Points) -> f64 {
+    let mut gaps: Vec<(f64, f64)> =
+        p.x.windows(2)
+            .zip(p.w.windows(2))
+            .map(|(x, w)| (x[1] - x[0], w[0] + w[1]))
+            .collect();
+    if gaps.is_empty() {
+        return 0.0;
     }
+    gaps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = gaps.iter().map(|g| g.1).sum();
+    let mut acc = 0.0;
+    for (g, w) in &gaps {
+        acc += w;
+        if acc >= total / 2.0 {
+            return *g;
+        }
+    }
+    gaps[gaps.len() - 1].0
 }
 
 /// A density on a regular ln grid: f[j] at x0 + j·dx, normalised to integrate to 1.
@@ -526,6 +556,41 @@ mod tests {
         assert_modes(&m, &[(100_000.0, 0.995)]);
         let d = describe(&m);
         assert!(d.ends_with("; 0.5 % outside the modes"), "{d}");
+    }
+
+    /// Re-bucket a histogram into power-of-two buckets labelled by their upper bound (Oracle).
+    fn pow2(h: &Histogram<u64>) -> Histogram<u64> {
+        let mut out = new_histogram();
+        for it in h.iter_recorded() {
+            let v = it.value_iterated_to().max(1);
+            out.record_n(v.next_power_of_two(), it.count_at_value())
+                .unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn power_of_two_buckets_are_not_one_mode_each() {
+        for (spread, seed) in [(1.5, 61), (2.0, 62), (3.0, 63)] {
+            let h = pow2(&mixture(&[(300_000.0, spread, 1.0)], 50_000, seed));
+            assert!(h.iter_recorded().count() >= 3);
+            let m = find_modes(&h);
+            assert_eq!(m.len(), 1, "spread {spread}: {}", describe(&m));
+        }
+        let h = pow2(&mixture(
+            &[(2_000.0, 1.3, 0.4), (4_000_000.0, 1.5, 0.6)],
+            50_000,
+            64,
+        ));
+        let m = find_modes(&h);
+        assert_eq!(m.len(), 2, "{}", describe(&m));
+        // Centres are only known to within a bucket (a factor of 2).
+        assert!(
+            m[0].centre_ns > 1_000.0 && m[0].centre_ns < 4_000.0,
+            "{m:?}"
+        );
+        assert!(m[1].centre_ns > 2e6 && m[1].centre_ns < 8e6, "{m:?}");
+        assert!((m[0].share - 0.4).abs() < 0.03 && (m[1].share - 0.6).abs() < 0.03);
     }
 
     #[test]
