@@ -16,8 +16,9 @@
 //!    the overall sd) from smearing a third, closer pair together. Finally `h` is at least
 //!    [`RESOLUTION_FACTOR`] (½) × the data's resolution — the count-weighted median gap between
 //!    adjacent recorded values — so that sources with coarse buckets (Oracle and bcc histograms
-//!    have power-of-two buckets, gap ln 2) are not read as one mode per bucket. For exact
-//!    latencies this gap is far below `H_MIN` and changes nothing.
+//!    have power-of-two buckets, gap ln 2) are not read as one mode per bucket; this floor is
+//!    capped at [`RESOLUTION_H_MAX`] (0.5). For exact latencies the gap is far below `H_MIN`
+//!    and changes nothing.
 //! 3. **Peaks and valleys.** Every local maximum of the density is a candidate. Adjacent
 //!    candidates are repeatedly merged (the least prominent first) until every remaining pair
 //!    is separated by a valley that is both *deep* — valley density at most [`MAX_VALLEY_RATIO`]
@@ -47,6 +48,9 @@ pub const H_MIN: f64 = 0.03;
 pub const H_MAX: f64 = 0.25;
 /// The bandwidth is at least this multiple of the data's resolution (see the module docs).
 pub const RESOLUTION_FACTOR: f64 = 0.5;
+/// ... but the resolution never widens the bandwidth beyond this (ln units, a factor of ×1.65):
+/// with very few distinct values the "gap" is the distance between samples, not a bucket size.
+pub const RESOLUTION_H_MAX: f64 = 0.5;
 /// Sample size beyond which the bandwidth stops shrinking.
 pub const N_EFF_CAP: f64 = 2000.0;
 /// A valley separates two modes only if its density is at most this share of the lower peak.
@@ -139,7 +143,7 @@ fn bandwidth(p: &Points) -> f64 {
     } else {
         H_MIN
     };
-    h.max(RESOLUTION_FACTOR * resolution(p))
+    h.max((RESOLUTION_FACTOR * resolution(p)).min(RESOLUTION_H_MAX))
 }
 
 /// The data's own resolution: the count-weighted median gap between adjacent recorded values
@@ -607,5 +611,17 @@ mod tests {
         assert_eq!(m[0].count, 100);
         assert_eq!(m[0].share, 1.0);
         assert_eq!(describe(&m), "1 mode: 100 % around 5 µs");
+        // One far outlier neither becomes a mode nor drags the centre.
+        record_ns(&mut h, 10_000_000);
+        let m = find_modes(&h);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert!((m[0].centre_ns / 5_000.0 - 1.0).abs() < 0.05, "{m:?}");
+        assert_eq!(m[0].count, 101);
+        assert_eq!(m[0].high_ns, h.highest_equivalent(10_000_000) as f64);
+        // Two exact values far apart are two modes (the resolution floor is capped).
+        let mut h = new_histogram();
+        h.record_n(2_000, 500).unwrap();
+        h.record_n(4_000_000, 500).unwrap();
+        assert_modes(&find_modes(&h), &[(2_000.0, 0.5), (4_000_000.0, 0.5)]);
     }
 }
