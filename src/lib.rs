@@ -4,7 +4,14 @@
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod analysis;
 pub mod cli;
+pub mod engine;
+pub mod interrupt;
+pub mod progress;
 pub mod recorder;
 pub mod results;
+pub mod run;
+pub mod summary;
 pub mod sys;
+pub mod target;
 pub mod units;
+pub mod workload;

@@ -115,6 +115,14 @@ impl SessionRecorder {
         self.warmup_ops
     }
 
+    /// Move the measurement base (before any completion is recorded), e.g. once all sessions
+    /// are ready to start together.
+    pub fn set_base(&mut self, base: Instant) {
+        self.base = base;
+        self.cur = 0;
+        self.boundary = base + self.interval;
+    }
+
     /// The measurement base of this recorder.
     pub fn base(&self) -> Instant {
         self.base
@@ -428,7 +436,10 @@ mod tests {
             assert_eq!(m, o.hist.decode().unwrap());
             merged.add(o.hist.decode().unwrap()).unwrap();
         }
-        assert_eq!(merged, reference, "merge across sessions and intervals is exact");
+        assert_eq!(
+            merged, reference,
+            "merge across sessions and intervals is exact"
+        );
         // 100 ms of completions at 10 ms intervals.
         assert_eq!(ops[0].intervals.len(), 10);
     }

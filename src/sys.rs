@@ -339,6 +339,12 @@ impl SysSnapshot {
         }
     }
 
+    /// Replace the run-queue figures with (run ns, wait ns) summed by the session threads
+    /// themselves (they read their own schedstat just before exiting).
+    pub fn set_sched(&mut self, sched: (u64, u64)) {
+        self.sched = sched;
+    }
+
     /// Seconds between two snapshots.
     pub fn elapsed_s(&self, later: &SysSnapshot) -> f64 {
         later.at.duration_since(self.at).as_secs_f64()
@@ -406,8 +412,7 @@ impl SysSnapshot {
                     mb_per_s: (rb + wb) as f64 / el / 1e6,
                     read_await_us: avg(b.read_ms.saturating_sub(a.read_ms), reads),
                     write_await_us: avg(b.write_ms.saturating_sub(a.write_ms), writes),
-                    util: (b.io_ticks_ms.saturating_sub(a.io_ticks_ms) as f64 / 1e3 / el)
-                        .min(1.0),
+                    util: (b.io_ticks_ms.saturating_sub(a.io_ticks_ms) as f64 / 1e3 / el).min(1.0),
                     avg_in_flight: b.weighted_ms.saturating_sub(a.weighted_ms) as f64 / 1e3 / el,
                 })
             }
