@@ -174,7 +174,7 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     } else {
         dev.reads as f64 / read.count as f64
     };
-    let what = if by_bytes { "bytes" } else { "reads" };
+    let what = if by_bytes { "bytes" } else { "requests" };
     let await_ns = dev.read_await_us * 1e3;
     let mut figures = vec![
         ("app_reads", read.count as f64),
@@ -416,9 +416,16 @@ mod tests {
             v.message
         );
         assert!(!v.figures.contains_key("host_share"));
-        // No device reads at all.
+        // No device reads at all (and no byte counts): compared by requests.
         let r = run_with(3_000.0, None, Some(dev(0, 0.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "page-cache");
+        let v = host_queue_verdict(&r).unwrap();
+        assert_eq!(v.kind, "page-cache");
+        assert!(
+            v.message
+                .starts_with("only 0 % of the read requests of 100k"),
+            "{}",
+            v.message
+        );
     }
 
     #[test]
