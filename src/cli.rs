@@ -23,6 +23,9 @@ pub struct Cli {
 pub enum Command {
     /// Run one workload on a target and report its full latency distribution.
     Run(RunArgs),
+    /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
+    /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
+    Calibrate(crate::calibrate::CalibrateArgs),
 }
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
@@ -179,6 +182,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         .collect();
     match cli.command {
         Command::Run(a) => cmd_run(&a, cmdline),
+        Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
     }
 }
 
