@@ -178,12 +178,9 @@ impl Ramp {
     }
 
     /// The next session count to measure, or `None` when the ramp is done.
-    pub fn next(&mut self) -> Option<u32> {
+    pub fn next_sessions(&mut self) -> Option<u32> {
         match self.stop {
-            None => {
-                let n = self.next_pow;
-                Some(n)
-            }
+            None => Some(self.next_pow),
             Some(StopReason::LatencyTarget) => {
                 // Refine between the last good and first bad step (bisection).
                 if self.refinements_left == 0 {
@@ -642,7 +639,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                     plan.plateau,
                     plan.refinements,
                 );
-                while let Some(n) = ramp.next() {
+                while let Some(n) = ramp.next_sessions() {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         ramp.interrupt();
                         break;
@@ -749,7 +746,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                     plan.plateau,
                     0,
                 );
-                while let Some(n) = ramp.next() {
+                while let Some(n) = ramp.next_sessions() {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
                     }
