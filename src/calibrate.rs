@@ -469,7 +469,7 @@ impl Plan {
 }
 
 /// Latency at a percentile (0..100) of a run's I/O ops, ns.
-fn latency_at(r: &RunResult, pct: f64) -> f64 {
+pub fn latency_at(r: &RunResult, pct: f64) -> f64 {
     r.merged_io_hist()
         .map(|h| {
             if h.is_empty() {
@@ -481,7 +481,8 @@ fn latency_at(r: &RunResult, pct: f64) -> f64 {
         .unwrap_or(f64::INFINITY)
 }
 
-fn curve_point(idx: usize, r: &RunResult, sessions: u32, qd: u32) -> CurvePoint {
+/// The load-curve point of step `idx` (a `RunResult` at `sessions` × `qd`).
+pub fn curve_point(idx: usize, r: &RunResult, sessions: u32, qd: u32) -> CurvePoint {
     let h = r
         .merged_io_hist()
         .unwrap_or_else(|_| crate::results::new_histogram());
