@@ -12,7 +12,14 @@ use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec}
 
 /// iolens: storage measured as a database experiences it.
 #[derive(Parser, Debug)]
-#[command(name = "iolens", version, about, long_about = None)]
+#[command(
+    name = "iolens",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
+                  (run, verify); 130 interrupted (Ctrl-C)."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -26,6 +33,9 @@ pub enum Command {
     /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
     /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// Check every block of an iolens scratch file offline: checksum, address, target id.
+    /// Exits with 3 when corruption is found.
+    Verify(crate::verify::VerifyArgs),
 }
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
@@ -130,6 +140,14 @@ pub struct RunArgs {
     /// Seed of the offset generators.
     #[arg(long, default_value_t = 0x10_1e45)]
     pub seed: u64,
+    /// Verify blocks read: auto (full on iolens scratch files, none elsewhere), none, header
+    /// (magic, target id, offset, generation of each 512-byte unit) or full (also its CRC32C).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub verify: crate::verify::VerifyMode,
+    /// On corrupt data: stop at the first corrupt block, or continue and report them all.
+    /// Either way the run exits with status 3.
+    #[arg(long, value_enum, default_value = "stop")]
+    pub on_corruption: crate::verify::OnCorruption,
     /// Print the plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -162,6 +180,8 @@ impl RunArgs {
             rate_iops: self.rate,
             think_us: self.think.map(|t| t * 1e6),
             seed: self.seed,
+            verify: self.verify,
+            on_corruption: self.on_corruption,
         }
     }
 }
@@ -183,6 +203,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     match cli.command {
         Command::Run(a) => cmd_run(&a, cmdline),
         Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
+        Command::Verify(a) => crate::verify::cmd_verify(&a, cmdline),
     }
 }
 
@@ -240,13 +261,16 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     )?;
     print!("{}", crate::summary::run_summary(&r));
     let interrupted = r.interrupted;
+    let corrupt = !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0);
     res.runs.push(r);
     if let Some(p) = &a.t.json {
         res.write_file(p)
             .with_context(|| format!("writing {}", p.display()))?;
         println!("Results written to {}", p.display());
     }
-    Ok(if interrupted {
+    Ok(if corrupt {
+        ExitCode::from(crate::verify::EXIT_CORRUPTION)
+    } else if interrupted {
         ExitCode::from(130)
     } else {
         ExitCode::SUCCESS

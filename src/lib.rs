@@ -15,4 +15,5 @@ pub mod summary;
 pub mod sys;
 pub mod target;
 pub mod units;
+pub mod verify;
 pub mod workload;

@@ -315,6 +315,71 @@ pub struct RunResult {
     pub interrupted: bool,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// Block verification figures (runs on stamped targets, `iolens verify`).
+    #[serde(default)]
+    pub verify: Option<VerifyStats>,
+    /// Corrupt blocks found (empty when none). A non-empty list makes the run exit with 3.
+    #[serde(default)]
+    pub corruption: Vec<CorruptionReport>,
+}
+
+/// What reading a run's blocks back found and cost (see `verify`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct VerifyStats {
+    /// `none`, `header` or `full`.
+    pub mode: String,
+    /// Bytes per stamp unit (each carries magic, checksum, target id, offset, generation).
+    pub unit_bytes: u64,
+    /// Reads whose data was checked, and the stamp units they held.
+    pub reads_verified: u64,
+    pub units_verified: u64,
+    /// CPU time of verification per read and per unit, ns (sampled with clock reads).
+    pub ns_per_read: f64,
+    pub ns_per_unit: f64,
+    /// Writes stamped, and the CPU time of stamping (checksums included) per write, ns.
+    pub writes_stamped: u64,
+    pub stamp_ns_per_write: f64,
+    /// Reads that also checked the generation of the last write this run completed.
+    pub generation_checks: u64,
+    /// Slots of the in-memory generation map (0 when the run does not write).
+    pub generation_slots: u64,
+    /// Failed checks not reported because one of this run's own writes to the block was in
+    /// flight during the read (a torn mix is legitimate then).
+    pub skipped_concurrent: u64,
+    /// Corrupt units found (all of them; `corruption` keeps the first reports).
+    pub errors: u64,
+    /// Units found rewritten by a workload since the fill (`iolens verify`).
+    #[serde(default)]
+    pub units_rewritten: u64,
+    /// The run stopped at the first corruption.
+    pub stopped: bool,
+    /// Why verification is off or limited, when it is.
+    #[serde(default)]
+    pub note: String,
+}
+
+/// One corrupt unit: where, what was expected and what was found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct CorruptionReport {
+    /// `checksum`, `misdirected`, `foreign`, `unstamped`, `lost-write`,
+    /// `unexpected-generation` or `truncated`.
+    pub kind: String,
+    /// Absolute byte offset of the (first) corrupt 512-byte unit in the target.
+    pub offset: u64,
+    /// Consecutive units with the same fault this report covers (e.g. a whole misdirected
+    /// block); `expected`/`found` are those of the first.
+    #[serde(default)]
+    pub units: u64,
+    /// Absolute offset and length of the I/O that found it.
+    pub io_offset: u64,
+    pub io_len: u64,
+    pub expected: String,
+    pub found: String,
+    /// One line for people.
+    pub message: String,
+    pub session: u32,
+    /// Seconds from the start of measurement (negative during warm-up).
+    pub time_s: f64,
 }
 
 impl RunResult {
@@ -444,6 +509,8 @@ pub enum Kind {
     Db,
     Trace,
     Ingest,
+    /// `iolens verify`: an offline check of a target's blocks.
+    Verify,
 }
 
 /// The whole record of one iolens invocation.

@@ -5,6 +5,11 @@
 //! measurement (after warm-up) and at the end, drive the collector (merging intervals, live
 //! progress) until the deadline, quota, an error or Ctrl-C, then assemble the result with CPU,
 //! run-queue, device and page-cache figures and the warnings they call for.
+//!
+//! Verification: `--verify auto` becomes `full` on iolens' own (stamped) scratch files and
+//! `none` elsewhere; the resolved mode is what the stored spec says. Runs that write stamp
+//! every block and track generations; corruption found by the sessions ends up in
+//! `RunResult::corruption` (the run is still returned, so its results can be written).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
@@ -16,8 +21,9 @@ use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome}
 use crate::recorder::{recorders, session_summary};
 use crate::results::{PageCacheInfo, RunResult};
 use crate::sys::SysSnapshot;
-use crate::target::Target;
+use crate::target::{Target, TargetKind};
 use crate::units::{fmt_ns, fmt_rate};
+use crate::verify::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
 use crate::workload::{EngineKind, WorkloadSpec};
 
 /// Options of one execution that are not part of the workload itself.
@@ -37,6 +43,23 @@ pub struct RunOptions<'a> {
 /// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
 pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> Result<RunResult> {
     spec.validate()?;
+    let (mode, note) = resolve_verify(spec, target)?;
+    let resolved = WorkloadSpec {
+        verify: mode,
+        ..spec.clone()
+    };
+    let spec = &resolved;
+    let writes = spec.pattern.writes() && spec.engine != EngineKind::Null;
+    let stamped = target.kind == TargetKind::Scratch;
+    if writes
+        && stamped
+        && (spec.block_size % UNIT as u64 != 0 || spec.region_offset % UNIT as u64 != 0)
+    {
+        bail!(
+            "writes to an iolens scratch file must be whole 512-byte units (its blocks are \
+             stamped per 512 bytes): use a --bs and --offset that are multiples of 512"
+        );
+    }
     if spec.engine != EngineKind::Null {
         target.check_alignment(spec)?;
     }
@@ -44,6 +67,19 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         bail!("the working set does not fit in the target's data area");
     }
     let file = target.open(spec)?;
+    if writes || mode != VerifyMode::None {
+        crate::verify::lock(&file, writes, &target.path)?;
+    }
+    let vshared = (writes || mode != VerifyMode::None).then(|| VerifyShared {
+        mode,
+        stamp: writes,
+        target_id: target.id,
+        gens: writes.then(|| GenMap::new(spec.blocks(), rand::random::<u64>() % 0xFF_FFFF + 1)),
+        keep_going: spec.on_corruption == OnCorruption::Continue,
+        region_offset: spec.region_offset,
+        block_size: spec.block_size,
+        data_offset: target.data_offset,
+    });
     let device = crate::sys::block_dev_for(&target.path).map(|b| b.name);
     let page_before = if !spec.direct && spec.engine != EngineKind::Null {
         target
@@ -75,8 +111,13 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                 quota_total / sessions as u64
                     + u64::from((i as u64) < quota_total % sessions as u64)
             };
-            let (stop, barrier, base_cell, data_offset) =
-                (&stop, &barrier, base_cell.clone(), target.data_offset);
+            let (stop, barrier, base_cell, data_offset, vshared) = (
+                &stop,
+                &barrier,
+                base_cell.clone(),
+                target.data_offset,
+                vshared.as_ref(),
+            );
             handles.push(sc.spawn(move || {
                 let tid = crate::sys::gettid();
                 barrier.wait();
@@ -88,6 +129,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                     data_offset,
                     quota,
                     stop,
+                    verify: vshared,
                 };
                 let out = if quota == 0 {
                     SessionOutcome {
@@ -95,6 +137,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                         sched: None,
                         error: None,
                         completed: 0,
+                        verify: Default::default(),
                     }
                 } else {
                     run_engine_session(&ctx, &mut rec, eng)
@@ -162,6 +205,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                     sched: None,
                     error: Some("a session thread panicked".into()),
                     completed: 0,
+                    verify: Default::default(),
                 }),
             }
         }
@@ -178,6 +222,26 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
 
     if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
         bail!("{e}");
+    }
+    let mut outcomes = outcomes;
+    let tallies = outcomes
+        .iter_mut()
+        .map(|o| std::mem::take(&mut o.verify))
+        .collect();
+    let (mut vstats, mut corruption) = crate::verify::merge(vshared.as_ref(), mode, &note, tallies);
+    vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
+    if corruption.iter().any(|c| c.kind == "truncated") {
+        let len = std::fs::metadata(&target.path)
+            .map(|m| m.len())
+            .unwrap_or(0);
+        for c in corruption.iter_mut().filter(|c| c.kind == "truncated") {
+            c.message += &format!(
+                "; {} is now {} bytes, its data area should end at {}",
+                target.path.display(),
+                len,
+                target.data_offset + target.data_size
+            );
+        }
     }
     let end = outcomes.iter().map(|o| o.end).max().unwrap_or(base);
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
@@ -222,6 +286,8 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         counters: Default::default(),
         interrupted,
         warnings: Vec::new(),
+        verify: (spec.engine != EngineKind::Null).then_some(vstats),
+        corruption,
     };
     r.counters.insert(
         "ios_completed_incl_warmup".into(),
@@ -229,6 +295,40 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     );
     r.warnings = run_warnings(&r, spec);
     Ok(r)
+}
+
+/// Resolve `--verify` against the target: the mode to use and, when off, why.
+fn resolve_verify(spec: &WorkloadSpec, target: &Target) -> Result<(VerifyMode, String)> {
+    let stamped = target.kind == TargetKind::Scratch;
+    if spec.engine == EngineKind::Null {
+        if matches!(spec.verify, VerifyMode::Header | VerifyMode::Full) {
+            bail!(
+                "--verify {} needs real I/O: the null engine reads nothing",
+                spec.verify.name()
+            );
+        }
+        return Ok((VerifyMode::None, "null engine: nothing is read".into()));
+    }
+    Ok(match spec.verify {
+        VerifyMode::Auto if stamped => (VerifyMode::Full, String::new()),
+        VerifyMode::Auto => (
+            VerifyMode::None,
+            format!(
+                "verification off: {} is a {} iolens did not create, so its blocks carry no stamps",
+                target.path.display(),
+                target.kind.name()
+            ),
+        ),
+        VerifyMode::None => (VerifyMode::None, "verification off (--verify none)".into()),
+        m if !stamped => bail!(
+            "--verify {} needs blocks stamped by iolens, but {} is a {} iolens did not create \
+             (its blocks carry no stamps); use --verify none, or a scratch file iolens creates",
+            m.name(),
+            target.path.display(),
+            target.kind.name()
+        ),
+        m => (m, String::new()),
+    })
 }
 
 fn progress_message(
@@ -277,6 +377,22 @@ fn progress_message(
 /// page-cache hits, host queueing — are derived from the results by `analysis`).
 fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
     let mut w = Vec::new();
+    if let Some(v) = &r.verify {
+        if v.errors > 0 {
+            w.push(format!(
+                "DATA CORRUPTION: {} corrupt 512-byte unit(s) found{}",
+                v.errors,
+                if v.stopped {
+                    format!(
+                        "; the run stopped at the first after {:.1} s (--on-corruption continue keeps going)",
+                        r.duration_s
+                    )
+                } else {
+                    String::new()
+                }
+            ));
+        }
+    }
     if r.interrupted {
         w.push(format!(
             "interrupted after {:.1} s: figures cover only the measured part",

@@ -1,6 +1,7 @@
 //! The plain-text summary printed at the end of `iolens run` (and for each calibration step
 //! on request): per-op throughput and latency percentiles, CPU cost, run-queue delay, the
-//! device's own view, and warnings. Reads only a [`RunResult`].
+//! device's own view, block verification and its cost, corruption found, and warnings. Reads
+//! only a [`RunResult`].
 
 use std::fmt::Write as _;
 
@@ -10,6 +11,14 @@ use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
 /// Render the summary of one run as text.
 pub fn run_summary(r: &RunResult) -> String {
     let mut s = String::new();
+    let errors = r.verify.as_ref().map(|v| v.errors).unwrap_or(0);
+    if errors > 0 || !r.corruption.is_empty() {
+        let _ = writeln!(
+            s,
+            "!! DATA CORRUPTION DETECTED: {} corrupt 512-byte unit(s) — see below",
+            errors.max(r.corruption.len() as u64)
+        );
+    }
     let _ = writeln!(
         s,
         "{} — {:.1} s measured{}",
@@ -84,6 +93,69 @@ pub fn run_summary(r: &RunResult) -> String {
             fmt_bytes(pc.working_set_bytes),
             pc.resident_after * 100.0
         );
+    }
+    if let Some(v) = &r.verify {
+        if v.mode == "none" {
+            let _ = writeln!(s, "  Verify: none — {}", v.note);
+        } else {
+            let mut line = format!(
+                "  Verify: {}, {} B stamp units: {} reads checked ({} units)",
+                v.mode, v.unit_bytes, v.reads_verified, v.units_verified
+            );
+            if v.reads_verified > 0 {
+                let mean = r.op("read").map(|o| o.summary.mean_ns).unwrap_or(0.0);
+                line += &format!(", {} CPU per read", fmt_ns(v.ns_per_read));
+                if mean > 0.0 {
+                    line += &format!(
+                        " ({:.1} % of the mean read latency)",
+                        v.ns_per_read / mean * 100.0
+                    );
+                }
+            }
+            if v.generation_checks > 0 {
+                line += &format!(", {} with a known generation", v.generation_checks);
+            }
+            let _ = writeln!(s, "{line}");
+        }
+        if v.writes_stamped > 0 {
+            let _ = writeln!(
+                s,
+                "  Stamping: {} writes stamped, {} CPU per write{}",
+                v.writes_stamped,
+                fmt_ns(v.stamp_ns_per_write),
+                if v.generation_slots > 0 {
+                    format!("; generations tracked in {} slots", v.generation_slots)
+                } else {
+                    String::new()
+                }
+            );
+        }
+        if v.skipped_concurrent > 0 {
+            let _ = writeln!(
+                s,
+                "  Verify: {} failed check(s) not counted: the run's own write to the block was in flight",
+                v.skipped_concurrent
+            );
+        }
+        if v.mode != "none" && v.reads_verified > 0 && v.units_verified == 0 {
+            let _ = writeln!(
+                s,
+                "  WARNING: reads smaller than or misaligned with the 512-byte stamp units: nothing was verified"
+            );
+        }
+    }
+    if !r.corruption.is_empty() {
+        let _ = writeln!(
+            s,
+            "  !! CORRUPTION ({} unit(s){}):",
+            errors.max(r.corruption.len() as u64),
+            if r.verify.as_ref().is_some_and(|v| v.stopped) {
+                ", stopped at the first"
+            } else {
+                ""
+            }
+        );
+        s += &crate::verify::render_reports(&r.corruption, errors, 10);
     }
     for v in crate::analysis::run_verdicts(r) {
         let tag = if v.severity == "warning" {

@@ -2,9 +2,12 @@
 //! devices; their layout, fill, ownership marker, alignment and page-cache control.
 //!
 //! A scratch file starts with a 1 MiB header area whose first block carries the iolens marker
-//! (magic, version, data size, fill progress, a random target id); the data area follows and
-//! is filled with incompressible pseudo-random data. Only a file bearing that marker, or a
-//! target the user names as disposable, is ever written. Everything else is opened read-only.
+//! (magic, format version, data size, fill progress, a random target id, stamp unit); the data
+//! area follows and is filled with incompressible pseudo-random data in which every 512-byte
+//! unit carries a stamp (magic, checksum, target id, offset, generation; see `verify`). Only a
+//! file bearing that marker, or a target the user names as disposable, is ever written.
+//! Everything else is opened read-only. A scratch file of an older format (no stamps) is ours:
+//! it is refilled.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
@@ -25,6 +28,8 @@ const MAGIC: &[u8; 16] = b"IOLENS-SCRATCH-1";
 const NOTE: &[u8] =
     b"\nThis file was created by iolens as a scratch target for storage measurement; it holds no user data and may be deleted.\n";
 const FILL_CHUNK: usize = 4 << 20;
+/// On-disk format of scratch files: 1 = unstamped data, 2 = every 512-byte unit stamped.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// What kind of target this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,18 +86,34 @@ pub struct PrepareOptions {
 /// Default data size of a new scratch file.
 pub const DEFAULT_SCRATCH_SIZE: u64 = 1 << 30;
 
+/// The marker block at the start of a scratch file.
 #[derive(Clone, Copy, Debug)]
-struct Header {
-    data_size: u64,
-    filled_upto: u64,
-    id: u64,
+pub struct Header {
+    /// On-disk format ([`FORMAT_VERSION`] for files this build writes).
+    pub version: u32,
+    /// Bytes per stamp unit (0 in format 1).
+    pub unit: u32,
+    pub data_size: u64,
+    /// Bytes of the data area filled (and stamped) so far.
+    pub filled_upto: u64,
+    pub id: u64,
 }
 
 impl Header {
+    fn new(data_size: u64, filled_upto: u64, id: u64) -> Header {
+        Header {
+            version: FORMAT_VERSION,
+            unit: crate::verify::UNIT as u32,
+            data_size,
+            filled_upto,
+            id,
+        }
+    }
     fn encode(&self) -> Vec<u8> {
         let mut b = vec![0u8; 4096];
         b[..16].copy_from_slice(MAGIC);
-        b[16..20].copy_from_slice(&1u32.to_le_bytes());
+        b[16..20].copy_from_slice(&self.version.to_le_bytes());
+        b[20..24].copy_from_slice(&self.unit.to_le_bytes());
         b[24..32].copy_from_slice(&self.data_size.to_le_bytes());
         b[32..40].copy_from_slice(&self.filled_upto.to_le_bytes());
         b[40..48].copy_from_slice(&self.id.to_le_bytes());
@@ -104,7 +125,10 @@ impl Header {
             return None;
         }
         let u = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().unwrap());
+        let w = |r: std::ops::Range<usize>| u32::from_le_bytes(b[r].try_into().unwrap());
         Some(Header {
+            version: w(16..20),
+            unit: w(20..24),
             data_size: u(24..32),
             filled_upto: u(32..40),
             id: u(40..48),
@@ -118,6 +142,11 @@ fn read_header(path: &Path) -> Option<Header> {
     let mut b = vec![0u8; 64];
     f.read_exact(&mut b).ok()?;
     Header::decode(&b)
+}
+
+/// The marker of a scratch file created by iolens (any format version), if `path` is one.
+pub fn read_scratch_header(path: &Path) -> Option<Header> {
+    read_header(path)
 }
 
 /// True when `path` is a scratch file created by iolens.
@@ -273,11 +302,7 @@ impl Target {
             .create_new(true)
             .open(path)
             .with_context(|| format!("cannot create scratch file {}", path.display()))?;
-        let h = Header {
-            data_size: size,
-            filled_upto: 0,
-            id: rand::random::<u64>() | 1,
-        };
+        let h = Header::new(size, 0, rand::random::<u64>() | 1);
         f.write_all_at(&h.encode(), 0)
             .with_context(|| format!("cannot write {}", path.display()))?;
         drop(f);
@@ -304,8 +329,22 @@ impl Target {
             }
             h.data_size = want;
         }
+        if h.version < FORMAT_VERSION {
+            // Ours, but from before block stamps: refill it so every block is stamped.
+            eprintln!(
+                "iolens: {} was made by an older iolens without block stamps; refilling it",
+                path.display()
+            );
+            h = Header::new(h.data_size, 0, h.id);
+        }
         let len = std::fs::metadata(path)?.len();
         if h.filled_upto > h.data_size || len < HEADER_AREA + h.filled_upto {
+            if h.filled_upto <= h.data_size {
+                eprintln!(
+                    "iolens: {} is shorter than its header says (truncated); refilling the missing part",
+                    path.display()
+                );
+            }
             // Truncated behind our back: refill what is missing.
             h.filled_upto = len.saturating_sub(HEADER_AREA).min(h.data_size);
             h.filled_upto -= h.filled_upto % FILL_CHUNK as u64;
@@ -346,6 +385,7 @@ impl Target {
                 }
                 let n = ((h.data_size - h.filled_upto) as usize).min(FILL_CHUNK);
                 rng.fill_bytes(&mut buf[..n]);
+                crate::verify::stamp(&mut buf[..n], h.id, HEADER_AREA + h.filled_upto, 0);
                 f.write_all_at(&buf[..n], HEADER_AREA + h.filled_upto)
                     .with_context(|| format!("cannot fill {}", path.display()))?;
                 h.filled_upto += n as u64;
@@ -522,13 +562,10 @@ mod tests {
 
     #[test]
     fn header_roundtrip() {
-        let h = Header {
-            data_size: 123 << 20,
-            filled_upto: 5,
-            id: 77,
-        };
+        let h = Header::new(123 << 20, 5, 77);
         let d = Header::decode(&h.encode()).unwrap();
         assert_eq!((d.data_size, d.filled_upto, d.id), (123 << 20, 5, 77));
+        assert_eq!((d.version, d.unit), (FORMAT_VERSION, 512));
         assert!(Header::decode(&[0u8; 64]).is_none());
     }
 }

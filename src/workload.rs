@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::recorder::Op;
 use crate::units::fmt_bytes;
+use crate::verify::{OnCorruption, VerifyMode};
 
 /// Access pattern.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
@@ -195,6 +196,12 @@ pub struct WorkloadSpec {
     pub think_us: Option<f64>,
     /// Seed of the offset generators (same seed, same offsets).
     pub seed: u64,
+    /// How reads are verified (`auto` is resolved against the target when the run starts).
+    #[serde(default)]
+    pub verify: VerifyMode,
+    /// Stop at the first corrupt block, or keep going.
+    #[serde(default)]
+    pub on_corruption: OnCorruption,
 }
 
 impl Default for WorkloadSpec {
@@ -220,6 +227,8 @@ impl Default for WorkloadSpec {
             rate_iops: None,
             think_us: None,
             seed: 0x10_1e45,
+            verify: VerifyMode::Auto,
+            on_corruption: OnCorruption::Stop,
         }
     }
 }
@@ -493,6 +502,30 @@ impl WorkloadSpec {
         }
         if let Some(t) = self.think_us {
             out += &format!(", think time {t} µs");
+        }
+        if self.engine != EngineKind::Null {
+            out += "\n  ";
+            out += match self.verify {
+                VerifyMode::Auto => {
+                    "verification auto: full on an iolens scratch file, none on other targets"
+                }
+                VerifyMode::None => "verification none: data read is not looked at",
+                VerifyMode::Header => {
+                    "verification header: magic, target id, offset and generation of every 512 B unit"
+                }
+                VerifyMode::Full => {
+                    "verification full: header fields and CRC32C of every 512 B unit"
+                }
+            };
+            if self.pattern.writes() {
+                out += "; written blocks are stamped";
+            }
+            if self.verify != VerifyMode::None {
+                out += match self.on_corruption {
+                    OnCorruption::Stop => "; stop at the first corrupt block",
+                    OnCorruption::Continue => "; keep going past corrupt blocks",
+                };
+            }
         }
         out
     }

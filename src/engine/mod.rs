@@ -7,6 +7,12 @@
 //! the latency into the session's [`SessionRecorder`]. The loop is generic over the engine, so
 //! there is no dynamic dispatch, allocation or lock per I/O.
 //!
+//! On stamped targets the loop also stamps every written block (registering the write in the
+//! run's generation map first) and verifies every block read (see [`crate::verify`]).
+//! Verification runs after a batch of completions has been stamped, so it never inflates the
+//! latency of completions reaped in the same batch; its CPU time is sampled (one batch in
+//! eight is timed) and reported per read.
+//!
 //! Engines: `sync` (pread/pwrite, one in flight), `uring` (io_uring, queue depth per session),
 //! `null` (no I/O: the tool's own cost).
 
@@ -22,6 +28,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use crate::recorder::{Op, SessionRecorder};
+use crate::verify::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
 use crate::workload::{OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.
@@ -99,6 +106,8 @@ pub struct SessionCtx<'a> {
     pub quota: u64,
     /// Set to end the run (deadline, Ctrl-C, or another session's error).
     pub stop: &'a AtomicBool,
+    /// Stamping and verification (targets whose blocks iolens stamps).
+    pub verify: Option<&'a VerifyShared>,
 }
 
 /// How a session ended.
@@ -112,6 +121,8 @@ pub struct SessionOutcome {
     pub error: Option<String>,
     /// I/Os completed (including warm-up).
     pub completed: u64,
+    /// Verification figures and corruption found by this session.
+    pub verify: VerifyTally,
 }
 
 #[derive(Clone, Copy)]
@@ -119,6 +130,10 @@ struct Slot {
     op: Op,
     start: Instant,
     offset: u64,
+    /// Generation-map snapshot taken before a read was issued.
+    snap: u64,
+    /// Registration of a write in the generation map.
+    ticket: Option<WriteTicket>,
 }
 
 /// Sleep until `t` precisely: coarse sleep, then yield until the moment.
@@ -154,8 +169,16 @@ pub fn run_session<E: IoEngine>(
             sched: None,
             error: Some(format!("I/O engine set-up failed: {e}")),
             completed: 0,
+            verify: VerifyTally::default(),
         };
     }
+    let vs = ctx.verify;
+    let verify_reads = vs.is_some_and(|v| v.reads());
+    let keep_going = spec.on_corruption == OnCorruption::Continue;
+    let mut tally = VerifyTally::default();
+    // Reads completed in the last batch, verified once the whole batch has been stamped.
+    let mut to_verify: Vec<u32> = Vec::with_capacity(qd);
+    let mut corrupt = false;
     let mut gen = OffsetGen::new(spec, ctx.session);
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slots = vec![
@@ -163,6 +186,8 @@ pub fn run_session<E: IoEngine>(
             op: Op::Read,
             start: Instant::now(),
             offset: 0,
+            snap: 0,
+            ticket: None,
         };
         qd
     ];
@@ -197,6 +222,40 @@ pub fn run_session<E: IoEngine>(
         while !ctx.stop.load(Ordering::Relaxed) && issued < ctx.quota {
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
+            let p = buf.slot(slot);
+            let mut snap = 0;
+            let mut ticket = None;
+            if op == Op::Write {
+                // Make every written block unique (defeats dedupe) and, on stamped targets,
+                // verifiable: register, then stamp header and checksum of each 512-byte unit.
+                seq += 1;
+                match vs {
+                    Some(v) => {
+                        let timed = tally.writes & 7 == 0;
+                        let t0 = timed.then(Instant::now);
+                        // SAFETY: the slot's buffer holds `bs` bytes and is not in flight.
+                        let data = unsafe { std::slice::from_raw_parts_mut(p, bs) };
+                        ticket = v.stamp_write(data, off, seq);
+                        tally.writes += 1;
+                        if let Some(t0) = t0 {
+                            tally.timed_writes += 1;
+                            tally.stamp_ns += t0.elapsed().as_nanos() as u64;
+                        }
+                    }
+                    None if bs >= 16 => {
+                        // SAFETY: the slot's buffer holds `bs` ≥ 16 bytes and is not in flight.
+                        unsafe {
+                            std::ptr::write_unaligned(p as *mut u64, off);
+                            std::ptr::write_unaligned(p.add(8) as *mut u64, seq);
+                        }
+                    }
+                    None => {}
+                }
+            } else if verify_reads {
+                if let Some(v) = vs {
+                    snap = v.read_snapshot(off);
+                }
+            }
             let start = match period {
                 Some(p) => {
                     let t = intended;
@@ -206,20 +265,12 @@ pub fn run_session<E: IoEngine>(
                 }
                 None => Instant::now(),
             };
-            let p = buf.slot(slot);
-            if op == Op::Write {
-                // Make every written block unique (defeats dedupe) at the cost of 16 bytes.
-                seq += 1;
-                // SAFETY: the slot's buffer is at least 512 bytes and not in flight.
-                unsafe {
-                    std::ptr::write_unaligned(p as *mut u64, off);
-                    std::ptr::write_unaligned(p.add(8) as *mut u64, seq);
-                }
-            }
             slots[slot as usize] = Slot {
                 op,
                 start,
                 offset: off,
+                snap,
+                ticket,
             };
             eng.push(slot, op, ctx.data_offset + off, p, bs);
             inflight += 1;
@@ -232,11 +283,23 @@ pub fn run_session<E: IoEngine>(
             let end = Instant::now();
             past_base |= end >= base;
             let s = slots[slot as usize];
+            if let (Some(t), Some(v)) = (&s.ticket, vs) {
+                v.write_done(t, res == bs as i64);
+            }
             if res == bs as i64 {
                 rec.record(s.op, s.start, end, bs as u64);
                 if s.op == Op::Write {
                     writes_since_sync += 1;
+                } else if verify_reads {
+                    to_verify.push(slot);
                 }
+            } else if verify_reads && s.op == Op::Read && (0..bs as i64).contains(&res) {
+                // A short read of a stamped target: it ends early.
+                rec.error(s.op);
+                if let Some(v) = vs {
+                    v.short_read(&mut tally, s.offset, bs as u64, res as u64, ctx.session, base);
+                }
+                corrupt = true;
             } else {
                 rec.error(s.op);
                 if error.is_none() {
@@ -264,6 +327,30 @@ pub fn run_session<E: IoEngine>(
             error.get_or_insert_with(|| format!("I/O engine failed: {e}"));
             ctx.stop.store(true, Ordering::Relaxed);
             break;
+        }
+        if !to_verify.is_empty() {
+            if let Some(v) = vs {
+                tally.batches += 1;
+                let t0 = (tally.batches & 7 == 1).then(Instant::now);
+                let n = to_verify.len() as u64;
+                for &slot in &to_verify {
+                    let s = slots[slot as usize];
+                    // SAFETY: the slot's buffer holds `bs` bytes just read; it is not reissued
+                    // before this loop ends.
+                    let data = unsafe { std::slice::from_raw_parts(buf.slot(slot), bs) };
+                    if v.verify_read(&mut tally, data, s.offset, s.snap, ctx.session, base) {
+                        corrupt = true;
+                    }
+                }
+                if let Some(t0) = t0 {
+                    tally.timed_reads += n;
+                    tally.timed_ns += t0.elapsed().as_nanos() as u64;
+                }
+            }
+            to_verify.clear();
+        }
+        if corrupt && !keep_going {
+            ctx.stop.store(true, Ordering::Relaxed);
         }
         if fsync_every > 0 && writes_since_sync >= fsync_every {
             let t0 = Instant::now();
@@ -295,6 +382,7 @@ pub fn run_session<E: IoEngine>(
         sched,
         error,
         completed,
+        verify: tally,
     }
 }
 
