@@ -333,12 +333,19 @@ pub struct VerifyStats {
     /// Reads whose data was checked, and the stamp units they held.
     pub reads_verified: u64,
     pub units_verified: u64,
-    /// CPU time of verification per read and per unit, ns (sampled with clock reads).
+    /// Time spent verifying per read and per unit, ns: the median of clock-timed samples
+    /// (one batch of completions in eight), robust to preemption inside a sample.
     pub ns_per_read: f64,
     pub ns_per_unit: f64,
-    /// Writes stamped, and the CPU time of stamping (checksums included) per write, ns.
+    /// Mean of the same samples (includes any preemption inside them).
+    #[serde(default)]
+    pub ns_per_read_mean: f64,
+    /// Writes stamped, and the time of stamping (registration and checksums included) per
+    /// write, ns: median of samples (one write in eight), and their mean.
     pub writes_stamped: u64,
     pub stamp_ns_per_write: f64,
+    #[serde(default)]
+    pub stamp_ns_per_write_mean: f64,
     /// Reads that also checked the generation of the last write this run completed.
     pub generation_checks: u64,
     /// Slots of the in-memory generation map (0 when the run does not write).

@@ -104,7 +104,7 @@ pub fn run_summary(r: &RunResult) -> String {
             );
             if v.reads_verified > 0 {
                 let mean = r.op("read").map(|o| o.summary.mean_ns).unwrap_or(0.0);
-                line += &format!(", {} CPU per read", fmt_ns(v.ns_per_read));
+                line += &format!(", {} per read to verify", fmt_ns(v.ns_per_read));
                 if mean > 0.0 {
                     line += &format!(
                         " ({:.1} % of the mean read latency)",
@@ -120,7 +120,7 @@ pub fn run_summary(r: &RunResult) -> String {
         if v.writes_stamped > 0 {
             let _ = writeln!(
                 s,
-                "  Stamping: {} writes stamped, {} CPU per write{}",
+                "  Stamping: {} writes stamped, {} per write{}",
                 v.writes_stamped,
                 fmt_ns(v.stamp_ns_per_write),
                 if v.generation_slots > 0 {

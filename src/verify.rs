@@ -55,6 +55,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::results::{CorruptionReport, VerifyStats};
@@ -578,14 +579,56 @@ pub struct VerifyTally {
     pub units: u64,
     pub timed_reads: u64,
     pub timed_ns: u64,
+    /// Sampled verification time per read (ns), weighted by reads: the median is robust to
+    /// the session being preempted inside a timed batch.
+    pub read_cost: Option<Histogram<u64>>,
     pub batches: u64,
     pub writes: u64,
     pub timed_writes: u64,
     pub stamp_ns: u64,
+    /// Sampled stamping time per write (ns).
+    pub stamp_cost: Option<Histogram<u64>>,
     pub gen_checks: u64,
     pub skipped_concurrent: u64,
     pub problems: u64,
     pub reports: Vec<CorruptionReport>,
+}
+
+impl VerifyTally {
+    /// A tally with its cost histograms allocated (at session start, not per I/O).
+    pub fn new() -> VerifyTally {
+        VerifyTally {
+            read_cost: Some(cost_histogram()),
+            stamp_cost: Some(cost_histogram()),
+            ..Default::default()
+        }
+    }
+
+    /// Account one timed batch of `n` reads verified in `ns`.
+    #[inline]
+    pub fn timed_reads(&mut self, n: u64, ns: u64) {
+        self.timed_reads += n;
+        self.timed_ns += ns;
+        if let Some(h) = &mut self.read_cost {
+            let _ = h.record_n((ns / n.max(1)).clamp(1, COST_MAX), n);
+        }
+    }
+
+    /// Account one timed stamping of a write.
+    #[inline]
+    pub fn timed_write(&mut self, ns: u64) {
+        self.timed_writes += 1;
+        self.stamp_ns += ns;
+        if let Some(h) = &mut self.stamp_cost {
+            let _ = h.record(ns.clamp(1, COST_MAX));
+        }
+    }
+}
+
+const COST_MAX: u64 = 10_000_000_000;
+
+fn cost_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, COST_MAX, 2).expect("static bounds are valid")
 }
 
 impl VerifyShared {
@@ -772,7 +815,15 @@ pub fn merge(
     };
     let mut reports = Vec::new();
     let (mut tr, mut tn, mut tw, mut ts) = (0u64, 0u64, 0u64, 0u64);
+    let mut rc = cost_histogram();
+    let mut sc = cost_histogram();
     for t in tallies {
+        if let Some(h) = &t.read_cost {
+            let _ = rc.add(h);
+        }
+        if let Some(h) = &t.stamp_cost {
+            let _ = sc.add(h);
+        }
         s.reads_verified += t.reads;
         s.units_verified += t.units;
         s.writes_stamped += t.writes;
@@ -786,14 +837,16 @@ pub fn merge(
         reports.extend(t.reports);
     }
     if tr > 0 {
-        s.ns_per_read = tn as f64 / tr as f64;
+        s.ns_per_read = rc.value_at_quantile(0.5) as f64;
+        s.ns_per_read_mean = tn as f64 / tr as f64;
         let units_per_read = s.units_verified as f64 / s.reads_verified.max(1) as f64;
         if units_per_read > 0.0 {
             s.ns_per_unit = s.ns_per_read / units_per_read;
         }
     }
     if tw > 0 {
-        s.stamp_ns_per_write = ts as f64 / tw as f64;
+        s.stamp_ns_per_write = sc.value_at_quantile(0.5) as f64;
+        s.stamp_ns_per_write_mean = ts as f64 / tw as f64;
     }
     if let Some(g) = shared.and_then(|v| v.gens.as_ref()) {
         s.generation_slots = g.slots();
@@ -1178,19 +1231,26 @@ pub fn bench(bs: u64) -> Result<BenchFigures> {
     for (i, b) in data[..region].chunks_exact_mut(bs).enumerate() {
         stamp(b, id, (i * bs) as u64, 1);
     }
+    // Median of 7 timed passes (after a warm-up pass): robust to a shared machine's noise.
     let time = |f: &mut dyn FnMut(usize) -> u64, iters: usize| -> f64 {
         let mut acc = 0;
-        for i in 0..iters / 10 {
-            acc += f(i);
-        }
-        let t = Instant::now();
         for i in 0..iters {
             acc += f(i);
         }
+        let mut passes: Vec<f64> = (0..7)
+            .map(|_| {
+                let t = Instant::now();
+                for i in 0..iters {
+                    acc += f(i);
+                }
+                t.elapsed().as_nanos() as f64 / iters as f64
+            })
+            .collect();
         std::hint::black_box(acc);
-        t.elapsed().as_nanos() as f64 / iters as f64
+        passes.sort_by(f64::total_cmp);
+        passes[3]
     };
-    let iters = (200usize << 20) / bs;
+    let iters = ((64usize << 20) / bs).max(64);
     let blocks = region / bs;
     let stamp_ns = {
         let mut one = data[..bs].to_vec();

@@ -175,7 +175,11 @@ pub fn run_session<E: IoEngine>(
     let vs = ctx.verify;
     let verify_reads = vs.is_some_and(|v| v.reads());
     let keep_going = spec.on_corruption == OnCorruption::Continue;
-    let mut tally = VerifyTally::default();
+    let mut tally = if vs.is_some() {
+        VerifyTally::new()
+    } else {
+        VerifyTally::default()
+    };
     // Reads completed in the last batch, verified once the whole batch has been stamped.
     let mut to_verify: Vec<u32> = Vec::with_capacity(qd);
     let mut corrupt = false;
@@ -238,8 +242,7 @@ pub fn run_session<E: IoEngine>(
                         ticket = v.stamp_write(data, off, seq);
                         tally.writes += 1;
                         if let Some(t0) = t0 {
-                            tally.timed_writes += 1;
-                            tally.stamp_ns += t0.elapsed().as_nanos() as u64;
+                            tally.timed_write(t0.elapsed().as_nanos() as u64);
                         }
                     }
                     None if bs >= 16 => {
@@ -343,8 +346,7 @@ pub fn run_session<E: IoEngine>(
                     }
                 }
                 if let Some(t0) = t0 {
-                    tally.timed_reads += n;
-                    tally.timed_ns += t0.elapsed().as_nanos() as u64;
+                    tally.timed_reads(n, t0.elapsed().as_nanos() as u64);
                 }
             }
             to_verify.clear();
