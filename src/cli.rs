@@ -17,10 +17,17 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
+    Db(crate::db::DbArgs),
+}
 
 /// Parse arguments and run the chosen subcommand; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -29,5 +36,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
             return Ok(ExitCode::from(code));
         }
     };
-    match cli.command {}
+    match cli.command {
+        Command::Db(a) => crate::db::main(a, &argv),
+    }
 }

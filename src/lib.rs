@@ -3,6 +3,7 @@
 //! Data flows one way: workload spec → engine → recorder → [`results::Results`] → analysis →
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod cli;
+pub mod db;
 pub mod recorder;
 pub mod results;
 pub mod units;
