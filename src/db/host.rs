@@ -77,6 +77,11 @@ pub fn thread_schedstat() -> Option<(u64, u64)> {
 
 /// User+system CPU seconds of process `pid` (/proc/PID/stat), or None if it is not visible.
 pub fn pid_cpu_s(pid: i32) -> Option<f64> {
+    pid_cpu_split(pid).map(|(u, s)| u + s)
+}
+
+/// (user, system) CPU seconds of process `pid`.
+pub fn pid_cpu_split(pid: i32) -> Option<(f64, f64)> {
     let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces; fields resume after the last ')'.
     let rest = &t[t.rfind(')')? + 2..];
@@ -86,7 +91,7 @@ pub fn pid_cpu_s(pid: i32) -> Option<f64> {
     let st: f64 = f.get(12)?.parse().ok()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((ut + st) / hz)
+    Some((ut / hz, st / hz))
 }
 
 /// The short command name of process `pid`.
@@ -147,7 +152,13 @@ pub fn device_stats(name: &str, a: DiskCounters, b: DiskCounters, secs: f64) -> 
     let writes = b.writes.saturating_sub(a.writes);
     let rb = b.read_sectors.saturating_sub(a.read_sectors) * 512;
     let wb = b.write_sectors.saturating_sub(a.write_sectors) * 512;
-    let per = |ms: u64, n: u64| if n > 0 { ms as f64 * 1e3 / n as f64 } else { 0.0 };
+    let per = |ms: u64, n: u64| {
+        if n > 0 {
+            ms as f64 * 1e3 / n as f64
+        } else {
+            0.0
+        }
+    };
     let secs = secs.max(1e-9);
     DeviceStats {
         device: name.to_string(),

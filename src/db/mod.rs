@@ -641,8 +641,14 @@ pub fn print_summary(res: &Results) {
         "  {:.1} s measured, {} sessions, update {}%, work unit {} rows",
         r.duration_s,
         r.spec.get("sessions").and_then(|v| v.as_u64()).unwrap_or(0),
-        r.spec.get("update_pct").and_then(|v| v.as_f64()).unwrap_or(0.0),
-        r.spec.get("work_unit").and_then(|v| v.as_u64()).unwrap_or(0),
+        r.spec
+            .get("update_pct")
+            .and_then(|v| v.as_f64())
+            .unwrap_or(0.0),
+        r.spec
+            .get("work_unit")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0),
     );
     println!(
         "  operations  {}/s ({} selects, {} updates), statements {}/s, commits {}/s",
@@ -763,10 +769,17 @@ mod tests {
             "postgresql://me:***@db:5432/x?sslmode=disable&password=***"
         );
         assert_eq!(redact_dsn("postgres://me@db/x"), "postgres://me@db/x");
-        let a: Vec<String> = ["iolens", "db", "run", "--dsn", "password=pw host=h", "--dsn=password=q"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let a: Vec<String> = [
+            "iolens",
+            "db",
+            "run",
+            "--dsn",
+            "password=pw host=h",
+            "--dsn=password=q",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let r = redact_args(&a).join(" ");
         assert!(!r.contains("pw ") && !r.contains("=q"), "{r}");
     }

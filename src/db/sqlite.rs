@@ -82,18 +82,23 @@ fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
         return Ok(None);
     }
     let format: Option<String> = c
-        .query_row("SELECT value FROM iolens_meta WHERE key='format'", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT value FROM iolens_meta WHERE key='format'",
+            [],
+            |r| r.get(0),
+        )
         .optional()?;
     if format.as_deref() != Some(FORMAT) {
         bail!("the database has an iolens_meta table but not the {FORMAT} layout");
     }
-    let lj: String = c.query_row("SELECT value FROM iolens_meta WHERE key='layout'", [], |r| {
-        r.get(0)
-    })?;
+    let lj: String = c.query_row(
+        "SELECT value FROM iolens_meta WHERE key='layout'",
+        [],
+        |r| r.get(0),
+    )?;
     let layout: Layout = serde_json::from_str(&lj).context("iolens_meta layout is damaged")?;
-    let mut st = c.prepare("SELECT schema, loaded, indexed, checked FROM iolens_progress ORDER BY schema")?;
+    let mut st =
+        c.prepare("SELECT schema, loaded, indexed, checked FROM iolens_progress ORDER BY schema")?;
     let prog = st
         .query_map([], |r| {
             let check: Option<String> = r.get(3)?;
@@ -167,7 +172,10 @@ pub fn setup(
             host::existing_ancestor(dir).display(),
             fmt_bytes(free),
             if exists {
-                format!("; the partial database {} was left as it is", path.display())
+                format!(
+                    "; the partial database {} was left as it is",
+                    path.display()
+                )
             } else {
                 "; nothing was created".to_string()
             }
@@ -218,7 +226,9 @@ pub fn setup(
                 .flatten()
                 .map(|(_, p)| {
                     p.iter()
-                        .map(|p| format!("schema {}: {} of {} rows", p.schema, p.loaded, layout.rows))
+                        .map(|p| {
+                            format!("schema {}: {} of {} rows", p.schema, p.loaded, layout.rows)
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 })
@@ -265,7 +275,10 @@ fn create_schema(conn: &mut Connection, layout: &Layout) -> Result<()> {
 
 /// Permutation of schema `s`.
 fn schema_perm(layout: &Layout, s: u32) -> Perm {
-    Perm::new(layout.rows, layout.seed.wrapping_mul(1_000_003).wrapping_add(s as u64))
+    Perm::new(
+        layout.rows,
+        layout.seed.wrapping_mul(1_000_003).wrapping_add(s as u64),
+    )
 }
 
 fn load_and_check(
@@ -309,7 +322,11 @@ fn load_and_check(
                 ))?;
                 for i in loaded..loaded + n {
                     rng.fill_bytes(&mut pad);
-                    ins.execute(params![(i + 1) as i64, (perm.permute(i) + 1) as i64, &pad[..]])?;
+                    ins.execute(params![
+                        (i + 1) as i64,
+                        (perm.permute(i) + 1) as i64,
+                        &pad[..]
+                    ])?;
                 }
                 tx.execute(
                     "UPDATE iolens_progress SET loaded=?1 WHERE schema=?2",
@@ -370,9 +387,8 @@ pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
     let t = format!("t{s}");
     let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
     // Leaf pages in tree (= id) order; with one row per leaf, leaf j holds id j+1.
-    let mut st = conn.prepare(
-        "SELECT pagetype, ncell, pageno FROM dbstat WHERE name=?1 ORDER BY path",
-    )?;
+    let mut st =
+        conn.prepare("SELECT pagetype, ncell, pageno FROM dbstat WHERE name=?1 ORDER BY path")?;
     let mut leaf_pages: Vec<u32> = Vec::with_capacity(rows as usize);
     let mut max_cells = 0u64;
     let mut overflow = 0u64;
@@ -398,9 +414,12 @@ pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
     let mut corr = f64::NAN;
     let mut adjacent = 0u64;
     if index_present > 0 && leaf_pages.len() as i64 == rows {
-        let mut st = conn.prepare(&format!("SELECT k, id FROM {t} INDEXED BY {t}_k ORDER BY k"))?;
+        let mut st = conn.prepare(&format!(
+            "SELECT k, id FROM {t} INDEXED BY {t}_k ORDER BY k"
+        ))?;
         let mut q = st.query([])?;
-        let (mut n, mut sx, mut sy, mut sxx, mut syy, mut sxy) = (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
+        let (mut n, mut sx, mut sy, mut sxx, mut syy, mut sxy) =
+            (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
         let mut prev: Option<i64> = None;
         while let Some(r) = q.next()? {
             let k: i64 = r.get(0)?;
@@ -535,7 +554,10 @@ struct Stmts<'c> {
 }
 
 fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked))
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+    )
 }
 
 /// One SLOB operation. Returns Ok(true) if it was an update.
@@ -741,7 +763,11 @@ pub(crate) fn environment(target: Option<TargetInfo>) -> Environment {
     // SAFETY: uname fills the zeroed struct.
     unsafe { libc::uname(&mut u) };
     let cstr = |b: &[libc::c_char]| {
-        let bytes: Vec<u8> = b.iter().take_while(|c| **c != 0).map(|c| *c as u8).collect();
+        let bytes: Vec<u8> = b
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     let mem = std::fs::read_to_string("/proc/meminfo")
@@ -856,15 +882,18 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     let ps0 = host::proc_stat();
     let dk0 = device.as_deref().and_then(host::diskstats);
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut next_print = base + iv;
+    let mut printed = u64::MAX;
     loop {
         let live = col_ops.poll(Duration::from_millis(50));
         col_main.poll(Duration::ZERO);
         col_log.poll(Duration::ZERO);
-        if !spec.quiet && Instant::now() >= next_print {
-            next_print += iv;
+        if !spec.quiet {
             let secs = iv.as_secs_f64();
-            if let (Some(o), Some(m)) = (col_ops.last_interval(), col_main.last_interval()) {
+            if let (Some(o), Some(m)) = (
+                col_ops.last_interval().filter(|o| o.index != printed),
+                col_main.last_interval(),
+            ) {
+                printed = o.index;
                 eprintln!(
                     "  {:>6.1}s  ops/s {:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
                     (o.index + 1) as f64 * secs,
@@ -901,7 +930,10 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     let last = outs.iter().filter_map(|o| o.finished).max().unwrap_or(end);
     let measured = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
     let main_ops = col_main.finish(measured);
-    let log_ops = rename_ops(col_log.finish(measured), ["log read", "log write", "log sync"]);
+    let log_ops = rename_ops(
+        col_log.finish(measured),
+        ["log read", "log write", "log sync"],
+    );
     let op_ops = rename_ops(col_ops.finish(measured), ["select", "update", "commit"]);
     let resident_after = host::page_cache_residency(&path).ok();
 
@@ -933,7 +965,14 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     put("ops", ops as f64);
     put("select_ops", sel as f64);
     put("update_ops", upd as f64);
-    put("update_share", if ops > 0 { upd as f64 / ops as f64 } else { 0.0 });
+    put(
+        "update_share",
+        if ops > 0 {
+            upd as f64 / ops as f64
+        } else {
+            0.0
+        },
+    );
     put("statements", stm as f64);
     put("commits", com as f64);
     put("rows_touched", rows as f64);
@@ -961,7 +1000,13 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         put("io_errors", io.errors as f64);
     }
     let (user_s, sys_s) = (ru1.0 - ru0.0, ru1.1 - ru0.1);
-    let per = |x: f64| if physical > 0 { x * 1e6 / physical as f64 } else { 0.0 };
+    let per = |x: f64| {
+        if physical > 0 {
+            x * 1e6 / physical as f64
+        } else {
+            0.0
+        }
+    };
     let (busy_share, iowait) = match (ps0, ps1) {
         (Some(a), Some(b)) => host::host_shares(a, b),
         _ => (0.0, 0.0),
@@ -991,7 +1036,11 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         put("os_cache_served_reads", served as f64);
         put(
             "os_cache_served_share",
-            if physical > 0 { served as f64 / physical as f64 } else { 0.0 },
+            if physical > 0 {
+                served as f64 / physical as f64
+            } else {
+                0.0
+            },
         );
         if d.reads > 0 && d.read_bytes / d.reads > 2 * BLOCK {
             warnings.push(format!(
@@ -1009,12 +1058,16 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         );
     }
     if busy > 0 {
-        warnings.push(format!("{busy} operations gave up waiting for the write lock"));
+        warnings.push(format!(
+            "{busy} operations gave up waiting for the write lock"
+        ));
     }
     let mut all_ops = main_ops;
     all_ops.extend(log_ops);
-    let io_sessions: Vec<SessionSummary> = outs.iter().filter_map(|o| o.io_summary.clone()).collect();
-    let op_sessions: Vec<SessionSummary> = outs.iter().filter_map(|o| o.op_summary.clone()).collect();
+    let io_sessions: Vec<SessionSummary> =
+        outs.iter().filter_map(|o| o.io_summary.clone()).collect();
+    let op_sessions: Vec<SessionSummary> =
+        outs.iter().filter_map(|o| o.op_summary.clone()).collect();
     let spec_json = json!({
         "engine": "sqlite",
         "path": path.display().to_string(),

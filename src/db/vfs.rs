@@ -174,7 +174,9 @@ unsafe extern "C" fn shim_open(
 }
 
 #[inline]
-unsafe fn parts(f: *mut ffi::sqlite3_file) -> (Kind, *mut ffi::sqlite3_file, *const ffi::sqlite3_io_methods) {
+unsafe fn parts(
+    f: *mut ffi::sqlite3_file,
+) -> (Kind, *mut ffi::sqlite3_file, *const ffi::sqlite3_io_methods) {
     let sf = f as *mut ShimFile;
     let real = (*sf).real;
     ((*sf).kind, real, (*real).pMethods)
@@ -310,7 +312,10 @@ unsafe extern "C" fn x_truncate(f: *mut ffi::sqlite3_file, size: ffi::sqlite3_in
     ((*m).xTruncate.expect("xTruncate"))(real, size)
 }
 
-unsafe extern "C" fn x_file_size(f: *mut ffi::sqlite3_file, size: *mut ffi::sqlite3_int64) -> c_int {
+unsafe extern "C" fn x_file_size(
+    f: *mut ffi::sqlite3_file,
+    size: *mut ffi::sqlite3_int64,
+) -> c_int {
     let (_, real, m) = parts(f);
     ((*m).xFileSize.expect("xFileSize"))(real, size)
 }
@@ -330,7 +335,11 @@ unsafe extern "C" fn x_check_reserved(f: *mut ffi::sqlite3_file, out: *mut c_int
     ((*m).xCheckReservedLock.expect("xCheckReservedLock"))(real, out)
 }
 
-unsafe extern "C" fn x_file_control(f: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
+unsafe extern "C" fn x_file_control(
+    f: *mut ffi::sqlite3_file,
+    op: c_int,
+    arg: *mut c_void,
+) -> c_int {
     let (_, real, m) = parts(f);
     ((*m).xFileControl.expect("xFileControl"))(real, op, arg)
 }
@@ -359,7 +368,12 @@ unsafe extern "C" fn x_shm_map(
     }
 }
 
-unsafe extern "C" fn x_shm_lock(f: *mut ffi::sqlite3_file, off: c_int, n: c_int, fl: c_int) -> c_int {
+unsafe extern "C" fn x_shm_lock(
+    f: *mut ffi::sqlite3_file,
+    off: c_int,
+    n: c_int,
+    fl: c_int,
+) -> c_int {
     let (_, real, m) = parts(f);
     match (*m).xShmLock {
         Some(x) => x(real, off, n, fl),
@@ -393,7 +407,11 @@ unsafe extern "C" fn x_fetch(
     ffi::SQLITE_OK
 }
 
-unsafe extern "C" fn x_unfetch(f: *mut ffi::sqlite3_file, off: ffi::sqlite3_int64, p: *mut c_void) -> c_int {
+unsafe extern "C" fn x_unfetch(
+    f: *mut ffi::sqlite3_file,
+    off: ffi::sqlite3_int64,
+    p: *mut c_void,
+) -> c_int {
     let (_, real, m) = parts(f);
     match (*m).xUnfetch {
         Some(x) => x(real, off, p),
