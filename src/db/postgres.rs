@@ -1008,17 +1008,27 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             redact_dsn(dsn)
         )
     })?;
-    for p in &prog {
-        if p.loaded < layout.rows || !p.indexed || !p.checked {
-            bail!(
-                "setup is incomplete (iolens_t{}: {} of {} rows{}); rerun the same `iolens db \
-                 setup` to resume",
-                p.schema,
-                p.loaded,
-                layout.rows,
-                if p.indexed { "" } else { ", no index yet" }
-            );
-        }
+    if prog
+        .iter()
+        .any(|p| p.loaded < layout.rows || !p.indexed || !p.checked)
+    {
+        let st: Vec<String> = prog
+            .iter()
+            .map(|p| {
+                format!(
+                    "iolens_t{}: {} of {} rows{}{}",
+                    p.schema,
+                    p.loaded,
+                    layout.rows,
+                    if p.indexed { "" } else { ", no index yet" },
+                    if p.checked { "" } else { ", not verified" }
+                )
+            })
+            .collect();
+        bail!(
+            "setup is incomplete ({}); rerun the same `iolens db setup` to resume",
+            st.join("; ")
+        );
     }
     let picker = KeyPicker::new(layout.rows, spec)?;
     let tables: Vec<String> = (0..layout.schemas)

@@ -728,18 +728,32 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
             path.display()
         )
     })?;
-    for p in &prog {
-        if p.loaded < layout.rows || !p.indexed || p.check.is_none() {
-            bail!(
-                "setup of {} is incomplete (schema {}: {} of {} rows{}); rerun the same \
-                 `iolens db setup` to resume",
-                path.display(),
-                p.schema,
-                p.loaded,
-                layout.rows,
-                if p.indexed { "" } else { ", no index yet" }
-            );
-        }
+    if prog
+        .iter()
+        .any(|p| p.loaded < layout.rows || !p.indexed || p.check.is_none())
+    {
+        let st: Vec<String> = prog
+            .iter()
+            .map(|p| {
+                format!(
+                    "schema {}: {} of {} rows{}{}",
+                    p.schema,
+                    p.loaded,
+                    layout.rows,
+                    if p.indexed { "" } else { ", no index yet" },
+                    if p.check.is_some() {
+                        ""
+                    } else {
+                        ", not verified"
+                    }
+                )
+            })
+            .collect();
+        bail!(
+            "setup of {} is incomplete ({}); rerun the same `iolens db setup` to resume",
+            path.display(),
+            st.join("; ")
+        );
     }
     // Start from an empty WAL so every page read is a main-database read.
     c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
