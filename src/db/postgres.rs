@@ -34,6 +34,7 @@ use serde_json::json;
 use super::{host, redact_dsn, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
 use crate::recorder::{self, Op, SessionRecorder};
 use crate::results::{CpuStats, Kind, OpResult, Results, RunResult, SessionSummary, TargetInfo};
+use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
 
 /// Random payload bytes per row (see the module docs for why this size).
@@ -775,9 +776,8 @@ struct Phase {
     cpu0: BTreeMap<i32, (f64, f64)>,
     cpu1: BTreeMap<i32, (f64, f64)>,
     ash: Option<(u64, BTreeMap<String, u64>)>,
-    client_cpu: (f64, f64),
-    host: (f64, f64),
-    disk: Option<(host::DiskCounters, host::DiskCounters)>,
+    snap0: SysSnapshot,
+    snap1: SysSnapshot,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -867,9 +867,7 @@ fn run_phase(
         vec![]
     };
     let cpu0 = cpu_of(&others);
-    let ru0 = host::rusage_self();
-    let ps0 = host::proc_stat();
-    let dk0 = device.and_then(host::diskstats);
+    let snap0 = SysSnapshot::take(device, &[]);
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     for (g, r) in gos.iter().zip(recs) {
         let _ = g.send(Start {
@@ -906,9 +904,7 @@ fn run_phase(
     }
     // Sessions stop issuing at `end`, then wait at the barrier: read CPU while they still exist.
     let cpu1 = cpu_of(&others);
-    let ru1 = host::rusage_self();
-    let ps1 = host::proc_stat();
-    let dk1 = device.and_then(host::diskstats);
+    let snap1 = SysSnapshot::take(device, &[]);
     stop.store(true, Ordering::Relaxed);
     done.wait();
     let mut outs = Vec::new();
@@ -961,12 +957,8 @@ fn run_phase(
         cpu0,
         cpu1,
         ash,
-        client_cpu: (ru1.0 - ru0.0, ru1.1 - ru0.1),
-        host: match (ps0, ps1) {
-            (Some(a), Some(b)) => host::host_shares(a, b),
-            _ => (0.0, 0.0),
-        },
-        disk: dk0.zip(dk1),
+        snap0,
+        snap1,
     })
 }
 
@@ -1081,7 +1073,8 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     let data_dir = local_data_dir(&mut ctl);
     let device = data_dir
         .as_deref()
-        .and_then(|d| host::device_for_path(Path::new(d)));
+        .and_then(|d| crate::sys::block_dev_for(Path::new(d)))
+        .map(|b| b.name);
     if !local {
         warnings.push(
             "the server does not run on this host (or its processes are not visible): CPU per \
@@ -1196,13 +1189,14 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         }
     }
     let server_cpu = su + ss;
-    put("client_cpu_s", ph.client_cpu.0 + ph.client_cpu.1);
-    let cpu_s = if local {
-        server_cpu
-    } else {
-        ph.client_cpu.0 + ph.client_cpu.1
-    };
-    put("server_cpu_s", if local { server_cpu } else { f64::NAN });
+    // The client's CPU (this process) and the device view over the window.
+    let (client, dev) = ph
+        .snap0
+        .delta(&ph.snap1, physical as u64, device.as_deref());
+    put("client_cpu_s", client.user_s + client.sys_s);
+    if local {
+        put("server_cpu_s", server_cpu);
+    }
     let per = |x: f64| {
         if physical > 0.0 {
             x * 1e6 / physical
@@ -1210,22 +1204,22 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             0.0
         }
     };
-    let cpu = CpuStats {
-        user_s: if local { su } else { ph.client_cpu.0 },
-        sys_s: if local { ss } else { ph.client_cpu.1 },
-        us_per_io: per(cpu_s),
-        user_us_per_io: per(if local { su } else { ph.client_cpu.0 }),
-        sys_us_per_io: per(if local { ss } else { ph.client_cpu.1 }),
-        host_busy: ph.host.0,
-        host_iowait: ph.host.1,
-        cpus: host::online_cpus(),
-        ..Default::default()
+    let cpu = if local {
+        CpuStats {
+            user_s: su,
+            sys_s: ss,
+            us_per_io: per(server_cpu),
+            user_us_per_io: per(su),
+            sys_us_per_io: per(ss),
+            runq_delay_s: 0.0,
+            runq_us_per_io: 0.0,
+            session_run_s: 0.0,
+            ..client
+        }
+    } else {
+        client
     };
     put("cpu_us_per_physical_read", cpu.us_per_io);
-    let dev = match (&device, ph.disk) {
-        (Some(name), Some((a, b))) => Some(host::device_stats(name, a, b, m)),
-        _ => None,
-    };
     if let Some(dv) = &dev {
         put("device_reads", dv.reads as f64);
         put("device_reads_per_s", dv.reads as f64 / m);
@@ -1314,13 +1308,16 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         warnings,
     };
     let mut res = Results::new(Kind::Db, cmdline);
-    res.environment = super::sqlite::environment(Some(TargetInfo {
-        path: data_dir.clone().unwrap_or_default(),
-        kind: "postgres".to_string(),
-        size_bytes: layout.data_bytes(),
-        device: device.unwrap_or_default(),
-        ..Default::default()
-    }));
+    res.environment = crate::sys::environment();
+    res.environment.target = Some(match &data_dir {
+        Some(d) => crate::sys::target_info(Path::new(d), "postgres", layout.data_bytes()),
+        None => TargetInfo {
+            path: redact_dsn(dsn),
+            kind: "postgres".to_string(),
+            size_bytes: layout.data_bytes(),
+            ..Default::default()
+        },
+    });
     res.runs = vec![run0];
     res.extra = extra;
     res.extra.insert("engine".to_string(), json!("postgres"));

@@ -28,10 +28,8 @@ use serde_json::json;
 use super::vfs::{self, IoCounts, IoCtx};
 use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
 use crate::recorder::{self, Op, SessionRecorder};
-use crate::results::{
-    CpuStats, Environment, Kind, OpResult, PageCacheInfo, Results, RunResult, SessionSummary,
-    TargetInfo,
-};
+use crate::results::{Kind, OpResult, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
 
 /// File name of the database inside `--dir`.
@@ -411,7 +409,8 @@ pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
         |r| r.get(0),
     )?;
     // Walk the index in key order and look up each row's physical page.
-    let mut corr = f64::NAN;
+    // 0 when it cannot be computed (the missing index is reported as a problem of its own).
+    let mut corr = 0.0;
     let mut adjacent = 0u64;
     if index_present > 0 && leaf_pages.len() as i64 == rows {
         let mut st = conn.prepare(&format!(
@@ -676,7 +675,8 @@ fn session(
         counts: IoCounts::default(),
     };
     let db0 = DbCounters::read(&conn);
-    let s0 = host::thread_schedstat();
+    let tid = crate::sys::gettid();
+    let s0 = crate::sys::schedstat(tid);
     {
         let _installed = if spec.timing {
             Some(vfs::install(&mut ctx))
@@ -698,7 +698,7 @@ fn session(
     }
     out.finished = Some(Instant::now());
     out.db = DbCounters::read(&conn).since(db0);
-    if let (Some(a), Some(b)) = (s0, host::thread_schedstat()) {
+    if let (Some(a), Some(b)) = (s0, crate::sys::schedstat(tid)) {
         out.run_ns = b.0.saturating_sub(a.0);
         out.wait_ns = b.1.saturating_sub(a.1);
     }
@@ -771,46 +771,6 @@ fn rename_ops(ops: Vec<OpResult>, names: [&str; 3]) -> Vec<OpResult> {
         .collect()
 }
 
-/// Basic facts about this host for the results' environment.
-pub(crate) fn environment(target: Option<TargetInfo>) -> Environment {
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    // SAFETY: uname fills the zeroed struct.
-    unsafe { libc::uname(&mut u) };
-    let cstr = |b: &[libc::c_char]| {
-        let bytes: Vec<u8> = b
-            .iter()
-            .take_while(|c| **c != 0)
-            .map(|c| *c as u8)
-            .collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1).map(|s| s.trim().to_string()))
-        })
-        .unwrap_or_default();
-    Environment {
-        hostname: cstr(&u.nodename),
-        kernel: format!("{} {}", cstr(&u.sysname), cstr(&u.release)),
-        cpu_model,
-        cpus: host::online_cpus(),
-        memory_bytes: mem,
-        target,
-    }
-}
-
 /// Run the SLOB work loop on the SQLite layout in `dir`.
 pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     let (layout, path) = open_layout(dir)?;
@@ -828,7 +788,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
             fmt_bytes(layout.data_bytes())
         ));
     }
-    let device = host::device_for_path(&path);
+    let device = crate::sys::block_dev_for(&path).map(|b| b.name);
     if device.is_none() {
         warnings.push(format!(
             "no block device found for {} (overlay or network filesystem?): no device view",
@@ -892,9 +852,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     if let Some(d) = base.checked_duration_since(Instant::now()) {
         std::thread::sleep(d);
     }
-    let ru0 = host::rusage_self();
-    let ps0 = host::proc_stat();
-    let dk0 = device.as_deref().and_then(host::diskstats);
+    let snap0 = SysSnapshot::take(device.as_deref(), &[]);
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     let mut printed = u64::MAX;
     loop {
@@ -935,9 +893,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
             }
         }
     }
-    let ru1 = host::rusage_self();
-    let ps1 = host::proc_stat();
-    let dk1 = device.as_deref().and_then(host::diskstats);
+    let mut snap1 = SysSnapshot::take(device.as_deref(), &[]);
     if let Some(e) = first_err {
         return Err(e.context("the run failed"));
     }
@@ -1013,36 +969,10 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         put("other_file_ios", io.other_ios as f64);
         put("io_errors", io.errors as f64);
     }
-    let (user_s, sys_s) = (ru1.0 - ru0.0, ru1.1 - ru0.1);
-    let per = |x: f64| {
-        if physical > 0 {
-            x * 1e6 / physical as f64
-        } else {
-            0.0
-        }
-    };
-    let (busy_share, iowait) = match (ps0, ps1) {
-        (Some(a), Some(b)) => host::host_shares(a, b),
-        _ => (0.0, 0.0),
-    };
-    let cpu = CpuStats {
-        user_s,
-        sys_s,
-        us_per_io: per(user_s + sys_s),
-        user_us_per_io: per(user_s),
-        sys_us_per_io: per(sys_s),
-        host_busy: busy_share,
-        host_iowait: iowait,
-        cpus: host::online_cpus(),
-        runq_delay_s: wait_ns as f64 / 1e9,
-        runq_us_per_io: per(wait_ns as f64 / 1e9),
-        session_run_s: run_ns as f64 / 1e9,
-    };
+    // Run-queue figures come from the session threads themselves (read before they exited).
+    snap1.set_sched((run_ns, wait_ns));
+    let (cpu, dev) = snap0.delta(&snap1, physical, device.as_deref());
     put("cpu_us_per_physical_read", cpu.us_per_io);
-    let dev = match (&device, dk0, dk1) {
-        (Some(name), Some(a), Some(b)) => Some(host::device_stats(name, a, b, measured)),
-        _ => None,
-    };
     if let Some(d) = &dev {
         put("device_reads", d.reads as f64);
         put("device_reads_per_s", d.reads as f64 / measured);
@@ -1136,13 +1066,12 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         ..Default::default()
     };
     let mut res = Results::new(Kind::Db, cmdline);
-    res.environment = environment(Some(TargetInfo {
-        path: path.display().to_string(),
-        kind: "sqlite".to_string(),
-        size_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
-        device: device.clone().unwrap_or_default(),
-        ..Default::default()
-    }));
+    res.environment = crate::sys::environment();
+    res.environment.target = Some(crate::sys::target_info(
+        &path,
+        "sqlite",
+        std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+    ));
     res.runs = vec![run0, run1];
     res.extra.insert("engine".to_string(), json!("sqlite"));
     res.extra.insert("layout".to_string(), json!(layout));
