@@ -26,6 +26,8 @@ pub enum Command {
     /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
     /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
     Calibrate(crate::calibrate::CalibrateArgs),
+    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
+    Db(crate::db::DbArgs),
 }
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
@@ -183,6 +185,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     match cli.command {
         Command::Run(a) => cmd_run(&a, cmdline),
         Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
+        Command::Db(a) => crate::db::main(a, &cmdline),
     }
 }
 
