@@ -36,6 +36,8 @@ pub enum Command {
     /// Check every block of an iolens scratch file offline: checksum, address, target id.
     /// Exits with 3 when corruption is found.
     Verify(crate::verify::VerifyArgs),
+    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
+    Db(crate::db::DbArgs),
 }
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
@@ -204,6 +206,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Run(a) => cmd_run(&a, cmdline),
         Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
         Command::Verify(a) => crate::verify::cmd_verify(&a, cmdline),
+        Command::Db(a) => crate::db::main(a, &cmdline),
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod calibrate;
 pub mod cli;
+pub mod db;
 pub mod engine;
 pub mod interrupt;
 pub mod progress;
