@@ -75,7 +75,6 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         stamp: writes,
         target_id: target.id,
         gens: writes.then(|| GenMap::new(spec.blocks(), rand::random::<u64>() % 0xFF_FFFF + 1)),
-        keep_going: spec.on_corruption == OnCorruption::Continue,
         region_offset: spec.region_offset,
         block_size: spec.block_size,
         data_offset: target.data_offset,

@@ -565,7 +565,6 @@ pub struct VerifyShared {
     pub target_id: u64,
     /// Generations of this run's writes (runs that write).
     pub gens: Option<GenMap>,
-    pub keep_going: bool,
     pub region_offset: u64,
     pub block_size: u64,
     /// Absolute offset of the data area.
