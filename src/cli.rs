@@ -17,7 +17,19 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Show a results file in the terminal: summary, histograms, latency heatmaps.
+    Show(crate::render::ShowArgs),
+    /// Write a self-contained HTML report of a results file.
+    Report(crate::render::ReportArgs),
+    /// Compare two or more results files (terminal, or HTML with -o).
+    Compare(crate::render::CompareArgs),
+    /// Export per-interval data: CSV and/or HdrHistogram interval log.
+    Export(crate::render::ExportArgs),
+    /// Write a synthetic results file (tests, demos, benchmarks).
+    #[command(name = "dev-synth", hide = true)]
+    DevSynth(crate::render::synth::SynthArgs),
+}
 
 /// Parse arguments and run the chosen subcommand; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
@@ -29,5 +41,11 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
             return Ok(ExitCode::from(code));
         }
     };
-    match cli.command {}
+    match cli.command {
+        Command::Show(a) => crate::render::show(&a),
+        Command::Report(a) => crate::render::report(&a),
+        Command::Compare(a) => crate::render::compare(&a),
+        Command::Export(a) => crate::render::export(&a),
+        Command::DevSynth(a) => crate::render::synth::main(&a),
+    }
 }

@@ -4,5 +4,6 @@
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod cli;
 pub mod recorder;
+pub mod render;
 pub mod results;
 pub mod units;
