@@ -3,7 +3,15 @@
 //! Data flows one way: workload spec → engine → recorder → [`results::Results`] → analysis →
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod cli;
+pub mod engine;
+pub mod interrupt;
+pub mod progress;
 pub mod recorder;
 pub mod render;
 pub mod results;
+pub mod run;
+pub mod summary;
+pub mod sys;
+pub mod target;
 pub mod units;
+pub mod workload;
