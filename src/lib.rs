@@ -2,6 +2,7 @@
 //!
 //! Data flows one way: workload spec → engine → recorder → [`results::Results`] → analysis →
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
+pub mod analysis;
 pub mod cli;
 pub mod engine;
 pub mod interrupt;
