@@ -9,9 +9,10 @@
 //! requested number of columns, so a 10-second and a 1-hour run both fit the same width.
 
 use anyhow::{Context, Result};
+use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{BucketConvention, OpResult};
+use crate::results::{BucketConvention, Hist, OpResult};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -107,6 +108,19 @@ impl IntervalStat {
     }
 }
 
+/// Decode a histogram keeping the bounds it was written with. Percentiles and binning do not
+/// need the project-wide bounds that [`Hist::decode`] normalises to (which costs a second
+/// allocation and a merge per interval), so this is the fast path for per-interval figures.
+pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
+    if hist.as_base64().is_empty() {
+        return Ok(crate::results::new_histogram());
+    }
+    let bytes = hist.to_bytes().context("histogram is not valid base64")?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
 /// Every interval of one op, decoded once.
 #[derive(Clone, Debug, Default)]
 pub struct OpSeries {
@@ -122,9 +136,7 @@ impl OpSeries {
         let mut stats = Vec::with_capacity(op.intervals.len());
         let mut cells = Vec::with_capacity(op.intervals.len());
         for (i, iv) in op.intervals.iter().enumerate() {
-            let h = iv
-                .hist
-                .decode()
+            let h = decode_any_bounds(&iv.hist)
                 .with_context(|| format!("op {}: interval {i}", op.op))?;
             let mut q = h.value_at_quantiles([0.5, 0.9, 0.99, 0.999]);
             let mut next = || q.next().unwrap_or(0);
@@ -338,6 +350,22 @@ impl Heatmap {
     }
 }
 
+/// Colour level of a cell in a view: frequency on a log scale ([`level`]: counts span
+/// decades and single outliers must stay visible), intensity on a linear scale (the point of
+/// that view is which latencies dominate the time spent), with non-empty cells kept visible.
+pub fn level_for(kind: HeatKind, v: f64, max: f64) -> f64 {
+    match kind {
+        HeatKind::Frequency => level(v, max),
+        HeatKind::Intensity => {
+            if v <= 0.0 || max <= 0.0 {
+                0.0
+            } else {
+                (v / max).clamp(0.05, 1.0)
+            }
+        }
+    }
+}
+
 /// Colour level in 0..=1 of a cell value on a logarithmic scale up to `max` (counts span
 /// decades; a linear scale would hide everything but the main mode). Zero stays zero; any
 /// non-zero value gets at least a small positive level so single outliers remain visible.
@@ -396,7 +424,7 @@ pub fn log_bins(h: &Histogram<u64>, conv: BucketConvention, per_octave: u32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{new_histogram, record_ns, Hist, Interval};
+    use crate::results::{new_histogram, record_ns, Interval};
 
     fn op_with(intervals: &[&[u64]]) -> OpResult {
         let mut total = new_histogram();
@@ -547,5 +575,11 @@ mod tests {
         assert_eq!(level(1000.0, 1000.0), 1.0);
         assert!(level(1.0, 1e9) >= 0.05);
         assert!(level(31.0, 1023.0) > 0.45 && level(31.0, 1023.0) < 0.55);
+        assert_eq!(level_for(HeatKind::Intensity, 500.0, 1000.0), 0.5);
+        assert_eq!(level_for(HeatKind::Intensity, 1e-3, 1000.0), 0.05);
+        assert_eq!(
+            level_for(HeatKind::Frequency, 31.0, 1023.0),
+            level(31.0, 1023.0)
+        );
     }
 }

@@ -16,7 +16,10 @@ use super::heatmap::{log_bins, HeatKind, Heatmap, OpSeries};
 use super::kind_name;
 use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Series};
 use super::terminal::{host_lines, spec_line, summary_table, Table};
-use crate::results::{Results, RunResult};
+use hdrhistogram::Histogram;
+
+use crate::analysis::{describe, find_knee, find_modes, run_verdicts};
+use crate::results::{BucketConvention, Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
 const CSS: &str = r#"
@@ -79,19 +82,46 @@ for(var k=0;k<charts.length;k++){(function(svg){
 })();
 "#;
 
-/// Modes of a latency histogram as shaded bands (from `analysis::modes`).
-fn mode_bands(_h: &hdrhistogram::Histogram<u64>) -> (Vec<Band>, String) {
-    (vec![], String::new())
+/// Modes of a latency histogram (`analysis::modes`) as shaded bands, placed with the same
+/// bucket-convention shift as the histogram bars, and their one-line description.
+pub(crate) fn mode_bands(h: &Histogram<u64>, conv: BucketConvention) -> (Vec<Band>, String) {
+    let modes = find_modes(h);
+    let f = match conv {
+        BucketConvention::Exact => 1.0,
+        BucketConvention::UpperBound => std::f64::consts::FRAC_1_SQRT_2,
+        BucketConvention::LowerBound => std::f64::consts::SQRT_2,
+    };
+    let bands = modes
+        .iter()
+        .map(|m| Band {
+            low_ns: m.low_ns * f,
+            high_ns: m.high_ns * f,
+            label: format!(
+                "mode {} ({}%)",
+                fmt_ns(m.centre_ns * f),
+                sig3(m.share * 100.0)
+            ),
+        })
+        .collect();
+    (bands, describe(&modes))
 }
 
-/// Verdicts on a run (from `analysis::verdicts`): (severity, message).
-fn verdicts(_run: &RunResult) -> Vec<(String, String)> {
-    vec![]
+/// Verdicts on a run (`analysis::verdicts`): (severity, message).
+pub(crate) fn verdicts(run: &RunResult) -> Vec<(String, String)> {
+    run_verdicts(run)
+        .into_iter()
+        .map(|v| (v.severity, v.message))
+        .collect()
 }
 
-/// The knee of the calibration curve (from `analysis::knee`): curve index and description.
-pub(crate) fn knee_of(_r: &Results) -> Option<(usize, String)> {
-    None
+/// The knee of the calibration curve (`analysis::knee`): curve index and a label.
+pub(crate) fn knee_of(r: &Results) -> Option<(usize, String)> {
+    let c = r.calibration.as_ref()?;
+    let k = find_knee(&c.curve)?;
+    Some((
+        k.index,
+        format!("knee: {} IOPS, {} sessions", fmt_rate(k.iops), k.sessions),
+    ))
 }
 
 fn table_html(t: &Table) -> String {
@@ -209,7 +239,7 @@ fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
         }
         let h = op.hist.decode()?;
         let bins = log_bins(&h, op.bucket_convention, 4);
-        let (bands, desc) = mode_bands(&h);
+        let (bands, desc) = mode_bands(&h, op.bucket_convention);
         let series = HistSeries {
             name: op.op.clone(),
             colour: colour(i).into(),
@@ -394,14 +424,20 @@ fn calibration_section(out: &mut String, r: &Results) {
             fmt_ns(c.max_latency_ns as f64)
         ),
     ));
+    let knee = knee_of(r);
     if let Some(p) = c.max_iops_point.and_then(|i| c.curve.get(i)) {
+        let same = knee.as_ref().is_some_and(|k| Some(k.0) == c.max_iops_point);
         ch.marks.push(Mark {
             x: p.iops,
             y: p.p99_ns as f64,
-            label: format!("max at target: {} IOPS", fmt_rate(p.iops)),
+            label: format!(
+                "max at target{}: {} IOPS",
+                if same { " = knee" } else { "" },
+                fmt_rate(p.iops)
+            ),
         });
     }
-    if let Some((i, label)) = knee_of(r) {
+    if let Some((i, label)) = knee.filter(|k| Some(k.0) != c.max_iops_point) {
         if let Some(p) = c.curve.get(i) {
             ch.marks.push(Mark {
                 x: p.iops,

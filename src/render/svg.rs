@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::heatmap::{level, HeatKind, Heatmap};
+use super::heatmap::{level_for, HeatKind, Heatmap};
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Escape text for HTML/SVG content and attribute values.
@@ -392,8 +392,15 @@ impl LineChart {
         let sx = if self.x_log {
             Scale::log(x0, x1, f.x0(), f.x1())
         } else {
-            let lo = if x0 >= 0.0 { 0.0f64.min(x0) } else { x0 };
-            Scale::linear(lo, x1, f.x0(), f.x1())
+            // Start at zero for non-negative data; leave a little room after the last point.
+            let lo = if x0 >= 0.0 { 0.0 } else { x0 };
+            let hi = if self.x_fmt == Fmt::Seconds || x1 <= 0.0 {
+                x1
+            } else {
+                let step = nice_ceil(x1 / 8.0);
+                (x1 * 1.02 / step).ceil() * step
+            };
+            Scale::linear(lo, hi, f.x0(), f.x1())
         };
         let sy = if self.y_log {
             let lo = 10f64.powf(y0.log10().floor());
@@ -722,9 +729,9 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
         let (ya, yb) = (sy.map(rhi), sy.map(rlo));
         let mut c = 0;
         while c < m.cols {
-            let l = quant(level(m.value(kind, r, c), max));
+            let l = quant(level_for(kind, m.value(kind, r, c), max));
             let start = c;
-            while c < m.cols && quant(level(m.value(kind, r, c), max)) == l {
+            while c < m.cols && quant(level_for(kind, m.value(kind, r, c), max)) == l {
                 c += 1;
             }
             if let Some(l) = l {
@@ -741,13 +748,6 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
         f.plot_width(),
         f.plot_height()
     );
-    for (l, d) in paths.iter().enumerate() {
-        if d.is_empty() {
-            continue;
-        }
-        let [r, g, b] = heat_rgb(kind, (l as f64 + 1.0) / HEAT_LEVELS as f64);
-        let _ = write!(out, "<path fill=\"#{r:02x}{g:02x}{b:02x}\" d=\"{d}\"/>");
-    }
     axes(
         &mut out,
         &f,
@@ -756,6 +756,14 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
         (Fmt::Seconds, Fmt::Latency),
         ("time since start of measurement", "latency (log scale)"),
     );
+    // Cells over the grid lines.
+    for (l, d) in paths.iter().enumerate() {
+        if d.is_empty() {
+            continue;
+        }
+        let [r, g, b] = heat_rgb(kind, (l as f64 + 1.0) / HEAT_LEVELS as f64);
+        let _ = write!(out, "<path fill=\"#{r:02x}{g:02x}{b:02x}\" d=\"{d}\"/>");
+    }
     // Colour legend: gradient of the quantised levels with min/max labels.
     let lx = f.x1() + 24.0;
     let lh = f.plot_height();
@@ -776,7 +784,7 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
         out,
         "<text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
          <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
-         <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">log scale</text>\
+         <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>\
          <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
         lx + 18.0,
         f.y1() + 9.0,
@@ -789,6 +797,10 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
         },
         lx - 2.0,
         f.y0() + 14.0,
+        match kind {
+            HeatKind::Frequency => "log scale",
+            HeatKind::Intensity => "linear",
+        },
         lx - 2.0,
         f.y0() + 27.0,
         unit
@@ -943,7 +955,8 @@ mod tests {
         });
         let (f, sx, sy) = c.scales().unwrap();
         assert_eq!(sx.map(0.0), f.x0());
-        assert_eq!(sx.map(4000.0), f.x1());
+        // A little room after the last point, up to the next tick step.
+        assert_eq!(sx.map(4500.0), f.x1());
         assert!((sy.map(1e5) - f.y0()).abs() < 1e-9);
         assert!((sy.map(1e6) - f.y1()).abs() < 1e-9);
         let svg = c.render();

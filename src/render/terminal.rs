@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Result};
 
-use super::heatmap::{level, log_bins, HeatKind, Heatmap, OpSeries};
+use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
 use super::svg::heat_rgb;
 use super::{kind_name, TermStyle};
 use crate::results::{Results, RunResult};
@@ -122,13 +122,13 @@ pub fn host_lines(run: &RunResult) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(c) = &run.cpu {
         v.push(format!(
-            "CPU per I/O: {} µs (user {}, sys {}); run-queue delay {} µs per I/O ({} s total); \
+            "CPU per I/O: {} µs (user {}, sys {}); run-queue delay {} µs per I/O ({} total); \
              host busy {}%, iowait {}%, {} CPUs",
             sig3(c.us_per_io),
             sig3(c.user_us_per_io),
             sig3(c.sys_us_per_io),
             sig3(c.runq_us_per_io),
-            sig3(c.runq_delay_s),
+            fmt_ns(c.runq_delay_s * 1e9),
             sig3(c.host_busy * 100.0),
             sig3(c.host_iowait * 100.0),
             c.cpus
@@ -199,18 +199,24 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
     let label_w = 10;
     let cols = style.width.saturating_sub(label_w + 2).max(10);
     let m = Heatmap::build(series, cols, 1, 40)?;
+    // Short runs: widen each column to fill the width.
+    let rep = (cols / m.cols).max(1);
     let max = m.max_value(kind);
     let mut out = String::new();
     let secs_per_col = m.col_edges_s[1] - m.col_edges_s[0];
     let _ = writeln!(
         out,
-        "{} heatmap, {} — {} s per column, colour/character = {} (log scale, max {})",
+        "{} heatmap, {} — {} s per cell, colour/character = {} ({} scale, max {})",
         series.op,
         kind.title(),
         sig3(secs_per_col),
         match kind {
             HeatKind::Frequency => "operations",
             HeatKind::Intensity => "time spent",
+        },
+        match kind {
+            HeatKind::Frequency => "log",
+            HeatKind::Intensity => "linear",
         },
         match kind {
             HeatKind::Frequency => fmt_rate(max),
@@ -220,8 +226,8 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
     for r in (0..m.rows).rev() {
         let (lo, _) = m.row_bounds_ns(r);
         let _ = write!(out, "{:>label_w$} |", fmt_ns(lo));
-        for c in 0..m.cols {
-            let l = level(m.value(kind, r, c), max);
+        for c in (0..m.cols * rep).map(|x| x / rep) {
+            let l = level_for(kind, m.value(kind, r, c), max);
             if l <= 0.0 {
                 out.push(' ');
             } else if style.color {
@@ -237,12 +243,12 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
     let t1 = *m.col_edges_s.last().unwrap_or(&t0);
     let left = format!("{} s", sig3(t0));
     let right = format!("{} s", sig3(t1));
-    let gap = m.cols.saturating_sub(left.len() + right.len());
+    let gap = (m.cols * rep).saturating_sub(left.len() + right.len());
     let _ = writeln!(
         out,
         "{:>label_w$} +{}\n{:>label_w$}  {left}{}{right}",
         "",
-        "-".repeat(m.cols),
+        "-".repeat(m.cols * rep),
         "",
         " ".repeat(gap)
     );
@@ -283,6 +289,10 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
             format!("{:.2}", b.share * 100.0),
             bar
         );
+    }
+    let (_, desc) = super::html::mode_bands(&h, op.bucket_convention);
+    if !desc.is_empty() {
+        let _ = writeln!(out, "modes: {desc}");
     }
     Ok(out)
 }
@@ -453,6 +463,9 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         }
         for w in &run.warnings {
             warn_line(&mut out, style, w);
+        }
+        for (sev, msg) in super::html::verdicts(run) {
+            let _ = writeln!(out, "{sev}: {msg}");
         }
         let series = OpSeries::decode_all(&run.ops)?;
         for (oi, s) in series.iter().enumerate() {
