@@ -94,8 +94,7 @@ pub fn interval_log(r: &Results) -> Result<String> {
                 } else {
                     &iv.hist
                 };
-                let h = hist
-                    .decode()
+                let h = super::heatmap::decode_any_bounds(hist)
                     .with_context(|| format!("run {ri} op {} interval {i}", op.op))?;
                 let max_ms = if h.is_empty() {
                     0.0
