@@ -25,6 +25,11 @@ pub struct Cli {
 pub enum Command {
     /// Run one workload on a target and report its full latency distribution.
     Run(RunArgs),
+    /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
+    /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
+    Calibrate(crate::calibrate::CalibrateArgs),
+    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
+    Db(crate::db::DbArgs),
     /// Show a results file in the terminal: summary, histograms, latency heatmaps.
     Show(crate::render::ShowArgs),
     /// Write a self-contained HTML report of a results file.
@@ -192,6 +197,8 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         .collect();
     match cli.command {
         Command::Run(a) => cmd_run(&a, cmdline),
+        Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
+        Command::Db(a) => crate::db::main(a, &cmdline),
         Command::Show(a) => crate::render::show(&a),
         Command::Report(a) => crate::render::report(&a),
         Command::Compare(a) => crate::render::compare(&a),

@@ -3,7 +3,9 @@
 //! Data flows one way: workload spec → engine → recorder → [`results::Results`] → analysis →
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod analysis;
+pub mod calibrate;
 pub mod cli;
+pub mod db;
 pub mod engine;
 pub mod interrupt;
 pub mod progress;

@@ -273,7 +273,8 @@ fn progress_message(
     m
 }
 
-/// Warnings a reader must see next to the figures.
+/// Warnings about how the run was made (analysis verdicts about its figures — CPU-bound,
+/// page-cache hits, host queueing — are derived from the results by `analysis`).
 fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
     let mut w = Vec::new();
     if r.interrupted {
@@ -281,22 +282,6 @@ fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
             "interrupted after {:.1} s: figures cover only the measured part",
             r.duration_s
         ));
-    }
-    if let Some(c) = &r.cpu {
-        if c.host_busy > 0.90 {
-            w.push(format!(
-                "host CPU was {:.0} % busy: latency includes scheduling delay, the storage may be faster than it looks",
-                c.host_busy * 100.0
-            ));
-        }
-        let mean = r.merged_io_hist().map(|h| h.mean()).unwrap_or(0.0);
-        if mean > 0.0 && c.runq_us_per_io * 1e3 > 0.1 * mean {
-            w.push(format!(
-                "sessions waited {:.1} µs per I/O on a CPU run queue ({:.0} % of mean latency)",
-                c.runq_us_per_io,
-                c.runq_us_per_io * 1e3 / mean * 100.0
-            ));
-        }
     }
     if !spec.direct && spec.engine != EngineKind::Null {
         let mem = crate::sys::environment().memory_bytes;
@@ -312,16 +297,6 @@ fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
                 w.push(format!(
                     "{:.0} % of the working set was in the page cache before the run",
                     pc.resident_before * 100.0
-                ));
-            }
-        }
-        if let (Some(d), Some(rd)) = (&r.device, r.op("read")) {
-            if rd.count > 100 && (d.reads as f64) < 0.5 * rd.count as f64 {
-                w.push(format!(
-                    "page-cache hits: the device saw {} reads for {} application reads ({:.0} % served from memory)",
-                    d.reads,
-                    rd.count,
-                    (1.0 - d.reads as f64 / rd.count as f64) * 100.0
                 ));
             }
         }

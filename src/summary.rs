@@ -75,18 +75,6 @@ pub fn run_summary(r: &RunResult) -> String {
             d.util * 100.0,
             d.avg_in_flight
         );
-        if let Some(rd) = r.op("read") {
-            if d.reads > 0 && rd.count > 0 && d.read_await_us > 0.0 {
-                let app = rd.summary.mean_ns / 1e3;
-                let _ = writeln!(
-                    s,
-                    "  Application mean read {} vs device {}: {:.0} % of the time above the block layer",
-                    fmt_ns(app * 1e3),
-                    fmt_ns(d.read_await_us * 1e3),
-                    ((app - d.read_await_us) / app * 100.0).max(0.0)
-                );
-            }
-        }
     }
     if let Some(pc) = &r.page_cache {
         let _ = writeln!(
@@ -96,6 +84,14 @@ pub fn run_summary(r: &RunResult) -> String {
             fmt_bytes(pc.working_set_bytes),
             pc.resident_after * 100.0
         );
+    }
+    for v in crate::analysis::run_verdicts(r) {
+        let tag = if v.severity == "warning" {
+            "WARNING"
+        } else {
+            "Verdict"
+        };
+        let _ = writeln!(s, "  {tag}: {}", v.message);
     }
     for w in &r.warnings {
         let _ = writeln!(s, "  WARNING: {w}");
