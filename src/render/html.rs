@@ -277,7 +277,11 @@ fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
         iops.series.push(Series {
             name: s.op.clone(),
             colour: colour(i).into(),
-            points: s.stats.iter().map(|st| (st.start_s, st.iops())).collect(),
+            points: s
+                .stats
+                .iter()
+                .map(|st| (st.start_s + st.duration_s / 2.0, st.iops()))
+                .collect(),
             ..Series::default()
         });
     }
@@ -309,7 +313,7 @@ fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
                     .stats
                     .iter()
                     .filter(|st| st.count > 0)
-                    .map(|st| (st.start_s, f(st) as f64))
+                    .map(|st| (st.start_s + st.duration_s / 2.0, f(st) as f64))
                     .collect(),
                 ..Series::default()
             });
