@@ -67,9 +67,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         bail!("the working set does not fit in the target's data area");
     }
     let file = target.open(spec)?;
-    if writes || mode != VerifyMode::None {
-        crate::verify::lock(&file, writes, &target.path)?;
-    }
+    let _lock = if writes || mode != VerifyMode::None {
+        Some(crate::verify::lock(&file, writes, &target.path)?)
+    } else {
+        None
+    };
     let vshared = (writes || mode != VerifyMode::None).then(|| VerifyShared {
         mode,
         stamp: writes,

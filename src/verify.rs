@@ -973,7 +973,7 @@ pub fn verify_target(
         }
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
     };
-    lock(&file, false, path)?;
+    let _lock = lock(&file, false, path)?;
     let len = meta.len();
     let end = HEADER_AREA + h.filled_upto;
     let mut reports: Vec<CorruptionReport> = Vec::new();
@@ -1177,7 +1177,7 @@ fn read_full(f: &File, buf: &mut [u8], mut pos: u64) -> std::io::Result<usize> {
 /// Take an advisory lock on a target for the duration of a run: exclusive for runs that write,
 /// shared for runs that verify reads. Concurrent writers would make verification report false
 /// corruption (torn reads, generations this run does not know).
-pub fn lock(file: &File, exclusive: bool, path: &Path) -> Result<()> {
+pub fn lock<'a>(file: &'a File, exclusive: bool, path: &Path) -> Result<TargetLock<'a>> {
     use std::os::fd::AsRawFd;
     let how = if exclusive {
         libc::LOCK_EX
@@ -1202,7 +1202,19 @@ pub fn lock(file: &File, exclusive: bool, path: &Path) -> Result<()> {
         }
         // Filesystems without flock support: go on without the lock.
     }
-    Ok(())
+    Ok(TargetLock(file))
+}
+
+/// Releases the target lock when dropped. Explicitly, because an io_uring instance that
+/// registered the file keeps it open until the kernel tears the ring down, later.
+pub struct TargetLock<'a>(&'a File);
+
+impl Drop for TargetLock<'_> {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on a valid fd.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
 }
 
 /// Stamping and verification cost measured in memory, ns per block.
