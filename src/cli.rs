@@ -265,7 +265,10 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     if let Some(p) = &a.t.json {
         res.write_file(p)
             .with_context(|| format!("writing {}", p.display()))?;
-        println!("Results written to {}", p.display());
+        println!(
+            "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+            p.display()
+        );
     }
     Ok(if interrupted {
         ExitCode::from(130)
