@@ -1089,7 +1089,10 @@ pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::pro
     if let Some(p) = &a.t.json {
         res.write_file(p)
             .with_context(|| format!("writing {}", p.display()))?;
-        println!("Results written to {}", p.display());
+        println!(
+            "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+            p.display()
+        );
     }
     let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
     Ok(if interrupted {

@@ -287,7 +287,10 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     if let Some(p) = &a.t.json {
         res.write_file(p)
             .with_context(|| format!("writing {}", p.display()))?;
-        println!("Results written to {}", p.display());
+        println!(
+            "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+            p.display()
+        );
     }
     Ok(if corrupt {
         ExitCode::from(crate::verify::EXIT_CORRUPTION)

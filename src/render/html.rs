@@ -657,14 +657,31 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         "<a href=\"#environment\">Environment</a><a href=\"#warnings\">Warnings</a></nav></header>",
     );
 
+    // The calibration's best step (max IOPS at the target), if any.
+    let best = r
+        .calibration
+        .as_ref()
+        .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run));
     out.push_str("<section id=\"summary\"><h2>Summary</h2>");
     headline(&mut out, r);
-    for run in &r.runs {
+    // Verdicts of a calibration are given for its best step here (every step's own verdicts
+    // are in its section); other documents list each run's, labelled when there are several.
+    let summary_runs: Vec<&RunResult> = match best.and_then(|b| r.runs.get(b)) {
+        Some(b) => vec![b],
+        None => r.runs.iter().collect(),
+    };
+    for run in summary_runs {
         for (sev, msg) in verdicts(run) {
+            let label = if r.runs.len() > 1 {
+                format!("{}: ", run.name)
+            } else {
+                String::new()
+            };
             let _ = write!(
                 out,
-                "<div class=\"verdict {}\">{}</div>",
+                "<div class=\"verdict {}\">{}{}</div>",
                 esc(&sev),
+                esc(&label),
                 esc(&msg)
             );
         }
@@ -675,10 +692,6 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     calibration_section(&mut out, r);
 
     // Runs: details open for single runs and the calibration's best step.
-    let best = r
-        .calibration
-        .as_ref()
-        .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run));
     for (i, run) in r.runs.iter().enumerate() {
         let open = r.runs.len() <= 3 || best == Some(i);
         let _ = write!(
@@ -697,6 +710,16 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         }
         if run.interrupted {
             out.push_str("<p class=\"warn\">This run was interrupted before its planned end.</p>");
+        }
+        if r.runs.len() > 1 {
+            for (sev, msg) in verdicts(run) {
+                let _ = write!(
+                    out,
+                    "<div class=\"verdict {}\">{}</div>",
+                    esc(&sev),
+                    esc(&msg)
+                );
+            }
         }
         for w in &run.warnings {
             let _ = write!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
