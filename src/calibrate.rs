@@ -102,6 +102,10 @@ pub struct CalibrateArgs {
     /// Add the cache probe (random reads over 1 %, 10 %, 100 % of the target).
     #[arg(long)]
     pub cache_probe: bool,
+    /// Verify blocks read: auto (full on iolens scratch files), none, header or full. A
+    /// database checks its blocks too; `none` measures the storage path alone.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub verify: crate::verify::VerifyMode,
     /// Print the whole plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -511,13 +515,15 @@ struct Stepper<'a> {
     progress: bool,
     results: Vec<RunResult>,
     step_wall_s: f64,
+    corrupt: bool,
     deadline: Instant,
     step_no: u32,
 }
 
 impl Stepper<'_> {
+    /// True when the calibration must stop: Ctrl-C, or a step read corrupt data.
     fn interrupted(&self) -> bool {
-        crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
+        self.corrupt || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Run one step; returns its index in `results`.
@@ -559,6 +565,7 @@ impl Stepper<'_> {
         .with_context(|| format!("calibration step `{label}`"))?;
         // Time inside steps is measuring (warm-up included); the rest is overhead.
         self.step_wall_s += warm + r.duration_s;
+        self.corrupt |= !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0);
         self.results.push(r);
         Ok(self.results.len() - 1)
     }
@@ -613,6 +620,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
         target: target.path.display().to_string(),
         target_size: target.data_size,
         direct: plan.direct,
+        verify: a.verify,
         ..Default::default()
     };
     let mut st = Stepper {
@@ -621,6 +629,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
         progress,
         results: Vec::new(),
         step_wall_s: 0.0,
+        corrupt: false,
         deadline: started + std::time::Duration::from_secs_f64(plan.budget_s * 1.02),
         step_no: 0,
     };
@@ -848,7 +857,21 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
         target.kind.name(),
         target.data_size,
     ));
-    let interrupted = st.interrupted();
+    if st.corrupt {
+        for r in &st.results {
+            for w in r
+                .warnings
+                .iter()
+                .filter(|w| w.to_lowercase().contains("corrupt"))
+            {
+                res.warnings.push(format!("{}: {w}", r.name));
+            }
+        }
+        res.warnings.push(
+            "calibration stopped: a step read corrupt data (see its corruption report)".into(),
+        );
+    }
+    let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
     if interrupted {
         res.warnings
             .push("calibration interrupted: only the steps measured so far are reported".into());
@@ -1095,7 +1118,14 @@ pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::pro
         );
     }
     let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
-    Ok(if interrupted {
+    let corrupt = res
+        .runs
+        .iter()
+        .any(|r| !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0));
+    Ok(if corrupt {
+        eprintln!("iolens: CORRUPT DATA was read during the calibration; see the warnings above");
+        std::process::ExitCode::from(crate::verify::EXIT_CORRUPTION)
+    } else if interrupted {
         std::process::ExitCode::from(130)
     } else {
         std::process::ExitCode::SUCCESS
