@@ -35,9 +35,14 @@ use crate::workload::{OffsetGen, SyncMode, WorkloadSpec};
 pub trait IoEngine {
     /// Queue one I/O of `len` bytes at absolute `offset` using the buffer of `slot`.
     fn push(&mut self, slot: u32, op: Op, offset: u64, buf: *mut u8, len: usize);
-    /// Issue queued I/Os, wait for at least one completion, and report every completion
-    /// available as `done(slot, result)`.
-    fn complete(&mut self, done: &mut impl FnMut(u32, i64)) -> io::Result<()>;
+    /// Issue queued I/Os, wait for at least one completion — or, when `until` is given, no
+    /// later than `until` (an open-loop run's next intended start) — and report every
+    /// completion available as `done(slot, result)`.
+    fn complete(
+        &mut self,
+        done: &mut impl FnMut(u32, i64),
+        until: Option<Instant>,
+    ) -> io::Result<()>;
     /// Make written data durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
     /// Called once with the session's buffers before the first I/O (io_uring registers them).
@@ -223,7 +228,14 @@ pub fn run_session<E: IoEngine>(
         None
     };
     loop {
+        // Open loop with I/Os in flight: do not sleep before issuing the next one (that would
+        // delay reaping their completions); reap until its intended start instead.
+        let mut reap_until = None;
         while !ctx.stop.load(Ordering::Relaxed) && issued < ctx.quota {
+            if period.is_some() && inflight > 0 && intended > Instant::now() {
+                reap_until = Some(intended);
+                break;
+            }
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
             let p = buf.slot(slot);
@@ -282,7 +294,8 @@ pub fn run_session<E: IoEngine>(
         if inflight == 0 {
             break;
         }
-        let r = eng.complete(&mut |slot, res| {
+        let r = eng.complete(
+            &mut |slot, res| {
             let end = Instant::now();
             past_base |= end >= base;
             let s = slots[slot as usize];
@@ -325,7 +338,9 @@ pub fn run_session<E: IoEngine>(
             free.push(slot);
             inflight -= 1;
             completed += 1;
-        });
+            },
+            reap_until,
+        );
         if let Err(e) = r {
             error.get_or_insert_with(|| format!("I/O engine failed: {e}"));
             ctx.stop.store(true, Ordering::Relaxed);

@@ -19,7 +19,11 @@ impl IoEngine for NullEngine {
     }
 
     #[inline]
-    fn complete(&mut self, done: &mut impl FnMut(u32, i64)) -> io::Result<()> {
+    fn complete(
+        &mut self,
+        done: &mut impl FnMut(u32, i64),
+        _until: Option<std::time::Instant>,
+    ) -> io::Result<()> {
         for (slot, len) in self.pending.drain(..) {
             done(slot, len as i64);
         }

@@ -36,7 +36,11 @@ impl IoEngine for SyncEngine {
     }
 
     #[inline]
-    fn complete(&mut self, done: &mut impl FnMut(u32, i64)) -> io::Result<()> {
+    fn complete(
+        &mut self,
+        done: &mut impl FnMut(u32, i64),
+        _until: Option<std::time::Instant>,
+    ) -> io::Result<()> {
         let Some((slot, op, offset, buf, len)) = self.pending.take() else {
             return Ok(());
         };

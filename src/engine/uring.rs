@@ -127,12 +127,33 @@ impl IoEngine for UringEngine {
     }
 
     #[inline]
-    fn complete(&mut self, done: &mut impl FnMut(u32, i64)) -> io::Result<()> {
+    fn complete(
+        &mut self,
+        done: &mut impl FnMut(u32, i64),
+        until: Option<std::time::Instant>,
+    ) -> io::Result<()> {
         loop {
-            match self.ring.submitter().submit_and_wait(1) {
+            let r = match until {
+                None => self.ring.submitter().submit_and_wait(1),
+                Some(t) => {
+                    // Wait for a completion, but no longer than the next intended start.
+                    let d = t.saturating_duration_since(std::time::Instant::now());
+                    if d.is_zero() {
+                        self.ring.submitter().submit()
+                    } else {
+                        let ts = types::Timespec::new()
+                            .sec(d.as_secs())
+                            .nsec(d.subsec_nanos());
+                        let args = types::SubmitArgs::new().timespec(&ts);
+                        self.ring.submitter().submit_with_args(1, &args)
+                    }
+                }
+            };
+            match r {
                 Ok(_) => break,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => break,
                 Err(e) => return Err(e),
             }
         }
