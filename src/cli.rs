@@ -17,7 +17,16 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Read Oracle extended SQL trace files (event 10046) into latency distributions and a
+    /// response-time profile.
+    Trace(crate::sources::TraceArgs),
+    /// Read histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio, hlog…).
+    Ingest(crate::sources::IngestArgs),
+    /// Write a synthetic 10046 trace (benchmark input).
+    #[command(hide = true)]
+    GenTrace(crate::sources::oracle_trace::GenTraceArgs),
+}
 
 /// Parse arguments and run the chosen subcommand; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
@@ -29,5 +38,10 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
             return Ok(ExitCode::from(code));
         }
     };
-    match cli.command {}
+    let command_line: Vec<String> = std::env::args().collect();
+    match cli.command {
+        Command::Trace(a) => crate::sources::run_trace(&a, command_line),
+        Command::Ingest(a) => crate::sources::run_ingest(&a, command_line),
+        Command::GenTrace(a) => crate::sources::oracle_trace::run_gen_trace(&a),
+    }
 }

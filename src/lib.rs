@@ -5,4 +5,5 @@
 pub mod cli;
 pub mod recorder;
 pub mod results;
+pub mod sources;
 pub mod units;
