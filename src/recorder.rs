@@ -430,7 +430,10 @@ mod tests {
             assert_eq!(m, o.hist.decode().unwrap());
             merged.add(o.hist.decode().unwrap()).unwrap();
         }
-        assert_eq!(merged, reference, "merge across sessions and intervals is exact");
+        assert_eq!(
+            merged, reference,
+            "merge across sessions and intervals is exact"
+        );
         // 100 ms of completions at 10 ms intervals.
         assert_eq!(ops[0].intervals.len(), 10);
     }

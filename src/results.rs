@@ -509,7 +509,10 @@ impl Results {
     pub fn from_json(text: &str) -> Result<Results> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             if e.is_eof() {
-                anyhow::anyhow!("the file is truncated (JSON ends early at line {})", e.line())
+                anyhow::anyhow!(
+                    "the file is truncated (JSON ends early at line {})",
+                    e.line()
+                )
             } else {
                 anyhow::anyhow!("the file is not JSON: {e}")
             }

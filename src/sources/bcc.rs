@@ -99,7 +99,10 @@ impl Clock {
                 ends[i] - ends[i - 1]
             };
             let d = if d > 0.0 { d } else { default_s };
-            out.push((ends[i] - ends[0] + out.first().map_or(d, |f: &(f64, f64)| f.1) - d, d));
+            out.push((
+                ends[i] - ends[0] + out.first().map_or(d, |f: &(f64, f64)| f.1) - d,
+                d,
+            ));
         }
         (out, true)
     }
@@ -208,11 +211,8 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             match (lo, hi, count, unit_ns, sections.last_mut()) {
                 (Some(lo), Some(hi), Some(c), Some(u), Some(s)) if hi >= lo => {
                     if c > 0 {
-                        s.rows.push((
-                            (lo as f64 * u) as u64,
-                            ((hi + 1) as f64 * u) as u64,
-                            c,
-                        ));
+                        s.rows
+                            .push(((lo as f64 * u) as u64, ((hi + 1) as f64 * u) as u64, c));
                     }
                     r.parsed();
                 }
@@ -223,8 +223,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             }
             continue;
         }
-        if memchr::memmem::find(t, b"distribution").is_some() && memchr::memchr(b':', t).is_some()
-        {
+        if memchr::memmem::find(t, b"distribution").is_some() && memchr::memchr(b':', t).is_some() {
             let label = t.split(|&c| c == b' ').next().unwrap_or(b"");
             let u = match label {
                 b"nsecs" => 1.0,
@@ -266,7 +265,13 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
         }
         r.unparsed("not biolatency output");
     }
-    Ok(build_runs(sections, &clock, args, Format::Biolatency, "biolatency"))
+    Ok(build_runs(
+        sections,
+        &clock,
+        args,
+        Format::Biolatency,
+        "biolatency",
+    ))
 }
 
 fn unquote(v: &[u8]) -> String {

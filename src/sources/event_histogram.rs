@@ -84,7 +84,9 @@ impl CumulativeSeries {
             return;
         }
         // Restart: some count went down (or a bucket vanished).
-        let down = prev.iter().find(|(k, &v)| snap.get(*k).copied().unwrap_or(0) < v);
+        let down = prev
+            .iter()
+            .find(|(k, &v)| snap.get(*k).copied().unwrap_or(0) < v);
         if let Some(((ev, b), v)) = down {
             let now = snap.get(&(ev.clone(), *b)).copied().unwrap_or(0);
             let lost: u64 = snap.values().sum();
@@ -218,9 +220,14 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
                 continue;
             }
         }
+        let looks_header = rec.iter().any(|f| f.to_ascii_uppercase().contains("EVENT"))
+            && rec.iter().all(|f| f.parse::<f64>().is_err());
+        if looks_header && cols.is_some() {
+            // SQL*Plus repeats the heading on every page and every run of the query.
+            r.ignored("header");
+            continue;
+        }
         if cols.is_none() {
-            let looks_header = rec.iter().any(|f| f.to_ascii_uppercase().contains("EVENT"))
-                && rec.iter().all(|f| f.parse::<f64>().is_err());
             if looks_header {
                 let up: Vec<String> = rec.iter().map(|f| f.to_ascii_uppercase()).collect();
                 let find = |p: &dyn Fn(&str) -> bool| up.iter().position(|c| p(c));
@@ -400,7 +407,10 @@ mod tests {
         assert_eq!(parse_time_any("01-MAR-24 10.00.00.000000 AM"), Some(a));
         assert_eq!(parse_time_any("01-MAR-2024 10:00:00"), Some(a));
         assert_eq!(parse_time_any("2024-03-01T10:00:00+00:00"), Some(a));
-        assert_eq!(parse_time_any("01-MAR-24 10.00.00.000000 AM +00:00"), Some(a));
+        assert_eq!(
+            parse_time_any("01-MAR-24 10.00.00.000000 AM +00:00"),
+            Some(a)
+        );
         assert_eq!(parse_time_any("1709287200"), Some(a));
         assert_eq!(parse_time_any("yesterday"), None);
     }

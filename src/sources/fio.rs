@@ -243,7 +243,11 @@ mod tests {
         assert_eq!(plat_bin_range(192), (256, 260));
         // Bins tile the value axis without gaps.
         for i in 0..1855 {
-            assert_eq!(plat_bin_range(i).1, plat_bin_range(i + 1).0, "gap after bin {i}");
+            assert_eq!(
+                plat_bin_range(i).1,
+                plat_bin_range(i + 1).0,
+                "gap after bin {i}"
+            );
         }
         assert_eq!(detect_layout(3 + 1856, None).unwrap().1, 1);
         assert_eq!(detect_layout(3 + 464, None).unwrap().1, 4);

@@ -53,7 +53,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             r.ignored("comment");
             continue;
         }
-        if t.starts_with(b"\"StartTimestamp\"") {
+        if t.starts_with(b"\"") {
             r.ignored("legend");
             continue;
         }
@@ -106,10 +106,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
         return Ok(Vec::new());
     }
     // Absolute start of the first interval, when known.
-    let first = entries
-        .iter()
-        .map(|e| e.0)
-        .fold(f64::INFINITY, f64::min);
+    let first = entries.iter().map(|e| e.0).fold(f64::INFINITY, f64::min);
     let absolute = first > 1e9; // epoch seconds (2001+)
     let origin = if absolute {
         Some(first)

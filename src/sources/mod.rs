@@ -46,7 +46,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::results::{
-    new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
+    new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
 };
 use crate::units::fmt_ns;
 
@@ -173,7 +173,10 @@ pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::pro
     let results = oracle_trace::read_traces(args, command_line)?;
     finish_command(&results, args.json.as_deref(), args.quiet)?;
     if args.print_peak_rss {
-        println!("peak RSS: {}", peak_rss().unwrap_or_else(|| "unknown".into()));
+        println!(
+            "peak RSS: {}",
+            peak_rss().unwrap_or_else(|| "unknown".into())
+        );
     }
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -225,7 +228,12 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
                 "{}: {} line(s) could not be parsed (first at line {})",
                 path.display(),
                 reader.stats.unparsed,
-                reader.stats.unparsed_first.first().map(|u| u.line).unwrap_or(0)
+                reader
+                    .stats
+                    .unparsed_first
+                    .first()
+                    .map(|u| u.line)
+                    .unwrap_or(0)
             ));
         }
         stats.push(reader.file_stats(path));
@@ -301,10 +309,18 @@ pub struct UnparsedLine {
     pub reason: String,
 }
 
-/// Streams lines of a (possibly gzip-compressed) file into one reused buffer.
+/// Streams lines of a (possibly gzip-compressed) file through one reused buffer: lines are
+/// returned as slices of the buffer (no per-line copy or allocation).
 pub struct LineReader {
-    inner: Box<dyn BufRead>,
+    inner: Box<dyn Read>,
     buf: Vec<u8>,
+    /// Start of unread data in `buf`.
+    pos: usize,
+    /// End of valid data in `buf`.
+    end: usize,
+    eof: bool,
+    /// The current line's range in `buf` (without terminator).
+    cur: (usize, usize),
     /// Current line number (1-based; 0 before the first line).
     pub line_no: u64,
     pub stats: LineStats,
@@ -316,11 +332,13 @@ pub struct LineReader {
     pub warnings: Vec<String>,
 }
 
+const READ_CHUNK: usize = 1 << 20;
+
 impl LineReader {
     /// Open a file; gzip is detected by its magic bytes (1f 8b), whatever the file is called.
     pub fn open(path: &Path) -> Result<LineReader> {
-        let f = std::fs::File::open(path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+        let f =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
             bail!("{} is a directory, not a file", path.display());
         }
@@ -329,22 +347,23 @@ impl LineReader {
 
     /// Wrap any reader (gzip detected by magic bytes).
     pub fn from_reader(r: Box<dyn Read>, name: &str) -> Result<LineReader> {
-        let mut br = BufReader::with_capacity(256 * 1024, r);
+        let mut br = BufReader::with_capacity(64 * 1024, r);
         let head = br
             .fill_buf()
             .with_context(|| format!("cannot read {name}"))?;
         let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
-        let inner: Box<dyn BufRead> = if gzip {
-            Box::new(BufReader::with_capacity(
-                256 * 1024,
-                flate2::bufread::MultiGzDecoder::new(br),
-            ))
+        let inner: Box<dyn Read> = if gzip {
+            Box::new(flate2::bufread::MultiGzDecoder::new(br))
         } else {
             Box::new(br)
         };
         Ok(LineReader {
             inner,
-            buf: Vec::with_capacity(4096),
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            eof: false,
+            cur: (0, 0),
             line_no: 0,
             stats: LineStats::default(),
             gzip,
@@ -353,37 +372,76 @@ impl LineReader {
         })
     }
 
+    fn fill(&mut self) -> Result<usize> {
+        // Move the partial line to the front, grow when one line fills the buffer.
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.end == self.buf.len() {
+            let n = self.buf.len() * 2;
+            self.buf.resize(n, 0);
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "{}: read error after line {}{}",
+                        self.name,
+                        self.line_no,
+                        if self.gzip {
+                            " (corrupt or truncated gzip data?)"
+                        } else {
+                            ""
+                        }
+                    )))
+                }
+            }
+        }
+    }
+
     /// The next line without its line terminator (`\n` or `\r\n`), or `None` at the end.
+    #[inline]
     pub fn next_line(&mut self) -> Result<Option<&[u8]>> {
-        self.buf.clear();
-        let n = self
-            .inner
-            .read_until(b'\n', &mut self.buf)
-            .with_context(|| {
-                format!(
-                    "{}: read error after line {}{}",
-                    self.name,
-                    self.line_no,
-                    if self.gzip {
-                        " (corrupt or truncated gzip data?)"
-                    } else {
-                        ""
-                    }
-                )
-            })?;
-        if n == 0 {
-            return Ok(None);
+        let mut scanned = self.pos;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..self.end]) {
+                let nl = scanned + i;
+                let start = self.pos;
+                self.pos = nl + 1;
+                return Ok(Some(self.take_line(start, nl)));
+            }
+            if self.eof {
+                if self.pos < self.end {
+                    let (start, end) = (self.pos, self.end);
+                    self.pos = self.end;
+                    return Ok(Some(self.take_line(start, end)));
+                }
+                return Ok(None);
+            }
+            let done = self.end - self.pos;
+            if self.fill()? == 0 {
+                self.eof = true;
+            }
+            scanned = self.pos + done;
+        }
+    }
+
+    #[inline]
+    fn take_line(&mut self, start: usize, mut end: usize) -> &[u8] {
+        if end > start && self.buf[end - 1] == b'\r' {
+            end -= 1;
         }
         self.line_no += 1;
         self.stats.lines += 1;
-        let mut end = self.buf.len();
-        if end > 0 && self.buf[end - 1] == b'\n' {
-            end -= 1;
-        }
-        if end > 0 && self.buf[end - 1] == b'\r' {
-            end -= 1;
-        }
-        Ok(Some(&self.buf[..end]))
+        self.cur = (start, end);
+        &self.buf[start..end]
     }
 
     /// Count the current line as used.
@@ -403,11 +461,8 @@ impl LineReader {
 
     /// Count the current line as not understood (it is quoted from the reader's buffer).
     pub fn unparsed(&mut self, reason: &str) {
-        let mut end = self.buf.len();
-        while end > 0 && (self.buf[end - 1] == b'\n' || self.buf[end - 1] == b'\r') {
-            end -= 1;
-        }
-        count_unparsed(&mut self.stats, self.line_no, &self.buf[..end], reason);
+        let (a, b) = self.cur;
+        count_unparsed(&mut self.stats, self.line_no, &self.buf[a..b], reason);
     }
 
     /// The per-file statistics as JSON.
@@ -502,7 +557,7 @@ pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
         return;
     }
     if hi_ns <= lo_ns.saturating_add(1) {
-        h.saturating_record_n(lo_ns.max(1), count);
+        record_interval(h, lo_ns, count);
         return;
     }
     let slots = count.min(SPREAD_SLOTS);
@@ -519,7 +574,7 @@ pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
         let v = (v as u64).clamp(lo_ns.max(1), hi_ns - 1);
         let n = base + u64::from(i < rem);
         if n > 0 {
-            h.saturating_record_n(v, n);
+            record_interval(h, v, n);
         }
     }
 }
@@ -567,6 +622,21 @@ pub fn spread_bucket(
 // ---------------------------------------------------------------------------------------------
 // Accumulating per-event values into fixed intervals
 
+/// A histogram for one interval: same precision as [`new_histogram`], but it grows only as far
+/// as the values recorded, so resetting and encoding it is cheap. Values are clamped to
+/// [1, `HIST_MAX_NS`] as [`record_ns`] does; [`Hist::decode`] normalises the bounds.
+fn interval_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_max(1 << 20, crate::results::SIGFIG)
+        .expect("static histogram bounds are valid");
+    h.auto(true);
+    h
+}
+
+#[inline]
+fn record_interval(h: &mut Histogram<u64>, ns: u64, n: u64) {
+    let _ = h.record_n(ns.clamp(1, crate::results::HIST_MAX_NS), n);
+}
+
 struct Slot {
     hist: Hist,
     count: u64,
@@ -584,31 +654,96 @@ struct OpAcc {
     closed: BTreeMap<i64, Slot>,
 }
 
-impl OpAcc {
-    fn close_cur(&mut self) {
-        if let Some(k) = self.cur.take() {
-            if self.cur_hist.is_empty() && self.cur_bytes == 0 {
-                return;
-            }
-            let bytes = std::mem::take(&mut self.cur_bytes);
-            let slot = match self.closed.remove(&k) {
-                Some(old) => {
-                    let mut h = old.hist.decode().unwrap_or_else(|_| new_histogram());
-                    let _ = h.add(&self.cur_hist);
-                    Slot {
-                        count: h.len(),
-                        hist: Hist::encode(&h),
-                        bytes: old.bytes + bytes,
+/// A closed interval histogram on its way to (or back from) the encoder thread.
+struct Job {
+    op: usize,
+    k: i64,
+    hist: Histogram<u64>,
+    bytes: u64,
+}
+
+struct Done {
+    op: usize,
+    k: i64,
+    slot: Slot,
+}
+
+/// Encodes closed interval histograms (V2-deflate) and clears them for reuse on a helper
+/// thread, so the parsing thread only swaps histograms at interval boundaries. The job queue
+/// is bounded, which bounds memory.
+struct Encoder {
+    tx: Option<std::sync::mpsc::SyncSender<Job>>,
+    done: std::sync::mpsc::Receiver<Done>,
+    spare: std::sync::mpsc::Receiver<Histogram<u64>>,
+    /// Returns each op's total (the exact merge of its closed intervals).
+    handle: Option<std::thread::JoinHandle<Vec<Option<Histogram<u64>>>>>,
+}
+
+impl Encoder {
+    fn start() -> Encoder {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(32);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let (spare_tx, spare) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("iolens-encode".into())
+            .spawn(move || {
+                let mut totals: Vec<Option<Histogram<u64>>> = Vec::new();
+                for mut job in rx {
+                    if totals.len() <= job.op {
+                        totals.resize_with(job.op + 1, || None);
                     }
+                    let _ = totals[job.op]
+                        .get_or_insert_with(new_histogram)
+                        .add(&job.hist);
+                    let slot = Slot {
+                        hist: Hist::encode(&job.hist),
+                        count: job.hist.len(),
+                        bytes: job.bytes,
+                    };
+                    if done_tx
+                        .send(Done {
+                            op: job.op,
+                            k: job.k,
+                            slot,
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    job.hist.reset();
+                    let _ = spare_tx.send(job.hist);
                 }
-                None => Slot {
-                    hist: Hist::encode(&self.cur_hist),
-                    count: self.cur_hist.len(),
-                    bytes,
+                totals
+            })
+            .ok();
+        Encoder {
+            tx: handle.as_ref().map(|_| tx),
+            done,
+            spare,
+            handle,
+        }
+    }
+}
+
+fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
+    match closed.remove(&k) {
+        None => {
+            closed.insert(k, s);
+        }
+        Some(old) => {
+            // The same interval closed twice (out-of-order times): merge exactly.
+            let mut h = old.hist.decode().unwrap_or_else(|_| new_histogram());
+            if let Ok(x) = s.hist.decode() {
+                let _ = h.add(x);
+            }
+            closed.insert(
+                k,
+                Slot {
+                    count: h.len(),
+                    hist: Hist::encode(&h),
+                    bytes: old.bytes + s.bytes,
                 },
-            };
-            self.closed.insert(k, slot);
-            self.cur_hist.reset();
+            );
         }
     }
 }
@@ -618,11 +753,24 @@ impl OpAcc {
 /// Time is in ns on any consistent axis (Unix epoch or relative); interval `k` covers
 /// `[k·interval, (k+1)·interval)` on that axis, so accumulators of different files on the same
 /// axis merge exactly. Only one interval per event is open (a plain histogram); closed ones are
-/// kept encoded, so memory grows with the number of non-empty intervals, not with input size.
+/// handed to an encoder thread and kept encoded, so memory grows with the number of non-empty
+/// intervals, not with input size.
 pub struct Binned {
     interval_ns: u64,
     ops: Vec<OpAcc>,
     index: HashMap<String, usize>,
+    encoder: Option<Encoder>,
+}
+
+impl Drop for Binned {
+    fn drop(&mut self) {
+        if let Some(mut e) = self.encoder.take() {
+            e.tx = None;
+            if let Some(h) = e.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
 }
 
 impl Binned {
@@ -632,6 +780,7 @@ impl Binned {
             interval_ns: interval_ns.max(1),
             ops: Vec::new(),
             index: HashMap::new(),
+            encoder: None,
         }
     }
 
@@ -651,7 +800,7 @@ impl Binned {
             total: new_histogram(),
             bytes: 0,
             cur: None,
-            cur_hist: new_histogram(),
+            cur_hist: interval_histogram(),
             cur_bytes: 0,
             closed: BTreeMap::new(),
         });
@@ -659,18 +808,85 @@ impl Binned {
         i
     }
 
-    /// True when nothing has been recorded.
-    pub fn is_empty(&self) -> bool {
-        self.ops.iter().all(|o| o.total.is_empty())
+    /// Close the open interval of `op` and queue it for encoding.
+    #[cold]
+    fn close(&mut self, op: usize) {
+        let o = &mut self.ops[op];
+        let Some(k) = o.cur.take() else { return };
+        if o.cur_hist.is_empty() && o.cur_bytes == 0 {
+            return;
+        }
+        let enc = self.encoder.get_or_insert_with(Encoder::start);
+        let fresh = enc
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| interval_histogram());
+        let hist = std::mem::replace(&mut o.cur_hist, fresh);
+        let bytes = std::mem::take(&mut o.cur_bytes);
+        let job = Job { op, k, hist, bytes };
+        let job = match &enc.tx {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => None,
+                Err(e) => Some(e.0),
+            },
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            // No encoder thread: encode here.
+            let _ = self.ops[op].total.add(&job.hist);
+            let slot = Slot {
+                hist: Hist::encode(&job.hist),
+                count: job.hist.len(),
+                bytes: job.bytes,
+            };
+            merge_slot(&mut self.ops[op].closed, k, slot);
+        }
+        self.drain(false);
+    }
+
+    /// Collect encoded intervals; with `all`, close everything and wait for the encoder.
+    fn drain(&mut self, all: bool) {
+        if all {
+            for i in 0..self.ops.len() {
+                self.close(i);
+            }
+        }
+        let Some(enc) = self.encoder.as_mut() else {
+            return;
+        };
+        if all {
+            enc.tx = None;
+            if let Some(h) = enc.handle.take() {
+                if let Ok(totals) = h.join() {
+                    for (i, t) in totals.into_iter().enumerate() {
+                        if let Some(t) = t {
+                            let _ = self.ops[i].total.add(&t);
+                        }
+                    }
+                }
+            }
+        }
+        while let Ok(d) = enc.done.try_recv() {
+            merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+        }
+        if all {
+            self.encoder = None;
+        }
     }
 
     /// First and last interval index holding data (closes open intervals).
     pub fn key_range(&mut self) -> Option<(i64, i64)> {
-        for o in &mut self.ops {
-            o.close_cur();
-        }
-        let lo = self.ops.iter().filter_map(|o| o.closed.keys().next()).min()?;
-        let hi = self.ops.iter().filter_map(|o| o.closed.keys().next_back()).max()?;
+        self.drain(true);
+        let lo = self
+            .ops
+            .iter()
+            .filter_map(|o| o.closed.keys().next())
+            .min()?;
+        let hi = self
+            .ops
+            .iter()
+            .filter_map(|o| o.closed.keys().next_back())
+            .max()?;
         Some((*lo, *hi))
     }
 
@@ -679,8 +895,8 @@ impl Binned {
         if k == 0 {
             return;
         }
+        self.drain(true);
         for o in &mut self.ops {
-            o.close_cur();
             let old = std::mem::take(&mut o.closed);
             o.closed = old.into_iter().map(|(i, s)| (i + k, s)).collect();
         }
@@ -689,20 +905,18 @@ impl Binned {
     #[inline]
     fn slot_of(&mut self, op: usize, t_ns: i64) -> &mut OpAcc {
         let k = t_ns.div_euclid(self.interval_ns as i64);
-        let o = &mut self.ops[op];
-        if o.cur != Some(k) {
-            o.close_cur();
-            o.cur = Some(k);
+        if self.ops[op].cur != Some(k) {
+            self.close(op);
+            self.ops[op].cur = Some(k);
         }
-        o
+        &mut self.ops[op]
     }
 
     /// Record one latency completing at `t_ns`.
     #[inline]
     pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
         let o = self.slot_of(op, t_ns);
-        record_ns(&mut o.cur_hist, lat_ns);
-        record_ns(&mut o.total, lat_ns);
+        record_interval(&mut o.cur_hist, lat_ns, 1);
         o.cur_bytes += bytes;
         o.bytes += bytes;
     }
@@ -711,7 +925,6 @@ impl Binned {
     pub fn record_spread(&mut self, op: usize, t_ns: i64, lo_ns: u64, hi_ns: u64, count: u64) {
         let o = self.slot_of(op, t_ns);
         spread(&mut o.cur_hist, lo_ns, hi_ns, count);
-        spread(&mut o.total, lo_ns, hi_ns, count);
     }
 
     /// Add another accumulator on the same time axis.
@@ -719,11 +932,9 @@ impl Binned {
         if other.interval_ns != self.interval_ns {
             bail!("cannot merge series with different intervals");
         }
-        for o in &mut self.ops {
-            o.close_cur();
-        }
-        for mut src in other.ops.drain(..) {
-            src.close_cur();
+        self.drain(true);
+        other.drain(true);
+        for src in std::mem::take(&mut other.ops) {
             let i = self.op(&src.name);
             let dst = &mut self.ops[i];
             dst.total
@@ -731,24 +942,7 @@ impl Binned {
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
             dst.bytes += src.bytes;
             for (k, s) in src.closed {
-                match dst.closed.remove(&k) {
-                    None => {
-                        dst.closed.insert(k, s);
-                    }
-                    Some(old) => {
-                        let mut h = old.hist.decode()?;
-                        h.add(s.hist.decode()?)
-                            .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-                        dst.closed.insert(
-                            k,
-                            Slot {
-                                count: h.len(),
-                                hist: Hist::encode(&h),
-                                bytes: old.bytes + s.bytes,
-                            },
-                        );
-                    }
-                }
+                merge_slot(&mut dst.closed, k, s);
             }
         }
         Ok(())
@@ -762,11 +956,8 @@ impl Binned {
         conv: BucketConvention,
         keep: &dyn Fn(&str) -> bool,
     ) -> (Vec<OpResult>, i64, f64) {
-        for o in &mut self.ops {
-            o.close_cur();
-        }
-        let kept: Vec<OpAcc> = self
-            .ops
+        self.drain(true);
+        let kept: Vec<OpAcc> = std::mem::take(&mut self.ops)
             .into_iter()
             .filter(|o| !o.total.is_empty() && keep(&o.name))
             .collect();
@@ -1073,7 +1264,11 @@ mod tests {
 
     #[test]
     fn spread_keeps_counts_inside_bucket() {
-        for (lo, hi, n) in [(4_000_000u64, 8_000_000u64, 1000u64), (0, 2000, 7), (5, 6, 3)] {
+        for (lo, hi, n) in [
+            (4_000_000u64, 8_000_000u64, 1000u64),
+            (0, 2000, 7),
+            (5, 6, 3),
+        ] {
             let mut h = new_histogram();
             spread(&mut h, lo, hi, n);
             assert_eq!(h.len(), n);

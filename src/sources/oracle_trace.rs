@@ -35,6 +35,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::json;
 
@@ -43,7 +44,7 @@ use super::{
     LineStats, TraceArgs,
 };
 use crate::results::{BucketConvention, Kind, Results, RunResult};
-use crate::units::{fmt_ns, sig3};
+use crate::units::fmt_ns;
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
@@ -171,9 +172,9 @@ pub struct TraceFile {
     pub calls: BTreeMap<String, CallTotals>,
     pub recursive_calls: u64,
     pub errors: BTreeMap<String, u64>,
-    io_files: HashMap<(u32, i64), IoAgg>,
-    io_objs: HashMap<(u32, i64), IoAgg>,
-    io_ranges: HashMap<(u32, i64, u64), IoAgg>,
+    io_files: FxHashMap<(u32, i64), IoAgg>,
+    io_objs: FxHashMap<(u32, i64), IoAgg>,
+    io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
     pub slowest: Vec<SlowWait>,
     pub warnings: Vec<String>,
     pub first_tim: Option<i64>,
@@ -206,12 +207,16 @@ pub struct TraceParser {
     opts: ParseOptions,
     out: TraceFile,
     ev_index: HashMap<Vec<u8>, u32>,
+    ev_names: Vec<Vec<u8>>,
     ev_op: Vec<usize>,
     last_ev: Option<(Vec<u8>, u32)>,
     in_sql: bool,
+    /// Bytes of failed-statement text still to skip after `PARSE ERROR`.
+    sql_left: u64,
     in_header: bool,
     pending_wall_us: Option<i64>,
-    epoch_tim: bool,
+    /// Added to tim (µs) to place events on the time axis (wall clock when anchored).
+    axis_off: i64,
     last_tim: Option<i64>,
     pending: VecDeque<Pending>,
     untimed: Vec<(usize, u64)>,
@@ -237,9 +242,9 @@ impl TraceParser {
                 calls: BTreeMap::new(),
                 recursive_calls: 0,
                 errors: BTreeMap::new(),
-                io_files: HashMap::new(),
-                io_objs: HashMap::new(),
-                io_ranges: HashMap::new(),
+                io_files: FxHashMap::default(),
+                io_objs: FxHashMap::default(),
+                io_ranges: FxHashMap::default(),
                 slowest: Vec::new(),
                 warnings: Vec::new(),
                 first_tim: None,
@@ -247,12 +252,14 @@ impl TraceParser {
             },
             opts,
             ev_index: HashMap::new(),
+            ev_names: Vec::new(),
             ev_op: Vec::new(),
             last_ev: None,
             in_sql: false,
+            sql_left: 0,
             in_header: true,
             pending_wall_us: None,
-            epoch_tim: false,
+            axis_off: 0,
             last_tim: None,
             pending: VecDeque::new(),
             untimed: Vec::new(),
@@ -294,6 +301,11 @@ impl TraceParser {
             Self::ignored(stats, "sql text");
             return;
         }
+        if self.sql_left > 0 {
+            self.sql_left = self.sql_left.saturating_sub(line.len() as u64 + 1);
+            Self::ignored(stats, "sql text");
+            return;
+        }
         let Some(&c0) = line.first() else {
             Self::ignored(stats, "blank");
             return;
@@ -309,9 +321,7 @@ impl TraceParser {
             }
             b'F' if line.starts_with(b"FETCH #") => return self.call(line, 6, "FETCH", n, stats),
             b'E' if line.starts_with(b"EXEC #") => return self.call(line, 5, "EXEC", n, stats),
-            b'E' if line.starts_with(b"END OF STMT") => {
-                return Self::ignored(stats, "sql text")
-            }
+            b'E' if line.starts_with(b"END OF STMT") => return Self::ignored(stats, "sql text"),
             b'E' if line.starts_with(b"ERROR #") => {
                 let err = field(line, b"err=").map(|v| String::from_utf8_lossy(v).into_owned());
                 let key = format!("ORA-{:0>5}", err.unwrap_or_else(|| "?".into()));
@@ -320,6 +330,9 @@ impl TraceParser {
                 return Self::ignored(stats, "ERROR");
             }
             b'P' if line.starts_with(b"PARSE ERROR") => {
+                // The failed statement's text follows: `len=` bytes of it.
+                self.sql_left = field(line, b"len=").and_then(parse_u64).unwrap_or(0);
+                self.note_tim(field(line, b"tim=").and_then(parse_i64));
                 return Self::ignored(stats, "PARSE ERROR");
             }
             b'P' if line.starts_with(b"PARSE #") => return self.call(line, 6, "PARSE", n, stats),
@@ -408,7 +421,11 @@ impl TraceParser {
             b"Unix process pid:",
             b"Windows thread id:",
         ];
-        let known = KNOWN.iter().any(|k| line.starts_with(k));
+        let known = KNOWN.iter().any(|k| line.starts_with(k))
+            || (self.in_header
+                && (line.starts_with(b"/")
+                    || line.ends_with(b"Production")
+                    || memchr::memmem::find(line, b" Release ").is_some()));
         if line.starts_with(b"Instance name:") {
             let v = trim(&line[14..]);
             self.out.instance = Some(String::from_utf8_lossy(v).into_owned());
@@ -448,7 +465,12 @@ impl TraceParser {
         }
         let mut ts = rest;
         let mut kind = "timestamp";
-        if let Some(open) = memchr::memchr(b'(', rest) {
+        if rest.first().is_some_and(|c| c.is_ascii_digit()) {
+            // `*** 2017-09-12T10:32:11.123456+02:00 (PDB1(3))` (12.2+: container after the time)
+            if let Some(p) = memchr::memmem::find(rest, b" (") {
+                ts = trim(&rest[..p]);
+            }
+        } else if let Some(open) = memchr::memchr(b'(', rest) {
             if let Some(close) = memchr::memrchr(b')', rest) {
                 if close > open {
                     let name = trim(&rest[..open]);
@@ -470,7 +492,7 @@ impl TraceParser {
         }
         match parse_timestamp(ts) {
             Some(ns) => {
-                if self.pending_wall_us.is_none() && self.out.offset_us.is_none() {
+                if self.pending_wall_us.is_none() && self.out.first_tim.is_none() {
                     self.pending_wall_us = Some(ns / 1000);
                 }
                 Ok(kind)
@@ -483,25 +505,26 @@ impl TraceParser {
     fn note_tim(&mut self, tim: Option<i64>) {
         let Some(t) = tim else { return };
         if self.out.first_tim.is_none() {
+            // The time axis is fixed by the first tim: epoch µs, or anchored to the preceding
+            // `***` timestamp, or (neither) the trace's own clock.
             self.out.first_tim = Some(t);
             if t as u64 >= EPOCH_TIM {
-                self.epoch_tim = true;
                 self.out.offset_us = Some(0);
-                self.pending_wall_us = None;
-            }
-        }
-        if self.out.offset_us.is_none() {
-            if let Some(w) = self.pending_wall_us.take() {
+            } else if let Some(w) = self.pending_wall_us.take() {
                 self.out.offset_us = Some(w - t);
             }
+            self.axis_off = self.out.offset_us.unwrap_or(0);
         }
         self.last_tim = Some(t);
         self.out.last_tim = Some(t);
         if !self.untimed.is_empty() {
             for (op, ela) in std::mem::take(&mut self.untimed) {
-                self.out
-                    .binned
-                    .record(op, t.saturating_mul(1000), ela.saturating_mul(1000), 0);
+                self.out.binned.record(
+                    op,
+                    t.saturating_add(self.axis_off).saturating_mul(1000),
+                    ela.saturating_mul(1000),
+                    0,
+                );
             }
         }
     }
@@ -512,8 +535,16 @@ impl TraceParser {
                 return *i;
             }
         }
-        let i = match self.ev_index.get(name) {
-            Some(&i) => i,
+        let found = if self.out.events.len() <= 32 {
+            self.ev_names
+                .iter()
+                .position(|n| n.as_slice() == name)
+                .map(|i| i as u32)
+        } else {
+            self.ev_index.get(name).copied()
+        };
+        let i = match found {
+            Some(i) => i,
             None => {
                 let i = self.out.events.len() as u32;
                 let s = String::from_utf8_lossy(name).into_owned();
@@ -524,6 +555,7 @@ impl TraceParser {
                     ..Default::default()
                 });
                 self.ev_index.insert(name.to_vec(), i);
+                self.ev_names.push(name.to_vec());
                 i
             }
         };
@@ -533,11 +565,21 @@ impl TraceParser {
 
     fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
         let rest = &line[6..];
-        let colon = memchr::memchr(b':', rest).ok_or("WAIT line without ':'")?;
+        let colon = rest
+            .iter()
+            .position(|&c| c == b':')
+            .ok_or("WAIT line without ':'")?;
         let cursor = &rest[..colon];
         let rest = &rest[colon + 1..];
-        let nam = memchr::memmem::find(rest, b"nam='").ok_or("WAIT line without nam='…'")?;
-        let after = &rest[nam + 5..];
+        let rest = rest.trim_ascii_start();
+        let after = match rest.strip_prefix(b"nam='") {
+            Some(a) => a,
+            None => {
+                let nam =
+                    memchr::memmem::find(rest, b"nam='").ok_or("WAIT line without nam='…'")?;
+                &rest[nam + 5..]
+            }
+        };
         let q = memchr::memchr(b'\'', after).ok_or("WAIT line with unterminated nam='")?;
         let name = &after[..q];
         let params = parse_params(&after[q + 1..]);
@@ -567,11 +609,12 @@ impl TraceParser {
         // Latency histogram.
         let op = self.ev_op[ev as usize];
         match params.tim.or(self.last_tim) {
-            Some(t) => {
-                self.out
-                    .binned
-                    .record(op, t.saturating_mul(1000), ela.saturating_mul(1000), 0)
-            }
+            Some(t) => self.out.binned.record(
+                op,
+                t.saturating_add(self.axis_off).saturating_mul(1000),
+                ela.saturating_mul(1000),
+                0,
+            ),
             None => {
                 if self.untimed.len() < MAX_PENDING {
                     self.untimed.push((op, ela));
@@ -588,7 +631,9 @@ impl TraceParser {
         } else {
             (None, None, None)
         };
-        let obj = params.obj.map(|o| if o == u32::MAX as i64 { -1 } else { o });
+        let obj = params
+            .obj
+            .map(|o| if o == u32::MAX as i64 { -1 } else { o });
         if let Some(f) = file {
             e.io = true;
             let nb = blocks.unwrap_or(1);
@@ -598,7 +643,11 @@ impl TraceParser {
                 .or_default()
                 .add(ela, block, nb);
             if let Some(o) = obj {
-                self.out.io_objs.entry((ev, o)).or_default().add(ela, block, nb);
+                self.out
+                    .io_objs
+                    .entry((ev, o))
+                    .or_default()
+                    .add(ela, block, nb);
             }
             if let Some(b) = block {
                 self.out
@@ -740,20 +789,35 @@ impl TraceParser {
 
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
 /// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
-fn parse_params(mut p: &[u8]) -> WaitParams {
+fn parse_params(p: &[u8]) -> WaitParams {
     let mut w = WaitParams::default();
+    let n = p.len();
+    let mut i = 0;
     loop {
-        let Some(eq) = memchr::memchr(b'=', p) else {
-            break;
-        };
-        let name = trim(&p[..eq]);
-        let mut v = &p[eq + 1..];
-        while let [b' ', r @ ..] = v {
-            v = r;
+        while i < n && p[i] == b' ' {
+            i += 1;
         }
-        let end = memchr::memchr(b' ', v).unwrap_or(v.len());
-        let val = &v[..end];
-        p = &v[end..];
+        let name_start = i;
+        while i < n && p[i] != b'=' {
+            i += 1;
+        }
+        if i >= n {
+            break;
+        }
+        let mut name_end = i;
+        while name_end > name_start && p[name_end - 1] == b' ' {
+            name_end -= 1;
+        }
+        let name = &p[name_start..name_end];
+        i += 1;
+        while i < n && p[i] == b' ' {
+            i += 1;
+        }
+        let vs = i;
+        while i < n && p[i] != b' ' {
+            i += 1;
+        }
+        let val = &p[vs..i];
         match name {
             b"ela" => match parse_u64(val) {
                 Some(x) => w.ela = Some(x),
@@ -971,7 +1035,6 @@ pub fn build_results(
     let mut io_ranges: HashMap<(String, i64, u64), IoAgg> = HashMap::new();
     let mut sources = Vec::new();
     let keep = |name: &str| events.is_empty() || events.iter().any(|e| e == name);
-    let interval_us = (opts.interval_ns / 1000).max(1) as i64;
 
     // Sessions in order of first appearance.
     let mut sessions: Vec<(String, Vec<TraceFile>)> = Vec::new();
@@ -1035,8 +1098,9 @@ pub fn build_results(
             paths.push(f.path.clone());
             warnings.extend(f.warnings.iter().cloned());
             let mut b = f.binned;
+            // Anchored files are already on the wall-clock axis.
             let shift = match (offset, f.offset_us) {
-                (Some(a), Some(o)) => ((o - a) as f64 / interval_us as f64).round() as i64,
+                (Some(_), Some(_)) => 0,
                 _ => {
                     warnings.push(format!(
                         "{}: not anchored to wall-clock time; placed after the previous file",
@@ -1053,7 +1117,7 @@ pub fn build_results(
         }
         let (ops, start_ns, duration_s) = binned.finish(BucketConvention::Exact, &keep);
         let started = match offset {
-            Some(off) => rfc3339_ns(start_ns.saturating_add(off.saturating_mul(1000))),
+            Some(_) => rfc3339_ns(start_ns),
             None => String::new(),
         };
         let mut run = RunResult {
@@ -1069,7 +1133,8 @@ pub fn build_results(
             ..Default::default()
         };
         if run.ops.is_empty() {
-            run.warnings.push("no wait events (after --event filtering)".into());
+            run.warnings
+                .push("no wait events (after --event filtering)".into());
         }
         results.runs.push(run);
     }
@@ -1201,8 +1266,10 @@ fn io_json(
                 v
             })
             .collect();
-        let mut rl: Vec<(&(String, i64, u64), &IoAgg)> =
-            ranges.iter().filter(|((n, _, _), _)| *n == e.name).collect();
+        let mut rl: Vec<(&(String, i64, u64), &IoAgg)> = ranges
+            .iter()
+            .filter(|((n, _, _), _)| *n == e.name)
+            .collect();
         let ranges_total = rl.len();
         rl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
         let rl: Vec<_> = rl
@@ -1236,10 +1303,10 @@ pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
     let t = &p["total"];
     writeln!(
         out,
-        "Response-time profile (Method R): R = {} s = depth-0 calls {} s + between-call waits {} s",
-        sig3(t["response_time_s"].as_f64().unwrap_or(0.0)),
-        sig3(t["depth0_elapsed_s"].as_f64().unwrap_or(0.0)),
-        sig3(t["between_calls_wait_s"].as_f64().unwrap_or(0.0)),
+        "Response-time profile (Method R): R = {:.6} s = depth-0 calls {:.6} s + between-call waits {:.6} s",
+        t["response_time_s"].as_f64().unwrap_or(0.0),
+        t["depth0_elapsed_s"].as_f64().unwrap_or(0.0),
+        t["between_calls_wait_s"].as_f64().unwrap_or(0.0),
     )?;
     writeln!(
         out,
@@ -1271,12 +1338,12 @@ pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
             let pr = &f["profile"];
             writeln!(
                 out,
-                "    {}: R {} s, CPU {} s, waits {} s, unaccounted {} s",
+                "    {}: R {:.6} s, CPU {:.6} s, waits {:.6} s, unaccounted {:.6} s",
                 f["path"].as_str().unwrap_or("?"),
-                sig3(pr["response_time_s"].as_f64().unwrap_or(0.0)),
-                sig3(pr["cpu_s"].as_f64().unwrap_or(0.0)),
-                sig3(pr["wait_s"].as_f64().unwrap_or(0.0)),
-                sig3(pr["unaccounted_s"].as_f64().unwrap_or(0.0)),
+                pr["response_time_s"].as_f64().unwrap_or(0.0),
+                pr["cpu_s"].as_f64().unwrap_or(0.0),
+                pr["wait_s"].as_f64().unwrap_or(0.0),
+                pr["unaccounted_s"].as_f64().unwrap_or(0.0),
             )?;
         }
     }
@@ -1401,11 +1468,11 @@ EXEC #140234567:c=50,e=60,p=0,cr=0,cu=0,mis=0,r=0,dep=0,og=1,plh=1,tim=270760256
             line,
             "WAIT #140234567: nam='SQL*Net message to client' ela= 2 driver id=1650815232 #bytes=1 p3=0 obj#=-1 tim={tim}"
         );
-        let e = tim - start + 3;
+        let e = tim - start - 1;
         let _ = writeln!(
             line,
             "FETCH #140234567:c={},e={e},p=3,cr=5,cu=0,mis=0,r=15,dep=0,og=1,plh=1,tim={tim}",
-            (e - in_call).min(e)
+            e.saturating_sub(in_call + 2)
         );
         waits += 2;
         w.write_all(line.as_bytes())?;
