@@ -27,6 +27,9 @@ use super::{
 };
 use crate::results::{BucketConvention, RunResult};
 
+/// Cumulative counts of one snapshot by (event, bucket).
+pub type Snapshot = HashMap<(String, u64), u64>;
+
 /// Differences cumulative bucket snapshots into per-interval histograms; splits series on
 /// restarts (counts going down).
 pub struct CumulativeSeries {
@@ -34,7 +37,7 @@ pub struct CumulativeSeries {
     format: Format,
     conv: BucketConvention,
     unit_ns: f64,
-    prev: Option<(i64, HashMap<(String, u64), u64>)>,
+    prev: Option<(i64, Snapshot)>,
     seg_start_ns: i64,
     series: SnapshotSeries,
     segment: usize,
@@ -69,7 +72,7 @@ impl CumulativeSeries {
     }
 
     /// Add a snapshot taken at `t_ns` (cumulative counts per (event, bucket)).
-    pub fn push(&mut self, t_ns: i64, snap: HashMap<(String, u64), u64>, at: &str) {
+    pub fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) {
         let Some((pt, prev)) = self.prev.take() else {
             self.seg_start_ns = t_ns;
             self.prev = Some((t_ns, snap));
@@ -186,7 +189,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
     let mut unit = args.unit;
     let mut view = "V$EVENT_HISTOGRAM";
     // Per instance: current snapshot time/text and its counts, and the series.
-    let mut cur: BTreeMap<String, (i64, HashMap<(String, u64), u64>, u64)> = BTreeMap::new();
+    let mut cur: BTreeMap<String, (i64, Snapshot, u64)> = BTreeMap::new();
     let mut series: BTreeMap<String, CumulativeSeries> = BTreeMap::new();
     let mut extra_warnings = Vec::new();
     let mut buf = Vec::new();
@@ -373,7 +376,7 @@ pub fn parse_time_any(s: &str) -> Option<i64> {
         return Some(ns);
     }
     if let Ok(v) = s.parse::<f64>() {
-        if v.is_finite() && v >= 0.0 && v < 1e11 {
+        if v.is_finite() && (0.0..1e11).contains(&v) {
             return Some((v * 1e9).round() as i64);
         }
     }

@@ -1013,12 +1013,15 @@ pub fn rfc3339_ns(t_ns: i64) -> String {
     }
 }
 
+/// `(start_s, duration_s, histogram per op)` of one snapshot interval.
+type SnapshotInterval = (f64, f64, Vec<Option<Histogram<u64>>>);
+
 /// Build a run from per-snapshot histograms: `series[i]` is `(start_s, duration_s, per-op
 /// histogram)` with `start_s` relative to the first snapshot.
 pub struct SnapshotSeries {
     names: Vec<String>,
     index: HashMap<String, usize>,
-    intervals: Vec<(f64, f64, Vec<Option<Histogram<u64>>>)>,
+    intervals: Vec<SnapshotInterval>,
     totals: Vec<Histogram<u64>>,
 }
 
