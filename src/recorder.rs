@@ -115,6 +115,14 @@ impl SessionRecorder {
         self.warmup_ops
     }
 
+    /// Move the measurement base (before any completion is recorded), e.g. once all sessions
+    /// are ready to start together.
+    pub fn set_base(&mut self, base: Instant) {
+        self.base = base;
+        self.cur = 0;
+        self.boundary = base + self.interval;
+    }
+
     /// The measurement base of this recorder.
     pub fn base(&self) -> Instant {
         self.base
@@ -178,7 +186,6 @@ pub struct Collector {
     rx: Receiver<Batch>,
     pool: Pool,
     interval: Duration,
-    sessions: usize,
     pos: Vec<u64>,
     open: BTreeMap<u64, Open>,
     closed_upto: u64,
@@ -220,7 +227,6 @@ pub fn recorders(
         rx,
         pool,
         interval,
-        sessions,
         pos: vec![0; sessions],
         open: BTreeMap::new(),
         closed_upto: 0,
@@ -268,8 +274,8 @@ impl Collector {
                 hists: new_set(),
                 bytes: [0; OPS],
             });
-            for i in 0..OPS {
-                let _ = open.hists[i].add(&h[i]);
+            for (i, hi) in h.iter().enumerate() {
+                let _ = open.hists[i].add(hi);
                 open.bytes[i] += b.bytes[i];
             }
             let mut h = h;

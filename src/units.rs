@@ -33,7 +33,7 @@ pub fn fmt_bytes(b: u64) -> String {
 /// Format a count rate: `950`, `12.3k`, `1.05M`.
 pub fn fmt_rate(v: f64) -> String {
     if v < 1e3 {
-        format!("{}", sig3(v))
+        sig3(v)
     } else if v < 1e6 {
         format!("{}k", sig3(v / 1e3))
     } else {

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Start (or reuse) a throwaway PostgreSQL cluster for iolens's database tests.
+#
+#   scripts/pg-test-server.sh          install if missing, start, print the DSN
+#   scripts/pg-test-server.sh stop     stop the cluster
+#   scripts/pg-test-server.sh destroy  stop it and delete its directory
+#
+# Installs PostgreSQL from Debian's packages when no initdb is found (needs root), creates a
+# cluster in target/pgtest (override with IOLENS_PG_DIR) owned by the `postgres` user when run
+# as root, with a small shared_buffers (16MB) so test data is much larger than the cache,
+# listening only on a unix socket in that directory. track_io_timing stays at its default (off)
+# in postgresql.conf: iolens enables it per session as superuser. A non-superuser role
+# `iolens_plain` exists for permission tests. The DSN is written to target/pgtest/dsn and
+# printed as `export IOLENS_PG_DSN=...`.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BASE="${IOLENS_PG_DIR:-$ROOT/target/pgtest}"
+PORT="${IOLENS_PG_PORT:-54329}"
+DATA="$BASE/data"
+SOCK="$BASE/sock"
+LOG="$BASE/server.log"
+DB=iolens_test
+
+find_bin() {
+    local d
+    d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+    if [ -n "$d" ] && [ -x "$d/initdb" ]; then
+        echo "$d"
+    elif command -v initdb >/dev/null 2>&1; then
+        dirname "$(command -v initdb)"
+    fi
+}
+
+PGBIN="$(find_bin)"
+if [ -z "$PGBIN" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "PostgreSQL is not installed and installing it needs root (apt-get install postgresql)" >&2
+        exit 1
+    fi
+    echo "installing PostgreSQL from Debian's packages..." >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2
+    apt-get install -y -qq postgresql >&2
+    PGBIN="$(find_bin)"
+    [ -n "$PGBIN" ] || { echo "PostgreSQL installed but initdb not found" >&2; exit 1; }
+fi
+
+# Run server-side commands as `postgres` when we are root (the server refuses to run as root).
+if [ "$(id -u)" -eq 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
+    as_pg() { runuser -u postgres -- "$@"; }
+    SUPER=postgres
+else
+    as_pg() { "$@"; }
+    SUPER="$(id -un)"
+fi
+
+case "${1:-start}" in
+stop)
+    [ -d "$DATA" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+    echo "stopped" >&2
+    exit 0
+    ;;
+destroy)
+    [ -d "$DATA" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+    rm -rf "$BASE"
+    echo "destroyed $BASE" >&2
+    exit 0
+    ;;
+start) ;;
+*)
+    echo "usage: $0 [start|stop|destroy]" >&2
+    exit 2
+    ;;
+esac
+
+mkdir -p "$BASE"
+if [ ! -f "$DATA/PG_VERSION" ]; then
+    rm -rf "$DATA" "$SOCK"
+    mkdir -p "$DATA" "$SOCK"
+    if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$BASE"; fi
+    as_pg "$PGBIN/initdb" -D "$DATA" -U "$SUPER" --auth=trust -E UTF8 --no-sync >/dev/null
+    cat >>"$DATA/postgresql.conf" <<EOF
+# iolens test cluster
+listen_addresses = ''
+port = $PORT
+unix_socket_directories = '$SOCK'
+shared_buffers = 16MB
+max_connections = 60
+track_io_timing = off
+fsync = on
+EOF
+fi
+if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
+fi
+PSQL=("$PGBIN/psql" -h "$SOCK" -p "$PORT" -U "$SUPER" -v ON_ERROR_STOP=1 -qAt)
+if [ "$(as_pg "${PSQL[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname='$DB'")" = 0 ]; then
+    as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB" >/dev/null
+fi
+as_pg "${PSQL[@]}" -d postgres -c \
+    "DO \$\$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname='iolens_plain') THEN CREATE ROLE iolens_plain LOGIN; END IF; END\$\$" >/dev/null
+
+DSN="host=$SOCK port=$PORT user=$SUPER dbname=$DB"
+echo "$DSN" >"$BASE/dsn"
+echo "export IOLENS_PG_DSN='$DSN'"

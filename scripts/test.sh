@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh Debian machine (PostgreSQL, Chromium, fio), starts a
+# throwaway PostgreSQL cluster, then checks formatting and lints and runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+need=()
+command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q "${need[@]}" >/dev/null 2>&1 || {
+    $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q "${need[@]}" >/dev/null
+  }
+fi
+
+if [ -x scripts/pg-test-server.sh ]; then
+  eval "$(scripts/pg-test-server.sh)"
+  export IOLENS_PG_TESTS=1
+fi
+export IOLENS_BROWSER_TESTS=1
+
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+cargo test --all-targets -- --test-threads=2

@@ -1,0 +1,454 @@
+//! Verdicts: plain-language findings about where a run's latency went, with the figures behind
+//! them.
+//!
+//! # CPU ([`cpu_verdict`])
+//! Run-queue delay per I/O (`CpuStats::runq_us_per_io`, from schedstat) is time a session was
+//! runnable but had no CPU; it is part of the latency the application measured. Compared with
+//! the run's mean I/O latency (all ops but `sync`, weighted by count):
+//! - share > [`RUNQ_SHARE_WARN`] (10 %) → warning `cpu-bound`: latency includes scheduling delay;
+//! - otherwise, host busy > [`HOST_BUSY_WARN`] (85 %) → info `cpu-busy` (the CPUs were busy but
+//!   the sessions hardly waited for one), or, when run-queue delay was not measured (no
+//!   schedstat: `runq_delay_s` and `session_run_s` both 0), warning `cpu-bound`: latency *may*
+//!   include scheduling delay.
+//!
+//! # Host queue versus device ([`host_queue_verdict`])
+//! The application's mean read latency is set beside the device's own average time per read
+//! (`/proc/diskstats`: ms reading / reads, counted from when the request entered the block layer,
+//! so it includes the I/O scheduler's queue). First the two must describe the same reads: the
+//! device's read bytes (or, without byte counts, its read count) relative to the application's:
+//! - below [`CACHE_RATIO`] (0.5) → info `page-cache`: most reads were served from the page
+//!   cache; the comparison does not apply;
+//! - above [`FOREIGN_RATIO`] (2.0), or a device time above 1.2 × the application's → info
+//!   `device-shared`: the device's counters include other I/O (other processes, readahead);
+//!   the comparison is unreliable.
+//!
+//! Otherwise the host share is `(app mean − device await) / app mean`:
+//! - share > [`HOST_SHARE_WARN`] (30 %) and the host part > [`HOST_US_MIN`] (10 µs) → warning
+//!   `host-queueing`: the time was spent above the block layer (submission, scheduling,
+//!   filesystem, host queue), not in the storage;
+//! - else → info `storage-bound`: the device accounts for most of the latency.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::positive;
+use crate::results::RunResult;
+use crate::units::{fmt_ns, fmt_rate, sig3};
+
+/// Run-queue delay share of mean latency above which a run is called CPU-bound.
+pub const RUNQ_SHARE_WARN: f64 = 0.10;
+/// System-wide CPU busy share above which the host is called busy.
+pub const HOST_BUSY_WARN: f64 = 0.85;
+/// Device/application read ratio below which reads are taken as page-cache hits.
+pub const CACHE_RATIO: f64 = 0.5;
+/// Device/application read ratio above which the device's counters include other I/O.
+pub const FOREIGN_RATIO: f64 = 2.0;
+/// Share of read latency spent above the block layer that is reported as host queueing.
+pub const HOST_SHARE_WARN: f64 = 0.30;
+/// ... provided that part is at least this many µs (a syscall alone costs a few µs).
+pub const HOST_US_MIN: f64 = 10.0;
+
+/// One finding about a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Verdict {
+    /// What was found: `cpu-bound`, `cpu-busy`, `host-queueing`, `storage-bound`, `page-cache`,
+    /// `device-shared`, `bad-histogram`.
+    pub kind: String,
+    /// `info` or `warning`.
+    pub severity: String,
+    /// One or two sentences for a person.
+    pub message: String,
+    /// The figures the verdict rests on (names carry their unit, e.g. `mean_latency_us`).
+    pub figures: BTreeMap<String, f64>,
+}
+
+impl Verdict {
+    pub(crate) fn new(
+        kind: &str,
+        severity: &str,
+        message: String,
+        figures: &[(&str, f64)],
+    ) -> Self {
+        Verdict {
+            kind: kind.to_string(),
+            severity: severity.to_string(),
+            message,
+            figures: figures.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+}
+
+/// Mean latency (ns) of the run's I/O ops (all but `sync`), weighted by count.
+fn io_mean_ns(run: &RunResult) -> Option<f64> {
+    let (n, t) = run
+        .ops
+        .iter()
+        .filter(|o| o.op != "sync" && o.count > 0 && o.summary.mean_ns > 0.0)
+        .fold((0.0, 0.0), |(n, t), o| {
+            (n + o.count as f64, t + o.count as f64 * o.summary.mean_ns)
+        });
+    (n > 0.0).then(|| t / n)
+}
+
+fn pct(share: f64) -> String {
+    sig3(share * 100.0)
+}
+
+/// Is the host CPU-bound, so that latency includes scheduling delay? See the module docs.
+pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
+    let cpu = run.cpu.as_ref()?;
+    let mean_ns = io_mean_ns(run)?;
+    let runq_ns = cpu.runq_us_per_io * 1e3;
+    let runq_share = runq_ns / mean_ns;
+    let measured = cpu.runq_delay_s > 0.0 || cpu.session_run_s > 0.0 || cpu.runq_us_per_io > 0.0;
+    let busy = cpu.host_busy > HOST_BUSY_WARN;
+    let figures = [
+        ("host_busy", cpu.host_busy),
+        ("runq_us_per_io", cpu.runq_us_per_io),
+        ("runq_share", runq_share),
+        ("mean_latency_us", mean_ns / 1e3),
+        ("cpu_us_per_io", cpu.us_per_io),
+        ("cpus", cpu.cpus as f64),
+    ];
+    let busy_note = format!(
+        "host CPU was {} % busy{}",
+        pct(cpu.host_busy),
+        if cpu.cpus > 0 {
+            format!(" ({} CPUs)", cpu.cpus)
+        } else {
+            String::new()
+        }
+    );
+    if measured && runq_share > RUNQ_SHARE_WARN {
+        let mut msg = format!(
+            "latency at this step includes {} of scheduling delay per I/O ({} % of mean latency \
+             {}); the storage may be faster than it looks",
+            fmt_ns(runq_ns),
+            pct(runq_share),
+            fmt_ns(mean_ns)
+        );
+        if busy {
+            msg = format!("{busy_note}: {msg}");
+        }
+        return Some(Verdict::new("cpu-bound", "warning", msg, &figures));
+    }
+    if !busy {
+        return None;
+    }
+    if measured {
+        let msg = format!(
+            "{busy_note}, but the sessions waited only {} per I/O for a CPU ({} % of mean latency \
+             {}): latency is not inflated by scheduling",
+            fmt_ns(runq_ns),
+            pct(runq_share),
+            fmt_ns(mean_ns)
+        );
+        Some(Verdict::new("cpu-busy", "info", msg, &figures))
+    } else {
+        let msg = format!(
+            "{busy_note} and run-queue delay was not measured: latency may include scheduling \
+             delay; the storage may be faster than it looks"
+        );
+        Some(Verdict::new("cpu-bound", "warning", msg, &figures))
+    }
+}
+
+/// Was read latency spent in the host (above the block layer) or in the device? See the module
+/// docs. `None` without a `read` op or device statistics.
+pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
+    let read = run.op("read").filter(|o| o.count > 0)?;
+    let dev = run.device.as_ref()?;
+    let app_ns = read.summary.mean_ns;
+    if !positive(app_ns) {
+        return None;
+    }
+    let name = if dev.device.is_empty() {
+        "the device".to_string()
+    } else {
+        dev.device.clone()
+    };
+    let by_bytes = dev.read_bytes > 0 && read.bytes > 0;
+    let ratio = if by_bytes {
+        dev.read_bytes as f64 / read.bytes as f64
+    } else {
+        dev.reads as f64 / read.count as f64
+    };
+    let what = if by_bytes { "bytes" } else { "requests" };
+    let await_ns = dev.read_await_us * 1e3;
+    let mut figures = vec![
+        ("app_reads", read.count as f64),
+        ("device_reads", dev.reads as f64),
+        ("device_read_ratio", ratio),
+        ("app_mean_us", app_ns / 1e3),
+        ("device_await_us", dev.read_await_us),
+    ];
+    if ratio < CACHE_RATIO {
+        let msg = format!(
+            "only {} % of the read {what} of {} application reads reached {name}; the rest were \
+             served from the page cache, so the device's service time cannot be compared with \
+             the application's latency",
+            pct(ratio),
+            fmt_rate(read.count as f64)
+        );
+        return Some(Verdict::new("page-cache", "info", msg, &figures));
+    }
+    if ratio > FOREIGN_RATIO {
+        let msg = format!(
+            "{name} did {}× the read {what} of this run (other processes, readahead or \
+             filesystem metadata): the host/device latency comparison is unreliable",
+            sig3(ratio)
+        );
+        return Some(Verdict::new("device-shared", "info", msg, &figures));
+    }
+    if !positive(await_ns) {
+        return None;
+    }
+    if await_ns > 1.2 * app_ns {
+        let msg = format!(
+            "{name} reports {} per read but the application saw {}: the device's counters \
+             include other I/O, so the host/device comparison is unreliable",
+            fmt_ns(await_ns),
+            fmt_ns(app_ns)
+        );
+        return Some(Verdict::new("device-shared", "info", msg, &figures));
+    }
+    let host_ns = (app_ns - await_ns).max(0.0);
+    let share = host_ns / app_ns;
+    figures.push(("host_us_per_read", host_ns / 1e3));
+    figures.push(("host_share", share));
+    if share > HOST_SHARE_WARN && host_ns > HOST_US_MIN * 1e3 {
+        let mut msg = format!(
+            "application reads took {} on average but {name} served them in {}: {} % of the \
+             time ({} per read) was spent in the host above the block layer (submission, \
+             scheduling, filesystem, host queue), not in the storage",
+            fmt_ns(app_ns),
+            fmt_ns(await_ns),
+            pct(share),
+            fmt_ns(host_ns)
+        );
+        if let Some(cpu) = run.cpu.as_ref().filter(|c| c.runq_us_per_io > 0.0) {
+            msg.push_str(&format!(
+                "; run-queue delay accounts for {} per I/O of it",
+                fmt_ns(cpu.runq_us_per_io * 1e3)
+            ));
+            figures.push(("runq_us_per_io", cpu.runq_us_per_io));
+        }
+        Some(Verdict::new("host-queueing", "warning", msg, &figures))
+    } else {
+        let msg = format!(
+            "{name} accounts for {} % of the application's read latency ({} of {}): the time is \
+             spent in the storage, not the host",
+            pct(1.0 - share),
+            fmt_ns(await_ns),
+            fmt_ns(app_ns)
+        );
+        Some(Verdict::new("storage-bound", "info", msg, &figures))
+    }
+}
+
+/// All verdicts for one run, CPU first.
+pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
+    [cpu_verdict(run), host_queue_verdict(run)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{CpuStats, DeviceStats, LatencySummary, OpResult};
+
+    fn op(name: &str, count: u64, mean_ns: f64) -> OpResult {
+        OpResult {
+            op: name.into(),
+            count,
+            bytes: count * 8192,
+            errors: 0,
+            hist: Default::default(),
+            summary: LatencySummary {
+                count,
+                mean_ns,
+                ..Default::default()
+            },
+            intervals: vec![],
+            bucket_convention: crate::results::BucketConvention::Exact,
+        }
+    }
+
+    fn run_with(mean_ns: f64, cpu: Option<CpuStats>, dev: Option<DeviceStats>) -> RunResult {
+        RunResult {
+            duration_s: 10.0,
+            ops: vec![op("read", 100_000, mean_ns)],
+            cpu,
+            device: dev,
+            ..Default::default()
+        }
+    }
+
+    fn cpu(host_busy: f64, runq_us: f64) -> CpuStats {
+        CpuStats {
+            host_busy,
+            runq_us_per_io: runq_us,
+            runq_delay_s: runq_us * 1e-6 * 100_000.0,
+            session_run_s: 1.5,
+            us_per_io: 7.5,
+            cpus: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn cpu_bound_by_run_queue_delay() {
+        // 100 µs mean latency, 30 µs of it waiting for a CPU.
+        let v = cpu_verdict(&run_with(100_000.0, Some(cpu(0.97, 30.0)), None)).unwrap();
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("cpu-bound", "warning")
+        );
+        assert_eq!(
+            v.message,
+            "host CPU was 97 % busy (2 CPUs): latency at this step includes 30 µs of scheduling \
+             delay per I/O (30 % of mean latency 100 µs); the storage may be faster than it looks"
+        );
+        assert!((v.figures["runq_share"] - 0.3).abs() < 1e-12);
+        assert_eq!(v.figures["mean_latency_us"], 100.0);
+        // Run-queue delay alone is enough, even when the host is not saturated.
+        let v = cpu_verdict(&run_with(100_000.0, Some(cpu(0.5, 12.0)), None)).unwrap();
+        assert_eq!(v.kind, "cpu-bound");
+        assert!(
+            v.message.starts_with("latency at this step includes 12 µs"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn cpu_busy_but_not_delayed_and_unmeasured() {
+        let v = cpu_verdict(&run_with(100_000.0, Some(cpu(0.9, 2.0)), None)).unwrap();
+        assert_eq!((v.kind.as_str(), v.severity.as_str()), ("cpu-busy", "info"));
+        assert!(v.message.contains("not inflated"), "{}", v.message);
+        let c = CpuStats {
+            host_busy: 0.95,
+            ..Default::default()
+        };
+        let v = cpu_verdict(&run_with(100_000.0, Some(c), None)).unwrap();
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("cpu-bound", "warning")
+        );
+        assert!(v.message.contains("not measured"), "{}", v.message);
+    }
+
+    #[test]
+    fn no_cpu_verdict_when_fine_or_unknown() {
+        assert!(cpu_verdict(&run_with(100_000.0, Some(cpu(0.5, 5.0)), None)).is_none());
+        assert!(cpu_verdict(&run_with(100_000.0, None, None)).is_none());
+        let mut r = run_with(100_000.0, Some(cpu(0.99, 50.0)), None);
+        r.ops.clear();
+        assert!(cpu_verdict(&r).is_none());
+    }
+
+    fn dev(reads: u64, await_us: f64) -> DeviceStats {
+        DeviceStats {
+            device: "nvme0n1".into(),
+            reads,
+            read_bytes: reads * 8192,
+            read_await_us: await_us,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn host_queueing_detected() {
+        // App 250 µs, device 90 µs: 64 % in the host.
+        let r = run_with(250_000.0, Some(cpu(0.6, 20.0)), Some(dev(100_000, 90.0)));
+        let v = host_queue_verdict(&r).unwrap();
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("host-queueing", "warning")
+        );
+        assert!((v.figures["host_share"] - 0.64).abs() < 1e-9);
+        assert!((v.figures["host_us_per_read"] - 160.0).abs() < 1e-9);
+        assert!(
+            v.message.contains("64 % of the time (160 µs per read)"),
+            "{}",
+            v.message
+        );
+        assert!(
+            v.message.contains("run-queue delay accounts for 20 µs"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn storage_bound_when_device_time_dominates() {
+        let r = run_with(100_000.0, None, Some(dev(100_000, 92.0)));
+        let v = host_queue_verdict(&r).unwrap();
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("storage-bound", "info")
+        );
+        assert!(
+            v.message.starts_with("nvme0n1 accounts for 92 %"),
+            "{}",
+            v.message
+        );
+        // A large share but only a few µs (fast device, syscall overhead) is not queueing.
+        let r = run_with(12_000.0, None, Some(dev(100_000, 6.0)));
+        assert_eq!(host_queue_verdict(&r).unwrap().kind, "storage-bound");
+    }
+
+    #[test]
+    fn page_cache_hits_are_not_compared() {
+        // 100k application reads, 3k device reads: cache hits.
+        let r = run_with(3_000.0, None, Some(dev(3_000, 150.0)));
+        let v = host_queue_verdict(&r).unwrap();
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("page-cache", "info")
+        );
+        assert!(
+            v.message.starts_with("only 3 % of the read bytes"),
+            "{}",
+            v.message
+        );
+        assert!(!v.figures.contains_key("host_share"));
+        // No device reads at all (and no byte counts): compared by requests.
+        let r = run_with(3_000.0, None, Some(dev(0, 0.0)));
+        let v = host_queue_verdict(&r).unwrap();
+        assert_eq!(v.kind, "page-cache");
+        assert!(
+            v.message
+                .starts_with("only 0 % of the read requests of 100k"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn foreign_device_io_is_flagged() {
+        let r = run_with(100_000.0, None, Some(dev(300_000, 90.0)));
+        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+        let r = run_with(100_000.0, None, Some(dev(100_000, 400.0)));
+        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+    }
+
+    #[test]
+    fn no_host_verdict_without_reads_or_device() {
+        assert!(host_queue_verdict(&run_with(100_000.0, None, None)).is_none());
+        let mut r = run_with(100_000.0, None, Some(dev(100_000, 90.0)));
+        r.ops[0].op = "write".into();
+        assert!(host_queue_verdict(&r).is_none());
+    }
+
+    #[test]
+    fn run_verdicts_collects_both() {
+        let r = run_with(250_000.0, Some(cpu(0.97, 30.0)), Some(dev(100_000, 90.0)));
+        let kinds: Vec<String> = run_verdicts(&r).into_iter().map(|v| v.kind).collect();
+        assert_eq!(kinds, ["cpu-bound", "host-queueing"]);
+        assert!(run_verdicts(&RunResult::default()).is_empty());
+    }
+}

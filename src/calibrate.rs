@@ -1,0 +1,1100 @@
+//! `iolens calibrate`: the honest CALIBRATE_IO, built from fully described `run` steps and the
+//! analysis module.
+//!
+//! Flow: [`Plan::new`] turns the options into phases and a per-step time that fits the budget
+//! (or a clear error when it cannot); [`calibrate`] prepares the target once, then runs each
+//! phase's steps with [`crate::run::execute`]. The random-read phase ramps sessions 1, 2, 4, …
+//! and stops on the latency target, on an IOPS plateau or at the ceiling, then refines between
+//! the last good and first bad step ([`Ramp`], pure and tested on its own). Every step becomes a
+//! `RunResult` in the results; the curve, headline figures, analysis (modes, knee, USL, Little's
+//! law, verdicts) and the time spent between steps go into `Results::calibration`.
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+use crate::analysis;
+use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
+use crate::run::{execute, RunOptions};
+use crate::target::{PrepareOptions, Target};
+use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
+use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
+
+/// Calibration phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Hash)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Single-block random reads, session ramp (max IOPS at the latency target).
+    Randread,
+    /// Large sequential reads, many streams, queue-depth ramp (max MB/s).
+    Seqread,
+    /// Large sequential reads, one stream (CALIBRATE_IO's MAX_PMBPS).
+    Seqread1,
+    /// Commit-shaped O_DSYNC writes and random-write session ramp (writes to the scratch file).
+    Writes,
+    /// Random reads over growing working sets (storage-side cache tiers).
+    Cache,
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Randread => "randread",
+            Phase::Seqread => "seqread",
+            Phase::Seqread1 => "seqread1",
+            Phase::Writes => "writes",
+            Phase::Cache => "cache",
+        }
+    }
+    /// Share of the budget relative to other phases.
+    fn weight(self) -> f64 {
+        match self {
+            Phase::Randread => 5.0,
+            Phase::Seqread => 2.0,
+            Phase::Seqread1 => 1.0,
+            Phase::Writes => 2.5,
+            Phase::Cache => 1.5,
+        }
+    }
+}
+
+/// `iolens calibrate` options.
+#[derive(Args, Debug, Clone)]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub t: crate::cli::TargetArgs,
+    /// Total time budget for all steps (e.g. 2m, 90s).
+    #[arg(long, default_value = "2m", value_parser = crate::cli::parse_duration)]
+    pub budget: f64,
+    /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
+    #[arg(long, default_value = "5ms", value_parser = crate::cli::parse_duration)]
+    pub max_latency: f64,
+    /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
+    #[arg(long, default_value_t = 99.0)]
+    pub percentile: f64,
+    /// Block size of the single-block reads (the database block size).
+    #[arg(long, default_value = "8k", value_parser = crate::cli::parse_size)]
+    pub bs: u64,
+    /// Block size of the large sequential reads.
+    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size)]
+    pub large_bs: u64,
+    /// Session ceiling of the random-read ramp.
+    #[arg(long, default_value_t = 64)]
+    pub max_sessions: u32,
+    /// Queue-depth ceiling of the sequential-read ramps.
+    #[arg(long, default_value_t = 32)]
+    pub max_qd: u32,
+    /// Streams of the many-streams sequential phase (default: 4).
+    #[arg(long, default_value_t = 4)]
+    pub streams: u32,
+    /// IOPS growth below which the ramp is called a plateau, percent.
+    #[arg(long, default_value_t = 5.0)]
+    pub plateau_pct: f64,
+    /// Phases to run (comma-separated); default randread,seqread,seqread1.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub phases: Option<Vec<Phase>>,
+    /// Add the write phase (commit-shaped O_DSYNC writes, random-write ramp): writes to the
+    /// scratch file.
+    #[arg(long)]
+    pub writes: bool,
+    /// Add the cache probe (random reads over 1 %, 10 %, 100 % of the target).
+    #[arg(long)]
+    pub cache_probe: bool,
+    /// Print the whole plan and exit without doing any I/O.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+/// Decision of the ramp after a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The latency percentile exceeded the target.
+    LatencyTarget,
+    /// IOPS grew less than the plateau threshold over the previous step.
+    Plateau,
+    /// The session ceiling was reached.
+    Ceiling,
+    /// The budget (or Ctrl-C) ended the ramp.
+    Interrupted,
+}
+
+/// The session ramp of the random-read phase as a pure state machine: it proposes session
+/// counts, is told each step's IOPS and latency, and decides when to stop and what to refine.
+#[derive(Clone, Debug)]
+pub struct Ramp {
+    max_sessions: u32,
+    target_ns: f64,
+    plateau: f64,
+    refinements_left: u32,
+    /// (sessions, iops, latency at percentile ns, good)
+    pub steps: Vec<(u32, f64, f64, bool)>,
+    pub stop: Option<StopReason>,
+    next_pow: u32,
+}
+
+impl Ramp {
+    /// A ramp up to `max_sessions`, latency target `target_ns`, plateau threshold (0.05 = 5 %),
+    /// with up to `refinements` refinement steps after the first bad step.
+    pub fn new(max_sessions: u32, target_ns: f64, plateau: f64, refinements: u32) -> Ramp {
+        Ramp {
+            max_sessions,
+            target_ns,
+            plateau,
+            refinements_left: refinements,
+            steps: Vec::new(),
+            stop: None,
+            next_pow: 1,
+        }
+    }
+
+    /// Number of steps the ramp may take at most (powers of two up to the ceiling, plus
+    /// refinements): used to divide the budget.
+    pub fn max_steps(max_sessions: u32, refinements: u32) -> u32 {
+        let mut n = 0;
+        let mut s = 1u32;
+        while s <= max_sessions {
+            n += 1;
+            if s == max_sessions {
+                break;
+            }
+            s = (s * 2).min(max_sessions);
+        }
+        n + refinements
+    }
+
+    fn last_good(&self) -> Option<(u32, f64)> {
+        self.steps
+            .iter()
+            .filter(|s| s.3)
+            .max_by_key(|s| s.0)
+            .map(|s| (s.0, s.1))
+    }
+
+    fn first_bad(&self) -> Option<u32> {
+        self.steps.iter().filter(|s| !s.3).map(|s| s.0).min()
+    }
+
+    /// The next session count to measure, or `None` when the ramp is done.
+    pub fn next_sessions(&mut self) -> Option<u32> {
+        match self.stop {
+            None => Some(self.next_pow),
+            Some(StopReason::LatencyTarget) => {
+                // Refine between the last good and first bad step (bisection).
+                if self.refinements_left == 0 {
+                    return None;
+                }
+                let lo = self.last_good()?.0;
+                let hi = self.first_bad()?;
+                if hi <= lo + 1 {
+                    return None;
+                }
+                self.refinements_left -= 1;
+                Some(lo + (hi - lo) / 2)
+            }
+            _ => None,
+        }
+    }
+
+    /// Report the outcome of the step at `sessions`.
+    pub fn record(&mut self, sessions: u32, iops: f64, latency_ns: f64) {
+        let good = latency_ns <= self.target_ns;
+        let prev_good = self.last_good();
+        self.steps.push((sessions, iops, latency_ns, good));
+        if self.stop.is_some() {
+            return;
+        }
+        if !good {
+            self.stop = Some(StopReason::LatencyTarget);
+            return;
+        }
+        if let Some((_, prev_iops)) = prev_good {
+            if iops < prev_iops * (1.0 + self.plateau) {
+                self.stop = Some(StopReason::Plateau);
+                return;
+            }
+        }
+        if sessions >= self.max_sessions {
+            self.stop = Some(StopReason::Ceiling);
+            return;
+        }
+        self.next_pow = (sessions * 2).min(self.max_sessions);
+    }
+
+    /// Mark the ramp as cut short.
+    pub fn interrupt(&mut self) {
+        if self.stop.is_none() {
+            self.stop = Some(StopReason::Interrupted);
+        }
+        self.refinements_left = 0;
+    }
+
+    /// Best IOPS among steps that met the target, with its session count.
+    pub fn best(&self) -> Option<(u32, f64)> {
+        self.steps
+            .iter()
+            .filter(|s| s.3)
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|s| (s.0, s.1))
+    }
+}
+
+/// One planned phase with its step budget.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PhasePlan {
+    pub phase: Phase,
+    /// Most steps the phase may take.
+    pub max_steps: u32,
+    /// Seconds per step (warm-up included).
+    pub step_s: f64,
+    /// Warm-up seconds per step.
+    pub warmup_s: f64,
+    /// What the phase does, in words.
+    pub description: String,
+}
+
+/// The whole calibration plan.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Plan {
+    pub budget_s: f64,
+    pub phases: Vec<PhasePlan>,
+    pub bs: u64,
+    pub large_bs: u64,
+    pub max_sessions: u32,
+    pub max_qd: u32,
+    pub streams: u32,
+    pub percentile: f64,
+    pub max_latency_ns: u64,
+    pub plateau: f64,
+    pub refinements: u32,
+    pub direct: bool,
+}
+
+/// Shortest step that still measures something meaningful.
+pub const MIN_STEP_S: f64 = 1.0;
+/// Refinement steps after the latency target is crossed.
+pub const REFINEMENTS: u32 = 2;
+/// Queue depths of the sequential ramps.
+fn qd_ramp(max_qd: u32) -> Vec<u32> {
+    let mut v = vec![1u32];
+    while *v.last().expect("non-empty") < max_qd {
+        let n = (v.last().expect("non-empty") * 2).min(max_qd);
+        v.push(n);
+    }
+    v
+}
+/// Commit-shaped write sizes.
+pub const COMMIT_SIZES: [u64; 3] = [512, 8192, 128 << 10];
+/// Working-set shares of the cache probe.
+pub const CACHE_SHARES: [f64; 3] = [0.01, 0.10, 1.0];
+
+impl Plan {
+    /// Build and check the plan.
+    pub fn new(a: &CalibrateArgs) -> Result<Plan> {
+        if !(a.max_latency.is_finite() && a.max_latency > 0.0) {
+            bail!("--max-latency must be greater than zero (e.g. 5ms)");
+        }
+        if !(a.percentile > 0.0 && a.percentile < 100.0) {
+            bail!(
+                "--percentile must be between 0 and 100 (exclusive), e.g. 99 or 99.9; got {}",
+                a.percentile
+            );
+        }
+        if a.max_sessions == 0 || a.max_sessions > 4096 {
+            bail!("--max-sessions must be between 1 and 4096");
+        }
+        if a.max_qd == 0 || a.max_qd > 4096 {
+            bail!("--max-qd must be between 1 and 4096");
+        }
+        if a.streams == 0 || a.streams > 256 {
+            bail!("--streams must be between 1 and 256");
+        }
+        if !(a.plateau_pct >= 0.0 && a.plateau_pct < 100.0) {
+            bail!("--plateau-pct must be between 0 and 100");
+        }
+        if !(a.budget.is_finite() && a.budget > 0.0) {
+            bail!("--budget must be positive (e.g. 2m)");
+        }
+        let mut phases = a
+            .phases
+            .clone()
+            .unwrap_or_else(|| vec![Phase::Randread, Phase::Seqread, Phase::Seqread1]);
+        if a.writes && !phases.contains(&Phase::Writes) {
+            phases.push(Phase::Writes);
+        }
+        if a.cache_probe && !phases.contains(&Phase::Cache) {
+            phases.push(Phase::Cache);
+        }
+        let mut seen = std::collections::HashSet::new();
+        phases.retain(|p| seen.insert(*p));
+        if phases.is_empty() {
+            bail!("no phases to run");
+        }
+        let total_w: f64 = phases.iter().map(|p| p.weight()).sum();
+        let qds = qd_ramp(a.max_qd).len() as u32;
+        let write_ramp = Ramp::max_steps(a.max_sessions.min(16), 0);
+        let mut out = Vec::new();
+        for p in &phases {
+            let share = a.budget * p.weight() / total_w;
+            let (steps, desc) = match p {
+                Phase::Randread => (
+                    Ramp::max_steps(a.max_sessions, REFINEMENTS),
+                    format!(
+                        "{} random reads, sync engine, sessions 1, 2, 4, … ≤ {}; stop when p{} > {} \
+                         or IOPS grows < {} % or at the ceiling; then up to {} refinement steps",
+                        fmt_bytes(a.bs),
+                        a.max_sessions,
+                        a.percentile,
+                        fmt_ns(a.max_latency * 1e9),
+                        a.plateau_pct,
+                        REFINEMENTS
+                    ),
+                ),
+                Phase::Seqread => (
+                    qds,
+                    format!(
+                        "{} sequential reads, io_uring, {} streams, queue depth 1 … {} per stream; \
+                         stop when MB/s grows < {} %",
+                        fmt_bytes(a.large_bs),
+                        a.streams,
+                        a.max_qd,
+                        a.plateau_pct
+                    ),
+                ),
+                Phase::Seqread1 => (
+                    qds,
+                    format!(
+                        "{} sequential reads, io_uring, one stream, queue depth 1 … {}",
+                        fmt_bytes(a.large_bs),
+                        a.max_qd
+                    ),
+                ),
+                Phase::Writes => (
+                    COMMIT_SIZES.len() as u32 + write_ramp,
+                    format!(
+                        "commit-shaped writes: sequential, O_DSYNC, one session, sizes {}; then \
+                         {} random writes (O_DIRECT), sessions 1, 2, 4, … ≤ {}",
+                        COMMIT_SIZES
+                            .iter()
+                            .map(|s| fmt_bytes(*s))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        fmt_bytes(a.bs),
+                        a.max_sessions.min(16)
+                    ),
+                ),
+                Phase::Cache => (
+                    CACHE_SHARES.len() as u32,
+                    format!(
+                        "{} random reads at the best session count over working sets of {} of \
+                         the target (storage-side cache tiers show as new latency modes)",
+                        fmt_bytes(a.bs),
+                        CACHE_SHARES
+                            .iter()
+                            .map(|s| format!("{} %", s * 100.0))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ),
+            };
+            let step_s = share / steps as f64;
+            out.push(PhasePlan {
+                phase: *p,
+                max_steps: steps,
+                step_s,
+                warmup_s: (step_s * 0.1).min(1.0),
+                description: desc,
+            });
+        }
+        // The smallest budget that gives every phase's steps at least MIN_STEP_S.
+        let min_budget = out
+            .iter()
+            .map(|p| MIN_STEP_S * p.max_steps as f64 * total_w / p.phase.weight())
+            .fold(0.0, f64::max);
+        if let Some(p) = out.iter().find(|p| p.step_s < MIN_STEP_S) {
+            bail!(
+                "--budget {} is too small for the plan: phase {} may take {} steps, which leaves \
+                 {:.2} s per step (at least {} s needed). Raise --budget to at least {:.0}s, lower \
+                 --max-sessions/--max-qd, or choose fewer --phases",
+                humantime::format_duration(std::time::Duration::from_secs_f64(a.budget)),
+                p.phase.name(),
+                p.max_steps,
+                p.step_s,
+                MIN_STEP_S,
+                min_budget.ceil()
+            );
+        }
+        Ok(Plan {
+            budget_s: a.budget,
+            phases: out,
+            bs: a.bs,
+            large_bs: a.large_bs,
+            max_sessions: a.max_sessions,
+            max_qd: a.max_qd,
+            streams: a.streams,
+            percentile: a.percentile,
+            max_latency_ns: (a.max_latency * 1e9) as u64,
+            plateau: a.plateau_pct / 100.0,
+            refinements: REFINEMENTS,
+            direct: !a.t.buffered,
+        })
+    }
+
+    /// The plan in words (`--explain`).
+    pub fn explain(&self, target: &str) -> String {
+        let mut s = format!(
+            "Calibration plan: target {target}, budget {}, {}\n",
+            humantime::format_duration(std::time::Duration::from_secs(self.budget_s as u64)),
+            if self.direct { "O_DIRECT" } else { "buffered" }
+        );
+        for (i, p) in self.phases.iter().enumerate() {
+            s += &format!(
+                "  {}. {}: {}\n     up to {} steps of {:.1} s ({:.1} s warm-up excluded from results)\n",
+                i + 1,
+                p.phase.name(),
+                p.description,
+                p.max_steps,
+                p.step_s,
+                p.warmup_s
+            );
+        }
+        s
+    }
+
+    fn phase(&self, p: Phase) -> Option<&PhasePlan> {
+        self.phases.iter().find(|x| x.phase == p)
+    }
+}
+
+/// Latency at a percentile (0..100) of a run's I/O ops, ns.
+pub fn latency_at(r: &RunResult, pct: f64) -> f64 {
+    r.merged_io_hist()
+        .map(|h| {
+            if h.is_empty() {
+                f64::INFINITY
+            } else {
+                h.value_at_quantile(pct / 100.0) as f64
+            }
+        })
+        .unwrap_or(f64::INFINITY)
+}
+
+/// The load-curve point of step `idx` (a `RunResult` at `sessions` × `qd`).
+pub fn curve_point(idx: usize, r: &RunResult, sessions: u32, qd: u32) -> CurvePoint {
+    let h = r
+        .merged_io_hist()
+        .unwrap_or_else(|_| crate::results::new_histogram());
+    let nz = !h.is_empty();
+    let q = |x: f64| if nz { h.value_at_quantile(x) } else { 0 };
+    CurvePoint {
+        run: idx,
+        sessions,
+        qd,
+        iops: r.iops(),
+        mb_per_s: r.mb_per_s(),
+        p50_ns: q(0.5),
+        p99_ns: q(0.99),
+        p999_ns: q(0.999),
+        mean_ns: if nz { h.mean() } else { 0.0 },
+        cpu_us_per_io: r.cpu.as_ref().map(|c| c.us_per_io).unwrap_or(0.0),
+        runq_us_per_io: r.cpu.as_ref().map(|c| c.runq_us_per_io).unwrap_or(0.0),
+        device_await_us: r.device.as_ref().map(|d| d.read_await_us).unwrap_or(0.0),
+    }
+}
+
+/// Runs steps, keeping the wall-clock accounting of time spent between them.
+struct Stepper<'a> {
+    target: &'a Target,
+    base: WorkloadSpec,
+    progress: bool,
+    results: Vec<RunResult>,
+    step_wall_s: f64,
+    deadline: Instant,
+    step_no: u32,
+}
+
+impl Stepper<'_> {
+    fn interrupted(&self) -> bool {
+        crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Run one step; returns its index in `results`.
+    fn step(&mut self, pp: &PhasePlan, spec: WorkloadSpec, label: String) -> Result<usize> {
+        self.step_no += 1;
+        // Never run past the budget: shorten the last step if needed.
+        let left = self
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64();
+        let step_s = pp.step_s.min(left.max(MIN_STEP_S));
+        let warm = pp.warmup_s.min(step_s / 4.0);
+        let measured = step_s - warm;
+        let spec = WorkloadSpec {
+            duration_s: Some(measured),
+            io_count: None,
+            warmup_s: warm,
+            interval_s: if measured >= 5.0 { 1.0 } else { measured / 5.0 },
+            ..spec
+        };
+        let r = execute(
+            &spec,
+            self.target,
+            &RunOptions {
+                name: label.clone(),
+                phase: pp.phase.name().into(),
+                progress: self.progress,
+                progress_prefix: format!(
+                    "calibrate {} step {} ({:.0}s left)",
+                    pp.phase.name(),
+                    self.step_no,
+                    self.deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_secs_f64()
+                ),
+                interrupt: crate::interrupt::flag(),
+            },
+        )
+        .with_context(|| format!("calibration step `{label}`"))?;
+        // Time inside steps is measuring (warm-up included); the rest is overhead.
+        self.step_wall_s += warm + r.duration_s;
+        self.results.push(r);
+        Ok(self.results.len() - 1)
+    }
+
+    fn spec(&self) -> WorkloadSpec {
+        self.base.clone()
+    }
+}
+
+/// Everything `calibrate` found, for the summary and the JSON.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Findings {
+    stop_reason: Option<StopReason>,
+    knee: Option<analysis::Knee>,
+    usl: Option<analysis::UslFit>,
+    little: Vec<(u32, analysis::LittleCheck)>,
+    modes_at_max: Option<String>,
+    modes_by_step: Vec<(usize, String)>,
+    seq_best: Option<(u32, f64)>,
+    seq1_best: Option<(u32, f64)>,
+    commit: Vec<(u64, usize)>,
+    write_ramp: Vec<CurvePoint>,
+    write_best: Option<(u32, f64)>,
+    cache: Vec<(f64, usize, String)>,
+    verdicts: Vec<String>,
+    calibrate_io: serde_json::Value,
+}
+
+/// Run a calibration; returns the results document (also written with `--json`).
+pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
+    let plan = Plan::new(a)?;
+    let progress = !a.t.no_progress && crate::progress::wanted();
+    if a.explain {
+        print!("{}", plan.explain(&a.t.target.display().to_string()));
+        return Ok(Results::new(Kind::Calibrate, cmdline));
+    }
+    crate::interrupt::install();
+    let writes = plan.phase(Phase::Writes).is_some();
+    let target = Target::prepare(
+        &a.t.target,
+        &PrepareOptions {
+            size: a.t.size,
+            disposable: a.t.disposable_target.clone(),
+            writes,
+            progress,
+        },
+        crate::interrupt::flag(),
+    )?;
+    print!("{}", plan.explain(&target.path.display().to_string()));
+    let started = Instant::now();
+    let base = WorkloadSpec {
+        target: target.path.display().to_string(),
+        target_size: target.data_size,
+        direct: plan.direct,
+        ..Default::default()
+    };
+    let mut st = Stepper {
+        target: &target,
+        base,
+        progress,
+        results: Vec::new(),
+        step_wall_s: 0.0,
+        deadline: started + std::time::Duration::from_secs_f64(plan.budget_s * 1.02),
+        step_no: 0,
+    };
+    let mut f = Findings::default();
+    let mut curve: Vec<CurvePoint> = Vec::new();
+    let mut max_iops_point = None;
+
+    for pp in plan.phases.clone() {
+        if st.interrupted() {
+            break;
+        }
+        match pp.phase {
+            Phase::Randread => {
+                let mut ramp = Ramp::new(
+                    plan.max_sessions,
+                    plan.max_latency_ns as f64,
+                    plan.plateau,
+                    plan.refinements,
+                );
+                while let Some(n) = ramp.next_sessions() {
+                    if st.interrupted() || Instant::now() >= st.deadline {
+                        ramp.interrupt();
+                        break;
+                    }
+                    let spec = WorkloadSpec {
+                        pattern: Pattern::Randread,
+                        block_size: plan.bs,
+                        sessions: n,
+                        engine: EngineKind::Sync,
+                        ..st.spec()
+                    };
+                    let label = format!("randread {} sessions={n}", fmt_bytes(plan.bs));
+                    let i = st.step(&pp, spec, label)?;
+                    let r = &st.results[i];
+                    ramp.record(n, r.iops(), latency_at(r, plan.percentile));
+                    curve.push(curve_point(i, r, n, 1));
+                }
+                curve.sort_by_key(|c| c.sessions);
+                f.stop_reason = ramp.stop;
+                if let Some((n, _)) = ramp.best() {
+                    max_iops_point = curve.iter().position(|c| c.sessions == n);
+                }
+                f.knee = analysis::find_knee(&curve);
+                let pts: Vec<(f64, f64)> =
+                    curve.iter().map(|c| (c.sessions as f64, c.iops)).collect();
+                f.usl = analysis::fit_usl(&pts);
+                for c in &curve {
+                    if let Some(l) = analysis::littles_law(&st.results[c.run], c.sessions as f64) {
+                        f.little.push((c.sessions, l));
+                    }
+                }
+            }
+            Phase::Seqread | Phase::Seqread1 => {
+                let streams = if pp.phase == Phase::Seqread {
+                    plan.streams
+                } else {
+                    1
+                };
+                let mut best: Option<(u32, f64)> = None;
+                for qd in qd_ramp(plan.max_qd) {
+                    if st.interrupted() || Instant::now() >= st.deadline {
+                        break;
+                    }
+                    let spec = WorkloadSpec {
+                        pattern: Pattern::Read,
+                        block_size: plan.large_bs,
+                        sessions: streams,
+                        qd,
+                        engine: EngineKind::Uring,
+                        ..st.spec()
+                    };
+                    let label = format!(
+                        "read {} streams={streams} qd={qd}",
+                        fmt_bytes(plan.large_bs)
+                    );
+                    let i = st.step(&pp, spec, label)?;
+                    let mbs = st.results[i].mb_per_s();
+                    let prev = best.map(|b| b.1).unwrap_or(0.0);
+                    if best.is_none() || mbs > prev {
+                        best = Some((qd, mbs));
+                    }
+                    if prev > 0.0 && mbs < prev * (1.0 + plan.plateau) {
+                        break;
+                    }
+                }
+                if pp.phase == Phase::Seqread {
+                    f.seq_best = best;
+                } else {
+                    f.seq1_best = best;
+                }
+            }
+            Phase::Writes => {
+                let lbs = crate::sys::logical_block_size(&target.path) as u64;
+                for size in COMMIT_SIZES {
+                    if st.interrupted() || Instant::now() >= st.deadline {
+                        break;
+                    }
+                    if plan.direct && size % lbs != 0 {
+                        f.verdicts.push(format!(
+                            "commit writes of {} skipped: below the device's {} B logical block size",
+                            fmt_bytes(size),
+                            lbs
+                        ));
+                        continue;
+                    }
+                    let spec = WorkloadSpec {
+                        pattern: Pattern::Write,
+                        block_size: size,
+                        sessions: 1,
+                        sync: SyncMode::Dsync,
+                        engine: EngineKind::Sync,
+                        ..st.spec()
+                    };
+                    let i = st.step(
+                        &pp,
+                        spec,
+                        format!("commit write {} O_DSYNC", fmt_bytes(size)),
+                    )?;
+                    f.commit.push((size, i));
+                }
+                let mut ramp = Ramp::new(
+                    plan.max_sessions.min(16),
+                    plan.max_latency_ns as f64,
+                    plan.plateau,
+                    0,
+                );
+                while let Some(n) = ramp.next_sessions() {
+                    if st.interrupted() || Instant::now() >= st.deadline {
+                        break;
+                    }
+                    let spec = WorkloadSpec {
+                        pattern: Pattern::Randwrite,
+                        block_size: plan.bs,
+                        sessions: n,
+                        engine: EngineKind::Sync,
+                        ..st.spec()
+                    };
+                    let i = st.step(
+                        &pp,
+                        spec,
+                        format!("randwrite {} sessions={n}", fmt_bytes(plan.bs)),
+                    )?;
+                    let r = &st.results[i];
+                    ramp.record(n, r.iops(), latency_at(r, plan.percentile));
+                    f.write_ramp.push(curve_point(i, r, n, 1));
+                }
+                f.write_best = ramp.best();
+            }
+            Phase::Cache => {
+                let sessions = max_iops_point
+                    .map(|p: usize| curve[p].sessions)
+                    .unwrap_or(4);
+                for share in CACHE_SHARES {
+                    if st.interrupted() || Instant::now() >= st.deadline {
+                        break;
+                    }
+                    let ws = ((target.data_size as f64 * share) as u64 / plan.bs * plan.bs)
+                        .max(plan.bs * 16);
+                    let spec = WorkloadSpec {
+                        pattern: Pattern::Randread,
+                        block_size: plan.bs,
+                        sessions,
+                        region_size: ws.min(target.data_size),
+                        engine: EngineKind::Sync,
+                        ..st.spec()
+                    };
+                    let i = st.step(
+                        &pp,
+                        spec,
+                        format!(
+                            "randread {} over {} ({} %)",
+                            fmt_bytes(plan.bs),
+                            fmt_bytes(ws),
+                            share * 100.0
+                        ),
+                    )?;
+                    let h = st.results[i].merged_io_hist()?;
+                    f.cache
+                        .push((share, i, analysis::describe(&analysis::find_modes(&h))));
+                }
+            }
+        }
+    }
+    let total_s = started.elapsed().as_secs_f64();
+    let overhead_s = (total_s - st.step_wall_s).max(0.0);
+
+    for c in &curve {
+        let h = st.results[c.run].merged_io_hist()?;
+        f.modes_by_step
+            .push((c.run, analysis::describe(&analysis::find_modes(&h))));
+    }
+    if let Some(p) = max_iops_point {
+        f.modes_at_max = f
+            .modes_by_step
+            .iter()
+            .find(|m| m.0 == curve[p].run)
+            .map(|m| m.1.clone());
+        let r = &st.results[curve[p].run];
+        for v in analysis::run_verdicts(r) {
+            f.verdicts.push(format!(
+                "at max IOPS ({} sessions): {}",
+                curve[p].sessions, v.message
+            ));
+        }
+    } else if let Some(c) = curve.first() {
+        for v in analysis::run_verdicts(&st.results[c.run]) {
+            f.verdicts
+                .push(format!("at {} session(s): {}", c.sessions, v.message));
+        }
+    }
+    // What CALIBRATE_IO would print: max IOPS, max MB/s, and an integer-millisecond average
+    // latency at the max-IOPS point.
+    let cio_lat_ms = max_iops_point.map(|p| (curve[p].mean_ns / 1e6).floor() as u64);
+    f.calibrate_io = serde_json::json!({
+        "max_iops": max_iops_point.map(|p| curve[p].iops.round() as u64),
+        "max_mbps": f.seq_best.map(|b| b.1.round() as u64),
+        "max_pmbps": f.seq1_best.map(|b| b.1.round() as u64),
+        "latency_ms": cio_lat_ms,
+    });
+
+    let mut res = Results::new(Kind::Calibrate, cmdline);
+    res.environment = crate::sys::environment();
+    res.environment.target = Some(crate::sys::target_info(
+        &target.path,
+        target.kind.name(),
+        target.data_size,
+    ));
+    let interrupted = st.interrupted();
+    if interrupted {
+        res.warnings
+            .push("calibration interrupted: only the steps measured so far are reported".into());
+    }
+    if overhead_s > 0.02 * plan.budget_s {
+        res.warnings.push(format!(
+            "{:.2} s ({:.1} % of the budget) went to starting and stopping steps",
+            overhead_s,
+            overhead_s / plan.budget_s * 100.0
+        ));
+    }
+    res.runs = st.results;
+    let mut analysis_json = serde_json::to_value(&f)?;
+    analysis_json["plan"] = serde_json::to_value(&plan)?;
+    res.calibration = Some(Calibration {
+        percentile: plan.percentile,
+        max_latency_ns: plan.max_latency_ns,
+        max_iops: max_iops_point.map(|p| curve[p].iops),
+        max_iops_point,
+        curve,
+        max_mbps: f.seq_best.map(|b| b.1),
+        max_pmbps: f.seq1_best.map(|b| b.1),
+        analysis: analysis_json,
+        overhead_s,
+        budget_s: plan.budget_s,
+        verdicts: f.verdicts.clone(),
+    });
+    Ok(res)
+}
+
+/// The ten-second summary of a calibration.
+pub fn summary(res: &Results) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(c) = &res.calibration else {
+        return s;
+    };
+    let f: Findings = serde_json::from_value(c.analysis.clone()).unwrap_or_default();
+    let pct = c.percentile;
+    let _ = writeln!(s, "\n== iolens calibration ==");
+    match (c.max_iops, c.max_iops_point) {
+        (Some(iops), Some(p)) => {
+            let pt = &c.curve[p];
+            let _ = writeln!(
+                s,
+                "Max IOPS at p{pct} ≤ {}: {} ({} random reads, {} sessions)\n  latency there: p50 {}  p99 {}  p99.9 {}",
+                fmt_ns(c.max_latency_ns as f64),
+                fmt_rate(iops),
+                res.runs
+                    .get(pt.run)
+                    .and_then(|r| r.spec.get("block_size"))
+                    .and_then(|v| v.as_u64())
+                    .map(fmt_bytes)
+                    .unwrap_or_default(),
+                pt.sessions,
+                fmt_ns(pt.p50_ns as f64),
+                fmt_ns(pt.p99_ns as f64),
+                fmt_ns(pt.p999_ns as f64)
+            );
+            let why = match f.stop_reason {
+                Some(StopReason::LatencyTarget) => "the next load level broke the latency target",
+                Some(StopReason::Plateau) => "IOPS stopped growing with more sessions",
+                Some(StopReason::Ceiling) => {
+                    "the session ceiling was reached (more may be possible)"
+                }
+                Some(StopReason::Interrupted) => "the ramp was cut short (budget or Ctrl-C)",
+                None => "",
+            };
+            if !why.is_empty() {
+                let _ = writeln!(s, "  ramp stopped because {why}");
+            }
+        }
+        _ if !c.curve.is_empty() => {
+            let pt = &c.curve[0];
+            let _ = writeln!(
+                s,
+                "No load level met p{pct} ≤ {}: even 1 session saw p99 {} ({} IOPS)",
+                fmt_ns(c.max_latency_ns as f64),
+                fmt_ns(pt.p99_ns as f64),
+                fmt_rate(pt.iops)
+            );
+        }
+        _ => {}
+    }
+    if let Some((qd, mbs)) = f.seq_best {
+        let _ = writeln!(
+            s,
+            "Max MB/s, many streams: {mbs:.0} MB/s (queue depth {qd} per stream)"
+        );
+    }
+    if let Some((qd, mbs)) = f.seq1_best {
+        let _ = writeln!(
+            s,
+            "Max MB/s, one stream:   {mbs:.0} MB/s (queue depth {qd})"
+        );
+    }
+    for (size, i) in &f.commit {
+        if let Some(w) = res.runs.get(*i).and_then(|r| r.op("write")) {
+            let _ = writeln!(
+                s,
+                "Commit write {} O_DSYNC: p50 {}  p99 {}  p99.9 {}  ({} per s)",
+                fmt_bytes(*size),
+                fmt_ns(w.summary.p50_ns as f64),
+                fmt_ns(w.summary.p99_ns as f64),
+                fmt_ns(w.summary.p999_ns as f64),
+                fmt_rate(res.runs[*i].iops())
+            );
+        }
+    }
+    if let Some((n, iops)) = f.write_best {
+        let _ = writeln!(
+            s,
+            "Random writes: {} IOPS at p{pct} ≤ {} ({n} sessions)",
+            fmt_rate(iops),
+            fmt_ns(c.max_latency_ns as f64)
+        );
+    }
+    if let Some(m) = &f.modes_at_max {
+        let _ = writeln!(s, "Latency modes at max IOPS: {m}");
+    }
+    for (share, _, m) in &f.cache {
+        let _ = writeln!(s, "Cache probe, {} % of target: {m}", share * 100.0);
+    }
+    if let Some(k) = &f.knee {
+        let _ = writeln!(
+            s,
+            "Knee: {} sessions ({} IOPS, p99 {}) by {}",
+            k.sessions,
+            fmt_rate(k.iops),
+            fmt_ns(k.p99_ns as f64),
+            k.method
+        );
+    }
+    if let Some(u) = &f.usl {
+        let peak = match (u.peak_n, u.peak_x) {
+            (Some(n), Some(x)) => {
+                format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n)
+            }
+            _ => "no peak within reach (κ ≈ 0)".into(),
+        };
+        let _ = writeln!(
+            s,
+            "USL fit: σ={:.4} κ={:.5} (R²={:.3}); {peak}",
+            u.sigma, u.kappa, u.r2
+        );
+    }
+    if let Some((n, l)) = f
+        .little
+        .iter()
+        .find(|(n, _)| c.max_iops_point.map(|p| c.curve[p].sessions) == Some(*n))
+        .or(f.little.last())
+    {
+        let _ = writeln!(
+            s,
+            "Little's law at {n} sessions: IOPS × mean latency = {:.2} I/Os in flight of {:.0}; {:.1} % of the sessions' time is outside the I/O",
+            l.observed,
+            l.concurrency,
+            l.outside_share * 100.0
+        );
+    }
+    for v in &c.verdicts {
+        let _ = writeln!(s, "Verdict: {v}");
+    }
+    let cio = &f.calibrate_io;
+    let num = |k: &str| {
+        cio.get(k)
+            .and_then(|v| v.as_u64())
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| "-".into())
+    };
+    let _ = writeln!(
+        s,
+        "CALIBRATE_IO would report: max_iops = {}, max_mbps = {}, max_pmbps = {}, latency = {} ms \
+         (an integer-ms average that hides the distribution above)",
+        num("max_iops"),
+        num("max_mbps"),
+        num("max_pmbps"),
+        num("latency_ms")
+    );
+    if !c.curve.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nLoad curve ({} random reads, sync engine):\n  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}  modes",
+            res.runs
+                .get(c.curve[0].run)
+                .and_then(|r| r.spec.get("block_size"))
+                .and_then(|v| v.as_u64())
+                .map(fmt_bytes)
+                .unwrap_or_default(),
+            "sessions", "IOPS", "p50", "p99", "p99.9", "CPU µs/IO", "runq µs/IO", "dev await"
+        );
+        for (i, p) in c.curve.iter().enumerate() {
+            let mark = if Some(i) == c.max_iops_point {
+                "*"
+            } else {
+                " "
+            };
+            let modes = f
+                .modes_by_step
+                .iter()
+                .find(|m| m.0 == p.run)
+                .map(|m| m.1.as_str())
+                .unwrap_or("");
+            let _ = writeln!(
+                s,
+                " {mark}{:>8} {:>9} {:>9} {:>9} {:>9} {:>10.2} {:>10.2} {:>10}  {modes}",
+                p.sessions,
+                fmt_rate(p.iops),
+                fmt_ns(p.p50_ns as f64),
+                fmt_ns(p.p99_ns as f64),
+                fmt_ns(p.p999_ns as f64),
+                p.cpu_us_per_io,
+                p.runq_us_per_io,
+                fmt_ns(p.device_await_us * 1e3)
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nOverhead between steps: {:.2} s ({:.2} % of the {:.0} s budget)",
+        c.overhead_s,
+        c.overhead_s / c.budget_s.max(1e-9) * 100.0,
+        c.budget_s
+    );
+    for w in &res.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    s
+}
+
+/// Entry point of `iolens calibrate`.
+pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::process::ExitCode> {
+    let res = calibrate(a, cmdline)?;
+    if a.explain {
+        return Ok(std::process::ExitCode::SUCCESS);
+    }
+    print!("{}", summary(&res));
+    if let Some(p) = &a.t.json {
+        res.write_file(p)
+            .with_context(|| format!("writing {}", p.display()))?;
+        println!("Results written to {}", p.display());
+    }
+    let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
+    Ok(if interrupted {
+        std::process::ExitCode::from(130)
+    } else {
+        std::process::ExitCode::SUCCESS
+    })
+}

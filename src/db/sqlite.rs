@@ -1,0 +1,1081 @@
+//! The SLOB method on an embedded SQLite database (the default engine; nothing to install).
+//!
+//! Layout: one file `DIR/iolens-slob.db` with 8 KiB pages; per schema a rowid table
+//! `t{s}(id INTEGER PRIMARY KEY, k, v, pad)` loaded in `id` order (its physical order, the table
+//! B-tree is clustered on `id`) with `k` a pseudo-random permutation of `1..=rows`, and an index
+//! `t{s}_k` on `k`. `pad` is 4600 random bytes, so exactly one row fits a page and none spills to
+//! overflow pages. Progress is kept in `iolens_progress` in the same transaction as each loaded
+//! chunk, so setup resumes exactly where it stopped.
+//!
+//! Run: each session opens its own connection through the timing VFS shim ([`super::vfs`]) with
+//! `mmap_size=0`, a small `cache_size` and WAL journaling with `synchronous=FULL`. WAL is chosen
+//! because rollback-journal mode blocks every reader while a writer commits, which would turn an
+//! update mix into lock waits rather than I/O; with WAL, readers keep reading while one writer
+//! appends its pages to the log and syncs it at every commit (the `log file sync` path), and
+//! checkpoints write pages back to the main file (the DBWR path). Logical and physical reads come
+//! from SQLite's own cache hit/miss counters (`sqlite3_db_status`).
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+use rusqlite::{ffi, params, Connection, OpenFlags, OptionalExtension};
+use serde_json::json;
+
+use super::vfs::{self, IoCounts, IoCtx};
+use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
+use crate::recorder::{self, Op, SessionRecorder};
+use crate::results::{Kind, OpResult, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::sys::SysSnapshot;
+use crate::units::fmt_bytes;
+
+/// File name of the database inside `--dir`.
+pub const DB_FILE: &str = "iolens-slob.db";
+/// Random payload bytes per row: more than half a page (one row per page), less than SQLite's
+/// largest local payload (no overflow pages).
+pub const PAD_BYTES: usize = 4600;
+/// Identifies the layout version in `iolens_meta`.
+const FORMAT: &str = "iolens-slob-sqlite-1";
+/// Rows loaded per transaction.
+const CHUNK: u64 = 1024;
+
+/// Path of the database file in `dir`.
+pub fn db_path(dir: &Path) -> PathBuf {
+    dir.join(DB_FILE)
+}
+
+fn open_plain(path: &Path, create: bool) -> Result<Connection> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let c = Connection::open_with_flags(path, flags)
+        .with_context(|| format!("cannot open SQLite database {}", path.display()))?;
+    c.busy_timeout(Duration::from_secs(30))?;
+    Ok(c)
+}
+
+fn table_exists(c: &Connection, name: &str) -> Result<bool> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?1",
+        [name],
+        |r| r.get::<_, i64>(0),
+    )? > 0)
+}
+
+/// Per-schema load state.
+#[derive(Clone, Debug)]
+struct Progress {
+    schema: u32,
+    loaded: u64,
+    indexed: bool,
+    check: Option<LayoutCheck>,
+}
+
+fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
+    if !table_exists(c, "iolens_meta")? {
+        return Ok(None);
+    }
+    let format: Option<String> = c
+        .query_row(
+            "SELECT value FROM iolens_meta WHERE key='format'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if format.as_deref() != Some(FORMAT) {
+        bail!("the database has an iolens_meta table but not the {FORMAT} layout");
+    }
+    let lj: String = c.query_row(
+        "SELECT value FROM iolens_meta WHERE key='layout'",
+        [],
+        |r| r.get(0),
+    )?;
+    let layout: Layout = serde_json::from_str(&lj).context("iolens_meta layout is damaged")?;
+    let mut st =
+        c.prepare("SELECT schema, loaded, indexed, checked FROM iolens_progress ORDER BY schema")?;
+    let prog = st
+        .query_map([], |r| {
+            let check: Option<String> = r.get(3)?;
+            Ok(Progress {
+                schema: r.get::<_, i64>(0)? as u32,
+                loaded: r.get::<_, i64>(1)? as u64,
+                indexed: r.get::<_, i64>(2)? != 0,
+                check: check.and_then(|s| serde_json::from_str(&s).ok()),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some((layout, prog)))
+}
+
+/// What a `setup` call did.
+#[derive(Clone, Debug)]
+pub struct SetupOutcome {
+    /// Rows inserted by this call.
+    pub rows_loaded: u64,
+    /// Whether the whole layout is now built and verified.
+    pub complete: bool,
+    pub checks: Vec<LayoutCheck>,
+}
+
+/// Build, resume or re-verify the layout in `dir`. `max_rows` bounds the rows this call loads
+/// (for resumption tests); `None` loads everything.
+pub fn setup(
+    dir: &Path,
+    layout: &Layout,
+    max_rows: Option<u64>,
+    progress: bool,
+) -> Result<SetupOutcome> {
+    let path = db_path(dir);
+    let exists = path.exists();
+    let already = if exists {
+        let c = open_plain(&path, false)?;
+        match read_state(&c)? {
+            None => bail!(
+                "{} exists but was not created by `iolens db setup`; refusing to touch it",
+                path.display()
+            ),
+            Some((l, p)) => {
+                if &l != layout {
+                    bail!(
+                        "{} holds a different layout ({} schemas × {} rows, seed {}); use the same \
+                         --schemas/--scale/--seed, or remove it with `iolens db drop --dir {}`",
+                        path.display(),
+                        l.schemas,
+                        l.rows,
+                        l.seed,
+                        dir.display()
+                    );
+                }
+                p.iter().map(|p| p.loaded).sum::<u64>()
+            }
+        }
+    } else {
+        0
+    };
+    // Space check before anything is created (or before resuming).
+    let total_rows = layout.schemas as u64 * layout.rows;
+    let remaining = total_rows - already.min(total_rows);
+    let need = remaining * BLOCK * 105 / 100 + total_rows * 40 + (16 << 20);
+    let free = host::free_bytes(dir)?;
+    if need > free {
+        bail!(
+            "--scale {} × {} schemas needs about {} more on {}, but only {} is free{}",
+            fmt_bytes(layout.rows * BLOCK),
+            layout.schemas,
+            fmt_bytes(need),
+            host::existing_ancestor(dir).display(),
+            fmt_bytes(free),
+            if exists {
+                format!(
+                    "; the partial database {} was left as it is",
+                    path.display()
+                )
+            } else {
+                "; nothing was created".to_string()
+            }
+        );
+    }
+    if !exists {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create directory {}", dir.display()))?;
+    }
+    let mut conn = open_plain(&path, true)?;
+    if !exists {
+        create_schema(&mut conn, layout)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+    }
+    let r = load_and_check(&mut conn, layout, max_rows, progress);
+    match r {
+        Ok(o) => {
+            if progress {
+                if o.complete {
+                    for c in &o.checks {
+                        println!(
+                            "schema {}: {} rows in {} blocks (max {} per block), {} overflow pages, \
+                             index {}, key/position correlation {:.4}, adjacent-key share {:.4}",
+                            c.schema,
+                            c.rows,
+                            c.blocks,
+                            c.max_rows_per_block,
+                            c.overflow_pages,
+                            if c.index_present { "present" } else { "MISSING" },
+                            c.key_position_corr,
+                            c.adjacent_share
+                        );
+                    }
+                    println!(
+                        "setup complete: {} ({} data) verified",
+                        path.display(),
+                        fmt_bytes(layout.data_bytes())
+                    );
+                } else {
+                    println!("setup paused after {} rows; rerun to resume", o.rows_loaded);
+                }
+            }
+            Ok(o)
+        }
+        Err(e) => {
+            let state = read_state(&conn)
+                .ok()
+                .flatten()
+                .map(|(_, p)| {
+                    p.iter()
+                        .map(|p| {
+                            format!("schema {}: {} of {} rows", p.schema, p.loaded, layout.rows)
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_else(|| "state unknown".to_string());
+            Err(e.context(format!(
+                "setup stopped; the partial database {} remains ({state}): rerun the same command \
+                 to resume, or remove it with `iolens db drop --dir {}`",
+                path.display(),
+                dir.display()
+            )))
+        }
+    }
+}
+
+fn create_schema(conn: &mut Connection, layout: &Layout) -> Result<()> {
+    conn.execute_batch("PRAGMA page_size=8192; PRAGMA journal_mode=WAL;")?;
+    let ps: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    if ps != BLOCK as i64 {
+        bail!("SQLite did not accept an 8 KiB page size (got {ps})");
+    }
+    let tx = conn.transaction()?;
+    tx.execute_batch(
+        "CREATE TABLE iolens_meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         CREATE TABLE iolens_progress(schema INTEGER PRIMARY KEY, loaded INTEGER NOT NULL,
+                                      indexed INTEGER NOT NULL, checked TEXT);",
+    )?;
+    tx.execute(
+        "INSERT INTO iolens_meta VALUES ('format', ?1), ('layout', ?2)",
+        params![FORMAT, serde_json::to_string(layout)?],
+    )?;
+    for s in 0..layout.schemas {
+        tx.execute_batch(&format!(
+            "CREATE TABLE t{s}(id INTEGER PRIMARY KEY, k INTEGER NOT NULL, v INTEGER NOT NULL, \
+             pad BLOB NOT NULL);"
+        ))?;
+        tx.execute(
+            "INSERT INTO iolens_progress VALUES (?1, 0, 0, NULL)",
+            [s as i64],
+        )?;
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Permutation of schema `s`.
+fn schema_perm(layout: &Layout, s: u32) -> Perm {
+    Perm::new(
+        layout.rows,
+        layout.seed.wrapping_mul(1_000_003).wrapping_add(s as u64),
+    )
+}
+
+fn load_and_check(
+    conn: &mut Connection,
+    layout: &Layout,
+    max_rows: Option<u64>,
+    progress: bool,
+) -> Result<SetupOutcome> {
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA cache_size=-8192;")?;
+    let (_, prog) = read_state(conn)?.context("iolens_meta vanished")?;
+    let mut budget = max_rows.unwrap_or(u64::MAX);
+    let mut loaded_now = 0u64;
+    let mut pad = vec![0u8; PAD_BYTES];
+    for p in &prog {
+        let s = p.schema;
+        let mut loaded = p.loaded;
+        if loaded < layout.rows && progress {
+            println!(
+                "schema {s}: loading rows {}..{} of {}",
+                loaded + 1,
+                layout.rows,
+                layout.rows
+            );
+        }
+        let perm = schema_perm(layout, s);
+        let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
+        let mut next_report = loaded + layout.rows / 10;
+        while loaded < layout.rows {
+            if budget == 0 {
+                return Ok(SetupOutcome {
+                    rows_loaded: loaded_now,
+                    complete: false,
+                    checks: vec![],
+                });
+            }
+            let n = CHUNK.min(layout.rows - loaded).min(budget);
+            let tx = conn.transaction()?;
+            {
+                let mut ins = tx.prepare_cached(&format!(
+                    "INSERT INTO t{s}(id, k, v, pad) VALUES (?1, ?2, 0, ?3)"
+                ))?;
+                for i in loaded..loaded + n {
+                    rng.fill_bytes(&mut pad);
+                    ins.execute(params![
+                        (i + 1) as i64,
+                        (perm.permute(i) + 1) as i64,
+                        &pad[..]
+                    ])?;
+                }
+                tx.execute(
+                    "UPDATE iolens_progress SET loaded=?1 WHERE schema=?2",
+                    params![(loaded + n) as i64, s as i64],
+                )?;
+            }
+            tx.commit()?;
+            loaded += n;
+            loaded_now += n;
+            budget -= n;
+            if progress && loaded >= next_report && loaded < layout.rows {
+                println!(
+                    "schema {s}: {loaded} of {} rows ({:.0}%)",
+                    layout.rows,
+                    loaded as f64 * 100.0 / layout.rows as f64
+                );
+                next_report = loaded + layout.rows / 10;
+            }
+        }
+        if !p.indexed {
+            if progress {
+                println!("schema {s}: building index t{s}_k");
+            }
+            let tx = conn.transaction()?;
+            tx.execute_batch(&format!("CREATE INDEX IF NOT EXISTS t{s}_k ON t{s}(k);"))?;
+            tx.execute(
+                "UPDATE iolens_progress SET indexed=1 WHERE schema=?1",
+                [s as i64],
+            )?;
+            tx.commit()?;
+        }
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    let mut checks = Vec::new();
+    let mut problems = Vec::new();
+    for p in &prog {
+        let c = check_schema(conn, p.schema)?;
+        problems.extend(c.problems());
+        conn.execute(
+            "UPDATE iolens_progress SET checked=?1 WHERE schema=?2",
+            params![serde_json::to_string(&c)?, p.schema as i64],
+        )?;
+        checks.push(c);
+    }
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+    if !problems.is_empty() {
+        bail!("the layout failed verification: {}", problems.join("; "));
+    }
+    Ok(SetupOutcome {
+        rows_loaded: loaded_now,
+        complete: true,
+        checks,
+    })
+}
+
+/// Verify one schema's layout from SQLite's own page map (the `dbstat` virtual table).
+pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
+    let t = format!("t{s}");
+    let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
+    // Leaf pages in tree (= id) order; with one row per leaf, leaf j holds id j+1.
+    let mut st =
+        conn.prepare("SELECT pagetype, ncell, pageno FROM dbstat WHERE name=?1 ORDER BY path")?;
+    let mut leaf_pages: Vec<u32> = Vec::with_capacity(rows as usize);
+    let mut max_cells = 0u64;
+    let mut overflow = 0u64;
+    let mut q = st.query([&t])?;
+    while let Some(r) = q.next()? {
+        let ty: String = r.get(0)?;
+        let ncell: i64 = r.get(1)?;
+        match ty.as_str() {
+            "leaf" => {
+                leaf_pages.push(r.get::<_, i64>(2)? as u32);
+                max_cells = max_cells.max(ncell as u64);
+            }
+            "overflow" => overflow += 1,
+            _ => {}
+        }
+    }
+    let index_present: i64 = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type='index' AND name=?1 AND tbl_name=?2",
+        params![format!("{t}_k"), t],
+        |r| r.get(0),
+    )?;
+    // Walk the index in key order and look up each row's physical page.
+    // 0 when it cannot be computed (the missing index is reported as a problem of its own).
+    let mut corr = 0.0;
+    let mut adjacent = 0u64;
+    if index_present > 0 && leaf_pages.len() as i64 == rows {
+        let mut st = conn.prepare(&format!(
+            "SELECT k, id FROM {t} INDEXED BY {t}_k ORDER BY k"
+        ))?;
+        let mut q = st.query([])?;
+        let (mut n, mut sx, mut sy, mut sxx, mut syy, mut sxy) =
+            (0f64, 0f64, 0f64, 0f64, 0f64, 0f64);
+        let mut prev: Option<i64> = None;
+        while let Some(r) = q.next()? {
+            let k: i64 = r.get(0)?;
+            let id: i64 = r.get(1)?;
+            let page = *leaf_pages
+                .get((id - 1) as usize)
+                .context("row id outside the table's leaf pages")? as i64;
+            let (x, y) = (k as f64, page as f64);
+            n += 1.0;
+            sx += x;
+            sy += y;
+            sxx += x * x;
+            syy += y * y;
+            sxy += x * y;
+            if let Some(p) = prev {
+                if (page - p).abs() <= 1 {
+                    adjacent += 1;
+                }
+            }
+            prev = Some(page);
+        }
+        let cov = sxy / n - (sx / n) * (sy / n);
+        let vx = sxx / n - (sx / n).powi(2);
+        let vy = syy / n - (sy / n).powi(2);
+        corr = cov / (vx * vy).sqrt();
+    }
+    Ok(LayoutCheck {
+        schema: s,
+        rows: rows as u64,
+        blocks: leaf_pages.len() as u64,
+        max_rows_per_block: max_cells,
+        overflow_pages: overflow,
+        index_present: index_present > 0,
+        key_position_corr: corr,
+        adjacent_share: if rows > 1 {
+            adjacent as f64 / (rows - 1) as f64
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Remove the database files `setup` created in `dir`.
+pub fn drop_layout(dir: &Path) -> Result<()> {
+    let path = db_path(dir);
+    if !path.exists() {
+        bail!("no iolens database in {} (nothing to drop)", dir.display());
+    }
+    {
+        let c = open_plain(&path, false)?;
+        if read_state(&c)?.is_none() {
+            bail!(
+                "{} was not created by `iolens db setup`; refusing to remove it",
+                path.display()
+            );
+        }
+    }
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let p = PathBuf::from(format!("{}{suffix}", path.display()));
+        if p.exists() {
+            std::fs::remove_file(&p).with_context(|| format!("cannot remove {}", p.display()))?;
+        }
+    }
+    println!("removed {}", path.display());
+    Ok(())
+}
+
+fn db_status(c: &Connection, op: i32) -> u64 {
+    let (mut cur, mut hi) = (0i32, 0i32);
+    // SAFETY: the handle is valid for the connection's lifetime; out-pointers are locals.
+    unsafe { ffi::sqlite3_db_status(c.handle(), op, &mut cur, &mut hi, 0) };
+    cur.max(0) as u64
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct DbCounters {
+    hits: u64,
+    misses: u64,
+    writes: u64,
+}
+
+impl DbCounters {
+    fn read(c: &Connection) -> DbCounters {
+        DbCounters {
+            hits: db_status(c, ffi::SQLITE_DBSTATUS_CACHE_HIT),
+            misses: db_status(c, ffi::SQLITE_DBSTATUS_CACHE_MISS),
+            writes: db_status(c, ffi::SQLITE_DBSTATUS_CACHE_WRITE),
+        }
+    }
+    fn since(self, a: DbCounters) -> DbCounters {
+        DbCounters {
+            hits: self.hits - a.hits,
+            misses: self.misses - a.misses,
+            writes: self.writes - a.writes,
+        }
+    }
+}
+
+/// What one session reports back.
+#[derive(Debug, Default)]
+struct SessionOut {
+    io: IoCounts,
+    db: DbCounters,
+    select_ops: u64,
+    update_ops: u64,
+    statements: u64,
+    commits: u64,
+    rows: u64,
+    busy: u64,
+    run_ns: u64,
+    wait_ns: u64,
+    finished: Option<Instant>,
+    io_summary: Option<SessionSummary>,
+    op_summary: Option<SessionSummary>,
+}
+
+/// Recorders and times handed to a session once every session is connected.
+struct Start {
+    main: SessionRecorder,
+    log: SessionRecorder,
+    ops: SessionRecorder,
+    base: Instant,
+    end: Instant,
+}
+
+struct Stmts<'c> {
+    sel: rusqlite::Statement<'c>,
+    upd: rusqlite::Statement<'c>,
+    begin: rusqlite::Statement<'c>,
+    commit: rusqlite::Statement<'c>,
+    rollback: rusqlite::Statement<'c>,
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// One SLOB operation. Returns Ok(true) if it was an update.
+fn one_op(
+    st: &mut Stmts<'_>,
+    picker: &KeyPicker,
+    rng: &mut SmallRng,
+    out: &mut SessionOut,
+) -> Result<bool> {
+    let (lo, hi) = picker.window(rng);
+    if picker.is_update(rng) {
+        if let Err(e) = st.begin.execute([]) {
+            if is_busy(&e) {
+                out.busy += 1;
+                return Ok(true);
+            }
+            return Err(e.into());
+        }
+        match st.upd.execute([lo, hi]) {
+            Ok(n) => out.rows += n as u64,
+            Err(e) => {
+                let _ = st.rollback.execute([]);
+                if is_busy(&e) {
+                    out.busy += 1;
+                    return Ok(true);
+                }
+                return Err(e.into());
+            }
+        }
+        if let Err(e) = st.commit.execute([]) {
+            let _ = st.rollback.execute([]);
+            if is_busy(&e) {
+                out.busy += 1;
+                return Ok(true);
+            }
+            return Err(e.into());
+        }
+        out.statements += 3;
+        out.commits += 1;
+        out.update_ops += 1;
+        Ok(true)
+    } else {
+        let n: i64 = st.sel.query_row([lo, hi], |r| r.get(0))?;
+        out.rows += n as u64;
+        out.statements += 1;
+        out.select_ops += 1;
+        Ok(false)
+    }
+}
+
+fn session(
+    path: PathBuf,
+    schema: u32,
+    picker: KeyPicker,
+    spec: RunSpec,
+    seed: u64,
+    ready: Sender<Result<()>>,
+    go: Receiver<Start>,
+) -> Result<SessionOut> {
+    let opened = (|| -> Result<Connection> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let c = if spec.timing {
+            Connection::open_with_flags_and_vfs(&path, flags, vfs::VFS_NAME)
+        } else {
+            Connection::open_with_flags(&path, flags)
+        }
+        .with_context(|| format!("cannot open {}", path.display()))?;
+        c.busy_timeout(Duration::from_secs(30))?;
+        c.execute_batch(&format!(
+            "PRAGMA mmap_size=0; PRAGMA cache_size=-{}; PRAGMA synchronous=FULL; \
+             PRAGMA temp_store=MEMORY;",
+            (spec.cache_bytes / 1024).max(64)
+        ))?;
+        Ok(c)
+    })();
+    let conn = match opened {
+        Ok(c) => {
+            let _ = ready.send(Ok(()));
+            c
+        }
+        Err(e) => {
+            let msg = format!("{e:#}");
+            let _ = ready.send(Err(e));
+            bail!("session could not start: {msg}");
+        }
+    };
+    let mut st = Stmts {
+        sel: conn.prepare(&format!(
+            "SELECT count(v) FROM t{schema} INDEXED BY t{schema}_k WHERE k BETWEEN ?1 AND ?2"
+        ))?,
+        upd: conn.prepare(&format!(
+            "UPDATE t{schema} INDEXED BY t{schema}_k SET v = v + 1 WHERE k BETWEEN ?1 AND ?2"
+        ))?,
+        begin: conn.prepare("BEGIN IMMEDIATE")?,
+        commit: conn.prepare("COMMIT")?,
+        rollback: conn.prepare("ROLLBACK")?,
+    };
+    let Ok(start) = go.recv() else {
+        return Ok(SessionOut::default());
+    };
+    let think = Duration::from_secs_f64(spec.think_s);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut warm = SessionOut::default();
+    // Warm-up: nothing recorded.
+    while Instant::now() < start.base {
+        one_op(&mut st, &picker, &mut rng, &mut warm)?;
+        if !think.is_zero() {
+            std::thread::sleep(think);
+        }
+    }
+    let mut out = SessionOut::default();
+    let mut ops_rec = start.ops;
+    let mut ctx = IoCtx {
+        main: start.main,
+        log: start.log,
+        counts: IoCounts::default(),
+    };
+    let db0 = DbCounters::read(&conn);
+    let tid = crate::sys::gettid();
+    let s0 = crate::sys::schedstat(tid);
+    {
+        let _installed = if spec.timing {
+            Some(vfs::install(&mut ctx))
+        } else {
+            None
+        };
+        loop {
+            let t0 = Instant::now();
+            if t0 >= start.end
+                || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
+            {
+                break;
+            }
+            let upd = one_op(&mut st, &picker, &mut rng, &mut out)?;
+            let t1 = Instant::now();
+            ops_rec.record(if upd { Op::Write } else { Op::Read }, t0, t1, 0);
+            if !think.is_zero() {
+                std::thread::sleep(think);
+            }
+        }
+    }
+    out.finished = Some(Instant::now());
+    out.db = DbCounters::read(&conn).since(db0);
+    if let (Some(a), Some(b)) = (s0, crate::sys::schedstat(tid)) {
+        out.run_ns = b.0.saturating_sub(a.0);
+        out.wait_ns = b.1.saturating_sub(a.1);
+    }
+    out.io = ctx.counts;
+    out.io_summary = Some(recorder::session_summary(&ctx.main));
+    out.op_summary = Some(recorder::session_summary(&ops_rec));
+    drop(st);
+    drop(ctx);
+    drop(ops_rec);
+    Ok(out)
+}
+
+/// Read the layout of `dir`, checking that setup completed.
+fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
+    let path = db_path(dir);
+    if !path.exists() {
+        bail!(
+            "no iolens database in {}: run `iolens db setup --engine sqlite --dir {}` first",
+            dir.display(),
+            dir.display()
+        );
+    }
+    let c = open_plain(&path, false)?;
+    let (layout, prog) = read_state(&c)?.with_context(|| {
+        format!(
+            "{} was not created by `iolens db setup` (no iolens_meta table)",
+            path.display()
+        )
+    })?;
+    if prog
+        .iter()
+        .any(|p| p.loaded < layout.rows || !p.indexed || p.check.is_none())
+    {
+        let st: Vec<String> = prog
+            .iter()
+            .map(|p| {
+                format!(
+                    "schema {}: {} of {} rows{}{}",
+                    p.schema,
+                    p.loaded,
+                    layout.rows,
+                    if p.indexed { "" } else { ", no index yet" },
+                    if p.check.is_some() {
+                        ""
+                    } else {
+                        ", not verified"
+                    }
+                )
+            })
+            .collect();
+        bail!(
+            "setup of {} is incomplete ({}); rerun the same `iolens db setup` to resume",
+            path.display(),
+            st.join("; ")
+        );
+    }
+    // Start from an empty WAL so every page read is a main-database read.
+    c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .context("cannot checkpoint the WAL before the run")?;
+    Ok((layout, path))
+}
+
+fn rename_ops(ops: Vec<OpResult>, names: [&str; 3]) -> Vec<OpResult> {
+    ops.into_iter()
+        .map(|mut o| {
+            let i = Op::ALL.iter().position(|x| x.name() == o.op).unwrap_or(0);
+            o.op = names[i].to_string();
+            o
+        })
+        .collect()
+}
+
+/// Run the SLOB work loop on the SQLite layout in `dir`.
+pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+    let (layout, path) = open_layout(dir)?;
+    let picker = KeyPicker::new(layout.rows, spec)?;
+    if spec.timing {
+        vfs::register()?;
+    }
+    let mut warnings = Vec::new();
+    let cache_total = spec.cache_bytes * spec.sessions as u64;
+    if cache_total * 4 > layout.data_bytes() {
+        warnings.push(format!(
+            "the sessions' SQLite caches ({} in all) are not much smaller than the data ({}): \
+             many reads will be cache hits, not physical reads",
+            fmt_bytes(cache_total),
+            fmt_bytes(layout.data_bytes())
+        ));
+    }
+    let device = crate::sys::block_dev_for(&path).map(|b| b.name);
+    if device.is_none() {
+        warnings.push(format!(
+            "no block device found for {} (overlay or network filesystem?): no device view",
+            path.display()
+        ));
+    }
+    if spec.drop_os_cache {
+        host::drop_page_cache(&path)?;
+    }
+    let resident_before = host::page_cache_residency(&path).ok();
+
+    // Start sessions; each connects and prepares, then waits for its recorders.
+    let mut handles = Vec::new();
+    let mut gos = Vec::new();
+    let (ready_tx, ready_rx) = channel();
+    for i in 0..spec.sessions {
+        let (go_tx, go_rx) = channel();
+        gos.push(go_tx);
+        let (p, pk, sp, rt) = (path.clone(), picker.clone(), spec.clone(), ready_tx.clone());
+        let schema = i % layout.schemas;
+        let seed = spec.seed.wrapping_add(i as u64 * 0x9E37_79B9);
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("iolens-db-{i}"))
+                .spawn(move || session(p, schema, pk, sp, seed, rt, go_rx))
+                .context("cannot start a session thread")?,
+        );
+    }
+    drop(ready_tx);
+    for _ in 0..spec.sessions {
+        match ready_rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                drop(gos);
+                for h in handles {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+            Err(_) => break,
+        }
+    }
+    let t0 = Instant::now();
+    let base = t0 + Duration::from_secs_f64(spec.warmup_s);
+    let end = base + Duration::from_secs_f64(spec.duration_s);
+    let iv = Duration::from_secs_f64(spec.interval_s);
+    let n = spec.sessions as usize;
+    let (mains, mut col_main) = recorder::recorders(n, base, iv);
+    let (logs, mut col_log) = recorder::recorders(n, base, iv);
+    let (opsr, mut col_ops) = recorder::recorders(n, base, iv);
+    for (((g, m), l), o) in gos.iter().zip(mains).zip(logs).zip(opsr) {
+        let _ = g.send(Start {
+            main: m,
+            log: l,
+            ops: o,
+            base,
+            end,
+        });
+    }
+    drop(gos);
+    if let Some(d) = base.checked_duration_since(Instant::now()) {
+        std::thread::sleep(d);
+    }
+    let snap0 = SysSnapshot::take(device.as_deref(), &[]);
+    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut printed = u64::MAX;
+    loop {
+        let live = col_ops.poll(Duration::from_millis(50));
+        col_main.poll(Duration::ZERO);
+        col_log.poll(Duration::ZERO);
+        if !spec.quiet {
+            let secs = iv.as_secs_f64();
+            if let (Some(o), Some(m)) = (
+                col_ops.last_interval().filter(|o| o.index != printed),
+                col_main.last_interval(),
+            ) {
+                printed = o.index;
+                eprintln!(
+                    "  {:>6.1}s  ops/s {:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
+                    (o.index + 1) as f64 * secs,
+                    crate::units::fmt_rate(o.count as f64 / secs),
+                    crate::units::fmt_rate(m.count as f64 / secs),
+                    crate::units::fmt_ns(m.p50_ns as f64),
+                    crate::units::fmt_ns(m.p99_ns as f64),
+                );
+            }
+        }
+        if !live {
+            break;
+        }
+    }
+    let mut outs = Vec::new();
+    let mut first_err = None;
+    for h in handles {
+        match h.join() {
+            Ok(Ok(o)) => outs.push(o),
+            Ok(Err(e)) => {
+                first_err.get_or_insert(e);
+            }
+            Err(_) => {
+                first_err.get_or_insert(anyhow::anyhow!("a session thread panicked"));
+            }
+        }
+    }
+    let mut snap1 = SysSnapshot::take(device.as_deref(), &[]);
+    if let Some(e) = first_err {
+        return Err(e.context("the run failed"));
+    }
+    let last = outs.iter().filter_map(|o| o.finished).max().unwrap_or(end);
+    let measured = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
+    let main_ops = col_main.finish(measured);
+    let log_ops = rename_ops(
+        col_log.finish(measured),
+        ["log read", "log write", "log sync"],
+    );
+    let op_ops = rename_ops(col_ops.finish(measured), ["select", "update", "commit"]);
+    let resident_after = host::page_cache_residency(&path).ok();
+
+    let mut io = IoCounts::default();
+    let mut db = DbCounters::default();
+    let (mut sel, mut upd, mut stm, mut com, mut rows, mut busy, mut run_ns, mut wait_ns) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    for o in &outs {
+        io.add(&o.io);
+        db.hits += o.db.hits;
+        db.misses += o.db.misses;
+        db.writes += o.db.writes;
+        sel += o.select_ops;
+        upd += o.update_ops;
+        stm += o.statements;
+        com += o.commits;
+        rows += o.rows;
+        busy += o.busy;
+        run_ns += o.run_ns;
+        wait_ns += o.wait_ns;
+    }
+    let ops = sel + upd;
+    let physical = db.misses;
+    let logical = db.hits + db.misses;
+    let mut c = std::collections::BTreeMap::new();
+    let mut put = |k: &str, v: f64| {
+        c.insert(k.to_string(), v);
+    };
+    put("ops", ops as f64);
+    put("select_ops", sel as f64);
+    put("update_ops", upd as f64);
+    put(
+        "update_share",
+        if ops > 0 {
+            upd as f64 / ops as f64
+        } else {
+            0.0
+        },
+    );
+    put("statements", stm as f64);
+    put("commits", com as f64);
+    put("rows_touched", rows as f64);
+    put("busy_errors", busy as f64);
+    put("cache_hits", db.hits as f64);
+    put("cache_misses", db.misses as f64);
+    put("cache_writes", db.writes as f64);
+    put("logical_reads", logical as f64);
+    put("physical_reads", physical as f64);
+    put("ops_per_s", ops as f64 / measured);
+    put("logical_reads_per_s", logical as f64 / measured);
+    put("physical_reads_per_s", physical as f64 / measured);
+    if spec.timing {
+        put("block_reads", io.main_page_reads as f64);
+        put("block_reads_per_s", io.main_page_reads as f64 / measured);
+        put("db_header_reads", io.main_other_reads as f64);
+        put("db_writes", io.main_writes as f64);
+        put("db_write_bytes", io.main_write_bytes as f64);
+        put("db_syncs", io.main_syncs as f64);
+        put("log_reads", io.log_reads as f64);
+        put("log_writes", io.log_writes as f64);
+        put("log_write_bytes", io.log_write_bytes as f64);
+        put("log_syncs", io.log_syncs as f64);
+        put("other_file_ios", io.other_ios as f64);
+        put("io_errors", io.errors as f64);
+    }
+    // Run-queue figures come from the session threads themselves (read before they exited).
+    snap1.set_sched((run_ns, wait_ns));
+    let (cpu, dev) = snap0.delta(&snap1, physical, device.as_deref());
+    put("cpu_us_per_physical_read", cpu.us_per_io);
+    if let Some(d) = &dev {
+        put("device_reads", d.reads as f64);
+        put("device_reads_per_s", d.reads as f64 / measured);
+        let served = physical.saturating_sub(d.reads);
+        put("os_cache_served_reads", served as f64);
+        put(
+            "os_cache_served_share",
+            if physical > 0 {
+                served as f64 / physical as f64
+            } else {
+                0.0
+            },
+        );
+        if d.reads > 0 && d.read_bytes / d.reads > 2 * BLOCK {
+            warnings.push(format!(
+                "the device read {} per request on average: the kernel's read-ahead brought in \
+                 neighbouring blocks, so some reads were served from the page cache it filled",
+                fmt_bytes(d.read_bytes / d.reads)
+            ));
+        }
+    }
+    if !spec.drop_os_cache || resident_after.unwrap_or(0.0) > 0.5 {
+        warnings.push(
+            "SQLite reads through the OS page cache: its physical reads include reads the page \
+             cache served (compare device reads with physical reads)"
+                .to_string(),
+        );
+    }
+    if busy > 0 {
+        warnings.push(format!(
+            "{busy} operations gave up waiting for the write lock"
+        ));
+    }
+    let mut all_ops = main_ops;
+    all_ops.extend(log_ops);
+    let io_sessions: Vec<SessionSummary> =
+        outs.iter().filter_map(|o| o.io_summary.clone()).collect();
+    let op_sessions: Vec<SessionSummary> =
+        outs.iter().filter_map(|o| o.op_summary.clone()).collect();
+    let spec_json = json!({
+        "engine": "sqlite",
+        "path": path.display().to_string(),
+        "layout": layout,
+        "page_size": BLOCK,
+        "journal_mode": "wal",
+        "synchronous": "full",
+        "mmap_size": 0,
+        "sessions": spec.sessions,
+        "update_pct": spec.update_pct,
+        "work_unit": spec.work_unit,
+        "run": spec,
+    });
+    let page_cache = match (resident_before, resident_after) {
+        (Some(b), Some(a)) => Some(PageCacheInfo {
+            resident_before: b,
+            resident_after: a,
+            working_set_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+        }),
+        _ => None,
+    };
+    let run0 = RunResult {
+        name: format!(
+            "sqlite SLOB sessions={} update={}% work_unit={}",
+            spec.sessions, spec.update_pct, spec.work_unit
+        ),
+        phase: "db".to_string(),
+        spec: spec_json.clone(),
+        started: started.clone(),
+        duration_s: measured,
+        interval_s: spec.interval_s,
+        warmup_s: spec.warmup_s,
+        ops: all_ops,
+        sessions: io_sessions,
+        cpu: Some(cpu),
+        device: dev,
+        page_cache,
+        counters: c,
+        interrupted: crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed),
+        warnings: warnings.clone(),
+    };
+    let run1 = RunResult {
+        name: "sqlite operations (select / update+commit)".to_string(),
+        phase: "db-ops".to_string(),
+        spec: spec_json,
+        started,
+        duration_s: measured,
+        interval_s: spec.interval_s,
+        warmup_s: spec.warmup_s,
+        ops: op_ops,
+        sessions: op_sessions,
+        ..Default::default()
+    };
+    let mut res = Results::new(Kind::Db, cmdline);
+    res.environment = crate::sys::environment();
+    res.environment.target = Some(crate::sys::target_info(
+        &path,
+        "sqlite",
+        std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+    ));
+    res.runs = vec![run0, run1];
+    res.extra.insert("engine".to_string(), json!("sqlite"));
+    res.extra.insert("layout".to_string(), json!(layout));
+    Ok(res)
+}

@@ -1,0 +1,305 @@
+//! Executes one workload on a prepared target and produces its [`RunResult`].
+//!
+//! Flow: open the target, create one engine per session (so set-up errors surface before any
+//! I/O), create recorders, start all sessions together, take system snapshots at the start of
+//! measurement (after warm-up) and at the end, drive the collector (merging intervals, live
+//! progress) until the deadline, quota, an error or Ctrl-C, then assemble the result with CPU,
+//! run-queue, device and page-cache figures and the warnings they call for.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Result};
+
+use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome};
+use crate::recorder::{recorders, session_summary};
+use crate::results::{PageCacheInfo, RunResult};
+use crate::sys::SysSnapshot;
+use crate::target::Target;
+use crate::units::{fmt_ns, fmt_rate};
+use crate::workload::{EngineKind, WorkloadSpec};
+
+/// Options of one execution that are not part of the workload itself.
+pub struct RunOptions<'a> {
+    /// Label shown in progress and stored as the run's name.
+    pub name: String,
+    /// Phase (for calibration steps); `run` otherwise.
+    pub phase: String,
+    /// Draw live progress on a terminal.
+    pub progress: bool,
+    /// Prefix of the progress line (e.g. calibration phase and step).
+    pub progress_prefix: String,
+    /// Global interrupt flag (Ctrl-C): ends the run early, keeping what was measured.
+    pub interrupt: &'a AtomicBool,
+}
+
+/// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
+pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> Result<RunResult> {
+    spec.validate()?;
+    if spec.engine != EngineKind::Null {
+        target.check_alignment(spec)?;
+    }
+    if spec.region_offset + spec.working_set() > target.data_size {
+        bail!("the working set does not fit in the target's data area");
+    }
+    let file = target.open(spec)?;
+    let device = crate::sys::block_dev_for(&target.path).map(|b| b.name);
+    let page_before = if !spec.direct && spec.engine != EngineKind::Null {
+        target
+            .residency(spec.region_offset, spec.working_set())
+            .ok()
+    } else {
+        None
+    };
+    let sessions = spec.sessions as usize;
+    let mut engines = Vec::with_capacity(sessions);
+    for _ in 0..sessions {
+        engines.push(make_engine(spec, &file)?);
+    }
+    let interval = Duration::from_secs_f64(spec.interval_s);
+    let (recs, mut col) = recorders(sessions, Instant::now(), interval);
+    let stop = AtomicBool::new(false);
+    let quota_total = spec.io_count.unwrap_or(u64::MAX);
+    let base_cell: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    let barrier = Barrier::new(sessions + 1);
+    let pb = crate::progress::line(opts.progress);
+    let warmup = Duration::from_secs_f64(spec.warmup_s);
+
+    let (outcomes, summaries, snaps, base, interrupted) = std::thread::scope(|sc| {
+        let mut handles = Vec::with_capacity(sessions);
+        for (i, (mut rec, eng)) in recs.into_iter().zip(engines).enumerate() {
+            let quota = if quota_total == u64::MAX {
+                u64::MAX
+            } else {
+                quota_total / sessions as u64
+                    + u64::from((i as u64) < quota_total % sessions as u64)
+            };
+            let (stop, barrier, base_cell, data_offset) =
+                (&stop, &barrier, base_cell.clone(), target.data_offset);
+            handles.push(sc.spawn(move || {
+                let tid = crate::sys::gettid();
+                barrier.wait();
+                let base = base_cell.lock().map(|b| b.unwrap_or_else(Instant::now));
+                rec.set_base(base.unwrap_or_else(|_| Instant::now()));
+                let ctx = SessionCtx {
+                    spec,
+                    session: i as u32,
+                    data_offset,
+                    quota,
+                    stop,
+                };
+                let out = if quota == 0 {
+                    SessionOutcome {
+                        end: Instant::now(),
+                        sched: None,
+                        error: None,
+                        completed: 0,
+                    }
+                } else {
+                    run_engine_session(&ctx, &mut rec, eng)
+                };
+                let summary = session_summary(&rec);
+                drop(rec);
+                (tid, out, summary)
+            }));
+        }
+        let start = Instant::now();
+        let base = start + warmup;
+        if let Ok(mut b) = base_cell.lock() {
+            *b = Some(base);
+        }
+        barrier.wait();
+        // Snapshot at the start of measurement (after warm-up).
+        let mut start_snap: Option<SysSnapshot> = None;
+        let deadline = spec.duration_s.map(|d| base + Duration::from_secs_f64(d));
+        let mut interrupted = false;
+        let mut last_msg = Instant::now();
+        loop {
+            let now = Instant::now();
+            if start_snap.is_none() && now >= base {
+                start_snap = Some(SysSnapshot::take(device.as_deref(), &[]));
+            }
+            if opts.interrupt.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                stop.store(true, Ordering::Relaxed);
+            }
+            if let Some(d) = deadline {
+                if now >= d {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            let mut wait = Duration::from_millis(100);
+            if start_snap.is_none() {
+                wait = wait.min(base.saturating_duration_since(now));
+            }
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(now));
+            }
+            let live = col.poll(wait);
+            if !live {
+                break;
+            }
+            if last_msg.elapsed() >= Duration::from_millis(250) {
+                last_msg = Instant::now();
+                pb.set_message(progress_message(opts, spec, &col, base, deadline));
+                pb.tick();
+            }
+        }
+        let start_snap = start_snap.unwrap_or_else(|| SysSnapshot::take(device.as_deref(), &[]));
+        let mut outcomes = Vec::new();
+        let mut summaries = Vec::new();
+        let mut tids = Vec::new();
+        for h in handles {
+            match h.join() {
+                Ok((tid, out, s)) => {
+                    tids.push(tid);
+                    outcomes.push(out);
+                    summaries.push(s);
+                }
+                Err(_) => outcomes.push(SessionOutcome {
+                    end: Instant::now(),
+                    sched: None,
+                    error: Some("a session thread panicked".into()),
+                    completed: 0,
+                }),
+            }
+        }
+        let end_snap = SysSnapshot::take(device.as_deref(), &[]);
+        (
+            outcomes,
+            summaries,
+            (start_snap, end_snap),
+            base,
+            interrupted,
+        )
+    });
+    pb.finish_and_clear();
+
+    if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
+        bail!("{e}");
+    }
+    let end = outcomes.iter().map(|o| o.end).max().unwrap_or(base);
+    let measured_s = end.saturating_duration_since(base).as_secs_f64();
+    let ops = col.finish(measured_s);
+    let ios: u64 = ops.iter().map(|o| o.count).sum();
+    let (mut start_snap, mut end_snap) = snaps;
+    // Run-queue figures from the session threads themselves, from the measurement base to exit.
+    let sched = outcomes
+        .iter()
+        .filter_map(|o| o.sched)
+        .fold((0, 0), |a, s| (a.0 + s.0, a.1 + s.1));
+    start_snap.set_sched((0, 0));
+    end_snap.set_sched(sched);
+    let (cpu, dev) = start_snap.delta(&end_snap, ios, device.as_deref());
+
+    let mut r = RunResult {
+        name: opts.name.clone(),
+        phase: opts.phase.clone(),
+        spec: serde_json::to_value(spec)?,
+        started: humantime::format_rfc3339_millis(
+            std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
+        )
+        .to_string(),
+        duration_s: measured_s,
+        interval_s: spec.interval_s,
+        warmup_s: spec.warmup_s,
+        ops,
+        sessions: summaries,
+        cpu: Some(cpu),
+        device: if spec.engine == EngineKind::Null {
+            None
+        } else {
+            dev
+        },
+        page_cache: page_before.map(|b| PageCacheInfo {
+            resident_before: b,
+            resident_after: target
+                .residency(spec.region_offset, spec.working_set())
+                .unwrap_or(0.0),
+            working_set_bytes: spec.working_set(),
+        }),
+        counters: Default::default(),
+        interrupted,
+        warnings: Vec::new(),
+    };
+    r.counters.insert(
+        "ios_completed_incl_warmup".into(),
+        outcomes.iter().map(|o| o.completed).sum::<u64>() as f64,
+    );
+    r.warnings = run_warnings(&r, spec);
+    Ok(r)
+}
+
+fn progress_message(
+    opts: &RunOptions<'_>,
+    spec: &WorkloadSpec,
+    col: &crate::recorder::Collector,
+    base: Instant,
+    deadline: Option<Instant>,
+) -> String {
+    let now = Instant::now();
+    let mut m = String::new();
+    if !opts.progress_prefix.is_empty() {
+        m += &opts.progress_prefix;
+        m += " | ";
+    }
+    m += &opts.name;
+    if now < base {
+        m += " | warming up";
+        return m;
+    }
+    if let Some(iv) = col.last_interval() {
+        let iops = iv.count as f64 / spec.interval_s;
+        let mbs = iv.bytes as f64 / spec.interval_s / 1e6;
+        m += &format!(
+            " | {} IOPS {:.0} MB/s p50 {} p99 {}",
+            fmt_rate(iops),
+            mbs,
+            fmt_ns(iv.p50_ns as f64),
+            fmt_ns(iv.p99_ns as f64)
+        );
+    }
+    match (deadline, spec.io_count) {
+        (Some(d), _) => {
+            m += &format!(
+                " | {:.0}s left",
+                d.saturating_duration_since(now).as_secs_f64()
+            )
+        }
+        (_, Some(n)) => m += &format!(" | {}/{} I/Os", col.total_count(), n),
+        _ => {}
+    }
+    m
+}
+
+/// Warnings about how the run was made (analysis verdicts about its figures — CPU-bound,
+/// page-cache hits, host queueing — are derived from the results by `analysis`).
+fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
+    let mut w = Vec::new();
+    if r.interrupted {
+        w.push(format!(
+            "interrupted after {:.1} s: figures cover only the measured part",
+            r.duration_s
+        ));
+    }
+    if !spec.direct && spec.engine != EngineKind::Null {
+        let mem = crate::sys::environment().memory_bytes;
+        if spec.working_set() < mem {
+            w.push(format!(
+                "buffered run on a working set ({}) smaller than RAM ({}): reads may come from the page cache, not the storage",
+                crate::units::fmt_bytes(spec.working_set()),
+                crate::units::fmt_bytes(mem)
+            ));
+        }
+        if let Some(pc) = &r.page_cache {
+            if pc.resident_before > 0.01 {
+                w.push(format!(
+                    "{:.0} % of the working set was in the page cache before the run",
+                    pc.resident_before * 100.0
+                ));
+            }
+        }
+    }
+    w
+}

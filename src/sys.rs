@@ -1,0 +1,454 @@
+//! Readers of /proc and /sys: CPU (getrusage, /proc/stat, schedstat), the block device's own
+//! counters (/proc/diskstats), and facts about the host, filesystem and device.
+//!
+//! A run takes a [`SysSnapshot`] at the start of measurement and one at the end;
+//! [`SysSnapshot::delta`] turns the pair into the `CpuStats` and `DeviceStats` of the results.
+//! Nothing here is on the I/O hot path.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::results::{CpuStats, DeviceStats, Environment, TargetInfo};
+
+/// User and system CPU seconds of this process (getrusage RUSAGE_SELF).
+pub fn rusage_self() -> (f64, f64) {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// System-wide CPU jiffies from the first line of /proc/stat.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuTimes {
+    pub busy: u64,
+    pub iowait: u64,
+    pub total: u64,
+}
+
+/// Read /proc/stat's aggregate cpu line.
+pub fn cpu_times() -> Option<CpuTimes> {
+    let s = fs::read_to_string("/proc/stat").ok()?;
+    let line = s.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 5 {
+        return None;
+    }
+    // user nice system idle iowait irq softirq steal (guest is included in user)
+    let idle = v[3];
+    let iowait = v[4];
+    let total: u64 = v.iter().take(8).sum();
+    Some(CpuTimes {
+        busy: total - idle - iowait,
+        iowait,
+        total,
+    })
+}
+
+/// Kernel thread id of the calling thread.
+pub fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// (time on CPU ns, time runnable but waiting on a run queue ns) of a thread of this process.
+pub fn schedstat(tid: i32) -> Option<(u64, u64)> {
+    let s = fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+/// Counters of one block device from /proc/diskstats.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskCounters {
+    pub reads: u64,
+    pub read_sectors: u64,
+    pub read_ms: u64,
+    pub writes: u64,
+    pub write_sectors: u64,
+    pub write_ms: u64,
+    pub in_flight: u64,
+    pub io_ticks_ms: u64,
+    pub weighted_ms: u64,
+}
+
+/// Read /proc/diskstats for the named device (e.g. `vda`, `nvme0n1p2`).
+pub fn disk_counters(dev: &str) -> Option<DiskCounters> {
+    let s = fs::read_to_string("/proc/diskstats").ok()?;
+    for line in s.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 14 && f[2] == dev {
+            let n = |i: usize| f[i].parse::<u64>().unwrap_or(0);
+            return Some(DiskCounters {
+                reads: n(3),
+                read_sectors: n(5),
+                read_ms: n(6),
+                writes: n(7),
+                write_sectors: n(9),
+                write_ms: n(10),
+                in_flight: n(11),
+                io_ticks_ms: n(12),
+                weighted_ms: n(13),
+            });
+        }
+    }
+    None
+}
+
+/// A block device as found under /sys/dev/block.
+#[derive(Clone, Debug, Default)]
+pub struct BlockDev {
+    /// Kernel name of the device holding the data (a partition or a whole disk).
+    pub name: String,
+    /// The whole disk whose queue settings apply (same as `name` for a whole disk).
+    pub disk: String,
+}
+
+/// Find the block device behind a path (a file on a filesystem, or a block device node).
+pub fn block_dev_for(path: &Path) -> Option<BlockDev> {
+    let md = fs::metadata(path).ok()?;
+    let dev = if md.file_type_is_block() {
+        md.rdev()
+    } else {
+        md.dev()
+    };
+    let (maj, min) = (libc::major(dev), libc::minor(dev));
+    let link = fs::canonicalize(format!("/sys/dev/block/{maj}:{min}")).ok()?;
+    let name = link.file_name()?.to_string_lossy().to_string();
+    let disk = if link.join("partition").exists() {
+        link.parent()?.file_name()?.to_string_lossy().to_string()
+    } else {
+        name.clone()
+    };
+    Some(BlockDev { name, disk })
+}
+
+trait FileTypeExt2 {
+    fn file_type_is_block(&self) -> bool;
+}
+impl FileTypeExt2 for fs::Metadata {
+    fn file_type_is_block(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.file_type().is_block_device()
+    }
+}
+
+/// One line of /proc/self/mountinfo.
+#[derive(Clone, Debug, Default)]
+pub struct Mount {
+    pub mount_point: String,
+    pub fstype: String,
+    pub source: String,
+    pub options: String,
+}
+
+fn unescape_mount(s: &str) -> String {
+    s.replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\134", "\\")
+}
+
+/// The mount holding `path` (longest matching mount point).
+pub fn mount_for(path: &Path) -> Option<Mount> {
+    let abs = fs::canonicalize(path)
+        .or_else(|_| {
+            path.parent()
+                .map(fs::canonicalize)
+                .unwrap_or_else(|| fs::canonicalize("."))
+        })
+        .ok()?;
+    let s = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut best: Option<Mount> = None;
+    for line in s.lines() {
+        let (left, right) = line.split_once(" - ")?;
+        let l: Vec<&str> = left.split_whitespace().collect();
+        let r: Vec<&str> = right.split_whitespace().collect();
+        if l.len() < 6 || r.len() < 2 {
+            continue;
+        }
+        let mp = unescape_mount(l[4]);
+        if abs.starts_with(&mp)
+            && best
+                .as_ref()
+                .map(|b| mp.len() >= b.mount_point.len())
+                .unwrap_or(true)
+        {
+            best = Some(Mount {
+                mount_point: mp,
+                fstype: r[0].to_string(),
+                source: r[1].to_string(),
+                options: format!("{},{}", l[5], r.get(2).copied().unwrap_or("")),
+            });
+        }
+    }
+    best
+}
+
+/// True when the block device `dev_name` (or any partition of it) is mounted.
+pub fn is_mounted_device(path: &Path) -> bool {
+    let Some(bd) = block_dev_for(path) else {
+        return false;
+    };
+    let Ok(s) = fs::read_to_string("/proc/self/mountinfo") else {
+        return true; // cannot tell: treat as mounted (refuse writes)
+    };
+    let Ok(md) = fs::metadata(path) else {
+        return true;
+    };
+    let rdev = md.rdev();
+    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
+    let whole = bd.name == bd.disk;
+    s.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 3 {
+            return false;
+        }
+        let Some((a, b)) = f[2].split_once(':') else {
+            return false;
+        };
+        let (a, b): (u32, u32) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+        if a == maj && b == min {
+            return true;
+        }
+        // A mounted partition of a whole disk also makes writing to the disk destructive.
+        whole
+            && fs::canonicalize(format!("/sys/dev/block/{a}:{b}"))
+                .ok()
+                .and_then(|p| {
+                    p.parent()
+                        .and_then(|p| p.file_name())
+                        .map(|n| n.to_string_lossy() == bd.disk)
+                })
+                .unwrap_or(false)
+    })
+}
+
+fn read_trim(p: impl AsRef<Path>) -> Option<String> {
+    fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn read_num<T: std::str::FromStr>(p: impl AsRef<Path>) -> Option<T> {
+    read_trim(p)?.parse().ok()
+}
+
+/// Host facts: hostname, kernel, CPU model and count, memory.
+pub fn environment() -> Environment {
+    let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu_model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    let mem = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024;
+    Environment {
+        hostname: read_trim("/proc/sys/kernel/hostname").unwrap_or_default(),
+        kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        cpu_model,
+        cpus: online_cpus(),
+        memory_bytes: mem,
+        target: None,
+    }
+}
+
+/// Number of online CPUs.
+pub fn online_cpus() -> u32 {
+    std::thread::available_parallelism()
+        .map(|n| n.get() as u32)
+        .unwrap_or(1)
+}
+
+/// Facts about a target path and its backing device.
+pub fn target_info(path: &Path, kind: &str, size: u64) -> TargetInfo {
+    let mut t = TargetInfo {
+        path: path.display().to_string(),
+        kind: kind.to_string(),
+        size_bytes: size,
+        ..Default::default()
+    };
+    if let Some(m) = mount_for(path) {
+        t.filesystem = m.fstype;
+        t.mount_point = m.mount_point;
+        t.mount_options = m.options;
+    }
+    if let Some(bd) = block_dev_for(path) {
+        let q = format!("/sys/block/{}/queue", bd.disk);
+        t.device = bd.name.clone();
+        t.device_model = read_trim(format!("/sys/block/{}/device/model", bd.disk))
+            .unwrap_or_else(|| bd.disk.clone());
+        t.rotational = read_num::<u32>(format!("{q}/rotational")).map(|v| v == 1);
+        t.scheduler = read_trim(format!("{q}/scheduler")).unwrap_or_default();
+        t.logical_block_size = read_num(format!("{q}/logical_block_size")).unwrap_or(512);
+        t.physical_block_size = read_num(format!("{q}/physical_block_size")).unwrap_or(512);
+        t.nr_requests = read_num(format!("{q}/nr_requests"));
+        t.max_sectors_kb = read_num(format!("{q}/max_sectors_kb"));
+        t.read_ahead_kb = read_num(format!("{q}/read_ahead_kb"));
+    }
+    t
+}
+
+/// Logical block size of the device behind `path` (512 when unknown).
+pub fn logical_block_size(path: &Path) -> u32 {
+    block_dev_for(path)
+        .and_then(|bd| read_num(format!("/sys/block/{}/queue/logical_block_size", bd.disk)))
+        .unwrap_or(512)
+}
+
+/// Counters taken at one instant, to be differenced against a later snapshot.
+#[derive(Clone, Debug)]
+pub struct SysSnapshot {
+    at: Instant,
+    rusage: (f64, f64),
+    cpu: Option<CpuTimes>,
+    disk: Option<DiskCounters>,
+    sched: (u64, u64),
+}
+
+impl SysSnapshot {
+    /// Take a snapshot; `device` is the /proc/diskstats name, `tids` the session threads.
+    pub fn take(device: Option<&str>, tids: &[i32]) -> SysSnapshot {
+        let mut sched = (0, 0);
+        for &t in tids {
+            if let Some((r, w)) = schedstat(t) {
+                sched.0 += r;
+                sched.1 += w;
+            }
+        }
+        SysSnapshot {
+            at: Instant::now(),
+            rusage: rusage_self(),
+            cpu: cpu_times(),
+            disk: device.and_then(disk_counters),
+            sched,
+        }
+    }
+
+    /// Replace the run-queue figures with (run ns, wait ns) summed by the session threads
+    /// themselves (they read their own schedstat just before exiting).
+    pub fn set_sched(&mut self, sched: (u64, u64)) {
+        self.sched = sched;
+    }
+
+    /// Seconds between two snapshots.
+    pub fn elapsed_s(&self, later: &SysSnapshot) -> f64 {
+        later.at.duration_since(self.at).as_secs_f64()
+    }
+
+    /// CPU and device figures between `self` and `later`, for `ios` completed I/Os.
+    ///
+    /// Threads that exited before `later` keep their schedstat only in `self`; callers that
+    /// need exact run-queue figures take `later` while session threads are still alive.
+    pub fn delta(
+        &self,
+        later: &SysSnapshot,
+        ios: u64,
+        device: Option<&str>,
+    ) -> (CpuStats, Option<DeviceStats>) {
+        let el = self.elapsed_s(later).max(1e-9);
+        let per = |x: f64| if ios > 0 { x * 1e6 / ios as f64 } else { 0.0 };
+        let user = later.rusage.0 - self.rusage.0;
+        let sys = later.rusage.1 - self.rusage.1;
+        let (busy, iowait) = match (self.cpu, later.cpu) {
+            (Some(a), Some(b)) if b.total > a.total => {
+                let t = (b.total - a.total) as f64;
+                (
+                    (b.busy - a.busy) as f64 / t,
+                    (b.iowait.saturating_sub(a.iowait)) as f64 / t,
+                )
+            }
+            _ => (0.0, 0.0),
+        };
+        let runq_ns = later.sched.1.saturating_sub(self.sched.1) as f64;
+        let run_ns = later.sched.0.saturating_sub(self.sched.0) as f64;
+        let cpu = CpuStats {
+            user_s: user,
+            sys_s: sys,
+            us_per_io: per(user + sys),
+            user_us_per_io: per(user),
+            sys_us_per_io: per(sys),
+            host_busy: busy,
+            host_iowait: iowait,
+            cpus: online_cpus(),
+            runq_delay_s: runq_ns / 1e9,
+            runq_us_per_io: per(runq_ns / 1e9),
+            session_run_s: run_ns / 1e9,
+        };
+        let dev = match (self.disk, later.disk, device) {
+            (Some(a), Some(b), Some(name)) => {
+                let reads = b.reads.saturating_sub(a.reads);
+                let writes = b.writes.saturating_sub(a.writes);
+                let rb = b.read_sectors.saturating_sub(a.read_sectors) * 512;
+                let wb = b.write_sectors.saturating_sub(a.write_sectors) * 512;
+                let avg = |ms: u64, n: u64| {
+                    if n > 0 {
+                        ms as f64 * 1e3 / n as f64
+                    } else {
+                        0.0
+                    }
+                };
+                Some(DeviceStats {
+                    device: name.to_string(),
+                    reads,
+                    writes,
+                    read_bytes: rb,
+                    write_bytes: wb,
+                    iops: (reads + writes) as f64 / el,
+                    mb_per_s: (rb + wb) as f64 / el / 1e6,
+                    read_await_us: avg(b.read_ms.saturating_sub(a.read_ms), reads),
+                    write_await_us: avg(b.write_ms.saturating_sub(a.write_ms), writes),
+                    util: (b.io_ticks_ms.saturating_sub(a.io_ticks_ms) as f64 / 1e3 / el).min(1.0),
+                    avg_in_flight: b.weighted_ms.saturating_sub(a.weighted_ms) as f64 / 1e3 / el,
+                })
+            }
+            _ => None,
+        };
+        (cpu, dev)
+    }
+}
+
+/// Free bytes available to this user on the filesystem holding `dir`.
+pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+    use std::ffi::CString;
+    let c = CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::other("path contains NUL"))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and a struct we own.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_proc() {
+        let (u, s) = rusage_self();
+        assert!(u >= 0.0 && s >= 0.0);
+        let c = cpu_times().expect("/proc/stat readable");
+        assert!(c.total > 0 && c.busy <= c.total);
+        assert!(schedstat(gettid()).is_some());
+        let env = environment();
+        assert!(env.cpus >= 1 && env.memory_bytes > 0 && !env.kernel.is_empty());
+        assert!(mount_for(Path::new(".")).is_some());
+    }
+}

@@ -1,0 +1,353 @@
+//! Calibration: stop rules, refinement, budget division, known-rate ground truth, mode
+//! detection on a real half-cached file, and end-to-end runs of the command.
+
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use clap::Parser;
+use iolens::calibrate::{CalibrateArgs, Phase, Plan, Ramp, StopReason};
+use iolens::results::{Kind, Results};
+use iolens::run::{execute, RunOptions};
+use iolens::target::{PrepareOptions, Target};
+use iolens::workload::WorkloadSpec;
+
+const MS: f64 = 1e6;
+
+#[derive(Parser)]
+struct Wrap {
+    #[command(flatten)]
+    a: CalibrateArgs,
+}
+
+fn args(extra: &[&str]) -> CalibrateArgs {
+    let mut v = vec!["x"];
+    v.extend_from_slice(extra);
+    Wrap::parse_from(v).a
+}
+
+/// Drive a ramp with a synthetic storage model: IOPS(n), latency(n).
+fn drive(mut ramp: Ramp, model: impl Fn(u32) -> (f64, f64)) -> Ramp {
+    let mut guard = 0;
+    while let Some(n) = ramp.next_sessions() {
+        let (iops, lat) = model(n);
+        ramp.record(n, iops, lat);
+        guard += 1;
+        assert!(guard < 50, "ramp terminates");
+    }
+    ramp
+}
+
+#[test]
+fn ramp_stops_on_latency_target_and_refines_between() {
+    // Latency crosses 5 ms between 16 and 32 sessions; IOPS keeps growing.
+    let r = drive(Ramp::new(64, 5.0 * MS, 0.05, 2), |n| {
+        (n as f64 * 1000.0, n as f64 * 0.2 * MS)
+    });
+    assert_eq!(r.stop, Some(StopReason::LatencyTarget));
+    let sessions: Vec<u32> = r.steps.iter().map(|s| s.0).collect();
+    assert_eq!(sessions, vec![1, 2, 4, 8, 16, 32, 24, 28]);
+    // 24 × 0.2 ms = 4.8 ms is good, 28 × 0.2 ms = 5.6 ms is not: best is 24.
+    assert_eq!(r.best(), Some((24, 24_000.0)));
+}
+
+#[test]
+fn ramp_stops_on_plateau_and_ceiling() {
+    let r = drive(Ramp::new(64, 5.0 * MS, 0.05, 2), |n| {
+        ((n.min(4) as f64) * 1000.0 + n as f64, 0.1 * MS)
+    });
+    assert_eq!(r.stop, Some(StopReason::Plateau));
+    assert_eq!(r.steps.len(), 4, "1,2,4 then 8 shows no growth");
+    assert_eq!(r.best(), Some((8, 4008.0)));
+
+    let r = drive(Ramp::new(6, 5.0 * MS, 0.05, 2), |n| {
+        (n as f64 * 1000.0, 0.1 * MS)
+    });
+    assert_eq!(r.stop, Some(StopReason::Ceiling));
+    let sessions: Vec<u32> = r.steps.iter().map(|s| s.0).collect();
+    assert_eq!(sessions, vec![1, 2, 4, 6], "ceiling is measured exactly");
+}
+
+#[test]
+fn ramp_with_no_good_step_reports_none() {
+    let r = drive(Ramp::new(64, 1.0 * MS, 0.05, 2), |_| (100.0, 2.0 * MS));
+    assert_eq!(r.stop, Some(StopReason::LatencyTarget));
+    assert_eq!(r.steps.len(), 1);
+    assert_eq!(r.best(), None);
+}
+
+#[test]
+fn budget_is_divided_by_weight_and_checked() {
+    let p = Plan::new(&args(&["--budget", "120s"])).unwrap();
+    let total: f64 = p.phases.iter().map(|x| x.step_s * x.max_steps as f64).sum();
+    assert!(
+        (total - 120.0).abs() < 1e-6,
+        "steps fill the budget exactly: {total}"
+    );
+    let rr = p
+        .phases
+        .iter()
+        .find(|x| x.phase == Phase::Randread)
+        .unwrap();
+    assert_eq!(rr.max_steps, 7 + 2, "1..64 is 7 steps plus 2 refinements");
+    assert!(rr.warmup_s > 0.0 && rr.warmup_s < rr.step_s);
+    let p = Plan::new(&args(&["--budget", "10m", "--writes", "--cache-probe"])).unwrap();
+    assert_eq!(p.phases.len(), 5);
+    let e = Plan::new(&args(&["--budget", "5s"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("too small for the plan") && e.contains("at least"),
+        "{e}"
+    );
+    // The suggested minimum really is enough.
+    let min: String = e
+        .split("at least ")
+        .nth(2)
+        .unwrap()
+        .split('s')
+        .next()
+        .unwrap()
+        .to_string();
+    Plan::new(&args(&["--budget", &format!("{min}s")])).unwrap();
+    for (bad, want) in [
+        (vec!["--max-latency", "0"], "--max-latency"),
+        (vec!["--percentile", "100"], "--percentile"),
+        (vec!["--max-sessions", "0"], "--max-sessions"),
+    ] {
+        let e = Plan::new(&args(&bad)).unwrap_err().to_string();
+        assert!(e.contains(want), "{e}");
+    }
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolens"))
+}
+
+#[test]
+fn bad_options_exit_with_clear_errors() {
+    for (a, want) in [
+        (vec!["calibrate", "--phases", "foo"], "invalid value 'foo'"),
+        (
+            vec!["calibrate", "--max-latency=-1"],
+            "not a valid duration",
+        ),
+        (vec!["calibrate", "--budget", "3s"], "too small"),
+    ] {
+        let out = bin().args(&a).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{a:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want), "{a:?}");
+    }
+}
+
+#[test]
+fn rate_limited_step_reports_known_iops() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = Target::prepare(
+        &dir.path().join("s.dat"),
+        &PrepareOptions {
+            size: Some(16 << 20),
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    for rate in [500.0, 3000.0] {
+        let spec = WorkloadSpec {
+            target: t.path.display().to_string(),
+            target_size: t.data_size,
+            sessions: 2,
+            direct: false,
+            rate_iops: Some(rate),
+            duration_s: Some(1.0),
+            warmup_s: 0.2,
+            interval_s: 0.2,
+            ..Default::default()
+        };
+        let r = execute(
+            &spec,
+            &t,
+            &RunOptions {
+                name: "rate".into(),
+                phase: "randread".into(),
+                progress: false,
+                progress_prefix: String::new(),
+                interrupt: &stop,
+            },
+        )
+        .unwrap();
+        let p = iolens::calibrate::curve_point(0, &r, 2, 1);
+        assert!(
+            (p.iops - rate).abs() / rate < 0.03,
+            "step at {rate} IOPS reported {}",
+            p.iops
+        );
+    }
+}
+
+#[test]
+fn half_cached_file_shows_two_modes_with_the_right_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 64u64 << 20;
+    let t = Target::prepare(
+        &dir.path().join("s.dat"),
+        &PrepareOptions {
+            size: Some(size),
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    // First half in the page cache, second half not.
+    t.evict(0, size).unwrap();
+    t.warm(0, size / 2).unwrap();
+    // Readahead while warming may have pulled in part of the second half: drop it again.
+    t.evict(size / 2, size / 2).unwrap();
+    let before = t.residency(0, size).unwrap();
+    assert!((0.45..0.55).contains(&before), "half resident: {before}");
+    let spec = WorkloadSpec {
+        target: t.path.display().to_string(),
+        target_size: t.data_size,
+        direct: false,
+        duration_s: None,
+        io_count: Some(600),
+        interval_s: 0.1,
+        ..Default::default()
+    };
+    let r = execute(
+        &spec,
+        &t,
+        &RunOptions {
+            name: "half-cached".into(),
+            phase: "cache".into(),
+            progress: false,
+            progress_prefix: String::new(),
+            interrupt: &AtomicBool::new(false),
+        },
+    )
+    .unwrap();
+    let h = r.merged_io_hist().unwrap();
+    let modes = iolens::analysis::find_modes(&h);
+    assert_eq!(modes.len(), 2, "{}", iolens::analysis::describe(&modes));
+    // Ground truth: the share resident just before the run (measured by the run itself);
+    // re-reads of blocks read earlier in the run (~2 % of 600 over 8192 blocks) also hit.
+    let resident = r.page_cache.as_ref().unwrap().resident_before;
+    assert!(
+        (0.45..0.55).contains(&resident),
+        "resident before run: {resident}"
+    );
+    let cached = modes[0].share;
+    assert!(
+        cached > resident - 0.07 && cached < resident + 0.09,
+        "cached share {cached}: {}",
+        iolens::analysis::describe(&modes)
+    );
+    assert!(modes[1].centre_ns > 5.0 * modes[0].centre_ns);
+}
+
+#[test]
+fn calibrate_end_to_end_writes_a_complete_results_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cal.json");
+    let out = bin()
+        .args([
+            "calibrate",
+            "--budget",
+            "8s",
+            "--max-sessions",
+            "2",
+            "--max-qd",
+            "1",
+            "--phases",
+            "randread,seqread1",
+            "--size",
+            "32M",
+            "--no-progress",
+        ])
+        .arg("--target")
+        .arg(dir.path().join("s.dat"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Calibration plan"), "{stdout}");
+    assert!(stdout.contains("CALIBRATE_IO would report"), "{stdout}");
+    assert!(stdout.contains("Max MB/s, one stream"), "{stdout}");
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(r.kind, Kind::Calibrate);
+    let c = r.calibration.as_ref().unwrap();
+    assert!(!c.curve.is_empty() && c.curve[0].sessions == 1);
+    assert!(c.max_pmbps.unwrap() > 0.0);
+    assert!(
+        c.overhead_s < 0.25 * c.budget_s,
+        "overhead {}",
+        c.overhead_s
+    );
+    for p in &c.curve {
+        assert_eq!(r.runs[p.run].phase, "randread");
+        assert!(!r.runs[p.run].ops[0].intervals.is_empty());
+    }
+}
+
+#[test]
+fn calibrate_writes_and_cache_probe_phases() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cal.json");
+    let out = bin()
+        .args([
+            "calibrate",
+            "--budget",
+            "12s",
+            "--max-sessions",
+            "1",
+            "--phases",
+            "cache",
+            "--writes",
+            "--size",
+            "32M",
+            "--no-progress",
+        ])
+        .arg("--target")
+        .arg(dir.path().join("s.dat"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Commit write 8 KiB O_DSYNC"), "{stdout}");
+    assert!(stdout.contains("Cache probe, 1 % of target"), "{stdout}");
+    let r = Results::read_file(&json).unwrap();
+    let phases: Vec<&str> = r.runs.iter().map(|x| x.phase.as_str()).collect();
+    assert!(
+        phases.contains(&"writes") && phases.contains(&"cache"),
+        "{phases:?}"
+    );
+}
+
+#[test]
+fn calibrate_writes_refuse_a_foreign_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("data.bin");
+    let content = vec![42u8; 4 << 20];
+    std::fs::write(&victim, &content).unwrap();
+    let out = bin()
+        .args(["calibrate", "--writes", "--budget", "2m"])
+        .arg("--target")
+        .arg(&victim)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write"));
+    assert_eq!(std::fs::read(&victim).unwrap(), content);
+}

@@ -1,0 +1,326 @@
+//! `iolens db` against a real PostgreSQL server.
+//!
+//! The server comes from `scripts/pg-test-server.sh` (installs PostgreSQL if missing, starts a
+//! throwaway cluster with a 16MB shared_buffers, writes its key=value DSN to target/pgtest/dsn).
+//! The DSN is read from `IOLENS_PG_DSN` or that file. Without one, these tests fail with a clear
+//! message when `IOLENS_PG_TESTS=1` (CI) and are skipped with a note otherwise. Each test works
+//! in its own database, created and dropped here.
+
+use std::process::Command;
+
+use iolens::results::Results;
+use postgres::{Client, NoTls};
+
+fn base_dsn() -> Option<String> {
+    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
+    let dsn = std::env::var("IOLENS_PG_DSN")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        });
+    if dsn.is_none() {
+        if required {
+            panic!(
+                "IOLENS_PG_TESTS=1 but no PostgreSQL DSN: run scripts/pg-test-server.sh first \
+                 (or set IOLENS_PG_DSN to a key=value DSN of a superuser)"
+            );
+        }
+        eprintln!("note: PostgreSQL tests skipped (no IOLENS_PG_DSN and no target/pgtest/dsn)");
+        return None;
+    }
+    let dsn = dsn?;
+    if let Err(e) = Client::connect(&dsn, NoTls) {
+        if required {
+            panic!("IOLENS_PG_TESTS=1 but the test server does not answer ({e}); run scripts/pg-test-server.sh");
+        }
+        eprintln!("note: PostgreSQL tests skipped: the test server does not answer ({e})");
+        return None;
+    }
+    Some(dsn)
+}
+
+/// A fresh database for one test; dropped at the end.
+struct TestDb {
+    base: String,
+    name: String,
+}
+
+impl TestDb {
+    fn new(name: &str) -> Option<TestDb> {
+        let base = base_dsn()?;
+        let mut c = Client::connect(&base, NoTls).expect("connect to the test server");
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        Some(TestDb {
+            base,
+            name: name.to_string(),
+        })
+    }
+    fn dsn(&self) -> String {
+        format!("{} dbname={}", self.base, self.name)
+    }
+    fn client(&self) -> Client {
+        Client::connect(&self.dsn(), NoTls).unwrap()
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.base, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+fn iolens(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_iolens"))
+        .args(args)
+        .output()
+        .expect("runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn postgres_setup_and_run_end_to_end() {
+    let Some(db) = TestDb::new("iolens_e2e") else {
+        return;
+    };
+    let dsn = db.dsn();
+    let (ok, so, se) = iolens(&[
+        "db",
+        "setup",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        "32M",
+    ]);
+    assert!(ok, "{so}\n{se}");
+    assert!(so.contains("setup complete"), "{so}");
+    // Layout: one row per heap block, key order uncorrelated with block order.
+    let mut c = db.client();
+    for s in 0..2 {
+        let r = c
+            .query_one(
+                &format!(
+                    "SELECT count(*), count(DISTINCT (ctid::text::point)[0]),
+                            corr(k, (ctid::text::point)[0]), min(k), max(k)
+                       FROM iolens_t{s}"
+                ),
+                &[],
+            )
+            .unwrap();
+        let (rows, blocks): (i64, i64) = (r.get(0), r.get(1));
+        assert_eq!(rows, 4096);
+        assert_eq!(blocks, 4096, "one row per block");
+        assert!(r.get::<_, f64>(2).abs() < 0.1);
+        assert_eq!((r.get::<_, i64>(3), r.get::<_, i64>(4)), (1, 4096));
+    }
+    // Setup again: nothing to load, verified again.
+    let (ok, so, _) = iolens(&[
+        "db",
+        "setup",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "2",
+        "--scale",
+        "32M",
+    ]);
+    assert!(ok && !so.contains("loading rows"), "{so}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("pg.json");
+    let secret_dsn = format!("{dsn} password=hunter2secret");
+    let (ok, so, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &secret_dsn,
+        "--sessions",
+        "3",
+        "--update-pct",
+        "25",
+        "--work-unit",
+        "32",
+        "--duration",
+        "3s",
+        "--seed",
+        "4",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{so}\n{se}");
+    assert!(!so.contains("hunter2") && !se.contains("hunter2"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(!text.contains("hunter2"), "credentials leaked into results");
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(Results::from_json(&r.to_json().unwrap()).unwrap(), r);
+    assert!(r.command_line.iter().any(|a| a.contains("password=***")));
+    let run = &r.runs[0];
+    let k = |n: &str| *run.counters.get(n).unwrap_or_else(|| panic!("counter {n}"));
+    let ops = k("ops");
+    assert!(ops > 100.0, "{ops}");
+    let share = k("update_ops") / ops;
+    assert!((share - 0.25).abs() < 0.07, "update share {share}");
+    assert_eq!(k("rows_touched"), ops * 32.0);
+    // Every committed update incremented its 32 rows.
+    let total: i64 = c
+        .query_one(
+            "SELECT ((SELECT sum(v) FROM iolens_t0) + (SELECT sum(v) FROM iolens_t1))::bigint",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(total as f64, k("update_ops") * 32.0);
+    // Physical reads happened (data 64MB vs shared_buffers 16MB) and were timed by the server.
+    assert!(k("physical_reads") > 1000.0, "{}", k("physical_reads"));
+    assert!(k("logical_reads") > k("physical_reads"));
+    assert!(k("blk_read_time_ms") > 0.0, "track_io_timing was on");
+    assert!(k("pg_db_xact_commit") >= k("commits"));
+    assert_eq!(
+        run.op("select").map(|o| o.count).unwrap_or(0)
+            + run.op("update").map(|o| o.count).unwrap_or(0),
+        ops as u64
+    );
+    let cpu = run.cpu.as_ref().unwrap();
+    assert!(
+        cpu.us_per_io > 0.0 && cpu.user_s + cpu.sys_s > 0.0,
+        "server CPU measured"
+    );
+    let w = r.extra.get("wait_profile").expect("wait profile");
+    assert!(w["samples"].as_u64().unwrap() >= 15);
+    let share_sum: f64 = w["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["share"].as_f64().unwrap())
+        .sum();
+    assert!((share_sum - 1.0).abs() < 1e-9);
+    assert!(so.contains("wait profile"), "{so}");
+
+    // drop removes everything setup created.
+    let (ok, _, se) = iolens(&["db", "drop", "--engine", "postgres", "--dsn", &dsn]);
+    assert!(ok, "{se}");
+    let left: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'iolens%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0);
+}
+
+#[test]
+fn postgres_bad_input_is_explained() {
+    let Some(db) = TestDb::new("iolens_bad") else {
+        return;
+    };
+    // Wrong DSN: clear message, password never shown.
+    let (ok, so, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        "host=/nonexistent/socket/dir port=1 dbname=x password=topsecret9",
+        "--duration",
+        "1s",
+    ]);
+    assert!(!ok);
+    assert!(se.contains("cannot connect to PostgreSQL"), "{se}");
+    assert!(
+        !se.contains("topsecret9") && !so.contains("topsecret9"),
+        "{se}"
+    );
+    assert!(se.contains("password=***"), "{se}");
+    // A database without the schema.
+    let (ok, _, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &db.dsn(),
+        "--duration",
+        "1s",
+    ]);
+    assert!(!ok);
+    assert!(
+        se.contains("no iolens schema") && se.contains("db setup"),
+        "{se}"
+    );
+    // A role that may not enable track_io_timing.
+    let plain = format!("{} user=iolens_plain", db.dsn());
+    let (ok, _, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &plain,
+        "--duration",
+        "1s",
+    ]);
+    assert!(!ok);
+    assert!(
+        se.contains("track_io_timing") && se.contains("--no-io-timing"),
+        "{se}"
+    );
+    // Nothing was created by any of these.
+    let mut c = db.client();
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE 'iolens%'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+    // Resumable setup: a partial load is reported, then completed.
+    let layout = iolens::db::Layout {
+        schemas: 1,
+        rows: 2048,
+        seed: 1,
+    };
+    let o = iolens::db::postgres::setup(&db.dsn(), &layout, Some(1000), false).unwrap();
+    assert!(!o.complete);
+    let (ok, _, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &db.dsn(),
+        "--duration",
+        "1s",
+    ]);
+    assert!(
+        !ok && se.contains("incomplete") && se.contains("1000 of 2048"),
+        "{se}"
+    );
+    let o = iolens::db::postgres::setup(&db.dsn(), &layout, None, false).unwrap();
+    assert!(o.complete);
+    assert_eq!(o.rows_loaded, 1048);
+    assert_eq!(o.checks[0].blocks, 2048);
+}

@@ -1,0 +1,345 @@
+//! `iolens run` end to end on real temp files: both engines, direct and buffered, reads and
+//! writes, JSON round trip, interval accounting, safety refusals, rate limiting, Ctrl-C.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use iolens::results::{Kind, Results};
+use iolens::run::{execute, RunOptions};
+use iolens::target::{PrepareOptions, Target, TargetKind};
+use iolens::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
+
+const MB: u64 = 1 << 20;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolens"))
+}
+
+fn scratch(dir: &Path, size: u64, writes: bool) -> Target {
+    Target::prepare(
+        &dir.join("scratch.dat"),
+        &PrepareOptions {
+            size: Some(size),
+            writes,
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .expect("scratch target")
+}
+
+fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
+    RunOptions {
+        name: "test".into(),
+        phase: "run".into(),
+        progress: false,
+        progress_prefix: String::new(),
+        interrupt,
+    }
+}
+
+fn spec(t: &Target) -> WorkloadSpec {
+    WorkloadSpec {
+        target: t.path.display().to_string(),
+        target_size: t.data_size,
+        duration_s: None,
+        io_count: Some(2000),
+        interval_s: 0.05,
+        ..Default::default()
+    }
+}
+
+fn check_accounting(r: &iolens::results::RunResult) {
+    for o in &r.ops {
+        let sum: u64 = o.intervals.iter().map(|i| i.count).sum();
+        assert_eq!(sum, o.count, "intervals of {} sum to its total", o.op);
+        let mut h = iolens::results::new_histogram();
+        for i in &o.intervals {
+            h.add(i.hist.decode().unwrap()).unwrap();
+        }
+        assert_eq!(
+            h,
+            o.hist.decode().unwrap(),
+            "interval histograms merge exactly"
+        );
+        assert!(o.summary.p50_ns > 0 && o.summary.max_ns >= o.summary.p99_ns);
+    }
+}
+
+#[test]
+fn engines_direct_and_buffered_reads_and_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = scratch(dir.path(), 16 * MB, true);
+    assert_eq!(t.kind, TargetKind::Scratch);
+    let stop = AtomicBool::new(false);
+    let cases = [
+        (Pattern::Randread, EngineKind::Sync, true, 1, 2),
+        (Pattern::Randread, EngineKind::Sync, false, 1, 2),
+        (Pattern::Randread, EngineKind::Uring, true, 8, 1),
+        (Pattern::Randwrite, EngineKind::Uring, true, 4, 2),
+        (Pattern::Randwrite, EngineKind::Sync, false, 1, 1),
+        (Pattern::Read, EngineKind::Uring, false, 4, 2),
+        (Pattern::Write, EngineKind::Sync, true, 1, 1),
+        (Pattern::Randrw, EngineKind::Sync, true, 1, 2),
+    ];
+    for (pattern, engine, direct, qd, sessions) in cases {
+        let s = WorkloadSpec {
+            pattern,
+            engine,
+            direct,
+            qd,
+            sessions,
+            read_pct: if pattern == Pattern::Randrw { 70 } else { 100 },
+            ..spec(&t)
+        };
+        let r = execute(&s, &t, &opts(&stop))
+            .unwrap_or_else(|e| panic!("{pattern:?} {engine:?} direct={direct}: {e:#}"));
+        assert_eq!(r.total_count(), 2000, "{pattern:?} {engine:?}");
+        check_accounting(&r);
+        let want = if pattern.writes() && pattern != Pattern::Randrw {
+            "write"
+        } else {
+            "read"
+        };
+        assert!(r.op(want).is_some(), "{pattern:?} recorded {want}");
+        if pattern == Pattern::Randrw {
+            let reads = r.op("read").unwrap().count as f64;
+            assert!((0.6..0.8).contains(&(reads / 2000.0)), "read share {reads}");
+        }
+        let cpu = r.cpu.as_ref().unwrap();
+        assert!(cpu.us_per_io > 0.0);
+        assert_eq!(r.sessions.len(), sessions as usize);
+        if !direct {
+            assert!(r.page_cache.is_some(), "buffered runs report residency");
+        }
+    }
+}
+
+#[test]
+fn fdatasync_every_n_is_timed_as_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = scratch(dir.path(), 4 * MB, true);
+    let s = WorkloadSpec {
+        pattern: Pattern::Write,
+        sync: SyncMode::Fdatasync(4),
+        io_count: Some(200),
+        ..spec(&t)
+    };
+    let r = execute(&s, &t, &opts(&AtomicBool::new(false))).unwrap();
+    assert_eq!(r.op("write").unwrap().count, 200);
+    assert_eq!(r.op("sync").unwrap().count, 50);
+}
+
+#[test]
+fn rate_limited_run_reports_the_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = scratch(dir.path(), 8 * MB, false);
+    let s = WorkloadSpec {
+        direct: false,
+        rate_iops: Some(2000.0),
+        sessions: 2,
+        io_count: None,
+        duration_s: Some(1.5),
+        ..spec(&t)
+    };
+    let r = execute(&s, &t, &opts(&AtomicBool::new(false))).unwrap();
+    let iops = r.iops();
+    assert!(
+        (iops - 2000.0).abs() / 2000.0 < 0.05,
+        "rate-limited IOPS {iops} within 5 % of 2000"
+    );
+}
+
+#[test]
+fn json_round_trip_through_the_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    let out = bin()
+        .args([
+            "run",
+            "--size",
+            "8M",
+            "--duration",
+            "0.5s",
+            "--interval",
+            "100ms",
+        ])
+        .arg("--target")
+        .arg(dir.path().join("s.dat"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("p99.9") && stdout.contains("CPU:"),
+        "{stdout}"
+    );
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(r.kind, Kind::Run);
+    assert_eq!(r.runs.len(), 1);
+    assert!(r.environment.cpus >= 1);
+    assert!(r.environment.target.as_ref().unwrap().kind == "scratch");
+    let again = Results::from_json(&r.to_json().unwrap()).unwrap();
+    assert_eq!(again, r, "JSON round trip is lossless");
+    let spec: WorkloadSpec = serde_json::from_value(r.runs[0].spec.clone()).unwrap();
+    assert_eq!(spec.block_size, 8192);
+    assert!(r.runs[0].ops[0].intervals.len() >= 4);
+}
+
+fn sha(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap()
+}
+
+#[test]
+fn refuses_to_write_foreign_files_and_leaves_them_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim: PathBuf = dir.path().join("precious.db");
+    let content: Vec<u8> = (0..3 * MB).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&victim, &content).unwrap();
+    for pattern in ["randwrite", "write", "randrw"] {
+        let mut c = bin();
+        c.args(["run", "--pattern", pattern, "--duration", "0.2s"])
+            .arg("--target")
+            .arg(&victim);
+        if pattern == "randrw" {
+            c.args(["--read-pct", "50"]);
+        }
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{pattern} must be refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refusing to write") && err.contains("--disposable-target"),
+            "{err}"
+        );
+        assert_eq!(
+            sha(&victim),
+            content,
+            "file unchanged after refused {pattern}"
+        );
+    }
+    // A disposable target naming another path is not permission.
+    let out = bin()
+        .args(["run", "--pattern", "randwrite", "--duration", "0.2s"])
+        .arg("--target")
+        .arg(&victim)
+        .arg("--disposable-target")
+        .arg(dir.path().join("other"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(sha(&victim), content);
+    // Reading a foreign file is allowed and leaves it unchanged.
+    let out = bin()
+        .args(["run", "--pattern", "randread", "--ios", "200", "--buffered"])
+        .arg("--target")
+        .arg(&victim)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(sha(&victim), content);
+    // Naming it disposable allows writing.
+    let out = bin()
+        .args(["run", "--pattern", "randwrite", "--ios", "50"])
+        .arg("--target")
+        .arg(&victim)
+        .arg("--disposable-target")
+        .arg(&victim)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(sha(&victim), content);
+}
+
+#[test]
+fn scratch_file_is_marked_and_reused_without_refill() {
+    let dir = tempfile::tempdir().unwrap();
+    let t1 = scratch(dir.path(), 8 * MB, false);
+    assert_eq!(t1.filled_bytes, 8 * MB);
+    assert!(iolens::target::is_scratch(&t1.path));
+    let t2 = scratch(dir.path(), 8 * MB, true);
+    assert_eq!(t2.filled_bytes, 0, "reuse does not refill");
+    assert_eq!(t2.id, t1.id);
+    let t3 = scratch(dir.path(), 12 * MB, false);
+    assert_eq!(t3.filled_bytes, 4 * MB, "growing fills only the new part");
+    // Incompressible fill: a run of 64 KiB holds no long repeats and many distinct bytes.
+    let data = std::fs::read(&t1.path).unwrap();
+    let chunk = &data[(2 * MB) as usize..(2 * MB + 65536) as usize];
+    let mut seen = [0u32; 256];
+    for b in chunk {
+        seen[*b as usize] += 1;
+    }
+    assert!(
+        seen.iter().all(|&c| c > 150 && c < 380),
+        "bytes look uniform"
+    );
+}
+
+fn err_of(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(!out.status.success(), "{args:?} should fail");
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn bad_input_gets_specific_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.dat");
+    let ts = t.to_str().unwrap();
+    assert!(err_of(&["run", "--target", ts, "--qd", "8"]).contains("asynchronous engine"));
+    assert!(err_of(&["run", "--target", ts, "--bs", "1000"]).contains("multiple of 512"));
+    assert!(err_of(&["run", "--target", ts, "--bs", "eight"]).contains("not a size"));
+    assert!(err_of(&["run", "--target", ts, "--pattern", "randrw"]).contains("--read-pct"));
+    assert!(err_of(&["run", "--target", ts, "--dist", "zipf:abc"]).contains("zipf"));
+    assert!(err_of(&["run", "--target", ts, "--size", "100P"]).contains("not enough free space"));
+    assert!(err_of(&["run", "--target", "/nonexistent-dir/x.dat"]).contains("does not exist"));
+    assert!(err_of(&["run", "--target", ts, "--sync", "dsync"]).contains("write patterns"));
+    assert!(!t.exists(), "nothing created by refused runs");
+}
+
+#[test]
+fn ctrl_c_ends_the_run_and_still_writes_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("int.json");
+    let mut child = bin()
+        .args([
+            "run",
+            "--size",
+            "8M",
+            "--duration",
+            "60s",
+            "--buffered",
+            "--interval",
+            "100ms",
+        ])
+        .arg("--target")
+        .arg(dir.path().join("s.dat"))
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(130));
+    let r = Results::read_file(&json).unwrap();
+    assert!(r.runs[0].interrupted);
+    assert!(r.runs[0].duration_s < 10.0 && r.runs[0].total_count() > 0);
+}
