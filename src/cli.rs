@@ -19,6 +19,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process: boxing the large argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run one workload on a target and report its full latency distribution.
@@ -36,6 +38,17 @@ pub enum Command {
     /// Write a synthetic 10046 trace (benchmark input).
     #[command(hide = true)]
     GenTrace(crate::sources::oracle_trace::GenTraceArgs),
+    /// Show a results file in the terminal: summary, histograms, latency heatmaps.
+    Show(crate::render::ShowArgs),
+    /// Write a self-contained HTML report of a results file.
+    Report(crate::render::ReportArgs),
+    /// Compare two or more results files (terminal, or HTML with -o).
+    Compare(crate::render::CompareArgs),
+    /// Export per-interval data: CSV and/or HdrHistogram interval log.
+    Export(crate::render::ExportArgs),
+    /// Write a synthetic results file (tests, demos, benchmarks).
+    #[command(name = "dev-synth", hide = true)]
+    DevSynth(crate::render::synth::SynthArgs),
 }
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
@@ -197,6 +210,11 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Trace(a) => crate::sources::run_trace(&a, cmdline),
         Command::Ingest(a) => crate::sources::run_ingest(&a, cmdline),
         Command::GenTrace(a) => crate::sources::oracle_trace::run_gen_trace(&a),
+        Command::Show(a) => crate::render::show(&a),
+        Command::Report(a) => crate::render::report(&a),
+        Command::Compare(a) => crate::render::compare(&a),
+        Command::Export(a) => crate::render::export(&a),
+        Command::DevSynth(a) => crate::render::synth::main(&a),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod engine;
 pub mod interrupt;
 pub mod progress;
 pub mod recorder;
+pub mod render;
 pub mod results;
 pub mod run;
 pub mod sources;

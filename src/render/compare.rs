@@ -1,0 +1,379 @@
+//! `iolens compare`: several results side by side. Decides whether the comparison means
+//! anything ([`incompatibilities`]), pairs runs and ops across files, and prints summary
+//! tables with ratio columns against the first file (the baseline). The HTML form with
+//! overlaid curves and histograms is in [`super::html::compare`].
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::terminal::Table;
+use super::{kind_name, TermStyle};
+use crate::results::{Calibration, Results, RunResult};
+use crate::units::{fmt_ns, fmt_rate, sig3};
+
+/// Spec keys that may differ between compared runs without making the comparison meaningless:
+/// where it ran, for how long, and what it was called.
+const FREE_KEYS: &[&str] = &[
+    "target",
+    "target_path",
+    "path",
+    "file",
+    "device",
+    "dsn",
+    "url",
+    "duration",
+    "duration_s",
+    "runtime",
+    "runtime_s",
+    "warmup",
+    "warmup_s",
+    "seed",
+    "output",
+    "interval",
+    "interval_s",
+    "name",
+    "label",
+    "started",
+    "time_budget",
+    "budget_s",
+];
+
+/// Differences between two workload specs outside [`FREE_KEYS`], as `key: a vs b`.
+pub fn spec_differences(a: &Value, b: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff_into("", a, b, &mut out);
+    out
+}
+
+fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(ma), Value::Object(mb)) => {
+            let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                if FREE_KEYS.contains(&k.as_str()) {
+                    continue;
+                }
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                diff_into(
+                    &p,
+                    ma.get(k).unwrap_or(&Value::Null),
+                    mb.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        _ if a == b => {}
+        _ => out.push(format!(
+            "{}: {} vs {}",
+            if path.is_empty() { "spec" } else { path },
+            short(a),
+            short(b)
+        )),
+    }
+}
+
+fn short(v: &Value) -> String {
+    match v {
+        Value::Null => "(absent)".into(),
+        Value::String(s) => s.clone(),
+        other => {
+            let s = other.to_string();
+            if s.chars().count() > 40 {
+                format!("{}…", s.chars().take(40).collect::<String>())
+            } else {
+                s
+            }
+        }
+    }
+}
+
+/// Reasons why comparing these results would be meaningless (empty when they compare).
+/// Each input is `(label, results)`; the first is the baseline.
+pub fn incompatibilities(inputs: &[(String, Results)]) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some((base_label, base)) = inputs.first() else {
+        return out;
+    };
+    for (label, r) in &inputs[1..] {
+        if r.kind != base.kind {
+            out.push(format!(
+                "{label} is a {} result but {base_label} is a {} result",
+                kind_name(r.kind),
+                kind_name(base.kind)
+            ));
+            continue;
+        }
+        let ops_of = |r: &Results| -> Vec<String> {
+            let mut v: Vec<String> = r
+                .runs
+                .iter()
+                .flat_map(|x| x.ops.iter().map(|o| o.op.clone()))
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        let (a, b) = (ops_of(base), ops_of(r));
+        if !a.iter().any(|o| b.contains(o)) {
+            out.push(format!(
+                "{label} and {base_label} have no operation in common ({} vs {})",
+                b.join(", "),
+                a.join(", ")
+            ));
+        }
+        if let (Some(ca), Some(cb)) = (&base.calibration, &r.calibration) {
+            if ca.percentile != cb.percentile || ca.max_latency_ns != cb.max_latency_ns {
+                out.push(format!(
+                    "{label} was calibrated for p{} ≤ {} but {base_label} for p{} ≤ {}",
+                    sig3(cb.percentile),
+                    fmt_ns(cb.max_latency_ns as f64),
+                    sig3(ca.percentile),
+                    fmt_ns(ca.max_latency_ns as f64)
+                ));
+            }
+        }
+        for (i, (ra, rb)) in pair_runs(base, r).into_iter().enumerate() {
+            let d = spec_differences(&base.runs[ra].spec, &r.runs[rb].spec);
+            if !d.is_empty() {
+                out.push(format!(
+                    "workloads differ ({label} run {rb} vs {base_label} run {ra}): {}",
+                    d.join("; ")
+                ));
+            }
+            if i >= 50 {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// Pair runs of `b` with runs of `a`: by name when names match, else by position.
+pub fn pair_runs(a: &Results, b: &Results) -> Vec<(usize, usize)> {
+    let by_name: Vec<(usize, usize)> = a
+        .runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, ra)| {
+            b.runs
+                .iter()
+                .position(|rb| rb.name == ra.name)
+                .map(|j| (i, j))
+        })
+        .collect();
+    if by_name.len() == a.runs.len().min(b.runs.len()) && !by_name.is_empty() {
+        by_name
+    } else {
+        (0..a.runs.len().min(b.runs.len()))
+            .map(|i| (i, i))
+            .collect()
+    }
+}
+
+/// `other / base` as `1.23×` (or `-` when undefined).
+pub fn ratio(base: f64, other: f64) -> String {
+    if base > 0.0 && other.is_finite() {
+        format!("{}×", sig3(other / base))
+    } else {
+        "-".into()
+    }
+}
+
+/// A compared figure: label, value and how to format it.
+pub type Metric = (&'static str, f64, fn(f64) -> String);
+
+/// The figures compared for one op of one run.
+pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
+    let Some(o) = run.op(op) else { return vec![] };
+    let d = run.duration_s.max(1e-9);
+    let s = &o.summary;
+    let lat: fn(f64) -> String = fmt_ns;
+    let mut v: Vec<Metric> = vec![
+        ("IOPS", o.count as f64 / d, fmt_rate),
+        ("MB/s", o.bytes as f64 / d / 1e6, sig3),
+        ("mean", s.mean_ns, lat),
+        ("p50", s.p50_ns as f64, lat),
+        ("p90", s.p90_ns as f64, lat),
+        ("p99", s.p99_ns as f64, lat),
+        ("p99.9", s.p999_ns as f64, lat),
+        ("max", s.max_ns as f64, lat),
+    ];
+    if let Some(c) = &run.cpu {
+        v.push(("CPU µs/IO", c.us_per_io, sig3));
+        v.push(("runq µs/IO", c.runq_us_per_io, sig3));
+    }
+    v
+}
+
+/// One table per paired run and common op: a column per file, ratio columns after the first.
+pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
+    let mut out = Vec::new();
+    let Some((_, base)) = inputs.first() else {
+        return out;
+    };
+    for (ri, run) in base.runs.iter().enumerate() {
+        // Index of the matching run in every input.
+        let matches: Vec<Option<usize>> = inputs
+            .iter()
+            .map(|(_, r)| {
+                pair_runs(base, r)
+                    .into_iter()
+                    .find(|p| p.0 == ri)
+                    .map(|p| p.1)
+            })
+            .collect();
+        if matches.iter().skip(1).all(|m| m.is_none()) {
+            continue;
+        }
+        for op in &run.ops {
+            let mut header = vec!["".to_string()];
+            for (i, (label, _)) in inputs.iter().enumerate() {
+                header.push(label.clone());
+                if i > 0 {
+                    header.push("ratio".into());
+                }
+            }
+            let mut t = Table {
+                header,
+                rows: vec![],
+            };
+            let base_m = op_metrics(run, &op.op);
+            for (mi, (name, bv, f)) in base_m.iter().enumerate() {
+                let mut row = vec![name.to_string(), f(*bv)];
+                for (i, (_, r)) in inputs.iter().enumerate().skip(1) {
+                    let val = matches[i]
+                        .and_then(|j| op_metrics(&r.runs[j], &op.op).get(mi).map(|m| m.1));
+                    match val {
+                        Some(v) => {
+                            row.push(f(v));
+                            row.push(ratio(*bv, v));
+                        }
+                        None => {
+                            row.push("-".into());
+                            row.push("-".into());
+                        }
+                    }
+                }
+                t.rows.push(row);
+            }
+            out.push((format!("{} — run {ri} ({})", op.op, run.name), t));
+        }
+    }
+    out
+}
+
+/// Headline calibration figures side by side, with ratios.
+pub fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
+    let base = inputs.first()?.1.calibration.as_ref()?;
+    let mut header = vec!["".to_string()];
+    for (i, (label, _)) in inputs.iter().enumerate() {
+        header.push(label.clone());
+        if i > 0 {
+            header.push("ratio".into());
+        }
+    }
+    let mut t = Table {
+        header,
+        rows: vec![],
+    };
+    type CalRow = (
+        &'static str,
+        fn(&Calibration) -> Option<f64>,
+        fn(f64) -> String,
+    );
+    let rows: [CalRow; 3] = [
+        ("max IOPS at target", |c| c.max_iops, fmt_rate),
+        ("max MB/s", |c| c.max_mbps, sig3),
+        ("max MB/s one stream", |c| c.max_pmbps, sig3),
+    ];
+    for (name, get, f) in rows {
+        let bv = get(base);
+        let mut row = vec![name.to_string(), bv.map(f).unwrap_or_else(|| "-".into())];
+        for (_, r) in inputs.iter().skip(1) {
+            let v = r.calibration.as_ref().and_then(get);
+            row.push(v.map(f).unwrap_or_else(|| "-".into()));
+            row.push(match (bv, v) {
+                (Some(a), Some(b)) => ratio(a, b),
+                _ => "-".into(),
+            });
+        }
+        t.rows.push(row);
+    }
+    Some(t)
+}
+
+/// The terminal comparison.
+pub fn terminal(
+    inputs: &[(String, Results)],
+    problems: &[String],
+    style: &TermStyle,
+) -> Result<String> {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Comparing {} results; ratios are against {}.",
+        inputs.len(),
+        inputs[0].0
+    );
+    for (label, r) in inputs {
+        let _ = writeln!(
+            out,
+            "  {label}: {} on {} ({}), {} run(s), written {}",
+            kind_name(r.kind),
+            r.environment.hostname,
+            r.environment
+                .target
+                .as_ref()
+                .map(|t| t.path.as_str())
+                .unwrap_or("-"),
+            r.runs.len(),
+            r.created
+        );
+    }
+    for p in problems {
+        let _ = writeln!(out, "warning (compared with --force): {p}");
+    }
+    if let Some(t) = calibration_table(inputs) {
+        let _ = writeln!(out, "\nCalibration");
+        out.push_str(&t.render(style));
+    }
+    for (title, t) in run_tables(inputs) {
+        let _ = writeln!(out, "\n{title}");
+        out.push_str(&t.render(style));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spec_differences_ignore_location_and_duration() {
+        let a = json!({"block_size": 8192, "sessions": 4, "target": "/a", "duration_s": 10});
+        let b = json!({"block_size": 8192, "sessions": 4, "target": "/b", "duration_s": 60});
+        assert!(spec_differences(&a, &b).is_empty());
+        let c = json!({"block_size": 4096, "sessions": 4, "extra": {"qd": 1}});
+        let d = spec_differences(&a, &c);
+        assert!(d.contains(&"block_size: 8192 vs 4096".to_string()), "{d:?}");
+        assert!(
+            d.contains(&"extra: (absent) vs {\"qd\":1}".to_string()),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn ratios() {
+        assert_eq!(ratio(100.0, 150.0), "1.5×");
+        assert_eq!(ratio(0.0, 150.0), "-");
+    }
+}

@@ -1,0 +1,61 @@
+//! CSV export of per-interval figures, one row per run, op and interval, for spreadsheets:
+//! time, op, count, IOPS, MB/s and latency percentiles in microseconds.
+
+use anyhow::{Context, Result};
+
+use super::heatmap::OpSeries;
+use crate::results::Results;
+
+/// Column names of the interval CSV.
+pub const HEADER: [&str; 16] = [
+    "run",
+    "run_name",
+    "phase",
+    "op",
+    "start_s",
+    "duration_s",
+    "count",
+    "iops",
+    "mb_per_s",
+    "mean_us",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p99.9_us",
+    "max_us",
+    "bytes",
+];
+
+/// Render the per-interval CSV of every run and op.
+pub fn intervals_csv(r: &Results) -> Result<String> {
+    let mut w = ::csv::Writer::from_writer(Vec::new());
+    w.write_record(HEADER)?;
+    let us = |ns: f64| format!("{:.3}", ns / 1e3);
+    for (ri, run) in r.runs.iter().enumerate() {
+        let series = OpSeries::decode_all(&run.ops).with_context(|| format!("run {ri}"))?;
+        for s in &series {
+            for st in &s.stats {
+                w.write_record([
+                    ri.to_string(),
+                    run.name.clone(),
+                    run.phase.clone(),
+                    s.op.clone(),
+                    format!("{:.3}", st.start_s),
+                    format!("{:.3}", st.duration_s),
+                    st.count.to_string(),
+                    format!("{:.3}", st.iops()),
+                    format!("{:.6}", st.mb_per_s()),
+                    us(st.mean_ns),
+                    us(st.p50_ns as f64),
+                    us(st.p90_ns as f64),
+                    us(st.p99_ns as f64),
+                    us(st.p999_ns as f64),
+                    us(st.max_ns as f64),
+                    st.bytes.to_string(),
+                ])?;
+            }
+        }
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(String::from_utf8(bytes)?)
+}

@@ -1,0 +1,684 @@
+//! Shared latency binning for every renderer: per-interval figures of one op, and the
+//! latency-over-time heatmap (time columns × log-latency rows) in both of PyLatencyMap's views,
+//! frequency (count) and intensity (count × latency: where the time went).
+//!
+//! Data flow: [`OpSeries::decode`] decodes each interval histogram of an [`OpResult`] exactly
+//! once into its percentiles and a sparse list of cells on a fixed fine log grid
+//! ([`FINE_PER_OCTAVE`] rows per factor of two). [`Heatmap::build`] then crops that grid to the
+//! latencies present, coarsens rows for the display and merges intervals into at most the
+//! requested number of columns, so a 10-second and a 1-hour run both fit the same width.
+
+use anyhow::{Context, Result};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+
+use crate::results::{BucketConvention, Hist, OpResult};
+
+/// Rows per factor of two on the fine latency grid every histogram is binned onto.
+pub const FINE_PER_OCTAVE: u32 = 4;
+
+/// Fine grid row of a latency: `floor(log2(ns) * FINE_PER_OCTAVE)`.
+pub fn fine_row(ns: f64) -> i32 {
+    (ns.max(1.0).log2() * FINE_PER_OCTAVE as f64).floor() as i32
+}
+
+/// Lower edge (ns) of row `row` on a grid with `per_octave` rows per factor of two.
+pub fn row_low_ns(row: i32, per_octave: u32) -> f64 {
+    2f64.powf(row as f64 / per_octave as f64)
+}
+
+/// The latency one recorded histogram value stands for, given how the source bucketed it.
+///
+/// Exact values are taken as they are (the bucket's median equivalent). Power-of-two sources
+/// record a bucket label: an upper bound (`[v/2, v)`) or a lower bound (`[v, 2v)`); the
+/// bucket's geometric middle is used so it lands in the right log row.
+pub fn representative_ns(h: &Histogram<u64>, value: u64, conv: BucketConvention) -> f64 {
+    let v = h.median_equivalent(value) as f64;
+    match conv {
+        BucketConvention::Exact => v,
+        BucketConvention::UpperBound => v / std::f64::consts::SQRT_2,
+        BucketConvention::LowerBound => v * std::f64::consts::SQRT_2,
+    }
+}
+
+/// One non-empty cell of an interval on the fine grid.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Cell {
+    /// Fine row ([`fine_row`]).
+    pub row: i32,
+    /// Operations in the cell.
+    pub count: u64,
+    /// Sum of their latencies, ns (intensity).
+    pub time_ns: f64,
+}
+
+/// The non-empty buckets of a histogram as `(lowest equivalent value, count)`, ascending.
+///
+/// Walks only the buckets between the recorded minimum and maximum (HdrHistogram's own
+/// iterators visit the whole counts array, ~34k slots at 1 ns..1 h and 3 digits), which makes
+/// per-interval figures for thousands of intervals several times cheaper.
+pub fn sparse_counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    if h.is_empty() {
+        return out;
+    }
+    let max = h.max();
+    let mut v = h.lowest_equivalent(h.min());
+    let mut seen = 0u64;
+    while v <= max && seen < h.len() {
+        let c = h.count_at(v);
+        if c > 0 {
+            out.push((v, c));
+            seen += c;
+        }
+        let next = h.next_non_equivalent(v);
+        if next <= v {
+            break;
+        }
+        v = next;
+    }
+    out
+}
+
+/// Quantiles (ascending `qs`, each in 0..=1) of sparse counts with HdrHistogram's definition:
+/// the highest equivalent value of the first bucket whose cumulative count reaches
+/// `max(1, ceil(q × total))`.
+pub fn sparse_quantiles(h: &Histogram<u64>, sparse: &[(u64, u64)], qs: &[f64]) -> Vec<u64> {
+    let total: u64 = sparse.iter().map(|p| p.1).sum();
+    let mut out = Vec::with_capacity(qs.len());
+    let mut i = 0;
+    let mut cum = 0u64;
+    for &q in qs {
+        if total == 0 {
+            out.push(0);
+            continue;
+        }
+        let target = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        while cum < target && i < sparse.len() {
+            cum += sparse[i].1;
+            i += 1;
+        }
+        let v = sparse[i.saturating_sub(1)].0;
+        out.push(if q == 0.0 {
+            h.lowest_equivalent(v)
+        } else {
+            h.highest_equivalent(v)
+        });
+    }
+    out
+}
+
+/// Bin sparse counts onto the fine grid (ascending rows).
+fn bin_sparse(h: &Histogram<u64>, sparse: &[(u64, u64)], conv: BucketConvention) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = Vec::new();
+    for &(v, c) in sparse {
+        let ns = representative_ns(h, v, conv);
+        let row = fine_row(ns);
+        match cells.last_mut() {
+            Some(last) if last.row == row => {
+                last.count += c;
+                last.time_ns += c as f64 * ns;
+            }
+            _ => cells.push(Cell {
+                row,
+                count: c,
+                time_ns: c as f64 * ns,
+            }),
+        }
+    }
+    cells
+}
+
+/// Bin a histogram onto the fine grid (sparse, ascending rows).
+pub fn bin_histogram(h: &Histogram<u64>, conv: BucketConvention) -> Vec<Cell> {
+    bin_sparse(h, &sparse_counts(h), conv)
+}
+
+/// Figures of one interval of one op.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IntervalStat {
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub count: u64,
+    pub bytes: u64,
+    pub mean_ns: f64,
+    pub p50_ns: u64,
+    pub p90_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+    pub max_ns: u64,
+}
+
+impl IntervalStat {
+    /// Operations per second in the interval.
+    pub fn iops(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.count as f64 / self.duration_s
+        } else {
+            0.0
+        }
+    }
+    /// MB (10^6 bytes) per second in the interval.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.duration_s > 0.0 {
+            self.bytes as f64 / self.duration_s / 1e6
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Decode a histogram keeping the bounds it was written with. Percentiles and binning do not
+/// need the project-wide bounds that [`Hist::decode`] normalises to (which costs a second
+/// allocation and a merge per interval), so this is the fast path for per-interval figures.
+pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
+    if hist.as_base64().is_empty() {
+        return Ok(crate::results::new_histogram());
+    }
+    let bytes = hist.to_bytes().context("histogram is not valid base64")?;
+    Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
+/// Every interval of one op, decoded once.
+#[derive(Clone, Debug, Default)]
+pub struct OpSeries {
+    pub op: String,
+    pub stats: Vec<IntervalStat>,
+    /// Fine-grid cells per interval (same order as `stats`).
+    pub cells: Vec<Vec<Cell>>,
+}
+
+impl OpSeries {
+    /// Decode every interval histogram of `op`.
+    pub fn decode(op: &OpResult) -> Result<OpSeries> {
+        let mut stats = Vec::with_capacity(op.intervals.len());
+        let mut cells = Vec::with_capacity(op.intervals.len());
+        for (i, iv) in op.intervals.iter().enumerate() {
+            let h = decode_any_bounds(&iv.hist)
+                .with_context(|| format!("op {}: interval {i}", op.op))?;
+            let sparse = sparse_counts(&h);
+            let q = sparse_quantiles(&h, &sparse, &[0.5, 0.9, 0.99, 0.999]);
+            let (p50, p90, p99, p999) = (q[0], q[1], q[2], q[3]);
+            let n = h.len() as f64;
+            let mean = sparse
+                .iter()
+                .map(|&(v, c)| h.median_equivalent(v) as f64 * c as f64 / n)
+                .sum::<f64>();
+            stats.push(IntervalStat {
+                start_s: iv.start_s,
+                duration_s: iv.duration_s,
+                count: iv.count,
+                bytes: iv.bytes,
+                mean_ns: if h.is_empty() { 0.0 } else { mean },
+                p50_ns: p50,
+                p90_ns: p90,
+                p99_ns: p99,
+                p999_ns: p999,
+                max_ns: if h.is_empty() { 0 } else { h.max() },
+            });
+            cells.push(bin_sparse(&h, &sparse, op.bucket_convention));
+        }
+        Ok(OpSeries {
+            op: op.op.clone(),
+            stats,
+            cells,
+        })
+    }
+
+    /// Decode every op of a run, spreading the work over the available CPUs.
+    pub fn decode_all(ops: &[OpResult]) -> Result<Vec<OpSeries>> {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(8);
+        let total: usize = ops.iter().map(|o| o.intervals.len()).sum();
+        if threads <= 1 || total < 64 {
+            return ops.iter().map(OpSeries::decode).collect();
+        }
+        // Split each op's intervals into chunks and decode the chunks in parallel.
+        let mut parts: Vec<(usize, OpResult)> = Vec::new();
+        for (i, o) in ops.iter().enumerate() {
+            let chunk = o.intervals.len().div_ceil(threads).max(1);
+            if o.intervals.is_empty() {
+                parts.push((i, o.clone()));
+            }
+            for ivs in o.intervals.chunks(chunk) {
+                let mut part = o.clone();
+                part.intervals = ivs.to_vec();
+                parts.push((i, part));
+            }
+        }
+        let results: Vec<Result<OpSeries>> = std::thread::scope(|s| {
+            let per = parts.len().div_ceil(threads);
+            let handles: Vec<_> = parts
+                .chunks(per)
+                .map(|group| {
+                    s.spawn(move || {
+                        group
+                            .iter()
+                            .map(|(_, p)| OpSeries::decode(p))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("decoder thread panicked"))
+                .collect()
+        });
+        let mut out: Vec<OpSeries> = ops
+            .iter()
+            .map(|o| OpSeries {
+                op: o.op.clone(),
+                ..OpSeries::default()
+            })
+            .collect();
+        for ((i, _), r) in parts.iter().zip(results) {
+            let r = r?;
+            out[*i].stats.extend(r.stats);
+            out[*i].cells.extend(r.cells);
+        }
+        Ok(out)
+    }
+
+    /// Lowest and highest fine row with data, if any.
+    pub fn row_range(&self) -> Option<(i32, i32)> {
+        let mut lo = i32::MAX;
+        let mut hi = i32::MIN;
+        for c in self.cells.iter().flatten() {
+            lo = lo.min(c.row);
+            hi = hi.max(c.row);
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+}
+
+/// Which heatmap: PyLatencyMap's two views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeatKind {
+    /// Colour = number of operations.
+    Frequency,
+    /// Colour = operations × latency (time spent).
+    Intensity,
+}
+
+impl HeatKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            HeatKind::Frequency => "frequency (operations)",
+            HeatKind::Intensity => "intensity (operations × latency: where the time went)",
+        }
+    }
+}
+
+/// A latency-over-time heatmap: `rows` log-latency rows (row 0 = lowest latency) × `cols`
+/// time columns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Heatmap {
+    /// Rows per factor of two of this map.
+    pub per_octave: u32,
+    /// Row index (on a `per_octave` grid) of the lowest row.
+    pub row0: i32,
+    pub rows: usize,
+    pub cols: usize,
+    /// Intervals merged into each column.
+    pub group: usize,
+    /// Start time (s) of each column, plus the end of the last as a final element.
+    pub col_edges_s: Vec<f64>,
+    /// Counts, row-major: `freq[row * cols + col]`.
+    pub freq: Vec<u64>,
+    /// Summed latency (ns), same layout.
+    pub intensity: Vec<f64>,
+}
+
+impl Heatmap {
+    /// Build a heatmap of `series` with at most `max_cols` columns and `per_octave` rows per
+    /// factor of two (must divide [`FINE_PER_OCTAVE`]), covering at least `min_rows` rows and
+    /// at most `max_rows` (rows are coarsened further when the latency span needs more).
+    /// Returns `None` when the series has no data.
+    pub fn build(
+        series: &OpSeries,
+        max_cols: usize,
+        per_octave: u32,
+        max_rows: usize,
+    ) -> Option<Heatmap> {
+        let (lo, hi) = series.row_range()?;
+        let mut per_octave = per_octave.clamp(1, FINE_PER_OCTAVE);
+        while FINE_PER_OCTAVE % per_octave != 0 {
+            per_octave -= 1;
+        }
+        let (mut f, mut row0, mut rows);
+        loop {
+            f = (FINE_PER_OCTAVE / per_octave) as i32;
+            row0 = lo.div_euclid(f);
+            rows = (hi.div_euclid(f) - row0 + 1) as usize;
+            if rows <= max_rows.max(1) || per_octave == 1 {
+                break;
+            }
+            per_octave = if per_octave == 4 { 2 } else { 1 };
+        }
+        let n = series.stats.len();
+        let max_cols = max_cols.max(1);
+        let group = n.div_ceil(max_cols).max(1);
+        let cols = n.div_ceil(group);
+        let mut freq = vec![0u64; rows * cols];
+        let mut intensity = vec![0f64; rows * cols];
+        for (i, cells) in series.cells.iter().enumerate() {
+            let col = i / group;
+            for c in cells {
+                let r = (c.row.div_euclid(f) - row0) as usize;
+                freq[r * cols + col] += c.count;
+                intensity[r * cols + col] += c.time_ns;
+            }
+        }
+        let mut col_edges_s: Vec<f64> =
+            (0..cols).map(|c| series.stats[c * group].start_s).collect();
+        let last = &series.stats[n - 1];
+        col_edges_s.push(last.start_s + last.duration_s);
+        Some(Heatmap {
+            per_octave,
+            row0,
+            rows,
+            cols,
+            group,
+            col_edges_s,
+            freq,
+            intensity,
+        })
+    }
+
+    /// Latency range (ns) of row `r`: `[low, high)`.
+    pub fn row_bounds_ns(&self, r: usize) -> (f64, f64) {
+        let i = self.row0 + r as i32;
+        (
+            row_low_ns(i, self.per_octave),
+            row_low_ns(i + 1, self.per_octave),
+        )
+    }
+
+    /// Value of a cell in the chosen view.
+    pub fn value(&self, kind: HeatKind, row: usize, col: usize) -> f64 {
+        match kind {
+            HeatKind::Frequency => self.freq[row * self.cols + col] as f64,
+            HeatKind::Intensity => self.intensity[row * self.cols + col],
+        }
+    }
+
+    /// Largest cell value of a view.
+    pub fn max_value(&self, kind: HeatKind) -> f64 {
+        match kind {
+            HeatKind::Frequency => self.freq.iter().copied().max().unwrap_or(0) as f64,
+            HeatKind::Intensity => self.intensity.iter().copied().fold(0.0, f64::max),
+        }
+    }
+}
+
+/// Colour level of a cell in a view: frequency on a log scale ([`level`]: counts span
+/// decades and single outliers must stay visible), intensity on a linear scale (the point of
+/// that view is which latencies dominate the time spent), with non-empty cells kept visible.
+pub fn level_for(kind: HeatKind, v: f64, max: f64) -> f64 {
+    match kind {
+        HeatKind::Frequency => level(v, max),
+        HeatKind::Intensity => {
+            if v <= 0.0 || max <= 0.0 {
+                0.0
+            } else {
+                (v / max).clamp(0.05, 1.0)
+            }
+        }
+    }
+}
+
+/// Colour level in 0..=1 of a cell value on a logarithmic scale up to `max` (counts span
+/// decades; a linear scale would hide everything but the main mode). Zero stays zero; any
+/// non-zero value gets at least a small positive level so single outliers remain visible.
+pub fn level(v: f64, max: f64) -> f64 {
+    if v <= 0.0 || max <= 0.0 {
+        return 0.0;
+    }
+    if max <= 1.0 {
+        return 1.0;
+    }
+    let l = (1.0 + v).ln() / (1.0 + max).ln();
+    l.clamp(0.05, 1.0)
+}
+
+/// One bin of a whole-run latency histogram: `[low_ns, high_ns)`, its count and share (0..1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bin {
+    pub low_ns: f64,
+    pub high_ns: f64,
+    pub count: u64,
+    pub share: f64,
+}
+
+/// A histogram as contiguous log bins (`per_octave` per factor of two, dividing
+/// [`FINE_PER_OCTAVE`]) from its lowest to its highest non-empty bin, empty bins included.
+pub fn log_bins(h: &Histogram<u64>, conv: BucketConvention, per_octave: u32) -> Vec<Bin> {
+    let cells = bin_histogram(h, conv);
+    let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
+        return vec![];
+    };
+    let per_octave = if FINE_PER_OCTAVE % per_octave.max(1) == 0 {
+        per_octave.max(1)
+    } else {
+        1
+    };
+    let f = (FINE_PER_OCTAVE / per_octave) as i32;
+    let (r0, r1) = (first.row.div_euclid(f), last.row.div_euclid(f));
+    let total: u64 = cells.iter().map(|c| c.count).sum();
+    let mut bins: Vec<Bin> = (r0..=r1)
+        .map(|r| Bin {
+            low_ns: row_low_ns(r, per_octave),
+            high_ns: row_low_ns(r + 1, per_octave),
+            count: 0,
+            share: 0.0,
+        })
+        .collect();
+    for c in &cells {
+        bins[(c.row.div_euclid(f) - r0) as usize].count += c.count;
+    }
+    for b in &mut bins {
+        b.share = b.count as f64 / total as f64;
+    }
+    bins
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::{new_histogram, record_ns, Interval};
+
+    fn op_with(intervals: &[&[u64]]) -> OpResult {
+        let mut total = new_histogram();
+        let ivs = intervals
+            .iter()
+            .enumerate()
+            .map(|(i, vals)| {
+                let mut h = new_histogram();
+                for &v in *vals {
+                    record_ns(&mut h, v);
+                }
+                total.add(&h).unwrap();
+                Interval {
+                    start_s: i as f64,
+                    duration_s: 1.0,
+                    count: h.len(),
+                    bytes: h.len() * 8192,
+                    hist: Hist::encode(&h),
+                }
+            })
+            .collect();
+        OpResult::new("read", &total, total.len() * 8192, ivs)
+    }
+
+    #[test]
+    fn fine_rows_are_log2_quarters() {
+        assert_eq!(fine_row(1.0), 0);
+        assert_eq!(fine_row(2.0), 4);
+        assert_eq!(fine_row(1024.0), 40);
+        assert_eq!(fine_row(1023.0), 39);
+        assert!((row_low_ns(40, 4) - 1024.0).abs() < 1e-9);
+        assert!((row_low_ns(10, 1) - 1024.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn conventions_shift_into_the_right_octave() {
+        let mut h = new_histogram();
+        record_ns(&mut h, 1024);
+        let v = h.iter_recorded().next().unwrap().value_iterated_to();
+        // Oracle's label 1024 means [512, 1024): row of octave 9; bcc's means [1024, 2048).
+        assert_eq!(
+            fine_row(representative_ns(&h, v, BucketConvention::UpperBound)) / 4,
+            9
+        );
+        assert_eq!(
+            fine_row(representative_ns(&h, v, BucketConvention::LowerBound)) / 4,
+            10
+        );
+        assert_eq!(
+            fine_row(representative_ns(&h, v, BucketConvention::Exact)) / 4,
+            10
+        );
+    }
+
+    #[test]
+    fn sparse_counts_and_quantiles_match_hdrhistogram() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(5);
+        let mut h = new_histogram();
+        for _ in 0..5000 {
+            let v = if rng.gen::<f64>() < 0.7 {
+                rng.gen_range(50_000..150_000)
+            } else {
+                rng.gen_range(2_000_000..9_000_000)
+            };
+            record_ns(&mut h, v);
+        }
+        let sparse = sparse_counts(&h);
+        let mine: Vec<(u64, u64)> = h
+            .iter_recorded()
+            .map(|v| {
+                (
+                    h.lowest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
+            .collect();
+        assert_eq!(sparse, mine);
+        let qs = [0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0];
+        let theirs: Vec<u64> = h.value_at_quantiles(qs).collect();
+        assert_eq!(sparse_quantiles(&h, &sparse, &qs), theirs);
+        let s = OpSeries::decode(&op_with(&[&[100, 200, 300_000, 7_000_000]])).unwrap();
+        assert!(
+            (s.stats[0].mean_ns - (100.0 + 200.0 + 300_000.0 + 7_000_000.0) / 4.0).abs() < 5_000.0
+        );
+        assert!(sparse_counts(&new_histogram()).is_empty());
+    }
+
+    #[test]
+    fn decode_gives_percentiles_and_cells_per_interval() {
+        let op = op_with(&[&[100_000; 10], &[100_000, 100_000, 5_000_000]]);
+        let s = OpSeries::decode(&op).unwrap();
+        assert_eq!(s.stats.len(), 2);
+        assert_eq!(s.stats[0].count, 10);
+        assert!((s.stats[0].p50_ns as f64 - 100_000.0).abs() < 100.0);
+        assert!((s.stats[1].max_ns as f64 - 5_000_000.0).abs() < 5_000.0);
+        let cells: u64 = s.cells[1].iter().map(|c| c.count).sum();
+        assert_eq!(cells, 3);
+        assert_eq!(s.cells[1].len(), 2);
+        assert_eq!(s.cells[1][0].row, fine_row(100_000.0));
+    }
+
+    #[test]
+    fn parallel_decode_matches_serial() {
+        let vals: Vec<Vec<u64>> = (0..100).map(|i| vec![1000 + i * 37; 3]).collect();
+        let refs: Vec<&[u64]> = vals.iter().map(|v| v.as_slice()).collect();
+        let op = op_with(&refs);
+        let ops = vec![op.clone(), op];
+        let par = OpSeries::decode_all(&ops).unwrap();
+        let ser = OpSeries::decode(&ops[0]).unwrap();
+        assert_eq!(par.len(), 2);
+        assert_eq!(par[1].stats, ser.stats);
+        assert_eq!(par[1].cells, ser.cells);
+    }
+
+    #[test]
+    fn heatmap_maps_buckets_to_rows_and_aggregates_columns() {
+        // 10 intervals; 1 µs and 1 ms ops.
+        let vals: Vec<Vec<u64>> = (0..10).map(|_| vec![1_000, 1_000, 1_000_000]).collect();
+        let refs: Vec<&[u64]> = vals.iter().map(|v| v.as_slice()).collect();
+        let s = OpSeries::decode(&op_with(&refs)).unwrap();
+        let m = Heatmap::build(&s, 4, 1, 100).unwrap();
+        // 10 intervals into at most 4 columns: 3 per column, 4 columns.
+        assert_eq!((m.group, m.cols), (3, 4));
+        assert_eq!(m.col_edges_s, vec![0.0, 3.0, 6.0, 9.0, 10.0]);
+        // 1 µs is in octave 9 ([512,1024)) or 10 depending on bucket; 1 ms in octave 19.
+        assert_eq!(m.row0, fine_row(1_000.0) / 4);
+        assert_eq!(m.rows as i32, fine_row(1_000_000.0) / 4 - m.row0 + 1);
+        assert_eq!(m.freq[0], 6); // row 0, col 0: 3 intervals × 2 ops
+        assert_eq!(m.freq[m.rows.saturating_sub(1) * m.cols], 3);
+        assert_eq!(m.freq[3], 2); // last column has one interval
+        let total: u64 = m.freq.iter().sum();
+        assert_eq!(total, 30);
+        // Intensity: the 1 ms row holds most of the time.
+        let top = m.value(HeatKind::Intensity, m.rows - 1, 0);
+        let bottom = m.value(HeatKind::Intensity, 0, 0);
+        assert!(top > 100.0 * bottom);
+        let (lo, hi) = m.row_bounds_ns(m.rows - 1);
+        assert!(lo <= 1_000_000.0 && 1_000_000.0 < hi);
+    }
+
+    #[test]
+    fn heatmap_coarsens_rows_to_fit() {
+        let vals: Vec<Vec<u64>> = vec![vec![100, 10_000_000_000]];
+        let refs: Vec<&[u64]> = vals.iter().map(|v| v.as_slice()).collect();
+        let s = OpSeries::decode(&op_with(&refs)).unwrap();
+        let fine = Heatmap::build(&s, 10, 4, 1000).unwrap();
+        assert_eq!(fine.per_octave, 4);
+        let coarse = Heatmap::build(&s, 10, 4, 40).unwrap();
+        assert_eq!(coarse.per_octave, 1);
+        assert!(coarse.rows <= 40 && coarse.rows >= 26);
+    }
+
+    #[test]
+    fn log_bins_are_contiguous_and_sum_to_one() {
+        let mut h = new_histogram();
+        for v in [1_000u64, 1_100, 66_000, 70_000, 70_000] {
+            record_ns(&mut h, v);
+        }
+        let bins = log_bins(&h, BucketConvention::Exact, 1);
+        // From the 512..1024 or 1024..2048 octave up to 65536..131072.
+        assert!(bins.len() >= 7 && bins.len() <= 8, "{bins:?}");
+        for w in bins.windows(2) {
+            assert!((w[0].high_ns - w[1].low_ns).abs() < 1e-6);
+        }
+        let sum: f64 = bins.iter().map(|b| b.share).sum();
+        assert!((sum - 1.0).abs() < 1e-9);
+        assert_eq!(bins.last().unwrap().count, 3);
+        assert!(log_bins(&new_histogram(), BucketConvention::Exact, 1).is_empty());
+    }
+
+    #[test]
+    fn empty_series_has_no_heatmap() {
+        let op = op_with(&[]);
+        let s = OpSeries::decode(&op).unwrap();
+        assert!(Heatmap::build(&s, 10, 1, 10).is_none());
+    }
+
+    #[test]
+    fn levels_are_logarithmic_and_keep_outliers_visible() {
+        assert_eq!(level(0.0, 1000.0), 0.0);
+        assert_eq!(level(1000.0, 1000.0), 1.0);
+        assert!(level(1.0, 1e9) >= 0.05);
+        assert!(level(31.0, 1023.0) > 0.45 && level(31.0, 1023.0) < 0.55);
+        assert_eq!(level_for(HeatKind::Intensity, 500.0, 1000.0), 0.5);
+        assert_eq!(level_for(HeatKind::Intensity, 1e-3, 1000.0), 0.05);
+        assert_eq!(
+            level_for(HeatKind::Frequency, 31.0, 1023.0),
+            level(31.0, 1023.0)
+        );
+    }
+}

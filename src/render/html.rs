@@ -1,0 +1,876 @@
+//! `iolens report` and `iolens compare -o`: one self-contained HTML file. Charts are inline SVG
+//! built by [`super::svg`]; styles and the small hover script are inline; nothing is fetched
+//! from anywhere, so the file opens offline and prints legibly.
+//!
+//! Layout: summary first (headline figures, verdicts, per-op table), then the calibration
+//! curve, then per run: host cost (CPU µs per I/O, run-queue delay, application vs device
+//! latency), latency histograms with their modes, latency and IOPS over time, and frequency
+//! and intensity heatmaps per op; then environment, the complete workload specs and warnings.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+
+use super::compare::{calibration_table, pair_runs, run_tables};
+use super::heatmap::{log_bins, HeatKind, Heatmap, OpSeries};
+use super::kind_name;
+use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Series};
+use super::terminal::{host_lines, spec_line, summary_table, Table};
+use hdrhistogram::Histogram;
+
+use crate::analysis::{describe, find_knee, find_modes, run_verdicts};
+use crate::results::{BucketConvention, Results, RunResult};
+use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
+
+const CSS: &str = r#"
+:root{--fg:#1b1f24;--muted:#5b6570;--line:#d8dde3;--bg:#fff;--accent:#1f77b4}
+*{box-sizing:border-box}
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:var(--fg);background:var(--bg);margin:0 auto;max-width:960px;padding:16px 20px 60px}
+h1{font-size:22px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid var(--line);padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}
+.meta,.note{color:var(--muted)}
+nav{margin:8px 0 0;font-size:13px}nav a{margin-right:12px;color:var(--accent)}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.card{border:1px solid var(--line);border-radius:6px;padding:8px 12px;min-width:140px}
+.card .v{font-size:20px;font-weight:600}.card .k{font-size:12px;color:var(--muted)}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;font-variant-numeric:tabular-nums}
+th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:right;white-space:nowrap}
+th:first-child,td:first-child{text-align:left}
+th{background:#f3f5f7}
+pre{background:#f6f8fa;border:1px solid var(--line);padding:8px;overflow:auto;font-size:12px}
+.verdict{border-left:4px solid var(--accent);padding:4px 10px;margin:6px 0;background:#f6f9fc}
+.verdict.warning{border-color:#e6a100;background:#fffaf0}.verdict.critical{border-color:#d62728;background:#fff5f5}
+.warn{color:#8a5a00}
+svg.chart{display:block;max-width:100%;height:auto;margin:6px 0 14px}
+svg .grid{stroke:#eceff2}svg .axis{stroke:#333}svg .tick{font-size:11px;fill:#333}
+svg .alabel{font-size:12px;fill:#333}svg .ctitle{font-size:13px;font-weight:600;fill:#111}
+svg .ref{stroke:#d62728;stroke-dasharray:6 4}svg .reflabel{font-size:11px;fill:#d62728}
+svg .mark{fill:none;stroke:#111;stroke-width:2}svg .marklabel{font-size:12px;font-weight:600}
+svg .band{fill:#ffbf00;fill-opacity:.15;stroke:#e6a100;stroke-opacity:.6}svg .bandlabel{font-size:11px;fill:#8a5a00}
+svg .heatbg{fill:#fafafa}
+details>summary{cursor:pointer;font-weight:600;margin:10px 0}
+#tip{position:absolute;background:#111;color:#fff;font-size:12px;padding:3px 6px;border-radius:3px;pointer-events:none;white-space:nowrap}
+@media print{nav,#tip{display:none}body{max-width:none;padding:0}svg.chart,table{break-inside:avoid}h2{break-after:avoid}details{display:block}}
+"#;
+
+/// Inline script: pointer read-out for every chart (and cell values for heatmaps).
+const JS: &str = r#"
+(function(){
+var tip=document.getElementById('tip');
+function sc(a){var s=a.split(',');return{lg:s[0]==='log',d0:+s[1],d1:+s[2],r0:+s[3],r1:+s[4]};}
+function inv(s,p){var t=(p-s.r0)/(s.r1-s.r0);return s.lg?Math.exp(Math.log(s.d0)+t*(Math.log(s.d1)-Math.log(s.d0))):s.d0+t*(s.d1-s.d0);}
+function within(s,p){return p>=Math.min(s.r0,s.r1)&&p<=Math.max(s.r0,s.r1);}
+function g3(v){var a=Math.abs(v);return a>=100?v.toFixed(0):a>=10?v.toFixed(1):v.toFixed(2);}
+function fns(v){return v<1e3?g3(v)+' ns':v<1e6?g3(v/1e3)+' \u00b5s':v<1e9?g3(v/1e6)+' ms':g3(v/1e9)+' s';}
+function fmt(f,v){if(f==='ns')return fns(v);if(f==='s')return g3(v)+' s';if(f==='pct')return g3(v)+'%';return v>=1e6?g3(v/1e6)+'M':v>=1e3?g3(v/1e3)+'k':g3(v);}
+function find(a,v){for(var i=0;i+1<a.length;i++){if(v>=a[i]&&v<a[i+1])return i;}return -1;}
+var charts=document.querySelectorAll('svg.chart');
+for(var k=0;k<charts.length;k++){(function(svg){
+ var sx=sc(svg.dataset.sx),sy=sc(svg.dataset.sy),data=null,d=svg.querySelector('desc.heatdata');
+ if(d){data=JSON.parse(d.textContent);}
+ svg.addEventListener('mousemove',function(e){
+  var m=svg.getScreenCTM();if(!m){return;}
+  var pt=svg.createSVGPoint();pt.x=e.clientX;pt.y=e.clientY;var p=pt.matrixTransform(m.inverse());
+  if(!within(sx,p.x)||!within(sy,p.y)){tip.hidden=true;return;}
+  var x=inv(sx,p.x),y=inv(sy,p.y),text=fmt(svg.dataset.fx,x)+', '+fmt(svg.dataset.fy,y);
+  if(data){var c=find(data.edges,x),r=find(data.rows,y);
+   if(c>=0&&r>=0){var v=data.v[r*(data.edges.length-1)+c];
+    text=g3(data.edges[c])+'\u2013'+g3(data.edges[c+1])+' s, '+fns(data.rows[r])+'\u2013'+fns(data.rows[r+1])+': '+(data.kind==='f'?v+' ops':fns(v)+' of I/O time');}}
+  tip.textContent=text;tip.style.left=(e.pageX+14)+'px';tip.style.top=(e.pageY+14)+'px';tip.hidden=false;});
+ svg.addEventListener('mouseleave',function(){tip.hidden=true;});
+})(charts[k]);}
+})();
+"#;
+
+/// Modes of a latency histogram (`analysis::modes`) as shaded bands, placed with the same
+/// bucket-convention shift as the histogram bars, and their one-line description.
+pub(crate) fn mode_bands(h: &Histogram<u64>, conv: BucketConvention) -> (Vec<Band>, String) {
+    let modes = find_modes(h);
+    let f = match conv {
+        BucketConvention::Exact => 1.0,
+        BucketConvention::UpperBound => std::f64::consts::FRAC_1_SQRT_2,
+        BucketConvention::LowerBound => std::f64::consts::SQRT_2,
+    };
+    let bands = modes
+        .iter()
+        .map(|m| Band {
+            low_ns: m.low_ns * f,
+            high_ns: m.high_ns * f,
+            label: format!(
+                "mode {} ({}%)",
+                fmt_ns(m.centre_ns * f),
+                sig3(m.share * 100.0)
+            ),
+        })
+        .collect();
+    (bands, describe(&modes))
+}
+
+/// Verdicts on a run (`analysis::verdicts`): (severity, message).
+pub(crate) fn verdicts(run: &RunResult) -> Vec<(String, String)> {
+    run_verdicts(run)
+        .into_iter()
+        .map(|v| (v.severity, v.message))
+        .collect()
+}
+
+/// The knee of the calibration curve (`analysis::knee`): curve index and a label.
+pub(crate) fn knee_of(r: &Results) -> Option<(usize, String)> {
+    let c = r.calibration.as_ref()?;
+    let k = find_knee(&c.curve)?;
+    Some((
+        k.index,
+        format!("knee: {} IOPS, {} sessions", fmt_rate(k.iops), k.sessions),
+    ))
+}
+
+fn table_html(t: &Table) -> String {
+    let mut s = String::from("<table><thead><tr>");
+    for h in &t.header {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr></thead><tbody>");
+    for r in &t.rows {
+        s.push_str("<tr>");
+        for c in r {
+            let _ = write!(s, "<td>{}</td>", esc(c));
+        }
+        s.push_str("</tr>");
+    }
+    s.push_str("</tbody></table>");
+    s
+}
+
+fn card(out: &mut String, key: &str, value: &str) {
+    let _ = write!(
+        out,
+        "<div class=\"card\"><div class=\"v\">{}</div><div class=\"k\">{}</div></div>",
+        esc(value),
+        esc(key)
+    );
+}
+
+fn page_start(out: &mut String, title: &str) {
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>{}</title><style>{CSS}</style></head><body>",
+        esc(title)
+    );
+}
+
+fn page_end(out: &mut String) {
+    let _ = writeln!(
+        out,
+        "<div id=\"tip\" hidden></div><script>{JS}</script></body></html>"
+    );
+}
+
+/// Headline cards of a results document.
+fn headline(out: &mut String, r: &Results) {
+    out.push_str("<div class=\"cards\">");
+    if let Some(c) = &r.calibration {
+        card(
+            out,
+            &format!(
+                "max IOPS at p{} ≤ {}",
+                sig3(c.percentile),
+                fmt_ns(c.max_latency_ns as f64)
+            ),
+            &c.max_iops
+                .map(fmt_rate)
+                .unwrap_or_else(|| "not reached".into()),
+        );
+        if let Some((i, _)) = knee_of(r) {
+            if let Some(p) = c.curve.get(i) {
+                card(
+                    out,
+                    "knee (queueing starts)",
+                    &format!("{} IOPS", fmt_rate(p.iops)),
+                );
+            }
+        }
+        if let Some(v) = c.max_mbps {
+            card(out, "max MB/s (many streams)", &sig3(v));
+        }
+        if let Some(v) = c.max_pmbps {
+            card(out, "max MB/s (one stream)", &sig3(v));
+        }
+    } else if let Some(run) = r.runs.first() {
+        if r.runs.len() == 1 {
+            card(out, "IOPS", &fmt_rate(run.iops()));
+            card(out, "MB/s", &sig3(run.mb_per_s()));
+            for op in run.ops.iter().filter(|o| o.count > 0).take(3) {
+                card(
+                    out,
+                    &format!("{} p99 (p99.9)", op.op),
+                    &format!(
+                        "{} ({})",
+                        fmt_ns(op.summary.p99_ns as f64),
+                        fmt_ns(op.summary.p999_ns as f64)
+                    ),
+                );
+            }
+            if let Some(c) = &run.cpu {
+                card(out, "CPU µs per I/O", &sig3(c.us_per_io));
+            }
+        } else {
+            card(out, "series", &r.runs.len().to_string());
+            card(
+                out,
+                "operations",
+                &r.runs
+                    .iter()
+                    .map(|x| x.total_count())
+                    .sum::<u64>()
+                    .to_string(),
+            );
+        }
+    }
+    out.push_str("</div>");
+}
+
+/// Latency histogram chart of every op of a run (one chart per op, modes shaded).
+fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
+    for (i, op) in run.ops.iter().enumerate() {
+        if op.count == 0 {
+            continue;
+        }
+        let h = op.hist.decode()?;
+        let bins = log_bins(&h, op.bucket_convention, 4);
+        let (bands, desc) = mode_bands(&h, op.bucket_convention);
+        let series = HistSeries {
+            name: op.op.clone(),
+            colour: colour(i).into(),
+            bins: bins
+                .iter()
+                .map(|b| (b.low_ns, b.high_ns, b.share))
+                .collect(),
+        };
+        out.push_str(&svg::histogram_chart(
+            &format!("{} latency histogram — {} operations", op.op, op.count),
+            &[series],
+            &bands,
+        ));
+        if !desc.is_empty() {
+            let _ = write!(out, "<p class=\"note\">{}: {}</p>", esc(&op.op), esc(&desc));
+        }
+    }
+    Ok(())
+}
+
+/// Latency-over-time and IOPS-over-time charts plus heatmaps of a run.
+fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
+    let series = OpSeries::decode_all(&run.ops)?;
+    if series.iter().all(|s| s.stats.len() < 2) {
+        return Ok(());
+    }
+    let mut iops = LineChart::new(
+        "IOPS over time",
+        "time since start of measurement",
+        "operations per second",
+        Fmt::Seconds,
+        Fmt::Rate,
+    );
+    for (i, s) in series.iter().enumerate() {
+        iops.series.push(Series {
+            name: s.op.clone(),
+            colour: colour(i).into(),
+            points: s
+                .stats
+                .iter()
+                .map(|st| (st.start_s + st.duration_s / 2.0, st.iops()))
+                .collect(),
+            ..Series::default()
+        });
+    }
+    out.push_str(&iops.render());
+    for (i, s) in series.iter().enumerate() {
+        if run.ops[i].count == 0 {
+            continue;
+        }
+        let mut lat = LineChart::new(
+            &format!("{} latency per interval", s.op),
+            "time since start of measurement",
+            "latency (log scale)",
+            Fmt::Seconds,
+            Fmt::Latency,
+        );
+        lat.y_log = true;
+        lat.height = 260.0;
+        type Pick = fn(&super::heatmap::IntervalStat) -> u64;
+        let picks: [(&str, Pick); 3] = [
+            ("p50", |s| s.p50_ns),
+            ("p99", |s| s.p99_ns),
+            ("max", |s| s.max_ns),
+        ];
+        for (k, (name, f)) in picks.into_iter().enumerate() {
+            lat.series.push(Series {
+                name: name.into(),
+                colour: colour(k).into(),
+                points: s
+                    .stats
+                    .iter()
+                    .filter(|st| st.count > 0)
+                    .map(|st| (st.start_s + st.duration_s / 2.0, f(st) as f64))
+                    .collect(),
+                ..Series::default()
+            });
+        }
+        out.push_str(&lat.render());
+        // Plot area is ~770 px wide: at most one column per 2 px.
+        for kind in [HeatKind::Frequency, HeatKind::Intensity] {
+            if let Some(m) = Heatmap::build(s, 385, 2, 48) {
+                let hid = format!(
+                    "{id}-{i}-{}",
+                    if kind == HeatKind::Frequency {
+                        "f"
+                    } else {
+                        "i"
+                    }
+                );
+                let title = format!(
+                    "{} heatmap, {}{}",
+                    s.op,
+                    kind.title(),
+                    if m.group > 1 {
+                        format!(" — {} intervals per column", m.group)
+                    } else {
+                        String::new()
+                    }
+                );
+                out.push_str(&svg::heatmap_chart(&title, &m, kind, &hid));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Host cost and device view of a run as a table and lines.
+fn run_host(out: &mut String, run: &RunResult) {
+    let lines = host_lines(run);
+    if lines.is_empty() {
+        return;
+    }
+    out.push_str("<h3>Host cost and device view</h3>");
+    if let Some(c) = &run.cpu {
+        let mut t = Table::new(&["CPU per I/O", "µs"]);
+        t.row(vec!["user + system".into(), sig3(c.us_per_io)]);
+        t.row(vec!["user".into(), sig3(c.user_us_per_io)]);
+        t.row(vec!["system".into(), sig3(c.sys_us_per_io)]);
+        t.row(vec![
+            "run-queue delay (waiting for a CPU)".into(),
+            sig3(c.runq_us_per_io),
+        ]);
+        out.push_str(&table_html(&t));
+    }
+    if let Some(d) = &run.device {
+        let mut t = Table::new(&[
+            "op",
+            "application mean",
+            "application p50",
+            "device await",
+            "difference (host queue)",
+        ]);
+        for (name, dev_us) in [("read", d.read_await_us), ("write", d.write_await_us)] {
+            if let Some(op) = run.op(name).filter(|o| o.count > 0) {
+                t.row(vec![
+                    name.into(),
+                    fmt_ns(op.summary.mean_ns),
+                    fmt_ns(op.summary.p50_ns as f64),
+                    fmt_ns(dev_us * 1e3),
+                    fmt_ns(op.summary.mean_ns - dev_us * 1e3),
+                ]);
+            }
+        }
+        if !t.rows.is_empty() {
+            out.push_str(&table_html(&t));
+        }
+    }
+    for l in lines {
+        let _ = write!(out, "<p>{}</p>", esc(&l));
+    }
+}
+
+/// The calibration section: curve with target and knee, host-cost curves, curve table.
+fn calibration_section(out: &mut String, r: &Results) {
+    let Some(c) = &r.calibration else { return };
+    out.push_str("<section id=\"calibration\"><h2>Calibration: load curve</h2>");
+    let mut ch = LineChart::new(
+        "Latency vs IOPS (single-block random reads)",
+        "IOPS",
+        "latency (log scale)",
+        Fmt::Rate,
+        Fmt::Latency,
+    );
+    ch.y_log = true;
+    type Pick = fn(&crate::results::CurvePoint) -> f64;
+    let picks: [(&str, Pick); 3] = [
+        ("p50", |p| p.p50_ns as f64),
+        ("p99", |p| p.p99_ns as f64),
+        ("p99.9", |p| p.p999_ns as f64),
+    ];
+    for (k, (name, f)) in picks.into_iter().enumerate() {
+        ch.series.push(Series {
+            name: name.into(),
+            colour: colour(k).into(),
+            points: c.curve.iter().map(|p| (p.iops, f(p))).collect(),
+            dots: true,
+            dashed: false,
+        });
+    }
+    ch.hlines.push((
+        c.max_latency_ns as f64,
+        format!(
+            "target p{} ≤ {}",
+            sig3(c.percentile),
+            fmt_ns(c.max_latency_ns as f64)
+        ),
+    ));
+    let knee = knee_of(r);
+    if let Some(p) = c.max_iops_point.and_then(|i| c.curve.get(i)) {
+        let same = knee.as_ref().is_some_and(|k| Some(k.0) == c.max_iops_point);
+        ch.marks.push(Mark {
+            x: p.iops,
+            y: p.p99_ns as f64,
+            label: format!(
+                "max at target{}: {} IOPS",
+                if same { " = knee" } else { "" },
+                fmt_rate(p.iops)
+            ),
+        });
+    }
+    if let Some((i, label)) = knee.filter(|k| Some(k.0) != c.max_iops_point) {
+        if let Some(p) = c.curve.get(i) {
+            ch.marks.push(Mark {
+                x: p.iops,
+                y: p.p99_ns as f64,
+                label,
+            });
+        }
+    }
+    out.push_str(&ch.render());
+    let mut cost = LineChart::new(
+        "Host cost vs IOPS",
+        "IOPS",
+        "µs per I/O",
+        Fmt::Rate,
+        Fmt::Rate,
+    );
+    cost.height = 260.0;
+    type PickC = fn(&crate::results::CurvePoint) -> f64;
+    let costs: [(&str, PickC); 2] = [
+        ("CPU µs/IO", |p| p.cpu_us_per_io),
+        ("run-queue µs/IO", |p| p.runq_us_per_io),
+    ];
+    for (k, (name, f)) in costs.into_iter().enumerate() {
+        cost.series.push(Series {
+            name: name.into(),
+            colour: colour(k + 3).into(),
+            points: c.curve.iter().map(|p| (p.iops, f(p))).collect(),
+            dots: true,
+            dashed: false,
+        });
+    }
+    out.push_str(&cost.render());
+    if c.curve.iter().any(|p| p.device_await_us > 0.0) {
+        let mut dev = LineChart::new(
+            "Application latency beside device service time",
+            "IOPS",
+            "latency (log scale)",
+            Fmt::Rate,
+            Fmt::Latency,
+        );
+        dev.y_log = true;
+        dev.height = 260.0;
+        dev.series.push(Series {
+            name: "application mean".into(),
+            colour: colour(0).into(),
+            points: c.curve.iter().map(|p| (p.iops, p.mean_ns)).collect(),
+            dots: true,
+            dashed: false,
+        });
+        dev.series.push(Series {
+            name: "device await".into(),
+            colour: colour(2).into(),
+            points: c
+                .curve
+                .iter()
+                .map(|p| (p.iops, p.device_await_us * 1e3))
+                .collect(),
+            dots: true,
+            dashed: true,
+        });
+        out.push_str(&dev.render());
+    }
+    let mut t = Table::new(&[
+        "step",
+        "sessions",
+        "qd",
+        "IOPS",
+        "MB/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "CPU µs/IO",
+        "runq µs/IO",
+        "device await",
+    ]);
+    for p in &c.curve {
+        t.row(vec![
+            p.run.to_string(),
+            p.sessions.to_string(),
+            p.qd.to_string(),
+            fmt_rate(p.iops),
+            sig3(p.mb_per_s),
+            fmt_ns(p.p50_ns as f64),
+            fmt_ns(p.p99_ns as f64),
+            fmt_ns(p.p999_ns as f64),
+            sig3(p.cpu_us_per_io),
+            sig3(p.runq_us_per_io),
+            fmt_ns(p.device_await_us * 1e3),
+        ]);
+    }
+    out.push_str(&table_html(&t));
+    let _ = write!(
+        out,
+        "<p class=\"note\">Time between steps: {} s of a {} s budget.</p>",
+        sig3(c.overhead_s),
+        sig3(c.budget_s)
+    );
+    for v in &c.verdicts {
+        let _ = write!(out, "<div class=\"verdict\">{}</div>", esc(v));
+    }
+    out.push_str("</section>");
+}
+
+fn environment_section(out: &mut String, r: &Results) {
+    out.push_str("<section id=\"environment\"><h2>Environment and workload</h2>");
+    let e = &r.environment;
+    let mut t = Table::new(&["", ""]);
+    t.row(vec!["host".into(), e.hostname.clone()]);
+    t.row(vec!["kernel".into(), e.kernel.clone()]);
+    t.row(vec!["CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)]);
+    t.row(vec!["memory".into(), fmt_bytes(e.memory_bytes)]);
+    if let Some(tg) = &e.target {
+        t.row(vec![
+            "target".into(),
+            format!("{} ({}, {})", tg.path, tg.kind, fmt_bytes(tg.size_bytes)),
+        ]);
+        t.row(vec![
+            "filesystem".into(),
+            format!(
+                "{} on {} [{}]",
+                tg.filesystem, tg.mount_point, tg.mount_options
+            ),
+        ]);
+        t.row(vec![
+            "device".into(),
+            format!(
+                "{} {} ({}), scheduler {}, blocks {}/{} B",
+                tg.device,
+                tg.device_model,
+                match tg.rotational {
+                    Some(true) => "rotational",
+                    Some(false) => "non-rotational",
+                    None => "rotation unknown",
+                },
+                tg.scheduler,
+                tg.logical_block_size,
+                tg.physical_block_size
+            ),
+        ]);
+        let opt = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_else(|| "-".into());
+        t.row(vec![
+            "queue".into(),
+            format!(
+                "nr_requests {}, max_sectors_kb {}, read_ahead_kb {}",
+                opt(tg.nr_requests),
+                opt(tg.max_sectors_kb),
+                opt(tg.read_ahead_kb)
+            ),
+        ]);
+    }
+    t.row(vec!["command".into(), r.command_line.join(" ")]);
+    t.row(vec![
+        "written".into(),
+        format!("{} by iolens {}", r.created, r.tool_version),
+    ]);
+    out.push_str(&table_html(&t).replace("<thead><tr><th></th><th></th></tr></thead>", ""));
+    for (i, run) in r.runs.iter().enumerate() {
+        if run.spec.is_null() && run.counters.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            out,
+            "<h3>Run {i}: {} — complete workload spec</h3>",
+            esc(&run.name)
+        );
+        let spec = serde_json::to_string_pretty(&run.spec).unwrap_or_default();
+        let _ = write!(out, "<pre>{}</pre>", esc(&spec));
+        if !run.counters.is_empty() {
+            let mut t = Table::new(&["counter", "value"]);
+            for (k, v) in &run.counters {
+                t.row(vec![k.clone(), sig3(*v)]);
+            }
+            out.push_str(&table_html(&t));
+        }
+    }
+    if !r.extra.is_empty() {
+        out.push_str("<h3>Producer extras</h3>");
+        let extra = serde_json::to_string_pretty(&r.extra).unwrap_or_default();
+        let _ = write!(out, "<pre>{}</pre>", esc(&extra));
+    }
+    out.push_str("</section>");
+}
+
+/// Render the HTML report of one results document.
+pub fn report(r: &Results, source: &str) -> Result<String> {
+    let mut out = String::with_capacity(1 << 20);
+    page_start(
+        &mut out,
+        &format!("iolens {} report — {source}", kind_name(r.kind)),
+    );
+    let _ = write!(
+        out,
+        "<header><h1>iolens {} report</h1><p class=\"meta\">{} · {} · {} · written {}</p>",
+        kind_name(r.kind),
+        esc(source),
+        esc(&r.environment.hostname),
+        esc(r
+            .environment
+            .target
+            .as_ref()
+            .map(|t| t.path.as_str())
+            .unwrap_or("")),
+        esc(&r.created)
+    );
+    out.push_str("<nav><a href=\"#summary\">Summary</a>");
+    if r.calibration.is_some() {
+        out.push_str("<a href=\"#calibration\">Calibration</a>");
+    }
+    for (i, run) in r.runs.iter().enumerate().take(12) {
+        let _ = write!(out, "<a href=\"#run-{i}\">{}</a>", esc(&run.name));
+    }
+    out.push_str(
+        "<a href=\"#environment\">Environment</a><a href=\"#warnings\">Warnings</a></nav></header>",
+    );
+
+    out.push_str("<section id=\"summary\"><h2>Summary</h2>");
+    headline(&mut out, r);
+    for run in &r.runs {
+        for (sev, msg) in verdicts(run) {
+            let _ = write!(
+                out,
+                "<div class=\"verdict {}\">{}</div>",
+                esc(&sev),
+                esc(&msg)
+            );
+        }
+    }
+    out.push_str(&table_html(&summary_table(r)));
+    out.push_str("</section>");
+
+    calibration_section(&mut out, r);
+
+    // Runs: details open for single runs and the calibration's best step.
+    let best = r
+        .calibration
+        .as_ref()
+        .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run));
+    for (i, run) in r.runs.iter().enumerate() {
+        let open = r.runs.len() <= 3 || best == Some(i);
+        let _ = write!(
+            out,
+            "<section id=\"run-{i}\"><h2>Run {i}: {}</h2><details{}><summary>{} s measured in {} s intervals{} — {} IOPS, {} MB/s</summary>",
+            esc(&run.name),
+            if open { " open" } else { "" },
+            sig3(run.duration_s),
+            sig3(run.interval_s),
+            if run.warmup_s > 0.0 { format!(" after {} s warm-up", sig3(run.warmup_s)) } else { String::new() },
+            fmt_rate(run.iops()),
+            sig3(run.mb_per_s())
+        );
+        if let Some(s) = spec_line(&run.spec) {
+            let _ = write!(out, "<p class=\"meta\">workload: {}</p>", esc(&s));
+        }
+        if run.interrupted {
+            out.push_str("<p class=\"warn\">This run was interrupted before its planned end.</p>");
+        }
+        for w in &run.warnings {
+            let _ = write!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
+        }
+        run_host(&mut out, run);
+        out.push_str("<h3>Latency distribution</h3>");
+        run_histograms(&mut out, run)?;
+        out.push_str("<h3>Over time</h3>");
+        run_time_charts(&mut out, run, &format!("r{i}"))?;
+        if !run.sessions.is_empty() {
+            let mut t = Table::new(&["session", "count", "mean", "p99"]);
+            for s in &run.sessions {
+                t.row(vec![
+                    s.session.to_string(),
+                    s.count.to_string(),
+                    fmt_ns(s.mean_ns),
+                    fmt_ns(s.p99_ns as f64),
+                ]);
+            }
+            out.push_str("<h3>Sessions</h3>");
+            out.push_str(&table_html(&t));
+        }
+        out.push_str("</details></section>");
+    }
+
+    environment_section(&mut out, r);
+    out.push_str("<section id=\"warnings\"><h2>Warnings</h2>");
+    let all: Vec<String> = r
+        .warnings
+        .iter()
+        .cloned()
+        .chain(
+            r.runs
+                .iter()
+                .flat_map(|x| x.warnings.iter().map(move |w| format!("{}: {w}", x.name))),
+        )
+        .collect();
+    if all.is_empty() {
+        out.push_str("<p class=\"note\">None.</p>");
+    }
+    for w in all {
+        let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&w));
+    }
+    out.push_str("</section>");
+    page_end(&mut out);
+    Ok(out)
+}
+
+/// Render the HTML comparison of several results (the first is the baseline).
+pub fn compare(inputs: &[(String, Results)], problems: &[String]) -> Result<String> {
+    let mut out = String::with_capacity(1 << 18);
+    let names: Vec<&str> = inputs.iter().map(|(l, _)| l.as_str()).collect();
+    page_start(
+        &mut out,
+        &format!("iolens compare — {}", names.join(" vs ")),
+    );
+    let _ = write!(
+        out,
+        "<header><h1>iolens comparison</h1><p class=\"meta\">Ratios are against {}.</p></header>",
+        esc(names[0])
+    );
+    let mut t = Table::new(&["file", "kind", "host", "target", "runs", "written"]);
+    for (label, r) in inputs {
+        t.row(vec![
+            label.clone(),
+            kind_name(r.kind).into(),
+            r.environment.hostname.clone(),
+            r.environment
+                .target
+                .as_ref()
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+            r.runs.len().to_string(),
+            r.created.clone(),
+        ]);
+    }
+    out.push_str(&table_html(&t));
+    for p in problems {
+        let _ = write!(
+            out,
+            "<div class=\"verdict warning\">Compared with --force although: {}</div>",
+            esc(p)
+        );
+    }
+    if let Some(t) = calibration_table(inputs) {
+        out.push_str("<section id=\"calibration\"><h2>Calibration</h2>");
+        out.push_str(&table_html(&t));
+        let mut ch = LineChart::new(
+            "p99 latency vs IOPS",
+            "IOPS",
+            "p99 latency (log scale)",
+            Fmt::Rate,
+            Fmt::Latency,
+        );
+        ch.y_log = true;
+        for (i, (label, r)) in inputs.iter().enumerate() {
+            if let Some(c) = &r.calibration {
+                ch.series.push(Series {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    points: c.curve.iter().map(|p| (p.iops, p.p99_ns as f64)).collect(),
+                    dots: true,
+                    dashed: false,
+                });
+            }
+        }
+        if let Some(c) = &inputs[0].1.calibration {
+            ch.hlines.push((
+                c.max_latency_ns as f64,
+                format!("target {}", fmt_ns(c.max_latency_ns as f64)),
+            ));
+        }
+        out.push_str(&ch.render());
+        out.push_str("</section>");
+    }
+    out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");
+    let base = &inputs[0].1;
+    let tables = run_tables(inputs);
+    for (title, t) in &tables {
+        let _ = write!(out, "<h3>{}</h3>", esc(title));
+        out.push_str(&table_html(t));
+    }
+    // Overlaid histograms per paired run and common op.
+    let limit = if base.runs.len() > 4 {
+        1
+    } else {
+        base.runs.len()
+    };
+    let focus: Vec<usize> = if limit == 1 && base.runs.len() > 1 {
+        vec![base
+            .calibration
+            .as_ref()
+            .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
+            .unwrap_or(0)]
+    } else {
+        (0..limit).collect()
+    };
+    for ri in focus {
+        let Some(run) = base.runs.get(ri) else {
+            continue;
+        };
+        for op in &run.ops {
+            let mut series = Vec::new();
+            for (i, (label, r)) in inputs.iter().enumerate() {
+                let Some(j) = pair_runs(base, r)
+                    .into_iter()
+                    .find(|p| p.0 == ri)
+                    .map(|p| p.1)
+                else {
+                    continue;
+                };
+                let Some(o) = r.runs[j].op(&op.op) else {
+                    continue;
+                };
+                let h = o.hist.decode()?;
+                series.push(HistSeries {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    bins: log_bins(&h, o.bucket_convention, 4)
+                        .iter()
+                        .map(|b| (b.low_ns, b.high_ns, b.share))
+                        .collect(),
+                });
+            }
+            if series.len() > 1 {
+                out.push_str(&svg::histogram_chart(
+                    &format!("{} latency — run {ri} ({})", op.op, run.name),
+                    &series,
+                    &[],
+                ));
+            }
+        }
+    }
+    out.push_str("</section>");
+    page_end(&mut out);
+    Ok(out)
+}

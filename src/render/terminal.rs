@@ -1,0 +1,573 @@
+//! `iolens show`: the report's story in the terminal. Summary tables, the calibration curve,
+//! latency histograms as bars and latency-over-time heatmaps (frequency and intensity, in the
+//! manner of PyLatencyMap/OraLatencyMap) sized to the terminal width. ANSI colour only when
+//! [`TermStyle::color`] says so (NO_COLOR, not a terminal → plain characters).
+
+use std::fmt::Write as _;
+
+use anyhow::{bail, Result};
+
+use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
+use super::svg::heat_rgb;
+use super::{kind_name, TermStyle};
+use crate::results::{Results, RunResult};
+use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
+
+/// A text table: right-aligned columns except the first.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: vec![],
+        }
+    }
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+    /// Render with two spaces between columns.
+    pub fn render(&self, style: &TermStyle) -> String {
+        let n = self.header.len();
+        let mut w = vec![0usize; n];
+        for r in std::iter::once(&self.header).chain(self.rows.iter()) {
+            for (i, c) in r.iter().enumerate().take(n) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let mut out = String::new();
+        let line = |out: &mut String, r: &[String], bold: bool| {
+            let mut s = String::new();
+            for (i, c) in r.iter().enumerate().take(n) {
+                let pad = w[i].saturating_sub(c.chars().count());
+                if i == 0 {
+                    s.push_str(c);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str("  ");
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(c);
+                }
+            }
+            let s = s.trim_end();
+            if bold && style.color {
+                let _ = writeln!(out, "\x1b[1m{s}\x1b[0m");
+            } else {
+                let _ = writeln!(out, "{s}");
+            }
+        };
+        line(&mut out, &self.header, true);
+        for r in &self.rows {
+            line(&mut out, r, false);
+        }
+        out
+    }
+}
+
+fn heading(out: &mut String, style: &TermStyle, text: &str) {
+    if style.color {
+        let _ = writeln!(out, "\n\x1b[1;4m{text}\x1b[0m");
+    } else {
+        let _ = writeln!(out, "\n{text}\n{}", "=".repeat(text.chars().count()));
+    }
+}
+
+fn warn_line(out: &mut String, style: &TermStyle, text: &str) {
+    if style.color {
+        let _ = writeln!(out, "\x1b[33mwarning:\x1b[0m {text}");
+    } else {
+        let _ = writeln!(out, "warning: {text}");
+    }
+}
+
+/// The per-run summary table (one row per run and op).
+pub fn summary_table(r: &Results) -> Table {
+    let mut t = Table::new(&[
+        "run", "op", "count", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "max", "errors",
+    ]);
+    for (i, run) in r.runs.iter().enumerate() {
+        for op in &run.ops {
+            let s = &op.summary;
+            let per_s = |v: f64| {
+                if run.duration_s > 0.0 {
+                    v / run.duration_s
+                } else {
+                    0.0
+                }
+            };
+            t.row(vec![
+                format!("{i}: {}", run.name),
+                op.op.clone(),
+                op.count.to_string(),
+                fmt_rate(per_s(op.count as f64)),
+                sig3(per_s(op.bytes as f64) / 1e6),
+                fmt_ns(s.mean_ns),
+                fmt_ns(s.p50_ns as f64),
+                fmt_ns(s.p99_ns as f64),
+                fmt_ns(s.p999_ns as f64),
+                fmt_ns(s.max_ns as f64),
+                op.errors.to_string(),
+            ]);
+        }
+    }
+    t
+}
+
+/// Lines describing CPU cost, run-queue delay and the device's view of a run.
+pub fn host_lines(run: &RunResult) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(c) = &run.cpu {
+        v.push(format!(
+            "CPU per I/O: {} µs (user {}, sys {}); run-queue delay {} µs per I/O ({} total); \
+             host busy {}%, iowait {}%, {} CPUs",
+            sig3(c.us_per_io),
+            sig3(c.user_us_per_io),
+            sig3(c.sys_us_per_io),
+            sig3(c.runq_us_per_io),
+            fmt_ns(c.runq_delay_s * 1e9),
+            sig3(c.host_busy * 100.0),
+            sig3(c.host_iowait * 100.0),
+            c.cpus
+        ));
+    }
+    if let Some(d) = &run.device {
+        let mut s = format!(
+            "Device {}: {} IOPS, {} MB/s, util {}%, {} in flight; device read await {}, write await {}",
+            d.device,
+            fmt_rate(d.iops),
+            sig3(d.mb_per_s),
+            sig3(d.util * 100.0),
+            sig3(d.avg_in_flight),
+            fmt_ns(d.read_await_us * 1e3),
+            fmt_ns(d.write_await_us * 1e3),
+        );
+        for (name, dev_us) in [("read", d.read_await_us), ("write", d.write_await_us)] {
+            if let Some(op) = run.op(name) {
+                if op.count > 0 && dev_us > 0.0 {
+                    let _ = write!(
+                        s,
+                        "; application {name} mean {} vs device {}",
+                        fmt_ns(op.summary.mean_ns),
+                        fmt_ns(dev_us * 1e3)
+                    );
+                }
+            }
+        }
+        v.push(s);
+    }
+    if let Some(p) = &run.page_cache {
+        v.push(format!(
+            "Page cache: {}% of the {} working set resident before, {}% after",
+            sig3(p.resident_before * 100.0),
+            fmt_bytes(p.working_set_bytes),
+            sig3(p.resident_after * 100.0)
+        ));
+    }
+    v
+}
+
+/// Key=value summary of the top-level scalar fields of a workload spec.
+pub fn spec_line(spec: &serde_json::Value) -> Option<String> {
+    let obj = spec.as_object()?;
+    let parts: Vec<String> = obj
+        .iter()
+        .filter(|(_, v)| !v.is_object() && !v.is_array() && !v.is_null())
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => format!("{k}={s}"),
+            other => format!("{k}={other}"),
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// ANSI 256-colour index nearest to an RGB colour (the 6×6×6 cube).
+pub fn ansi256(rgb: [u8; 3]) -> u8 {
+    let q = |c: u8| ((c as f64 / 255.0) * 5.0).round() as u8;
+    16 + 36 * q(rgb[0]) + 6 * q(rgb[1]) + q(rgb[2])
+}
+
+/// Characters used for heatmap levels without colour (lightest to darkest).
+const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
+
+/// A terminal heatmap: one row per factor of two of latency (highest on top), one character
+/// per column, as wide as `style.width` allows.
+pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Option<String> {
+    let label_w = 10;
+    let cols = style.width.saturating_sub(label_w + 2).max(10);
+    let m = Heatmap::build(series, cols, 1, 40)?;
+    // Short runs: widen each column to fill the width.
+    let rep = (cols / m.cols).max(1);
+    let max = m.max_value(kind);
+    let mut out = String::new();
+    let secs_per_col = m.col_edges_s[1] - m.col_edges_s[0];
+    let _ = writeln!(
+        out,
+        "{} heatmap, {} — {} s per cell, colour/character = {} ({} scale, max {})",
+        series.op,
+        kind.title(),
+        sig3(secs_per_col),
+        match kind {
+            HeatKind::Frequency => "operations",
+            HeatKind::Intensity => "time spent",
+        },
+        match kind {
+            HeatKind::Frequency => "log",
+            HeatKind::Intensity => "linear",
+        },
+        match kind {
+            HeatKind::Frequency => fmt_rate(max),
+            HeatKind::Intensity => fmt_ns(max),
+        }
+    );
+    for r in (0..m.rows).rev() {
+        let (lo, _) = m.row_bounds_ns(r);
+        let _ = write!(out, "{:>label_w$} |", fmt_ns(lo));
+        for c in (0..m.cols * rep).map(|x| x / rep) {
+            let l = level_for(kind, m.value(kind, r, c), max);
+            if l <= 0.0 {
+                out.push(' ');
+            } else if style.color {
+                let _ = write!(out, "\x1b[48;5;{}m \x1b[0m", ansi256(heat_rgb(kind, l)));
+            } else {
+                let i = ((l * RAMP.len() as f64).ceil() as usize).clamp(1, RAMP.len()) - 1;
+                out.push(RAMP[i]);
+            }
+        }
+        out.push('\n');
+    }
+    let t0 = m.col_edges_s[0];
+    let t1 = *m.col_edges_s.last().unwrap_or(&t0);
+    let left = format!("{} s", sig3(t0));
+    let right = format!("{} s", sig3(t1));
+    let gap = (m.cols * rep).saturating_sub(left.len() + right.len());
+    let _ = writeln!(
+        out,
+        "{:>label_w$} +{}\n{:>label_w$}  {left}{}{right}",
+        "",
+        "-".repeat(m.cols * rep),
+        "",
+        " ".repeat(gap)
+    );
+    Some(out)
+}
+
+/// Latency histogram of one op as horizontal bars (one per factor of two).
+pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Result<String> {
+    let op = &run.ops[op_idx];
+    let h = op.hist.decode()?;
+    let bins = log_bins(&h, op.bucket_convention, 1);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} latency histogram ({} operations):",
+        op.op, op.count
+    );
+    let top = bins.iter().map(|b| b.share).fold(0.0, f64::max);
+    let bar_w = style.width.saturating_sub(40).max(10);
+    for b in &bins {
+        let n = if top > 0.0 {
+            (b.share / top * bar_w as f64).round() as usize
+        } else {
+            0
+        };
+        let n = if b.count > 0 { n.max(1) } else { 0 };
+        let bar = "█".repeat(n);
+        let bar = if style.color {
+            format!("\x1b[34m{bar}\x1b[0m")
+        } else {
+            bar
+        };
+        let _ = writeln!(
+            out,
+            "{:>9} .. {:<9} {:>6}% {}",
+            fmt_ns(b.low_ns),
+            fmt_ns(b.high_ns),
+            format!("{:.2}", b.share * 100.0),
+            bar
+        );
+    }
+    let (_, desc) = super::html::mode_bands(&h, op.bucket_convention);
+    if !desc.is_empty() {
+        let _ = writeln!(out, "modes: {desc}");
+    }
+    Ok(out)
+}
+
+/// The calibration section: headline figures and the curve as a table.
+fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
+    let Some(c) = &r.calibration else { return };
+    heading(out, style, "Calibration");
+    let target = format!(
+        "p{} ≤ {}",
+        sig3(c.percentile),
+        fmt_ns(c.max_latency_ns as f64)
+    );
+    let _ = writeln!(
+        out,
+        "Max IOPS at {target}: {}   max MB/s (many streams): {}   max MB/s (one stream): {}",
+        c.max_iops
+            .map(fmt_rate)
+            .unwrap_or_else(|| "not reached".into()),
+        c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
+        c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
+    );
+    let knee = super::html::knee_of(r);
+    let mut t = Table::new(&[
+        "sessions",
+        "qd",
+        "IOPS",
+        "MB/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "CPU µs/IO",
+        "runq µs/IO",
+        "dev await",
+        "",
+    ]);
+    for (i, p) in c.curve.iter().enumerate() {
+        let mut note = Vec::new();
+        if c.max_iops_point == Some(i) {
+            note.push("← max at target".to_string());
+        }
+        if knee.as_ref().is_some_and(|k| k.0 == i) {
+            note.push("← knee".to_string());
+        }
+        if p.p99_ns > c.max_latency_ns {
+            note.push("over target".to_string());
+        }
+        t.row(vec![
+            p.sessions.to_string(),
+            p.qd.to_string(),
+            fmt_rate(p.iops),
+            sig3(p.mb_per_s),
+            fmt_ns(p.p50_ns as f64),
+            fmt_ns(p.p99_ns as f64),
+            fmt_ns(p.p999_ns as f64),
+            sig3(p.cpu_us_per_io),
+            sig3(p.runq_us_per_io),
+            fmt_ns(p.device_await_us * 1e3),
+            note.join(" "),
+        ]);
+    }
+    out.push_str(&t.render(style));
+    let _ = writeln!(
+        out,
+        "Step overhead: {} s of a {} s budget.",
+        sig3(c.overhead_s),
+        sig3(c.budget_s)
+    );
+    for v in &c.verdicts {
+        let _ = writeln!(out, "• {v}");
+    }
+}
+
+/// Render the whole terminal view. `only_run` limits the per-run details to one run.
+pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result<String> {
+    if let Some(i) = only_run {
+        if i >= r.runs.len() {
+            bail!(
+                "--run {i} is out of range: this file has {} run(s), numbered from 0",
+                r.runs.len()
+            );
+        }
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "iolens {} results, written {} by iolens {}",
+        kind_name(r.kind),
+        r.created,
+        r.tool_version
+    );
+    if !r.command_line.is_empty() {
+        let _ = writeln!(out, "command: {}", r.command_line.join(" "));
+    }
+    let e = &r.environment;
+    let _ = writeln!(
+        out,
+        "host: {} ({}), {} CPUs {}, {} memory",
+        e.hostname,
+        e.kernel,
+        e.cpus,
+        e.cpu_model,
+        fmt_bytes(e.memory_bytes)
+    );
+    if let Some(t) = &e.target {
+        let _ = writeln!(
+            out,
+            "target: {} ({}, {}) on {} {} [{}], device {} {}",
+            t.path,
+            t.kind,
+            fmt_bytes(t.size_bytes),
+            t.filesystem,
+            t.mount_point,
+            t.mount_options,
+            t.device,
+            t.device_model
+        );
+    }
+    heading(&mut out, style, "Summary");
+    out.push_str(&summary_table(r).render(style));
+    calibration_text(r, style, &mut out);
+    let details: Vec<usize> = match only_run {
+        Some(i) => vec![i],
+        None if r.runs.len() <= 4 => (0..r.runs.len()).collect(),
+        None => {
+            let pick = r
+                .calibration
+                .as_ref()
+                .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
+                .filter(|&i| i < r.runs.len())
+                .unwrap_or(r.runs.len() - 1);
+            let _ = writeln!(
+                out,
+                "\n{} runs: details below are for run {pick}; use --run N for another.",
+                r.runs.len()
+            );
+            vec![pick]
+        }
+    };
+    for i in details {
+        let run = &r.runs[i];
+        heading(
+            &mut out,
+            style,
+            &format!(
+                "Run {i}: {} ({} s, {} s intervals)",
+                run.name,
+                sig3(run.duration_s),
+                sig3(run.interval_s)
+            ),
+        );
+        if let Some(s) = spec_line(&run.spec) {
+            let _ = writeln!(out, "workload: {s}");
+        }
+        let _ = writeln!(
+            out,
+            "{} IOPS, {} MB/s{}",
+            fmt_rate(run.iops()),
+            sig3(run.mb_per_s()),
+            if run.interrupted {
+                " (interrupted before its planned end)"
+            } else {
+                ""
+            }
+        );
+        for l in host_lines(run) {
+            let _ = writeln!(out, "{l}");
+        }
+        for w in &run.warnings {
+            warn_line(&mut out, style, w);
+        }
+        for (sev, msg) in super::html::verdicts(run) {
+            let _ = writeln!(out, "{sev}: {msg}");
+        }
+        let series = OpSeries::decode_all(&run.ops)?;
+        for (oi, s) in series.iter().enumerate() {
+            if run.ops[oi].count == 0 {
+                continue;
+            }
+            out.push('\n');
+            out.push_str(&histogram_text(run, oi, style)?);
+            for kind in [HeatKind::Frequency, HeatKind::Intensity] {
+                if let Some(h) = heatmap_text(s, kind, style) {
+                    out.push('\n');
+                    out.push_str(&h);
+                }
+            }
+        }
+    }
+    if !r.warnings.is_empty() {
+        heading(&mut out, style, "Warnings");
+        for w in &r.warnings {
+            warn_line(&mut out, style, w);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::synth;
+
+    fn plain(width: usize) -> TermStyle {
+        TermStyle {
+            color: false,
+            width,
+        }
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let mut t = Table::new(&["name", "n"]);
+        t.row(vec!["a".into(), "1".into()]);
+        t.row(vec!["long name".into(), "12345".into()]);
+        let s = t.render(&plain(80));
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "name           n");
+        assert_eq!(lines[1], "a              1");
+        assert_eq!(lines[2], "long name  12345");
+    }
+
+    #[test]
+    fn ansi_cube_indices() {
+        assert_eq!(ansi256([0, 0, 0]), 16);
+        assert_eq!(ansi256([255, 255, 255]), 231);
+        assert_eq!(ansi256([255, 0, 0]), 196);
+    }
+
+    #[test]
+    fn heatmap_fits_width_and_shows_both_modes() {
+        let r = synth::run_results(120, 1.0, 7);
+        let s = OpSeries::decode(&r.runs[0].ops[0]).unwrap();
+        let txt = heatmap_text(&s, HeatKind::Frequency, &plain(70)).unwrap();
+        for l in txt.lines().skip(1) {
+            assert!(l.chars().count() <= 70, "{l:?}");
+        }
+        // Rows labelled by latency, highest first; the synthetic bimodal data (~100 µs and
+        // ~4 ms) shows in two separate bands of rows.
+        let density: Vec<usize> = txt
+            .lines()
+            .filter(|l| l.contains(" |"))
+            .map(|l| {
+                l.split_once('|')
+                    .unwrap()
+                    .1
+                    .chars()
+                    .filter(|c| *c != ' ')
+                    .count()
+            })
+            .collect();
+        let dense = |d: &usize| *d >= 35;
+        let first = density.iter().position(dense).expect("a dense row");
+        let last = density.iter().rposition(dense).expect("a dense row");
+        assert!(
+            density[first..last].iter().any(|d| *d <= 2),
+            "expected an empty row between the two modes:\n{txt}"
+        );
+        assert!(!txt.contains('\x1b'));
+        let coloured = heatmap_text(
+            &s,
+            HeatKind::Intensity,
+            &TermStyle {
+                color: true,
+                width: 70,
+            },
+        )
+        .unwrap();
+        assert!(coloured.contains("\x1b[48;5;"));
+    }
+
+    #[test]
+    fn render_reports_bad_run_index() {
+        let r = synth::run_results(5, 1.0, 1);
+        let e = render(&r, &plain(80), Some(3)).unwrap_err();
+        assert!(e.to_string().contains("out of range"), "{e}");
+    }
+}
