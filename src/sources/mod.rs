@@ -332,7 +332,7 @@ pub struct LineReader {
     pub warnings: Vec<String>,
 }
 
-const READ_CHUNK: usize = 1 << 20;
+const READ_CHUNK: usize = 128 << 10;
 
 impl LineReader {
     /// Open a file; gzip is detected by its magic bytes (1f 8b), whatever the file is called.
