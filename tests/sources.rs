@@ -694,7 +694,7 @@ fn write_hlog(dir: &Path) -> (PathBuf, Histogram<u64>, Histogram<u64>) {
 fn hlog_intervals_tags_and_units() {
     let dir = tempfile::tempdir().unwrap();
     let (p, a, b) = write_hlog(dir.path());
-    let r = ingest_files(Format::Hlog, &[p.clone()], None);
+    let r = ingest_files(Format::Hlog, std::slice::from_ref(&p), None);
     let run = &r.runs[0];
     assert_eq!(run.started, "2024-03-01T10:00:00.000Z");
     let read = run.op("read").unwrap();
