@@ -264,12 +264,20 @@ fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result
     if !quiet {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
-        print_summary(results, &mut out)?;
+        if let Err(e) = print_summary(results, &mut out) {
+            // A closed pipe (`| head`) is not an error; still write the JSON.
+            let pipe = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+            if !pipe {
+                return Err(e);
+            }
+        }
     }
     if let Some(p) = json {
         results.write_file(p)?;
         if !quiet {
-            println!("results written to {}", p.display());
+            let _ = writeln!(std::io::stdout(), "results written to {}", p.display());
         }
     }
     Ok(())
@@ -654,6 +662,69 @@ struct OpAcc {
     closed: BTreeMap<i64, Slot>,
 }
 
+/// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
+/// one deflate state: hdrhistogram's own serializer allocates a fresh deflate state (~300 KB,
+/// zeroed) per histogram, which dominated encoding many small interval histograms.
+pub struct HistEncoder {
+    v2: hdrhistogram::serialization::V2Serializer,
+    raw: Vec<u8>,
+    out: Vec<u8>,
+    z: flate2::Compress,
+}
+
+/// Cookie of the V2 compressed encoding (`0x1c849304 | 0x10`).
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+
+impl Default for HistEncoder {
+    fn default() -> Self {
+        HistEncoder::new()
+    }
+}
+
+impl HistEncoder {
+    /// A new encoder.
+    pub fn new() -> HistEncoder {
+        HistEncoder {
+            v2: hdrhistogram::serialization::V2Serializer::new(),
+            raw: Vec::new(),
+            out: Vec::new(),
+            z: flate2::Compress::new(flate2::Compression::default(), true),
+        }
+    }
+
+    /// Encode a histogram; decodes with [`Hist::decode`] to an equal histogram.
+    pub fn encode(&mut self, h: &Histogram<u64>) -> Hist {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Serializer as _;
+        self.raw.clear();
+        if self.v2.serialize(h, &mut self.raw).is_err() {
+            return Hist::encode(h);
+        }
+        self.out.clear();
+        self.out.extend_from_slice(&V2_DEFLATE_COOKIE.to_be_bytes());
+        self.out.extend_from_slice(&[0; 4]);
+        self.out.reserve(self.raw.len() / 2 + 64);
+        self.z.reset();
+        loop {
+            let done = self.z.total_in() as usize;
+            match self.z.compress_vec(
+                &self.raw[done..],
+                &mut self.out,
+                flate2::FlushCompress::Finish,
+            ) {
+                Ok(flate2::Status::StreamEnd) => break,
+                Ok(_) => self.out.reserve(self.out.len().max(64)),
+                Err(_) => return Hist::encode(h),
+            }
+        }
+        let len = (self.out.len() - 8) as u32;
+        self.out[4..8].copy_from_slice(&len.to_be_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&self.out);
+        serde_json::from_value(serde_json::Value::String(b64))
+            .expect("a string deserialises into Hist")
+    }
+}
+
 /// A closed interval histogram on its way to (or back from) the encoder thread.
 struct Job {
     op: usize,
@@ -687,6 +758,7 @@ impl Encoder {
         let handle = std::thread::Builder::new()
             .name("iolens-encode".into())
             .spawn(move || {
+                let mut enc = HistEncoder::new();
                 let mut totals: Vec<Option<Histogram<u64>>> = Vec::new();
                 for mut job in rx {
                     if totals.len() <= job.op {
@@ -696,7 +768,7 @@ impl Encoder {
                         .get_or_insert_with(new_histogram)
                         .add(&job.hist);
                     let slot = Slot {
-                        hist: Hist::encode(&job.hist),
+                        hist: enc.encode(&job.hist),
                         count: job.hist.len(),
                         bytes: job.bytes,
                     };
@@ -1279,6 +1351,22 @@ mod tests {
                 let x = v.value_iterated_to();
                 assert!(h.lowest_equivalent(x) >= lo.max(1) && h.lowest_equivalent(x) < hi);
             }
+        }
+    }
+
+    #[test]
+    fn reusable_encoder_round_trips() {
+        let mut enc = HistEncoder::new();
+        for n in [0u64, 1, 10, 5000] {
+            let mut h = interval_histogram();
+            for i in 0..n {
+                record_interval(&mut h, 1 + i * i * 37, 1);
+            }
+            let e = enc.encode(&h);
+            let mut want = new_histogram();
+            want.add(&h).unwrap();
+            assert_eq!(e.decode().unwrap(), want);
+            assert_eq!(Hist::encode(&h).decode().unwrap(), want);
         }
     }
 
