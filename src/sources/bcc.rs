@@ -474,16 +474,18 @@ pub fn read_biosnoop(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
     }
     let mut runs = Vec::new();
     for (disk, b) in disks {
-        let (ops, start, dur) = b.finish(BucketConvention::Exact, &|_| true);
-        runs.push(ingest_run(
+        let f = b.finish(BucketConvention::Exact, &|_| true);
+        let mut run = ingest_run(
             &format!("biosnoop {disk}"),
             Format::Biosnoop,
-            ops,
-            rfc3339_ns(start),
-            dur,
-            interval_ns as f64 / 1e9,
+            f.ops,
+            rfc3339_ns(f.start_ns),
+            f.duration_s,
+            f.interval_s,
             json!({"disk": disk}),
-        ));
+        );
+        run.warnings.extend(f.warning);
+        runs.push(run);
     }
     Ok(runs)
 }

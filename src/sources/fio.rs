@@ -88,23 +88,25 @@ pub fn read_lat_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResu
         r.parsed();
     }
     let kind = log_kind(&r.name);
-    let (ops, start, dur) = b.finish(BucketConvention::Exact, &|_| true);
-    if ops.is_empty() {
+    let f = b.finish(BucketConvention::Exact, &|_| true);
+    if f.ops.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(vec![ingest_run(
+    let mut run = ingest_run(
         &format!("fio {kind} log"),
         Format::FioLog,
-        ops,
+        f.ops,
         if epoch == Some(true) {
-            rfc3339_ns(start)
+            rfc3339_ns(f.start_ns)
         } else {
             String::new()
         },
-        dur,
-        interval_ns as f64 / 1e9,
+        f.duration_s,
+        f.interval_s,
         json!({"latency": kind, "unit": args.unit.unwrap_or(Unit::Ns).name()}),
-    )])
+    );
+    run.warnings.extend(f.warning);
+    Ok(vec![run])
 }
 
 /// `[lo, hi)` of fine bin `idx` of fio's latency table.
@@ -189,23 +191,25 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
     let Some((_, stride, unit_ns, _)) = layout else {
         return Ok(Vec::new());
     };
-    let (ops, start, dur) = b.finish(BucketConvention::LowerBound, &|_| true);
-    if ops.is_empty() {
+    let f = b.finish(BucketConvention::LowerBound, &|_| true);
+    if f.ops.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(vec![ingest_run(
+    let mut run = ingest_run(
         "fio histogram log",
         Format::FioHist,
-        ops,
+        f.ops,
         if epoch == Some(true) {
-            rfc3339_ns(start)
+            rfc3339_ns(f.start_ns)
         } else {
             String::new()
         },
-        dur,
-        interval_ns as f64 / 1e9,
+        f.duration_s,
+        f.interval_s,
         json!({"coarseness_stride": stride, "unit_ns": unit_ns}),
-    )])
+    );
+    run.warnings.extend(f.warning);
+    Ok(vec![run])
 }
 
 /// (leading columns, stride, unit ns, bins) for a row of `n` numbers.

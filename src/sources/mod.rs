@@ -1021,30 +1021,56 @@ impl Binned {
     }
 
     /// Close every interval and build one [`OpResult`] per event on a shared interval grid
-    /// (gaps become empty intervals). Returns the ops, the first interval's start on the time
-    /// axis (ns) and the covered duration (s). `keep` filters events by name.
-    pub fn finish(
-        mut self,
-        conv: BucketConvention,
-        keep: &dyn Fn(&str) -> bool,
-    ) -> (Vec<OpResult>, i64, f64) {
+    /// (gaps become empty intervals). `keep` filters events by name. When the data spans more
+    /// than [`MAX_INTERVALS`] intervals (a long trace, or a corrupt time far from the rest), the
+    /// interval is widened by a whole factor so that the grid stays bounded, with a warning.
+    pub fn finish(mut self, conv: BucketConvention, keep: &dyn Fn(&str) -> bool) -> Finished {
         self.drain(true);
-        let kept: Vec<OpAcc> = std::mem::take(&mut self.ops)
+        let mut kept: Vec<OpAcc> = std::mem::take(&mut self.ops)
             .into_iter()
             .filter(|o| !o.total.is_empty() && keep(&o.name))
             .collect();
-        let lo = kept
-            .iter()
-            .filter_map(|o| o.closed.keys().next().copied())
-            .min();
-        let hi = kept
-            .iter()
-            .filter_map(|o| o.closed.keys().next_back().copied())
-            .max();
-        let (Some(lo), Some(hi)) = (lo, hi) else {
-            return (Vec::new(), 0, 0.0);
+        let range = |kept: &[OpAcc]| {
+            let lo = kept
+                .iter()
+                .filter_map(|o| o.closed.keys().next().copied())
+                .min();
+            let hi = kept
+                .iter()
+                .filter_map(|o| o.closed.keys().next_back().copied())
+                .max();
+            lo.zip(hi)
         };
-        let iv_s = self.interval_ns as f64 / 1e9;
+        let Some((mut lo, mut hi)) = range(&kept) else {
+            return Finished {
+                ops: Vec::new(),
+                start_ns: 0,
+                duration_s: 0.0,
+                interval_s: self.interval_ns as f64 / 1e9,
+                warning: None,
+            };
+        };
+        let mut interval_ns = self.interval_ns;
+        let mut warning = None;
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        if span > MAX_INTERVALS as u128 {
+            let f = span.div_ceil(MAX_INTERVALS as u128).min(i64::MAX as u128) as i64;
+            for o in &mut kept {
+                let old = std::mem::take(&mut o.closed);
+                for (k, slot) in old {
+                    merge_slot(&mut o.closed, k.div_euclid(f), slot);
+                }
+            }
+            interval_ns = interval_ns.saturating_mul(f as u64);
+            warning = Some(format!(
+                "the data spans {span} intervals of {} s: interval widened to {} s to keep at \
+                 most {MAX_INTERVALS} (check for times far from the rest)",
+                self.interval_ns as f64 / 1e9,
+                interval_ns as f64 / 1e9
+            ));
+            (lo, hi) = range(&kept).expect("still has data");
+        }
+        let iv_s = interval_ns as f64 / 1e9;
         let empty = Hist::encode(&new_histogram());
         let mut ops = Vec::new();
         for mut o in kept {
@@ -1066,9 +1092,29 @@ impl Binned {
             r.bucket_convention = conv;
             ops.push(r);
         }
-        let start = lo.saturating_mul(self.interval_ns as i64);
-        (ops, start, (hi - lo + 1) as f64 * iv_s)
+        Finished {
+            ops,
+            start_ns: lo.saturating_mul(interval_ns as i64),
+            duration_s: (hi - lo + 1) as f64 * iv_s,
+            interval_s: iv_s,
+            warning,
+        }
     }
+}
+
+/// Most intervals a [`Binned`] series keeps (about 2.8 hours of 1 s intervals).
+pub const MAX_INTERVALS: i64 = 10_000;
+
+/// What [`Binned::finish`] returns.
+pub struct Finished {
+    pub ops: Vec<OpResult>,
+    /// Start of the first interval on the time axis (ns).
+    pub start_ns: i64,
+    pub duration_s: f64,
+    /// Interval length actually used (s).
+    pub interval_s: f64,
+    /// Set when the interval had to be widened.
+    pub warning: Option<String>,
 }
 
 /// Format a Unix-epoch time in ns as RFC 3339 (UTC), or "" when it is not plausibly absolute.
@@ -1395,9 +1441,10 @@ mod tests {
         let r2 = b.op("read");
         b.record(r2, 12_900_000_000, 4000, 0);
         a.merge(b).unwrap();
-        let (ops, start, dur) = a.finish(BucketConvention::Exact, &|_| true);
-        assert_eq!(start, 10_000_000_000);
-        assert_eq!(dur, 3.0);
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        let ops = f.ops;
+        assert_eq!(f.start_ns, 10_000_000_000);
+        assert_eq!(f.duration_s, 3.0);
         let read = ops.iter().find(|o| o.op == "read").unwrap();
         let counts: Vec<u64> = read.intervals.iter().map(|i| i.count).collect();
         assert_eq!(counts, vec![2, 0, 2]);
@@ -1408,6 +1455,19 @@ mod tests {
             write.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
             vec![0, 1, 0]
         );
+    }
+
+    #[test]
+    fn far_apart_times_widen_the_interval() {
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        a.record(r, 0, 1000, 0);
+        a.record(r, 50_000 * 1_000_000_000, 1000, 0); // 50000 s later
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        assert!(f.warning.is_some());
+        assert_eq!(f.interval_s, 6.0);
+        assert!(f.ops[0].intervals.len() as i64 <= MAX_INTERVALS);
+        assert_eq!(f.ops[0].count, 2);
     }
 
     #[test]

@@ -1115,9 +1115,10 @@ pub fn build_results(
             b.shift(shift);
             binned.merge(b)?;
         }
-        let (ops, start_ns, duration_s) = binned.finish(BucketConvention::Exact, &keep);
+        let fin = binned.finish(BucketConvention::Exact, &keep);
+        warnings.extend(fin.warning);
         let started = match offset {
-            Some(_) => rfc3339_ns(start_ns),
+            Some(_) => rfc3339_ns(fin.start_ns),
             None => String::new(),
         };
         let mut run = RunResult {
@@ -1126,9 +1127,9 @@ pub fn build_results(
             spec: json!({"source": "oracle-10046", "files": paths, "session": session,
                          "anchored": offset.is_some()}),
             started,
-            duration_s,
-            interval_s: opts.interval_ns as f64 / 1e9,
-            ops,
+            duration_s: fin.duration_s,
+            interval_s: fin.interval_s,
+            ops: fin.ops,
             warnings,
             ..Default::default()
         };

@@ -46,18 +46,20 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
         b.record(op, (a * t_ns) as i64, (l * l_ns).round() as u64, 0);
         r.parsed();
     }
-    let (ops, start, dur) = b.finish(BucketConvention::Exact, &|_| true);
-    if ops.is_empty() {
+    let f = b.finish(BucketConvention::Exact, &|_| true);
+    if f.ops.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(vec![ingest_run(
+    let mut run = ingest_run(
         "time-latency",
         Format::TimeLatency,
-        ops,
-        rfc3339_ns(start),
-        dur,
-        interval_ns as f64 / 1e9,
+        f.ops,
+        rfc3339_ns(f.start_ns),
+        f.duration_s,
+        f.interval_s,
         json!({"time_unit": args.time_unit.unwrap_or(Unit::Us).name(),
                "latency_unit": args.unit.unwrap_or(Unit::Us).name()}),
-    )])
+    );
+    run.warnings.extend(f.warning);
+    Ok(vec![run])
 }
