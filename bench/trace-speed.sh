@@ -7,9 +7,9 @@
 #   SIZE=2G bench/trace-speed.sh
 #   RUNS=5 bench/trace-speed.sh     # best of 5 (default 3)
 #
-# Prints MB/s (10^6 bytes per second of wall time, and per second of iolens CPU time), the
-# ratio to wc -l, and peak RSS. The generated file lives in a temporary directory and is deleted
-# on exit.
+# Prints MB/s (10^6 bytes per second of wall time, and per second of iolens CPU time), the same
+# run confined to one CPU with taskset, the ratio to wc -l, and peak RSS. The generated file
+# lives in a temporary directory and is deleted on exit.
 set -euo pipefail
 SIZE=${SIZE:-600M}
 RUNS=${RUNS:-3}
@@ -49,6 +49,11 @@ best() {
 read -r wc_wall _ _ < <(best wc -l "$TRC")
 read -r io_wall io_cpu io_rss < <(best "$BIN" trace -q "$TRC")
 read -r _ _ q_rss < <(best "$BIN" trace -q "$TMP/quarter.trc")
+one_wall=""
+if command -v taskset > /dev/null; then
+  # Everything (parser and interval encoder thread) confined to one CPU.
+  read -r one_wall _ _ < <(best taskset -c 0 "$BIN" trace -q "$TRC")
+fi
 lines=$(wc -l < "$TRC")
 
 mbs() { echo "scale=1; $BYTES / 1000000 / $1" | bc -l; }
@@ -57,6 +62,9 @@ echo "trace: $(echo "scale=1; $BYTES / 1000000" | bc -l) MB, $lines lines ($TRC)
 printf '%-28s %8s s  %8s MB/s\n' "wc -l" "$wc_wall" "$(mbs "$wc_wall")"
 printf '%-28s %8s s  %8s MB/s  (CPU %s s: %s MB/s per CPU-second)\n' \
   "iolens trace" "$io_wall" "$(mbs "$io_wall")" "$io_cpu" "$(mbs "$io_cpu")"
+if [ -n "$one_wall" ]; then
+  printf '%-28s %8s s  %8s MB/s\n' "iolens trace, one CPU" "$one_wall" "$(mbs "$one_wall")"
+fi
 echo "ratio iolens/wc -l throughput: $(echo "scale=3; $wc_wall / $io_wall" | bc -l)"
 if [ $have_time = 1 ]; then
   echo "peak RSS: quarter of the trace $((q_rss / 1024)) MiB, whole trace $((io_rss / 1024)) MiB"

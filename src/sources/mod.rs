@@ -46,7 +46,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::results::{
-    new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
+    new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
 };
 use crate::units::fmt_ns;
 
@@ -746,8 +746,7 @@ struct Encoder {
     tx: Option<std::sync::mpsc::SyncSender<Job>>,
     done: std::sync::mpsc::Receiver<Done>,
     spare: std::sync::mpsc::Receiver<Histogram<u64>>,
-    /// Returns each op's total (the exact merge of its closed intervals).
-    handle: Option<std::thread::JoinHandle<Vec<Option<Histogram<u64>>>>>,
+    handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Encoder {
@@ -759,14 +758,7 @@ impl Encoder {
             .name("iolens-encode".into())
             .spawn(move || {
                 let mut enc = HistEncoder::new();
-                let mut totals: Vec<Option<Histogram<u64>>> = Vec::new();
                 for mut job in rx {
-                    if totals.len() <= job.op {
-                        totals.resize_with(job.op + 1, || None);
-                    }
-                    let _ = totals[job.op]
-                        .get_or_insert_with(new_histogram)
-                        .add(&job.hist);
                     let slot = Slot {
                         hist: enc.encode(&job.hist),
                         count: job.hist.len(),
@@ -785,7 +777,6 @@ impl Encoder {
                     job.hist.reset();
                     let _ = spare_tx.send(job.hist);
                 }
-                totals
             })
             .ok();
         Encoder {
@@ -905,7 +896,6 @@ impl Binned {
         };
         if let Some(job) = job {
             // No encoder thread: encode here.
-            let _ = self.ops[op].total.add(&job.hist);
             let slot = Slot {
                 hist: Hist::encode(&job.hist),
                 count: job.hist.len(),
@@ -929,13 +919,7 @@ impl Binned {
         if all {
             enc.tx = None;
             if let Some(h) = enc.handle.take() {
-                if let Ok(totals) = h.join() {
-                    for (i, t) in totals.into_iter().enumerate() {
-                        if let Some(t) = t {
-                            let _ = self.ops[i].total.add(&t);
-                        }
-                    }
-                }
+                let _ = h.join();
             }
         }
         while let Ok(d) = enc.done.try_recv() {
@@ -989,6 +973,7 @@ impl Binned {
     pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
         let o = self.slot_of(op, t_ns);
         record_interval(&mut o.cur_hist, lat_ns, 1);
+        record_ns(&mut o.total, lat_ns);
         o.cur_bytes += bytes;
         o.bytes += bytes;
     }
@@ -997,6 +982,7 @@ impl Binned {
     pub fn record_spread(&mut self, op: usize, t_ns: i64, lo_ns: u64, hi_ns: u64, count: u64) {
         let o = self.slot_of(op, t_ns);
         spread(&mut o.cur_hist, lo_ns, hi_ns, count);
+        spread(&mut o.total, lo_ns, hi_ns, count);
     }
 
     /// Add another accumulator on the same time axis.
