@@ -40,6 +40,14 @@ pub enum Command {
     Verify(crate::verify::VerifyArgs),
     /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
     Db(crate::db::DbArgs),
+    /// Read Oracle extended SQL trace files (event 10046) into latency distributions and a
+    /// response-time profile.
+    Trace(crate::sources::TraceArgs),
+    /// Read histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio, hlog…).
+    Ingest(crate::sources::IngestArgs),
+    /// Write a synthetic 10046 trace (benchmark input).
+    #[command(hide = true)]
+    GenTrace(crate::sources::oracle_trace::GenTraceArgs),
     /// Show a results file in the terminal: summary, histograms, latency heatmaps.
     Show(crate::render::ShowArgs),
     /// Write a self-contained HTML report of a results file.
@@ -220,6 +228,9 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
         Command::Verify(a) => crate::verify::cmd_verify(&a, cmdline),
         Command::Db(a) => crate::db::main(a, &cmdline),
+        Command::Trace(a) => crate::sources::run_trace(&a, cmdline),
+        Command::Ingest(a) => crate::sources::run_ingest(&a, cmdline),
+        Command::GenTrace(a) => crate::sources::oracle_trace::run_gen_trace(&a),
         Command::Show(a) => crate::render::show(&a),
         Command::Report(a) => crate::render::report(&a),
         Command::Compare(a) => crate::render::compare(&a),

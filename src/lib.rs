@@ -13,6 +13,7 @@ pub mod recorder;
 pub mod render;
 pub mod results;
 pub mod run;
+pub mod sources;
 pub mod summary;
 pub mod sys;
 pub mod target;

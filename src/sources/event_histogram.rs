@@ -1,0 +1,420 @@
+//! Oracle `V$EVENT_HISTOGRAM` / `V$EVENT_HISTOGRAM_MICRO` snapshots spooled as CSV.
+//!
+//! Input: rows `time, event, bucket, count` (optionally an instance column), as spooled from
+//! SQL*Plus with `set markup csv on` (quoted, with a header) or `set colsep ','` (padded, with
+//! or without a header). With a header, columns are found by name (`*TIME*` but not
+//! `WAIT_TIME_*`, `EVENT`, `WAIT_TIME_MILLI`/`WAIT_TIME_MICRO`/`BUCKET`, `WAIT_COUNT`/`COUNT`,
+//! `INST_ID`/`INSTANCE_NUMBER`); the bucket unit follows the column name (MILLI → ms, MICRO →
+//! µs), else `--unit`, else ms. SQL*Plus chatter (`n rows selected.`, `SQL>` lines, dashes) is
+//! counted as ignored.
+//!
+//! Counts are cumulative since instance start, so each snapshot is differenced against the
+//! previous one of the same instance ([`CumulativeSeries`]); the deltas form one interval from
+//! the previous snapshot time to this one. Buckets are upper bounds (a wait in bucket `v` lies
+//! in `[v/2, v)`, bucket 1 in `[0, 1)`; the micro view's sentinel 4294967295 is read as 2^32 µs)
+//! and are spread as [`super::spread`] describes. When any count goes down (an instance
+//! restart), the series ends and a new one starts at that snapshot, with a warning; the waits
+//! between the restart and that snapshot cannot be placed and are left out (also warned).
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::{bail, Result};
+use serde_json::json;
+
+use super::{
+    bucket_range, ingest_run, parse_u64, rfc3339_ns, Format, IngestArgs, LineReader,
+    SnapshotSeries, Unit,
+};
+use crate::results::{BucketConvention, RunResult};
+
+/// Cumulative counts of one snapshot by (event, bucket).
+pub type Snapshot = HashMap<(String, u64), u64>;
+
+/// Differences cumulative bucket snapshots into per-interval histograms; splits series on
+/// restarts (counts going down).
+pub struct CumulativeSeries {
+    label: String,
+    format: Format,
+    conv: BucketConvention,
+    unit_ns: f64,
+    prev: Option<(i64, Snapshot)>,
+    seg_start_ns: i64,
+    series: SnapshotSeries,
+    segment: usize,
+    warnings: Vec<String>,
+    /// Finished runs.
+    pub runs: Vec<RunResult>,
+    spec: serde_json::Value,
+}
+
+impl CumulativeSeries {
+    /// A new series named `label`.
+    pub fn new(
+        label: &str,
+        format: Format,
+        conv: BucketConvention,
+        unit_ns: f64,
+        spec: serde_json::Value,
+    ) -> Self {
+        CumulativeSeries {
+            label: label.to_string(),
+            format,
+            conv,
+            unit_ns,
+            prev: None,
+            seg_start_ns: 0,
+            series: SnapshotSeries::new(),
+            segment: 1,
+            warnings: Vec::new(),
+            runs: Vec::new(),
+            spec,
+        }
+    }
+
+    /// Add a snapshot taken at `t_ns` (cumulative counts per (event, bucket)).
+    pub fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) {
+        let Some((pt, prev)) = self.prev.take() else {
+            self.seg_start_ns = t_ns;
+            self.prev = Some((t_ns, snap));
+            return;
+        };
+        if t_ns <= pt {
+            self.warnings.push(format!(
+                "{at}: snapshot time does not advance ({} s after the previous); snapshot skipped",
+                (t_ns - pt) as f64 / 1e9
+            ));
+            self.prev = Some((pt, prev));
+            return;
+        }
+        // Restart: some count went down (or a bucket vanished).
+        let down = prev
+            .iter()
+            .find(|(k, &v)| snap.get(*k).copied().unwrap_or(0) < v);
+        if let Some(((ev, b), v)) = down {
+            let now = snap.get(&(ev.clone(), *b)).copied().unwrap_or(0);
+            let lost: u64 = snap.values().sum();
+            self.warnings.push(format!(
+                "{at}: counts went down (event '{ev}' bucket {b}: {v} → {now}): instance restart? \
+                 Series {} ends; series {} starts at this snapshot ({lost} waits counted since \
+                 the restart cannot be placed in time and are left out)",
+                self.segment,
+                self.segment + 1
+            ));
+            self.end_segment();
+            self.segment += 1;
+            self.seg_start_ns = t_ns;
+            self.prev = Some((t_ns, snap));
+            return;
+        }
+        self.series.begin_interval(
+            (pt - self.seg_start_ns) as f64 / 1e9,
+            (t_ns - pt) as f64 / 1e9,
+        );
+        let mut keys: Vec<&(String, u64)> = snap.keys().collect();
+        keys.sort();
+        for k in keys {
+            let d = snap[k] - prev.get(k).copied().unwrap_or(0);
+            if d == 0 {
+                continue;
+            }
+            let op = self.series.op(&k.0);
+            let (lo, hi) = bucket_range(k.1, self.conv);
+            self.series.add_spread(
+                op,
+                (lo as f64 * self.unit_ns).round() as u64,
+                (hi as f64 * self.unit_ns).round() as u64,
+                d,
+            );
+        }
+        self.prev = Some((t_ns, snap));
+    }
+
+    fn end_segment(&mut self) {
+        let series = std::mem::take(&mut self.series);
+        if series.is_empty() {
+            return;
+        }
+        let n = series.len();
+        let (mut ops, duration) = series.finish(self.conv);
+        ops.retain(|o| o.count > 0);
+        let name = if self.segment > 1 || !self.runs.is_empty() {
+            format!("{} (series {})", self.label, self.segment)
+        } else {
+            self.label.clone()
+        };
+        let mut run = ingest_run(
+            &name,
+            self.format,
+            ops,
+            rfc3339_ns(self.seg_start_ns),
+            duration,
+            if n > 0 { duration / n as f64 } else { 0.0 },
+            self.spec.clone(),
+        );
+        run.counters.insert("snapshots".into(), (n + 1) as f64);
+        self.runs.push(run);
+    }
+
+    /// Close the series; warnings go to the last run (or are returned when there is none).
+    pub fn finish(mut self) -> (Vec<RunResult>, Vec<String>) {
+        if self.series.is_empty() && self.prev.is_some() && self.runs.is_empty() {
+            self.warnings.push(format!(
+                "{}: only one snapshot, so no interval can be formed (counts are cumulative)",
+                self.label
+            ));
+        }
+        self.end_segment();
+        let mut runs = self.runs;
+        match runs.last_mut() {
+            Some(r) => {
+                r.warnings.extend(self.warnings);
+                (runs, Vec::new())
+            }
+            None => (runs, self.warnings),
+        }
+    }
+}
+
+struct Columns {
+    time: usize,
+    event: usize,
+    bucket: usize,
+    count: usize,
+    inst: Option<usize>,
+}
+
+/// Read a snapshot CSV.
+pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+    let mut cols: Option<Columns> = None;
+    let mut unit = args.unit;
+    let mut view = "V$EVENT_HISTOGRAM";
+    // Per instance: current snapshot time/text and its counts, and the series.
+    let mut cur: BTreeMap<String, (i64, Snapshot, u64)> = BTreeMap::new();
+    let mut series: BTreeMap<String, CumulativeSeries> = BTreeMap::new();
+    let mut extra_warnings = Vec::new();
+    let mut buf = Vec::new();
+    while let Some(line) = r.next_line()? {
+        let t = line.trim_ascii();
+        if t.is_empty() {
+            r.ignored("blank");
+            continue;
+        }
+        if t.starts_with(b"SQL>")
+            || t.ends_with(b"rows selected.")
+            || t.ends_with(b"row selected.")
+            || t.starts_with(b"no rows selected")
+            || t.iter().all(|&c| c == b'-' || c == b' ' || c == b',')
+        {
+            r.ignored("sqlplus");
+            continue;
+        }
+        buf.clear();
+        buf.extend_from_slice(line);
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(buf.as_slice());
+        let mut rec = csv::StringRecord::new();
+        match rdr.read_record(&mut rec) {
+            Ok(true) => {}
+            _ => {
+                r.unparsed("not a CSV row");
+                continue;
+            }
+        }
+        let looks_header = rec.iter().any(|f| f.to_ascii_uppercase().contains("EVENT"))
+            && rec.iter().all(|f| f.parse::<f64>().is_err());
+        if looks_header && cols.is_some() {
+            // SQL*Plus repeats the heading on every page and every run of the query.
+            r.ignored("header");
+            continue;
+        }
+        if cols.is_none() {
+            if looks_header {
+                let up: Vec<String> = rec.iter().map(|f| f.to_ascii_uppercase()).collect();
+                let find = |p: &dyn Fn(&str) -> bool| up.iter().position(|c| p(c));
+                let bucket =
+                    find(&|c| c.starts_with("WAIT_TIME_") || c == "BUCKET" || c == "WAIT_TIME");
+                let time = find(&|c| c.contains("TIME") && !c.starts_with("WAIT_TIME"))
+                    .or_else(|| find(&|c| c == "TS" || c.contains("DATE")));
+                let event = find(&|c| c == "EVENT" || c == "EVENT_NAME" || c == "NAME");
+                let count = find(&|c| c == "WAIT_COUNT" || c == "COUNT");
+                let inst = find(&|c| c == "INST_ID" || c == "INSTANCE_NUMBER" || c == "INSTANCE");
+                let (Some(time), Some(event), Some(bucket), Some(count)) =
+                    (time, event, bucket, count)
+                else {
+                    bail!(
+                        "header line {} lacks a time, event, bucket or count column: {}",
+                        r.line_no,
+                        up.join(",")
+                    );
+                };
+                if unit.is_none() {
+                    if up[bucket].contains("MICRO") {
+                        unit = Some(Unit::Us);
+                        view = "V$EVENT_HISTOGRAM_MICRO";
+                    } else if up[bucket].contains("NANO") {
+                        unit = Some(Unit::Ns);
+                    } else if up[bucket].contains("MILLI") {
+                        unit = Some(Unit::Ms);
+                    }
+                }
+                cols = Some(Columns {
+                    time,
+                    event,
+                    bucket,
+                    count,
+                    inst,
+                });
+                r.ignored("header");
+                continue;
+            }
+            if rec.len() < 4 {
+                r.unparsed("expected time, event, bucket, count");
+                continue;
+            }
+            cols = Some(Columns {
+                time: 0,
+                event: 1,
+                bucket: 2,
+                count: 3,
+                inst: if rec.len() >= 5 { Some(4) } else { None },
+            });
+        }
+        let c = cols.as_ref().expect("set above");
+        let get = |i: usize| rec.get(i).unwrap_or("");
+        let Some(t_ns) = parse_time_any(get(c.time)) else {
+            r.unparsed("time not understood");
+            continue;
+        };
+        let ev = get(c.event).to_string();
+        let (Some(bucket), Some(count)) = (
+            parse_u64(get(c.bucket).as_bytes()),
+            parse_u64(get(c.count).as_bytes()),
+        ) else {
+            r.unparsed("bucket or count is not a whole number");
+            continue;
+        };
+        if ev.is_empty() {
+            r.unparsed("empty event name");
+            continue;
+        }
+        let inst = c.inst.map(|i| get(i).to_string()).unwrap_or_default();
+        let unit_ns = unit.unwrap_or(Unit::Ms).ns();
+        let entry = cur
+            .entry(inst.clone())
+            .or_insert_with(|| (t_ns, HashMap::new(), r.line_no));
+        if entry.0 != t_ns {
+            if t_ns < entry.0 {
+                r.unparsed("row older than the current snapshot (sort by time)");
+                continue;
+            }
+            let (pt, snap, at) = std::mem::replace(entry, (t_ns, HashMap::new(), r.line_no));
+            let label = series_label(view, &inst);
+            series
+                .entry(inst.clone())
+                .or_insert_with(|| {
+                    CumulativeSeries::new(
+                        &label,
+                        Format::EventHistogram,
+                        BucketConvention::UpperBound,
+                        unit_ns,
+                        json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
+                    )
+                })
+                .push(pt, snap, &format!("{}:{}", r.name, at));
+        }
+        let e = cur.get_mut(&inst).expect("inserted");
+        *e.1.entry((ev, bucket)).or_default() += count;
+        r.parsed();
+    }
+    let unit_ns = unit.unwrap_or(Unit::Ms).ns();
+    for (inst, (t, snap, at)) in cur {
+        let label = series_label(view, &inst);
+        series
+            .entry(inst.clone())
+            .or_insert_with(|| {
+                CumulativeSeries::new(
+                    &label,
+                    Format::EventHistogram,
+                    BucketConvention::UpperBound,
+                    unit_ns,
+                    json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
+                )
+            })
+            .push(t, snap, &format!("{}:{}", r.name, at));
+    }
+    let mut runs = Vec::new();
+    for (_, s) in series {
+        let (rs, w) = s.finish();
+        runs.extend(rs);
+        extra_warnings.extend(w);
+    }
+    if let Some(first) = runs.first_mut() {
+        first.warnings.extend(extra_warnings);
+    } else {
+        r.warnings.extend(extra_warnings);
+    }
+    Ok(runs)
+}
+
+fn series_label(view: &str, inst: &str) -> String {
+    if inst.is_empty() {
+        view.to_string()
+    } else {
+        format!("{view} instance {inst}")
+    }
+}
+
+/// Parse the time formats SQL*Plus and scripts commonly spool, to Unix ns (naive times are
+/// taken as UTC): ISO 8601 with or without zone, `yyyy-mm-dd hh:mm:ss[.f]`, `yyyy/mm/dd …`,
+/// Oracle's `DD-MON-RR HH.MI.SSXFF AM` and `DD-MON-YYYY HH24:MI:SS`, or epoch seconds.
+pub fn parse_time_any(s: &str) -> Option<i64> {
+    let s = s.trim().trim_matches('"');
+    if let Some(ns) = super::oracle_trace::parse_timestamp(s.as_bytes()) {
+        return Some(ns);
+    }
+    if let Ok(v) = s.parse::<f64>() {
+        if v.is_finite() && (0.0..1e11).contains(&v) {
+            return Some((v * 1e9).round() as i64);
+        }
+    }
+    let up = s.to_ascii_uppercase();
+    // Strip a trailing zone after an Oracle timestamp (e.g. " +00:00", " UTC").
+    let fmts = [
+        "%Y/%m/%d %H:%M:%S%.f",
+        "%d-%b-%y %I.%M.%S%.f %p",
+        "%d-%b-%Y %I.%M.%S%.f %p",
+        "%d-%b-%Y %H:%M:%S",
+        "%d-%b-%y %H:%M:%S",
+        "%d/%m/%Y %H:%M:%S",
+    ];
+    for cand in [up.as_str(), up.rsplit_once(' ').map(|x| x.0).unwrap_or("")] {
+        for f in fmts {
+            if let Ok(d) = chrono::NaiveDateTime::parse_from_str(cand, f) {
+                return d.and_utc().timestamp_nanos_opt();
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_formats() {
+        let a = parse_time_any("2024-03-01 10:00:00").unwrap();
+        assert_eq!(parse_time_any("01-MAR-24 10.00.00.000000 AM"), Some(a));
+        assert_eq!(parse_time_any("01-MAR-2024 10:00:00"), Some(a));
+        assert_eq!(parse_time_any("2024-03-01T10:00:00+00:00"), Some(a));
+        assert_eq!(
+            parse_time_any("01-MAR-24 10.00.00.000000 AM +00:00"),
+            Some(a)
+        );
+        assert_eq!(parse_time_any("1709287200"), Some(a));
+        assert_eq!(parse_time_any("yesterday"), None);
+    }
+}

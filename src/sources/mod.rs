@@ -1,0 +1,1482 @@
+//! Readers of evidence that databases and the OS already produce, turned into [`Results`].
+//!
+//! One file per source format:
+//! - [`oracle_trace`]: Oracle extended SQL trace (event 10046) → `iolens trace`.
+//! - [`event_histogram`]: `V$EVENT_HISTOGRAM` / `V$EVENT_HISTOGRAM_MICRO` CSV snapshots.
+//! - [`pylatencymap`]: PyLatencyMap `<begin record>` … `<end record>` streams.
+//! - [`bcc`]: bcc `biolatency` text, bpftrace `hist()` maps and `biosnoop` output.
+//! - [`fio`]: fio per-I/O latency logs (`write_lat_log`) and histogram logs (`write_hist_log`).
+//! - [`hlog`]: HdrHistogram interval logs (`.hlog`, V2 encodings).
+//! - [`pairs`]: two-column `time latency` text (the input of Brendan Gregg's heatmap tool).
+//!
+//! Data flow: a reader streams its input line by line through [`LineReader`] (gzip detected by
+//! magic bytes, one reused buffer, no per-line allocation), feeds latencies into a
+//! [`Binned`] accumulator (per-event values binned into fixed intervals by completion time) or
+//! builds per-snapshot intervals itself, and returns one [`RunResult`] per source series with
+//! one [`crate::results::OpResult`] per event name. The command then prints a terminal summary
+//! ([`print_summary`]) and optionally writes the JSON.
+//!
+//! Bucketed sources keep their convention in `OpResult::bucket_convention`. When a bucket's
+//! count is converted into the nanosecond HdrHistogram, it is spread with [`spread`]: the bucket
+//! range `[lo, hi)` is cut into up to [`SPREAD_SLOTS`] geometrically equal slots (uniform slots
+//! when `lo` is 0), the count is divided evenly across them (remainder to the lowest slots), and
+//! each slot's share is recorded at the slot's geometric midpoint. So an Oracle bucket `8` ms
+//! becomes values in [4, 8) ms and a bcc row `4 -> 7` µs values in [4, 8) µs; counts are exact,
+//! the shape inside a bucket is log-uniform.
+//!
+//! `Results.extra` keys written here (documented in `docs/results-schema.md` terms):
+//! - `"source"`: `{format, files:[{path, lines, parsed, ignored:{kind:n}, unparsed, unparsed_first:[{line,text}]}]}`
+//!   for every reader: how many lines were read, used, knowingly ignored and not understood.
+//! - `"trace_profile"`, `"trace_io"`, `"trace_slowest"`: see [`oracle_trace`].
+
+pub mod bcc;
+pub mod event_histogram;
+pub mod fio;
+pub mod hlog;
+pub mod oracle_trace;
+pub mod pairs;
+pub mod pylatencymap;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::results::{
+    new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
+};
+use crate::units::fmt_ns;
+
+/// Number of sub-slots a bucket's count is spread over (see the module docs).
+pub const SPREAD_SLOTS: u64 = 32;
+/// How many unparsed lines are quoted (with line numbers) per file.
+pub const UNPARSED_QUOTED: usize = 10;
+
+// ---------------------------------------------------------------------------------------------
+// Command-line arguments
+
+/// Arguments of `iolens trace`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Oracle extended SQL trace files (event 10046), plain or gzip-compressed. Files of one
+    /// session (same SESSION ID, or a `TRACE CONTINUED` chain) are combined into one series.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Keep only these wait events in the latency histograms (repeatable). The response-time
+    /// profile always covers every event.
+    #[arg(long = "event", value_name = "NAME")]
+    pub events: Vec<String>,
+    /// Interval length of the per-interval histograms (heatmap resolution).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: std::time::Duration,
+    /// How many of the slowest individual waits to list.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not print the terminal summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print the process's peak resident memory (VmHWM) at the end (used by the benchmark).
+    #[arg(long, hide = true)]
+    pub print_peak_rss: bool,
+}
+
+/// Formats understood by `iolens ingest`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// V$EVENT_HISTOGRAM(_MICRO) snapshots spooled as CSV: time, event, bucket, count.
+    EventHistogram,
+    /// PyLatencyMap record stream (<begin record> … <end record>).
+    Pylatencymap,
+    /// bcc biolatency text output (log2 histograms, optional -T/-D/-F sections).
+    Biolatency,
+    /// bpftrace hist()/lhist() map output.
+    Bpftrace,
+    /// bcc biosnoop output (one line per I/O).
+    Biosnoop,
+    /// fio per-I/O latency log (write_lat_log / write_clat_log ...).
+    FioLog,
+    /// fio histogram log (write_hist_log).
+    FioHist,
+    /// HdrHistogram interval log (.hlog).
+    Hlog,
+    /// Two columns: time latency (Brendan Gregg's heatmap input).
+    TimeLatency,
+}
+
+/// Arguments of `iolens ingest`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct IngestArgs {
+    /// Input format.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Input files, plain or gzip-compressed.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Latency unit of the values where the format does not say it (ns, us, ms, s). Defaults:
+    /// event-histogram from the column name (ms for WAIT_TIME_MILLI), fio-log ns, hlog ns,
+    /// time-latency us, bpftrace from the map name (else us).
+    #[arg(long)]
+    pub unit: Option<Unit>,
+    /// Time unit of the first column of time-latency input (default us, as trace2heatmap.pl).
+    #[arg(long)]
+    pub time_unit: Option<Unit>,
+    /// Interval length for formats with per-event timestamps (fio-log, biosnoop,
+    /// time-latency) and the assumed spacing of un-timestamped histogram sections.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: std::time::Duration,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not print the terminal summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// A time or latency unit named on the command line.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Unit {
+    Ns,
+    Us,
+    Ms,
+    S,
+}
+
+impl Unit {
+    /// Nanoseconds per unit.
+    pub fn ns(self) -> f64 {
+        match self {
+            Unit::Ns => 1.0,
+            Unit::Us => 1e3,
+            Unit::Ms => 1e6,
+            Unit::S => 1e9,
+        }
+    }
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Ns => "ns",
+            Unit::Us => "us",
+            Unit::Ms => "ms",
+            Unit::S => "s",
+        }
+    }
+}
+
+/// Run `iolens trace`.
+pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
+    let results = oracle_trace::read_traces(args, command_line)?;
+    finish_command(&results, args.json.as_deref(), args.quiet)?;
+    if args.print_peak_rss {
+        println!(
+            "peak RSS: {}",
+            peak_rss().unwrap_or_else(|| "unknown".into())
+        );
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Run `iolens ingest`.
+pub fn run_ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
+    let results = ingest(args, command_line)?;
+    finish_command(&results, args.json.as_deref(), args.quiet)?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// Read every input of an `ingest` invocation into one results document.
+pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
+    let mut results = Results::new(Kind::Ingest, command_line);
+    let mut stats = Vec::new();
+    for path in &args.files {
+        let mut reader = LineReader::open(path)?;
+        let runs = match args.format {
+            Format::EventHistogram => event_histogram::read(&mut reader, args),
+            Format::Pylatencymap => pylatencymap::read(&mut reader, args),
+            Format::Biolatency => bcc::read_biolatency(&mut reader, args),
+            Format::Bpftrace => bcc::read_bpftrace(&mut reader, args),
+            Format::Biosnoop => bcc::read_biosnoop(&mut reader, args),
+            Format::FioLog => fio::read_lat_log(&mut reader, args),
+            Format::FioHist => fio::read_hist_log(&mut reader, args),
+            Format::Hlog => hlog::read(&mut reader, args),
+            Format::TimeLatency => pairs::read(&mut reader, args),
+        }
+        .with_context(|| format!("{}", path.display()))?;
+        for w in reader.warnings.drain(..) {
+            results.warnings.push(format!("{}: {w}", path.display()));
+        }
+        if runs.is_empty() {
+            results.warnings.push(format!(
+                "{}: no {} data found ({} lines read)",
+                path.display(),
+                format_name(args.format),
+                reader.stats.lines
+            ));
+        }
+        for mut r in runs {
+            if let serde_json::Value::Object(m) = &mut r.spec {
+                m.insert("file".into(), path.display().to_string().into());
+            }
+            results.runs.push(r);
+        }
+        if reader.stats.unparsed > 0 {
+            results.warnings.push(format!(
+                "{}: {} line(s) could not be parsed (first at line {})",
+                path.display(),
+                reader.stats.unparsed,
+                reader
+                    .stats
+                    .unparsed_first
+                    .first()
+                    .map(|u| u.line)
+                    .unwrap_or(0)
+            ));
+        }
+        stats.push(reader.file_stats(path));
+    }
+    results.extra.insert(
+        "source".into(),
+        serde_json::json!({"format": format_name(args.format), "files": stats}),
+    );
+    Ok(results)
+}
+
+/// The CLI spelling of a format.
+pub fn format_name(f: Format) -> &'static str {
+    match f {
+        Format::EventHistogram => "event-histogram",
+        Format::Pylatencymap => "pylatencymap",
+        Format::Biolatency => "biolatency",
+        Format::Bpftrace => "bpftrace",
+        Format::Biosnoop => "biosnoop",
+        Format::FioLog => "fio-log",
+        Format::FioHist => "fio-hist",
+        Format::Hlog => "hlog",
+        Format::TimeLatency => "time-latency",
+    }
+}
+
+fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result<()> {
+    if !quiet {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        if let Err(e) = print_summary(results, &mut out) {
+            // A closed pipe (`| head`) is not an error; still write the JSON.
+            let pipe = e
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
+            if !pipe {
+                return Err(e);
+            }
+        }
+    }
+    if let Some(p) = json {
+        results.write_file(p)?;
+        if !quiet {
+            let _ = writeln!(std::io::stdout(), "results written to {}", p.display());
+        }
+    }
+    Ok(())
+}
+
+/// Peak resident set size of this process (VmHWM from /proc/self/status).
+pub fn peak_rss() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .map(|l| l["VmHWM:".len()..].trim().to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+/// Per-file line accounting: nothing is dropped silently.
+#[derive(Debug, Default, Clone)]
+pub struct LineStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines that carried data that was used.
+    pub parsed: u64,
+    /// Lines recognised and deliberately not used, by kind.
+    pub ignored: BTreeMap<String, u64>,
+    /// Lines not understood.
+    pub unparsed: u64,
+    /// The first few unparsed lines.
+    pub unparsed_first: Vec<UnparsedLine>,
+}
+
+/// An unparsed line quoted in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnparsedLine {
+    pub line: u64,
+    pub text: String,
+    pub reason: String,
+}
+
+/// Streams lines of a (possibly gzip-compressed) file through one reused buffer: lines are
+/// returned as slices of the buffer (no per-line copy or allocation).
+pub struct LineReader {
+    inner: Box<dyn Read>,
+    buf: Vec<u8>,
+    /// Start of unread data in `buf`.
+    pos: usize,
+    /// End of valid data in `buf`.
+    end: usize,
+    eof: bool,
+    /// The current line's range in `buf` (without terminator).
+    cur: (usize, usize),
+    /// Current line number (1-based; 0 before the first line).
+    pub line_no: u64,
+    pub stats: LineStats,
+    /// True when the input was gzip-compressed.
+    pub gzip: bool,
+    /// Display name of the input.
+    pub name: String,
+    /// Warnings about the input as a whole (moved into `Results.warnings`).
+    pub warnings: Vec<String>,
+}
+
+const READ_CHUNK: usize = 128 << 10;
+
+impl LineReader {
+    /// Open a file; gzip is detected by its magic bytes (1f 8b), whatever the file is called.
+    pub fn open(path: &Path) -> Result<LineReader> {
+        let f =
+            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
+            bail!("{} is a directory, not a file", path.display());
+        }
+        LineReader::from_reader(Box::new(f), &path.display().to_string())
+    }
+
+    /// Wrap any reader (gzip detected by magic bytes).
+    pub fn from_reader(r: Box<dyn Read>, name: &str) -> Result<LineReader> {
+        let mut br = BufReader::with_capacity(64 * 1024, r);
+        let head = br
+            .fill_buf()
+            .with_context(|| format!("cannot read {name}"))?;
+        let gzip = head.len() >= 2 && head[0] == 0x1f && head[1] == 0x8b;
+        let inner: Box<dyn Read> = if gzip {
+            Box::new(flate2::bufread::MultiGzDecoder::new(br))
+        } else {
+            Box::new(br)
+        };
+        Ok(LineReader {
+            inner,
+            buf: vec![0; READ_CHUNK],
+            pos: 0,
+            end: 0,
+            eof: false,
+            cur: (0, 0),
+            line_no: 0,
+            stats: LineStats::default(),
+            gzip,
+            name: name.to_string(),
+            warnings: Vec::new(),
+        })
+    }
+
+    fn fill(&mut self) -> Result<usize> {
+        // Move the partial line to the front, grow when one line fills the buffer.
+        if self.pos > 0 {
+            self.buf.copy_within(self.pos..self.end, 0);
+            self.end -= self.pos;
+            self.pos = 0;
+        }
+        if self.end == self.buf.len() {
+            let n = self.buf.len() * 2;
+            self.buf.resize(n, 0);
+        }
+        loop {
+            match self.inner.read(&mut self.buf[self.end..]) {
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "{}: read error after line {}{}",
+                        self.name,
+                        self.line_no,
+                        if self.gzip {
+                            " (corrupt or truncated gzip data?)"
+                        } else {
+                            ""
+                        }
+                    )))
+                }
+            }
+        }
+    }
+
+    /// The next line without its line terminator (`\n` or `\r\n`), or `None` at the end.
+    #[inline]
+    pub fn next_line(&mut self) -> Result<Option<&[u8]>> {
+        let mut scanned = self.pos;
+        loop {
+            if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..self.end]) {
+                let nl = scanned + i;
+                let start = self.pos;
+                self.pos = nl + 1;
+                return Ok(Some(self.take_line(start, nl)));
+            }
+            if self.eof {
+                if self.pos < self.end {
+                    let (start, end) = (self.pos, self.end);
+                    self.pos = self.end;
+                    return Ok(Some(self.take_line(start, end)));
+                }
+                return Ok(None);
+            }
+            let done = self.end - self.pos;
+            if self.fill()? == 0 {
+                self.eof = true;
+            }
+            scanned = self.pos + done;
+        }
+    }
+
+    #[inline]
+    fn take_line(&mut self, start: usize, mut end: usize) -> &[u8] {
+        if end > start && self.buf[end - 1] == b'\r' {
+            end -= 1;
+        }
+        self.line_no += 1;
+        self.stats.lines += 1;
+        self.cur = (start, end);
+        &self.buf[start..end]
+    }
+
+    /// Count the current line as used.
+    #[inline]
+    pub fn parsed(&mut self) {
+        self.stats.parsed += 1;
+    }
+
+    /// Count the current line as recognised but not used.
+    pub fn ignored(&mut self, kind: &str) {
+        if let Some(n) = self.stats.ignored.get_mut(kind) {
+            *n += 1;
+        } else {
+            self.stats.ignored.insert(kind.to_string(), 1);
+        }
+    }
+
+    /// Count the current line as not understood (it is quoted from the reader's buffer).
+    pub fn unparsed(&mut self, reason: &str) {
+        let (a, b) = self.cur;
+        count_unparsed(&mut self.stats, self.line_no, &self.buf[a..b], reason);
+    }
+
+    /// The per-file statistics as JSON.
+    pub fn file_stats(&self, path: &Path) -> serde_json::Value {
+        file_stats_json(&self.stats, &path.display().to_string(), self.gzip)
+    }
+}
+
+/// Record an unparsed line in `stats`.
+pub fn count_unparsed(stats: &mut LineStats, line: u64, text: &[u8], reason: &str) {
+    stats.unparsed += 1;
+    if stats.unparsed_first.len() < UNPARSED_QUOTED {
+        let mut t = String::from_utf8_lossy(text).into_owned();
+        if t.len() > 200 {
+            let mut cut = 200;
+            while !t.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            t.truncate(cut);
+            t.push('…');
+        }
+        stats.unparsed_first.push(UnparsedLine {
+            line,
+            text: t,
+            reason: reason.to_string(),
+        });
+    }
+}
+
+/// JSON form of [`LineStats`].
+pub fn file_stats_json(s: &LineStats, path: &str, gzip: bool) -> serde_json::Value {
+    serde_json::json!({
+        "path": path,
+        "gzip": gzip,
+        "lines": s.lines,
+        "parsed": s.parsed,
+        "ignored": s.ignored,
+        "unparsed": s.unparsed,
+        "unparsed_first": s.unparsed_first,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small byte parsers shared by the readers
+
+/// Parse an unsigned decimal integer (whole slice).
+#[inline]
+pub fn parse_u64(s: &[u8]) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(d as u64)?;
+    }
+    Some(v)
+}
+
+/// Parse a signed decimal integer (whole slice).
+#[inline]
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    match s.first() {
+        Some(b'-') => parse_u64(&s[1..]).and_then(|v| i64::try_from(v).ok().map(|v| -v)),
+        Some(b'+') => parse_u64(&s[1..]).and_then(|v| i64::try_from(v).ok()),
+        _ => parse_u64(s).and_then(|v| i64::try_from(v).ok()),
+    }
+}
+
+/// Parse a float from bytes (whole slice, trimmed).
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(s).ok()?.trim();
+    let v: f64 = t.parse().ok()?;
+    v.is_finite().then_some(v)
+}
+
+/// Trim ASCII whitespace on both ends.
+#[inline]
+pub fn trim(s: &[u8]) -> &[u8] {
+    s.trim_ascii()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buckets
+
+/// Spread `count` values over `[lo_ns, hi_ns)` deterministically (see the module docs).
+pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
+    if count == 0 {
+        return;
+    }
+    if hi_ns <= lo_ns.saturating_add(1) {
+        record_interval(h, lo_ns, count);
+        return;
+    }
+    let slots = count.min(SPREAD_SLOTS);
+    let base = count / slots;
+    let rem = count % slots;
+    let (lo, hi) = (lo_ns as f64, hi_ns as f64);
+    for i in 0..slots {
+        let f = (i as f64 + 0.5) / slots as f64;
+        let v = if lo_ns == 0 {
+            hi * f
+        } else {
+            lo * (hi / lo).powf(f)
+        };
+        let v = (v as u64).clamp(lo_ns.max(1), hi_ns - 1);
+        let n = base + u64::from(i < rem);
+        if n > 0 {
+            record_interval(h, v, n);
+        }
+    }
+}
+
+/// The `[lo, hi)` range in the value's unit of a power-of-two bucket labelled `v`.
+///
+/// Upper-bound (Oracle): `v` holds `[v/2, v)`, and bucket 1 holds `[0, 1)`; the sentinel
+/// 4294967295 is read as 2^32. Lower-bound (bcc, SystemTap, DTrace): `v` holds `[v, 2v)`, and
+/// bucket 0 holds `[0, 1)`.
+pub fn bucket_range(v: u64, conv: BucketConvention) -> (u64, u64) {
+    match conv {
+        BucketConvention::UpperBound => {
+            let v = if v == u32::MAX as u64 { 1u64 << 32 } else { v };
+            if v <= 1 {
+                (0, 1)
+            } else {
+                (v / 2, v)
+            }
+        }
+        BucketConvention::LowerBound => {
+            if v == 0 {
+                (0, 1)
+            } else {
+                (v, v.saturating_mul(2))
+            }
+        }
+        BucketConvention::Exact => (v, v + 1),
+    }
+}
+
+/// Spread a bucket given in `unit_ns` units.
+pub fn spread_bucket(
+    h: &mut Histogram<u64>,
+    v: u64,
+    conv: BucketConvention,
+    unit_ns: f64,
+    count: u64,
+) {
+    let (lo, hi) = bucket_range(v, conv);
+    let lo_ns = (lo as f64 * unit_ns).round() as u64;
+    let hi_ns = (hi as f64 * unit_ns).round() as u64;
+    spread(h, lo_ns, hi_ns, count);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Accumulating per-event values into fixed intervals
+
+/// A histogram for one interval: same precision as [`new_histogram`], but it grows only as far
+/// as the values recorded, so resetting and encoding it is cheap. Values are clamped to
+/// [1, `HIST_MAX_NS`] as [`record_ns`] does; [`Hist::decode`] normalises the bounds.
+fn interval_histogram() -> Histogram<u64> {
+    let mut h = Histogram::new_with_max(1 << 20, crate::results::SIGFIG)
+        .expect("static histogram bounds are valid");
+    h.auto(true);
+    h
+}
+
+#[inline]
+fn record_interval(h: &mut Histogram<u64>, ns: u64, n: u64) {
+    let _ = h.record_n(ns.clamp(1, crate::results::HIST_MAX_NS), n);
+}
+
+struct Slot {
+    hist: Hist,
+    count: u64,
+    bytes: u64,
+}
+
+/// One event's accumulator in [`Binned`].
+struct OpAcc {
+    name: String,
+    total: Histogram<u64>,
+    bytes: u64,
+    cur: Option<i64>,
+    cur_hist: Histogram<u64>,
+    cur_bytes: u64,
+    closed: BTreeMap<i64, Slot>,
+}
+
+/// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
+/// one deflate state: hdrhistogram's own serializer allocates a fresh deflate state (~300 KB,
+/// zeroed) per histogram, which dominated encoding many small interval histograms.
+pub struct HistEncoder {
+    v2: hdrhistogram::serialization::V2Serializer,
+    raw: Vec<u8>,
+    out: Vec<u8>,
+    z: flate2::Compress,
+}
+
+/// Cookie of the V2 compressed encoding (`0x1c849304 | 0x10`).
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+
+impl Default for HistEncoder {
+    fn default() -> Self {
+        HistEncoder::new()
+    }
+}
+
+impl HistEncoder {
+    /// A new encoder.
+    pub fn new() -> HistEncoder {
+        HistEncoder {
+            v2: hdrhistogram::serialization::V2Serializer::new(),
+            raw: Vec::new(),
+            out: Vec::new(),
+            z: flate2::Compress::new(flate2::Compression::default(), true),
+        }
+    }
+
+    /// Encode a histogram; decodes with [`Hist::decode`] to an equal histogram.
+    pub fn encode(&mut self, h: &Histogram<u64>) -> Hist {
+        use base64::Engine as _;
+        use hdrhistogram::serialization::Serializer as _;
+        self.raw.clear();
+        if self.v2.serialize(h, &mut self.raw).is_err() {
+            return Hist::encode(h);
+        }
+        self.out.clear();
+        self.out.extend_from_slice(&V2_DEFLATE_COOKIE.to_be_bytes());
+        self.out.extend_from_slice(&[0; 4]);
+        self.out.reserve(self.raw.len() / 2 + 64);
+        self.z.reset();
+        loop {
+            let done = self.z.total_in() as usize;
+            match self.z.compress_vec(
+                &self.raw[done..],
+                &mut self.out,
+                flate2::FlushCompress::Finish,
+            ) {
+                Ok(flate2::Status::StreamEnd) => break,
+                Ok(_) => self.out.reserve(self.out.len().max(64)),
+                Err(_) => return Hist::encode(h),
+            }
+        }
+        let len = (self.out.len() - 8) as u32;
+        self.out[4..8].copy_from_slice(&len.to_be_bytes());
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&self.out);
+        serde_json::from_value(serde_json::Value::String(b64))
+            .expect("a string deserialises into Hist")
+    }
+}
+
+/// A closed interval histogram on its way to (or back from) the encoder thread.
+struct Job {
+    op: usize,
+    k: i64,
+    hist: Histogram<u64>,
+    bytes: u64,
+}
+
+struct Done {
+    op: usize,
+    k: i64,
+    slot: Slot,
+}
+
+/// Encodes closed interval histograms (V2-deflate) and clears them for reuse on a helper
+/// thread, so the parsing thread only swaps histograms at interval boundaries. The job queue
+/// is bounded, which bounds memory.
+struct Encoder {
+    tx: Option<std::sync::mpsc::SyncSender<Job>>,
+    done: std::sync::mpsc::Receiver<Done>,
+    spare: std::sync::mpsc::Receiver<Histogram<u64>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Encoder {
+    fn start() -> Encoder {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(32);
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let (spare_tx, spare) = std::sync::mpsc::channel();
+        let handle = std::thread::Builder::new()
+            .name("iolens-encode".into())
+            .spawn(move || {
+                let mut enc = HistEncoder::new();
+                for mut job in rx {
+                    let slot = Slot {
+                        hist: enc.encode(&job.hist),
+                        count: job.hist.len(),
+                        bytes: job.bytes,
+                    };
+                    if done_tx
+                        .send(Done {
+                            op: job.op,
+                            k: job.k,
+                            slot,
+                        })
+                        .is_err()
+                    {
+                        break;
+                    }
+                    job.hist.reset();
+                    let _ = spare_tx.send(job.hist);
+                }
+            })
+            .ok();
+        Encoder {
+            tx: handle.as_ref().map(|_| tx),
+            done,
+            spare,
+            handle,
+        }
+    }
+}
+
+fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
+    match closed.remove(&k) {
+        None => {
+            closed.insert(k, s);
+        }
+        Some(old) => {
+            // The same interval closed twice (out-of-order times): merge exactly.
+            let mut h = old.hist.decode().unwrap_or_else(|_| new_histogram());
+            if let Ok(x) = s.hist.decode() {
+                let _ = h.add(x);
+            }
+            closed.insert(
+                k,
+                Slot {
+                    count: h.len(),
+                    hist: Hist::encode(&h),
+                    bytes: old.bytes + s.bytes,
+                },
+            );
+        }
+    }
+}
+
+/// Per-event latencies binned by completion time into fixed intervals.
+///
+/// Time is in ns on any consistent axis (Unix epoch or relative); interval `k` covers
+/// `[k·interval, (k+1)·interval)` on that axis, so accumulators of different files on the same
+/// axis merge exactly. Only one interval per event is open (a plain histogram); closed ones are
+/// handed to an encoder thread and kept encoded, so memory grows with the number of non-empty
+/// intervals, not with input size.
+pub struct Binned {
+    interval_ns: u64,
+    ops: Vec<OpAcc>,
+    index: HashMap<String, usize>,
+    encoder: Option<Encoder>,
+}
+
+impl Drop for Binned {
+    fn drop(&mut self) {
+        if let Some(mut e) = self.encoder.take() {
+            e.tx = None;
+            if let Some(h) = e.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+impl Binned {
+    /// A new accumulator with the given interval length (ns, > 0).
+    pub fn new(interval_ns: u64) -> Binned {
+        Binned {
+            interval_ns: interval_ns.max(1),
+            ops: Vec::new(),
+            index: HashMap::new(),
+            encoder: None,
+        }
+    }
+
+    /// Interval length in ns.
+    pub fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// Index of the event named `name`, created on first use.
+    pub fn op(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.ops.len();
+        self.ops.push(OpAcc {
+            name: name.to_string(),
+            total: new_histogram(),
+            bytes: 0,
+            cur: None,
+            cur_hist: interval_histogram(),
+            cur_bytes: 0,
+            closed: BTreeMap::new(),
+        });
+        self.index.insert(name.to_string(), i);
+        i
+    }
+
+    /// Close the open interval of `op` and queue it for encoding.
+    #[cold]
+    fn close(&mut self, op: usize) {
+        let o = &mut self.ops[op];
+        let Some(k) = o.cur.take() else { return };
+        if o.cur_hist.is_empty() && o.cur_bytes == 0 {
+            return;
+        }
+        let enc = self.encoder.get_or_insert_with(Encoder::start);
+        let fresh = enc
+            .spare
+            .try_recv()
+            .unwrap_or_else(|_| interval_histogram());
+        let hist = std::mem::replace(&mut o.cur_hist, fresh);
+        let bytes = std::mem::take(&mut o.cur_bytes);
+        let job = Job { op, k, hist, bytes };
+        let job = match &enc.tx {
+            Some(tx) => match tx.send(job) {
+                Ok(()) => None,
+                Err(e) => Some(e.0),
+            },
+            None => Some(job),
+        };
+        if let Some(job) = job {
+            // No encoder thread: encode here.
+            let slot = Slot {
+                hist: Hist::encode(&job.hist),
+                count: job.hist.len(),
+                bytes: job.bytes,
+            };
+            merge_slot(&mut self.ops[op].closed, k, slot);
+        }
+        self.drain(false);
+    }
+
+    /// Collect encoded intervals; with `all`, close everything and wait for the encoder.
+    fn drain(&mut self, all: bool) {
+        if all {
+            for i in 0..self.ops.len() {
+                self.close(i);
+            }
+        }
+        let Some(enc) = self.encoder.as_mut() else {
+            return;
+        };
+        if all {
+            enc.tx = None;
+            if let Some(h) = enc.handle.take() {
+                let _ = h.join();
+            }
+        }
+        while let Ok(d) = enc.done.try_recv() {
+            merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+        }
+        if all {
+            self.encoder = None;
+        }
+    }
+
+    /// First and last interval index holding data (closes open intervals).
+    pub fn key_range(&mut self) -> Option<(i64, i64)> {
+        self.drain(true);
+        let lo = self
+            .ops
+            .iter()
+            .filter_map(|o| o.closed.keys().next())
+            .min()?;
+        let hi = self
+            .ops
+            .iter()
+            .filter_map(|o| o.closed.keys().next_back())
+            .max()?;
+        Some((*lo, *hi))
+    }
+
+    /// Move every interval by `k` intervals (to align files on one time axis).
+    pub fn shift(&mut self, k: i64) {
+        if k == 0 {
+            return;
+        }
+        self.drain(true);
+        for o in &mut self.ops {
+            let old = std::mem::take(&mut o.closed);
+            o.closed = old.into_iter().map(|(i, s)| (i + k, s)).collect();
+        }
+    }
+
+    #[inline]
+    fn slot_of(&mut self, op: usize, t_ns: i64) -> &mut OpAcc {
+        let k = t_ns.div_euclid(self.interval_ns as i64);
+        if self.ops[op].cur != Some(k) {
+            self.close(op);
+            self.ops[op].cur = Some(k);
+        }
+        &mut self.ops[op]
+    }
+
+    /// Record one latency completing at `t_ns`.
+    #[inline]
+    pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
+        let o = self.slot_of(op, t_ns);
+        record_interval(&mut o.cur_hist, lat_ns, 1);
+        record_ns(&mut o.total, lat_ns);
+        o.cur_bytes += bytes;
+        o.bytes += bytes;
+    }
+
+    /// Record a bucket of `count` values in `[lo_ns, hi_ns)` at `t_ns` (spread as [`spread`]).
+    pub fn record_spread(&mut self, op: usize, t_ns: i64, lo_ns: u64, hi_ns: u64, count: u64) {
+        let o = self.slot_of(op, t_ns);
+        spread(&mut o.cur_hist, lo_ns, hi_ns, count);
+        spread(&mut o.total, lo_ns, hi_ns, count);
+    }
+
+    /// Add another accumulator on the same time axis.
+    pub fn merge(&mut self, mut other: Binned) -> Result<()> {
+        if other.interval_ns != self.interval_ns {
+            bail!("cannot merge series with different intervals");
+        }
+        self.drain(true);
+        other.drain(true);
+        for src in std::mem::take(&mut other.ops) {
+            let i = self.op(&src.name);
+            let dst = &mut self.ops[i];
+            dst.total
+                .add(&src.total)
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            dst.bytes += src.bytes;
+            for (k, s) in src.closed {
+                merge_slot(&mut dst.closed, k, s);
+            }
+        }
+        Ok(())
+    }
+
+    /// Close every interval and build one [`OpResult`] per event on a shared interval grid
+    /// (gaps become empty intervals). `keep` filters events by name. When the data spans more
+    /// than [`MAX_INTERVALS`] intervals (a long trace, or a corrupt time far from the rest), the
+    /// interval is widened by a whole factor so that the grid stays bounded, with a warning.
+    pub fn finish(mut self, conv: BucketConvention, keep: &dyn Fn(&str) -> bool) -> Finished {
+        self.drain(true);
+        let mut kept: Vec<OpAcc> = std::mem::take(&mut self.ops)
+            .into_iter()
+            .filter(|o| !o.total.is_empty() && keep(&o.name))
+            .collect();
+        let range = |kept: &[OpAcc]| {
+            let lo = kept
+                .iter()
+                .filter_map(|o| o.closed.keys().next().copied())
+                .min();
+            let hi = kept
+                .iter()
+                .filter_map(|o| o.closed.keys().next_back().copied())
+                .max();
+            lo.zip(hi)
+        };
+        let Some((mut lo, mut hi)) = range(&kept) else {
+            return Finished {
+                ops: Vec::new(),
+                start_ns: 0,
+                duration_s: 0.0,
+                interval_s: self.interval_ns as f64 / 1e9,
+                warning: None,
+            };
+        };
+        let mut interval_ns = self.interval_ns;
+        let mut warning = None;
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        if span > MAX_INTERVALS as u128 {
+            let f = span.div_ceil(MAX_INTERVALS as u128).min(i64::MAX as u128) as i64;
+            for o in &mut kept {
+                let old = std::mem::take(&mut o.closed);
+                for (k, slot) in old {
+                    merge_slot(&mut o.closed, k.div_euclid(f), slot);
+                }
+            }
+            interval_ns = interval_ns.saturating_mul(f as u64);
+            warning = Some(format!(
+                "the data spans {span} intervals of {} s: interval widened to {} s to keep at \
+                 most {MAX_INTERVALS} (check for times far from the rest)",
+                self.interval_ns as f64 / 1e9,
+                interval_ns as f64 / 1e9
+            ));
+            (lo, hi) = range(&kept).expect("still has data");
+        }
+        let iv_s = interval_ns as f64 / 1e9;
+        let empty = Hist::encode(&new_histogram());
+        let mut ops = Vec::new();
+        for mut o in kept {
+            let mut ivs = Vec::with_capacity((hi - lo + 1) as usize);
+            for k in lo..=hi {
+                let (hist, count, bytes) = match o.closed.remove(&k) {
+                    Some(s) => (s.hist, s.count, s.bytes),
+                    None => (empty.clone(), 0, 0),
+                };
+                ivs.push(Interval {
+                    start_s: (k - lo) as f64 * iv_s,
+                    duration_s: iv_s,
+                    count,
+                    bytes,
+                    hist,
+                });
+            }
+            let mut r = OpResult::new(&o.name, &o.total, o.bytes, ivs);
+            r.bucket_convention = conv;
+            ops.push(r);
+        }
+        Finished {
+            ops,
+            start_ns: lo.saturating_mul(interval_ns as i64),
+            duration_s: (hi - lo + 1) as f64 * iv_s,
+            interval_s: iv_s,
+            warning,
+        }
+    }
+}
+
+/// Most intervals a [`Binned`] series keeps (about 2.8 hours of 1 s intervals).
+pub const MAX_INTERVALS: i64 = 10_000;
+
+/// What [`Binned::finish`] returns.
+pub struct Finished {
+    pub ops: Vec<OpResult>,
+    /// Start of the first interval on the time axis (ns).
+    pub start_ns: i64,
+    pub duration_s: f64,
+    /// Interval length actually used (s).
+    pub interval_s: f64,
+    /// Set when the interval had to be widened.
+    pub warning: Option<String>,
+}
+
+/// Format a Unix-epoch time in ns as RFC 3339 (UTC), or "" when it is not plausibly absolute.
+pub fn rfc3339_ns(t_ns: i64) -> String {
+    // Plausible absolute times: 1990..2100.
+    if !(631_152_000_000_000_000..4_102_444_800_000_000_000).contains(&t_ns) {
+        return String::new();
+    }
+    let secs = t_ns.div_euclid(1_000_000_000);
+    let nanos = t_ns.rem_euclid(1_000_000_000) as u32;
+    match chrono::DateTime::from_timestamp(secs, nanos) {
+        Some(d) => d.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        None => String::new(),
+    }
+}
+
+/// `(start_s, duration_s, histogram per op)` of one snapshot interval.
+type SnapshotInterval = (f64, f64, Vec<Option<Histogram<u64>>>);
+
+/// Build a run from per-snapshot histograms: `series[i]` is `(start_s, duration_s, per-op
+/// histogram)` with `start_s` relative to the first snapshot.
+pub struct SnapshotSeries {
+    names: Vec<String>,
+    index: HashMap<String, usize>,
+    intervals: Vec<SnapshotInterval>,
+    totals: Vec<Histogram<u64>>,
+}
+
+impl Default for SnapshotSeries {
+    fn default() -> Self {
+        SnapshotSeries::new()
+    }
+}
+
+impl SnapshotSeries {
+    /// An empty series.
+    pub fn new() -> SnapshotSeries {
+        SnapshotSeries {
+            names: Vec::new(),
+            index: HashMap::new(),
+            intervals: Vec::new(),
+            totals: Vec::new(),
+        }
+    }
+
+    /// Index of an op, created on first use.
+    pub fn op(&mut self, name: &str) -> usize {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        self.names.push(name.to_string());
+        self.totals.push(new_histogram());
+        self.index.insert(name.to_string(), self.names.len() - 1);
+        self.names.len() - 1
+    }
+
+    /// Start a new interval.
+    pub fn begin_interval(&mut self, start_s: f64, duration_s: f64) {
+        self.intervals.push((start_s, duration_s, Vec::new()));
+    }
+
+    /// Number of intervals so far.
+    pub fn len(&self) -> usize {
+        self.intervals.len()
+    }
+
+    /// True when there are no intervals.
+    pub fn is_empty(&self) -> bool {
+        self.intervals.is_empty()
+    }
+
+    /// Add a bucket count to `op` in the current interval.
+    pub fn add_spread(&mut self, op: usize, lo_ns: u64, hi_ns: u64, count: u64) {
+        let Some(cur) = self.intervals.last_mut() else {
+            return;
+        };
+        if cur.2.len() <= op {
+            cur.2.resize_with(op + 1, || None);
+        }
+        let h = cur.2[op].get_or_insert_with(new_histogram);
+        spread(h, lo_ns, hi_ns, count);
+        spread(&mut self.totals[op], lo_ns, hi_ns, count);
+    }
+
+    /// Add a whole histogram to `op` in the current interval.
+    pub fn add_hist(&mut self, op: usize, src: &Histogram<u64>) {
+        let Some(cur) = self.intervals.last_mut() else {
+            return;
+        };
+        if cur.2.len() <= op {
+            cur.2.resize_with(op + 1, || None);
+        }
+        let h = cur.2[op].get_or_insert_with(new_histogram);
+        let _ = h.add(src);
+        let _ = self.totals[op].add(src);
+    }
+
+    /// Build the ops (every op gets every interval; empty where it had no data). Returns the
+    /// ops and the covered duration.
+    pub fn finish(self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
+        let empty = Hist::encode(&new_histogram());
+        let duration = self
+            .intervals
+            .iter()
+            .map(|(s, d, _)| s + d)
+            .fold(0.0, f64::max);
+        let mut ops = Vec::new();
+        for (i, name) in self.names.iter().enumerate() {
+            let ivs = self
+                .intervals
+                .iter()
+                .map(|(s, d, hs)| {
+                    let (hist, count) = match hs.get(i).and_then(|h| h.as_ref()) {
+                        Some(h) => (Hist::encode(h), h.len()),
+                        None => (empty.clone(), 0),
+                    };
+                    Interval {
+                        start_s: *s,
+                        duration_s: *d,
+                        count,
+                        bytes: 0,
+                        hist,
+                    }
+                })
+                .collect();
+            let mut r = OpResult::new(name, &self.totals[i], 0, ivs);
+            r.bucket_convention = conv;
+            ops.push(r);
+        }
+        (ops, duration)
+    }
+}
+
+/// A run for an ingested series.
+pub fn ingest_run(
+    name: &str,
+    format: Format,
+    ops: Vec<OpResult>,
+    started: String,
+    duration_s: f64,
+    interval_s: f64,
+    spec: serde_json::Value,
+) -> RunResult {
+    let mut spec = spec;
+    if let serde_json::Value::Object(m) = &mut spec {
+        m.insert("source".into(), format_name(format).into());
+    }
+    RunResult {
+        name: name.to_string(),
+        phase: "ingest".into(),
+        spec,
+        started,
+        duration_s,
+        interval_s,
+        ops,
+        ..Default::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminal summary
+
+/// Print a concise summary of a trace/ingest results document: per series and event the
+/// counts and percentiles, the trace response-time profile, and line accounting.
+pub fn print_summary(r: &Results, out: &mut dyn Write) -> Result<()> {
+    if let Some(p) = r.extra.get("trace_profile") {
+        oracle_trace::print_profile(p, out)?;
+    }
+    for run in &r.runs {
+        writeln!(
+            out,
+            "\n{}  ({}{:.1} s, {} interval(s) of {} s)",
+            run.name,
+            if run.started.is_empty() {
+                String::new()
+            } else {
+                format!("{}, ", run.started)
+            },
+            run.duration_s,
+            run.ops.first().map(|o| o.intervals.len()).unwrap_or(0),
+            crate::units::sig3(run.interval_s)
+        )?;
+        writeln!(
+            out,
+            "  {:<34} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}  buckets",
+            "event", "count", "mean", "p50", "p99", "p99.9", "max"
+        )?;
+        for o in &run.ops {
+            let s = &o.summary;
+            writeln!(
+                out,
+                "  {:<34} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
+                truncate(&o.op, 34),
+                s.count,
+                fmt_ns(s.mean_ns),
+                fmt_ns(s.p50_ns as f64),
+                fmt_ns(s.p99_ns as f64),
+                fmt_ns(s.p999_ns as f64),
+                fmt_ns(s.max_ns as f64),
+                match o.bucket_convention {
+                    BucketConvention::Exact => "exact",
+                    BucketConvention::UpperBound => "upper-bound",
+                    BucketConvention::LowerBound => "lower-bound",
+                }
+            )?;
+        }
+        for w in &run.warnings {
+            writeln!(out, "  warning: {w}")?;
+        }
+    }
+    if let Some(sl) = r.extra.get("trace_slowest") {
+        oracle_trace::print_slowest(sl, out)?;
+    }
+    if let Some(files) = r
+        .extra
+        .get("source")
+        .and_then(|s| s.get("files"))
+        .and_then(|f| f.as_array())
+    {
+        writeln!(out)?;
+        for f in files {
+            let g = |k: &str| f.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+            writeln!(
+                out,
+                "{}: {} lines, {} used, {} ignored, {} unparsed",
+                f.get("path").and_then(|v| v.as_str()).unwrap_or("?"),
+                g("lines"),
+                g("parsed"),
+                f.get("ignored")
+                    .and_then(|v| v.as_object())
+                    .map(|m| m.values().filter_map(|v| v.as_u64()).sum::<u64>())
+                    .unwrap_or(0),
+                g("unparsed")
+            )?;
+            if let Some(list) = f.get("unparsed_first").and_then(|v| v.as_array()) {
+                for u in list {
+                    writeln!(
+                        out,
+                        "  line {}: {} ({})",
+                        u.get("line").and_then(|v| v.as_u64()).unwrap_or(0),
+                        u.get("text").and_then(|v| v.as_str()).unwrap_or(""),
+                        u.get("reason").and_then(|v| v.as_str()).unwrap_or("")
+                    )?;
+                }
+            }
+        }
+    }
+    for w in &r.warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    Ok(())
+}
+
+/// Cut a string to `n` characters (with an ellipsis).
+pub fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_keeps_counts_inside_bucket() {
+        for (lo, hi, n) in [
+            (4_000_000u64, 8_000_000u64, 1000u64),
+            (0, 2000, 7),
+            (5, 6, 3),
+        ] {
+            let mut h = new_histogram();
+            spread(&mut h, lo, hi, n);
+            assert_eq!(h.len(), n);
+            for v in h.iter_recorded() {
+                let x = v.value_iterated_to();
+                assert!(h.lowest_equivalent(x) >= lo.max(1) && h.lowest_equivalent(x) < hi);
+            }
+        }
+    }
+
+    #[test]
+    fn reusable_encoder_round_trips() {
+        let mut enc = HistEncoder::new();
+        for n in [0u64, 1, 10, 5000] {
+            let mut h = interval_histogram();
+            for i in 0..n {
+                record_interval(&mut h, 1 + i * i * 37, 1);
+            }
+            let e = enc.encode(&h);
+            let mut want = new_histogram();
+            want.add(&h).unwrap();
+            assert_eq!(e.decode().unwrap(), want);
+            assert_eq!(Hist::encode(&h).decode().unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn bucket_conventions() {
+        assert_eq!(bucket_range(8, BucketConvention::UpperBound), (4, 8));
+        assert_eq!(bucket_range(1, BucketConvention::UpperBound), (0, 1));
+        assert_eq!(
+            bucket_range(4294967295, BucketConvention::UpperBound),
+            (1 << 31, 1 << 32)
+        );
+        assert_eq!(bucket_range(4, BucketConvention::LowerBound), (4, 8));
+        assert_eq!(bucket_range(0, BucketConvention::LowerBound), (0, 1));
+    }
+
+    #[test]
+    fn binned_grid_and_merge() {
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        a.record(r, 10_500_000_000, 1000, 8192);
+        a.record(r, 12_100_000_000, 2000, 8192);
+        a.record(r, 10_700_000_000, 3000, 8192); // back to an earlier interval
+        let mut b = Binned::new(1_000_000_000);
+        let w = b.op("write");
+        b.record(w, 11_000_000_000, 5000, 0);
+        let r2 = b.op("read");
+        b.record(r2, 12_900_000_000, 4000, 0);
+        a.merge(b).unwrap();
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        let ops = f.ops;
+        assert_eq!(f.start_ns, 10_000_000_000);
+        assert_eq!(f.duration_s, 3.0);
+        let read = ops.iter().find(|o| o.op == "read").unwrap();
+        let counts: Vec<u64> = read.intervals.iter().map(|i| i.count).collect();
+        assert_eq!(counts, vec![2, 0, 2]);
+        assert_eq!(read.count, 4);
+        assert_eq!(read.bytes, 3 * 8192);
+        let write = ops.iter().find(|o| o.op == "write").unwrap();
+        assert_eq!(
+            write.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
+            vec![0, 1, 0]
+        );
+    }
+
+    #[test]
+    fn far_apart_times_widen_the_interval() {
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        a.record(r, 0, 1000, 0);
+        a.record(r, 50_000 * 1_000_000_000, 1000, 0); // 50000 s later
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        assert!(f.warning.is_some());
+        assert_eq!(f.interval_s, 6.0);
+        assert!(f.ops[0].intervals.len() as i64 <= MAX_INTERVALS);
+        assert_eq!(f.ops[0].count, 2);
+    }
+
+    #[test]
+    fn gzip_detected_by_magic() {
+        use flate2::write::GzEncoder;
+        let mut e = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(b"a\r\nbb\nccc").unwrap();
+        let gz = e.finish().unwrap();
+        let mut r = LineReader::from_reader(Box::new(std::io::Cursor::new(gz)), "x").unwrap();
+        assert!(r.gzip);
+        let mut got = Vec::new();
+        while let Some(l) = r.next_line().unwrap() {
+            got.push(String::from_utf8(l.to_vec()).unwrap());
+        }
+        assert_eq!(got, vec!["a", "bb", "ccc"]);
+    }
+
+    #[test]
+    fn byte_numbers() {
+        assert_eq!(parse_u64(b"4294967295"), Some(4294967295));
+        assert_eq!(parse_i64(b"-1"), Some(-1));
+        assert_eq!(parse_u64(b"12a"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"99999999999999999999999"), None);
+    }
+}

@@ -1,0 +1,1536 @@
+//! Oracle extended SQL trace (event 10046) → per-event latency histograms, a Method R style
+//! response-time profile, an I/O breakdown by file#/obj#/block range, and the slowest waits.
+//!
+//! Data flow: each file is streamed line by line ([`super::LineReader`], gzip detected by magic
+//! bytes) through [`TraceParser`], which classifies every line:
+//! - `WAIT #c: nam='…' ela= N p=v … tim=T` → the event's latency (ela, µs) is binned by `tim`
+//!   into per-interval histograms ([`super::Binned`]), and added to the profile, the I/O
+//!   breakdown (for events with a file parameter: `file#`, `file number`, or 9i `p1`) and the
+//!   slowest-waits list (with line numbers);
+//! - database calls `PARSE/EXEC/FETCH/CLOSE/UNMAP/SORT UNMAP #c:c=…,e=…,dep=…,tim=…`, LOB calls
+//!   (`LOBREAD:` …) and `RPC EXEC:` → CPU (`c`) and elapsed (`e`) of depth-0 calls;
+//! - `*** yyyy-mm-dd hh:mm:ss.fff` (also ISO 8601 with zone, also after `SESSION ID:(…)` etc.)
+//!   anchor `tim` to wall-clock time: the first timestamp line is paired with the next `tim`
+//!   seen. A `tim` ≥ 10^15 is taken as Unix-epoch µs (10g and older). Without either, times
+//!   are relative to the trace's own clock;
+//! - SQL text, `BINDS`/bind detail, `STAT`, `XCTEND`, `ERROR`, `PARSE ERROR`, header lines,
+//!   `TRACE CONTINUED` markers and blank lines are recognised and counted as ignored by kind;
+//! - anything else is counted as unparsed, with the first few quoted with line numbers.
+//!
+//! Response-time profile (after Millsap & Holt's Method R): R = Σ e of depth-0 calls + Σ ela of
+//! waits that fall between depth-0 calls. A wait is *between calls* when it ended before the
+//! next depth-0 call began (`tim − ela ≤ call tim − e`); waits without `tim` (9i) use the event
+//! name (`SQL*Net message from client` and similar are between calls). CPU = Σ c of depth-0
+//! calls; unaccounted-for = R − CPU − Σ every wait's ela (negative values are reported as they
+//! are: they reveal double-counted or clock-granular time).
+//!
+//! `Results.extra` keys: `"trace_profile"` `{total, files:[{path, session, profile}]}`,
+//! `"trace_io"` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
+//! `"trace_slowest"` (list of waits) and `"source"` (line accounting, see [`super`]).
+//! Files of one session (same `SESSION ID`, or linked by `TRACE CONTINUED FROM FILE`, or the
+//! same process id when neither is present) become one [`RunResult`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use serde_json::json;
+
+use super::{
+    count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
+    LineStats, TraceArgs,
+};
+use crate::results::{BucketConvention, Kind, Results, RunResult};
+use crate::units::fmt_ns;
+
+/// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
+pub const BLOCK_RANGE: u64 = 1 << 17;
+/// A `tim` at or above this is Unix-epoch µs (2001-09-09 and later).
+const EPOCH_TIM: u64 = 1_000_000_000_000_000;
+/// Most waits kept pending (unresolved between/within call) before the oldest are resolved by
+/// event name; bounds memory for calls with millions of waits.
+const MAX_PENDING: usize = 1 << 20;
+/// Events that, without `tim`, are taken to lie between database calls.
+const BETWEEN_CALL_EVENTS: [&str; 3] = [
+    "SQL*Net message from client",
+    "SQL*Net vector message from client",
+    "single-task message",
+];
+
+/// Options for parsing one trace file.
+#[derive(Clone, Debug)]
+pub struct ParseOptions {
+    /// Interval length (ns).
+    pub interval_ns: u64,
+    /// Slowest waits to keep.
+    pub top: usize,
+}
+
+impl Default for ParseOptions {
+    fn default() -> Self {
+        ParseOptions {
+            interval_ns: 1_000_000_000,
+            top: 20,
+        }
+    }
+}
+
+/// Per-event totals.
+#[derive(Clone, Debug, Default)]
+pub struct EventTotals {
+    pub name: String,
+    pub count: u64,
+    pub ela_us: u64,
+    pub max_us: u64,
+    pub between_us: u64,
+    pub between_count: u64,
+    between_by_name: bool,
+    io: bool,
+}
+
+/// Depth-0 call totals of one kind.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CallTotals {
+    pub count: u64,
+    pub cpu_us: u64,
+    pub elapsed_us: u64,
+}
+
+/// I/O aggregate for a file, object or block range.
+#[derive(Clone, Debug, Default)]
+struct IoAgg {
+    count: u64,
+    ela_us: u64,
+    max_us: u64,
+    blocks: u64,
+    min_block: u64,
+    max_block: u64,
+}
+
+impl IoAgg {
+    #[inline]
+    fn add(&mut self, ela: u64, block: Option<u64>, blocks: u64) {
+        if self.count == 0 {
+            self.min_block = u64::MAX;
+        }
+        self.count += 1;
+        self.ela_us += ela;
+        self.max_us = self.max_us.max(ela);
+        self.blocks += blocks;
+        if let Some(b) = block {
+            self.min_block = self.min_block.min(b);
+            self.max_block = self.max_block.max(b);
+        }
+    }
+    fn merge(&mut self, o: &IoAgg) {
+        if self.count == 0 {
+            *self = o.clone();
+            return;
+        }
+        self.count += o.count;
+        self.ela_us += o.ela_us;
+        self.max_us = self.max_us.max(o.max_us);
+        self.blocks += o.blocks;
+        self.min_block = self.min_block.min(o.min_block);
+        self.max_block = self.max_block.max(o.max_block);
+    }
+}
+
+/// One of the slowest waits.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlowWait {
+    pub event: String,
+    pub ela_us: u64,
+    pub path: String,
+    pub line: u64,
+    pub cursor: String,
+    /// Wall-clock time (RFC 3339) when anchored, else empty.
+    pub time: String,
+    pub tim: Option<i64>,
+    pub file: Option<i64>,
+    pub block: Option<u64>,
+    pub blocks: Option<u64>,
+    pub obj: Option<i64>,
+}
+
+/// What one trace file yielded.
+pub struct TraceFile {
+    pub path: String,
+    /// Session identity used for grouping files.
+    pub session: String,
+    pub continued_from: Option<String>,
+    pub instance: Option<String>,
+    pub binned: Binned,
+    /// Wall-clock µs minus raw `tim`, when known.
+    pub offset_us: Option<i64>,
+    pub stats: LineStats,
+    pub gzip: bool,
+    pub events: Vec<EventTotals>,
+    pub calls: BTreeMap<String, CallTotals>,
+    pub recursive_calls: u64,
+    pub errors: BTreeMap<String, u64>,
+    io_files: FxHashMap<(u32, i64), IoAgg>,
+    io_objs: FxHashMap<(u32, i64), IoAgg>,
+    io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
+    pub slowest: Vec<SlowWait>,
+    pub warnings: Vec<String>,
+    pub first_tim: Option<i64>,
+    pub last_tim: Option<i64>,
+}
+
+struct Pending {
+    end: i64,
+    ev: u32,
+    ela: u64,
+}
+
+/// Parameters of one WAIT line.
+#[derive(Default)]
+struct WaitParams {
+    ela: Option<u64>,
+    tim: Option<i64>,
+    file: Option<i64>,
+    block: Option<u64>,
+    blocks: Option<u64>,
+    obj: Option<i64>,
+    p1: Option<i64>,
+    p2: Option<u64>,
+    p3: Option<u64>,
+    bad: Option<&'static str>,
+}
+
+/// Streaming parser state for one file.
+pub struct TraceParser {
+    opts: ParseOptions,
+    out: TraceFile,
+    ev_index: HashMap<Vec<u8>, u32>,
+    ev_names: Vec<Vec<u8>>,
+    ev_op: Vec<usize>,
+    last_ev: Option<(Vec<u8>, u32)>,
+    in_sql: bool,
+    /// Bytes of failed-statement text still to skip after `PARSE ERROR`.
+    sql_left: u64,
+    in_header: bool,
+    pending_wall_us: Option<i64>,
+    /// Added to tim (µs) to place events on the time axis (wall clock when anchored).
+    axis_off: i64,
+    last_tim: Option<i64>,
+    pending: VecDeque<Pending>,
+    untimed: Vec<(usize, u64)>,
+    slow_min: u64,
+    session_id: Option<String>,
+    pid: Option<String>,
+}
+
+impl TraceParser {
+    /// A parser for the file named `path`.
+    pub fn new(path: &str, opts: ParseOptions) -> TraceParser {
+        TraceParser {
+            out: TraceFile {
+                path: path.to_string(),
+                session: String::new(),
+                continued_from: None,
+                instance: None,
+                binned: Binned::new(opts.interval_ns),
+                offset_us: None,
+                stats: LineStats::default(),
+                gzip: false,
+                events: Vec::new(),
+                calls: BTreeMap::new(),
+                recursive_calls: 0,
+                errors: BTreeMap::new(),
+                io_files: FxHashMap::default(),
+                io_objs: FxHashMap::default(),
+                io_ranges: FxHashMap::default(),
+                slowest: Vec::new(),
+                warnings: Vec::new(),
+                first_tim: None,
+                last_tim: None,
+            },
+            opts,
+            ev_index: HashMap::new(),
+            ev_names: Vec::new(),
+            ev_op: Vec::new(),
+            last_ev: None,
+            in_sql: false,
+            sql_left: 0,
+            in_header: true,
+            pending_wall_us: None,
+            axis_off: 0,
+            last_tim: None,
+            pending: VecDeque::new(),
+            untimed: Vec::new(),
+            slow_min: 0,
+            session_id: None,
+            pid: None,
+        }
+    }
+
+    /// Parse a whole file.
+    pub fn parse_reader(mut self, r: &mut LineReader) -> Result<TraceFile> {
+        let mut stats = LineStats::default();
+        let mut n = r.line_no;
+        while let Some(line) = r.next_line()? {
+            n += 1;
+            self.line(line, n, &mut stats);
+        }
+        stats.lines = r.stats.lines;
+        let mut f = self.finish();
+        f.stats = stats;
+        f.gzip = r.gzip;
+        Ok(f)
+    }
+
+    fn ignored(stats: &mut LineStats, kind: &'static str) {
+        if let Some(n) = stats.ignored.get_mut(kind) {
+            *n += 1;
+        } else {
+            stats.ignored.insert(kind.to_string(), 1);
+        }
+    }
+
+    /// Process one line (without terminator); `n` is its 1-based number.
+    pub fn line(&mut self, line: &[u8], n: u64, stats: &mut LineStats) {
+        if self.in_sql {
+            if line.starts_with(b"END OF STMT") {
+                self.in_sql = false;
+            }
+            Self::ignored(stats, "sql text");
+            return;
+        }
+        if self.sql_left > 0 {
+            self.sql_left = self.sql_left.saturating_sub(line.len() as u64 + 1);
+            Self::ignored(stats, "sql text");
+            return;
+        }
+        let Some(&c0) = line.first() else {
+            Self::ignored(stats, "blank");
+            return;
+        };
+        match c0 {
+            b'W' if line.starts_with(b"WAIT #") => {
+                self.in_header = false;
+                match self.wait(line, n) {
+                    Ok(()) => stats.parsed += 1,
+                    Err(why) => count_unparsed(stats, n, line, why),
+                }
+                return;
+            }
+            b'F' if line.starts_with(b"FETCH #") => return self.call(line, 6, "FETCH", n, stats),
+            b'E' if line.starts_with(b"EXEC #") => return self.call(line, 5, "EXEC", n, stats),
+            b'E' if line.starts_with(b"END OF STMT") => return Self::ignored(stats, "sql text"),
+            b'E' if line.starts_with(b"ERROR #") => {
+                let err = field(line, b"err=").map(|v| String::from_utf8_lossy(v).into_owned());
+                let key = format!("ORA-{:0>5}", err.unwrap_or_else(|| "?".into()));
+                *self.out.errors.entry(key).or_default() += 1;
+                self.note_tim(field(line, b"tim=").and_then(parse_i64));
+                return Self::ignored(stats, "ERROR");
+            }
+            b'P' if line.starts_with(b"PARSE ERROR") => {
+                // The failed statement's text follows: `len=` bytes of it.
+                self.sql_left = field(line, b"len=").and_then(parse_u64).unwrap_or(0);
+                self.note_tim(field(line, b"tim=").and_then(parse_i64));
+                return Self::ignored(stats, "PARSE ERROR");
+            }
+            b'P' if line.starts_with(b"PARSE #") => return self.call(line, 6, "PARSE", n, stats),
+            b'P' if line.starts_with(b"PARSING IN CURSOR") => {
+                self.in_header = false;
+                self.in_sql = true;
+                self.note_tim(field(line, b"tim=").and_then(parse_i64));
+                return Self::ignored(stats, "PARSING IN CURSOR");
+            }
+            b'C' if line.starts_with(b"CLOSE #") => return self.call(line, 6, "CLOSE", n, stats),
+            b'U' if line.starts_with(b"UNMAP #") => return self.call(line, 6, "UNMAP", n, stats),
+            b'S' if line.starts_with(b"SORT UNMAP #") => {
+                return self.call(line, 11, "SORT UNMAP", n, stats)
+            }
+            b'S' if line.starts_with(b"STAT #") => return Self::ignored(stats, "STAT"),
+            b'L' if line.starts_with(b"LOB") => {
+                if let Some(colon) = memchr::memchr(b':', line) {
+                    let name = &line[..colon];
+                    if name.iter().all(|c| c.is_ascii_uppercase()) {
+                        let kind = String::from_utf8_lossy(name).into_owned();
+                        return self.call_named(line, colon + 1, kind, n, stats);
+                    }
+                }
+            }
+            b'R' if line.starts_with(b"RPC EXEC:") => {
+                return self.call(line, 9, "RPC EXEC", n, stats)
+            }
+            b'R' if line.starts_with(b"RPC ") => return Self::ignored(stats, "RPC"),
+            b'X' if line.starts_with(b"XCTEND") => {
+                self.note_tim(field(line, b"tim=").and_then(parse_i64));
+                return Self::ignored(stats, "XCTEND");
+            }
+            b'B' if line.starts_with(b"BINDS #") => return Self::ignored(stats, "BINDS"),
+            b' ' | b'\t' => {
+                if trim(line).is_empty() {
+                    return Self::ignored(stats, "blank");
+                }
+                return Self::ignored(stats, "binds");
+            }
+            b'k' if line.starts_with(b"kxsbbbfp") => return Self::ignored(stats, "binds"),
+            b'=' if line.iter().all(|&c| c == b'=') => return Self::ignored(stats, "separator"),
+            b'*' if line.starts_with(b"***") => {
+                return match self.star_line(line) {
+                    Ok(kind) => Self::ignored(stats, kind),
+                    Err(why) => count_unparsed(stats, n, line, why),
+                };
+            }
+            _ => {}
+        }
+        if line.starts_with(b" Bind#") || line.starts_with(b"Bind#") {
+            return Self::ignored(stats, "binds");
+        }
+        if line.starts_with(b"-----") {
+            return Self::ignored(stats, "dump section");
+        }
+        if self.header_line(line) {
+            return Self::ignored(stats, "header");
+        }
+        if trim(line).is_empty() {
+            return Self::ignored(stats, "blank");
+        }
+        count_unparsed(stats, n, line, "not a 10046 trace line");
+    }
+
+    /// Header lines (trace file preamble); key lines are remembered.
+    fn header_line(&mut self, line: &[u8]) -> bool {
+        const KNOWN: [&[u8]; 20] = [
+            b"Trace file ",
+            b"Dump file ",
+            b"Oracle Database ",
+            b"Oracle9i ",
+            b"Oracle8i ",
+            b"Personal Oracle",
+            b"With the ",
+            b"Version ",
+            b"Build label:",
+            b"ORACLE_HOME",
+            b"System name:",
+            b"Node name:",
+            b"Release:",
+            b"Version:",
+            b"Machine:",
+            b"Instance name:",
+            b"Redo thread mounted",
+            b"Oracle process number:",
+            b"Unix process pid:",
+            b"Windows thread id:",
+        ];
+        let known = KNOWN.iter().any(|k| line.starts_with(k))
+            || (self.in_header
+                && (line.starts_with(b"/")
+                    || line.ends_with(b"Production")
+                    || memchr::memmem::find(line, b" Release ").is_some()));
+        if line.starts_with(b"Instance name:") {
+            let v = trim(&line[14..]);
+            self.out.instance = Some(String::from_utf8_lossy(v).into_owned());
+        } else if line.starts_with(b"Unix process pid:") {
+            let v = &line[17..];
+            let end = v.iter().position(|&c| c == b',').unwrap_or(v.len());
+            self.pid = Some(String::from_utf8_lossy(trim(&v[..end])).into_owned());
+        }
+        if known {
+            return true;
+        }
+        // Other `Name: value` / `NAME = value` preamble lines before the first record.
+        if self.in_header {
+            let key_end = line
+                .iter()
+                .position(|&c| c == b':' || c == b'=')
+                .unwrap_or(0);
+            return key_end > 0
+                && line[..key_end]
+                    .iter()
+                    .all(|c| c.is_ascii_alphanumeric() || b" _-/().#".contains(c));
+        }
+        false
+    }
+
+    /// `***` lines: timestamps (possibly after `SESSION ID:(…)` and similar), continuation.
+    fn star_line(&mut self, line: &[u8]) -> std::result::Result<&'static str, &'static str> {
+        let rest = trim(&line[3..]);
+        if rest.starts_with(b"TRACE CONTINUED FROM FILE") {
+            let p = trim(&rest[25..]);
+            let p = p.strip_suffix(b"***").map(trim).unwrap_or(p);
+            self.out.continued_from = Some(String::from_utf8_lossy(p).into_owned());
+            return Ok("trace continued");
+        }
+        if rest.starts_with(b"TRACE CONTINUES IN FILE") || rest.starts_with(b"TRACE CONTINUED") {
+            return Ok("trace continued");
+        }
+        let mut ts = rest;
+        let mut kind = "timestamp";
+        if rest.first().is_some_and(|c| c.is_ascii_digit()) {
+            // `*** 2017-09-12T10:32:11.123456+02:00 (PDB1(3))` (12.2+: container after the time)
+            if let Some(p) = memchr::memmem::find(rest, b" (") {
+                ts = trim(&rest[..p]);
+            }
+        } else if let Some(open) = memchr::memchr(b'(', rest) {
+            if let Some(close) = memchr::memrchr(b')', rest) {
+                if close > open {
+                    let name = trim(&rest[..open]);
+                    let val = &rest[open + 1..close];
+                    if name.starts_with(b"SESSION ID") {
+                        kind = "session id";
+                        if self.session_id.is_none() {
+                            self.session_id = Some(String::from_utf8_lossy(val).into_owned());
+                        }
+                    } else {
+                        kind = "session info";
+                    }
+                    ts = trim(&rest[close + 1..]);
+                }
+            }
+        }
+        if ts.is_empty() {
+            return Ok(kind);
+        }
+        match parse_timestamp(ts) {
+            Some(ns) => {
+                if self.pending_wall_us.is_none() && self.out.first_tim.is_none() {
+                    self.pending_wall_us = Some(ns / 1000);
+                }
+                Ok(kind)
+            }
+            None => Err("timestamp not understood"),
+        }
+    }
+
+    #[inline]
+    fn note_tim(&mut self, tim: Option<i64>) {
+        let Some(t) = tim else { return };
+        if self.out.first_tim.is_none() {
+            // The time axis is fixed by the first tim: epoch µs, or anchored to the preceding
+            // `***` timestamp, or (neither) the trace's own clock.
+            self.out.first_tim = Some(t);
+            if t as u64 >= EPOCH_TIM {
+                self.out.offset_us = Some(0);
+            } else if let Some(w) = self.pending_wall_us.take() {
+                self.out.offset_us = Some(w - t);
+            }
+            self.axis_off = self.out.offset_us.unwrap_or(0);
+        }
+        self.last_tim = Some(t);
+        self.out.last_tim = Some(t);
+        if !self.untimed.is_empty() {
+            for (op, ela) in std::mem::take(&mut self.untimed) {
+                self.out.binned.record(
+                    op,
+                    t.saturating_add(self.axis_off).saturating_mul(1000),
+                    ela.saturating_mul(1000),
+                    0,
+                );
+            }
+        }
+    }
+
+    fn event_index(&mut self, name: &[u8]) -> u32 {
+        if let Some((n, i)) = &self.last_ev {
+            if n.as_slice() == name {
+                return *i;
+            }
+        }
+        let found = if self.out.events.len() <= 32 {
+            self.ev_names
+                .iter()
+                .position(|n| n.as_slice() == name)
+                .map(|i| i as u32)
+        } else {
+            self.ev_index.get(name).copied()
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                let i = self.out.events.len() as u32;
+                let s = String::from_utf8_lossy(name).into_owned();
+                self.ev_op.push(self.out.binned.op(&s));
+                self.out.events.push(EventTotals {
+                    between_by_name: BETWEEN_CALL_EVENTS.contains(&s.as_str()),
+                    name: s,
+                    ..Default::default()
+                });
+                self.ev_index.insert(name.to_vec(), i);
+                self.ev_names.push(name.to_vec());
+                i
+            }
+        };
+        self.last_ev = Some((name.to_vec(), i));
+        i
+    }
+
+    fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
+        let rest = &line[6..];
+        let colon = rest
+            .iter()
+            .position(|&c| c == b':')
+            .ok_or("WAIT line without ':'")?;
+        let cursor = &rest[..colon];
+        let rest = &rest[colon + 1..];
+        let rest = rest.trim_ascii_start();
+        let after = match rest.strip_prefix(b"nam='") {
+            Some(a) => a,
+            None => {
+                let nam =
+                    memchr::memmem::find(rest, b"nam='").ok_or("WAIT line without nam='…'")?;
+                &rest[nam + 5..]
+            }
+        };
+        let q = memchr::memchr(b'\'', after).ok_or("WAIT line with unterminated nam='")?;
+        let name = &after[..q];
+        let params = parse_params(&after[q + 1..]);
+        if let Some(b) = params.bad {
+            return Err(b);
+        }
+        let ela = params.ela.ok_or("WAIT line without ela=")?;
+        let ev = self.event_index(name);
+        self.note_tim(params.tim);
+        if let Some(t) = params.tim {
+            if self.pending.len() >= MAX_PENDING {
+                if let Some(p) = self.pending.pop_front() {
+                    self.resolve(p, None);
+                }
+            }
+            self.pending.push_back(Pending { end: t, ev, ela });
+        }
+        let e = &mut self.out.events[ev as usize];
+        e.count += 1;
+        e.ela_us += ela;
+        e.max_us = e.max_us.max(ela);
+        // Without tim, between/within database call is decided by the event name.
+        if params.tim.is_none() && e.between_by_name {
+            e.between_us += ela;
+            e.between_count += 1;
+        }
+        // Latency histogram.
+        let op = self.ev_op[ev as usize];
+        match params.tim.or(self.last_tim) {
+            Some(t) => self.out.binned.record(
+                op,
+                t.saturating_add(self.axis_off).saturating_mul(1000),
+                ela.saturating_mul(1000),
+                0,
+            ),
+            None => {
+                if self.untimed.len() < MAX_PENDING {
+                    self.untimed.push((op, ela));
+                } else {
+                    self.out.binned.record(op, 0, ela.saturating_mul(1000), 0);
+                }
+            }
+        }
+        // I/O breakdown: file parameter named file#/file number, or p1 of I/O events (9i).
+        let (file, block, blocks) = if params.file.is_some() {
+            (params.file, params.block, params.blocks)
+        } else if params.p1.is_some() && is_io_event_name(name) {
+            (params.p1, params.p2, params.p3)
+        } else {
+            (None, None, None)
+        };
+        let obj = params
+            .obj
+            .map(|o| if o == u32::MAX as i64 { -1 } else { o });
+        if let Some(f) = file {
+            e.io = true;
+            let nb = blocks.unwrap_or(1);
+            self.out
+                .io_files
+                .entry((ev, f))
+                .or_default()
+                .add(ela, block, nb);
+            if let Some(o) = obj {
+                self.out
+                    .io_objs
+                    .entry((ev, o))
+                    .or_default()
+                    .add(ela, block, nb);
+            }
+            if let Some(b) = block {
+                self.out
+                    .io_ranges
+                    .entry((ev, f, b / BLOCK_RANGE))
+                    .or_default()
+                    .add(ela, block, nb);
+            }
+        }
+        // Slowest waits.
+        if self.opts.top > 0 && (ela > self.slow_min || self.out.slowest.len() < self.opts.top) {
+            let time = match (params.tim.or(self.last_tim), self.out.offset_us) {
+                (Some(t), Some(off)) => rfc3339_ns((t + off).saturating_mul(1000)),
+                _ => String::new(),
+            };
+            let w = SlowWait {
+                event: self.out.events[ev as usize].name.clone(),
+                ela_us: ela,
+                path: self.out.path.clone(),
+                line: n,
+                cursor: String::from_utf8_lossy(cursor).into_owned(),
+                time,
+                tim: params.tim,
+                file,
+                block,
+                blocks,
+                obj,
+            };
+            insert_slowest(&mut self.out.slowest, w, self.opts.top);
+            if self.out.slowest.len() >= self.opts.top {
+                self.slow_min = self.out.slowest.last().map(|w| w.ela_us).unwrap_or(0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolve a pending wait: between calls when it ended at or before `call_start`, or (no
+    /// call) by its event name.
+    fn resolve(&mut self, p: Pending, call_start: Option<i64>) {
+        let e = &mut self.out.events[p.ev as usize];
+        let between = match call_start {
+            Some(s) => p.end <= s,
+            None => e.between_by_name,
+        };
+        if between {
+            e.between_us += p.ela;
+            e.between_count += 1;
+        }
+    }
+
+    fn call(&mut self, line: &[u8], prefix: usize, kind: &'static str, n: u64, st: &mut LineStats) {
+        // `EXEC #123:c=…` — skip the cursor number to the colon.
+        let Some(colon) = memchr::memchr(b':', &line[prefix..]) else {
+            return count_unparsed(st, n, line, "database call line without ':'");
+        };
+        self.call_named(line, prefix + colon + 1, kind.to_string(), n, st)
+    }
+
+    fn call_named(&mut self, line: &[u8], start: usize, kind: String, n: u64, st: &mut LineStats) {
+        self.in_header = false;
+        let mut c = None;
+        let mut e = None;
+        let mut dep = 0u64;
+        let mut tim = None;
+        for kv in line[start..].split(|&b| b == b',') {
+            let kv = trim(kv);
+            let Some(eq) = memchr::memchr(b'=', kv) else {
+                continue;
+            };
+            let (k, v) = (&kv[..eq], trim(&kv[eq + 1..]));
+            match k {
+                b"c" => c = parse_u64(v),
+                b"e" => e = parse_u64(v),
+                b"dep" => dep = parse_u64(v).unwrap_or(0),
+                b"tim" => tim = parse_i64(v),
+                _ => {}
+            }
+        }
+        let (Some(c), Some(e)) = (c, e) else {
+            return count_unparsed(st, n, line, "database call without numeric c= and e=");
+        };
+        st.parsed += 1;
+        self.note_tim(tim);
+        if dep > 0 {
+            self.out.recursive_calls += 1;
+            return;
+        }
+        let t = self.out.calls.entry(kind).or_default();
+        t.count += 1;
+        t.cpu_us += c;
+        t.elapsed_us += e;
+        let start = tim.map(|t| t - e as i64);
+        while let Some(p) = self.pending.pop_front() {
+            self.resolve(p, start.or(Some(i64::MIN)));
+        }
+    }
+
+    /// Finish: resolve pending waits (no call followed them: between calls) and hand back.
+    pub fn finish(mut self) -> TraceFile {
+        while let Some(p) = self.pending.pop_front() {
+            self.resolve(p, Some(i64::MAX));
+        }
+        if !self.untimed.is_empty() {
+            self.out.warnings.push(format!(
+                "{}: no tim= values, so waits have no time axis ({} waits in one interval)",
+                self.out.path,
+                self.untimed.len()
+            ));
+            for (op, ela) in std::mem::take(&mut self.untimed) {
+                self.out.binned.record(op, 0, ela.saturating_mul(1000), 0);
+            }
+        }
+        if self.out.first_tim.is_some() && self.out.offset_us.is_none() {
+            self.out.warnings.push(format!(
+                "{}: no '*** yyyy-mm-dd hh:mm:ss' timestamp line before the first tim=: times are \
+                 relative to the trace's own clock",
+                self.out.path
+            ));
+        }
+        let base = Path::new(&self.out.path)
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.out.session = match (&self.session_id, &self.pid) {
+            (Some(s), _) => format!(
+                "{}session {s}",
+                self.out
+                    .instance
+                    .as_ref()
+                    .map(|i| format!("{i} "))
+                    .unwrap_or_default()
+            ),
+            (None, Some(p)) => format!("pid {p}"),
+            (None, None) => pid_from_name(&base).map_or(base, |p| format!("pid {p}")),
+        };
+        self.out
+    }
+}
+
+/// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
+/// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
+fn parse_params(p: &[u8]) -> WaitParams {
+    let mut w = WaitParams::default();
+    let n = p.len();
+    let mut i = 0;
+    loop {
+        while i < n && p[i] == b' ' {
+            i += 1;
+        }
+        let name_start = i;
+        while i < n && p[i] != b'=' {
+            i += 1;
+        }
+        if i >= n {
+            break;
+        }
+        let mut name_end = i;
+        while name_end > name_start && p[name_end - 1] == b' ' {
+            name_end -= 1;
+        }
+        let name = &p[name_start..name_end];
+        i += 1;
+        while i < n && p[i] == b' ' {
+            i += 1;
+        }
+        let vs = i;
+        while i < n && p[i] != b' ' {
+            i += 1;
+        }
+        let val = &p[vs..i];
+        match name {
+            b"ela" => match parse_u64(val) {
+                Some(x) => w.ela = Some(x),
+                None => w.bad = Some("ela= is not a number"),
+            },
+            b"tim" => match parse_i64(val) {
+                Some(x) => w.tim = Some(x),
+                None => w.bad = Some("tim= is not a number"),
+            },
+            b"obj#" => w.obj = parse_i64(val),
+            b"file#" | b"file number" => w.file = parse_i64(val),
+            b"block#" | b"first dba" => w.block = parse_u64(val),
+            b"blocks" | b"block cnt" => w.blocks = parse_u64(val),
+            b"p1" => w.p1 = parse_i64(val),
+            b"p2" => w.p2 = parse_u64(val),
+            b"p3" => w.p3 = parse_u64(val),
+            _ => {}
+        }
+    }
+    w
+}
+
+fn is_io_event_name(name: &[u8]) -> bool {
+    name.starts_with(b"db file")
+        || name.starts_with(b"direct path")
+        || name.starts_with(b"control file")
+}
+
+/// The value after `key` up to the next ',' or space.
+fn field<'a>(line: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let i = memchr::memmem::find(line, key)?;
+    let v = &line[i + key.len()..];
+    let end = v
+        .iter()
+        .position(|&c| c == b',' || c == b' ')
+        .unwrap_or(v.len());
+    Some(&v[..end])
+}
+
+fn insert_slowest(list: &mut Vec<SlowWait>, w: SlowWait, top: usize) {
+    let pos = list
+        .iter()
+        .position(|x| x.ela_us < w.ela_us)
+        .unwrap_or(list.len());
+    if pos < top {
+        list.insert(pos, w);
+        list.truncate(top);
+    }
+}
+
+fn pid_from_name(base: &str) -> Option<String> {
+    // orcl_ora_12345.trc, orcl_ora_12345_tag.trc(.gz), orcl_j001_4321.trc
+    let stem = base.split('.').next()?;
+    let parts: Vec<&str> = stem.split('_').collect();
+    parts
+        .iter()
+        .skip(1)
+        .find(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+        .map(|p| p.to_string())
+}
+
+/// Parse a trace timestamp to Unix ns: `2024-03-01 10:00:00.123` (taken as UTC) or ISO 8601
+/// with a zone (`2017-09-12T10:32:11.123456+02:00`).
+pub fn parse_timestamp(ts: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(ts).ok()?.trim();
+    if let Ok(d) = chrono::DateTime::parse_from_rfc3339(s) {
+        return d.timestamp_nanos_opt();
+    }
+    for f in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M:%S",
+    ] {
+        if let Ok(d) = chrono::NaiveDateTime::parse_from_str(s, f) {
+            return d.and_utc().timestamp_nanos_opt();
+        }
+    }
+    None
+}
+
+/// Parse one trace from a reader (used by `iolens trace` and tests).
+pub fn parse_trace(r: &mut LineReader, opts: &ParseOptions) -> Result<TraceFile> {
+    let name = r.name.clone();
+    TraceParser::new(&name, opts.clone()).parse_reader(r)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building the results document
+
+fn profile_json(
+    events: &[EventTotals],
+    calls: &BTreeMap<String, CallTotals>,
+    recursive: u64,
+    errors: &BTreeMap<String, u64>,
+) -> serde_json::Value {
+    let cpu: u64 = calls.values().map(|c| c.cpu_us).sum();
+    let elapsed: u64 = calls.values().map(|c| c.elapsed_us).sum();
+    let between: u64 = events.iter().map(|e| e.between_us).sum();
+    let waits: u64 = events.iter().map(|e| e.ela_us).sum();
+    let r = elapsed + between;
+    let unaccounted = r as i64 - cpu as i64 - waits as i64;
+    let share = |x: f64| if r > 0 { x / r as f64 } else { 0.0 };
+    let mut rows = vec![json!({
+        "component": "CPU service (depth-0 calls)",
+        "seconds": cpu as f64 / 1e6,
+        "share": share(cpu as f64),
+        "count": calls.values().map(|c| c.count).sum::<u64>(),
+        "mean_us": if calls.is_empty() { 0.0 } else {
+            cpu as f64 / calls.values().map(|c| c.count).sum::<u64>().max(1) as f64 },
+    })];
+    for e in events {
+        rows.push(json!({
+            "component": e.name,
+            "seconds": e.ela_us as f64 / 1e6,
+            "share": share(e.ela_us as f64),
+            "count": e.count,
+            "mean_us": e.ela_us as f64 / e.count.max(1) as f64,
+            "max_us": e.max_us,
+            "between_calls_seconds": e.between_us as f64 / 1e6,
+            "between_calls_count": e.between_count,
+        }));
+    }
+    rows.push(json!({
+        "component": "unaccounted-for",
+        "seconds": unaccounted as f64 / 1e6,
+        "share": share(unaccounted as f64),
+        "count": serde_json::Value::Null,
+        "mean_us": serde_json::Value::Null,
+    }));
+    rows.sort_by(|a, b| {
+        let f = |v: &serde_json::Value| v["seconds"].as_f64().unwrap_or(0.0).abs();
+        f(b).total_cmp(&f(a))
+    });
+    json!({
+        "response_time_s": r as f64 / 1e6,
+        "depth0_elapsed_s": elapsed as f64 / 1e6,
+        "between_calls_wait_s": between as f64 / 1e6,
+        "cpu_s": cpu as f64 / 1e6,
+        "wait_s": waits as f64 / 1e6,
+        "unaccounted_s": unaccounted as f64 / 1e6,
+        "calls": calls,
+        "recursive_calls": recursive,
+        "errors": errors,
+        "rows": rows,
+    })
+}
+
+fn merge_events(into: &mut Vec<EventTotals>, from: &[EventTotals]) {
+    for e in from {
+        match into.iter_mut().find(|x| x.name == e.name) {
+            Some(x) => {
+                x.count += e.count;
+                x.ela_us += e.ela_us;
+                x.max_us = x.max_us.max(e.max_us);
+                x.between_us += e.between_us;
+                x.between_count += e.between_count;
+                x.io |= e.io;
+            }
+            None => into.push(e.clone()),
+        }
+    }
+}
+
+/// Read the trace files of an `iolens trace` invocation into one results document.
+pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Results> {
+    let opts = ParseOptions {
+        interval_ns: (args.interval.as_nanos() as u64).max(1_000),
+        top: args.top,
+    };
+    let mut files = Vec::new();
+    for p in &args.files {
+        let mut r = LineReader::open(p)?;
+        files.push(parse_trace(&mut r, &opts)?);
+    }
+    let mut results = build_results(files, &opts, &args.events)?;
+    results.command_line = command_line;
+    Ok(results)
+}
+
+/// Group parsed files into sessions and build the results document. `events` (when not empty)
+/// limits which events get latency histograms.
+pub fn build_results(
+    mut files: Vec<TraceFile>,
+    opts: &ParseOptions,
+    events: &[String],
+) -> Result<Results> {
+    let mut results = Results::new(Kind::Trace, Vec::new());
+    // Files continuing another given file join its session.
+    let bases: Vec<String> = files.iter().map(|f| base_name(&f.path)).collect();
+    for i in 0..files.len() {
+        if let Some(from) = files[i].continued_from.clone() {
+            let b = base_name(&from);
+            if let Some(j) = bases.iter().position(|x| *x == b) {
+                if j != i {
+                    files[i].session = files[j].session.clone();
+                }
+            }
+        }
+    }
+    // Order files by their first tim on the wall clock when known.
+    files.sort_by_key(|f| {
+        (
+            f.session.clone(),
+            f.first_tim.map(|t| t + f.offset_us.unwrap_or(0)),
+        )
+    });
+    let mut file_profiles = Vec::new();
+    let mut all_events: Vec<EventTotals> = Vec::new();
+    let mut all_calls: BTreeMap<String, CallTotals> = BTreeMap::new();
+    let mut all_errors: BTreeMap<String, u64> = BTreeMap::new();
+    let mut all_recursive = 0;
+    let mut slowest: Vec<SlowWait> = Vec::new();
+    let mut io_files: HashMap<(String, i64), IoAgg> = HashMap::new();
+    let mut io_objs: HashMap<(String, i64), IoAgg> = HashMap::new();
+    let mut io_ranges: HashMap<(String, i64, u64), IoAgg> = HashMap::new();
+    let mut sources = Vec::new();
+    let keep = |name: &str| events.is_empty() || events.iter().any(|e| e == name);
+
+    // Sessions in order of first appearance.
+    let mut sessions: Vec<(String, Vec<TraceFile>)> = Vec::new();
+    for f in files {
+        file_profiles.push(json!({
+            "path": f.path,
+            "session": f.session,
+            "profile": profile_json(&f.events, &f.calls, f.recursive_calls, &f.errors),
+        }));
+        merge_events(&mut all_events, &f.events);
+        for (k, c) in &f.calls {
+            let t = all_calls.entry(k.clone()).or_default();
+            t.count += c.count;
+            t.cpu_us += c.cpu_us;
+            t.elapsed_us += c.elapsed_us;
+        }
+        for (k, n) in &f.errors {
+            *all_errors.entry(k.clone()).or_default() += n;
+        }
+        all_recursive += f.recursive_calls;
+        for w in &f.slowest {
+            if keep(&w.event) {
+                insert_slowest(&mut slowest, w.clone(), opts.top);
+            }
+        }
+        let ev_name = |i: u32| f.events[i as usize].name.clone();
+        for ((e, k), a) in &f.io_files {
+            io_files.entry((ev_name(*e), *k)).or_default().merge(a);
+        }
+        for ((e, k), a) in &f.io_objs {
+            io_objs.entry((ev_name(*e), *k)).or_default().merge(a);
+        }
+        for ((e, k, r), a) in &f.io_ranges {
+            io_ranges.entry((ev_name(*e), *k, *r)).or_default().merge(a);
+        }
+        sources.push(file_stats_json(&f.stats, &f.path, f.gzip));
+        if f.stats.unparsed > 0 {
+            results.warnings.push(format!(
+                "{}: {} line(s) could not be parsed (first at line {})",
+                f.path,
+                f.stats.unparsed,
+                f.stats.unparsed_first.first().map(|u| u.line).unwrap_or(0)
+            ));
+        }
+        match sessions.iter_mut().find(|(s, _)| *s == f.session) {
+            Some((_, v)) => v.push(f),
+            None => sessions.push((f.session.clone(), vec![f])),
+        }
+    }
+
+    for (session, group) in sessions {
+        let mut paths = Vec::new();
+        let mut warnings = Vec::new();
+        let mut it = group.into_iter();
+        let first = it.next().expect("a session has at least one file");
+        paths.push(first.path.clone());
+        warnings.extend(first.warnings);
+        let offset = first.offset_us;
+        let mut binned = first.binned;
+        for f in it {
+            paths.push(f.path.clone());
+            warnings.extend(f.warnings.iter().cloned());
+            let mut b = f.binned;
+            // Anchored files are already on the wall-clock axis.
+            let shift = match (offset, f.offset_us) {
+                (Some(_), Some(_)) => 0,
+                _ => {
+                    warnings.push(format!(
+                        "{}: not anchored to wall-clock time; placed after the previous file",
+                        f.path
+                    ));
+                    match (binned.key_range(), b.key_range()) {
+                        (Some((_, hi)), Some((lo, _))) => hi + 1 - lo,
+                        _ => 0,
+                    }
+                }
+            };
+            b.shift(shift);
+            binned.merge(b)?;
+        }
+        let fin = binned.finish(BucketConvention::Exact, &keep);
+        warnings.extend(fin.warning);
+        let started = match offset {
+            Some(_) => rfc3339_ns(fin.start_ns),
+            None => String::new(),
+        };
+        let mut run = RunResult {
+            name: format!("trace {session}"),
+            phase: "trace".into(),
+            spec: json!({"source": "oracle-10046", "files": paths, "session": session,
+                         "anchored": offset.is_some()}),
+            started,
+            duration_s: fin.duration_s,
+            interval_s: fin.interval_s,
+            ops: fin.ops,
+            warnings,
+            ..Default::default()
+        };
+        if run.ops.is_empty() {
+            run.warnings
+                .push("no wait events (after --event filtering)".into());
+        }
+        results.runs.push(run);
+    }
+    // Fill counters from the per-file profiles (covers every file of each session).
+    for run in &mut results.runs {
+        let paths: Vec<String> = run.spec["files"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut waits = 0.0;
+        let mut calls = 0.0;
+        for p in file_profiles.iter().filter(|p| {
+            p["path"]
+                .as_str()
+                .map(|s| paths.iter().any(|x| x == s))
+                .unwrap_or(false)
+        }) {
+            let prof = &p["profile"];
+            calls += prof["calls"]
+                .as_object()
+                .map(|m| m.values().filter_map(|c| c["count"].as_f64()).sum::<f64>())
+                .unwrap_or(0.0);
+            waits += prof["rows"]
+                .as_array()
+                .map(|rows| {
+                    rows.iter()
+                        .filter(|r| r["between_calls_count"].is_u64())
+                        .filter_map(|r| r["count"].as_f64())
+                        .sum::<f64>()
+                })
+                .unwrap_or(0.0);
+        }
+        run.counters.insert("waits".into(), waits);
+        run.counters.insert("depth0_calls".into(), calls);
+        let unparsed: f64 = sources
+            .iter()
+            .filter(|s| {
+                s["path"]
+                    .as_str()
+                    .map(|x| paths.iter().any(|p| p == x))
+                    .unwrap_or(false)
+            })
+            .filter_map(|s| s["unparsed"].as_f64())
+            .sum();
+        run.counters.insert("unparsed_lines".into(), unparsed);
+    }
+    results.extra.insert(
+        "trace_profile".into(),
+        json!({
+            "total": profile_json(&all_events, &all_calls, all_recursive, &all_errors),
+            "files": file_profiles,
+        }),
+    );
+    results.extra.insert(
+        "trace_io".into(),
+        io_json(&all_events, io_files, io_objs, io_ranges, &keep),
+    );
+    results
+        .extra
+        .insert("trace_slowest".into(), serde_json::to_value(&slowest)?);
+    results.extra.insert(
+        "source".into(),
+        json!({"format": "oracle-10046", "files": sources}),
+    );
+    Ok(results)
+}
+
+fn base_name(p: &str) -> String {
+    Path::new(p)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.to_string())
+}
+
+fn io_json(
+    events: &[EventTotals],
+    files: HashMap<(String, i64), IoAgg>,
+    objs: HashMap<(String, i64), IoAgg>,
+    ranges: HashMap<(String, i64, u64), IoAgg>,
+    keep: &dyn Fn(&str) -> bool,
+) -> serde_json::Value {
+    const TOP: usize = 50;
+    let agg = |a: &IoAgg| {
+        json!({
+            "count": a.count,
+            "seconds": a.ela_us as f64 / 1e6,
+            "mean_us": a.ela_us as f64 / a.count.max(1) as f64,
+            "max_us": a.max_us,
+            "blocks": a.blocks,
+        })
+    };
+    let mut out = Vec::new();
+    for e in events.iter().filter(|e| e.io && keep(&e.name)) {
+        let mut fl: Vec<(&i64, &IoAgg)> = files
+            .iter()
+            .filter(|((n, _), _)| *n == e.name)
+            .map(|((_, k), a)| (k, a))
+            .collect();
+        fl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
+        let fl: Vec<_> = fl
+            .iter()
+            .map(|(k, a)| {
+                let mut v = agg(a);
+                v["file"] = json!(k);
+                if a.min_block != u64::MAX {
+                    v["min_block"] = json!(a.min_block);
+                    v["max_block"] = json!(a.max_block);
+                }
+                v
+            })
+            .collect();
+        let mut ol: Vec<(&i64, &IoAgg)> = objs
+            .iter()
+            .filter(|((n, _), _)| *n == e.name)
+            .map(|((_, k), a)| (k, a))
+            .collect();
+        let objects_total = ol.len();
+        ol.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
+        let ol: Vec<_> = ol
+            .iter()
+            .take(TOP)
+            .map(|(k, a)| {
+                let mut v = agg(a);
+                v["obj"] = json!(k);
+                v
+            })
+            .collect();
+        let mut rl: Vec<(&(String, i64, u64), &IoAgg)> = ranges
+            .iter()
+            .filter(|((n, _, _), _)| *n == e.name)
+            .collect();
+        let ranges_total = rl.len();
+        rl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
+        let rl: Vec<_> = rl
+            .iter()
+            .take(TOP)
+            .map(|((_, f, r), a)| {
+                let mut v = agg(a);
+                v["file"] = json!(f);
+                v["first_block"] = json!(r * BLOCK_RANGE);
+                v["last_block"] = json!((r + 1) * BLOCK_RANGE - 1);
+                v
+            })
+            .collect();
+        out.push(json!({
+            "event": e.name,
+            "files": fl,
+            "objects": ol,
+            "objects_total": objects_total,
+            "block_ranges": rl,
+            "block_ranges_total": ranges_total,
+        }));
+    }
+    json!({"block_range_blocks": BLOCK_RANGE, "top": TOP, "events": out})
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminal output
+
+/// Print the response-time profile table from `extra["trace_profile"]`.
+pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
+    let t = &p["total"];
+    writeln!(
+        out,
+        "Response-time profile (Method R): R = {:.6} s = depth-0 calls {:.6} s + between-call waits {:.6} s",
+        t["response_time_s"].as_f64().unwrap_or(0.0),
+        t["depth0_elapsed_s"].as_f64().unwrap_or(0.0),
+        t["between_calls_wait_s"].as_f64().unwrap_or(0.0),
+    )?;
+    writeln!(
+        out,
+        "  {:<40} {:>11} {:>7} {:>10} {:>10}",
+        "component", "seconds", "%R", "count", "mean"
+    )?;
+    for row in t["rows"].as_array().into_iter().flatten() {
+        let secs = row["seconds"].as_f64().unwrap_or(0.0);
+        writeln!(
+            out,
+            "  {:<40} {:>11.6} {:>6.1}% {:>10} {:>10}",
+            super::truncate(row["component"].as_str().unwrap_or("?"), 40),
+            secs,
+            row["share"].as_f64().unwrap_or(0.0) * 100.0,
+            row["count"]
+                .as_u64()
+                .map(|c| c.to_string())
+                .unwrap_or_default(),
+            row["mean_us"]
+                .as_f64()
+                .map(|m| fmt_ns(m * 1e3))
+                .unwrap_or_default(),
+        )?;
+    }
+    let files = p["files"].as_array().map(|a| a.len()).unwrap_or(0);
+    if files > 1 {
+        writeln!(out, "  per file:")?;
+        for f in p["files"].as_array().into_iter().flatten() {
+            let pr = &f["profile"];
+            writeln!(
+                out,
+                "    {}: R {:.6} s, CPU {:.6} s, waits {:.6} s, unaccounted {:.6} s",
+                f["path"].as_str().unwrap_or("?"),
+                pr["response_time_s"].as_f64().unwrap_or(0.0),
+                pr["cpu_s"].as_f64().unwrap_or(0.0),
+                pr["wait_s"].as_f64().unwrap_or(0.0),
+                pr["unaccounted_s"].as_f64().unwrap_or(0.0),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Print the slowest waits from `extra["trace_slowest"]`.
+pub fn print_slowest(s: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
+    let Some(list) = s.as_array().filter(|l| !l.is_empty()) else {
+        return Ok(());
+    };
+    writeln!(out, "\nSlowest waits:")?;
+    for w in list.iter().take(10) {
+        let opt = |k: &str| {
+            w[k].as_i64()
+                .map(|v| format!(" {k}={v}"))
+                .unwrap_or_default()
+        };
+        writeln!(
+            out,
+            "  {:>9}  {}  {}:{}{}{}{}{}",
+            fmt_ns(w["ela_us"].as_f64().unwrap_or(0.0) * 1e3),
+            w["event"].as_str().unwrap_or("?"),
+            base_name(w["path"].as_str().unwrap_or("?")),
+            w["line"],
+            opt("file"),
+            opt("block"),
+            opt("obj"),
+            w["time"]
+                .as_str()
+                .filter(|t| !t.is_empty())
+                .map(|t| format!(" at {t}"))
+                .unwrap_or_default(),
+        )?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic traces (benchmark and tests)
+
+/// Arguments of the hidden `iolens gen-trace` command (benchmark input).
+#[derive(clap::Args, Debug, Clone)]
+pub struct GenTraceArgs {
+    /// Output file (created; must not exist).
+    pub out: PathBuf,
+    /// Approximate size, e.g. 600M.
+    #[arg(long, default_value = "600M", value_parser = |s: &str| parse_size::parse_size(s))]
+    pub size: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Write a realistic 12c-style trace of about `size` bytes: a header, a cursor, and repeated
+/// FETCH calls each preceded by single-block reads and SQL*Net waits. Returns the wait count.
+pub fn write_synthetic_trace(w: &mut dyn Write, size: u64, seed: u64) -> std::io::Result<u64> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut written = 0u64;
+    let mut waits = 0u64;
+    let mut tim: u64 = 2_707_602_560_910;
+    let head = "Trace file /u01/app/oracle/diag/rdbms/orcl/orcl/trace/orcl_ora_12345.trc\n\
+Oracle Database 19c Enterprise Edition Release 19.0.0.0.0 - Production\n\
+Version 19.3.0.0.0\n\
+Build label:    RDBMS_19.3.0.0.0DBRU_LINUX.X64_190417\n\
+ORACLE_HOME:    /u01/app/oracle/product/19.0.0/dbhome_1\n\
+System name:\tLinux\n\
+Node name:\tdbhost\n\
+Release:\t4.14.35-1902.el7uek.x86_64\n\
+Version:\t#2 SMP Fri Aug 9 09:35:18 PDT 2019\n\
+Machine:\tx86_64\n\
+Instance name: orcl\n\
+Redo thread mounted by this instance: 1\n\
+Oracle process number: 38\n\
+Unix process pid: 12345, image: oracle@dbhost\n\n\n\
+*** 2024-03-01T10:00:00.000000+00:00\n\
+*** SESSION ID:(152.56419) 2024-03-01T10:00:00.000012+00:00\n\
+*** CLIENT ID:() 2024-03-01T10:00:00.000015+00:00\n\
+*** SERVICE NAME:(SYS$USERS) 2024-03-01T10:00:00.000016+00:00\n\
+*** MODULE NAME:(SQL*Plus) 2024-03-01T10:00:00.000018+00:00\n\n\
+=====================\n\
+PARSING IN CURSOR #140234567 len=37 dep=0 uid=0 oct=3 lid=0 tim=2707602560910 hv=1 ad='7f' sqlid='abc'\n\
+select * from big_table where id > :1\n\
+END OF STMT\n\
+PARSE #140234567:c=120,e=150,p=0,cr=0,cu=0,mis=1,r=0,dep=0,og=1,plh=0,tim=2707602560910\n\
+EXEC #140234567:c=50,e=60,p=0,cr=0,cu=0,mis=0,r=0,dep=0,og=1,plh=1,tim=2707602560980\n";
+    w.write_all(head.as_bytes())?;
+    written += head.len() as u64;
+    let mut line = String::with_capacity(256);
+    use std::fmt::Write as _;
+    while written < size {
+        // Between-call wait, then a FETCH with a few reads.
+        let idle = rng.gen_range(50..400u64);
+        tim += idle;
+        line.clear();
+        let _ = writeln!(
+            line,
+            "WAIT #140234567: nam='SQL*Net message from client' ela= {idle} driver id=1650815232 #bytes=1 p3=0 obj#=-1 tim={tim}"
+        );
+        let start = tim;
+        let mut in_call = 0;
+        for _ in 0..rng.gen_range(1..8) {
+            let ela: u64 = if rng.gen_bool(0.9) {
+                rng.gen_range(80..400)
+            } else {
+                rng.gen_range(2_000..20_000)
+            };
+            tim += ela + 5;
+            in_call += ela;
+            let _ = writeln!(
+                line,
+                "WAIT #140234567: nam='db file sequential read' ela= {ela} file#={} block#={} blocks=1 obj#={} tim={tim}",
+                rng.gen_range(5..9),
+                rng.gen_range(128..4_000_000u64),
+                73_000 + rng.gen_range(0..40),
+            );
+            waits += 1;
+        }
+        tim += 30;
+        let _ = writeln!(
+            line,
+            "WAIT #140234567: nam='SQL*Net message to client' ela= 2 driver id=1650815232 #bytes=1 p3=0 obj#=-1 tim={tim}"
+        );
+        let e = tim - start - 1;
+        let _ = writeln!(
+            line,
+            "FETCH #140234567:c={},e={e},p=3,cr=5,cu=0,mis=0,r=15,dep=0,og=1,plh=1,tim={tim}",
+            e.saturating_sub(in_call + 2)
+        );
+        waits += 2;
+        w.write_all(line.as_bytes())?;
+        written += line.len() as u64;
+    }
+    Ok(waits)
+}
+
+/// Run the hidden `gen-trace` command.
+pub fn run_gen_trace(args: &GenTraceArgs) -> Result<std::process::ExitCode> {
+    use anyhow::Context as _;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&args.out)
+        .with_context(|| format!("cannot create {} (must not exist)", args.out.display()))?;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    let n = write_synthetic_trace(&mut w, args.size, args.seed)?;
+    w.flush()?;
+    println!("wrote {} waits to {}", n, args.out.display());
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> TraceFile {
+        let mut r =
+            LineReader::from_reader(Box::new(std::io::Cursor::new(s.as_bytes().to_vec())), "t")
+                .unwrap();
+        parse_trace(&mut r, &ParseOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn params_with_spaces_and_both_ela_forms() {
+        let p = parse_params(b" ela= 23 file number=5 first dba=1234 block cnt=16 obj#=-1 tim=99");
+        assert_eq!(
+            (p.ela, p.file, p.block, p.blocks, p.obj, p.tim),
+            (Some(23), Some(5), Some(1234), Some(16), Some(-1), Some(99))
+        );
+        let p = parse_params(b" ela=7 file#=6 block#=4 blocks=1 obj#=4294967295 tim=5");
+        assert_eq!((p.ela, p.obj), (Some(7), Some(4294967295)));
+        assert!(parse_params(b" ela= x tim=5").bad.is_some());
+    }
+
+    #[test]
+    fn between_call_waits_by_time() {
+        let t = parse_str(
+            "WAIT #1: nam='SQL*Net message from client' ela= 1000 driver id=1 #bytes=1 p3=0 obj#=-1 tim=10000\n\
+             WAIT #1: nam='db file sequential read' ela= 300 file#=1 block#=2 blocks=1 obj#=5 tim=10400\n\
+             FETCH #1:c=100,e=500,p=1,cr=1,cu=0,mis=0,r=1,dep=0,og=1,plh=1,tim=10500\n",
+        );
+        let sn = &t.events[0];
+        assert_eq!((sn.between_us, sn.count), (1000, 1));
+        assert_eq!(t.events[1].between_us, 0);
+        assert_eq!(t.calls["FETCH"].elapsed_us, 500);
+        assert_eq!(t.stats.parsed, 3);
+    }
+}
