@@ -3,6 +3,7 @@
 # Usage: bench/vs-fio.sh [DIR] [SECONDS]   (DIR holds the scratch file; default ./bench-tmp)
 # CPU per I/O is measured the same way for both tools: the child's rusage (user+sys) divided
 # by the I/Os it completed. Absolute figures drift on shared machines; ratios from one run hold.
+# Figures are the mean of two runs per tool, in mirrored order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-bench-tmp}
@@ -75,11 +76,19 @@ cases = [
      "iolens cpu/io <= 0.100 us"),
 ]
 print(f"{'workload':42} {'tool':7} {'IOPS':>10} {'p99 µs':>9} {'CPU µs/IO':>10}")
+def mean(a, b):
+    return {k: (a[k] + b[k]) / 2 for k in a}
+
+# Each pair runs twice in mirrored order (fio, iolens, iolens, fio) so that drift in the
+# machine or the device's caches does not favour whichever tool runs first.
 for title, fargs, iargs, prep, target in cases:
-    if prep: prep()
-    f = fio("bench", fargs)
-    if prep: prep()
-    i = iol("bench", iargs)
+    runs = {}
+    for tool in ("fio", "iolens", "iolens", "fio"):
+        if prep: prep()
+        m = fio("bench", fargs) if tool == "fio" else iol("bench", iargs)
+        runs.setdefault(tool, []).append(m)
+    f = mean(*runs["fio"])
+    i = mean(*runs["iolens"])
     for tool, m in (("fio", f), ("iolens", i)):
         print(f"{title:42} {tool:7} {m['iops']:>10.0f} {m['p99_us']:>9.1f} {m['cpu_us_io']:>10.3f}")
     print(f"{'':42} {'ratio':7} {i['iops']/f['iops']:>10.3f} {i['p99_us']/f['p99_us']:>9.3f} "

@@ -163,6 +163,9 @@ pub struct RunArgs {
     /// Seed of the offset generators.
     #[arg(long, default_value_t = 0x10_1e45)]
     pub seed: u64,
+    /// io_uring: submit all queued I/Os in one system call instead of one call per I/O.
+    #[arg(long)]
+    pub batch_submit: bool,
     /// Verify blocks read: auto (full on iolens scratch files, none elsewhere), none, header
     /// (magic, target id, offset, generation of each 512-byte unit) or full (also its CRC32C).
     #[arg(long, value_enum, default_value = "auto")]
@@ -203,6 +206,7 @@ impl RunArgs {
             rate_iops: self.rate,
             think_us: self.think.map(|t| t * 1e6),
             seed: self.seed,
+            batch_submit: self.batch_submit,
             verify: self.verify,
             on_corruption: self.on_corruption,
         }

@@ -196,6 +196,10 @@ pub struct WorkloadSpec {
     pub think_us: Option<f64>,
     /// Seed of the offset generators (same seed, same offsets).
     pub seed: u64,
+    /// io_uring: submit all queued I/Os in one system call (default: one call per I/O, as
+    /// fio does; batching saves CPU but some devices then complete I/Os in lock-step bursts).
+    #[serde(default)]
+    pub batch_submit: bool,
     /// How reads are verified (`auto` is resolved against the target when the run starts).
     #[serde(default)]
     pub verify: VerifyMode,
@@ -227,6 +231,7 @@ impl Default for WorkloadSpec {
             rate_iops: None,
             think_us: None,
             seed: 0x10_1e45,
+            batch_submit: false,
             verify: VerifyMode::Auto,
             on_corruption: OnCorruption::Stop,
         }
@@ -366,6 +371,9 @@ impl WorkloadSpec {
                     bail!("--dist hotspot applies to random patterns");
                 }
             }
+        }
+        if self.batch_submit && self.engine != EngineKind::Uring {
+            bail!("--batch-submit applies to --engine uring");
         }
         if let Some(r) = self.rate_iops {
             if !positive(r) {

@@ -429,7 +429,11 @@ pub fn make_engine(spec: &WorkloadSpec, file: &File) -> anyhow::Result<EngineBox
     use crate::workload::EngineKind;
     Ok(match spec.engine {
         EngineKind::Sync => EngineBox::Sync(sync::SyncEngine::new(file)?),
-        EngineKind::Uring => EngineBox::Uring(Box::new(uring::UringEngine::new(file, spec.qd)?)),
+        EngineKind::Uring => EngineBox::Uring(Box::new(uring::UringEngine::new(
+            file,
+            spec.qd,
+            spec.batch_submit,
+        )?)),
         EngineKind::Null => EngineBox::Null(null::NullEngine::default()),
     })
 }

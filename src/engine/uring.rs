@@ -18,6 +18,9 @@ pub struct UringEngine {
     fd: i32,
     fixed_file: bool,
     fixed_bufs: bool,
+    /// Submit each I/O with its own system call as it is queued (fio's default,
+    /// iodepth_batch_submit=1) rather than all queued I/Os in one call.
+    submit_each: bool,
     queued: u32,
 }
 
@@ -51,8 +54,10 @@ fn unavailable(e: &io::Error) -> anyhow::Error {
 }
 
 impl UringEngine {
-    /// A ring with room for `qd` I/Os on `file`, which must outlive the run.
-    pub fn new(file: &File, qd: u32) -> anyhow::Result<UringEngine> {
+    /// A ring with room for `qd` I/Os on `file`, which must outlive the run. With
+    /// `batch_submit`, queued I/Os are submitted together in one system call; otherwise each
+    /// is submitted as it is queued, so the device sees a steady stream rather than bursts.
+    pub fn new(file: &File, qd: u32, batch_submit: bool) -> anyhow::Result<UringEngine> {
         let entries = qd.next_power_of_two().max(2);
         let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
             Ok(r) => r,
@@ -71,6 +76,7 @@ impl UringEngine {
             fd,
             fixed_file,
             fixed_bufs: false,
+            submit_each: !batch_submit,
             queued: 0,
         })
     }
@@ -124,6 +130,10 @@ impl IoEngine for UringEngine {
             let _ = self.ring.submission().push(&sqe.user_data(slot as u64));
         }
         self.queued += 1;
+        if self.submit_each {
+            // Errors surface on the next submit_and_wait.
+            let _ = self.ring.submit();
+        }
     }
 
     #[inline]
