@@ -565,7 +565,7 @@ impl Stepper<'_> {
         .with_context(|| format!("calibration step `{label}`"))?;
         // Time inside steps is measuring (warm-up included); the rest is overhead.
         self.step_wall_s += warm + r.duration_s;
-        self.corrupt |= !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0);
+        self.corrupt |= r.found_corruption();
         self.results.push(r);
         Ok(self.results.len() - 1)
     }
@@ -1109,25 +1109,5 @@ pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::pro
         return Ok(std::process::ExitCode::SUCCESS);
     }
     print!("{}", summary(&res));
-    if let Some(p) = &a.t.json {
-        res.write_file(p)
-            .with_context(|| format!("writing {}", p.display()))?;
-        println!(
-            "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
-            p.display()
-        );
-    }
-    let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
-    let corrupt = res
-        .runs
-        .iter()
-        .any(|r| !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0));
-    Ok(if corrupt {
-        eprintln!("iolens: CORRUPT DATA was read during the calibration; see the warnings above");
-        std::process::ExitCode::from(crate::verify::EXIT_CORRUPTION)
-    } else if interrupted {
-        std::process::ExitCode::from(130)
-    } else {
-        std::process::ExitCode::SUCCESS
-    })
+    crate::cli::finish(&res, a.t.json.as_deref())
 }

@@ -296,10 +296,14 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
         },
     )?;
     print!("{}", crate::summary::run_summary(&r));
-    let interrupted = r.interrupted;
-    let corrupt = !r.corruption.is_empty() || r.verify.as_ref().is_some_and(|v| v.errors > 0);
     res.runs.push(r);
-    if let Some(p) = &a.t.json {
+    finish(&res, a.t.json.as_deref())
+}
+
+/// Write the results file when asked, then choose the exit code: 3 when a run read corrupt
+/// data, 130 when Ctrl-C ended the work early, 0 otherwise.
+pub fn finish(res: &crate::results::Results, json: Option<&std::path::Path>) -> Result<ExitCode> {
+    if let Some(p) = json {
         res.write_file(p)
             .with_context(|| format!("writing {}", p.display()))?;
         println!(
@@ -307,7 +311,10 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
             p.display()
         );
     }
-    Ok(if corrupt {
+    let interrupted = res.runs.iter().any(|r| r.interrupted)
+        || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
+    Ok(if res.runs.iter().any(|r| r.found_corruption()) {
+        eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
         ExitCode::from(crate::verify::EXIT_CORRUPTION)
     } else if interrupted {
         ExitCode::from(130)

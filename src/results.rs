@@ -419,6 +419,11 @@ impl RunResult {
     pub fn op(&self, name: &str) -> Option<&OpResult> {
         self.ops.iter().find(|o| o.op == name)
     }
+    /// True when the run read corrupt data (block verification).
+    pub fn found_corruption(&self) -> bool {
+        !self.corruption.is_empty() || self.verify.as_ref().is_some_and(|v| v.errors > 0)
+    }
+
     /// Merge all I/O ops (not `sync`) into one histogram.
     pub fn merged_io_hist(&self) -> Result<Histogram<u64>> {
         let mut h = new_histogram();

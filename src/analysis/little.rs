@@ -52,24 +52,7 @@ pub fn littles_law(run: &RunResult, concurrency: f64) -> Option<LittleCheck> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{LatencySummary, OpResult};
-
-    fn op(name: &str, count: u64, mean_ns: f64) -> OpResult {
-        OpResult {
-            op: name.into(),
-            count,
-            bytes: count * 8192,
-            errors: 0,
-            hist: Default::default(),
-            summary: LatencySummary {
-                count,
-                mean_ns,
-                ..Default::default()
-            },
-            intervals: vec![],
-            bucket_convention: crate::results::BucketConvention::Exact,
-        }
-    }
+    use crate::analysis::test_op as op;
 
     #[test]
     fn four_sessions_fully_busy_and_partly_busy() {

@@ -39,6 +39,25 @@ pub(crate) fn positive(x: f64) -> bool {
     x > 0.0 && x.is_finite()
 }
 
+/// An op with only a count and a mean latency (what the verdicts and Little's law read).
+#[cfg(test)]
+pub(crate) fn test_op(name: &str, count: u64, mean_ns: f64) -> crate::results::OpResult {
+    crate::results::OpResult {
+        op: name.into(),
+        count,
+        bytes: count * 8192,
+        errors: 0,
+        hist: Default::default(),
+        summary: crate::results::LatencySummary {
+            count,
+            mean_ns,
+            ..Default::default()
+        },
+        intervals: vec![],
+        bucket_convention: crate::results::BucketConvention::Exact,
+    }
+}
+
 /// Per-run analysis: latency modes of each op and the run's verdicts.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct RunAnalysis {

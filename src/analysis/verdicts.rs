@@ -258,24 +258,8 @@ pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{CpuStats, DeviceStats, LatencySummary, OpResult};
-
-    fn op(name: &str, count: u64, mean_ns: f64) -> OpResult {
-        OpResult {
-            op: name.into(),
-            count,
-            bytes: count * 8192,
-            errors: 0,
-            hist: Default::default(),
-            summary: LatencySummary {
-                count,
-                mean_ns,
-                ..Default::default()
-            },
-            intervals: vec![],
-            bucket_convention: crate::results::BucketConvention::Exact,
-        }
-    }
+    use crate::analysis::test_op as op;
+    use crate::results::{CpuStats, DeviceStats};
 
     fn run_with(mean_ns: f64, cpu: Option<CpuStats>, dev: Option<DeviceStats>) -> RunResult {
         RunResult {

@@ -246,18 +246,50 @@ fn pg_dsn(t: &TargetArgs) -> Result<String> {
         .context("--engine postgres needs --dsn 'host=... dbname=...'")
 }
 
-/// Parse a size such as `64M` or `1G` (binary units).
+/// Parse a size such as `64M` or `1G` (binary units), naming the option in the error.
 pub fn parse_size(s: &str, what: &str) -> Result<u64> {
-    parse_size::Config::new()
-        .with_binary()
-        .parse_size(s)
-        .map_err(|e| anyhow::anyhow!("{what} {s:?} is not a size ({e}); use e.g. 64M, 1G"))
+    crate::cli::parse_size(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
-/// Parse a duration such as `60s` or `500ms`.
+/// Parse a duration such as `60s` or `500ms`, naming the option in the error.
 pub fn parse_duration(s: &str, what: &str) -> Result<Duration> {
-    humantime::parse_duration(s)
-        .map_err(|e| anyhow::anyhow!("{what} {s:?} is not a duration ({e}); use e.g. 60s, 500ms"))
+    crate::cli::parse_duration(s)
+        .map(Duration::from_secs_f64)
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+/// Operation totals of a database run, common to every engine.
+pub struct WorkTotals {
+    pub selects: u64,
+    pub updates: u64,
+    pub statements: u64,
+    pub commits: u64,
+    pub rows: u64,
+}
+
+impl WorkTotals {
+    /// Put the operation counters every engine reports into `c`.
+    pub fn put_counters(&self, c: &mut std::collections::BTreeMap<String, f64>, measured_s: f64) {
+        let ops = self.selects + self.updates;
+        let share = if ops > 0 {
+            self.updates as f64 / ops as f64
+        } else {
+            0.0
+        };
+        for (k, v) in [
+            ("ops", ops as f64),
+            ("select_ops", self.selects as f64),
+            ("update_ops", self.updates as f64),
+            ("update_share", share),
+            ("statements", self.statements as f64),
+            ("commits", self.commits as f64),
+            ("rows_touched", self.rows as f64),
+            ("ops_per_s", ops as f64 / measured_s),
+            ("statements_per_s", self.statements as f64 / measured_s),
+        ] {
+            c.insert(k.to_string(), v);
+        }
+    }
 }
 
 /// The data layout `setup` builds: `schemas` tables of `rows` rows (one per block).

@@ -1135,7 +1135,6 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         rows += o.rows;
         retries += o.retries;
     }
-    let ops = sel + upd;
     let has_io = version >= 160000;
     let (physical, hits, read_ms) = if has_io {
         (d("io_reads"), d("io_hits"), d("io_read_time_ms"))
@@ -1148,26 +1147,18 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     };
     let logical = physical + hits;
     let mut c = BTreeMap::new();
+    super::WorkTotals {
+        selects: sel,
+        updates: upd,
+        statements: stm,
+        commits: com,
+        rows,
+    }
+    .put_counters(&mut c, m);
     let mut put = |k: &str, v: f64| {
         c.insert(k.to_string(), v);
     };
-    put("ops", ops as f64);
-    put("select_ops", sel as f64);
-    put("update_ops", upd as f64);
-    put(
-        "update_share",
-        if ops > 0 {
-            upd as f64 / ops as f64
-        } else {
-            0.0
-        },
-    );
-    put("statements", stm as f64);
-    put("commits", com as f64);
-    put("rows_touched", rows as f64);
     put("retried_ops", retries as f64);
-    put("ops_per_s", ops as f64 / m);
-    put("statements_per_s", stm as f64 / m);
     put("physical_reads", physical);
     put("logical_reads", logical);
     put("buffer_hits", hits);

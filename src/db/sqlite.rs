@@ -927,34 +927,26 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         run_ns += o.run_ns;
         wait_ns += o.wait_ns;
     }
-    let ops = sel + upd;
     let physical = db.misses;
     let logical = db.hits + db.misses;
     let mut c = std::collections::BTreeMap::new();
+    super::WorkTotals {
+        selects: sel,
+        updates: upd,
+        statements: stm,
+        commits: com,
+        rows,
+    }
+    .put_counters(&mut c, measured);
     let mut put = |k: &str, v: f64| {
         c.insert(k.to_string(), v);
     };
-    put("ops", ops as f64);
-    put("select_ops", sel as f64);
-    put("update_ops", upd as f64);
-    put(
-        "update_share",
-        if ops > 0 {
-            upd as f64 / ops as f64
-        } else {
-            0.0
-        },
-    );
-    put("statements", stm as f64);
-    put("commits", com as f64);
-    put("rows_touched", rows as f64);
     put("busy_errors", busy as f64);
     put("cache_hits", db.hits as f64);
     put("cache_misses", db.misses as f64);
     put("cache_writes", db.writes as f64);
     put("logical_reads", logical as f64);
     put("physical_reads", physical as f64);
-    put("ops_per_s", ops as f64 / measured);
     put("logical_reads_per_s", logical as f64 / measured);
     put("physical_reads_per_s", physical as f64 / measured);
     if spec.timing {
