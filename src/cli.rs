@@ -18,7 +18,7 @@ use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec}
     about,
     long_about = None,
     after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
-                  (run, verify); 130 interrupted (Ctrl-C)."
+                  (run, calibrate, verify); 130 interrupted (Ctrl-C)."
 )]
 pub struct Cli {
     #[command(subcommand)]
