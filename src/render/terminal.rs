@@ -388,15 +388,18 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         let _ = writeln!(out, "command: {}", r.command_line.join(" "));
     }
     let e = &r.environment;
-    let _ = writeln!(
-        out,
-        "host: {} ({}), {} CPUs {}, {} memory",
-        e.hostname,
-        e.kernel,
-        e.cpus,
-        e.cpu_model,
-        fmt_bytes(e.memory_bytes)
-    );
+    // Traces and ingested histograms come from elsewhere: no host facts to show.
+    if e.cpus > 0 || !e.hostname.is_empty() {
+        let _ = writeln!(
+            out,
+            "host: {} ({}), {} CPUs {}, {} memory",
+            e.hostname,
+            e.kernel,
+            e.cpus,
+            e.cpu_model,
+            fmt_bytes(e.memory_bytes)
+        );
+    }
     if let Some(t) = &e.target {
         let _ = writeln!(
             out,
