@@ -181,7 +181,6 @@ impl Target {
                 path.display()
             ),
             Ok(m) if m.file_type().is_block_device() => {
-                let size = device_size(path)?;
                 let disposable = opts
                     .disposable
                     .as_deref()
@@ -203,6 +202,8 @@ impl Target {
                         );
                     }
                 }
+                // Refusals come first: a device we may not write is not even opened.
+                let size = device_size(path)?;
                 Self::check_size(path, opts.size, size)?;
                 Ok(Target {
                     path: path.to_path_buf(),
