@@ -313,7 +313,7 @@ fn load_and_check(
     for p in &prog {
         let s = p.schema;
         let mut loaded = p.loaded;
-        if loaded < layout.rows && progress {
+        if loaded < layout.rows && progress && crate::progress::wanted() {
             println!("iolens_t{s}: loading rows {}..{}", loaded + 1, layout.rows);
         }
         let perm = Perm::new(
@@ -355,7 +355,11 @@ fn load_and_check(
             loaded += n;
             loaded_now += n;
             budget -= n;
-            if progress && loaded >= next_report && loaded < layout.rows {
+            if progress
+                && crate::progress::wanted()
+                && loaded >= next_report
+                && loaded < layout.rows
+            {
                 println!(
                     "iolens_t{s}: {loaded} of {} rows ({:.0}%)",
                     layout.rows,
@@ -365,7 +369,7 @@ fn load_and_check(
             }
         }
         if !p.indexed {
-            if progress {
+            if progress && crate::progress::wanted() {
                 println!("iolens_t{s}: building index iolens_t{s}_k");
             }
             let mut tx = c.transaction().pg("cannot start a transaction")?;
@@ -879,7 +883,7 @@ fn run_phase(
     let mut printed = u64::MAX;
     loop {
         let live = col.poll(Duration::from_millis(50));
-        if measure && !spec.quiet {
+        if measure && !spec.quiet && crate::progress::wanted() {
             if let Some(o) = col.last_interval().filter(|o| o.index != printed) {
                 printed = o.index;
                 eprintln!(

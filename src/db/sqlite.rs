@@ -293,7 +293,7 @@ fn load_and_check(
     for p in &prog {
         let s = p.schema;
         let mut loaded = p.loaded;
-        if loaded < layout.rows && progress {
+        if loaded < layout.rows && progress && crate::progress::wanted() {
             println!(
                 "schema {s}: loading rows {}..{} of {}",
                 loaded + 1,
@@ -335,7 +335,11 @@ fn load_and_check(
             loaded += n;
             loaded_now += n;
             budget -= n;
-            if progress && loaded >= next_report && loaded < layout.rows {
+            if progress
+                && crate::progress::wanted()
+                && loaded >= next_report
+                && loaded < layout.rows
+            {
                 println!(
                     "schema {s}: {loaded} of {} rows ({:.0}%)",
                     layout.rows,
@@ -345,7 +349,7 @@ fn load_and_check(
             }
         }
         if !p.indexed {
-            if progress {
+            if progress && crate::progress::wanted() {
                 println!("schema {s}: building index t{s}_k");
             }
             let tx = conn.transaction()?;
@@ -861,7 +865,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         let live = col_ops.poll(Duration::from_millis(50));
         col_main.poll(Duration::ZERO);
         col_log.poll(Duration::ZERO);
-        if !spec.quiet {
+        if !spec.quiet && crate::progress::wanted() {
             let secs = iv.as_secs_f64();
             if let (Some(o), Some(m)) = (
                 col_ops.last_interval().filter(|o| o.index != printed),
