@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
+use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis;
@@ -472,17 +473,14 @@ impl Plan {
     }
 }
 
-/// Latency at a percentile (0..100) of a run's I/O ops, ns.
-pub fn latency_at(r: &RunResult, pct: f64) -> f64 {
-    r.merged_io_hist()
-        .map(|h| {
-            if h.is_empty() {
-                f64::INFINITY
-            } else {
-                h.value_at_quantile(pct / 100.0) as f64
-            }
-        })
-        .unwrap_or(f64::INFINITY)
+/// Latency at a percentile (0..100) of a step's merged I/O histogram, ns (infinite when the
+/// step completed nothing, so an empty step never meets a latency target).
+fn latency_at(h: &Histogram<u64>, pct: f64) -> f64 {
+    if h.is_empty() {
+        f64::INFINITY
+    } else {
+        h.value_at_quantile(pct / 100.0) as f64
+    }
 }
 
 /// The load-curve point of step `idx` (a `RunResult` at `sessions` × `qd`).
@@ -490,6 +488,17 @@ pub fn curve_point(idx: usize, r: &RunResult, sessions: u32, qd: u32) -> CurvePo
     let h = r
         .merged_io_hist()
         .unwrap_or_else(|_| crate::results::new_histogram());
+    curve_point_of(idx, r, &h, sessions, qd)
+}
+
+/// The curve point of a step whose merged I/O histogram `h` the caller already decoded.
+fn curve_point_of(
+    idx: usize,
+    r: &RunResult,
+    h: &Histogram<u64>,
+    sessions: u32,
+    qd: u32,
+) -> CurvePoint {
     let nz = !h.is_empty();
     let q = |x: f64| if nz { h.value_at_quantile(x) } else { 0 };
     CurvePoint {
@@ -663,9 +672,13 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                     };
                     let label = format!("randread {} sessions={n}", fmt_bytes(plan.bs));
                     let i = st.step(&pp, spec, label)?;
+                    // One decode per step serves the ramp, the curve and the modes.
                     let r = &st.results[i];
-                    ramp.record(n, r.iops(), latency_at(r, plan.percentile));
-                    curve.push(curve_point(i, r, n, 1));
+                    let h = r.merged_io_hist()?;
+                    ramp.record(n, r.iops(), latency_at(&h, plan.percentile));
+                    curve.push(curve_point_of(i, r, &h, n, 1));
+                    f.modes_by_step
+                        .push((i, analysis::describe(&analysis::find_modes(&h))));
                 }
                 curve.sort_by_key(|c| c.sessions);
                 f.stop_reason = ramp.stop;
@@ -773,8 +786,9 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                         format!("randwrite {} sessions={n}", fmt_bytes(plan.bs)),
                     )?;
                     let r = &st.results[i];
-                    ramp.record(n, r.iops(), latency_at(r, plan.percentile));
-                    f.write_ramp.push(curve_point(i, r, n, 1));
+                    let h = r.merged_io_hist()?;
+                    ramp.record(n, r.iops(), latency_at(&h, plan.percentile));
+                    f.write_ramp.push(curve_point_of(i, r, &h, n, 1));
                 }
                 f.write_best = ramp.best();
             }
@@ -816,11 +830,6 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
     let total_s = started.elapsed().as_secs_f64();
     let overhead_s = (total_s - st.step_wall_s).max(0.0);
 
-    for c in &curve {
-        let h = st.results[c.run].merged_io_hist()?;
-        f.modes_by_step
-            .push((c.run, analysis::describe(&analysis::find_modes(&h))));
-    }
     if let Some(p) = max_iops_point {
         f.modes_at_max = f
             .modes_by_step

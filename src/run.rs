@@ -12,7 +12,7 @@
 //! `RunResult::corruption` (the run is still returned, so its results can be written).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -98,7 +98,8 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let (recs, mut col) = recorders(sessions, Instant::now(), interval);
     let stop = AtomicBool::new(false);
     let quota_total = spec.io_count.unwrap_or(u64::MAX);
-    let base_cell: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    // Set once by this thread just before the start barrier; read by the sessions after it.
+    let base_cell: OnceLock<Instant> = OnceLock::new();
     let barrier = Barrier::new(sessions + 1);
     let pb = crate::progress::line(opts.progress);
     let warmup = Duration::from_secs_f64(spec.warmup_s);
@@ -115,15 +116,14 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             let (stop, barrier, base_cell, data_offset, vshared) = (
                 &stop,
                 &barrier,
-                base_cell.clone(),
+                &base_cell,
                 target.data_offset,
                 vshared.as_ref(),
             );
             handles.push(sc.spawn(move || {
                 let tid = crate::sys::gettid();
                 barrier.wait();
-                let base = base_cell.lock().map(|b| b.unwrap_or_else(Instant::now));
-                rec.set_base(base.unwrap_or_else(|_| Instant::now()));
+                rec.set_base(*base_cell.get().expect("base is set before the barrier"));
                 let ctx = SessionCtx {
                     spec,
                     session: i as u32,
@@ -150,9 +150,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         }
         let start = Instant::now();
         let base = start + warmup;
-        if let Ok(mut b) = base_cell.lock() {
-            *b = Some(base);
-        }
+        base_cell.set(base).expect("base is set once");
         barrier.wait();
         // Snapshot at the start of measurement (after warm-up).
         let mut start_snap: Option<SysSnapshot> = None;
@@ -401,7 +399,7 @@ fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
         ));
     }
     if !spec.direct && spec.engine != EngineKind::Null {
-        let mem = crate::sys::environment().memory_bytes;
+        let mem = crate::sys::memory_bytes();
         if spec.working_set() < mem {
             w.push(format!(
                 "buffered run on a working set ({}) smaller than RAM ({}): reads may come from the page cache, not the storage",

@@ -6,7 +6,7 @@
 //! Nothing here is on the I/O hot path.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::time::Instant;
 
@@ -114,7 +114,7 @@ pub struct BlockDev {
 /// Find the block device behind a path (a file on a filesystem, or a block device node).
 pub fn block_dev_for(path: &Path) -> Option<BlockDev> {
     let md = fs::metadata(path).ok()?;
-    let dev = if md.file_type_is_block() {
+    let dev = if md.file_type().is_block_device() {
         md.rdev()
     } else {
         md.dev()
@@ -128,16 +128,6 @@ pub fn block_dev_for(path: &Path) -> Option<BlockDev> {
         name.clone()
     };
     Some(BlockDev { name, disk })
-}
-
-trait FileTypeExt2 {
-    fn file_type_is_block(&self) -> bool;
-}
-impl FileTypeExt2 for fs::Metadata {
-    fn file_type_is_block(&self) -> bool {
-        use std::os::unix::fs::FileTypeExt;
-        self.file_type().is_block_device()
-    }
 }
 
 /// One line of /proc/self/mountinfo.
@@ -191,7 +181,7 @@ pub fn mount_for(path: &Path) -> Option<Mount> {
     best
 }
 
-/// True when the block device `dev_name` (or any partition of it) is mounted.
+/// True when the block device at `path` (or any partition of it) is mounted.
 pub fn is_mounted_device(path: &Path) -> bool {
     let Some(bd) = block_dev_for(path) else {
         return false;
@@ -238,6 +228,20 @@ fn read_num<T: std::str::FromStr>(p: impl AsRef<Path>) -> Option<T> {
     read_trim(p)?.parse().ok()
 }
 
+/// Total memory of the host in bytes (/proc/meminfo MemTotal; 0 when unknown).
+pub fn memory_bytes() -> u64 {
+    fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
 /// Host facts: hostname, kernel, CPU model and count, memory.
 pub fn environment() -> Environment {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -247,22 +251,12 @@ pub fn environment() -> Environment {
         .and_then(|l| l.split_once(':'))
         .map(|(_, v)| v.trim().to_string())
         .unwrap_or_default();
-    let mem = fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024;
     Environment {
         hostname: read_trim("/proc/sys/kernel/hostname").unwrap_or_default(),
         kernel: read_trim("/proc/sys/kernel/osrelease").unwrap_or_default(),
         cpu_model,
         cpus: online_cpus(),
-        memory_bytes: mem,
+        memory_bytes: memory_bytes(),
         target: None,
     }
 }

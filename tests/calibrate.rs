@@ -1,17 +1,26 @@
 //! Calibration: stop rules, refinement, budget division, known-rate ground truth, mode
 //! detection on a real half-cached file, and end-to-end runs of the command.
 
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
 use iolens::calibrate::{CalibrateArgs, Phase, Plan, Ramp, StopReason};
 use iolens::results::{Kind, Results};
-use iolens::run::{execute, RunOptions};
-use iolens::target::{PrepareOptions, Target};
+use iolens::run::execute;
 use iolens::workload::WorkloadSpec;
 
+mod common;
+use common::bin;
+
 const MS: f64 = 1e6;
+
+/// Tests that measure latency or run calibrations hold this, so they never share the two CPUs
+/// with each other: a preempted page-cache hit would otherwise land in the device's mode.
+static QUIET: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn quiet() -> std::sync::MutexGuard<'static, ()> {
+    QUIET.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 #[derive(Parser)]
 struct Wrap {
@@ -119,10 +128,6 @@ fn budget_is_divided_by_weight_and_checked() {
     }
 }
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolens"))
-}
-
 #[test]
 fn bad_options_exit_with_clear_errors() {
     for (a, want) in [
@@ -141,16 +146,9 @@ fn bad_options_exit_with_clear_errors() {
 
 #[test]
 fn rate_limited_step_reports_known_iops() {
+    let _quiet = quiet();
     let dir = tempfile::tempdir().unwrap();
-    let t = Target::prepare(
-        &dir.path().join("s.dat"),
-        &PrepareOptions {
-            size: Some(16 << 20),
-            ..Default::default()
-        },
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let t = common::scratch(&dir.path().join("s.dat"), 16 << 20, false);
     let stop = AtomicBool::new(false);
     for rate in [500.0, 3000.0] {
         let spec = WorkloadSpec {
@@ -164,18 +162,7 @@ fn rate_limited_step_reports_known_iops() {
             interval_s: 0.2,
             ..Default::default()
         };
-        let r = execute(
-            &spec,
-            &t,
-            &RunOptions {
-                name: "rate".into(),
-                phase: "randread".into(),
-                progress: false,
-                progress_prefix: String::new(),
-                interrupt: &stop,
-            },
-        )
-        .unwrap();
+        let r = execute(&spec, &t, &common::opts(&stop)).unwrap();
         let p = iolens::calibrate::curve_point(0, &r, 2, 1);
         assert!(
             (p.iops - rate).abs() / rate < 0.03,
@@ -187,17 +174,10 @@ fn rate_limited_step_reports_known_iops() {
 
 #[test]
 fn half_cached_file_shows_two_modes_with_the_right_shares() {
+    let _quiet = quiet();
     let dir = tempfile::tempdir().unwrap();
     let size = 64u64 << 20;
-    let t = Target::prepare(
-        &dir.path().join("s.dat"),
-        &PrepareOptions {
-            size: Some(size),
-            ..Default::default()
-        },
-        &AtomicBool::new(false),
-    )
-    .unwrap();
+    let t = common::scratch(&dir.path().join("s.dat"), size, false);
     // First half in the page cache, second half not.
     t.evict(0, size).unwrap();
     t.warm(0, size / 2).unwrap();
@@ -214,18 +194,7 @@ fn half_cached_file_shows_two_modes_with_the_right_shares() {
         interval_s: 0.1,
         ..Default::default()
     };
-    let r = execute(
-        &spec,
-        &t,
-        &RunOptions {
-            name: "half-cached".into(),
-            phase: "cache".into(),
-            progress: false,
-            progress_prefix: String::new(),
-            interrupt: &AtomicBool::new(false),
-        },
-    )
-    .unwrap();
+    let r = execute(&spec, &t, &common::opts(&AtomicBool::new(false))).unwrap();
     let h = r.merged_io_hist().unwrap();
     let modes = iolens::analysis::find_modes(&h);
     assert_eq!(modes.len(), 2, "{}", iolens::analysis::describe(&modes));
@@ -247,6 +216,7 @@ fn half_cached_file_shows_two_modes_with_the_right_shares() {
 
 #[test]
 fn calibrate_end_to_end_writes_a_complete_results_file() {
+    let _quiet = quiet();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cal.json");
     let out = bin()
@@ -297,6 +267,7 @@ fn calibrate_end_to_end_writes_a_complete_results_file() {
 
 #[test]
 fn calibrate_writes_and_cache_probe_phases() {
+    let _quiet = quiet();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("cal.json");
     let out = bin()

@@ -6,37 +6,17 @@ use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
 use iolens::results::{Kind, Results};
-use iolens::run::{execute, RunOptions};
-use iolens::target::{PrepareOptions, Target, TargetKind};
+use iolens::run::execute;
+use iolens::target::{Target, TargetKind};
 use iolens::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
+
+mod common;
+use common::{bin, opts};
 
 const MB: u64 = 1 << 20;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolens"))
-}
-
 fn scratch(dir: &Path, size: u64, writes: bool) -> Target {
-    Target::prepare(
-        &dir.join("scratch.dat"),
-        &PrepareOptions {
-            size: Some(size),
-            writes,
-            ..Default::default()
-        },
-        &AtomicBool::new(false),
-    )
-    .expect("scratch target")
-}
-
-fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
-    RunOptions {
-        name: "test".into(),
-        phase: "run".into(),
-        progress: false,
-        progress_prefix: String::new(),
-        interrupt,
-    }
+    common::scratch(&dir.join("scratch.dat"), size, writes)
 }
 
 fn spec(t: &Target) -> WorkloadSpec {

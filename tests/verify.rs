@@ -6,13 +6,12 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use iolens::results::{Results, RunResult};
-use iolens::run::{execute, RunOptions};
+use iolens::run::execute;
 use iolens::target::{PrepareOptions, Target, HEADER_AREA};
 use iolens::verify::{verify_target, OfflineOptions, OnCorruption, VerifyMode};
 use iolens::workload::{EngineKind, Pattern, WorkloadSpec};
@@ -46,34 +45,14 @@ static GLOBAL: Counting = Counting;
 /// The allocation test runs alone; the others may run together.
 static EXCLUSIVE: RwLock<()> = RwLock::new(());
 
+mod common;
+use common::{bin, opts};
+
 const MB: u64 = 1 << 20;
 const BS: u64 = 8192;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolens"))
-}
-
 fn scratch(path: &Path, size: u64) -> Target {
-    Target::prepare(
-        path,
-        &PrepareOptions {
-            size: Some(size),
-            writes: true,
-            ..Default::default()
-        },
-        &AtomicBool::new(false),
-    )
-    .expect("scratch target")
-}
-
-fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
-    RunOptions {
-        name: "test".into(),
-        phase: "run".into(),
-        progress: false,
-        progress_prefix: String::new(),
-        interrupt,
-    }
+    common::scratch(path, size, true)
 }
 
 fn spec(t: &Target) -> WorkloadSpec {

@@ -258,6 +258,52 @@ pub fn parse_duration(s: &str, what: &str) -> Result<Duration> {
         .map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
+/// Progress of loading one table during `db setup`, shared by the engines: a line when loading
+/// starts, one every 10 % of the rows, and one when the index is built — drawn only when
+/// asked for and stderr is a terminal (setup's layout check is printed regardless).
+pub struct LoadProgress {
+    on: bool,
+    table: String,
+    rows: u64,
+    next: u64,
+}
+
+impl LoadProgress {
+    /// Start reporting on `table`, of which `loaded` of `rows` rows are already in.
+    pub fn start(enabled: bool, table: String, loaded: u64, rows: u64) -> LoadProgress {
+        let on = enabled && crate::progress::wanted();
+        if on && loaded < rows {
+            println!("{table}: loading rows {}..{rows} of {rows}", loaded + 1);
+        }
+        LoadProgress {
+            on,
+            table,
+            rows,
+            next: loaded + rows / 10,
+        }
+    }
+
+    /// `loaded` rows are now in.
+    pub fn loaded(&mut self, loaded: u64) {
+        if self.on && loaded >= self.next && loaded < self.rows {
+            println!(
+                "{}: {loaded} of {} rows ({:.0}%)",
+                self.table,
+                self.rows,
+                loaded as f64 * 100.0 / self.rows as f64
+            );
+            self.next = loaded + self.rows / 10;
+        }
+    }
+
+    /// The index `index` is being built.
+    pub fn indexing(&self, index: &str) {
+        if self.on {
+            println!("{}: building index {index}", self.table);
+        }
+    }
+}
+
 /// Operation totals of a database run, common to every engine.
 pub struct WorkTotals {
     pub selects: u64,

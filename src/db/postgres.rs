@@ -313,15 +313,13 @@ fn load_and_check(
     for p in &prog {
         let s = p.schema;
         let mut loaded = p.loaded;
-        if loaded < layout.rows && progress && crate::progress::wanted() {
-            println!("iolens_t{s}: loading rows {}..{}", loaded + 1, layout.rows);
-        }
+        let mut report =
+            super::LoadProgress::start(progress, format!("iolens_t{s}"), loaded, layout.rows);
         let perm = Perm::new(
             layout.rows,
             layout.seed.wrapping_mul(1_000_003).wrapping_add(s as u64),
         );
         let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
-        let mut next_report = loaded + layout.rows / 10;
         while loaded < layout.rows {
             if budget == 0 {
                 return Ok(SetupOutcome {
@@ -355,23 +353,10 @@ fn load_and_check(
             loaded += n;
             loaded_now += n;
             budget -= n;
-            if progress
-                && crate::progress::wanted()
-                && loaded >= next_report
-                && loaded < layout.rows
-            {
-                println!(
-                    "iolens_t{s}: {loaded} of {} rows ({:.0}%)",
-                    layout.rows,
-                    loaded as f64 * 100.0 / layout.rows as f64
-                );
-                next_report = loaded + layout.rows / 10;
-            }
+            report.loaded(loaded);
         }
         if !p.indexed {
-            if progress && crate::progress::wanted() {
-                println!("iolens_t{s}: building index iolens_t{s}_k");
-            }
+            report.indexing(&format!("iolens_t{s}_k"));
             let mut tx = c.transaction().pg("cannot start a transaction")?;
             tx.batch_execute(&format!(
                 "CREATE INDEX IF NOT EXISTS iolens_t{s}_k ON iolens_t{s}(k);

@@ -293,17 +293,10 @@ fn load_and_check(
     for p in &prog {
         let s = p.schema;
         let mut loaded = p.loaded;
-        if loaded < layout.rows && progress && crate::progress::wanted() {
-            println!(
-                "schema {s}: loading rows {}..{} of {}",
-                loaded + 1,
-                layout.rows,
-                layout.rows
-            );
-        }
+        let mut report =
+            super::LoadProgress::start(progress, format!("schema {s}"), loaded, layout.rows);
         let perm = schema_perm(layout, s);
         let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
-        let mut next_report = loaded + layout.rows / 10;
         while loaded < layout.rows {
             if budget == 0 {
                 return Ok(SetupOutcome {
@@ -335,23 +328,10 @@ fn load_and_check(
             loaded += n;
             loaded_now += n;
             budget -= n;
-            if progress
-                && crate::progress::wanted()
-                && loaded >= next_report
-                && loaded < layout.rows
-            {
-                println!(
-                    "schema {s}: {loaded} of {} rows ({:.0}%)",
-                    layout.rows,
-                    loaded as f64 * 100.0 / layout.rows as f64
-                );
-                next_report = loaded + layout.rows / 10;
-            }
+            report.loaded(loaded);
         }
         if !p.indexed {
-            if progress && crate::progress::wanted() {
-                println!("schema {s}: building index t{s}_k");
-            }
+            report.indexing(&format!("t{s}_k"));
             let tx = conn.transaction()?;
             tx.execute_batch(&format!("CREATE INDEX IF NOT EXISTS t{s}_k ON t{s}(k);"))?;
             tx.execute(

@@ -1,0 +1,40 @@
+//! Helpers shared by the integration tests that drive real I/O: the binary under test, a
+//! scratch target in a temp directory, and run options without progress.
+#![allow(dead_code)] // each test binary uses its own subset
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::AtomicBool;
+
+use iolens::run::RunOptions;
+use iolens::target::{PrepareOptions, Target};
+
+/// The `iolens` binary built for these tests.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolens"))
+}
+
+/// Create (or reuse) an iolens scratch file of `size` data bytes at `path`.
+pub fn scratch(path: &Path, size: u64, writes: bool) -> Target {
+    Target::prepare(
+        path,
+        &PrepareOptions {
+            size: Some(size),
+            writes,
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .expect("scratch target")
+}
+
+/// Options for a test run: no progress, interrupted only through `interrupt`.
+pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
+    RunOptions {
+        name: "test".into(),
+        phase: "run".into(),
+        progress: false,
+        progress_prefix: String::new(),
+        interrupt,
+    }
+}
