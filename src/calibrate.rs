@@ -608,10 +608,12 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
     let plan = Plan::new(a)?;
     let progress = !a.t.no_progress && crate::progress::wanted();
     if a.explain {
-        print!("{}", plan.explain(&a.t.target.display().to_string()));
+        crate::out!("{}", plan.explain(&a.t.target.display().to_string()));
         return Ok(Results::new(Kind::Calibrate, cmdline));
     }
     crate::interrupt::install();
+    // A results file that cannot be written must fail now, not after the calibration.
+    crate::results::Destination::checked(a.t.json.as_deref())?;
     let writes = plan.phase(Phase::Writes).is_some();
     let target = Target::prepare(
         &a.t.target,
@@ -623,7 +625,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
         },
         crate::interrupt::flag(),
     )?;
-    print!("{}", plan.explain(&target.path.display().to_string()));
+    crate::out!("{}", plan.explain(&target.path.display().to_string()));
     let started = Instant::now();
     let base = WorkloadSpec {
         target: target.path.display().to_string(),
@@ -1117,6 +1119,6 @@ pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::pro
     if a.explain {
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    print!("{}", summary(&res));
+    crate::out!("{}", summary(&res));
     crate::cli::finish(&res, a.t.json.as_deref())
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
 
 use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec};
@@ -18,7 +18,8 @@ use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec}
     about,
     long_about = None,
     after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
-                  (run, calibrate, verify); 130 interrupted (Ctrl-C)."
+                  (run, calibrate, verify); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up \
+                  (SIGHUP): results measured so far are still written."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -102,7 +103,8 @@ pub struct TargetArgs {
     /// Do not draw progress (progress is only drawn when stderr is a terminal).
     #[arg(long)]
     pub no_progress: bool,
-    /// Write the complete results (spec, environment, every histogram) to this JSON file.
+    /// Write the complete results (spec, environment, every histogram) to this JSON file
+    /// (a regular file or a new path; `-` writes them to standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 }
@@ -260,9 +262,11 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     };
     provisional.validate()?;
     if a.explain {
-        println!("Plan: {}", spec.explain());
+        crate::outln!("Plan: {}", spec.explain());
         return Ok(ExitCode::SUCCESS);
     }
+    // A results file that cannot be written must fail now, not after the measurement.
+    crate::results::Destination::checked(a.t.json.as_deref())?;
     let progress = !a.t.no_progress && crate::progress::wanted();
     let target = Target::prepare(
         &a.t.target,
@@ -276,7 +280,7 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     )?;
     spec.target_size = target.data_size;
     spec.validate()?;
-    println!("Plan: {}", spec.explain());
+    crate::outln!("Plan: {}", spec.explain());
     let mut res = Results::new(Kind::Run, cmdline);
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
@@ -295,29 +299,34 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
             interrupt: crate::interrupt::flag(),
         },
     )?;
-    print!("{}", crate::summary::run_summary(&r));
+    crate::out!("{}", crate::summary::run_summary(&r));
     res.runs.push(r);
     finish(&res, a.t.json.as_deref())
 }
 
 /// Write the results file when asked, then choose the exit code: 3 when a run read corrupt
-/// data, 130 when Ctrl-C ended the work early, 0 otherwise.
+/// data, 128 + the signal (130 Ctrl-C, 143 SIGTERM) when a signal ended the work early, 0
+/// otherwise.
 pub fn finish(res: &crate::results::Results, json: Option<&std::path::Path>) -> Result<ExitCode> {
     if let Some(p) = json {
-        res.write_file(p)
-            .with_context(|| format!("writing {}", p.display()))?;
-        println!(
-            "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
-            p.display()
-        );
+        let dest = crate::results::Destination::new(p);
+        crate::results::write_results(res, &dest)?;
+        match dest {
+            crate::results::Destination::Stdout => {
+                crate::outln!("Results written to standard output")
+            }
+            crate::results::Destination::File(_) => crate::outln!(
+                "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+                p.display()
+            ),
+        }
     }
-    let interrupted = res.runs.iter().any(|r| r.interrupted)
-        || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
+    let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
     Ok(if res.runs.iter().any(|r| r.found_corruption()) {
         eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
         ExitCode::from(crate::verify::EXIT_CORRUPTION)
     } else if interrupted {
-        ExitCode::from(130)
+        ExitCode::from(crate::interrupt::exit_code())
     } else {
         ExitCode::SUCCESS
     })

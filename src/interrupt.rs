@@ -1,25 +1,86 @@
-//! Ctrl-C handling: the first Ctrl-C sets a flag that runs poll, so they end cleanly and
-//! still write what was measured; a second Ctrl-C exits at once.
+//! Ctrl-C, SIGTERM and SIGHUP handling: the first such signal sets a flag that runs poll, so
+//! they end cleanly and still write what was measured; a second one exits at once.
+//!
+//! `timeout`, systemd and Kubernetes stop a process with SIGTERM; a closed terminal sends
+//! SIGHUP: both are handled exactly as Ctrl-C (SIGINT). Which signal arrived is kept, so the
+//! command exits with the shell's convention, 128 + the signal number: 130 for Ctrl-C, 143 for
+//! SIGTERM, 129 for SIGHUP.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
-/// The process-wide interrupt flag.
+/// The process-wide interrupt flag (set by the first SIGINT, SIGTERM or SIGHUP).
 pub fn flag() -> &'static AtomicBool {
     &INTERRUPTED
 }
 
-/// Install the handler (idempotent; failures leave default Ctrl-C behaviour).
+/// Whether the work was interrupted by a signal.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+/// The signal that interrupted the work, if one did.
+pub fn signal() -> Option<i32> {
+    match SIGNAL.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The exit status of a command that a signal ended early: 128 + the signal number (130 for
+/// Ctrl-C, 143 for SIGTERM, 129 for SIGHUP); 130 when the work stopped early without a signal
+/// being recorded (the flag set directly).
+pub fn exit_code() -> u8 {
+    signal()
+        .and_then(|s| u8::try_from(128 + s).ok())
+        .unwrap_or(130)
+}
+
+/// Write a fixed message to stderr from signal context (write(2) is async-signal-safe).
+fn say(msg: &[u8]) {
+    // SAFETY: a plain write of a valid buffer to file descriptor 2.
+    let _ = unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+}
+
+/// Install the handler (idempotent; when it cannot be installed the default behaviour stays).
+///
+/// The handler does only async-signal-safe work: atomic loads and stores, write(2) of a fixed
+/// message, and `_exit` on the second signal.
 pub fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        let _ = ctrlc::set_handler(|| {
-            if INTERRUPTED.swap(true, Ordering::SeqCst) {
-                eprintln!("\niolens: interrupted again, exiting without writing results");
-                std::process::exit(130);
-            }
-            eprintln!("\niolens: interrupted, finishing the measurement and writing results");
-        });
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            let (first, again): (&'static [u8], &'static [u8]) = match sig {
+                SIGINT => (
+                    b"\niolens: interrupted (Ctrl-C), finishing the measurement and writing results\n",
+                    b"\niolens: interrupted again, exiting without writing results\n",
+                ),
+                SIGTERM => (
+                    b"\niolens: terminated (SIGTERM), finishing the measurement and writing results\n",
+                    b"\niolens: terminated again, exiting without writing results\n",
+                ),
+                _ => (
+                    b"\niolens: hung up (SIGHUP), finishing the measurement and writing results\n",
+                    b"\niolens: hung up again, exiting without writing results\n",
+                ),
+            };
+            // SAFETY: the action only touches atomics, calls write(2) and _exit, all of which
+            // are async-signal-safe; it allocates nothing and takes no lock.
+            let _ = unsafe {
+                signal_hook::low_level::register(sig, move || {
+                    if INTERRUPTED.load(Ordering::SeqCst) {
+                        say(again);
+                        signal_hook::low_level::exit(128 + sig);
+                    }
+                    SIGNAL.store(sig, Ordering::SeqCst);
+                    INTERRUPTED.store(true, Ordering::SeqCst);
+                    say(first);
+                })
+            };
+        }
     });
 }

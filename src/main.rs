@@ -1,12 +1,25 @@
 //! The `iolens` binary: parse, dispatch, print errors. Everything else lives in the library.
+use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match iolens::cli::main_with(std::env::args_os().collect()) {
+    let code = match iolens::cli::main_with(std::env::args_os().collect()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("iolens: error: {e:#}");
+            let _ = writeln!(std::io::stderr(), "iolens: error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    // Text for people that could not be written (stdout full, or an I/O error) makes an
+    // otherwise successful command fail; a reader that closed the pipe (`| head`) does not.
+    match iolens::out::status() {
+        iolens::out::Status::Failed(why) if code == ExitCode::SUCCESS => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "iolens: error: cannot write to standard output: {why}"
+            );
             ExitCode::from(2)
         }
+        _ => code,
     }
 }

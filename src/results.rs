@@ -15,6 +15,9 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+mod write;
+pub use write::{write_results, Destination};
+
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
@@ -574,14 +577,10 @@ impl Results {
         Ok(serde_json::to_string_pretty(self)?)
     }
 
-    /// Write to a file (atomically: temp file then rename).
+    /// Write to `path` (`-` is standard output) by the rules of [`write_results`]: only a
+    /// regular file or a new path is written, atomically, through a random temp file.
     pub fn write_file(&self, path: &std::path::Path) -> Result<()> {
-        let tmp = path.with_extension("json.tmp");
-        std::fs::write(&tmp, self.to_json()?)
-            .with_context(|| format!("cannot write results to {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot write results to {}", path.display()))?;
-        Ok(())
+        write_results(self, &Destination::new(path))
     }
 
     /// Parse a results document, with clear errors for foreign, truncated or newer files.

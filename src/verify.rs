@@ -1301,7 +1301,7 @@ pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::
     use std::process::ExitCode;
     if a.bench {
         let f = bench(a.bench_bs)?;
-        println!(
+        crate::outln!(
             "verify-bench block={} stamp_ns={:.0} header_hot_ns={:.0} full_hot_ns={:.0} header_cold_ns={:.0} full_cold_ns={:.0}",
             f.block_bytes, f.stamp_ns, f.header_hot_ns, f.full_hot_ns, f.header_cold_ns, f.full_cold_ns
         );
@@ -1311,6 +1311,8 @@ pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::
         bail!("--target is required");
     };
     crate::interrupt::install();
+    // A results file that cannot be written must fail now, not after the verification.
+    crate::results::Destination::checked(a.json.as_deref())?;
     let progress = !a.no_progress && crate::progress::wanted();
     let r = verify_target(
         path,
@@ -1324,7 +1326,7 @@ pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::
         crate::interrupt::flag(),
     )?;
     let v = r.verify.clone().unwrap_or_default();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::human();
     let gb = r.ops[0].bytes as f64;
     writeln!(
         out,
@@ -1373,14 +1375,14 @@ pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::
         let mut res = crate::results::Results::new(crate::results::Kind::Verify, cmdline);
         res.environment = crate::sys::environment();
         res.runs.push(r);
-        res.write_file(p)
-            .with_context(|| format!("writing {}", p.display()))?;
-        writeln!(out, "Results written to {}", p.display())?;
+        let dest = crate::results::Destination::new(p);
+        crate::results::write_results(&res, &dest)?;
+        writeln!(out, "Results written to {}", dest.describe())?;
     }
     Ok(if errors > 0 {
         ExitCode::from(EXIT_CORRUPTION)
     } else if interrupted {
-        ExitCode::from(130)
+        ExitCode::from(crate::interrupt::exit_code())
     } else {
         ExitCode::SUCCESS
     })

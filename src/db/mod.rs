@@ -182,25 +182,41 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
                 rows,
                 seed: a.seed,
             };
-            match a.target.engine {
+            // Ctrl-C or SIGTERM stops the load between committed chunks; rerunning resumes.
+            crate::interrupt::install();
+            let outcome = match a.target.engine {
                 EngineKind::Sqlite => {
                     let dir = sqlite_dir(&a.target)?;
-                    sqlite::setup(&dir, &layout, None, !a.quiet)?;
+                    let o =
+                        sqlite::explain_error(sqlite::setup(&dir, &layout, None, !a.quiet), &dir)?;
+                    (o.rows_loaded, o.complete)
                 }
                 EngineKind::Postgres => {
                     let dsn = pg_dsn(&a.target)?;
-                    postgres::setup(&dsn, &layout, None, !a.quiet)?;
+                    let o = postgres::setup(&dsn, &layout, None, !a.quiet)?;
+                    (o.rows_loaded, o.complete)
                 }
+            };
+            let (rows_loaded, complete) = outcome;
+            if !complete && crate::interrupt::interrupted() {
+                eprintln!(
+                    "iolens: setup stopped after loading {} rows this time; rerun the same \
+                     command to resume",
+                    rows_loaded
+                );
+                return Ok(ExitCode::from(crate::interrupt::exit_code()));
             }
             Ok(ExitCode::SUCCESS)
         }
         DbCommand::Run(a) => {
             let spec = RunSpec::from_args(&a)?;
             crate::interrupt::install();
+            // A results file that cannot be written must fail now, not after the run.
+            crate::results::Destination::checked(a.json.as_deref())?;
             let res = match a.target.engine {
                 EngineKind::Sqlite => {
                     let dir = sqlite_dir(&a.target)?;
-                    sqlite::run(&dir, &spec, cmdline)?
+                    sqlite::explain_error(sqlite::run(&dir, &spec, cmdline), &dir)?
                 }
                 EngineKind::Postgres => {
                     let dsn = pg_dsn(&a.target)?;
@@ -213,10 +229,19 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
             if !a.quiet {
                 print_summary(&res);
                 if let Some(p) = &a.json {
-                    println!("results written to {}", p.display());
+                    crate::outln!(
+                        "results written to {}",
+                        crate::results::Destination::new(p).describe()
+                    );
                 }
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(
+                if res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted() {
+                    ExitCode::from(crate::interrupt::exit_code())
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
         }
         DbCommand::Drop(a) => {
             match a.target.engine {
@@ -273,7 +298,7 @@ impl LoadProgress {
     pub fn start(enabled: bool, table: String, loaded: u64, rows: u64) -> LoadProgress {
         let on = enabled && crate::progress::wanted();
         if on && loaded < rows {
-            println!("{table}: loading rows {}..{rows} of {rows}", loaded + 1);
+            crate::outln!("{table}: loading rows {}..{rows} of {rows}", loaded + 1);
         }
         LoadProgress {
             on,
@@ -286,7 +311,7 @@ impl LoadProgress {
     /// `loaded` rows are now in.
     pub fn loaded(&mut self, loaded: u64) {
         if self.on && loaded >= self.next && loaded < self.rows {
-            println!(
+            crate::outln!(
                 "{}: {loaded} of {} rows ({:.0}%)",
                 self.table,
                 self.rows,
@@ -299,7 +324,7 @@ impl LoadProgress {
     /// The index `index` is being built.
     pub fn indexing(&self, index: &str) {
         if self.on {
-            println!("{}: building index {index}", self.table);
+            crate::outln!("{}: building index {index}", self.table);
         }
     }
 }
@@ -715,8 +740,8 @@ pub fn print_summary(res: &Results) {
         .get("engine")
         .and_then(|v| v.as_str())
         .unwrap_or("db");
-    println!("== iolens db run ({engine}): {} ==", r.name);
-    println!(
+    crate::outln!("== iolens db run ({engine}): {} ==", r.name);
+    crate::outln!(
         "  {:.1} s measured, {} sessions, update {}%, work unit {} rows",
         r.duration_s,
         r.spec.get("sessions").and_then(|v| v.as_u64()).unwrap_or(0),
@@ -729,7 +754,7 @@ pub fn print_summary(res: &Results) {
             .and_then(|v| v.as_u64())
             .unwrap_or(0),
     );
-    println!(
+    crate::outln!(
         "  operations  {}/s ({} selects, {} updates), statements {}/s, commits {}/s",
         fmt_rate(ctr(r, "ops_per_s")),
         ctr(r, "select_ops") as u64,
@@ -737,7 +762,7 @@ pub fn print_summary(res: &Results) {
         fmt_rate(ctr(r, "statements") / r.duration_s.max(1e-9)),
         fmt_rate(ctr(r, "commits") / r.duration_s.max(1e-9)),
     );
-    println!(
+    crate::outln!(
         "  logical reads {}/s, physical reads {}/s (hit ratio {:.1}%)",
         fmt_rate(ctr(r, "logical_reads_per_s")),
         fmt_rate(ctr(r, "physical_reads_per_s")),
@@ -749,7 +774,7 @@ pub fn print_summary(res: &Results) {
                 continue;
             }
             let s = &o.summary;
-            println!(
+            crate::outln!(
                 "  {:<12} {:>9} {:>9}/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  max {:>9}",
                 o.op,
                 o.count,
@@ -762,7 +787,7 @@ pub fn print_summary(res: &Results) {
         }
     }
     if let Some(c) = &r.cpu {
-        println!(
+        crate::outln!(
             "  CPU {} µs per physical read ({} user + {} sys s over the window{}), host busy {:.0}%, iowait {:.0}%",
             sig3(c.us_per_io),
             sig3(c.user_s),
@@ -772,14 +797,14 @@ pub fn print_summary(res: &Results) {
             c.host_iowait * 100.0,
         );
         if c.runq_us_per_io > 0.0 {
-            println!(
+            crate::outln!(
                 "  run-queue delay {} µs per physical read",
                 sig3(c.runq_us_per_io)
             );
         }
     }
     if let Some(d) = &r.device {
-        println!(
+        crate::outln!(
             "  device {}: {} reads ({}/s, await {} µs), {} writes; database physical reads {}",
             d.device,
             d.reads,
@@ -789,7 +814,7 @@ pub fn print_summary(res: &Results) {
             ctr(r, "physical_reads") as u64,
         );
         let served = ctr(r, "os_cache_served_reads");
-        println!(
+        crate::outln!(
             "  about {} of the database's physical reads ({:.0}%) were served by the OS page cache, not the device",
             served as u64,
             ctr(r, "os_cache_served_share") * 100.0
@@ -797,12 +822,12 @@ pub fn print_summary(res: &Results) {
     }
     if let Some(w) = res.extra.get("wait_profile") {
         if let Some(evs) = w.get("events").and_then(|e| e.as_array()) {
-            println!(
+            crate::outln!(
                 "  wait profile ({} samples):",
                 w.get("samples").and_then(|v| v.as_u64()).unwrap_or(0)
             );
             for e in evs.iter().take(8) {
-                println!(
+                crate::outln!(
                     "    {:<40} {:>5.1}%",
                     e.get("event").and_then(|v| v.as_str()).unwrap_or("?"),
                     e.get("share").and_then(|v| v.as_f64()).unwrap_or(0.0) * 100.0
@@ -811,7 +836,7 @@ pub fn print_summary(res: &Results) {
         }
     }
     for w in r.warnings.iter().chain(res.warnings.iter()) {
-        println!("  warning: {w}");
+        crate::outln!("  warning: {w}");
     }
 }
 

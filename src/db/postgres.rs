@@ -209,7 +209,7 @@ pub fn setup(
         }
         None => {
             if progress {
-                println!(
+                crate::outln!(
                     "note: cannot see the server's data directory from here; free space not checked \
                      (about {} needed)",
                     fmt_bytes(need)
@@ -225,7 +225,7 @@ pub fn setup(
             if progress {
                 if o.complete {
                     for k in &o.checks {
-                        println!(
+                        crate::outln!(
                             "schema {}: {} rows in {} blocks (max {} per block), {} TOAST pages, \
                              index {}, key/block correlation {:.4}, adjacent-key share {:.4}",
                             k.schema,
@@ -242,13 +242,13 @@ pub fn setup(
                             k.adjacent_share
                         );
                     }
-                    println!(
+                    crate::outln!(
                         "setup complete: {} schemas × {} verified",
                         layout.schemas,
                         fmt_bytes(layout.rows * BLOCK)
                     );
                 } else {
-                    println!("setup paused after {} rows; rerun to resume", o.rows_loaded);
+                    crate::outln!("setup paused after {} rows; rerun to resume", o.rows_loaded);
                 }
             }
             Ok(o)
@@ -321,7 +321,8 @@ fn load_and_check(
         );
         let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
         while loaded < layout.rows {
-            if budget == 0 {
+            // A signal (Ctrl-C, SIGTERM) stops between committed chunks: resumable.
+            if budget == 0 || crate::interrupt::interrupted() {
                 return Ok(SetupOutcome {
                     rows_loaded: loaded_now,
                     complete: false,
@@ -354,6 +355,13 @@ fn load_and_check(
             loaded_now += n;
             budget -= n;
             report.loaded(loaded);
+        }
+        if crate::interrupt::interrupted() {
+            return Ok(SetupOutcome {
+                rows_loaded: loaded_now,
+                complete: false,
+                checks: vec![],
+            });
         }
         if !p.indexed {
             report.indexing(&format!("iolens_t{s}_k"));
@@ -440,7 +448,7 @@ pub fn drop_layout(dsn: &str) -> Result<()> {
     ddl.push_str("DROP TABLE iolens_progress; DROP TABLE iolens_meta;");
     tx.batch_execute(&ddl).pg("cannot drop the iolens tables")?;
     tx.commit().pg("cannot drop the iolens tables")?;
-    println!("dropped {} iolens tables", layout.schemas);
+    crate::outln!("dropped {} iolens tables", layout.schemas);
     Ok(())
 }
 

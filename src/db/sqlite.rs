@@ -194,7 +194,7 @@ pub fn setup(
             if progress {
                 if o.complete {
                     for c in &o.checks {
-                        println!(
+                        crate::outln!(
                             "schema {}: {} rows in {} blocks (max {} per block), {} overflow pages, \
                              index {}, key/position correlation {:.4}, adjacent-key share {:.4}",
                             c.schema,
@@ -207,13 +207,13 @@ pub fn setup(
                             c.adjacent_share
                         );
                     }
-                    println!(
+                    crate::outln!(
                         "setup complete: {} ({} data) verified",
                         path.display(),
                         fmt_bytes(layout.data_bytes())
                     );
                 } else {
-                    println!("setup paused after {} rows; rerun to resume", o.rows_loaded);
+                    crate::outln!("setup paused after {} rows; rerun to resume", o.rows_loaded);
                 }
             }
             Ok(o)
@@ -298,7 +298,8 @@ fn load_and_check(
         let perm = schema_perm(layout, s);
         let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
         while loaded < layout.rows {
-            if budget == 0 {
+            // A signal (Ctrl-C, SIGTERM) stops between committed chunks: resumable.
+            if budget == 0 || crate::interrupt::interrupted() {
                 return Ok(SetupOutcome {
                     rows_loaded: loaded_now,
                     complete: false,
@@ -329,6 +330,13 @@ fn load_and_check(
             loaded_now += n;
             budget -= n;
             report.loaded(loaded);
+        }
+        if crate::interrupt::interrupted() {
+            return Ok(SetupOutcome {
+                rows_loaded: loaded_now,
+                complete: false,
+                checks: vec![],
+            });
         }
         if !p.indexed {
             report.indexing(&format!("t{s}_k"));
@@ -466,7 +474,7 @@ pub fn drop_layout(dir: &Path) -> Result<()> {
             std::fs::remove_file(&p).with_context(|| format!("cannot remove {}", p.display()))?;
         }
     }
-    println!("removed {}", path.display());
+    crate::outln!("removed {}", path.display());
     Ok(())
 }
 
@@ -1056,4 +1064,78 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     res.extra.insert("engine".to_string(), json!("sqlite"));
     res.extra.insert("layout".to_string(), json!(layout));
     Ok(res)
+}
+
+/// Name of an extended SQLite result code of the I/O-error family (for messages).
+fn ioerr_name(extended: i32) -> &'static str {
+    match extended {
+        ffi::SQLITE_IOERR_READ => "SQLITE_IOERR_READ",
+        ffi::SQLITE_IOERR_SHORT_READ => "SQLITE_IOERR_SHORT_READ",
+        ffi::SQLITE_IOERR_WRITE => "SQLITE_IOERR_WRITE",
+        ffi::SQLITE_IOERR_FSYNC => "SQLITE_IOERR_FSYNC",
+        ffi::SQLITE_IOERR_DIR_FSYNC => "SQLITE_IOERR_DIR_FSYNC",
+        ffi::SQLITE_IOERR_TRUNCATE => "SQLITE_IOERR_TRUNCATE",
+        ffi::SQLITE_IOERR_SHMOPEN => "SQLITE_IOERR_SHMOPEN",
+        ffi::SQLITE_IOERR_SHMSIZE => "SQLITE_IOERR_SHMSIZE",
+        ffi::SQLITE_IOERR_SHMMAP => "SQLITE_IOERR_SHMMAP",
+        ffi::SQLITE_IOERR_MMAP => "SQLITE_IOERR_MMAP",
+        ffi::SQLITE_FULL => "SQLITE_FULL",
+        _ => "SQLITE_IOERR",
+    }
+}
+
+/// Extended codes of failures that a full filesystem causes: writing, extending or syncing a
+/// file (SQLite reports a failed extension of the WAL index, the `-shm` file, as
+/// SQLITE_IOERR_SHMSIZE, 4874 = 10 | 19 << 8: "disk I/O error" with nothing about space).
+fn space_related(extended: i32) -> bool {
+    matches!(
+        extended,
+        ffi::SQLITE_FULL
+            | ffi::SQLITE_IOERR_WRITE
+            | ffi::SQLITE_IOERR_FSYNC
+            | ffi::SQLITE_IOERR_DIR_FSYNC
+            | ffi::SQLITE_IOERR_TRUNCATE
+            | ffi::SQLITE_IOERR_SHMOPEN
+            | ffi::SQLITE_IOERR_SHMSIZE
+            | ffi::SQLITE_IOERR_SHMMAP
+    )
+}
+
+/// Below this much free space, a write-type SQLite I/O error is put down to a full disk.
+const NEARLY_FULL: u64 = 4 << 20;
+
+/// Say "no space left on device" when a SQLite error was caused by a full filesystem: SQLite
+/// reports most such failures as "disk I/O error" (e.g. extended code 4874, a failed extension
+/// of the `-shm` file) or as "database or disk is full". The original error is kept below.
+pub fn explain_error<T>(r: Result<T>, dir: &Path) -> Result<T> {
+    r.map_err(|e| {
+        let failure = e.chain().find_map(|c| match c.downcast_ref::<rusqlite::Error>() {
+            Some(rusqlite::Error::SqliteFailure(f, _)) => Some(*f),
+            _ => None,
+        });
+        let Some(f) = failure else { return e };
+        if !space_related(f.extended_code) && f.code != rusqlite::ErrorCode::DiskFull {
+            return e;
+        }
+        let free = host::free_bytes(dir).ok();
+        let full = f.code == rusqlite::ErrorCode::DiskFull || free.is_some_and(|b| b < NEARLY_FULL);
+        if !full {
+            return e;
+        }
+        let at = host::existing_ancestor(dir);
+        let msg = format!(
+            "no space left on device: the filesystem of {} is full ({} free); SQLite reported \
+             {} (extended code {}, {})",
+            at.display(),
+            free.map(fmt_bytes).unwrap_or_else(|| "unknown".into()),
+            if f.code == rusqlite::ErrorCode::DiskFull {
+                "\"database or disk is full\""
+            } else {
+                "\"disk I/O error\""
+            },
+            f.extended_code,
+            ioerr_name(f.extended_code)
+        );
+        e.context(msg)
+    })
 }

@@ -170,10 +170,11 @@ impl Unit {
 
 /// Run `iolens trace`.
 pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
+    crate::results::Destination::checked(args.json.as_deref())?;
     let results = oracle_trace::read_traces(args, command_line)?;
     finish_command(&results, args.json.as_deref(), args.quiet)?;
     if args.print_peak_rss {
-        println!(
+        crate::outln!(
             "peak RSS: {}",
             peak_rss().unwrap_or_else(|| "unknown".into())
         );
@@ -183,6 +184,7 @@ pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::pro
 
 /// Run `iolens ingest`.
 pub fn run_ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
+    crate::results::Destination::checked(args.json.as_deref())?;
     let results = ingest(args, command_line)?;
     finish_command(&results, args.json.as_deref(), args.quiet)?;
     Ok(std::process::ExitCode::SUCCESS)
@@ -262,22 +264,15 @@ pub fn format_name(f: Format) -> &'static str {
 
 fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result<()> {
     if !quiet {
-        let stdout = std::io::stdout();
-        let mut out = stdout.lock();
-        if let Err(e) = print_summary(results, &mut out) {
-            // A closed pipe (`| head`) is not an error; still write the JSON.
-            let pipe = e
-                .downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe);
-            if !pipe {
-                return Err(e);
-            }
-        }
+        // The text for people never fails the command (see `crate::out`); the JSON is written
+        // even when stdout is closed.
+        print_summary(results, &mut crate::out::human())?;
     }
     if let Some(p) = json {
-        results.write_file(p)?;
+        let dest = crate::results::Destination::new(p);
+        crate::results::write_results(results, &dest)?;
         if !quiet {
-            let _ = writeln!(std::io::stdout(), "results written to {}", p.display());
+            crate::outln!("results written to {}", dest.describe());
         }
     }
     Ok(())
