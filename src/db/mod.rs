@@ -13,6 +13,7 @@
 //! document (kind `db`) so `show`, `report` and `compare` work unchanged.
 
 pub mod host;
+pub mod libpq;
 pub mod postgres;
 pub mod sqlite;
 pub mod vfs;
@@ -70,7 +71,10 @@ pub struct TargetArgs {
     /// Directory holding the SQLite database (sqlite engine).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// libpq connection string or URL (postgres engine). Passwords are never printed or stored.
+    /// libpq connection string or URL (postgres engine). Parameters it leaves out come from
+    /// libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD…) and the
+    /// password file (PGPASSFILE or ~/.pgpass), so no password need be on the command line.
+    /// Passwords are never printed or stored.
     #[arg(long)]
     pub dsn: Option<String>,
 }
@@ -266,9 +270,8 @@ fn pg_dsn(t: &TargetArgs) -> Result<String> {
     if t.dir.is_some() {
         bail!("--dir is for --engine sqlite; the postgres engine takes --dsn");
     }
-    t.dsn
-        .clone()
-        .context("--engine postgres needs --dsn 'host=... dbname=...'")
+    // Without --dsn, libpq's environment variables, password file and defaults apply alone.
+    Ok(t.dsn.clone().unwrap_or_default())
 }
 
 /// Parse a size such as `64M` or `1G` (binary units), naming the option in the error.

@@ -79,17 +79,32 @@ fn is_code(e: &postgres::Error, code: &postgres::error::SqlState) -> bool {
 
 /// Connect, with a clear message that never shows the password.
 pub fn connect(dsn: &str) -> Result<Client> {
-    let mut cfg: postgres::Config = dsn
-        .parse()
-        .map_err(|e| anyhow!("the DSN '{}' is not valid: {e}", redact_dsn(dsn)))?;
+    // libpq's conventions: PG* environment variables, the password file, libpq's defaults.
+    let r = super::libpq::resolve(dsn)
+        .map_err(|e| anyhow!("the DSN '{}' cannot be used: {e}", redact_dsn(dsn)))?;
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        for w in &r.warnings {
+            eprintln!("iolens: {w}");
+        }
+    });
+    let mut cfg = r.config;
     cfg.application_name("iolens-db");
     if cfg.get_connect_timeout().is_none() {
         cfg.connect_timeout(Duration::from_secs(10));
     }
     cfg.connect(NoTls).map_err(|e| {
+        let pw = match &r.password {
+            super::libpq::PasswordSource::None => "no password".to_string(),
+            super::libpq::PasswordSource::Dsn => "password from the DSN".to_string(),
+            super::libpq::PasswordSource::Env => "password from PGPASSWORD".to_string(),
+            super::libpq::PasswordSource::File(f) => format!("password from {}", f.display()),
+        };
         anyhow!(
-            "cannot connect to PostgreSQL with '{}': {}",
+            "cannot connect to PostgreSQL with '{}' (host {}, user {}, {pw}): {}",
             redact_dsn(dsn),
+            super::libpq::describe_hosts(&cfg),
+            cfg.get_user().unwrap_or("?"),
             pg_msg(&e)
         )
     })
