@@ -324,3 +324,51 @@ fn postgres_bad_input_is_explained() {
     assert_eq!(o.rows_loaded, 1048);
     assert_eq!(o.checks[0].blocks, 2048);
 }
+
+/// libpq's conventions (issue 10, item 16): no --dsn at all, the connection taken from PGHOST,
+/// PGPORT, PGUSER and PGDATABASE, and a password file with loose permissions ignored with
+/// libpq's warning.
+#[test]
+fn postgres_connection_from_the_libpq_environment() {
+    let Some(db) = TestDb::new("iolens_libpq_env") else {
+        return;
+    };
+    let p = iolens::db::libpq::dsn_params(&db.dsn()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let passfile = dir.path().join("pgpass");
+    std::fs::write(&passfile, "*:*:*:*:unused\n").unwrap();
+    std::fs::set_permissions(
+        &passfile,
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .unwrap();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_iolens"));
+    c.args([
+        "db", "setup", "--engine", "postgres", "--scale", "8M", "--quiet",
+    ]);
+    for v in ["PGSERVICE", "PGPASSWORD", "PGSSLMODE", "PGHOSTADDR", "PGOPTIONS"] {
+        c.env_remove(v);
+    }
+    for (k, v) in [
+        ("host", "PGHOST"),
+        ("port", "PGPORT"),
+        ("user", "PGUSER"),
+        ("dbname", "PGDATABASE"),
+    ] {
+        match p.get(k) {
+            Some(x) => c.env(v, x),
+            None => c.env_remove(v),
+        };
+    }
+    c.env("PGPASSFILE", &passfile);
+    let out = c.output().unwrap();
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{se}");
+    assert!(se.contains("group or world access"), "{se}");
+    let n: i64 = db
+        .client()
+        .query_one("SELECT count(*) FROM iolens_t0", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1024);
+}
