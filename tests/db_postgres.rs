@@ -346,7 +346,13 @@ fn postgres_connection_from_the_libpq_environment() {
     c.args([
         "db", "setup", "--engine", "postgres", "--scale", "8M", "--quiet",
     ]);
-    for v in ["PGSERVICE", "PGPASSWORD", "PGSSLMODE", "PGHOSTADDR", "PGOPTIONS"] {
+    for v in [
+        "PGSERVICE",
+        "PGPASSWORD",
+        "PGSSLMODE",
+        "PGHOSTADDR",
+        "PGOPTIONS",
+    ] {
         c.env_remove(v);
     }
     for (k, v) in [

@@ -27,17 +27,32 @@ fn pgpass_lines_match_like_libpq() {
     write_pgpass(&f, PGPASS, 0o600);
     let pw = |h: &str, p: &str, db: &str, u: &str| password_from_file(&f, h, p, db, u).unwrap();
     // First matching line wins; `\:` is a colon inside the password.
-    assert_eq!(pw("db1.example.com", "5432", "sales", "alice").as_deref(), Some("first:pw"));
+    assert_eq!(
+        pw("db1.example.com", "5432", "sales", "alice").as_deref(),
+        Some("first:pw")
+    );
     // A missing port is libpq's 5432.
-    assert_eq!(pw("db1.example.com", "", "sales", "alice").as_deref(), Some("first:pw"));
-    assert_eq!(pw("db1.example.com", "6000", "sales", "alice").as_deref(), Some("not-this-one"));
+    assert_eq!(
+        pw("db1.example.com", "", "sales", "alice").as_deref(),
+        Some("first:pw")
+    );
+    assert_eq!(
+        pw("db1.example.com", "6000", "sales", "alice").as_deref(),
+        Some("not-this-one")
+    );
     // Wildcards and an escaped backslash.
-    assert_eq!(pw("anyhost", "5433", "x", "bob").as_deref(), Some("star\\pw"));
+    assert_eq!(
+        pw("anyhost", "5433", "x", "bob").as_deref(),
+        Some("star\\pw")
+    );
     // `localhost` matches an empty host; an escaped colon in a field; CRLF line ends.
     assert_eq!(pw("", "5432", "a:b", "carol").as_deref(), Some("colon-db"));
     assert_eq!(pw("otherhost", "1", "d", "u").as_deref(), Some("catch-all"));
     // A field is matched whole, never as a prefix.
-    assert_eq!(pw("db1.example.com", "5432", "sale", "alice").as_deref(), Some("catch-all"));
+    assert_eq!(
+        pw("db1.example.com", "5432", "sale", "alice").as_deref(),
+        Some("catch-all")
+    );
 }
 
 #[test]
@@ -51,7 +66,9 @@ fn pgpass_with_loose_permissions_or_not_a_file_is_ignored() {
     assert!(password_from_file(&f, "h", "5432", "d", "u").is_err());
     write_pgpass(&f, "*:*:*:*:secret\n", 0o400);
     assert_eq!(
-        password_from_file(&f, "h", "5432", "d", "u").unwrap().as_deref(),
+        password_from_file(&f, "h", "5432", "d", "u")
+            .unwrap()
+            .as_deref(),
         Some("secret")
     );
     let w = password_from_file(d.path(), "h", "5432", "d", "u").unwrap_err();
@@ -66,11 +83,7 @@ fn pgpass_with_loose_permissions_or_not_a_file_is_ignored() {
 fn environment_and_password_file_fill_what_the_dsn_leaves_out() {
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("pgpass");
-    write_pgpass(
-        &f,
-        "dbhost:5440:prod:app:from-file\n*:*:*:*:wrong\n",
-        0o600,
-    );
+    write_pgpass(&f, "dbhost:5440:prod:app:from-file\n*:*:*:*:wrong\n", 0o600);
     let fs = f.to_str().unwrap().to_string();
     let env = move |k: &str| -> Option<String> {
         match k {

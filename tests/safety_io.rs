@@ -108,10 +108,16 @@ fn assert_refused_before_measuring(dir: &Path, dest: &Path, why: &str) {
         .unwrap();
     let (st, _, err) = wait_limited(child, Duration::from_secs(20));
     assert_eq!(st.code(), Some(2), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(10), "refused only after measuring");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "refused only after measuring"
+    );
     assert!(err.contains(&dest.display().to_string()), "{err}");
     assert!(err.contains(why), "{err}");
-    assert!(!dir.join("s.dat").exists(), "the target was touched before refusing");
+    assert!(
+        !dir.join("s.dat").exists(),
+        "the target was touched before refusing"
+    );
 }
 
 #[test]
@@ -125,12 +131,18 @@ fn results_refuse_fifo_socket_directory_and_symlink_destinations() {
     // SAFETY: mkfifo on a NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     assert_refused_before_measuring(&work, &fifo, "FIFO");
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&fifo)
+        .unwrap()
+        .file_type()
+        .is_fifo());
 
     let sock = d.path().join("r.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     assert_refused_before_measuring(&work, &sock, "socket");
-    assert!(std::fs::symlink_metadata(&sock).unwrap().file_type().is_socket());
+    assert!(std::fs::symlink_metadata(&sock)
+        .unwrap()
+        .file_type()
+        .is_socket());
 
     assert_refused_before_measuring(&work, d.path(), "directory");
 
@@ -140,7 +152,10 @@ fn results_refuse_fifo_socket_directory_and_symlink_destinations() {
     let link = d.path().join("r.json");
     std::os::unix::fs::symlink(&victim, &link).unwrap();
     assert_refused_before_measuring(&work, &link, "symbolic link");
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
 
     // A directory that does not exist: fails before any I/O.
@@ -162,7 +177,10 @@ fn results_never_replace_a_device_node() {
     let rc = unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
     assert_eq!(rc, 0, "mknod: {}", std::io::Error::last_os_error());
     assert_refused_before_measuring(&work, &node, "character device");
-    assert!(std::fs::symlink_metadata(&node).unwrap().file_type().is_char_device());
+    assert!(std::fs::symlink_metadata(&node)
+        .unwrap()
+        .file_type()
+        .is_char_device());
     // And the real /dev/null, which the old writer replaced with a regular file.
     assert_refused_before_measuring(&work, Path::new("/dev/null"), "character device");
     assert!(std::fs::symlink_metadata("/dev/null")
@@ -201,8 +219,15 @@ fn results_temp_file_is_unpredictable_and_never_followed() {
         "a temp file was left behind"
     );
     // An existing regular results file is replaced (a new inode: never written in place).
-    let mode = std::fs::metadata(out.join("r.json")).unwrap().permissions().mode();
-    assert_eq!(mode & 0o022, 0, "group/world-writable results file: {mode:o}");
+    let mode = std::fs::metadata(out.join("r.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(
+        mode & 0o022,
+        0,
+        "group/world-writable results file: {mode:o}"
+    );
 }
 
 #[test]
@@ -217,12 +242,48 @@ fn every_command_with_json_checks_it_before_working() {
     let trc = fixture.join("orcl_ora_777.trc");
     let bio = fixture.join("biolatency_mF.txt");
     let cases: Vec<Vec<&str>> = vec![
-        vec!["run", "--target", ts, "--size", "4M", "--duration", "30s", "--json", bad_s],
-        vec!["calibrate", "--target", ts, "--size", "4M", "--budget", "2m", "--json", bad_s],
+        vec![
+            "run",
+            "--target",
+            ts,
+            "--size",
+            "4M",
+            "--duration",
+            "30s",
+            "--json",
+            bad_s,
+        ],
+        vec![
+            "calibrate",
+            "--target",
+            ts,
+            "--size",
+            "4M",
+            "--budget",
+            "2m",
+            "--json",
+            bad_s,
+        ],
         vec!["verify", "--target", ts, "--json", bad_s],
-        vec!["db", "run", "--dir", db.to_str().unwrap(), "--duration", "30s", "--json", bad_s],
+        vec![
+            "db",
+            "run",
+            "--dir",
+            db.to_str().unwrap(),
+            "--duration",
+            "30s",
+            "--json",
+            bad_s,
+        ],
         vec!["trace", trc.to_str().unwrap(), "--json", bad_s],
-        vec!["ingest", "--format", "biolatency", bio.to_str().unwrap(), "--json", bad_s],
+        vec![
+            "ingest",
+            "--format",
+            "biolatency",
+            bio.to_str().unwrap(),
+            "--json",
+            bad_s,
+        ],
     ];
     for args in cases {
         let t0 = Instant::now();
@@ -238,8 +299,14 @@ fn every_command_with_json_checks_it_before_working() {
             err.contains(bad_s) && err.contains("does not exist"),
             "{args:?}: {err}"
         );
-        assert!(t0.elapsed() < Duration::from_secs(10), "{args:?} worked first");
-        assert!(!t.exists() && !db.exists(), "{args:?} created its target first");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{args:?} worked first"
+        );
+        assert!(
+            !t.exists() && !db.exists(),
+            "{args:?} created its target first"
+        );
     }
 }
 
@@ -250,10 +317,14 @@ fn json_dash_writes_the_results_to_stdout() {
     assert!(st.success(), "{err}");
     let r = Results::from_json(&out).expect("stdout is exactly the results document");
     assert_eq!(r.runs.len(), 1);
-    assert!(err.contains("Plan:"), "the text for people goes to stderr: {err}");
+    assert!(
+        err.contains("Plan:"),
+        "the text for people goes to stderr: {err}"
+    );
     assert!(!d.path().join("-").exists(), "a file named - was created");
     // The same for a reader of other tools' files.
-    let bio = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sources/biolatency_mF.txt");
+    let bio =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sources/biolatency_mF.txt");
     let (st, out, err) = run_out(
         bin()
             .current_dir(d.path())
@@ -283,7 +354,11 @@ fn closed_stdout_neither_panics_nor_loses_the_results() {
     drop(child.stdout.take());
     let (st, _, err) = wait_limited(child, Duration::from_secs(60));
     assert!(!err.contains("panicked"), "{err}");
-    assert_eq!(st.code(), Some(0), "a closed pipe is the reader's choice: {err}");
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "a closed pipe is the reader's choice: {err}"
+    );
     assert_eq!(Results::read_file(&json).unwrap().runs.len(), 1);
 
     // `| head -1`: the reader takes the first line and leaves.
@@ -296,7 +371,12 @@ fn closed_stdout_neither_panics_nor_loses_the_results() {
         .spawn()
         .unwrap();
     let mut first = [0u8; 5];
-    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
     assert_eq!(&first, b"Plan:");
     drop(child.stdout.take());
     let (st, _, err) = wait_limited(child, Duration::from_secs(60));
@@ -313,17 +393,29 @@ fn full_stdout_fails_clearly_but_keeps_the_results() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let (st, _, err) = run_out(null_run(d.path(), "0.3s").arg("--json").arg(&json).stdout(full));
+    let (st, _, err) = run_out(
+        null_run(d.path(), "0.3s")
+            .arg("--json")
+            .arg(&json)
+            .stdout(full),
+    );
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(st.code(), Some(2), "{err}");
-    assert!(err.contains("standard output") && err.contains("No space left"), "{err}");
+    assert!(
+        err.contains("standard output") && err.contains("No space left"),
+        "{err}"
+    );
     assert_eq!(Results::read_file(&json).unwrap().runs.len(), 1);
     // Results meant for stdout that cannot be written there are an error too.
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let (st, _, err) = run_out(null_run(d.path(), "0.3s").args(["--json", "-"]).stdout(full));
+    let (st, _, err) = run_out(
+        null_run(d.path(), "0.3s")
+            .args(["--json", "-"])
+            .stdout(full),
+    );
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
@@ -387,7 +479,10 @@ fn db_setup_stops_cleanly_on_signals_and_resumes() {
     assert_eq!(st.code(), Some(143), "{err}");
     assert!(err.contains("rerun"), "{err}");
     let first = progress_rows(&db);
-    assert!(first > 0 && first < 262_144, "{first} rows after the first stop");
+    assert!(
+        first > 0 && first < 262_144,
+        "{first} rows after the first stop"
+    );
 
     let child = setup();
     signal_after(&child, libc::SIGINT, Duration::from_millis(1500));
@@ -409,7 +504,16 @@ fn db_run_exits_130_on_ctrl_c_with_results() {
     assert!(st.success(), "{err}");
     let json = d.path().join("r.json");
     let child = bin()
-        .args(["db", "run", "--duration", "60s", "--sessions", "2", "--quiet", "--dir"])
+        .args([
+            "db",
+            "run",
+            "--duration",
+            "60s",
+            "--sessions",
+            "2",
+            "--quiet",
+            "--dir",
+        ])
         .arg(&db)
         .arg("--json")
         .arg(&json)
@@ -493,7 +597,11 @@ fn full_disk_leaves_no_partial_results_file() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     assert!(err.contains(json.to_str().unwrap()), "{err}");
-    assert_eq!(names_in(fs.path()), ["filler", "r.json"], "a temp file was left behind");
+    assert_eq!(
+        names_in(fs.path()),
+        ["filler", "r.json"],
+        "a temp file was left behind"
+    );
     assert_eq!(std::fs::read(&json).unwrap(), b"older results");
 }
 
@@ -502,7 +610,9 @@ fn sqlite_disk_full_is_reported_as_no_space() {
     if !root_or_skip("the SQLite full-disk test (tmpfs)") {
         return;
     }
-    let Some(fs) = Tmpfs::mount("40m") else { return };
+    let Some(fs) = Tmpfs::mount("40m") else {
+        return;
+    };
     let db = fs.path().join("db");
     let (st, _, err) = run_out(
         bin()

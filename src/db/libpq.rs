@@ -390,7 +390,8 @@ fn to_config(p: &BTreeMap<String, String>) -> Result<Config> {
                     c.port(if x.is_empty() {
                         DEFAULT_PORT
                     } else {
-                        x.parse().map_err(|_| anyhow!("port \"{x}\" is not a port number"))?
+                        x.parse()
+                            .map_err(|_| anyhow!("port \"{x}\" is not a port number"))?
                     });
                 }
             }

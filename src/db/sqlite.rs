@@ -1109,10 +1109,12 @@ const NEARLY_FULL: u64 = 4 << 20;
 /// of the `-shm` file) or as "database or disk is full". The original error is kept below.
 pub fn explain_error<T>(r: Result<T>, dir: &Path) -> Result<T> {
     r.map_err(|e| {
-        let failure = e.chain().find_map(|c| match c.downcast_ref::<rusqlite::Error>() {
-            Some(rusqlite::Error::SqliteFailure(f, _)) => Some(*f),
-            _ => None,
-        });
+        let failure = e
+            .chain()
+            .find_map(|c| match c.downcast_ref::<rusqlite::Error>() {
+                Some(rusqlite::Error::SqliteFailure(f, _)) => Some(*f),
+                _ => None,
+            });
         let Some(f) = failure else { return e };
         if !space_related(f.extended_code) && f.code != rusqlite::ErrorCode::DiskFull {
             return e;

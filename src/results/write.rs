@@ -105,7 +105,9 @@ pub fn write_results(res: &Results, dest: &Destination) -> Result<()> {
                 .map_err(|e| {
                     crate::out::record(&e);
                     if e.kind() == std::io::ErrorKind::BrokenPipe {
-                        anyhow!("cannot write results to standard output: the reader closed the pipe")
+                        anyhow!(
+                            "cannot write results to standard output: the reader closed the pipe"
+                        )
                     } else {
                         anyhow!("cannot write results to standard output: {e}")
                     }
@@ -317,7 +319,8 @@ impl<'a> Place<'a> {
     fn replace_with(&self, tmp: &CString) -> Result<()> {
         let d = self.dir.as_raw_fd();
         let fail = |e: std::io::Error| {
-            anyhow::Error::new(e).context(format!("cannot write results to {}", self.path.display()))
+            anyhow::Error::new(e)
+                .context(format!("cannot write results to {}", self.path.display()))
         };
         match self.existing()? {
             Existing::Regular => {
@@ -402,7 +405,10 @@ mod tests {
         let out = d.path().join("report.json");
         std::fs::write(d.path().join("report.json.tmp"), b"mine").unwrap();
         write_results(&res, &Destination::File(out.clone())).unwrap();
-        assert_eq!(std::fs::read(d.path().join("report.json.tmp")).unwrap(), b"mine");
+        assert_eq!(
+            std::fs::read(d.path().join("report.json.tmp")).unwrap(),
+            b"mine"
+        );
         assert!(Results::read_file(&out).is_ok());
         // Nothing else is left in the directory.
         let mut names: Vec<_> = std::fs::read_dir(d.path())
@@ -410,6 +416,9 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
             .collect();
         names.sort();
-        assert_eq!(names, ["r.json", "report.json", "report.json.tmp", "victim"]);
+        assert_eq!(
+            names,
+            ["r.json", "report.json", "report.json.tmp", "victim"]
+        );
     }
 }
