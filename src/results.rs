@@ -16,7 +16,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 mod write;
-pub use write::{write_results, Destination};
+pub use write::{write_atomically, write_results, Destination};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";

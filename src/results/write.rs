@@ -62,6 +62,10 @@ impl Destination {
     pub fn check(&self) -> Result<()> {
         match self {
             Destination::Stdout => {
+                // SAFETY: F_GETFD on descriptor 1 only reads its flags.
+                if unsafe { libc::fcntl(1, libc::F_GETFD) } < 0 {
+                    bail!("--json -: standard output is closed");
+                }
                 crate::out::reserve_stdout();
                 Ok(())
             }
@@ -117,10 +121,24 @@ pub fn write_results(res: &Results, dest: &Destination) -> Result<()> {
     }
 }
 
+/// Write `data` to `path` by the same rules as a results file (regular file or new path only,
+/// random `O_EXCL|O_NOFOLLOW` temp file, fsync, rename, nothing left behind on failure); for
+/// other files a command writes, such as reports and exports.
+pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
+    write_file_atomically(path, data)
+}
+
 fn write_file_atomically(path: &Path, data: &[u8]) -> Result<()> {
     let place = Place::open(path)?;
-    place.existing()?;
+    let before = place.existing()?;
     let (fd, tmp) = place.create_temp()?;
+    if before == Existing::Regular {
+        // Keep the permissions of the file being replaced (less set-id bits).
+        if let Some(mode) = place.mode() {
+            // SAFETY: fchmod on the temp file we just created.
+            unsafe { libc::fchmod(fd.as_raw_fd(), mode & 0o1777) };
+        }
+    }
     let mut file = std::fs::File::from(fd);
     let written = file
         .write_all(data)
@@ -226,6 +244,21 @@ impl<'a> Place<'a> {
     /// What is at the destination, refusing anything but a regular file or nothing.
     fn existing(&self) -> Result<Existing> {
         self.existing_at(&self.name)
+    }
+
+    /// The permission bits of what is at the destination now.
+    fn mode(&self) -> Option<libc::mode_t> {
+        // SAFETY: fstatat into a zeroed stat buffer with a valid dirfd and name.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::fstatat(
+                self.dir.as_raw_fd(),
+                self.name.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        (rc == 0).then_some(st.st_mode & 0o7777)
     }
 
     fn existing_at(&self, name: &CString) -> Result<Existing> {
@@ -420,5 +453,18 @@ mod tests {
             names,
             ["r.json", "report.json", "report.json.tmp", "victim"]
         );
+    }
+
+    #[test]
+    fn replacing_keeps_the_permissions_of_the_old_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("private.json");
+        std::fs::write(&p, b"old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomically(&p, b"new").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"new");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }
