@@ -14,7 +14,10 @@
 //!   less). Lines are `hostname:port:database:username:password`; `#` starts a comment line; each
 //!   of the first four fields is `*` (anything) or a literal in which `\` escapes the next
 //!   character (`\:`, `\\`); the first matching line wins. `localhost` matches a connection
-//!   through the default socket directory; a missing port is 5432.
+//!   through the default socket directory; a missing port is 5432. With several hosts, the
+//!   first host's line is used for all of them (the crate holds one password per connection).
+//!
+//! iolens names its sessions `iolens-db` (application_name) whatever `PGAPPNAME` says.
 //!
 //! Not supported, and refused rather than silently ignored: connection services (`service`,
 //! `PGSERVICE`) and TLS (iolens connects without it: `sslmode` `require`, `verify-ca` and
