@@ -10,7 +10,8 @@
 # as root, with a small shared_buffers (16MB) so test data is much larger than the cache,
 # listening only on a unix socket in that directory. track_io_timing stays at its default (off)
 # in postgresql.conf: iolens enables it per session as superuser. A non-superuser role
-# `iolens_plain` exists for permission tests. The DSN is written to target/pgtest/dsn and
+# `iolens_plain` exists for permission tests, and `iolens_pw` (password s3cr:t\x, SCRAM) for
+# password-file tests. The DSN is written to target/pgtest/dsn and
 # printed as `export IOLENS_PG_DSN=...`.
 set -euo pipefail
 
@@ -101,6 +102,15 @@ if [ "$(as_pg "${PSQL[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHER
 fi
 as_pg "${PSQL[@]}" -d postgres -c \
     "DO \$\$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname='iolens_plain') THEN CREATE ROLE iolens_plain LOGIN; END IF; END\$\$" >/dev/null
+# A role that must authenticate with a password (SCRAM), for the libpq password-file tests:
+# its pg_hba line comes before initdb's trust lines.
+as_pg "${PSQL[@]}" -d postgres -c \
+    "DO \$\$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname='iolens_pw') THEN CREATE ROLE iolens_pw LOGIN; END IF; END\$\$" >/dev/null
+as_pg "${PSQL[@]}" -d postgres -c "SET password_encryption = 'scram-sha-256'; ALTER ROLE iolens_pw PASSWORD 's3cr:t\\x'" >/dev/null
+if ! grep -q '^local all iolens_pw scram-sha-256' "$DATA/pg_hba.conf"; then
+    as_pg sed -i '1i local all iolens_pw scram-sha-256' "$DATA/pg_hba.conf"
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" reload >/dev/null
+fi
 
 DSN="host=$SOCK port=$PORT user=$SUPER dbname=$DB"
 echo "$DSN" >"$BASE/dsn"

@@ -378,3 +378,57 @@ fn postgres_connection_from_the_libpq_environment() {
         .get(0);
     assert_eq!(n, 1024);
 }
+
+/// The password from a libpq password file reaches the server: the test cluster's `iolens_pw`
+/// role must authenticate with SCRAM (password `s3cr:t\x`, written with libpq's escapes).
+#[test]
+fn postgres_password_from_the_password_file() {
+    let Some(base) = base_dsn() else {
+        return;
+    };
+    let p = iolens::db::libpq::dsn_params(&base).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let passfile = dir.path().join("pgpass");
+    let attempt = |line: &str| {
+        std::fs::write(&passfile, format!("# test\n{line}\n")).unwrap();
+        std::fs::set_permissions(
+            &passfile,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        let mut c = Command::new(env!("CARGO_BIN_EXE_iolens"));
+        c.args(["db", "drop", "--engine", "postgres"]);
+        for v in [
+            "PGSERVICE",
+            "PGPASSWORD",
+            "PGSSLMODE",
+            "PGHOSTADDR",
+            "PGOPTIONS",
+        ] {
+            c.env_remove(v);
+        }
+        c.env("PGHOST", &p["host"])
+            .env(
+                "PGPORT",
+                p.get("port").map(String::as_str).unwrap_or("5432"),
+            )
+            .env("PGDATABASE", &p["dbname"])
+            .env("PGUSER", "iolens_pw")
+            .env("PGPASSFILE", &passfile);
+        let out = c.output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let port = p.get("port").cloned().unwrap_or_else(|| "5432".into());
+    // Authenticated: the command gets as far as finding nothing to drop.
+    let se = attempt(&format!("*:{port}:*:iolens_pw:s3cr\\:t\\\\x"));
+    if se.contains("role \"iolens_pw\" does not exist") {
+        panic!("the test cluster predates the iolens_pw role: rerun scripts/pg-test-server.sh");
+    }
+    assert!(se.contains("nothing to drop"), "{se}");
+    // A wrong password, or no matching line, is refused by the server.
+    let se = attempt(&format!("*:{port}:*:iolens_pw:wrong"));
+    assert!(se.contains("password"), "{se}");
+    assert!(!se.contains("nothing to drop"), "{se}");
+    let se = attempt("otherhost:*:*:*:s3cr\\:t\\\\x");
+    assert!(!se.contains("nothing to drop"), "{se}");
+}
