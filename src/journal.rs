@@ -388,19 +388,6 @@ impl RunJournal {
             file.sync_data()?;
             h = grown;
         }
-        if h.runs >= MAX_RUNS {
-            bail!(
-                "{} has handed out all {MAX_RUNS} run numbers: delete the journal and the \
-                 scratch file and start anew",
-                jpath.display()
-            );
-        }
-        h.runs += 1;
-        let nonce = h.runs;
-        file.write_all_at(&h.encode(), 0)
-            .and_then(|_| file.sync_data())
-            .with_context(|| format!("cannot write {}", jpath.display()))?;
-
         // The pages covering this run's region.
         let start = g.region_offset / h.granule;
         let end = (g.region_offset + g.blocks * g.block_size).div_ceil(h.granule);
@@ -409,7 +396,7 @@ impl RunJournal {
             file,
             path: jpath,
             h,
-            nonce,
+            nonce: 0,
             region_offset: g.region_offset,
             block_size: g.block_size,
             blocks: g.blocks,
@@ -425,22 +412,18 @@ impl RunJournal {
                  ({} journal entries), more than are tracked exactly ({} blocks, {} entries)",
                 g.blocks, tracked_entries, MAX_SLOTS, MAX_RUN_ENTRIES
             );
-            return Ok(j);
-        }
-        if g.blocks == 0 {
-            return Ok(j);
-        }
-        let last_page = (end - 1) / PER_PAGE;
-        let n = (last_page - j.first_page + 1) as usize;
-        j.pages = vec![0u8; n * PAGE];
-        j.dirty = vec![false; n];
-        j.file
-            .read_exact_at(&mut j.pages, (1 + j.first_page) * PAGE as u64)
-            .with_context(|| format!("cannot read {}", j.path.display()))?;
-        for (i, p) in j.pages.chunks_exact(PAGE).enumerate() {
-            let no = j.first_page + i as u64;
-            if !page_ok(p, no, id) {
-                bail!(
+        } else if g.blocks > 0 {
+            let last_page = (end - 1) / PER_PAGE;
+            let n = (last_page - j.first_page + 1) as usize;
+            j.pages = vec![0u8; n * PAGE];
+            j.dirty = vec![false; n];
+            j.file
+                .read_exact_at(&mut j.pages, (1 + j.first_page) * PAGE as u64)
+                .with_context(|| format!("cannot read {}", j.path.display()))?;
+            for (i, p) in j.pages.chunks_exact(PAGE).enumerate() {
+                let no = j.first_page + i as u64;
+                if !page_ok(p, no, id) {
+                    bail!(
                     "{}: page {no} (data offsets {}..{}) fails its checksum (torn or damaged). \
                      Refusing to write to it; run `iolens verify --target {}` to see",
                     j.path.display(),
@@ -448,9 +431,24 @@ impl RunJournal {
                     (no + 1) * PER_PAGE * h.granule,
                     target.display()
                 );
+                }
             }
+            j.tracked = true;
         }
-        j.tracked = true;
+        // Only now, with everything checked, take this run's number.
+        if j.h.runs >= MAX_RUNS {
+            bail!(
+                "{} has handed out all {MAX_RUNS} run numbers: delete the journal and the \
+                 scratch file and start anew",
+                j.path.display()
+            );
+        }
+        j.h.runs += 1;
+        j.nonce = j.h.runs;
+        j.file
+            .write_all_at(&j.h.encode(), 0)
+            .and_then(|_| j.file.sync_data())
+            .with_context(|| format!("cannot write {}", j.path.display()))?;
         Ok(j)
     }
 

@@ -119,7 +119,10 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let mut journal_err: Option<String> = None;
     let (outcomes, summaries, snaps, base, interrupted) = std::thread::scope(|sc| {
         // Journal flusher: records completed generations every interval, off the hot path.
-        let flusher = match (journal.as_mut(), vshared.as_ref().and_then(|v| v.gens.as_ref())) {
+        let flusher = match (
+            journal.as_mut(),
+            vshared.as_ref().and_then(|v| v.gens.as_ref()),
+        ) {
             (Some(j), Some(gens)) => {
                 let (done, file, err) = (&sessions_done, &file, &mut journal_err);
                 Some(sc.spawn(move || {
