@@ -119,11 +119,15 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let mut journal_err: Option<String> = None;
     let (outcomes, summaries, snaps, base, interrupted) = std::thread::scope(|sc| {
         // Journal flusher: records completed generations every interval, off the hot path.
+        // Each flush first fdatasyncs the target; on a buffered run that would write back the
+        // page cache the run is measuring, so a buffered run (unless O_DSYNC) records its
+        // generations at the end only (a crash mid-run leaves the journal lagging: sound).
+        let periodic = spec.direct || spec.sync == crate::workload::SyncMode::Dsync;
         let flusher = match (
             journal.as_mut(),
             vshared.as_ref().and_then(|v| v.gens.as_ref()),
         ) {
-            (Some(j), Some(gens)) => {
+            (Some(j), Some(gens)) if periodic => {
                 let (done, file, err) = (&sessions_done, &file, &mut journal_err);
                 Some(sc.spawn(move || {
                     let mut last = Instant::now();

@@ -252,13 +252,17 @@ fn concurrent_sessions_never_make_the_journal_ahead_of_the_data() {
         target_size: t.data_size,
         region_size: 16 * BS,
         sessions: 8,
-        direct: false,
+        direct: true,
         duration_s: Some(2.5),
         interval_s: 0.5,
         ..Default::default()
     };
     let r = execute(&s, &t, &opts(&AtomicBool::new(false))).expect("run");
     assert!(r.corruption.is_empty());
+    // At least one flush during the run (every 2 s), and the last one after it.
+    let j = std::fs::read(path_for(&path)).unwrap();
+    let flushes = u64::from_le_bytes(j[72..80].try_into().unwrap());
+    assert!(flushes >= 2, "flushes: {flushes}");
     let (code, text) = verify(&path, &[]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("generation journal"), "{text}");
