@@ -33,6 +33,9 @@
 //! - **lost writes**: for runs that read and write, a [`GenMap`] remembers, per block, the
 //!   generation of the last write this run completed. A read that finds an older generation
 //!   (or one from before the run) reports a lost write.
+//! - **stale blocks, offline**: a block restored from an older copy after the run holds an
+//!   older generation than the generation journal beside the scratch file recorded for it
+//!   (`crate::journal`); `iolens verify` reports it as `stale` (exit 3).
 //!
 //! ## Generation map (memory-bounded, lock-free)
 //! One `AtomicU64` per slot, at most 2^22 slots (32 MiB); a block maps to slot
