@@ -8,6 +8,7 @@ pub mod cli;
 pub mod db;
 pub mod engine;
 pub mod interrupt;
+pub mod journal;
 pub mod out;
 pub mod progress;
 pub mod recorder;

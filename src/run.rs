@@ -72,11 +72,22 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     } else {
         None
     };
+    // Writes to a scratch file are journaled (offline lost-write detection, see `journal`):
+    // the journal hands out this run's nonce, so generations grow from run to run.
+    let mut journal = if writes && stamped {
+        open_journal(spec, target, &file)?
+    } else {
+        None
+    };
+    let nonce = journal
+        .as_ref()
+        .map(|j| j.nonce())
+        .unwrap_or_else(|| rand::random::<u64>() % 0xFF_FFFF + 1);
     let vshared = (writes || mode != VerifyMode::None).then(|| VerifyShared {
         mode,
         stamp: writes,
         target_id: target.id,
-        gens: writes.then(|| GenMap::new(spec.blocks(), rand::random::<u64>() % 0xFF_FFFF + 1)),
+        gens: writes.then(|| GenMap::new(spec.blocks(), nonce)),
         region_offset: spec.region_offset,
         block_size: spec.block_size,
         data_offset: target.data_offset,
@@ -104,7 +115,36 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let pb = crate::progress::line(opts.progress);
     let warmup = Duration::from_secs_f64(spec.warmup_s);
 
+    let sessions_done = AtomicBool::new(false);
+    let mut journal_err: Option<String> = None;
     let (outcomes, summaries, snaps, base, interrupted) = std::thread::scope(|sc| {
+        // Journal flusher: records completed generations every interval, off the hot path.
+        // Each flush first fdatasyncs the target; on a buffered run that would write back the
+        // page cache the run is measuring, so a buffered run (unless O_DSYNC) records its
+        // generations at the end only (a crash mid-run leaves the journal lagging: sound).
+        let periodic = spec.direct || spec.sync == crate::workload::SyncMode::Dsync;
+        let flusher = match (
+            journal.as_mut(),
+            vshared.as_ref().and_then(|v| v.gens.as_ref()),
+        ) {
+            (Some(j), Some(gens)) if periodic => {
+                let (done, file, err) = (&sessions_done, &file, &mut journal_err);
+                Some(sc.spawn(move || {
+                    let mut last = Instant::now();
+                    while !done.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(50));
+                        if last.elapsed() >= crate::journal::FLUSH_INTERVAL {
+                            last = Instant::now();
+                            if let Err(e) = j.flush(gens, file) {
+                                *err = Some(format!("{e:#}"));
+                                return;
+                            }
+                        }
+                    }
+                }))
+            }
+            _ => None,
+        };
         let mut handles = Vec::with_capacity(sessions);
         for (i, (mut rec, eng)) in recs.into_iter().zip(engines).enumerate() {
             let quota = if quota_total == u64::MAX {
@@ -209,6 +249,10 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             }
         }
         let end_snap = SysSnapshot::take(device.as_deref(), &[]);
+        sessions_done.store(true, Ordering::Relaxed);
+        if let Some(f) = flusher {
+            let _ = f.join();
+        }
         (
             outcomes,
             summaries,
@@ -218,6 +262,27 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         )
     });
     pb.finish_and_clear();
+    // Every write has completed: record the final generations.
+    let mut journal_note = String::new();
+    if let (Some(j), Some(gens)) = (
+        journal.as_mut(),
+        vshared.as_ref().and_then(|v| v.gens.as_ref()),
+    ) {
+        if journal_err.is_none() {
+            if let Err(e) = j.flush(gens, &file) {
+                journal_err = Some(format!("{e:#}"));
+            }
+        }
+        journal_note = std::mem::take(&mut j.note);
+        if let Some(e) = &journal_err {
+            eprintln!(
+                "iolens: warning: the generation journal {} was not brought up to date ({e}); \
+                 it lags this run's writes, so `iolens verify` may miss stale blocks they cover",
+                j.path().display()
+            );
+            journal_note = format!("generation journal not up to date: {e}");
+        }
+    }
 
     if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
         bail!("{e}");
@@ -227,6 +292,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         .iter_mut()
         .map(|o| std::mem::take(&mut o.verify))
         .collect();
+    let note = match (note.is_empty(), journal_note.is_empty()) {
+        (_, true) => note,
+        (true, false) => journal_note,
+        (false, false) => format!("{note}; {journal_note}"),
+    };
     let (mut vstats, mut corruption) = crate::verify::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
     if corruption.iter().any(|c| c.kind == "truncated") {
@@ -294,6 +364,40 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     );
     r.warnings = run_warnings(&r, spec);
     Ok(r)
+}
+
+/// Open the generation journal of a scratch file for a run that writes it. Setting
+/// `IOLENS_JOURNAL=off` runs without one (to measure what the journal costs); it is refused
+/// when the target already has a journal, which such a run would make wrong.
+fn open_journal(
+    spec: &WorkloadSpec,
+    target: &Target,
+    file: &std::fs::File,
+) -> Result<Option<crate::journal::RunJournal>> {
+    if std::env::var_os("IOLENS_JOURNAL").is_some_and(|v| v == "off") {
+        let jp = crate::journal::path_for(&target.path);
+        if std::fs::symlink_metadata(&jp).is_ok() {
+            bail!(
+                "IOLENS_JOURNAL=off, but {} has a generation journal ({}): writing without \
+                 it would make it report stale blocks",
+                target.path.display(),
+                jp.display()
+            );
+        }
+        return Ok(None);
+    }
+    crate::journal::RunJournal::open(
+        &target.path,
+        file,
+        target.id,
+        crate::journal::RunGeometry {
+            data_size: target.data_size,
+            region_offset: spec.region_offset,
+            block_size: spec.block_size,
+            blocks: spec.blocks(),
+        },
+    )
+    .map(Some)
 }
 
 /// Resolve `--verify` against the target: the mode to use and, when off, why.

@@ -33,6 +33,9 @@
 //! - **lost writes**: for runs that read and write, a [`GenMap`] remembers, per block, the
 //!   generation of the last write this run completed. A read that finds an older generation
 //!   (or one from before the run) reports a lost write.
+//! - **stale blocks, offline**: a block restored from an older copy after the run holds an
+//!   older generation than the generation journal beside the scratch file recorded for it
+//!   (`crate::journal`); `iolens verify` reports it as `stale` (exit 3).
 //!
 //! ## Generation map (memory-bounded, lock-free)
 //! One `AtomicU64` per slot, at most 2^22 slots (32 MiB); a block maps to slot
@@ -165,6 +168,8 @@ pub enum ProblemKind {
     UnexpectedGeneration,
     /// The read came back short: the target ends early.
     Truncated,
+    /// Offline: an older generation than the generation journal recorded as written.
+    Stale,
 }
 
 impl ProblemKind {
@@ -177,6 +182,7 @@ impl ProblemKind {
             ProblemKind::LostWrite => "lost-write",
             ProblemKind::UnexpectedGeneration => "unexpected-generation",
             ProblemKind::Truncated => "truncated",
+            ProblemKind::Stale => "stale",
         }
     }
 }
@@ -336,6 +342,16 @@ pub fn report(
             format!("generation {}", fmt_gen(p.found)),
             format!(
                 "offset {} holds a generation this run never completed writing",
+                p.offset
+            ),
+        ),
+        ProblemKind::Stale => (
+            format!("generation {} or later", fmt_gen(p.expected)),
+            format!("generation {}", fmt_gen(p.found)),
+            format!(
+                "stale block (lost write): offset {} holds an older version than the generation \
+                 journal recorded as written there and durable (restored from an older copy, or \
+                 a write the storage acknowledged and dropped)",
                 p.offset
             ),
         ),
@@ -903,6 +919,10 @@ pub struct VerifyArgs {
     /// Do not draw progress.
     #[arg(long)]
     pub no_progress: bool,
+    /// Check without the generation journal beside the target (stale blocks, restored from an
+    /// older copy, then go unnoticed).
+    #[arg(long)]
+    pub no_journal: bool,
     /// Write the results (read latency histogram, figures, every report) to this JSON file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -922,6 +942,9 @@ pub struct OfflineOptions {
     pub stop_at_first: bool,
     pub direct: bool,
     pub progress: bool,
+    /// Compare stamps with the generation journal (stale blocks); a missing or damaged
+    /// journal is then reported.
+    pub journal: bool,
 }
 
 /// Check every stamped unit of scratch file `path`. Returns a [`crate::results::RunResult`]
@@ -974,6 +997,11 @@ pub fn verify_target(
         Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
     };
     let _lock = lock(&file, false, path)?;
+    let mut journal = if o.journal {
+        Some(crate::journal::open_for_verify(path, &file, h.id)?)
+    } else {
+        None
+    };
     let len = meta.len();
     let end = HEADER_AREA + h.filled_upto;
     let mut reports: Vec<CorruptionReport> = Vec::new();
@@ -1064,12 +1092,16 @@ pub fn verify_target(
             let vs = Instant::now();
             let data = &b.as_mut_slice()[..n];
             let mut bad = 0u64;
+            let first_found = found.len();
             units += check(data, h.id, pos, o.full, None, |p| {
                 bad += 1;
                 if found.len() < 100_000 {
                     found.push(p);
                 }
             });
+            if let Some(crate::journal::VerifyJournal::Ok(j)) = &mut journal {
+                bad += stale_units(data, h.id, pos, j, &mut found, first_found);
+            }
             if !found.is_empty() {
                 for (p, k) in group(&found) {
                     if reports.len() < 1000 {
@@ -1102,6 +1134,14 @@ pub fn verify_target(
     pb.finish_and_clear();
     if let Some(e) = read_err {
         bail!("{}: {e}", path.display());
+    }
+    let jnote = journal_findings(journal.as_ref(), rewritten, &mut reports, &mut problems);
+    if !jnote.is_empty() {
+        note = if note.is_empty() {
+            jnote
+        } else {
+            format!("{note}; {jnote}")
+        };
     }
     let dur = t0.elapsed().as_secs_f64();
     let mut op = OpResult::new(
@@ -1155,6 +1195,144 @@ pub fn verify_target(
     r.verify = Some(stats);
     r.corruption = reports;
     Ok(r)
+}
+
+/// Compare the generation of every unit of `data` (read at absolute `pos`) that passed the
+/// other checks (not among `found[first..]`) with the journal's bound; push and count stale
+/// units.
+fn stale_units(
+    data: &[u8],
+    id: u64,
+    pos: u64,
+    j: &mut crate::journal::JournalReader,
+    found: &mut Vec<Problem>,
+    first: usize,
+) -> u64 {
+    use crate::target::HEADER_AREA;
+    let skip = ((UNIT as u64 - pos % UNIT as u64) % UNIT as u64) as usize;
+    if skip >= data.len() {
+        return 0;
+    }
+    let mut bad = 0;
+    let mut k = first;
+    let end = found.len();
+    for (i, u) in data[skip..].chunks_exact(UNIT).enumerate() {
+        let off = pos + (skip + i * UNIT) as u64;
+        while k < end && found[k].offset < off {
+            k += 1;
+        }
+        if k < end && found[k].offset == off {
+            continue; // already reported for something else
+        }
+        if off < HEADER_AREA || u[0..4] != MAGIC || rd64(u, 8) != id || rd64(u, 16) != off {
+            continue;
+        }
+        let Some(want) = j.bound(off - HEADER_AREA) else {
+            continue;
+        };
+        let g = rd64(u, 24);
+        if g < want {
+            bad += 1;
+            if found.len() < 100_000 {
+                found.push(Problem {
+                    kind: ProblemKind::Stale,
+                    offset: off,
+                    expected: want,
+                    found: g,
+                });
+            }
+        }
+    }
+    // Keep offsets in order for grouping.
+    if found.len() > end && end > first {
+        found[first..].sort_by_key(|p| p.offset);
+    }
+    bad
+}
+
+/// Reports about the journal itself after a whole scan: missing (when workloads rewrote
+/// blocks), damaged header, damaged pages. Returns a note describing the journal.
+fn journal_findings(
+    journal: Option<&crate::journal::VerifyJournal>,
+    rewritten: u64,
+    reports: &mut Vec<CorruptionReport>,
+    problems: &mut u64,
+) -> String {
+    use crate::journal::VerifyJournal;
+    let mut push = |kind: &str, offset: u64, len: u64, expected: String, found: String, m| {
+        *problems += 1;
+        reports.push(CorruptionReport {
+            kind: kind.into(),
+            offset,
+            io_offset: offset,
+            io_len: len,
+            expected,
+            found,
+            message: m,
+            session: 0,
+            time_s: 0.0,
+            units: 0,
+        });
+    };
+    match journal {
+        None => "generation journal not used (--no-journal): stale blocks are not detected".into(),
+        Some(VerifyJournal::Missing(p)) if rewritten > 0 => {
+            push(
+                "journal-missing",
+                0,
+                0,
+                format!("generation journal {}", p.display()),
+                "no such file".into(),
+                format!(
+                    "generation journal {} is missing, but workloads have rewritten {rewritten} \
+                     unit(s): stale blocks (restored from an older copy) cannot be detected. \
+                     Use --no-journal to check without it",
+                    p.display()
+                ),
+            );
+            String::new()
+        }
+        Some(VerifyJournal::Missing(_)) => {
+            "no generation journal (no workload has written this file since its fill)".into()
+        }
+        Some(VerifyJournal::Damaged { path, why }) => {
+            push(
+                "journal-damaged",
+                0,
+                0,
+                format!("generation journal {}", path.display()),
+                why.clone(),
+                format!(
+                    "generation journal {} is unusable: {why}; stale blocks cannot be detected. \
+                     Use --no-journal to check without it",
+                    path.display()
+                ),
+            );
+            String::new()
+        }
+        Some(VerifyJournal::Ok(j)) => {
+            for &no in &j.damaged_pages {
+                let (a, b) = j.page_range(no);
+                let (a, b) = (
+                    a + crate::target::HEADER_AREA,
+                    b + crate::target::HEADER_AREA,
+                );
+                push(
+                    "journal-damaged",
+                    a,
+                    b - a,
+                    format!("journal page {no} intact"),
+                    "checksum mismatch or missing".into(),
+                    format!(
+                        "generation journal {}: page {no} is torn, damaged or missing; stale \
+                         blocks at offsets {a}..{b} cannot be detected",
+                        j.path.display()
+                    ),
+                );
+            }
+            j.describe()
+        }
+    }
 }
 
 /// pread until `buf` is full or the file ends; returns the bytes read.
@@ -1322,6 +1500,7 @@ pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::
             stop_at_first: a.stop_at_first,
             direct: !a.buffered,
             progress,
+            journal: !a.no_journal,
         },
         crate::interrupt::flag(),
     )?;

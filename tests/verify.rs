@@ -92,6 +92,7 @@ fn offline(path: &Path) -> RunResult {
             stop_at_first: false,
             direct: false,
             progress: false,
+            journal: true,
         },
         &AtomicBool::new(false),
     )

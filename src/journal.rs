@@ -1,0 +1,746 @@
+//! Generation journal: offline lost-write detection for scratch files.
+//!
+//! The in-memory [`GenMap`] catches a lost write only while the run that made it is still
+//! going. A block restored from an older copy after the run (a snapshot rolled back, a backup
+//! written over it, a write the storage acknowledged and dropped on power loss) would pass
+//! `iolens verify`, because nothing outside the run's memory remembered what was written.
+//! Oracle closes that gap with its redo (lost-write protection compares each block's SCN with
+//! the SCN the redo recorded); iolens keeps a *generation journal* beside the scratch file.
+//!
+//! ## What it holds
+//! For each *granule* of the data area, a lower bound: every 512-byte unit of the granule must
+//! carry a generation ≥ the journal's. A write that covers a whole granule and completed alone
+//! raises the bound to its generation; nothing else changes it. `iolens verify` reports a unit
+//! whose stamp is *below* the bound as a stale block (exit 3); a stamp above it is fine (the
+//! journal lags the data). Generations compare across runs because a journaled run takes its
+//! 24-bit run nonce from the journal's run counter (1, 2, 3, … instead of a random number), so
+//! `nonce << 40 | per-block counter` grows with every write to a block, run after run.
+//!
+//! ## Never ahead of the data
+//! Entries are collected from the [`GenMap`] off the hot path (a flusher thread, every
+//! [`FLUSH_INTERVAL`] and at the end of the run: no lock, allocation or syscall per I/O): only
+//! blocks whose last write completed, succeeded and did not overlap another are taken. Then the
+//! *target* is `fdatasync`ed, and only then are the journal pages written and synced: a
+//! generation is recorded only once the write that carries it is durable. A crash loses the
+//! latest journal updates (it lags; no false report), never the reverse.
+//!
+//! ## Format (`<target>.iolens-journal`, 4 KiB pages)
+//! Page 0 is the header (magic, version, target id, device and inode of the scratch file,
+//! granule, entry count, run counter, flush count; CRC32C over the page). Page k+1 holds
+//! entries 510·k … 510·k+509 as little-endian u64 generations, after a CRC32C over the rest of
+//! the page, the page number and the target id (a page of another journal, or one misplaced,
+//! fails its checksum). A torn or damaged page is reported as such; the other pages still count.
+//!
+//! ## Size and block sizes
+//! The granule is the largest size dividing every write block size (and region offset) used
+//! on the file so far: the first writing run's `--bs`; a later run with a smaller or unaligned
+//! `--bs` re-grains the journal (each finer granule inherits its coarse granule's bound, which
+//! stays a valid lower bound), written to a new file and renamed over the old one. 8 bytes per
+//! granule, plus 16 bytes per 510 entries: a 1 GiB file written with 8 KiB blocks costs 1 MiB
+//! (0.1 %), with 512-byte writes 16 MiB (1.6 %, the bound). A run keeps only the pages covering
+//! its working set in memory, at most [`MAX_RUN_ENTRIES`] entries (32 MiB); a larger run still
+//! takes its nonce from the journal but leaves the entries as they were (they lag), and says so.
+//! `iolens verify` reads the journal one page at a time, in step with the data.
+//!
+//! ## Binding
+//! The journal is created with `O_EXCL|O_NOFOLLOW` by the first writing run and names the
+//! scratch file's random target id and its device and inode. A journal of another target or
+//! another file (the scratch file replaced by a copy) is refused, never overwritten or used; a
+//! file at the journal's path that is not a journal is never touched.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use crate::verify::{GenMap, MAX_SLOTS, UNIT};
+
+/// Bytes per journal page.
+pub const PAGE: usize = 4096;
+/// Entries per journal page.
+pub const PER_PAGE: u64 = ((PAGE - 16) / 8) as u64;
+const MAGIC: &[u8; 16] = b"IOLENS-GENJRNL-1";
+const VERSION: u32 = 1;
+/// Suffix of the journal beside its scratch file.
+pub const SUFFIX: &str = ".iolens-journal";
+/// How often a run records completed generations (and at its end).
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(2);
+/// Most entries a run keeps in memory (32 MiB).
+pub const MAX_RUN_ENTRIES: u64 = 1 << 22;
+/// Largest run nonce (24 bits).
+const MAX_RUNS: u64 = 0xFF_FFFF;
+
+/// The journal of scratch file `target`.
+pub fn path_for(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(SUFFIX);
+    target.with_file_name(name)
+}
+
+fn crc(b: &[u8]) -> u32 {
+    crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, b) as u32
+}
+
+fn rd64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn rd32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// The journal's header page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub target_id: u64,
+    pub dev: u64,
+    pub ino: u64,
+    /// Bytes of the data area per entry (a multiple of 512).
+    pub granule: u64,
+    pub entries: u64,
+    /// Runs that took a nonce from this journal (the last nonce handed out).
+    pub runs: u64,
+    pub flushes: u64,
+    /// Unix time of the last flush.
+    pub updated: u64,
+}
+
+impl Header {
+    fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; PAGE];
+        b[..16].copy_from_slice(MAGIC);
+        b[16..20].copy_from_slice(&VERSION.to_le_bytes());
+        b[20..24].copy_from_slice(&(PER_PAGE as u32).to_le_bytes());
+        for (i, v) in [
+            self.target_id,
+            self.dev,
+            self.ino,
+            self.granule,
+            self.entries,
+            self.runs,
+            self.flushes,
+            self.updated,
+        ]
+        .iter()
+        .enumerate()
+        {
+            b[24 + 8 * i..32 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        let c = crc(&b[..PAGE - 4]);
+        b[PAGE - 4..].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// Decode a header page; the error says what is wrong with it.
+    fn decode(b: &[u8]) -> std::result::Result<Header, String> {
+        if b.len() < PAGE {
+            return Err(format!(
+                "it is {} bytes long, shorter than its {PAGE}-byte header (torn or truncated)",
+                b.len()
+            ));
+        }
+        if &b[..16] != MAGIC {
+            return Err("it does not start with the journal magic".into());
+        }
+        if rd32(b, PAGE - 4) != crc(&b[..PAGE - 4]) {
+            return Err("its header fails its checksum (torn or damaged)".into());
+        }
+        if rd32(b, 16) != VERSION || rd32(b, 20) as u64 != PER_PAGE {
+            return Err(format!("it has an unknown format version {}", rd32(b, 16)));
+        }
+        let h = Header {
+            target_id: rd64(b, 24),
+            dev: rd64(b, 32),
+            ino: rd64(b, 40),
+            granule: rd64(b, 48),
+            entries: rd64(b, 56),
+            runs: rd64(b, 64),
+            flushes: rd64(b, 72),
+            updated: rd64(b, 80),
+        };
+        if h.granule == 0 || h.granule % UNIT as u64 != 0 || h.runs > MAX_RUNS {
+            return Err(format!(
+                "its header holds impossible values (granule {}, runs {})",
+                h.granule, h.runs
+            ));
+        }
+        Ok(h)
+    }
+
+    fn pages(&self) -> u64 {
+        self.entries.div_ceil(PER_PAGE)
+    }
+
+    /// Bytes the journal file must have.
+    pub fn file_len(&self) -> u64 {
+        (1 + self.pages()) * PAGE as u64
+    }
+}
+
+/// Seal entry page `no` (its checksum binds it to its number and target).
+fn seal(page: &mut [u8], no: u64, id: u64) {
+    page[4..8].copy_from_slice(&(no as u32).to_le_bytes());
+    page[8..16].copy_from_slice(&id.to_le_bytes());
+    let c = crc(&page[4..]);
+    page[0..4].copy_from_slice(&c.to_le_bytes());
+}
+
+fn page_ok(page: &[u8], no: u64, id: u64) -> bool {
+    rd32(page, 0) == crc(&page[4..]) && rd32(page, 4) == no as u32 && rd64(page, 8) == id
+}
+
+fn entry(page: &[u8], i: u64) -> u64 {
+    rd64(page, 16 + 8 * i as usize)
+}
+
+fn set_entry(page: &mut [u8], i: u64, v: u64) {
+    let at = 16 + 8 * i as usize;
+    page[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn open_nofollow(path: &Path, write: bool) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+fn read_header(f: &File) -> std::result::Result<Header, String> {
+    let mut b = vec![0u8; PAGE];
+    let mut n = 0;
+    while n < PAGE {
+        match f.read_at(&mut b[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("it cannot be read: {e}")),
+        }
+    }
+    b.truncate(n);
+    Header::decode(&b)
+}
+
+/// Refuse a journal that is not this target's: another target id, or another file.
+fn check_binding(h: &Header, jpath: &Path, id: u64, dev: u64, ino: u64) -> Result<()> {
+    if h.target_id != id {
+        bail!(
+            "{} belongs to another iolens target (id {:016x}, this one is {:016x}): refusing to \
+             use it. If its scratch file is gone, delete the journal",
+            jpath.display(),
+            h.target_id,
+            id
+        );
+    }
+    if (h.dev, h.ino) != (dev, ino) {
+        bail!(
+            "{} was written for another file (device {:#x}, inode {}; this one is device {:#x}, \
+             inode {}): the scratch file was replaced by a copy, so the journal cannot vouch for \
+             its blocks. Refusing to use it; verify with --no-journal, or delete the journal",
+            jpath.display(),
+            h.dev,
+            h.ino,
+            dev,
+            ino
+        );
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A run's side
+
+/// The journal as one run writing a scratch file uses it.
+pub struct RunJournal {
+    file: File,
+    path: PathBuf,
+    h: Header,
+    nonce: u64,
+    region_offset: u64,
+    block_size: u64,
+    blocks: u64,
+    first_page: u64,
+    pages: Vec<u8>,
+    dirty: Vec<bool>,
+    tracked: bool,
+    /// Why this run does not record its generations, when it does not.
+    pub note: String,
+}
+
+/// Geometry of a writing run (data-area offsets).
+#[derive(Clone, Copy, Debug)]
+pub struct RunGeometry {
+    pub data_size: u64,
+    pub region_offset: u64,
+    pub block_size: u64,
+    pub blocks: u64,
+}
+
+impl RunJournal {
+    /// Open (or create) the journal of scratch file `target` (held open as `data`, with id
+    /// `id`) for a run that writes, re-grain it when the run's blocks are finer, and take this
+    /// run's nonce. Call with the target locked exclusively, before any write.
+    pub fn open(target: &Path, data: &File, id: u64, g: RunGeometry) -> Result<RunJournal> {
+        let jpath = path_for(target);
+        let m = data
+            .metadata()
+            .with_context(|| format!("cannot examine {}", target.display()))?;
+        let (dev, ino) = (m.dev(), m.ino());
+        if g.block_size == 0 || g.block_size % UNIT as u64 != 0 || g.region_offset % 512 != 0 {
+            bail!("internal: journaled writes must be whole 512-byte units");
+        }
+        let want_granule = gcd(g.block_size, g.region_offset);
+        let (file, mut h) = match open_nofollow(&jpath, true) {
+            Ok(f) => {
+                let meta = f.metadata()?;
+                if !meta.is_file() {
+                    bail!(
+                        "{} is not a regular file: refusing to use it as the generation journal",
+                        jpath.display()
+                    );
+                }
+                let h = read_header(&f).map_err(|why| {
+                    anyhow::anyhow!(
+                        "{} is not a usable iolens generation journal: {why}. Refusing to \
+                         overwrite it; run `iolens verify --target {}` to see, move it away to \
+                         start a new journal",
+                        jpath.display(),
+                        target.display()
+                    )
+                })?;
+                check_binding(&h, &jpath, id, dev, ino)?;
+                if meta.len() < h.file_len() {
+                    bail!(
+                        "{} is shorter than its header says ({} of {} bytes: truncated). \
+                         Refusing to write to it; run `iolens verify --target {}`",
+                        jpath.display(),
+                        meta.len(),
+                        h.file_len(),
+                        target.display()
+                    );
+                }
+                (f, h)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(&jpath)
+                    .with_context(|| format!("cannot create {}", jpath.display()))?;
+                let h = Header {
+                    target_id: id,
+                    dev,
+                    ino,
+                    granule: want_granule,
+                    entries: g.data_size.div_ceil(want_granule),
+                    runs: 0,
+                    flushes: 0,
+                    updated: unix_now(),
+                };
+                write_fresh(&f, &h, |_| 0)
+                    .with_context(|| format!("cannot write {}", jpath.display()))?;
+                (f, h)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => bail!(
+                "{} is a symbolic link: refusing to use it as the generation journal",
+                jpath.display()
+            ),
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot open {}", jpath.display()));
+            }
+        };
+        let mut file = file;
+        let fine = gcd(h.granule, want_granule);
+        if fine != h.granule {
+            (file, h) = regrain(&file, &jpath, h, fine)?;
+        }
+        let need = g.data_size.div_ceil(h.granule);
+        if need > h.entries {
+            // The scratch file grew: extend with zero bounds (nothing known yet).
+            let old_pages = h.pages();
+            let mut grown = h;
+            grown.entries = need;
+            let mut page = vec![0u8; PAGE];
+            for p in old_pages..grown.pages() {
+                page.fill(0);
+                seal(&mut page, p, id);
+                file.write_all_at(&page, (1 + p) * PAGE as u64)?;
+            }
+            file.sync_data()?;
+            h = grown;
+        }
+        // The pages covering this run's region.
+        let start = g.region_offset / h.granule;
+        let end = (g.region_offset + g.blocks * g.block_size).div_ceil(h.granule);
+        let tracked_entries = end - start;
+        let mut j = RunJournal {
+            file,
+            path: jpath,
+            h,
+            nonce: 0,
+            region_offset: g.region_offset,
+            block_size: g.block_size,
+            blocks: g.blocks,
+            first_page: start / PER_PAGE,
+            pages: Vec::new(),
+            dirty: Vec::new(),
+            tracked: false,
+            note: String::new(),
+        };
+        if g.blocks > MAX_SLOTS || tracked_entries > MAX_RUN_ENTRIES {
+            j.note = format!(
+                "generation journal not updated by this run: its working set has {} blocks \
+                 ({} journal entries), more than are tracked exactly ({} blocks, {} entries)",
+                g.blocks, tracked_entries, MAX_SLOTS, MAX_RUN_ENTRIES
+            );
+        } else if g.blocks > 0 {
+            let last_page = (end - 1) / PER_PAGE;
+            let n = (last_page - j.first_page + 1) as usize;
+            j.pages = vec![0u8; n * PAGE];
+            j.dirty = vec![false; n];
+            j.file
+                .read_exact_at(&mut j.pages, (1 + j.first_page) * PAGE as u64)
+                .with_context(|| format!("cannot read {}", j.path.display()))?;
+            for (i, p) in j.pages.chunks_exact(PAGE).enumerate() {
+                let no = j.first_page + i as u64;
+                if !page_ok(p, no, id) {
+                    bail!(
+                    "{}: page {no} (data offsets {}..{}) fails its checksum (torn or damaged). \
+                     Refusing to write to it; run `iolens verify --target {}` to see",
+                    j.path.display(),
+                    no * PER_PAGE * h.granule,
+                    (no + 1) * PER_PAGE * h.granule,
+                    target.display()
+                );
+                }
+            }
+            j.tracked = true;
+        }
+        // Only now, with everything checked, take this run's number.
+        if j.h.runs >= MAX_RUNS {
+            bail!(
+                "{} has handed out all {MAX_RUNS} run numbers: delete the journal and the \
+                 scratch file and start anew",
+                j.path.display()
+            );
+        }
+        j.h.runs += 1;
+        j.nonce = j.h.runs;
+        j.file
+            .write_all_at(&j.h.encode(), 0)
+            .and_then(|_| j.file.sync_data())
+            .with_context(|| format!("cannot write {}", j.path.display()))?;
+        Ok(j)
+    }
+
+    /// This run's nonce (the 24 high bits of its generations).
+    pub fn nonce(&self) -> u64 {
+        self.nonce
+    }
+
+    /// Journal path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Record the generations of writes completed so far: collect from `gens`, make the
+    /// target's data durable, then write and sync the changed pages. Allocates nothing.
+    pub fn flush(&mut self, gens: &GenMap, data: &File) -> Result<()> {
+        if !self.tracked {
+            return Ok(());
+        }
+        let gran = self.h.granule;
+        let mut changed = false;
+        for b in 0..self.blocks {
+            let Some(gen) = gens.expected(b, gens.snapshot(b)) else {
+                continue;
+            };
+            let s = self.region_offset + b * self.block_size;
+            for e in s / gran..(s + self.block_size) / gran {
+                let (p, i) = (e / PER_PAGE - self.first_page, e % PER_PAGE);
+                let page = &mut self.pages[p as usize * PAGE..(p as usize + 1) * PAGE];
+                if entry(page, i) < gen {
+                    set_entry(page, i, gen);
+                    self.dirty[p as usize] = true;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return Ok(());
+        }
+        // The data first: the journal never records a generation that is not durable.
+        data.sync_data().context("fdatasync of the target")?;
+        for (i, d) in self.dirty.iter_mut().enumerate() {
+            if *d {
+                let no = self.first_page + i as u64;
+                let page = &mut self.pages[i * PAGE..(i + 1) * PAGE];
+                seal(page, no, self.h.target_id);
+                self.file
+                    .write_all_at(page, (1 + no) * PAGE as u64)
+                    .with_context(|| format!("cannot write {}", self.path.display()))?;
+                *d = false;
+            }
+        }
+        self.h.flushes += 1;
+        self.h.updated = unix_now();
+        let hb = self.h.encode();
+        self.file
+            .write_all_at(&hb, 0)
+            .and_then(|_| self.file.sync_data())
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+/// Write a whole journal (header and every entry page, entry `i` = `value(i)`) into `f`.
+fn write_fresh(f: &File, h: &Header, mut value: impl FnMut(u64) -> u64) -> std::io::Result<()> {
+    let mut page = vec![0u8; PAGE];
+    for p in 0..h.pages() {
+        page.fill(0);
+        for i in 0..PER_PAGE {
+            let e = p * PER_PAGE + i;
+            if e >= h.entries {
+                break;
+            }
+            set_entry(&mut page, i, value(e));
+        }
+        seal(&mut page, p, h.target_id);
+        f.write_all_at(&page, (1 + p) * PAGE as u64)?;
+    }
+    f.sync_data()?;
+    f.write_all_at(&h.encode(), 0)?;
+    f.sync_data()
+}
+
+/// Rewrite the journal with a finer granule (each new entry inherits its old entry's bound)
+/// into a new file, renamed over the old one.
+fn regrain(old: &File, jpath: &Path, h: Header, granule: u64) -> Result<(File, Header)> {
+    let ratio = h.granule / granule;
+    let nh = Header {
+        granule,
+        entries: h.entries * ratio,
+        ..h
+    };
+    let tmp = jpath.with_file_name(format!(
+        "{}.tmp-{:016x}",
+        jpath.file_name().unwrap_or_default().to_string_lossy(),
+        rand::random::<u64>()
+    ));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    let mut cur = vec![0u8; PAGE];
+    let mut cur_no = u64::MAX;
+    let mut err: Option<String> = None;
+    let r = write_fresh(&f, &nh, |e| {
+        let oe = e / ratio;
+        let no = oe / PER_PAGE;
+        if no != cur_no {
+            cur_no = no;
+            let ok = old.read_exact_at(&mut cur, (1 + no) * PAGE as u64).is_ok()
+                && page_ok(&cur, no, h.target_id);
+            if !ok && err.is_none() {
+                err = Some(format!(
+                    "{}: page {no} fails its checksum (torn or damaged); refusing to rewrite it. \
+                     Run `iolens verify` on its target to see",
+                    jpath.display()
+                ));
+            }
+        }
+        entry(&cur, oe % PER_PAGE)
+    });
+    if let Some(e) = err {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("{e}");
+    }
+    if let Err(e) = r {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("cannot write {}", tmp.display()));
+    }
+    std::fs::rename(&tmp, jpath)
+        .with_context(|| format!("cannot rename {} to {}", tmp.display(), jpath.display()))?;
+    if let Some(dir) = jpath.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok((f, nh))
+}
+
+// ---------------------------------------------------------------------------------------------
+// `iolens verify`'s side
+
+/// What `iolens verify` found where the journal should be.
+pub enum VerifyJournal {
+    /// No journal file.
+    Missing(PathBuf),
+    /// A journal that cannot be used at all (header torn, truncated, not a journal).
+    Damaged { path: PathBuf, why: String },
+    /// A usable journal, read a page at a time.
+    Ok(JournalReader),
+}
+
+/// Open the journal of scratch file `target` (open as `data`, id `id`) for reading. A journal
+/// bound to another target or file is an error.
+pub fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<VerifyJournal> {
+    let jpath = path_for(target);
+    let m = data
+        .metadata()
+        .with_context(|| format!("cannot examine {}", target.display()))?;
+    let f = match open_nofollow(&jpath, false) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(VerifyJournal::Missing(jpath))
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => bail!(
+            "{} is a symbolic link, not a generation journal iolens wrote: refusing it",
+            jpath.display()
+        ),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", jpath.display())),
+    };
+    let jm = f.metadata()?;
+    if !jm.is_file() {
+        bail!("{} is not a regular file", jpath.display());
+    }
+    let h = match read_header(&f) {
+        Ok(h) => h,
+        Err(why) => return Ok(VerifyJournal::Damaged { path: jpath, why }),
+    };
+    check_binding(&h, &jpath, id, m.dev(), m.ino())?;
+    Ok(VerifyJournal::Ok(JournalReader {
+        file: f,
+        path: jpath,
+        len: jm.len(),
+        h,
+        page: vec![0u8; PAGE],
+        page_no: u64::MAX,
+        page_ok: false,
+        damaged_pages: Vec::new(),
+    }))
+}
+
+/// Reads a journal's entries a page at a time (sequential access reads each page once).
+pub struct JournalReader {
+    file: File,
+    pub path: PathBuf,
+    len: u64,
+    pub h: Header,
+    page: Vec<u8>,
+    page_no: u64,
+    page_ok: bool,
+    /// Entry pages that are torn, damaged or missing.
+    pub damaged_pages: Vec<u64>,
+}
+
+impl JournalReader {
+    /// The bound for data-area offset `off`: `None` where the journal has no usable entry
+    /// (damaged page, or beyond its entries).
+    pub fn bound(&mut self, off: u64) -> Option<u64> {
+        let e = off / self.h.granule;
+        if e >= self.h.entries {
+            return None;
+        }
+        let no = e / PER_PAGE;
+        if no != self.page_no {
+            self.page_no = no;
+            let at = (1 + no) * PAGE as u64;
+            self.page_ok = at + PAGE as u64 <= self.len
+                && self.file.read_exact_at(&mut self.page, at).is_ok()
+                && page_ok(&self.page, no, self.h.target_id);
+            if !self.page_ok {
+                self.damaged_pages.push(no);
+            }
+        }
+        self.page_ok.then(|| entry(&self.page, e % PER_PAGE))
+    }
+
+    /// Data-area byte range an entry page covers.
+    pub fn page_range(&self, no: u64) -> (u64, u64) {
+        let g = self.h.granule;
+        (no * PER_PAGE * g, (no + 1) * PER_PAGE * g)
+    }
+
+    /// One line describing the journal.
+    pub fn describe(&self) -> String {
+        format!(
+            "generation journal {}: {} runs, {} entries of {} B, last updated {}",
+            self.path.display(),
+            self.h.runs,
+            self.h.entries,
+            self.h.granule,
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + Duration::from_secs(self.h.updated)
+            )
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_roundtrip_and_damage() {
+        let h = Header {
+            target_id: 7,
+            dev: 1,
+            ino: 2,
+            granule: 8192,
+            entries: 1000,
+            runs: 3,
+            flushes: 4,
+            updated: 5,
+        };
+        let mut b = h.encode();
+        assert_eq!(Header::decode(&b).unwrap(), h);
+        assert_eq!(h.pages(), 2);
+        b[100] ^= 1;
+        assert!(Header::decode(&b).unwrap_err().contains("checksum"));
+        assert!(Header::decode(&b[..100]).unwrap_err().contains("shorter"));
+    }
+
+    #[test]
+    fn pages_are_bound_to_their_number_and_target() {
+        let mut p = vec![0u8; PAGE];
+        set_entry(&mut p, 3, 99);
+        seal(&mut p, 5, 42);
+        assert!(page_ok(&p, 5, 42));
+        assert!(!page_ok(&p, 6, 42));
+        assert!(!page_ok(&p, 5, 43));
+        assert_eq!(entry(&p, 3), 99);
+        p[2000] ^= 4;
+        assert!(!page_ok(&p, 5, 42));
+    }
+
+    #[test]
+    fn journal_path_is_beside_the_target() {
+        assert_eq!(
+            path_for(Path::new("/x/s.dat")),
+            PathBuf::from("/x/s.dat.iolens-journal")
+        );
+    }
+}
