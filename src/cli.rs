@@ -96,6 +96,12 @@ pub struct TargetArgs {
     /// Must name the same path as --target.
     #[arg(long, value_name = "PATH")]
     pub disposable_target: Option<PathBuf>,
+    /// Rewrite the scratch file's fill: complete an interrupted fill from a read-only command,
+    /// or rewrite a truncated, damaged or old-format scratch file from the start. Without it
+    /// iolens never repairs a scratch file: damage is reported as corruption (exit 3) and the
+    /// file is left as found.
+    #[arg(long)]
+    pub refill: bool,
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
@@ -252,28 +258,34 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
         anyhow::bail!("--pattern randrw needs --read-pct (e.g. --read-pct 80)");
     }
     // Validate everything that does not depend on the target before touching it.
+    let Some(region_end) = spec.region_offset.checked_add(spec.working_set()) else {
+        anyhow::bail!(
+            "--offset {} plus --working-set {} is beyond any target's size",
+            spec.region_offset,
+            spec.working_set()
+        );
+    };
     let provisional = WorkloadSpec {
-        target_size: spec
-            .target_size
-            .max(spec.region_offset + spec.working_set()),
+        target_size: spec.target_size.max(region_end),
         ..spec.clone()
     };
     provisional.validate()?;
+    let progress = !a.t.no_progress && crate::progress::wanted();
+    let prep = PrepareOptions {
+        size: a.t.size,
+        disposable: a.t.disposable_target.clone(),
+        writes: a.pattern.writes() && a.engine != EngineKind::Null,
+        progress,
+        refill: a.t.refill,
+    };
     if a.explain {
+        // The same checks as a real run, without creating or writing anything.
+        spec.target_size = Target::check(&a.t.target, &prep)?;
+        spec.validate()?;
         println!("Plan: {}", spec.explain());
         return Ok(ExitCode::SUCCESS);
     }
-    let progress = !a.t.no_progress && crate::progress::wanted();
-    let target = Target::prepare(
-        &a.t.target,
-        &PrepareOptions {
-            size: a.t.size,
-            disposable: a.t.disposable_target.clone(),
-            writes: a.pattern.writes() && a.engine != EngineKind::Null,
-            progress,
-        },
-        crate::interrupt::flag(),
-    )?;
+    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
     spec.target_size = target.data_size;
     spec.validate()?;
     println!("Plan: {}", spec.explain());

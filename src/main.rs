@@ -6,7 +6,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("iolens: error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(iolens::target::exit_code_of(&e))
         }
     }
 }
