@@ -944,8 +944,8 @@ impl Target {
             .with_context(|| format!("cannot check free space in {}", dir.display()))?;
         if total > capacity {
             bail!(
-                "a {} scratch file does not fit in the filesystem holding {} ({} in all); use \
-                 a smaller --size",
+                "not enough free space for a {} scratch file in {}: the filesystem holds only {} \
+                 in all; use a smaller --size",
                 fmt_bytes(total),
                 dir.display(),
                 fmt_bytes(capacity)
