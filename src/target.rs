@@ -836,9 +836,9 @@ impl Target {
             if !dry && !exclusive {
                 return Err(busy(path));
             }
-            if want > h.data_size {
-                Self::check_room(path, want - h.data_size, want + HEADER_AREA)?;
-            }
+            // Room for everything up to the end of the fill, beyond what the file holds now.
+            let total = HEADER_AREA + want.max(h.data_size);
+            Self::check_room(path, total.saturating_sub(len), total)?;
         }
         if dry {
             return Ok(Prepared::Would(want));
