@@ -18,7 +18,9 @@ use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec}
     about,
     long_about = None,
     after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
-                  (run, calibrate, verify); 130 interrupted (Ctrl-C)."
+                  (run, calibrate, verify; also a truncated scratch file or a damaged scratch \
+                  header, which is left as found); 130 interrupted (Ctrl-C), also during a \
+                  scratch-file fill, which resumes later."
 )]
 pub struct Cli {
     #[command(subcommand)]

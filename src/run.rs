@@ -234,11 +234,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let (mut vstats, mut corruption) = crate::verify::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
     if corruption.iter().any(|c| c.kind == "truncated") {
-        let len = target
-            .file()
-            .metadata()
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);
         for c in corruption.iter_mut().filter(|c| c.kind == "truncated") {
             c.message += &format!(
                 "; {} is now {} bytes, its data area should end at {}",

@@ -244,11 +244,7 @@ fn inspect(f: &File, len: u64) -> Found {
     }
     // No magic: still ours if the note, most of the magic, or a stamped first block remains.
     let note = b.len() >= 64 + NOTE.len() && &b[64..64 + NOTE.len()] == NOTE;
-    let magic_bytes = b
-        .iter()
-        .zip(MAGIC.iter())
-        .filter(|(x, y)| x == y)
-        .count();
+    let magic_bytes = b.iter().zip(MAGIC.iter()).filter(|(x, y)| x == y).count();
     let mut first = [0u8; 512];
     let stamped = len >= HEADER_AREA + 512
         && f.read_exact_at(&mut first, HEADER_AREA).is_ok()
@@ -292,11 +288,7 @@ fn open_once(path: &Path) -> Result<Option<File>> {
     if !named_link {
         flags |= libc::O_NOFOLLOW;
     }
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-    {
+    match OpenOptions::new().read(true).custom_flags(flags).open(path) {
         Ok(f) => {
             // SAFETY: fcntl on a valid fd we own.
             unsafe {
@@ -369,7 +361,9 @@ struct PrepLock(File);
 
 impl PrepLock {
     fn on(f: &File) -> Result<PrepLock> {
-        Ok(PrepLock(f.try_clone().context("dup of the target descriptor")?))
+        Ok(PrepLock(
+            f.try_clone().context("dup of the target descriptor")?,
+        ))
     }
 }
 
@@ -594,7 +588,10 @@ impl Target {
     ) -> Result<Prepared> {
         let disposable = named_disposable(opts, m);
         if opts.refill {
-            bail!("--refill applies to iolens scratch files; {} is a block device", path.display());
+            bail!(
+                "--refill applies to iolens scratch files; {} is a block device",
+                path.display()
+            );
         }
         if opts.writes {
             if !disposable {
@@ -625,9 +622,7 @@ impl Target {
                      by device-mapper, md, LVM or another program)",
                     path.display()
                 ),
-                Err(e) => {
-                    return Err(e).with_context(|| format!("cannot open {}", path.display()))
-                }
+                Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
             }
         } else {
             file
@@ -746,8 +741,19 @@ impl Target {
                             .filter(|&s| s > 0 && s.checked_add(HEADER_AREA).is_some())
                     })
                     .unwrap_or(len.saturating_sub(HEADER_AREA) / 512 * 512);
-                let id = old.map(|h| h.id).filter(|&i| i != 0).unwrap_or_else(|| rand::random::<u64>() | 1);
-                Self::refill(path, file, Header::new(data_size, 0, id), len, opts, stop, dry)
+                let id = old
+                    .map(|h| h.id)
+                    .filter(|&i| i != 0)
+                    .unwrap_or_else(|| rand::random::<u64>() | 1);
+                Self::refill(
+                    path,
+                    file,
+                    Header::new(data_size, 0, id),
+                    len,
+                    opts,
+                    stop,
+                    dry,
+                )
             }
             Found::Scratch(h) => {
                 Self::existing_scratch(path, file, h, len, opts, stop, dry, exclusive)
@@ -792,7 +798,15 @@ impl Target {
         let data_end = HEADER_AREA + h.filled_upto;
         if h.filled_upto > 0 && len < data_end {
             if opts.refill {
-                return Self::refill(path, file, Header::new(h.data_size, 0, h.id), len, opts, stop, dry);
+                return Self::refill(
+                    path,
+                    file,
+                    Header::new(h.data_size, 0, h.id),
+                    len,
+                    opts,
+                    stop,
+                    dry,
+                );
             }
             return Err(corrupt(format!(
                 "truncated: its header says the data area is filled up to offset {data_end}, \
@@ -813,7 +827,15 @@ impl Target {
             if !opts.refill {
                 return Err(e);
             }
-            return Self::refill(path, file, Header::new(h.data_size, 0, h.id), len, opts, stop, dry);
+            return Self::refill(
+                path,
+                file,
+                Header::new(h.data_size, 0, h.id),
+                len,
+                opts,
+                stop,
+                dry,
+            );
         }
         let want = opts.size.unwrap_or(h.data_size);
         let needs_fill = want > h.filled_upto;
@@ -883,9 +905,10 @@ impl Target {
         if h.data_size == 0 {
             bail!("{} is too small to refill; give a --size", path.display());
         }
-        let total = h.data_size.checked_add(HEADER_AREA).with_context(|| {
-            format!("--size {} is too large", h.data_size)
-        })?;
+        let total = h
+            .data_size
+            .checked_add(HEADER_AREA)
+            .with_context(|| format!("--size {} is too large", h.data_size))?;
         if total > len {
             Self::check_room(path, total - len, total)?;
         }
@@ -983,7 +1006,10 @@ impl Target {
             );
         }
         if opts.refill {
-            bail!("--refill: {} does not exist (a new scratch file is filled anyway)", path.display());
+            bail!(
+                "--refill: {} does not exist (a new scratch file is filled anyway)",
+                path.display()
+            );
         }
         let size = opts.size.unwrap_or(DEFAULT_SCRATCH_SIZE);
         let total = size
@@ -1034,7 +1060,8 @@ impl Target {
                     // Someone else created it first: treat it as an existing file.
                     return Self::prepare_inner(path, opts, stop, dry, depth + 1);
                 }
-                return Err(e).with_context(|| format!("cannot create scratch file {}", path.display()));
+                return Err(e)
+                    .with_context(|| format!("cannot create scratch file {}", path.display()));
             }
         };
         let _lock = PrepLock::on(&f)?;

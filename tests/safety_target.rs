@@ -136,7 +136,14 @@ fn a_path_replaced_by_a_symlink_during_randwrite_runs_never_reaches_the_foreign_
         });
         for _ in 0..30 {
             let out = iolens(
-                &["run", "--pattern", "randwrite", "--ios", "300", "--buffered"],
+                &[
+                    "run",
+                    "--pattern",
+                    "randwrite",
+                    "--ios",
+                    "300",
+                    "--buffered",
+                ],
                 &p,
             );
             ok += out.status.success() as u32;
@@ -144,7 +151,10 @@ fn a_path_replaced_by_a_symlink_during_randwrite_runs_never_reaches_the_foreign_
         stop.store(true, Ordering::Relaxed);
     });
     assert!(std::fs::read(&f).unwrap() == before, "foreign file changed");
-    assert!(ok > 0, "no run got the scratch file: the test proved nothing");
+    assert!(
+        ok > 0,
+        "no run got the scratch file: the test proved nothing"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -166,9 +176,24 @@ fn a_scratch_header_copied_onto_a_foreign_file_proves_nothing() {
         .unwrap();
     let before = std::fs::read(&f).unwrap();
     for args in [
-        &["run", "--pattern", "randwrite", "--ios", "200", "--buffered"][..],
+        &[
+            "run",
+            "--pattern",
+            "randwrite",
+            "--ios",
+            "200",
+            "--buffered",
+        ][..],
         &["run", "--ios", "200", "--buffered"][..],
-        &["run", "--pattern", "randwrite", "--ios", "200", "--size", "8M"][..],
+        &[
+            "run",
+            "--pattern",
+            "randwrite",
+            "--ios",
+            "200",
+            "--size",
+            "8M",
+        ][..],
     ] {
         let out = iolens(args, &f);
         assert!(!out.status.success(), "{args:?} ran on a foreign file");
@@ -264,8 +289,15 @@ fn a_read_only_run_never_fills_a_partly_filled_scratch_file() {
     let before = std::fs::read(&s).unwrap();
     let out = iolens(&["run", "--ios", "100", "--buffered"], &s);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("filled only up to"), "{}", stderr(&out));
-    assert!(std::fs::read(&s).unwrap() == before, "a read-only run wrote");
+    assert!(
+        stderr(&out).contains("filled only up to"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        std::fs::read(&s).unwrap() == before,
+        "a read-only run wrote"
+    );
     if small {
         let out = iolens(&["run", "--pattern", "randwrite", "--ios", "100"], &s);
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
@@ -284,7 +316,8 @@ fn a_read_only_run_never_fills_a_partly_filled_scratch_file() {
 #[test]
 fn truncation_and_damaged_headers_are_corruption_left_as_found() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&str, fn(&Path)); 3] = [
+    type Damage = fn(&Path);
+    let cases: [(&str, Damage); 3] = [
         ("truncated", |p| {
             std::fs::OpenOptions::new()
                 .write(true)
@@ -321,19 +354,36 @@ fn truncation_and_damaged_headers_are_corruption_left_as_found() {
             &["calibrate", "--explain"][..],
         ] {
             let out = iolens(args, &s);
-            assert_eq!(out.status.code(), Some(3), "{name} {args:?}: {}", stderr(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{name} {args:?}: {}",
+                stderr(&out)
+            );
             assert!(stderr(&out).contains("corruption"), "{}", stderr(&out));
-            assert!(std::fs::read(&s).unwrap() == before, "{name} {args:?} wrote");
+            assert!(
+                std::fs::read(&s).unwrap() == before,
+                "{name} {args:?} wrote"
+            );
         }
         if name != "truncated" {
             let out = iolens(&["verify"], &s);
-            assert_eq!(out.status.code(), Some(3), "{name} verify: {}", stderr(&out));
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{name} verify: {}",
+                stderr(&out)
+            );
         }
         // Repair is the user's explicit choice.
         let out = iolens(&["run", "--ios", "100", "--buffered", "--refill"], &s);
         assert!(out.status.success(), "{name} --refill: {}", stderr(&out));
         let out = iolens(&["verify"], &s);
-        assert!(out.status.success(), "{name} after --refill: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "{name} after --refill: {}",
+            stderr(&out)
+        );
     }
 }
 
@@ -346,7 +396,14 @@ fn absurd_sizes_and_offsets_are_clear_errors_before_anything_is_written() {
     let new = dir.path().join("new.dat");
     for args in [
         &["run", "--size", "18446744073709551615", "--ios", "10"][..],
-        &["run", "--size", "18446744073709551615", "--ios", "10", "--explain"][..],
+        &[
+            "run",
+            "--size",
+            "18446744073709551615",
+            "--ios",
+            "10",
+            "--explain",
+        ][..],
         &["calibrate", "--size", "100P", "--explain"][..],
         &["calibrate", "--size", "18446744073709551615", "--explain"][..],
     ] {
@@ -452,12 +509,21 @@ fn block_devices_in_use_are_never_written() {
         assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
         assert!(stderr(&out).contains("in use"), "{}", stderr(&out));
     }
-    assert!(std::fs::read(&img).unwrap() == content2, "held device written");
+    assert!(
+        std::fs::read(&img).unwrap() == content2,
+        "held device written"
+    );
 
     // A loop device stacked on it, with a (read-only) mounted filesystem.
     let b = losetup(Path::new(&a.0)).expect("stacked loop device");
     let mkfs = Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0", &b.0])
+        .args([
+            "-q",
+            "-F",
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0",
+            &b.0,
+        ])
         .status();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
@@ -483,7 +549,10 @@ fn block_devices_in_use_are_never_written() {
         "{}",
         stderr(&out)
     );
-    assert!(std::fs::read(&img).unwrap() == before, "stacked device's data written");
+    assert!(
+        std::fs::read(&img).unwrap() == before,
+        "stacked device's data written"
+    );
     drop(um);
     drop(b);
 
@@ -491,7 +560,11 @@ fn block_devices_in_use_are_never_written() {
     let c = losetup(&img).expect("second loop device");
     let out = write_run(&a.0);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("same backing file"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("same backing file"),
+        "{}",
+        stderr(&out)
+    );
     drop(c);
 
     // Active swap.
@@ -588,7 +661,15 @@ fn ctrl_c_during_the_fill_stops_cleanly_and_the_fill_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.dat");
     let child = bin()
-        .args(["run", "--size", "2G", "--ios", "10", "--no-progress", "--target"])
+        .args([
+            "run",
+            "--size",
+            "2G",
+            "--ios",
+            "10",
+            "--no-progress",
+            "--target",
+        ])
         .arg(&p)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -601,7 +682,11 @@ fn ctrl_c_during_the_fill_stops_cleanly_and_the_fill_resumes() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(stderr(&out).contains("interrupted while filling"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted while filling"),
+        "{}",
+        stderr(&out)
+    );
     let h = iolens::target::read_scratch_header(&p).unwrap();
     assert!(h.filled_upto > 0 && h.filled_upto < h.data_size, "{h:?}");
     // What was filled is consistent, and a read-only command does not resume on its own.
