@@ -479,42 +479,63 @@ fn write_run(dev: &str) -> Output {
         .unwrap()
 }
 
-#[test]
-fn block_devices_in_use_are_never_written() {
+/// A 16 MiB image behind a loop device, or `None` (with a note) where that cannot be had.
+fn loop_image() -> Option<(tempfile::TempDir, PathBuf, Loop)> {
     if !need_root("loop devices") {
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("disk.img");
-    let content = foreign(&img, 16 * MB);
+    foreign(&img, 16 * MB);
     let Some(a) = losetup(&img) else {
         assert!(std::env::var_os("CI").is_none(), "losetup failed under CI");
         eprintln!("note: loop devices unavailable here; skipped");
+        return None;
+    };
+    Some((dir, img, a))
+}
+
+fn assert_refused(dev: &str, img: &Path, why: &str) {
+    let before = std::fs::read(img).unwrap();
+    let out = write_run(dev);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(why),
+        "wanted `{why}`: {}",
+        stderr(&out)
+    );
+    assert!(std::fs::read(img).unwrap() == before, "{dev} written");
+}
+
+/// Held open `O_EXCL` by another program: the kernel refuses iolens' exclusive open. A free
+/// loop device named disposable, the control, is written.
+#[test]
+fn a_block_device_held_exclusively_is_never_written() {
+    let Some((_dir, img, a)) = loop_image() else {
         return;
     };
-    // Control: a free loop device named disposable is writable.
+    let before = std::fs::read(&img).unwrap();
     let out = write_run(&a.0);
     assert!(out.status.success(), "{}", stderr(&out));
-    let content2 = std::fs::read(&img).unwrap();
-    assert!(content2 != content);
-
-    // Held open O_EXCL by another program: the kernel refuses the exclusive open.
-    {
-        let _held = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_EXCL)
-            .open(&a.0)
-            .unwrap();
-        let out = write_run(&a.0);
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("in use"), "{}", stderr(&out));
-    }
     assert!(
-        std::fs::read(&img).unwrap() == content2,
-        "held device written"
+        std::fs::read(&img).unwrap() != before,
+        "control run wrote nothing"
     );
+    let _held = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&a.0)
+        .unwrap();
+    assert_refused(&a.0, &img, "in use");
+}
 
-    // A loop device stacked on it, with a (read-only) mounted filesystem.
+/// A loop device stacked on the target with a mounted filesystem, and a second loop device
+/// over the same backing file: writing the target would corrupt what they hold.
+#[test]
+fn a_block_device_under_a_stacked_or_shared_loop_device_is_never_written() {
+    let Some((dir, img, a)) = loop_image() else {
+        return;
+    };
     let b = losetup(Path::new(&a.0)).expect("stacked loop device");
     let mkfs = Command::new("mkfs.ext4")
         .args([
@@ -541,33 +562,21 @@ fn block_devices_in_use_are_never_written() {
         }
     }
     let um = mounted.then(|| Umount(mnt.clone()));
-    let before = std::fs::read(&img).unwrap();
-    let out = write_run(&a.0);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("backs loop device {}", b.0)),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        std::fs::read(&img).unwrap() == before,
-        "stacked device's data written"
-    );
+    assert_refused(&a.0, &img, &format!("backs loop device {}", b.0));
     drop(um);
     drop(b);
-
-    // Another loop device over the same backing file.
     let c = losetup(&img).expect("second loop device");
-    let out = write_run(&a.0);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("same backing file"),
-        "{}",
-        stderr(&out)
-    );
+    assert_refused(&a.0, &img, "same backing file");
     drop(c);
+}
 
-    // Active swap.
+/// Active swap, and device-mapper holders (/sys/block/<dev>/holders), each where this host
+/// allows setting them up.
+#[test]
+fn a_block_device_used_as_swap_or_held_by_device_mapper_is_never_written() {
+    let Some((_dir, img, a)) = loop_image() else {
+        return;
+    };
     let swap_ok = Command::new("mkswap")
         .arg(&a.0)
         .output()
@@ -579,33 +588,36 @@ fn block_devices_in_use_are_never_written() {
             .map(|s| s.success())
             .unwrap_or(false);
     if swap_ok {
-        let out = write_run(&a.0);
-        let _ = Command::new("swapoff").arg(&a.0).status();
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(
-            stderr(&out).contains("swap") || stderr(&out).contains("in use"),
-            "{}",
-            stderr(&out)
-        );
+        struct Swapoff(String);
+        impl Drop for Swapoff {
+            fn drop(&mut self) {
+                let _ = Command::new("swapoff").arg(&self.0).status();
+            }
+        }
+        let _off = Swapoff(a.0.clone());
+        assert_refused(&a.0, &img, "swap");
     } else {
         eprintln!("note: swapon on a loop device refused here; swap case skipped");
     }
-
-    // Held by device-mapper: /sys/block/<dev>/holders is not empty.
     let name = format!("iolens-test-{}", std::process::id());
     let table = format!("0 {} linear {} 0", 16 * MB / 512, a.0);
     let dm = Command::new("dmsetup")
         .args(["create", &name, "--table", &table])
+        .stderr(std::process::Stdio::null())
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
     if dm {
-        let out = write_run(&a.0);
-        let _ = Command::new("dmsetup").args(["remove", &name]).status();
-        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-        assert!(stderr(&out).contains("held by dm-"), "{}", stderr(&out));
+        struct Remove(String);
+        impl Drop for Remove {
+            fn drop(&mut self) {
+                let _ = Command::new("dmsetup").args(["remove", &self.0]).status();
+            }
+        }
+        let _rm = Remove(name);
+        assert_refused(&a.0, &img, "held by dm-");
     } else {
-        eprintln!("note: dmsetup unavailable here; device-mapper case skipped");
+        eprintln!("note: device-mapper unavailable here; holders case skipped");
     }
 }
 
