@@ -607,24 +607,25 @@ struct Findings {
 pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
     let plan = Plan::new(a)?;
     let progress = !a.t.no_progress && crate::progress::wanted();
+    let writes = plan.phase(Phase::Writes).is_some();
+    let prep = PrepareOptions {
+        size: a.t.size,
+        disposable: a.t.disposable_target.clone(),
+        writes,
+        progress,
+        refill: a.t.refill,
+    };
     if a.explain {
+        // The same checks as a real run, without creating or writing anything.
+        Target::check(&a.t.target, &prep)?;
         crate::out!("{}", plan.explain(&a.t.target.display().to_string()));
         return Ok(Results::new(Kind::Calibrate, cmdline));
     }
     crate::interrupt::install();
     // A results file that cannot be written must fail now, not after the calibration.
     crate::results::Destination::checked(a.t.json.as_deref())?;
-    let writes = plan.phase(Phase::Writes).is_some();
-    let target = Target::prepare(
-        &a.t.target,
-        &PrepareOptions {
-            size: a.t.size,
-            disposable: a.t.disposable_target.clone(),
-            writes,
-            progress,
-        },
-        crate::interrupt::flag(),
-    )?;
+    // Opened once: every step below uses this descriptor (re-opened by inode, never by path).
+    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
     crate::out!("{}", plan.explain(&target.path.display().to_string()));
     let started = Instant::now();
     let base = WorkloadSpec {

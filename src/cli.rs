@@ -18,7 +18,9 @@ use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec}
     about,
     long_about = None,
     after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
-                  (run, calibrate, verify); 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up \
+                  (run, calibrate, verify; also a truncated scratch file or a damaged scratch \
+                  header, which is left as found); 130 interrupted (Ctrl-C, also during a \
+                  scratch-file fill, which resumes later), 143 terminated (SIGTERM), 129 hung up \
                   (SIGHUP): results measured so far are still written."
 )]
 pub struct Cli {
@@ -97,6 +99,12 @@ pub struct TargetArgs {
     /// Must name the same path as --target.
     #[arg(long, value_name = "PATH")]
     pub disposable_target: Option<PathBuf>,
+    /// Rewrite the scratch file's fill: complete an interrupted fill from a read-only command,
+    /// or rewrite a truncated, damaged or old-format scratch file from the start. Without it
+    /// iolens never repairs a scratch file: damage is reported as corruption (exit 3) and the
+    /// file is left as found.
+    #[arg(long)]
+    pub refill: bool,
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
@@ -254,30 +262,36 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
         anyhow::bail!("--pattern randrw needs --read-pct (e.g. --read-pct 80)");
     }
     // Validate everything that does not depend on the target before touching it.
+    let Some(region_end) = spec.region_offset.checked_add(spec.working_set()) else {
+        anyhow::bail!(
+            "--offset {} plus --working-set {} is beyond any target's size",
+            spec.region_offset,
+            spec.working_set()
+        );
+    };
     let provisional = WorkloadSpec {
-        target_size: spec
-            .target_size
-            .max(spec.region_offset + spec.working_set()),
+        target_size: spec.target_size.max(region_end),
         ..spec.clone()
     };
     provisional.validate()?;
+    let progress = !a.t.no_progress && crate::progress::wanted();
+    let prep = PrepareOptions {
+        size: a.t.size,
+        disposable: a.t.disposable_target.clone(),
+        writes: a.pattern.writes() && a.engine != EngineKind::Null,
+        progress,
+        refill: a.t.refill,
+    };
     if a.explain {
+        // The same checks as a real run, without creating or writing anything.
+        spec.target_size = Target::check(&a.t.target, &prep)?;
+        spec.validate()?;
         crate::outln!("Plan: {}", spec.explain());
         return Ok(ExitCode::SUCCESS);
     }
     // A results file that cannot be written must fail now, not after the measurement.
     crate::results::Destination::checked(a.t.json.as_deref())?;
-    let progress = !a.t.no_progress && crate::progress::wanted();
-    let target = Target::prepare(
-        &a.t.target,
-        &PrepareOptions {
-            size: a.t.size,
-            disposable: a.t.disposable_target.clone(),
-            writes: a.pattern.writes() && a.engine != EngineKind::Null,
-            progress,
-        },
-        crate::interrupt::flag(),
-    )?;
+    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
     spec.target_size = target.data_size;
     spec.validate()?;
     crate::outln!("Plan: {}", spec.explain());

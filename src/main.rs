@@ -7,7 +7,7 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "iolens: error: {e:#}");
-            return ExitCode::from(2);
+            return ExitCode::from(iolens::target::exit_code_of(&e));
         }
     };
     // Text for people that could not be written (stdout full, or an I/O error) makes an

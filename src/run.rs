@@ -63,7 +63,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     if spec.engine != EngineKind::Null {
         target.check_alignment(spec)?;
     }
-    if spec.region_offset + spec.working_set() > target.data_size {
+    if spec
+        .region_offset
+        .checked_add(spec.working_set())
+        .map_or(true, |end| end > target.data_size)
+    {
         bail!("the working set does not fit in the target's data area");
     }
     let file = target.open(spec)?;
@@ -300,9 +304,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let (mut vstats, mut corruption) = crate::verify::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
     if corruption.iter().any(|c| c.kind == "truncated") {
-        let len = std::fs::metadata(&target.path)
-            .map(|m| m.len())
-            .unwrap_or(0);
+        let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);
         for c in corruption.iter_mut().filter(|c| c.kind == "truncated") {
             c.message += &format!(
                 "; {} is now {} bytes, its data area should end at {}",

@@ -430,6 +430,24 @@ pub fn free_space(dir: &Path) -> std::io::Result<u64> {
     Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// Capacity and free bytes (available to this user) of the filesystem holding `dir`.
+pub fn fs_space(dir: &Path) -> std::io::Result<(u64, u64)> {
+    use std::ffi::CString;
+    let c = CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::other("path contains NUL"))?;
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid C string and a struct we own.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let f = st.f_frsize as u64;
+    Ok((
+        (st.f_blocks as u64).saturating_mul(f),
+        (st.f_bavail as u64).saturating_mul(f),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

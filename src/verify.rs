@@ -51,12 +51,12 @@
 
 use std::fs::File;
 use std::io::Write as _;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -955,54 +955,19 @@ pub fn verify_target(
     stop: &AtomicBool,
 ) -> Result<crate::results::RunResult> {
     use crate::results::{new_histogram, record_ns, Hist, Interval, OpResult, RunResult};
-    use crate::target::{read_scratch_header, HEADER_AREA};
+    use crate::target::HEADER_AREA;
 
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot open {}", path.display()))?;
-    if !meta.is_file() {
-        bail!(
-            "{} is not a regular file: only scratch files iolens created carry block stamps",
-            path.display()
-        );
-    }
-    let Some(h) = read_scratch_header(path) else {
-        bail!(
-            "{} was not created by iolens (no scratch marker): its blocks carry no stamps to verify",
-            path.display()
-        );
-    };
-    if h.version < crate::target::FORMAT_VERSION {
-        bail!(
-            "{} was made by an older iolens whose blocks carry no stamps; the next `iolens run` \
-             on it refills it with stamped blocks",
-            path.display()
-        );
-    }
     if o.chunk == 0 || o.chunk % UNIT != 0 || o.chunk > 256 << 20 {
         bail!("--bs must be a multiple of 512 bytes, at most 256 MiB");
     }
-    let mut flags = 0;
-    if o.direct {
-        flags |= libc::O_DIRECT;
-    }
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if o.direct && e.raw_os_error() == Some(libc::EINVAL) => {
-            std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?
-        }
-        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
-    };
+    // Opened once, by descriptor; a damaged header is corruption (exit 3), left as found.
+    let (file, h, len) = crate::target::open_for_verify(path, o.direct)?;
     let _lock = lock(&file, false, path)?;
     let mut journal = if o.journal {
         Some(crate::journal::open_for_verify(path, &file, h.id)?)
     } else {
         None
     };
-    let len = meta.len();
     let end = HEADER_AREA + h.filled_upto;
     let mut reports: Vec<CorruptionReport> = Vec::new();
     let mut problems = 0u64;

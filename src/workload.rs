@@ -318,7 +318,11 @@ impl WorkloadSpec {
                 fmt_bytes(self.target_size)
             );
         }
-        if self.region_offset + self.working_set() > self.target_size {
+        if self
+            .region_offset
+            .checked_add(self.working_set())
+            .map_or(true, |end| end > self.target_size)
+        {
             bail!(
                 "the working set ({} at offset {}) does not fit in the target ({})",
                 fmt_bytes(self.working_set()),

@@ -409,7 +409,7 @@ fn foreign_targets_are_not_verified_and_refuse_explicit_verification() {
 }
 
 #[test]
-fn an_old_format_scratch_file_is_refilled_with_stamps() {
+fn an_old_format_scratch_file_is_refilled_with_stamps_only_when_asked() {
     let _g = EXCLUSIVE.read().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.dat");
@@ -424,7 +424,32 @@ fn an_old_format_scratch_file_is_refilled_with_stamps() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("older iolens"));
-    let t2 = scratch(&path, 2 * MB);
+    // Its ownership cannot be proven: no command writes to it unless told to (--refill).
+    let before = std::fs::read(&path).unwrap();
+    let e = Target::prepare(
+        &path,
+        &PrepareOptions {
+            size: Some(2 * MB),
+            writes: true,
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("older iolens") && e.contains("--refill"), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "left as found");
+    let t2 = Target::prepare(
+        &path,
+        &PrepareOptions {
+            size: Some(2 * MB),
+            writes: true,
+            refill: true,
+            ..Default::default()
+        },
+        &AtomicBool::new(false),
+    )
+    .expect("refilled on request");
     assert_eq!(
         (t2.id, t2.filled_bytes),
         (t.id, 2 * MB),
