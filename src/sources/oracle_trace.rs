@@ -250,6 +250,9 @@ pub struct TraceParser {
     call_kinds: Vec<String>,
     /// Inside a `Dump of memory` block (hex lines of a bind value).
     in_dump: bool,
+    /// Σ ela (µs) of waits without `tim` since the last `tim` (9i): the clock ran on by at
+    /// least that much, so a trailing wait extends the traced span.
+    untimed_after: u64,
     slow_min: u64,
     session_id: Option<String>,
     pid: Option<String>,
@@ -298,6 +301,7 @@ impl TraceParser {
             open_calls: Vec::new(),
             call_kinds: Vec::new(),
             in_dump: false,
+            untimed_after: 0,
             slow_min: 0,
             session_id: None,
             pid: None,
@@ -575,6 +579,7 @@ impl TraceParser {
         }
         self.last_tim = Some(t);
         self.out.last_tim = Some(t);
+        self.untimed_after = 0;
         self.out.tim_range = Some(match self.out.tim_range {
             Some((lo, hi)) => (lo.min(t), hi.max(t)),
             None => (t, t),
@@ -668,6 +673,9 @@ impl TraceParser {
                 }
             }
             self.pending.push_back(Pending { end: t, ev, ela });
+        }
+        if params.tim.is_none() {
+            self.untimed_after = self.untimed_after.saturating_add(ela);
         }
         let e = &mut self.out.events[ev as usize];
         e.count += 1;
@@ -867,6 +875,9 @@ impl TraceParser {
                 o.elapsed_us += t.elapsed_us;
                 *self.out.outermost_by_depth.entry(d as u64).or_default() += t.count;
             }
+        }
+        if let Some((_, hi)) = &mut self.out.tim_range {
+            *hi = hi.saturating_add(self.untimed_after as i64);
         }
         if let Some((lo, hi)) = self.out.tim_range {
             let off = self.axis_off;
