@@ -1502,11 +1502,16 @@ mod tests {
         a.merge(b).unwrap();
         let f = a.finish(BucketConvention::Exact, &|_| true);
         let ops = f.ops;
-        assert_eq!(f.start_ns, 10_000_000_000);
-        assert_eq!(f.duration_s, 3.0);
+        // The observed span, 10.5 s to 12.9 s, not whole intervals.
+        assert_eq!(f.start_ns, 10_500_000_000);
+        assert!((f.duration_s - 2.4).abs() < 1e-12);
         let read = ops.iter().find(|o| o.op == "read").unwrap();
         let counts: Vec<u64> = read.intervals.iter().map(|i| i.count).collect();
         assert_eq!(counts, vec![2, 0, 2]);
+        let lens: Vec<f64> = read.intervals.iter().map(|i| i.duration_s).collect();
+        let starts: Vec<f64> = read.intervals.iter().map(|i| i.start_s).collect();
+        assert!(lens.iter().zip([0.5, 1.0, 0.9]).all(|(a, b)| (a - b).abs() < 1e-12));
+        assert!(starts.iter().zip([0.0, 0.5, 1.5]).all(|(a, b)| (a - b).abs() < 1e-12));
         assert_eq!(read.count, 4);
         assert_eq!(read.bytes, 3 * 8192);
         let write = ops.iter().find(|o| o.op == "write").unwrap();
@@ -1514,6 +1519,34 @@ mod tests {
             write.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
             vec![0, 1, 0]
         );
+    }
+
+    #[test]
+    fn span_is_the_same_at_every_interval_and_slivers_fold() {
+        for iv in [1_000_000_000u64, 10_000_000_000, 60_000_000_000] {
+            let mut a = Binned::new(iv);
+            let r = a.op("read");
+            for i in 0..=1778u64 {
+                a.record(r, 5_000_000_000 + (i * 100_000_000) as i64, 1000, 0);
+            }
+            a.observe(183_000_000_000); // a time with no value, after the last one
+            let f = a.finish(BucketConvention::Exact, &|_| true);
+            assert_eq!(f.start_ns, 5_000_000_000);
+            assert!((f.duration_s - 178.0).abs() < 1e-9, "{}", f.duration_s);
+            let ivs = &f.ops[0].intervals;
+            let total: f64 = ivs.iter().map(|i| i.duration_s).sum();
+            assert!((total - 178.0).abs() < 1e-9);
+            assert_eq!(ivs.iter().map(|i| i.count).sum::<u64>(), 1779);
+            let half = iv as f64 / 2e9;
+            assert!(ivs.iter().all(|i| i.duration_s >= half && i.duration_s < 3.0 * half));
+        }
+        // One value: a span of zero, one interval of zero length.
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        a.record(r, 7_300_000_000, 0, 0);
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        assert_eq!((f.duration_s, f.ops[0].intervals.len()), (0.0, 1));
+        assert_eq!(f.ops[0].summary.max_ns, 0, "a zero value stays zero");
     }
 
     #[test]
