@@ -157,7 +157,8 @@ fn trace_9i_p1_p2_p3_without_tim() {
     assert_eq!(scattered["files"][0]["blocks"], 8);
     assert_eq!(scattered["files"][0]["min_block"], 12345);
     assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
-    assert_eq!(r.runs[0].started, "2008-01-30T12:00:00.000Z");
+    // The first tim is anchored to the '*** 2008-01-30 12:00:00.001' line before it.
+    assert_eq!(r.runs[0].started, "2008-01-30T12:00:00.001Z");
 }
 
 #[test]
@@ -192,7 +193,8 @@ fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
     assert_eq!(dpr["objects"][0]["obj"], -1);
     assert_eq!(dpr["files"][0]["blocks"], 4);
     // tim is a counter here: anchored to the first '***' timestamp.
-    assert_eq!(r.runs[0].started, "2014-05-01T10:00:00.000Z");
+    // The span starts when the first wait began, just before the anchored first tim.
+    assert_eq!(r.runs[0].started, "2014-05-01T09:59:59.999Z");
 }
 
 #[test]
