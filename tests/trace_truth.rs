@@ -80,7 +80,13 @@ fn trace_that_begins_inside_plsql_counts_its_calls_cpu_and_waits() {
     assert_eq!(us(&p["between_calls_wait_s"]), 0);
     // Waits inside the dep=1 calls are within them.
     let dfsr = row(p, "db file sequential read");
-    assert_eq!((dfsr["between_calls_count"].as_u64(), dfsr["outside_calls_count"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(
+        (
+            dfsr["between_calls_count"].as_u64(),
+            dfsr["outside_calls_count"].as_u64()
+        ),
+        (Some(0), Some(0))
+    );
     assert!(r.runs[0].warnings.iter().any(|w| w.contains("dep=1")));
     assert_eq!(r.runs[0].counters["outermost_calls"], 87.0);
     assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
@@ -98,7 +104,10 @@ fn parent_call_includes_its_recursive_children() {
     assert_eq!(sn["between_calls_count"], 2);
     let timer = row(p, "PL/SQL lock timer");
     assert_eq!(
-        (timer["between_calls_count"].as_u64(), timer["outside_calls_count"].as_u64()),
+        (
+            timer["between_calls_count"].as_u64(),
+            timer["outside_calls_count"].as_u64()
+        ),
         (Some(0), Some(0)),
         "within the EXEC"
     );
@@ -191,7 +200,8 @@ fn trace_without_trace_lines_is_an_error_even_quiet() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     std::fs::write(&noise, bytes).unwrap();
-    let bcc = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sources/biolatency_TD.txt");
+    let bcc =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sources/biolatency_TD.txt");
     for f in [&empty, &noise, &bcc] {
         let out = Command::new(env!("CARGO_BIN_EXE_iolens"))
             .arg("trace")
@@ -214,13 +224,9 @@ fn shape(r: &Results) -> Vec<(String, u64, i64)> {
     r.runs
         .iter()
         .flat_map(|run| {
-            run.ops.iter().map(move |o| {
-                (
-                    o.op.clone(),
-                    o.count,
-                    (run.duration_s * 1e6).round() as i64,
-                )
-            })
+            run.ops
+                .iter()
+                .map(move |o| (o.op.clone(), o.count, (run.duration_s * 1e6).round() as i64))
         })
         .collect()
 }

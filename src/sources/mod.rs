@@ -1100,7 +1100,9 @@ impl Binned {
         let iv = interval_ns as i64;
         // The grid covers the observed span (which may reach past the intervals holding values:
         // a trace's last `tim` after its last wait), cut to the span at both ends.
-        let (s_lo, s_hi) = self.span.unwrap_or((lo.saturating_mul(iv), hi.saturating_mul(iv)));
+        let (s_lo, s_hi) = self
+            .span
+            .unwrap_or((lo.saturating_mul(iv), hi.saturating_mul(iv)));
         lo = lo.min(s_lo.div_euclid(iv));
         hi = hi.max(s_hi.div_euclid(iv));
         // Groups of grid keys that become one interval: (first key, last key, start, end).
@@ -1510,8 +1512,14 @@ mod tests {
         assert_eq!(counts, vec![2, 0, 2]);
         let lens: Vec<f64> = read.intervals.iter().map(|i| i.duration_s).collect();
         let starts: Vec<f64> = read.intervals.iter().map(|i| i.start_s).collect();
-        assert!(lens.iter().zip([0.5, 1.0, 0.9]).all(|(a, b)| (a - b).abs() < 1e-12));
-        assert!(starts.iter().zip([0.0, 0.5, 1.5]).all(|(a, b)| (a - b).abs() < 1e-12));
+        assert!(lens
+            .iter()
+            .zip([0.5, 1.0, 0.9])
+            .all(|(a, b)| (a - b).abs() < 1e-12));
+        assert!(starts
+            .iter()
+            .zip([0.0, 0.5, 1.5])
+            .all(|(a, b)| (a - b).abs() < 1e-12));
         assert_eq!(read.count, 4);
         assert_eq!(read.bytes, 3 * 8192);
         let write = ops.iter().find(|o| o.op == "write").unwrap();
@@ -1538,7 +1546,9 @@ mod tests {
             assert!((total - 178.0).abs() < 1e-9);
             assert_eq!(ivs.iter().map(|i| i.count).sum::<u64>(), 1779);
             let half = iv as f64 / 2e9;
-            assert!(ivs.iter().all(|i| i.duration_s >= half && i.duration_s < 3.0 * half));
+            assert!(ivs
+                .iter()
+                .all(|i| i.duration_s >= half && i.duration_s < 3.0 * half));
         }
         // One value: a span of zero, one interval of zero length.
         let mut a = Binned::new(1_000_000_000);

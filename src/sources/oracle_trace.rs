@@ -869,7 +869,11 @@ impl TraceParser {
         }
         for (d, row) in self.open_calls.iter().enumerate() {
             for (k, t) in row.iter().enumerate().filter(|(_, t)| t.count > 0) {
-                let o = self.out.calls.entry(self.call_kinds[k].clone()).or_default();
+                let o = self
+                    .out
+                    .calls
+                    .entry(self.call_kinds[k].clone())
+                    .or_default();
                 o.count += t.count;
                 o.cpu_us += t.cpu_us;
                 o.elapsed_us += t.elapsed_us;
@@ -1541,7 +1545,11 @@ pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
         out,
         "  outermost calls {:.6} s ({}), waits between calls {:.6} s, in no traced call {:.6} s",
         f("outermost_elapsed_s"),
-        if depths.is_empty() { "none".to_string() } else { depths.join(", ") },
+        if depths.is_empty() {
+            "none".to_string()
+        } else {
+            depths.join(", ")
+        },
         f("between_calls_wait_s"),
         f("outside_calls_wait_s"),
     )?;
