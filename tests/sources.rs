@@ -106,13 +106,16 @@ fn trace_10g_epoch_tim_method_r_profile() {
     let run = &r.runs[0];
     assert_eq!(run.name, "trace accmeas2 session 213.1177");
     // tim is Unix-epoch µs in 10g: 1193690114589134 = 2007-10-29 20:35:14.589 UTC.
-    assert_eq!(run.started, "2007-10-29T20:35:14.000Z");
+    // The span starts when the first line's wait began (tim − ela), 20:35:14.577959.
+    assert_eq!(run.started, "2007-10-29T20:35:14.577Z");
     assert_eq!(run.op("db file sequential read").unwrap().count, 2);
     let p = &r.extra["trace_profile"]["total"];
-    // R = dep-0 e (100000 + 40) + between-call waits (3 + 250000) µs.
-    assert!(close(p["response_time_s"].as_f64().unwrap(), 0.350043));
+    // R = the traced span: last tim 1193690114930200 − first start (1193690114589134 − 11175).
+    assert!(close(p["response_time_s"].as_f64().unwrap(), 0.352241));
+    // CPU of the outermost calls: the dep=0 EXEC (5000 µs, including its dep=1 children) and
+    // PARSE (0); unaccounted = R − CPU − waits (270632 µs).
     assert!(close(p["cpu_s"].as_f64().unwrap(), 0.005));
-    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.074411));
+    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.076609));
     assert_eq!(p["recursive_calls"], 3);
     let sn = profile_row(p, "SQL*Net message from client");
     assert!(close(sn["between_calls_seconds"].as_f64().unwrap(), 0.25));
@@ -141,8 +144,9 @@ fn trace_9i_p1_p2_p3_without_tim() {
             .unwrap(),
         1.5
     ));
-    assert!(close(p["response_time_s"].as_f64().unwrap(), 1.57215));
-    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.013012));
+    // R = span of the calls' tim (72366 µs) + the trailing 1.5 s wait that has no tim.
+    assert!(close(p["response_time_s"].as_f64().unwrap(), 1.572366));
+    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.013228));
     // p1/p2/p3 of db file events are file#/block#/blocks.
     let io = r.extra["trace_io"]["events"].as_array().unwrap();
     let scattered = io
@@ -153,7 +157,8 @@ fn trace_9i_p1_p2_p3_without_tim() {
     assert_eq!(scattered["files"][0]["blocks"], 8);
     assert_eq!(scattered["files"][0]["min_block"], 12345);
     assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
-    assert_eq!(r.runs[0].started, "2008-01-30T12:00:00.000Z");
+    // The first tim is anchored to the '*** 2008-01-30 12:00:00.001' line before it.
+    assert_eq!(r.runs[0].started, "2008-01-30T12:00:00.001Z");
 }
 
 #[test]
@@ -169,9 +174,9 @@ fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
     let p = &r.extra["trace_profile"]["total"];
     assert_eq!(p["calls"]["LOBREAD"]["count"], 1);
     assert_eq!(p["errors"]["ORA-01403"], 1);
-    assert!(close(p["response_time_s"].as_f64().unwrap(), 0.017405));
+    assert!(close(p["response_time_s"].as_f64().unwrap(), 0.0183));
     assert!(close(p["cpu_s"].as_f64().unwrap(), 0.0027));
-    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.000667));
+    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.001562));
     // The log file sync lies inside the commit's EXEC; the direct path read inside LOBREAD.
     assert_eq!(profile_row(p, "log file sync")["between_calls_count"], 0);
     assert_eq!(profile_row(p, "direct path read")["between_calls_count"], 0);
@@ -188,7 +193,8 @@ fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
     assert_eq!(dpr["objects"][0]["obj"], -1);
     assert_eq!(dpr["files"][0]["blocks"], 4);
     // tim is a counter here: anchored to the first '***' timestamp.
-    assert_eq!(r.runs[0].started, "2014-05-01T10:00:00.000Z");
+    // The span starts when the first wait began, just before the anchored first tim.
+    assert_eq!(r.runs[0].started, "2014-05-01T09:59:59.999Z");
 }
 
 #[test]
@@ -196,8 +202,10 @@ fn trace_12c_iso_timestamps_and_parameter_names_with_spaces() {
     let r = trace(&[fixture("ora12c_cdb1_ora_9876.trc")], &[]);
     let run = &r.runs[0];
     assert_eq!(run.name, "trace cdb1 session 152.56419");
-    assert_eq!(run.started, "2017-09-12T08:32:11.000Z");
-    assert_eq!(run.ops[0].intervals.len(), 3);
+    assert_eq!(run.started, "2017-09-12T08:32:11.123Z");
+    // 2.325 s from 08:32:11.123: 0.877 s to the next whole second, then 1.448 s (the 0.448 s
+    // tail joins it).
+    assert_eq!(run.ops[0].intervals.len(), 2);
     assert_intervals_consistent(run);
     // `ela=2` (no space) and `ela= 2` both parse.
     assert_eq!(run.op("SQL*Net message to client").unwrap().count, 2);
@@ -217,8 +225,8 @@ fn trace_12c_iso_timestamps_and_parameter_names_with_spaces() {
     assert_eq!(slow[0]["line"], 43);
     assert_eq!(slow[0]["time"], "2017-09-12T08:32:13.448Z");
     let p = &r.extra["trace_profile"]["total"];
-    assert!(close(p["response_time_s"].as_f64().unwrap(), 2.324539));
-    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.000107));
+    assert!(close(p["response_time_s"].as_f64().unwrap(), 2.324994));
+    assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.000562));
     assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
 }
 
@@ -229,8 +237,9 @@ fn trace_without_header_uses_relative_time() {
     assert_eq!(run.started, "");
     assert_eq!(run.spec["anchored"], false);
     assert!(run.warnings.iter().any(|w| w.contains("relative")));
+    // The first 0.444 s sliver joins the next interval.
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
-    assert_eq!(counts, vec![1, 1, 1, 1, 1, 1]);
+    assert_eq!(counts, vec![2, 1, 1, 1, 1]);
     let h = hist(run, "db file sequential read");
     assert_eq!(h.len(), 6);
     assert!(near(h.max(), 10_118_000));
@@ -253,8 +262,9 @@ fn trace_continued_files_join_one_session_even_gzipped() {
     let run = &r.runs[0];
     assert_eq!(run.spec["files"].as_array().unwrap().len(), 2);
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
-    assert_eq!(counts, vec![2, 1, 0, 2]);
-    assert_eq!(run.started, "2024-03-01T10:00:00.000Z");
+    assert_eq!(counts, vec![2, 1, 2]);
+    // The first wait began 1 ms before the first tim, anchored at 10:00:00.000.
+    assert_eq!(run.started, "2024-03-01T09:59:59.999Z");
     let files = r.extra["source"]["files"].as_array().unwrap();
     let g = files
         .iter()
@@ -637,9 +647,10 @@ fn fio_latency_log_ns() {
     let read = run.op("read").unwrap();
     assert_eq!(read.count, 6);
     assert_eq!(read.bytes, 6 * 8192);
+    // Completions at 0–2.4 s: the 0.4 s tail after 2.0 s joins the interval before.
     assert_eq!(
         read.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
-        vec![4, 1, 1]
+        vec![4, 2]
     );
     assert!(near(hist(run, "write").max(), 2_310_456));
 }

@@ -88,6 +88,9 @@ pub fn read_lat_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResu
         r.parsed();
     }
     let kind = log_kind(&r.name);
+    if epoch == Some(false) {
+        b.observe(0); // times are ms since the job began: the log covers the span from 0
+    }
     let f = b.finish(BucketConvention::Exact, &|_| true);
     if f.ops.is_empty() {
         return Ok(Vec::new());
@@ -191,6 +194,9 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
     let Some((_, stride, unit_ns, _)) = layout else {
         return Ok(Vec::new());
     };
+    if epoch == Some(false) {
+        b.observe(0); // each row counts the window ending at its time, from the job's start at 0
+    }
     let f = b.finish(BucketConvention::LowerBound, &|_| true);
     if f.ops.is_empty() {
         return Ok(Vec::new());

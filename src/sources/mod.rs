@@ -46,7 +46,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::results::{
-    new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
+    new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
 };
 use crate::units::fmt_ns;
 
@@ -627,7 +627,7 @@ pub fn spread_bucket(
 
 /// A histogram for one interval: same precision as [`new_histogram`], but it grows only as far
 /// as the values recorded, so resetting and encoding it is cheap. Values are clamped to
-/// [1, `HIST_MAX_NS`] as [`record_ns`] does; [`Hist::decode`] normalises the bounds.
+/// [0, `HIST_MAX_NS`]; [`Hist::decode`] normalises the bounds.
 fn interval_histogram() -> Histogram<u64> {
     let mut h = Histogram::new_with_max(1 << 20, crate::results::SIGFIG)
         .expect("static histogram bounds are valid");
@@ -637,7 +637,8 @@ fn interval_histogram() -> Histogram<u64> {
 
 #[inline]
 fn record_interval(h: &mut Histogram<u64>, ns: u64, n: u64) {
-    let _ = h.record_n(ns.clamp(1, crate::results::HIST_MAX_NS), n);
+    // 0 is a real value (a zero-length wait, `ela= 0`): recorded as 0, not raised to 1 ns.
+    let _ = h.record_n(ns.min(crate::results::HIST_MAX_NS), n);
 }
 
 struct Slot {
@@ -813,8 +814,17 @@ fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
 /// axis merge exactly. Only one interval per event is open (a plain histogram); closed ones are
 /// handed to an encoder thread and kept encoded, so memory grows with the number of non-empty
 /// intervals, not with input size.
+///
+/// The series' duration never depends on the interval: it is the observed span, from the
+/// earliest to the latest time recorded or [`observed`](Binned::observe) (a source that knows
+/// its own span, such as a trace's first and last `tim`, says so). The grid is cut to that
+/// span: the first and last intervals keep their real, shorter lengths, and one shorter than
+/// half an interval is folded into its neighbour, so no interval is a sliver whose rate would
+/// mean nothing.
 pub struct Binned {
     interval_ns: u64,
+    /// Earliest and latest time seen (ns on the axis).
+    span: Option<(i64, i64)>,
     ops: Vec<OpAcc>,
     index: HashMap<String, usize>,
     encoder: Option<Encoder>,
@@ -836,6 +846,7 @@ impl Binned {
     pub fn new(interval_ns: u64) -> Binned {
         Binned {
             interval_ns: interval_ns.max(1),
+            span: None,
             ops: Vec::new(),
             index: HashMap::new(),
             encoder: None,
@@ -941,11 +952,30 @@ impl Binned {
         Some((*lo, *hi))
     }
 
+    /// Widen the observed span to include `t_ns` (a time of the source that carries no value,
+    /// e.g. a trace line that is not a wait).
+    #[inline]
+    pub fn observe(&mut self, t_ns: i64) {
+        self.span = Some(match self.span {
+            Some((lo, hi)) => (lo.min(t_ns), hi.max(t_ns)),
+            None => (t_ns, t_ns),
+        });
+    }
+
+    /// Earliest and latest time seen (ns), if any.
+    pub fn span(&self) -> Option<(i64, i64)> {
+        self.span
+    }
+
     /// Move every interval by `k` intervals (to align files on one time axis).
     pub fn shift(&mut self, k: i64) {
         if k == 0 {
             return;
         }
+        let d = k.saturating_mul(self.interval_ns as i64);
+        self.span = self
+            .span
+            .map(|(lo, hi)| (lo.saturating_add(d), hi.saturating_add(d)));
         self.drain(true);
         for o in &mut self.ops {
             let old = std::mem::take(&mut o.closed);
@@ -966,15 +996,17 @@ impl Binned {
     /// Record one latency completing at `t_ns`.
     #[inline]
     pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
+        self.observe(t_ns);
         let o = self.slot_of(op, t_ns);
         record_interval(&mut o.cur_hist, lat_ns, 1);
-        record_ns(&mut o.total, lat_ns);
+        o.total.saturating_record(lat_ns);
         o.cur_bytes += bytes;
         o.bytes += bytes;
     }
 
     /// Record a bucket of `count` values in `[lo_ns, hi_ns)` at `t_ns` (spread as [`spread`]).
     pub fn record_spread(&mut self, op: usize, t_ns: i64, lo_ns: u64, hi_ns: u64, count: u64) {
+        self.observe(t_ns);
         let o = self.slot_of(op, t_ns);
         spread(&mut o.cur_hist, lo_ns, hi_ns, count);
         spread(&mut o.total, lo_ns, hi_ns, count);
@@ -987,6 +1019,10 @@ impl Binned {
         }
         self.drain(true);
         other.drain(true);
+        if let Some((lo, hi)) = other.span {
+            self.observe(lo);
+            self.observe(hi);
+        }
         for src in std::mem::take(&mut other.ops) {
             let i = self.op(&src.name);
             let dst = &mut self.ops[i];
@@ -1033,6 +1069,10 @@ impl Binned {
         };
         let mut interval_ns = self.interval_ns;
         let mut warning = None;
+        if let Some((s_lo, s_hi)) = self.span {
+            lo = lo.min(s_lo.div_euclid(interval_ns as i64));
+            hi = hi.max(s_hi.div_euclid(interval_ns as i64));
+        }
         let span = (hi as i128 - lo as i128 + 1) as u128;
         if span > MAX_INTERVALS as u128 {
             let f = span.div_ceil(MAX_INTERVALS as u128).min(i64::MAX as u128) as i64;
@@ -1042,7 +1082,7 @@ impl Binned {
                     merge_slot(&mut o.closed, k.div_euclid(f), slot);
                 }
             }
-            interval_ns = interval_ns.saturating_mul(f as u64);
+            interval_ns = interval_ns.saturating_mul(f as u64).min(i64::MAX as u64);
             warning = Some(format!(
                 "the data spans {span} intervals of {} s: interval widened to {} s to keep at \
                  most {MAX_INTERVALS} (check for times far from the rest)",
@@ -1052,18 +1092,52 @@ impl Binned {
             (lo, hi) = range(&kept).expect("still has data");
         }
         let iv_s = interval_ns as f64 / 1e9;
+        let iv = interval_ns as i64;
+        // The grid covers the observed span (which may reach past the intervals holding values:
+        // a trace's last `tim` after its last wait), cut to the span at both ends.
+        let (s_lo, s_hi) = self
+            .span
+            .unwrap_or((lo.saturating_mul(iv), hi.saturating_mul(iv)));
+        lo = lo.min(s_lo.div_euclid(iv));
+        hi = hi.max(s_hi.div_euclid(iv));
+        // Groups of grid keys that become one interval: (first key, last key, start, end).
+        let mut groups: Vec<(i64, i64, i64, i64)> = (lo..=hi)
+            .map(|k| {
+                let b0 = k.saturating_mul(iv).max(s_lo);
+                let b1 = k.saturating_add(1).saturating_mul(iv).min(s_hi);
+                (k, k, b0, b1.max(b0))
+            })
+            .collect();
+        // A first or last interval shorter than half an interval joins its neighbour.
+        if groups.len() > 1 && groups[0].3 - groups[0].2 < iv / 2 {
+            let g = groups.remove(0);
+            groups[0].0 = g.0;
+            groups[0].2 = g.2;
+        }
+        let n = groups.len();
+        if n > 1 && groups[n - 1].3 - groups[n - 1].2 < iv / 2 {
+            let g = groups.pop().expect("n > 1");
+            let last = groups.last_mut().expect("n > 1");
+            last.1 = g.1;
+            last.3 = g.3;
+        }
         let empty = Hist::encode(&new_histogram());
         let mut ops = Vec::new();
         for mut o in kept {
-            let mut ivs = Vec::with_capacity((hi - lo + 1) as usize);
-            for k in lo..=hi {
-                let (hist, count, bytes) = match o.closed.remove(&k) {
+            let mut ivs = Vec::with_capacity(groups.len());
+            for &(k0, k1, b0, b1) in &groups {
+                for k in k0..k1 {
+                    if let Some(s) = o.closed.remove(&k) {
+                        merge_slot(&mut o.closed, k1, s);
+                    }
+                }
+                let (hist, count, bytes) = match o.closed.remove(&k1) {
                     Some(s) => (s.hist, s.count, s.bytes),
                     None => (empty.clone(), 0, 0),
                 };
                 ivs.push(Interval {
-                    start_s: (k - lo) as f64 * iv_s,
-                    duration_s: iv_s,
+                    start_s: (b0 - s_lo) as f64 / 1e9,
+                    duration_s: (b1 - b0) as f64 / 1e9,
                     count,
                     bytes,
                     hist,
@@ -1075,8 +1149,8 @@ impl Binned {
         }
         Finished {
             ops,
-            start_ns: lo.saturating_mul(interval_ns as i64),
-            duration_s: (hi - lo + 1) as f64 * iv_s,
+            start_ns: s_lo,
+            duration_s: s_hi.saturating_sub(s_lo) as f64 / 1e9,
             interval_s: iv_s,
             warning,
         }
@@ -1089,8 +1163,9 @@ pub const MAX_INTERVALS: i64 = 10_000;
 /// What [`Binned::finish`] returns.
 pub struct Finished {
     pub ops: Vec<OpResult>,
-    /// Start of the first interval on the time axis (ns).
+    /// Start of the observed span on the time axis (ns).
     pub start_ns: i64,
+    /// The observed span (s): earliest to latest time, whatever the interval.
     pub duration_s: f64,
     /// Interval length actually used (s).
     pub interval_s: f64,
@@ -1424,11 +1499,22 @@ mod tests {
         a.merge(b).unwrap();
         let f = a.finish(BucketConvention::Exact, &|_| true);
         let ops = f.ops;
-        assert_eq!(f.start_ns, 10_000_000_000);
-        assert_eq!(f.duration_s, 3.0);
+        // The observed span, 10.5 s to 12.9 s, not whole intervals.
+        assert_eq!(f.start_ns, 10_500_000_000);
+        assert!((f.duration_s - 2.4).abs() < 1e-12);
         let read = ops.iter().find(|o| o.op == "read").unwrap();
         let counts: Vec<u64> = read.intervals.iter().map(|i| i.count).collect();
         assert_eq!(counts, vec![2, 0, 2]);
+        let lens: Vec<f64> = read.intervals.iter().map(|i| i.duration_s).collect();
+        let starts: Vec<f64> = read.intervals.iter().map(|i| i.start_s).collect();
+        assert!(lens
+            .iter()
+            .zip([0.5, 1.0, 0.9])
+            .all(|(a, b)| (a - b).abs() < 1e-12));
+        assert!(starts
+            .iter()
+            .zip([0.0, 0.5, 1.5])
+            .all(|(a, b)| (a - b).abs() < 1e-12));
         assert_eq!(read.count, 4);
         assert_eq!(read.bytes, 3 * 8192);
         let write = ops.iter().find(|o| o.op == "write").unwrap();
@@ -1436,6 +1522,36 @@ mod tests {
             write.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
             vec![0, 1, 0]
         );
+    }
+
+    #[test]
+    fn span_is_the_same_at_every_interval_and_slivers_fold() {
+        for iv in [1_000_000_000u64, 10_000_000_000, 60_000_000_000] {
+            let mut a = Binned::new(iv);
+            let r = a.op("read");
+            for i in 0..=1778u64 {
+                a.record(r, 5_000_000_000 + (i * 100_000_000) as i64, 1000, 0);
+            }
+            a.observe(183_000_000_000); // a time with no value, after the last one
+            let f = a.finish(BucketConvention::Exact, &|_| true);
+            assert_eq!(f.start_ns, 5_000_000_000);
+            assert!((f.duration_s - 178.0).abs() < 1e-9, "{}", f.duration_s);
+            let ivs = &f.ops[0].intervals;
+            let total: f64 = ivs.iter().map(|i| i.duration_s).sum();
+            assert!((total - 178.0).abs() < 1e-9);
+            assert_eq!(ivs.iter().map(|i| i.count).sum::<u64>(), 1779);
+            let half = iv as f64 / 2e9;
+            assert!(ivs
+                .iter()
+                .all(|i| i.duration_s >= half && i.duration_s < 3.0 * half));
+        }
+        // One value: a span of zero, one interval of zero length.
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        a.record(r, 7_300_000_000, 0, 0);
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        assert_eq!((f.duration_s, f.ops[0].intervals.len()), (0.0, 1));
+        assert_eq!(f.ops[0].summary.max_ns, 0, "a zero value stays zero");
     }
 
     #[test]

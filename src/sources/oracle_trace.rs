@@ -8,7 +8,7 @@
 //!   breakdown (for events with a file parameter: `file#`, `file number`, or 9i `p1`) and the
 //!   slowest-waits list (with line numbers);
 //! - database calls `PARSE/EXEC/FETCH/CLOSE/UNMAP/SORT UNMAP #c:c=…,e=…,dep=…,tim=…`, LOB calls
-//!   (`LOBREAD:` …) and `RPC EXEC:` → CPU (`c`) and elapsed (`e`) of depth-0 calls;
+//!   (`LOBREAD:` …) and `RPC EXEC:` → CPU (`c`) and elapsed (`e`) of the outermost calls;
 //! - `*** yyyy-mm-dd hh:mm:ss.fff` (also ISO 8601 with zone, also after `SESSION ID:(…)` etc.)
 //!   anchor `tim` to wall-clock time: the first timestamp line is paired with the next `tim`
 //!   seen. A `tim` ≥ 10^15 is taken as Unix-epoch µs (10g and older). Without either, times
@@ -17,12 +17,23 @@
 //!   `TRACE CONTINUED` markers and blank lines are recognised and counted as ignored by kind;
 //! - anything else is counted as unparsed, with the first few quoted with line numbers.
 //!
-//! Response-time profile (after Millsap & Holt's Method R): R = Σ e of depth-0 calls + Σ ela of
-//! waits that fall between depth-0 calls. A wait is *between calls* when it ended before the
-//! next depth-0 call began (`tim − ela ≤ call tim − e`); waits without `tim` (9i) use the event
-//! name (`SQL*Net message from client` and similar are between calls). CPU = Σ c of depth-0
-//! calls; unaccounted-for = R − CPU − Σ every wait's ela (negative values are reported as they
-//! are: they reveal double-counted or clock-granular time).
+//! Response-time profile (after Millsap & Holt's Method R). Units: `c`, `e`, `ela` and `tim` are
+//! µs (9i and later).
+//! - R is the traced span: from the earliest start of a call or wait (`tim − e`, `tim − ela`;
+//!   the first `tim` unless tracing began inside a call or wait) to the last `tim`.
+//! - CPU = Σ c of the *outermost* calls. A call's `c` and `e` include those of its recursive
+//!   children, which are written before it with `dep` one greater; so each call claims the
+//!   unclaimed calls deeper than itself, and whatever no parent claims by the end of the file
+//!   (a trace that begins inside a PL/SQL call holds only `dep=1` or deeper calls) is outermost,
+//!   at whatever depth.
+//! - Each wait is classified by the call that contains it: *within* a call when it ended after
+//!   the call began (`tim > call tim − e`), *between calls* when it ended before a depth-0 call
+//!   began, and otherwise (no call of the file contains it: tracing began or ended inside a
+//!   call) *in no traced call*, except the idle events below, which are between calls. Waits
+//!   without `tim` (9i) are between calls by event name only (`SQL*Net message from client`).
+//! - Unaccounted-for = R − CPU − Σ every wait's ela: time covered by neither a call's CPU nor a
+//!   wait (negative values are reported as they are: they reveal double-counted or
+//!   clock-granular time).
 //!
 //! `Results.extra` keys: `"trace_profile"` `{total, files:[{path, session, profile}]}`,
 //! `"trace_io"` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
@@ -53,6 +64,8 @@ const EPOCH_TIM: u64 = 1_000_000_000_000_000;
 /// Most waits kept pending (unresolved between/within call) before the oldest are resolved by
 /// event name; bounds memory for calls with millions of waits.
 const MAX_PENDING: usize = 1 << 20;
+/// Deepest `dep=` accepted (Oracle's recursion limit is far lower).
+const MAX_DEPTH: u64 = 1000;
 /// Events that, without `tim`, are taken to lie between database calls.
 const BETWEEN_CALL_EVENTS: [&str; 3] = [
     "SQL*Net message from client",
@@ -87,11 +100,15 @@ pub struct EventTotals {
     pub max_us: u64,
     pub between_us: u64,
     pub between_count: u64,
+    /// Waits in no call of the file and not between calls (e.g. in the PL/SQL of a call that
+    /// began before tracing did, or still running when the trace ends).
+    pub outside_us: u64,
+    pub outside_count: u64,
     between_by_name: bool,
     io: bool,
 }
 
-/// Depth-0 call totals of one kind.
+/// Totals of one kind of outermost call (a call whose parent is not in the trace).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CallTotals {
     pub count: u64,
@@ -169,7 +186,11 @@ pub struct TraceFile {
     pub stats: LineStats,
     pub gzip: bool,
     pub events: Vec<EventTotals>,
+    /// Outermost calls by kind: their `c` and `e` include their children's.
     pub calls: BTreeMap<String, CallTotals>,
+    /// Outermost calls by depth (`dep=`): depth 0 only, unless the trace begins or ends
+    /// inside a call.
+    pub outermost_by_depth: BTreeMap<u64, u64>,
     pub recursive_calls: u64,
     pub errors: BTreeMap<String, u64>,
     io_files: FxHashMap<(u32, i64), IoAgg>,
@@ -179,6 +200,10 @@ pub struct TraceFile {
     pub warnings: Vec<String>,
     pub first_tim: Option<i64>,
     pub last_tim: Option<i64>,
+    /// The traced span (µs on the `tim` clock): from the earliest start of a line (its `tim`,
+    /// less its `e` or `ela` for calls and waits, so that a call or wait in progress when
+    /// tracing began counts from its own start) to the largest `tim`. R is its length.
+    pub tim_range: Option<(i64, i64)>,
 }
 
 struct Pending {
@@ -220,6 +245,14 @@ pub struct TraceParser {
     last_tim: Option<i64>,
     pending: VecDeque<Pending>,
     untimed: Vec<(usize, u64)>,
+    /// Calls not yet claimed by a parent, by depth then kind (index into `call_kinds`).
+    open_calls: Vec<Vec<CallTotals>>,
+    call_kinds: Vec<String>,
+    /// Inside a `Dump of memory` block (hex lines of a bind value).
+    in_dump: bool,
+    /// Σ ela (µs) of waits without `tim` since the last `tim` (9i): the clock ran on by at
+    /// least that much, so a trailing wait extends the traced span.
+    untimed_after: u64,
     slow_min: u64,
     session_id: Option<String>,
     pid: Option<String>,
@@ -240,6 +273,7 @@ impl TraceParser {
                 gzip: false,
                 events: Vec::new(),
                 calls: BTreeMap::new(),
+                outermost_by_depth: BTreeMap::new(),
                 recursive_calls: 0,
                 errors: BTreeMap::new(),
                 io_files: FxHashMap::default(),
@@ -249,6 +283,7 @@ impl TraceParser {
                 warnings: Vec::new(),
                 first_tim: None,
                 last_tim: None,
+                tim_range: None,
             },
             opts,
             ev_index: HashMap::new(),
@@ -263,6 +298,10 @@ impl TraceParser {
             last_tim: None,
             pending: VecDeque::new(),
             untimed: Vec::new(),
+            open_calls: Vec::new(),
+            call_kinds: Vec::new(),
+            in_dump: false,
+            untimed_after: 0,
             slow_min: 0,
             session_id: None,
             pid: None,
@@ -305,6 +344,13 @@ impl TraceParser {
             self.sql_left = self.sql_left.saturating_sub(line.len() as u64 + 1);
             Self::ignored(stats, "sql text");
             return;
+        }
+        if self.in_dump {
+            if is_hex_dump_line(line) {
+                Self::ignored(stats, "binds");
+                return;
+            }
+            self.in_dump = false;
         }
         let Some(&c0) = line.first() else {
             Self::ignored(stats, "blank");
@@ -353,7 +399,7 @@ impl TraceParser {
                     let name = &line[..colon];
                     if name.iter().all(|c| c.is_ascii_uppercase()) {
                         let kind = String::from_utf8_lossy(name).into_owned();
-                        return self.call_named(line, colon + 1, kind, n, stats);
+                        return self.call_named(line, colon + 1, &kind, n, stats);
                     }
                 }
             }
@@ -388,6 +434,11 @@ impl TraceParser {
         if line.starts_with(b"-----") {
             return Self::ignored(stats, "dump section");
         }
+        if line.starts_with(b"Dump of memory from") {
+            // A bind value Oracle could not format, followed by hex lines.
+            self.in_dump = true;
+            return Self::ignored(stats, "binds");
+        }
         if self.header_line(line) {
             return Self::ignored(stats, "header");
         }
@@ -399,7 +450,7 @@ impl TraceParser {
 
     /// Header lines (trace file preamble); key lines are remembered.
     fn header_line(&mut self, line: &[u8]) -> bool {
-        const KNOWN: [&[u8]; 20] = [
+        const KNOWN: [&[u8]; 21] = [
             b"Trace file ",
             b"Dump file ",
             b"Oracle Database ",
@@ -420,6 +471,7 @@ impl TraceParser {
             b"Oracle process number:",
             b"Unix process pid:",
             b"Windows thread id:",
+            b"Windows NT ",
         ];
         let known = KNOWN.iter().any(|k| line.starts_with(k))
             || (self.in_header
@@ -462,6 +514,16 @@ impl TraceParser {
         }
         if rest.starts_with(b"TRACE CONTINUES IN FILE") || rest.starts_with(b"TRACE CONTINUED") {
             return Ok("trace continued");
+        }
+        // `*** [ Unix process pid: 9850 ]`: trcsess's marker of where each process's lines begin.
+        if rest.starts_with(b"[") && rest.ends_with(b"]") {
+            return Ok("trcsess marker");
+        }
+        // `*** TRACE FILE RECREATED AFTER BEING REMOVED ***`, `*** DUMP FILE SIZE IS LIMITED …`
+        if rest.first().is_some_and(|c| c.is_ascii_uppercase())
+            && memchr::memchr(b'(', rest).is_none()
+        {
+            return Ok("marker");
         }
         let mut ts = rest;
         let mut kind = "timestamp";
@@ -517,6 +579,11 @@ impl TraceParser {
         }
         self.last_tim = Some(t);
         self.out.last_tim = Some(t);
+        self.untimed_after = 0;
+        self.out.tim_range = Some(match self.out.tim_range {
+            Some((lo, hi)) => (lo.min(t), hi.max(t)),
+            None => (t, t),
+        });
         if !self.untimed.is_empty() {
             for (op, ela) in std::mem::take(&mut self.untimed) {
                 self.out.binned.record(
@@ -526,6 +593,15 @@ impl TraceParser {
                     0,
                 );
             }
+        }
+    }
+
+    /// A call or wait began at `t` (its `tim` less its duration): the traced span starts no
+    /// later.
+    #[inline]
+    fn note_start(&mut self, t: i64) {
+        if let Some((lo, _)) = &mut self.out.tim_range {
+            *lo = (*lo).min(t);
         }
     }
 
@@ -590,12 +666,16 @@ impl TraceParser {
         let ev = self.event_index(name);
         self.note_tim(params.tim);
         if let Some(t) = params.tim {
+            self.note_start(t.saturating_sub(ela as i64));
             if self.pending.len() >= MAX_PENDING {
                 if let Some(p) = self.pending.pop_front() {
-                    self.resolve(p, None);
+                    self.resolve(p, false);
                 }
             }
             self.pending.push_back(Pending { end: t, ev, ela });
+        }
+        if params.tim.is_none() {
+            self.untimed_after = self.untimed_after.saturating_add(ela);
         }
         let e = &mut self.out.events[ev as usize];
         e.count += 1;
@@ -684,17 +764,17 @@ impl TraceParser {
         Ok(())
     }
 
-    /// Resolve a pending wait: between calls when it ended at or before `call_start`, or (no
-    /// call) by its event name.
-    fn resolve(&mut self, p: Pending, call_start: Option<i64>) {
+    /// Resolve a pending wait that no call of the file contains: between calls when a depth-0
+    /// call followed it (`between`), else by its event name (between calls, or in a call that
+    /// is not in the trace).
+    fn resolve(&mut self, p: Pending, between: bool) {
         let e = &mut self.out.events[p.ev as usize];
-        let between = match call_start {
-            Some(s) => p.end <= s,
-            None => e.between_by_name,
-        };
-        if between {
+        if between || e.between_by_name {
             e.between_us += p.ela;
             e.between_count += 1;
+        } else {
+            e.outside_us += p.ela;
+            e.outside_count += 1;
         }
     }
 
@@ -703,10 +783,15 @@ impl TraceParser {
         let Some(colon) = memchr::memchr(b':', &line[prefix..]) else {
             return count_unparsed(st, n, line, "database call line without ':'");
         };
-        self.call_named(line, prefix + colon + 1, kind.to_string(), n, st)
+        self.call_named(line, prefix + colon + 1, kind, n, st)
     }
 
-    fn call_named(&mut self, line: &[u8], start: usize, kind: String, n: u64, st: &mut LineStats) {
+    /// A database call. Its `c` and `e` include those of its recursive children, which come
+    /// before it with a greater `dep`: the call claims every unclaimed call deeper than itself,
+    /// so that only outermost calls (at whatever depth the trace holds them) are counted. Waits
+    /// that ended after it began lie within it; waits that ended before a depth-0 call began
+    /// lie between calls.
+    fn call_named(&mut self, line: &[u8], start: usize, kind: &str, n: u64, st: &mut LineStats) {
         self.in_header = false;
         let mut c = None;
         let mut e = None;
@@ -729,26 +814,89 @@ impl TraceParser {
         let (Some(c), Some(e)) = (c, e) else {
             return count_unparsed(st, n, line, "database call without numeric c= and e=");
         };
+        if dep > MAX_DEPTH {
+            return count_unparsed(st, n, line, "dep= beyond any real recursion depth");
+        }
         st.parsed += 1;
         self.note_tim(tim);
+        if let Some(t) = tim {
+            self.note_start(t.saturating_sub(e as i64));
+        }
         if dep > 0 {
             self.out.recursive_calls += 1;
-            return;
         }
-        let t = self.out.calls.entry(kind).or_default();
+        let d = dep as usize;
+        // Claim the children; count this call until a parent claims it.
+        self.open_calls.truncate(d + 1);
+        if self.open_calls.len() <= d {
+            self.open_calls.resize_with(d + 1, Vec::new);
+        }
+        let k = match self.call_kinds.iter().position(|x| x == kind) {
+            Some(k) => k,
+            None => {
+                self.call_kinds.push(kind.to_string());
+                self.call_kinds.len() - 1
+            }
+        };
+        let row = &mut self.open_calls[d];
+        if row.len() <= k {
+            row.resize_with(k + 1, CallTotals::default);
+        }
+        let t = &mut row[k];
         t.count += 1;
         t.cpu_us += c;
         t.elapsed_us += e;
-        let start = tim.map(|t| t - e as i64);
-        while let Some(p) = self.pending.pop_front() {
-            self.resolve(p, start.or(Some(i64::MIN)));
+        // Waits: the latest ones, ended after this call began, are within it.
+        match tim.map(|t| t.saturating_sub(e as i64)) {
+            Some(s) => {
+                while self.pending.back().is_some_and(|p| p.end > s) {
+                    self.pending.pop_back();
+                }
+            }
+            None => self.pending.clear(),
+        }
+        if dep == 0 {
+            while let Some(p) = self.pending.pop_front() {
+                self.resolve(p, true);
+            }
         }
     }
 
     /// Finish: resolve pending waits (no call followed them: between calls) and hand back.
     pub fn finish(mut self) -> TraceFile {
         while let Some(p) = self.pending.pop_front() {
-            self.resolve(p, Some(i64::MAX));
+            self.resolve(p, false);
+        }
+        for (d, row) in self.open_calls.iter().enumerate() {
+            for (k, t) in row.iter().enumerate().filter(|(_, t)| t.count > 0) {
+                let o = self
+                    .out
+                    .calls
+                    .entry(self.call_kinds[k].clone())
+                    .or_default();
+                o.count += t.count;
+                o.cpu_us += t.cpu_us;
+                o.elapsed_us += t.elapsed_us;
+                *self.out.outermost_by_depth.entry(d as u64).or_default() += t.count;
+            }
+        }
+        if let Some((_, hi)) = &mut self.out.tim_range {
+            *hi = hi.saturating_add(self.untimed_after as i64);
+        }
+        if let Some((lo, hi)) = self.out.tim_range {
+            let off = self.axis_off;
+            self.out
+                .binned
+                .observe(lo.saturating_add(off).saturating_mul(1000));
+            self.out
+                .binned
+                .observe(hi.saturating_add(off).saturating_mul(1000));
+        }
+        if let Some(d) = self.out.outermost_by_depth.keys().find(|d| **d > 0) {
+            self.out.warnings.push(format!(
+                "{}: the trace holds calls at dep={d} whose parent is not in it (tracing began                  or ended inside a call): their c= and e= are counted as outermost calls",
+                self.out.path
+            ));
         }
         if !self.untimed.is_empty() {
             self.out.warnings.push(format!(
@@ -840,6 +988,12 @@ fn parse_params(p: &[u8]) -> WaitParams {
     w
 }
 
+/// `7F1C70A4D6D8 C3020C03 …  [....]`: a line of a memory dump.
+fn is_hex_dump_line(line: &[u8]) -> bool {
+    let sp = line.iter().position(|&c| c == b' ').unwrap_or(line.len());
+    sp >= 8 && line[..sp].iter().all(|c| c.is_ascii_hexdigit())
+}
+
 fn is_io_event_name(name: &[u8]) -> bool {
     name.starts_with(b"db file")
         || name.starts_with(b"direct path")
@@ -907,26 +1061,49 @@ pub fn parse_trace(r: &mut LineReader, opts: &ParseOptions) -> Result<TraceFile>
 // ---------------------------------------------------------------------------------------------
 // Building the results document
 
-fn profile_json(
-    events: &[EventTotals],
-    calls: &BTreeMap<String, CallTotals>,
+/// The Method R profile of one file (or the sum of several).
+///
+/// R is the traced span, from the first to the last `tim` (Σ of the files' spans for several
+/// files); without any `tim` (very old traces) it falls back to Σ e of the outermost calls plus
+/// the waits between calls. R = CPU + waits + unaccounted-for, where CPU is Σ c of the
+/// outermost calls (a parent's c includes its children's), waits is Σ ela of every wait, and
+/// unaccounted-for is what neither covers: time between calls and waits, time inside calls
+/// that Oracle did not instrument, measurement granularity. A negative unaccounted-for time
+/// reveals double-counted time (e.g. a first line whose wait began before the first `tim`).
+struct ProfileIn<'a> {
+    events: &'a [EventTotals],
+    calls: &'a BTreeMap<String, CallTotals>,
+    outermost_by_depth: &'a BTreeMap<u64, u64>,
     recursive: u64,
-    errors: &BTreeMap<String, u64>,
-) -> serde_json::Value {
+    errors: &'a BTreeMap<String, u64>,
+    /// Σ (last tim − first tim) in µs, when any tim was seen.
+    span_us: Option<i64>,
+}
+
+fn profile_json(p: ProfileIn) -> serde_json::Value {
+    let ProfileIn {
+        events,
+        calls,
+        outermost_by_depth,
+        recursive,
+        errors,
+        span_us,
+    } = p;
     let cpu: u64 = calls.values().map(|c| c.cpu_us).sum();
     let elapsed: u64 = calls.values().map(|c| c.elapsed_us).sum();
     let between: u64 = events.iter().map(|e| e.between_us).sum();
+    let outside: u64 = events.iter().map(|e| e.outside_us).sum();
     let waits: u64 = events.iter().map(|e| e.ela_us).sum();
-    let r = elapsed + between;
-    let unaccounted = r as i64 - cpu as i64 - waits as i64;
+    let r: i64 = span_us.unwrap_or((elapsed + between) as i64);
+    let unaccounted = r - cpu as i64 - waits as i64;
     let share = |x: f64| if r > 0 { x / r as f64 } else { 0.0 };
+    let ncalls: u64 = calls.values().map(|c| c.count).sum();
     let mut rows = vec![json!({
-        "component": "CPU service (depth-0 calls)",
+        "component": "CPU service (outermost calls)",
         "seconds": cpu as f64 / 1e6,
         "share": share(cpu as f64),
-        "count": calls.values().map(|c| c.count).sum::<u64>(),
-        "mean_us": if calls.is_empty() { 0.0 } else {
-            cpu as f64 / calls.values().map(|c| c.count).sum::<u64>().max(1) as f64 },
+        "count": ncalls,
+        "mean_us": if ncalls == 0 { 0.0 } else { cpu as f64 / ncalls as f64 },
     })];
     for e in events {
         rows.push(json!({
@@ -938,6 +1115,8 @@ fn profile_json(
             "max_us": e.max_us,
             "between_calls_seconds": e.between_us as f64 / 1e6,
             "between_calls_count": e.between_count,
+            "outside_calls_seconds": e.outside_us as f64 / 1e6,
+            "outside_calls_count": e.outside_count,
         }));
     }
     rows.push(json!({
@@ -951,14 +1130,21 @@ fn profile_json(
         let f = |v: &serde_json::Value| v["seconds"].as_f64().unwrap_or(0.0).abs();
         f(b).total_cmp(&f(a))
     });
+    let by_depth: BTreeMap<String, u64> = outermost_by_depth
+        .iter()
+        .map(|(d, n)| (d.to_string(), *n))
+        .collect();
     json!({
         "response_time_s": r as f64 / 1e6,
-        "depth0_elapsed_s": elapsed as f64 / 1e6,
+        "response_time_basis": if span_us.is_some() { "span of tim" } else { "calls and between-call waits" },
+        "outermost_elapsed_s": elapsed as f64 / 1e6,
         "between_calls_wait_s": between as f64 / 1e6,
+        "outside_calls_wait_s": outside as f64 / 1e6,
         "cpu_s": cpu as f64 / 1e6,
         "wait_s": waits as f64 / 1e6,
         "unaccounted_s": unaccounted as f64 / 1e6,
         "calls": calls,
+        "outermost_calls_by_depth": by_depth,
         "recursive_calls": recursive,
         "errors": errors,
         "rows": rows,
@@ -974,6 +1160,8 @@ fn merge_events(into: &mut Vec<EventTotals>, from: &[EventTotals]) {
                 x.max_us = x.max_us.max(e.max_us);
                 x.between_us += e.between_us;
                 x.between_count += e.between_count;
+                x.outside_us += e.outside_us;
+                x.outside_count += e.outside_count;
                 x.io |= e.io;
             }
             None => into.push(e.clone()),
@@ -990,7 +1178,17 @@ pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Result
     let mut files = Vec::new();
     for p in &args.files {
         let mut r = LineReader::open(p)?;
-        files.push(parse_trace(&mut r, &opts)?);
+        let f = parse_trace(&mut r, &opts)?;
+        if f.stats.parsed == 0 {
+            anyhow::bail!(
+                "{}: no Oracle 10046 trace lines (WAIT, PARSE, EXEC, FETCH …) in {} line(s): not \
+                 an extended SQL trace (bcc, bpftrace, fio and HdrHistogram files are read by \
+                 `iolens ingest --format …`)",
+                p.display(),
+                f.stats.lines
+            );
+        }
+        files.push(f);
     }
     let mut results = build_results(files, &opts, &args.events)?;
     results.command_line = command_line;
@@ -1029,6 +1227,8 @@ pub fn build_results(
     let mut all_calls: BTreeMap<String, CallTotals> = BTreeMap::new();
     let mut all_errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut all_recursive = 0;
+    let mut all_depths: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut all_span: Option<i64> = None;
     let mut slowest: Vec<SlowWait> = Vec::new();
     let mut io_files: HashMap<(String, i64), IoAgg> = HashMap::new();
     let mut io_objs: HashMap<(String, i64), IoAgg> = HashMap::new();
@@ -1042,8 +1242,21 @@ pub fn build_results(
         file_profiles.push(json!({
             "path": f.path,
             "session": f.session,
-            "profile": profile_json(&f.events, &f.calls, f.recursive_calls, &f.errors),
+            "profile": profile_json(ProfileIn {
+                events: &f.events,
+                calls: &f.calls,
+                outermost_by_depth: &f.outermost_by_depth,
+                recursive: f.recursive_calls,
+                errors: &f.errors,
+                span_us: f.tim_range.map(|(lo, hi)| hi.saturating_sub(lo)),
+            }),
         }));
+        if let Some((lo, hi)) = f.tim_range {
+            all_span = Some(all_span.unwrap_or(0).saturating_add(hi.saturating_sub(lo)));
+        }
+        for (d, n) in &f.outermost_by_depth {
+            *all_depths.entry(*d).or_default() += n;
+        }
         merge_events(&mut all_events, &f.events);
         for (k, c) in &f.calls {
             let t = all_calls.entry(k.clone()).or_default();
@@ -1173,7 +1386,7 @@ pub fn build_results(
                 .unwrap_or(0.0);
         }
         run.counters.insert("waits".into(), waits);
-        run.counters.insert("depth0_calls".into(), calls);
+        run.counters.insert("outermost_calls".into(), calls);
         let unparsed: f64 = sources
             .iter()
             .filter(|s| {
@@ -1189,7 +1402,14 @@ pub fn build_results(
     results.extra.insert(
         "trace_profile".into(),
         json!({
-            "total": profile_json(&all_events, &all_calls, all_recursive, &all_errors),
+            "total": profile_json(ProfileIn {
+                events: &all_events,
+                calls: &all_calls,
+                outermost_by_depth: &all_depths,
+                recursive: all_recursive,
+                errors: &all_errors,
+                span_us: all_span,
+            }),
             "files": file_profiles,
         }),
     );
@@ -1302,12 +1522,36 @@ fn io_json(
 /// Print the response-time profile table from `extra["trace_profile"]`.
 pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
     let t = &p["total"];
+    let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
     writeln!(
         out,
-        "Response-time profile (Method R): R = {:.6} s = depth-0 calls {:.6} s + between-call waits {:.6} s",
-        t["response_time_s"].as_f64().unwrap_or(0.0),
-        t["depth0_elapsed_s"].as_f64().unwrap_or(0.0),
-        t["between_calls_wait_s"].as_f64().unwrap_or(0.0),
+        "Response-time profile (Method R): R = {:.6} s ({}) = CPU {:.6} s + waits {:.6} s + \
+         unaccounted-for {:.6} s",
+        f("response_time_s"),
+        if t["response_time_basis"] == "span of tim" {
+            "traced span, first start to last tim"
+        } else {
+            "no tim: calls + between-call waits"
+        },
+        f("cpu_s"),
+        f("wait_s"),
+        f("unaccounted_s"),
+    )?;
+    let depths: Vec<String> = t["outermost_calls_by_depth"]
+        .as_object()
+        .map(|m| m.iter().map(|(d, n)| format!("{n} at dep={d}")).collect())
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "  outermost calls {:.6} s ({}), waits between calls {:.6} s, in no traced call {:.6} s",
+        f("outermost_elapsed_s"),
+        if depths.is_empty() {
+            "none".to_string()
+        } else {
+            depths.join(", ")
+        },
+        f("between_calls_wait_s"),
+        f("outside_calls_wait_s"),
     )?;
     writeln!(
         out,
