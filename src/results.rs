@@ -19,6 +19,8 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u32 = 1;
+/// What renderers print instead of a rate when a run's duration is unknown.
+pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;
 /// Highest trackable latency: one hour in ns (values above are clamped, and counted as such).
@@ -292,6 +294,11 @@ pub struct RunResult {
     pub started: String,
     /// Measured duration in seconds (warm-up excluded).
     pub duration_s: f64,
+    /// True when the source holds no time information (e.g. one histogram printed at Ctrl-C):
+    /// counts and distributions are real, rates (IOPS, MB/s) are unknown and renderers print
+    /// [`UNKNOWN_RATE`] instead of a number. Absent in older files (read as known).
+    #[serde(default)]
+    pub duration_unknown: bool,
     /// Interval length in seconds.
     pub interval_s: f64,
     /// Warm-up seconds excluded before measurement.
@@ -394,9 +401,14 @@ impl RunResult {
     pub fn total_count(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
-    /// Operations per second across ops (sync ops included).
+    /// True when rates can be computed (the duration is known and positive).
+    pub fn rates_known(&self) -> bool {
+        !self.duration_unknown && self.duration_s > 0.0
+    }
+    /// Operations per second across ops (sync ops included); 0 when the duration is unknown
+    /// (check [`RunResult::rates_known`] before printing it).
     pub fn iops(&self) -> f64 {
-        if self.duration_s > 0.0 {
+        if self.rates_known() {
             self.ops
                 .iter()
                 .filter(|o| o.op != "sync")
@@ -409,7 +421,7 @@ impl RunResult {
     }
     /// Megabytes (10^6) per second across ops.
     pub fn mb_per_s(&self) -> f64 {
-        if self.duration_s > 0.0 {
+        if self.rates_known() {
             self.ops.iter().map(|o| o.bytes).sum::<u64>() as f64 / self.duration_s / 1e6
         } else {
             0.0
