@@ -36,6 +36,7 @@ fn ingest_files(format: Format, files: &[PathBuf], unit: Option<Unit>) -> Result
         unit,
         time_unit: None,
         interval: std::time::Duration::from_secs(1),
+        duration: None,
         json: None,
         quiet: true,
     };
