@@ -31,10 +31,10 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, SIGFIG).expect("static histogram bounds are valid")
 }
 
-/// Record a latency (ns), clamping to the histogram's range instead of failing.
+/// Record a latency (ns; 0 is recorded as 0), clamping to the histogram's range instead of failing.
 #[inline]
 pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    h.saturating_record(ns.max(1));
+    h.saturating_record(ns);
 }
 
 /// A latency histogram (ns) kept in its V2-deflate encoding, base64 in JSON.

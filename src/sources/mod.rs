@@ -691,7 +691,7 @@ fn interval_histogram() -> Histogram<u64> {
 
 #[inline]
 fn record_interval(h: &mut Histogram<u64>, ns: u64, n: u64) {
-    let _ = h.record_n(ns.clamp(1, crate::results::HIST_MAX_NS), n);
+    let _ = h.record_n(ns.min(crate::results::HIST_MAX_NS), n);
 }
 
 struct Slot {
