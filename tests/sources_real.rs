@@ -42,7 +42,11 @@ fn bcc_rows(t: &str) -> Vec<(u64, u64, u64)> {
             let (a, rest) = l.split_once("->")?;
             let (b, rest) = rest.split_once(':')?;
             let c = rest.split('|').next()?.trim();
-            Some((a.trim().parse().ok()?, b.trim().parse().ok()?, c.parse().ok()?))
+            Some((
+                a.trim().parse().ok()?,
+                b.trim().parse().ok()?,
+                c.parse().ok()?,
+            ))
         })
         .collect()
 }
@@ -53,7 +57,13 @@ fn bpf_counts(t: &str) -> u64 {
         .filter(|l| l.starts_with('[') && l.contains('|'))
         .map(|l| {
             let after = l.split_once(')').or_else(|| l.split_once(']')).unwrap().1;
-            after.split('|').next().unwrap().trim().parse::<u64>().unwrap()
+            after
+                .split('|')
+                .next()
+                .unwrap()
+                .trim()
+                .parse::<u64>()
+                .unwrap()
         })
         .sum()
 }
@@ -97,7 +107,10 @@ fn bcc_single_histogram_counts_exact_and_rates_unknown() {
     assert_eq!(total, 277);
     let run = &r.runs[0];
     assert_eq!(run.total_count(), total);
-    assert!(run.duration_unknown, "a histogram printed at Ctrl-C has no duration");
+    assert!(
+        run.duration_unknown,
+        "a histogram printed at Ctrl-C has no duration"
+    );
     assert!(!run.rates_known());
     assert_eq!(run.iops(), 0.0);
     let s = &run.ops[0].summary;
@@ -114,7 +127,11 @@ fn bcc_single_histogram_counts_exact_and_rates_unknown() {
     let summary = iolens::summary::run_summary(run);
     assert!(summary.contains(UNKNOWN_RATE), "{summary}");
     // The user who knows the duration can give it.
-    let a = args(Format::Biolatency, vec![real("bcc_biolatency.txt")], Some(10.0));
+    let a = args(
+        Format::Biolatency,
+        vec![real("bcc_biolatency.txt")],
+        Some(10.0),
+    );
     let r = ingest(&a, vec![]).unwrap();
     assert!(r.runs[0].rates_known());
     assert!((r.runs[0].iops() - 27.7).abs() < 1e-9);
@@ -161,7 +178,10 @@ fn bcc_per_disk_sections_are_series_not_intervals() {
         .skip(1)
         .map(|s| {
             let name = s.lines().next().unwrap().trim_matches('\'').to_string();
-            (format!("biolatency {name}"), bcc_rows(s).iter().map(|r| r.2).sum())
+            (
+                format!("biolatency {name}"),
+                bcc_rows(s).iter().map(|r| r.2).sum(),
+            )
         })
         .collect();
     want.sort();
@@ -189,7 +209,10 @@ fn bcc_per_disk_sections_are_series_not_intervals() {
     .unwrap();
     let r2 = ingest(&args(Format::Biolatency, vec![p], None), vec![]).unwrap();
     let names: Vec<&str> = r2.runs.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["biolatency nvme0n1", "biolatency sda", "biolatency sdb"]);
+    assert_eq!(
+        names,
+        ["biolatency nvme0n1", "biolatency sda", "biolatency sdb"]
+    );
 }
 
 #[test]
@@ -232,14 +255,20 @@ fn bpftrace_maps_stacks_and_banners() {
     ] {
         let r = read(Format::Bpftrace, f);
         assert_eq!(r.runs[0].total_count(), bpf_counts(&text(f)), "{f}");
-        assert_eq!(unparsed(&r), 0, "{f}: banners, @stat lines and printf text are known");
+        assert_eq!(
+            unparsed(&r),
+            0,
+            "{f}: banners, @stat lines and printf text are known"
+        );
         assert!(r.runs[0].duration_unknown, "{f}");
     }
     // Multi-line kernel-stack keys: one op per stack, the stack kept as its label.
     let r = read(Format::Bpftrace, "bpftrace_biostacks.txt");
     let run = &r.runs[0];
     assert_eq!(run.ops.len(), 2);
-    assert!(run.ops[0].op.starts_with("@usecs[blk_account_io_start+1;blk_mq_make_request+1102;"));
+    assert!(run.ops[0]
+        .op
+        .starts_with("@usecs[blk_account_io_start+1;blk_mq_make_request+1102;"));
     assert!(run.ops[0].op.ends_with("kthread+289;ret_from_fork+53]"));
     assert_eq!(op_counts(run)[0].1, 1);
     assert_eq!(op_counts(run)[1].1, 560 + 218 + 26 + 2 + 53 + 60);
@@ -251,9 +280,27 @@ fn bpftrace_maps_stacks_and_banners() {
 fn hdrhistogram_logs_of_every_encoding() {
     // (file, histograms, total count, p99.9 and max as HdrHistogram's own Java tests assert)
     for (f, n, total, p999, max) in [
-        ("hdr_jHiccup-2.0.1.logV0.hlog", 81, 61256u64, 1510998015u64, 1569718271u64),
-        ("hdr_jHiccup-2.0.6.logV1.hlog", 88, 65964, 1829765119, 1888485375),
-        ("hdr_jHiccup-2.0.7S.logV2.hlog", 62, 48761, 1745879039, 1796210687),
+        (
+            "hdr_jHiccup-2.0.1.logV0.hlog",
+            81,
+            61256u64,
+            1510998015u64,
+            1569718271u64,
+        ),
+        (
+            "hdr_jHiccup-2.0.6.logV1.hlog",
+            88,
+            65964,
+            1829765119,
+            1888485375,
+        ),
+        (
+            "hdr_jHiccup-2.0.7S.logV2.hlog",
+            62,
+            48761,
+            1745879039,
+            1796210687,
+        ),
     ] {
         let r = read(Format::Hlog, f);
         let run = &r.runs[0];
@@ -263,8 +310,16 @@ fn hdrhistogram_logs_of_every_encoding() {
         // Java reports a bucket's highest value; iolens keeps each source bucket's middle:
         // within the source bucket (jHiccup's 2 significant digits: < 1 % wide).
         let rel = |a: u64, b: u64| (a as f64 / b as f64 - 1.0).abs();
-        assert!(rel(o.summary.p999_ns, p999) < 0.005, "{f}: {}", o.summary.p999_ns);
-        assert!(rel(o.summary.max_ns, max) < 0.005, "{f}: {}", o.summary.max_ns);
+        assert!(
+            rel(o.summary.p999_ns, p999) < 0.005,
+            "{f}: {}",
+            o.summary.p999_ns
+        );
+        assert!(
+            rel(o.summary.max_ns, max) < 0.005,
+            "{f}: {}",
+            o.summary.max_ns
+        );
         assert_eq!(unparsed(&r), 0, "{f}");
         // Duration: first start to last end, as the log's own columns say.
         let rows: Vec<(f64, f64)> = text(f)
@@ -276,7 +331,11 @@ fn hdrhistogram_logs_of_every_encoding() {
             })
             .collect();
         let span = rows.iter().map(|r| r.0 + r.1).fold(0.0, f64::max) - rows[0].0;
-        assert!((run.duration_s - span).abs() < 0.01, "{f}: {} vs {span}", run.duration_s);
+        assert!(
+            (run.duration_s - span).abs() < 0.01,
+            "{f}: {} vs {span}",
+            run.duration_s
+        );
     }
     let r = read(Format::Hlog, "hdr_tagged-Log.logV2.hlog");
     let run = &r.runs[0];
@@ -332,7 +391,10 @@ fn pylatencymap_conventions_inferred_and_stated() {
     assert!((524_288..1_048_576).contains(&p50), "{p50}");
     assert_eq!(unparsed(&r), 0);
     // Oracle data without a datasource line: upper-bound, from the label.
-    let r = read(Format::Pylatencymap, "pylatencymap_example_latency_data.txt");
+    let r = read(
+        Format::Pylatencymap,
+        "pylatencymap_example_latency_data.txt",
+    );
     let run = &r.runs[0];
     assert_eq!(
         run.ops[0].bucket_convention,
@@ -355,8 +417,16 @@ fn pylatencymap_conventions_inferred_and_stated() {
 fn wrong_format_is_an_error_with_a_hint() {
     for (format, file, want) in [
         (Format::Biolatency, "bcc_biosnoop.txt", "--format biosnoop"),
-        (Format::Bpftrace, "bcc_biolatency.txt", "--format biolatency"),
-        (Format::Biolatency, "hdr_jHiccup-2.0.7S.logV2.hlog", "--format hlog"),
+        (
+            Format::Bpftrace,
+            "bcc_biolatency.txt",
+            "--format biolatency",
+        ),
+        (
+            Format::Biolatency,
+            "hdr_jHiccup-2.0.7S.logV2.hlog",
+            "--format hlog",
+        ),
         (Format::Hlog, "bpftrace_biolatency.txt", "--format bpftrace"),
     ] {
         let e = ingest(&args(format, vec![real(file)], None), vec![]).unwrap_err();

@@ -208,8 +208,12 @@ pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
     let s = &o.summary;
     let lat: fn(f64) -> String = fmt_ns;
     let mut v: Vec<Metric> = vec![
-        ("IOPS", known(o.count as f64 / d), |v| unknown_or(v, fmt_rate)),
-        ("MB/s", known(o.bytes as f64 / d / 1e6), |v| unknown_or(v, sig3)),
+        ("IOPS", known(o.count as f64 / d), |v| {
+            unknown_or(v, fmt_rate)
+        }),
+        ("MB/s", known(o.bytes as f64 / d / 1e6), |v| {
+            unknown_or(v, sig3)
+        }),
         ("mean", s.mean_ns, lat),
         ("p50", s.p50_ns as f64, lat),
         ("p90", s.p90_ns as f64, lat),

@@ -454,7 +454,11 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             out,
             "{}{}",
             if run.rates_known() {
-                format!("{} IOPS, {} MB/s", fmt_rate(run.iops()), sig3(run.mb_per_s()))
+                format!(
+                    "{} IOPS, {} MB/s",
+                    fmt_rate(run.iops()),
+                    sig3(run.mb_per_s())
+                )
             } else {
                 format!("IOPS, MB/s: {}", crate::results::UNKNOWN_RATE)
             },

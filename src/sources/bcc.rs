@@ -333,7 +333,10 @@ fn section_header(t: &[u8]) -> Option<(String, String)> {
 
 fn unquote(v: &[u8]) -> String {
     let v = v.trim_ascii();
-    let v = v.strip_prefix(b"b").filter(|x| x.starts_with(b"'")).unwrap_or(v);
+    let v = v
+        .strip_prefix(b"b")
+        .filter(|x| x.starts_with(b"'"))
+        .unwrap_or(v);
     let v = v
         .strip_prefix(b"'")
         .and_then(|x| x.strip_suffix(b"'"))
@@ -424,7 +427,14 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
                 let frames = std::mem::take(key);
                 stack_key = None;
                 let name = format!("{}[{}]", stack_map, frames.join(";"));
-                start_section(&mut sections, &mut clock, &mut unit_ns, &mut guessed, &stack_map, name);
+                start_section(
+                    &mut sections,
+                    &mut clock,
+                    &mut unit_ns,
+                    &mut guessed,
+                    &stack_map,
+                    name,
+                );
                 in_map = true;
             } else {
                 key.push(String::from_utf8_lossy(t).into_owned());
@@ -451,7 +461,14 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
         if t.starts_with(b"@") && t.ends_with(b":") {
             let name = String::from_utf8_lossy(&t[..t.len() - 1]).into_owned();
             let map = name.split('[').next().unwrap_or(&name).to_string();
-            start_section(&mut sections, &mut clock, &mut unit_ns, &mut guessed, &map, name);
+            start_section(
+                &mut sections,
+                &mut clock,
+                &mut unit_ns,
+                &mut guessed,
+                &map,
+                name,
+            );
             in_map = true;
             r.parsed();
             continue;

@@ -193,13 +193,15 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
         // Impossible counts (fio has written uninitialised memory as counts): no bin may hold
         // 2^53 I/Os or more, and the row's and the direction's totals must not overflow.
         let bins = &vals[lead..];
-        let row_sum = bins
-            .iter()
-            .try_fold(0u64, |a, &c| (c < MAX_BIN_COUNT).then(|| a.checked_add(c)).flatten());
+        let row_sum = bins.iter().try_fold(0u64, |a, &c| {
+            (c < MAX_BIN_COUNT).then(|| a.checked_add(c)).flatten()
+        });
         let ddir = vals[1];
         let prev = last.iter().find(|x| x.0 == ddir).map(|x| (x.1, x.2));
         let Some(row_sum) = row_sum.filter(|s| {
-            prev.map_or(0u64, |p| p.1).checked_add(*s).is_some_and(|t| t < MAX_BIN_COUNT)
+            prev.map_or(0u64, |p| p.1)
+                .checked_add(*s)
+                .is_some_and(|t| t < MAX_BIN_COUNT)
         }) else {
             let big = bins.iter().copied().max().unwrap_or(0);
             skip(
@@ -212,7 +214,10 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             if time < pt {
                 skip(
                     r.line_no,
-                    format!("time going backwards ({time} ms after {pt} ms for {})", ddir_name(ddir)),
+                    format!(
+                        "time going backwards ({time} ms after {pt} ms for {})",
+                        ddir_name(ddir)
+                    ),
                 );
                 continue;
             }

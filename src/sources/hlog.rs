@@ -170,7 +170,9 @@ fn decode_any(de: &mut Deserializer, bytes: &[u8]) -> std::result::Result<Histog
         V0 | V1 => bytes,
         V0_DEFLATE | V1_DEFLATE => {
             let len = be32(bytes, 4).ok_or("too short")? as usize;
-            let z = bytes.get(8..8 + len).ok_or("compressed length beyond the data")?;
+            let z = bytes
+                .get(8..8 + len)
+                .ok_or("compressed length beyond the data")?;
             let mut out = Vec::new();
             std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(z), &mut out)
                 .map_err(|e| format!("bad deflate data: {e}"))?;

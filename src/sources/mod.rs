@@ -273,7 +273,13 @@ fn apply_duration(r: &mut RunResult, duration: Option<std::time::Duration>) {
         ));
         return;
     }
-    let n = r.ops.iter().map(|o| o.intervals.len()).max().unwrap_or(0).max(1);
+    let n = r
+        .ops
+        .iter()
+        .map(|o| o.intervals.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
     let each = d / n as f64;
     for o in &mut r.ops {
         for (i, iv) in o.intervals.iter_mut().enumerate() {
@@ -287,7 +293,10 @@ fn apply_duration(r: &mut RunResult, duration: Option<std::time::Duration>) {
     r.warnings.push(format!(
         "duration {d} s taken from --duration (the source does not record time){}",
         if n > 1 {
-            format!("; its {n} histograms taken as {} s each", crate::units::sig3(each))
+            format!(
+                "; its {n} histograms taken as {} s each",
+                crate::units::sig3(each)
+            )
         } else {
             String::new()
         }
@@ -1366,7 +1375,11 @@ pub fn print_summary(r: &Results, out: &mut dyn Write) -> Result<()> {
                 }
             )?;
         }
-        if let Some(why) = run.spec.get("bucket_convention_basis").and_then(|v| v.as_str()) {
+        if let Some(why) = run
+            .spec
+            .get("bucket_convention_basis")
+            .and_then(|v| v.as_str())
+        {
             writeln!(out, "  buckets: {why}")?;
         }
         for w in &run.warnings {

@@ -45,7 +45,11 @@ struct Record {
 fn convention(rc: &Record) -> (BucketConvention, String) {
     use BucketConvention::{LowerBound, UpperBound};
     if let Some(c) = rc.conv {
-        let name = if c == UpperBound { "upper-bound (Oracle)" } else { "lower-bound" };
+        let name = if c == UpperBound {
+            "upper-bound (Oracle)"
+        } else {
+            "lower-bound"
+        };
         return (c, format!("{name}: stated by the record's datasource line"));
     }
     if let Some(shape) = rc.shape {
@@ -55,7 +59,14 @@ fn convention(rc: &Record) -> (BucketConvention, String) {
         );
     }
     let l = rc.label.to_ascii_lowercase();
-    for k in ["event_histogram", "10046", "awr", "oracle", "wait event", "dba_hist"] {
+    for k in [
+        "event_histogram",
+        "10046",
+        "awr",
+        "oracle",
+        "wait event",
+        "dba_hist",
+    ] {
         if l.contains(k) {
             return (
                 UpperBound,
@@ -74,7 +85,8 @@ fn convention(rc: &Record) -> (BucketConvention, String) {
     if rc.unit_ns == Some(1.0) {
         return (
             LowerBound,
-            "lower-bound: no datasource line; the unit is ns, which Oracle histograms never use".into(),
+            "lower-bound: no datasource line; the unit is ns, which Oracle histograms never use"
+                .into(),
         );
     }
     (

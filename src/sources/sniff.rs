@@ -92,7 +92,7 @@ pub fn sniff(path: &Path) -> Option<Guess> {
             }
         }
     }
-    votes.sort_by(|a, b| b.1.cmp(&a.1));
+    votes.sort_by_key(|v| std::cmp::Reverse(v.1));
     votes.first().map(|v| v.0)
 }
 
