@@ -443,3 +443,40 @@ fn zero_latency_is_zero() {
     let r = ingest(&args(Format::TimeLatency, vec![p], None), vec![]).unwrap();
     assert_eq!(r.runs[0].ops[0].summary.min_ns, 0);
 }
+
+#[test]
+fn impossible_rows_are_skipped_or_refused_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    // fio: time going backwards and a negative count, in an otherwise real log.
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sources/randread_clat_hist.1.log"),
+    )
+    .unwrap();
+    let rows: Vec<&str> = src.lines().collect();
+    let back = rows[1].replacen("2000,", "500,", 1);
+    let neg = rows[2]
+        .replacen(", 0,", ", -3,", 2)
+        .replacen("2000, -3,", "2000, 1,", 1);
+    let p = dir.path().join("bad_clat_hist.1.log");
+    std::fs::write(&p, format!("{}\n{back}\n{neg}\n", rows[0])).unwrap();
+    let r = ingest(&args(Format::FioHist, vec![p], None), vec![]).unwrap();
+    let w = r.warnings.join("\n") + &r.runs[0].warnings.join("\n");
+    assert!(
+        w.contains("2 row(s) skipped") && w.contains("line 2"),
+        "{w}"
+    );
+    assert!(w.contains("backwards"), "{w}");
+    // bcc: a count no tool can print is an error naming the line; `1 : 2 -> 3` is no row.
+    let t = text("bcc_biolatency.txt")
+        .replace(": 52       |", ": 18446744073709551615 |")
+        .replace("^C", "1 : 2 -> 3");
+    let p = dir.path().join("bad.txt");
+    std::fs::write(&p, t).unwrap();
+    let e = ingest(&args(Format::Biolatency, vec![p], None), vec![]).unwrap_err();
+    let m = format!("{e:#}");
+    assert!(
+        m.contains("line 14") && m.contains("not a possible event count"),
+        "{m}"
+    );
+}

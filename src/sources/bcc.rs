@@ -218,7 +218,8 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
         }
         if let Some(arrow) = memchr::memmem::find(t, b"->") {
             // lo -> hi : count |***|
-            let Some(colon) = memchr::memchr(b':', t) else {
+            // The count's ':' follows the arrow (`1 : 2 -> 3` is not a row).
+            let Some(colon) = memchr::memchr(b':', &t[arrow..]).map(|c| arrow + c) else {
                 r.unparsed("histogram row without ':'");
                 continue;
             };
@@ -228,6 +229,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             let count = parse_u64(t[colon + 1..bar.max(colon + 1)].trim_ascii());
             match (lo, hi, count, unit_ns, sections.last_mut()) {
                 (Some(lo), Some(hi), Some(c), Some(u), Some(s)) if hi >= lo => {
+                    impossible_count(c, r.line_no)?;
                     if c > 0 {
                         s.rows
                             .push(((lo as f64 * u) as u64, ((hi + 1) as f64 * u) as u64, c));
@@ -300,6 +302,15 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
         Format::Biolatency,
         "biolatency",
     ))
+}
+
+/// A bucket count no tool can have printed (2^53 events or more: the counts of a histogram
+/// must add up without overflowing) is an error naming the line.
+pub(crate) fn impossible_count(c: u64, line: u64) -> Result<()> {
+    if c >= 1 << 53 {
+        bail!("line {line}: bucket count {c} is not a possible event count (corrupt input?)");
+    }
+    Ok(())
 }
 
 /// Banner and status lines the tools print around their data.
@@ -496,6 +507,7 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             };
             match (range, count, in_map, sections.last_mut()) {
                 (Some((lo, hi)), Some(c), true, Some(s)) if hi > lo => {
+                    impossible_count(c, r.line_no)?;
                     if c > 0 {
                         s.rows.push((
                             (lo as f64 * unit_ns) as u64,

@@ -195,6 +195,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             }
             match (parse_u64(v), parse_u64(c)) {
                 (Some(b), Some(n)) => {
+                    super::bcc::impossible_count(n, r.line_no)?;
                     rc.shape.get_or_insert("DTrace/SystemTap histogram");
                     *rc.buckets.entry(b).or_default() += n;
                     r.parsed();
@@ -238,6 +239,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             }
             b => match (parse_u64(b), fields.get(1).and_then(|c| parse_u64(c))) {
                 (Some(bucket), Some(count)) if fields.len() == 2 => {
+                    super::bcc::impossible_count(count, r.line_no)?;
                     *rc.buckets.entry(bucket).or_default() += count;
                     r.parsed();
                 }
