@@ -480,3 +480,39 @@ fn impossible_rows_are_skipped_or_refused_with_their_line() {
         "{m}"
     );
 }
+
+#[test]
+fn binary_exits_non_zero_with_a_hint_and_prints_unknown_rates() {
+    let bin = env!("CARGO_BIN_EXE_iolens");
+    let out = std::process::Command::new(bin)
+        .args(["ingest", "--format", "biolatency"])
+        .arg(real("bcc_biosnoop.txt"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("try --format biosnoop"), "{err}");
+    let out = std::process::Command::new(bin)
+        .args(["ingest", "--format", "bpftrace"])
+        .arg(real("bpftrace_biolatency.txt"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let so = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        so.contains("duration unknown") && so.contains(UNKNOWN_RATE),
+        "{so}"
+    );
+    // PyLatencyMap records without timestamps have no duration either.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("untimed.txt");
+    let t: String = text("pylatencymap_test_SystemTap_data.txt")
+        .lines()
+        .filter(|l| !l.starts_with("timestamp"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&p, t).unwrap();
+    let r = ingest(&args(Format::Pylatencymap, vec![p], None), vec![]).unwrap();
+    assert!(r.runs[0].duration_unknown);
+    assert!(!r.runs[0].rates_known());
+}

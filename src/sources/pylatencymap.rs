@@ -262,9 +262,13 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
         if let Some(last) = rs.last_mut() {
             if untimed > 0 {
                 last.warnings.push(format!(
-                    "{untimed} record(s) had no timestamp and were spaced {} s apart",
+                    "{untimed} record(s) had no timestamp: drawn {} s apart in order; their \
+                     duration is unknown (give --duration for rates)",
                     args.interval.as_secs_f64()
                 ));
+                for run in rs.iter_mut() {
+                    run.duration_unknown = true;
+                }
             }
         } else {
             r.warnings.extend(w);
