@@ -22,6 +22,8 @@ pub use write::{write_atomically, write_results, Destination};
 pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u32 = 1;
+/// What renderers print instead of a rate when a run's duration is unknown.
+pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;
 /// Highest trackable latency: one hour in ns (values above are clamped, and counted as such).
@@ -32,10 +34,10 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIST_MAX_NS, SIGFIG).expect("static histogram bounds are valid")
 }
 
-/// Record a latency (ns), clamping to the histogram's range instead of failing.
+/// Record a latency (ns; 0 is recorded as 0), clamping to the histogram's range instead of failing.
 #[inline]
 pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    h.saturating_record(ns.max(1));
+    h.saturating_record(ns);
 }
 
 /// A latency histogram (ns) kept in its V2-deflate encoding, base64 in JSON.
@@ -295,6 +297,11 @@ pub struct RunResult {
     pub started: String,
     /// Measured duration in seconds (warm-up excluded).
     pub duration_s: f64,
+    /// True when the source holds no time information (e.g. one histogram printed at Ctrl-C):
+    /// counts and distributions are real, rates (IOPS, MB/s) are unknown and renderers print
+    /// [`UNKNOWN_RATE`] instead of a number. Absent in older files (read as known).
+    #[serde(default)]
+    pub duration_unknown: bool,
     /// Interval length in seconds.
     pub interval_s: f64,
     /// Warm-up seconds excluded before measurement.
@@ -397,9 +404,14 @@ impl RunResult {
     pub fn total_count(&self) -> u64 {
         self.ops.iter().map(|o| o.count).sum()
     }
-    /// Operations per second across ops (sync ops included).
+    /// True when rates can be computed (the duration is known and positive).
+    pub fn rates_known(&self) -> bool {
+        !self.duration_unknown && self.duration_s > 0.0
+    }
+    /// Operations per second across ops (sync ops included); 0 when the duration is unknown
+    /// (check [`RunResult::rates_known`] before printing it).
     pub fn iops(&self) -> f64 {
-        if self.duration_s > 0.0 {
+        if self.rates_known() {
             self.ops
                 .iter()
                 .filter(|o| o.op != "sync")
@@ -412,7 +424,7 @@ impl RunResult {
     }
     /// Megabytes (10^6) per second across ops.
     pub fn mb_per_s(&self) -> f64 {
-        if self.duration_s > 0.0 {
+        if self.rates_known() {
             self.ops.iter().map(|o| o.bytes).sum::<u64>() as f64 / self.duration_s / 1e6
         } else {
             0.0

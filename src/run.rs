@@ -337,6 +337,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         )
         .to_string(),
         duration_s: measured_s,
+        duration_unknown: false,
         interval_s: spec.interval_s,
         warmup_s: spec.warmup_s,
         ops,

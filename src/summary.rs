@@ -33,18 +33,21 @@ pub fn run_summary(r: &RunResult) -> String {
     );
     for o in &r.ops {
         let l = &o.summary;
-        let rate = if r.duration_s > 0.0 {
-            o.count as f64 / r.duration_s
+        let (rate, mbs) = if r.rates_known() {
+            (
+                fmt_rate(o.count as f64 / r.duration_s),
+                format!("{:.1}", o.bytes as f64 / r.duration_s / 1e6),
+            )
         } else {
-            0.0
+            ("unknown".to_string(), "unknown".to_string())
         };
         let _ = writeln!(
             s,
-            "  {:<6} {:>10} {:>8} {:>9.1} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "  {:<6} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
             o.op,
             o.count,
-            fmt_rate(rate),
-            o.bytes as f64 / r.duration_s.max(1e-9) / 1e6,
+            rate,
+            mbs,
             fmt_ns(l.min_ns as f64),
             fmt_ns(l.p50_ns as f64),
             fmt_ns(l.p90_ns as f64),
@@ -56,6 +59,9 @@ pub fn run_summary(r: &RunResult) -> String {
         if o.errors > 0 {
             let _ = writeln!(s, "  {:<6} {} errors", o.op, o.errors);
         }
+    }
+    if !r.rates_known() {
+        let _ = writeln!(s, "  IOPS, MB/s: {}", crate::results::UNKNOWN_RATE);
     }
     if let Some(c) = &r.cpu {
         let _ = writeln!(

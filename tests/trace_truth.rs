@@ -282,6 +282,7 @@ fn pairs_at(path: &Path, interval: Duration) -> Results {
         interval,
         json: None,
         quiet: true,
+        duration: None,
     };
     ingest(&args, vec![]).unwrap()
 }

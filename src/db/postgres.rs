@@ -1299,6 +1299,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         spec: spec_json,
         started: ph.started,
         duration_s: m,
+        duration_unknown: false,
         interval_s: spec.interval_s,
         warmup_s: spec.warmup_s,
         ops: ops_res,

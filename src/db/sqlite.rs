@@ -1028,6 +1028,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         spec: spec_json.clone(),
         started: started.clone(),
         duration_s: measured,
+        duration_unknown: false,
         interval_s: spec.interval_s,
         warmup_s: spec.warmup_s,
         ops: all_ops,

@@ -187,6 +187,15 @@ pub fn ratio(base: f64, other: f64) -> String {
     }
 }
 
+/// `f(v)`, or [`crate::results::UNKNOWN_RATE`] for NaN (a rate of a run without a duration).
+fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
+    if v.is_nan() {
+        crate::results::UNKNOWN_RATE.into()
+    } else {
+        f(v)
+    }
+}
+
 /// A compared figure: label, value and how to format it.
 pub type Metric = (&'static str, f64, fn(f64) -> String);
 
@@ -194,11 +203,17 @@ pub type Metric = (&'static str, f64, fn(f64) -> String);
 pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
     let Some(o) = run.op(op) else { return vec![] };
     let d = run.duration_s.max(1e-9);
+    // A run without a known duration has no rates: NaN, printed as unknown.
+    let known = |v: f64| if run.rates_known() { v } else { f64::NAN };
     let s = &o.summary;
     let lat: fn(f64) -> String = fmt_ns;
     let mut v: Vec<Metric> = vec![
-        ("IOPS", o.count as f64 / d, fmt_rate),
-        ("MB/s", o.bytes as f64 / d / 1e6, sig3),
+        ("IOPS", known(o.count as f64 / d), |v| {
+            unknown_or(v, fmt_rate)
+        }),
+        ("MB/s", known(o.bytes as f64 / d / 1e6), |v| {
+            unknown_or(v, sig3)
+        }),
         ("mean", s.mean_ns, lat),
         ("p50", s.p50_ns as f64, lat),
         ("p90", s.p90_ns as f64, lat),

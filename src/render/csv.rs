@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 
 use super::heatmap::OpSeries;
-use crate::results::Results;
+use crate::results::{Results, UNKNOWN_RATE};
 
 /// Column names of the interval CSV.
 pub const HEADER: [&str; 16] = [
@@ -43,8 +43,16 @@ pub fn intervals_csv(r: &Results) -> Result<String> {
                     format!("{:.3}", st.start_s),
                     format!("{:.3}", st.duration_s),
                     st.count.to_string(),
-                    format!("{:.3}", st.iops()),
-                    format!("{:.6}", st.mb_per_s()),
+                    if run.rates_known() {
+                        format!("{:.3}", st.iops())
+                    } else {
+                        UNKNOWN_RATE.into()
+                    },
+                    if run.rates_known() {
+                        format!("{:.6}", st.mb_per_s())
+                    } else {
+                        UNKNOWN_RATE.into()
+                    },
                     us(st.mean_ns),
                     us(st.p50_ns as f64),
                     us(st.p90_ns as f64),

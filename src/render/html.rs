@@ -199,8 +199,12 @@ fn headline(out: &mut String, r: &Results) {
         }
     } else if let Some(run) = r.runs.first() {
         if r.runs.len() == 1 {
-            card(out, "IOPS", &fmt_rate(run.iops()));
-            card(out, "MB/s", &sig3(run.mb_per_s()));
+            if run.rates_known() {
+                card(out, "IOPS", &fmt_rate(run.iops()));
+                card(out, "MB/s", &sig3(run.mb_per_s()));
+            } else {
+                card(out, "IOPS, MB/s", crate::results::UNKNOWN_RATE);
+            }
             for op in run.ops.iter().filter(|o| o.count > 0).take(3) {
                 card(
                     out,
@@ -702,8 +706,8 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
             sig3(run.duration_s),
             sig3(run.interval_s),
             if run.warmup_s > 0.0 { format!(" after {} s warm-up", sig3(run.warmup_s)) } else { String::new() },
-            fmt_rate(run.iops()),
-            sig3(run.mb_per_s())
+            if run.rates_known() { fmt_rate(run.iops()) } else { crate::results::UNKNOWN_RATE.into() },
+            if run.rates_known() { sig3(run.mb_per_s()) } else { crate::results::UNKNOWN_RATE.into() }
         );
         if let Some(s) = spec_line(&run.spec) {
             let _ = write!(out, "<p class=\"meta\">workload: {}</p>", esc(&s));

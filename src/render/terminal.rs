@@ -92,19 +92,19 @@ pub fn summary_table(r: &Results) -> Table {
     for (i, run) in r.runs.iter().enumerate() {
         for op in &run.ops {
             let s = &op.summary;
-            let per_s = |v: f64| {
-                if run.duration_s > 0.0 {
-                    v / run.duration_s
+            let per_s = |v: f64, f: fn(f64) -> String| {
+                if run.rates_known() {
+                    f(v / run.duration_s)
                 } else {
-                    0.0
+                    crate::results::UNKNOWN_RATE.to_string()
                 }
             };
             t.row(vec![
                 format!("{i}: {}", run.name),
                 op.op.clone(),
                 op.count.to_string(),
-                fmt_rate(per_s(op.count as f64)),
-                sig3(per_s(op.bytes as f64) / 1e6),
+                per_s(op.count as f64, fmt_rate),
+                per_s(op.bytes as f64 / 1e6, sig3),
                 fmt_ns(s.mean_ns),
                 fmt_ns(s.p50_ns as f64),
                 fmt_ns(s.p99_ns as f64),
@@ -452,9 +452,16 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         }
         let _ = writeln!(
             out,
-            "{} IOPS, {} MB/s{}",
-            fmt_rate(run.iops()),
-            sig3(run.mb_per_s()),
+            "{}{}",
+            if run.rates_known() {
+                format!(
+                    "{} IOPS, {} MB/s",
+                    fmt_rate(run.iops()),
+                    sig3(run.mb_per_s())
+                )
+            } else {
+                format!("IOPS, MB/s: {}", crate::results::UNKNOWN_RATE)
+            },
             if run.interrupted {
                 " (interrupted before its planned end)"
             } else {

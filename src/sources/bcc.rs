@@ -109,7 +109,8 @@ impl Clock {
 }
 
 fn time_of_day(t: &[u8]) -> Option<i64> {
-    // HH:MM:SS
+    // HH:MM:SS (ext4dist and friends print `HH:MM:SS:`)
+    let t = t.strip_suffix(b":").unwrap_or(t);
     if t.len() != 8 || t[2] != b':' || t[5] != b':' {
         return None;
     }
@@ -149,21 +150,33 @@ fn build_runs(
         } else {
             format!("{default_series} {series}")
         };
+        // Time is known only from two or more HH:MM:SS lines (each marks an interval's end);
+        // a histogram printed once at Ctrl-C, or untimed ones, have counts but no duration.
+        let known = timed && spans.len() > 1;
         let mut run = ingest_run(
             &name,
             format,
             ops,
             String::new(),
-            duration,
+            if known { duration } else { 0.0 },
             spans.first().map(|s| s.1).unwrap_or(0.0),
-            json!({"series": series, "timestamps": timed}),
+            json!({"series": series, "timestamps": timed,
+                   "bucket_convention_basis": "lower-bound: a row `lo -> hi` (or `[lo, hi)`) holds values from lo up to hi, as the tool prints it"}),
         );
-        if !timed && spans.len() > 1 {
+        run.duration_unknown = !known;
+        if !known && spans.len() > 1 {
             run.warnings.push(format!(
-                "no HH:MM:SS timestamp lines (-T): {} histograms assumed {} s apart",
+                "no HH:MM:SS timestamp lines (-T): {} histograms drawn {} s apart in order; their \
+                 duration is unknown (give --duration for rates)",
                 spans.len(),
                 args.interval.as_secs_f64()
             ));
+        } else if !known {
+            run.warnings.push(
+                "one histogram without a time span (printed at exit): counts and percentiles \
+                 only; give --duration for rates"
+                    .into(),
+            );
         }
         runs.push(run);
     }
@@ -176,6 +189,8 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
     let mut sections: Vec<Section> = Vec::new();
     let mut disk = String::new();
     let mut flags = String::new();
+    // A section line (`disk = …`, `flags = …`) was read since the last histogram header.
+    let mut pending = false;
     let mut unit_ns: Option<f64> = None;
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
@@ -188,19 +203,23 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             r.parsed();
             continue;
         }
-        if let Some(v) = t.strip_prefix(b"disk = ") {
-            disk = unquote(v);
-            r.parsed();
-            continue;
-        }
-        if let Some(v) = t.strip_prefix(b"flags = ") {
-            flags = unquote(v);
+        if let Some((key, v)) = section_header(t) {
+            // `disk = sda`, `Bucket disk = 'xvdb'` (older bcc), `Bucket ptr = b'sda'`: one
+            // series per disk; `flags = Read`, `operation = 'read'`: one op per value. A key
+            // applies to the one histogram that follows it.
+            if key == "disk" || key == "ptr" {
+                disk = v;
+            } else {
+                flags = v;
+            }
+            pending = true;
             r.parsed();
             continue;
         }
         if let Some(arrow) = memchr::memmem::find(t, b"->") {
             // lo -> hi : count |***|
-            let Some(colon) = memchr::memchr(b':', t) else {
+            // The count's ':' follows the arrow (`1 : 2 -> 3` is not a row).
+            let Some(colon) = memchr::memchr(b':', &t[arrow..]).map(|c| arrow + c) else {
                 r.unparsed("histogram row without ':'");
                 continue;
             };
@@ -210,6 +229,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             let count = parse_u64(t[colon + 1..bar.max(colon + 1)].trim_ascii());
             match (lo, hi, count, unit_ns, sections.last_mut()) {
                 (Some(lo), Some(hi), Some(c), Some(u), Some(s)) if hi >= lo => {
+                    impossible_count(c, r.line_no)?;
                     if c > 0 {
                         s.rows
                             .push(((lo as f64 * u) as u64, ((hi + 1) as f64 * u) as u64, c));
@@ -239,6 +259,13 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
                 }
             };
             unit_ns = Some(u);
+            if !pending {
+                // A histogram without its own section line: no disk or flag applies (the
+                // previous section's belong to an earlier, concatenated output).
+                disk.clear();
+                flags.clear();
+            }
+            pending = false;
             let op = if flags.is_empty() {
                 "block I/O".to_string()
             } else {
@@ -254,12 +281,15 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
             r.parsed();
             continue;
         }
-        if t.starts_with(b"Tracing")
-            || t.starts_with(b"^C")
-            || t.starts_with(b"Detaching")
-            || t.starts_with(b"avg =")
-            || t.starts_with(b"Attaching")
-        {
+        if t.starts_with(b"Tracing") {
+            // A new output begins (concatenated files): no disk or flag carries over.
+            disk.clear();
+            flags.clear();
+            pending = false;
+            r.ignored("tool message");
+            continue;
+        }
+        if is_banner(t) || t.starts_with(b"avg =") {
             r.ignored("tool message");
             continue;
         }
@@ -274,8 +304,50 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
     ))
 }
 
+/// A bucket count no tool can have printed (2^53 events or more: the counts of a histogram
+/// must add up without overflowing) is an error naming the line.
+pub(crate) fn impossible_count(c: u64, line: u64) -> Result<()> {
+    if c >= 1 << 53 {
+        bail!("line {line}: bucket count {c} is not a possible event count (corrupt input?)");
+    }
+    Ok(())
+}
+
+/// Banner and status lines the tools print around their data.
+fn is_banner(t: &[u8]) -> bool {
+    t.starts_with(b"Tracing")
+        || t.starts_with(b"^C")
+        || t.starts_with(b"Detaching")
+        || t.starts_with(b"Attaching")
+        || (t.starts_with(b"Attached ") && memchr::memmem::find(t, b"probe").is_some())
+        || memchr::memmem::find(t, b"Hit Ctrl-C").is_some()
+}
+
+/// A bcc section line `[Bucket ]key = value` (e.g. `disk = sda`, `Bucket disk = 'xvdb'`,
+/// `flags = Sync-Write`, `operation = 'read'`): the key and the unquoted value.
+fn section_header(t: &[u8]) -> Option<(String, String)> {
+    let t = t.strip_prefix(b"Bucket ").unwrap_or(t);
+    let eq = memchr::memmem::find(t, b" = ")?;
+    let key = &t[..eq];
+    // `avg = 663 usecs, total: …` (-e) is a summary line, not a section.
+    if key.is_empty()
+        || key == b"avg"
+        || !key.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
+    {
+        return None;
+    }
+    Some((
+        String::from_utf8_lossy(key).into_owned(),
+        unquote(&t[eq + 3..]),
+    ))
+}
+
 fn unquote(v: &[u8]) -> String {
     let v = v.trim_ascii();
+    let v = v
+        .strip_prefix(b"b")
+        .filter(|x| x.starts_with(b"'"))
+        .unwrap_or(v);
     let v = v
         .strip_prefix(b"'")
         .and_then(|x| x.strip_suffix(b"'"))
@@ -326,6 +398,28 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
     let mut unit_ns = 1e3;
     let mut guessed: Vec<String> = Vec::new();
     let mut in_map = false;
+    // A multi-line key being read (its lines so far) and its map's name.
+    let mut stack_key: Option<Vec<String>> = None;
+    let mut stack_map = String::new();
+    let start_section = |sections: &mut Vec<Section>,
+                         clock: &mut Clock,
+                         unit_ns: &mut f64,
+                         guessed: &mut Vec<String>,
+                         map: &str,
+                         name: String| {
+        let unit = args.unit.or_else(|| unit_from_map_name(map));
+        if unit.is_none() && !guessed.iter().any(|g| g == map) {
+            guessed.push(map.to_string());
+        }
+        *unit_ns = unit.unwrap_or(Unit::Us).ns();
+        clock.section("", &name);
+        sections.push(Section {
+            interval: clock.cur(),
+            series: String::new(),
+            op: name,
+            rows: Vec::new(),
+        });
+    };
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -338,21 +432,54 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             r.parsed();
             continue;
         }
+        if let Some(key) = stack_key.as_mut() {
+            // Inside a multi-line map key (`@usecs[` … kernel stack lines … `]:`).
+            if t == b"]:" || t == b"]" {
+                let frames = std::mem::take(key);
+                stack_key = None;
+                let name = format!("{}[{}]", stack_map, frames.join(";"));
+                start_section(
+                    &mut sections,
+                    &mut clock,
+                    &mut unit_ns,
+                    &mut guessed,
+                    &stack_map,
+                    name,
+                );
+                in_map = true;
+            } else {
+                key.push(String::from_utf8_lossy(t).into_owned());
+            }
+            r.parsed();
+            continue;
+        }
+        if t.starts_with(b"@") && t.ends_with(b"[") {
+            stack_map = String::from_utf8_lossy(&t[..t.len() - 1]).into_owned();
+            stack_key = Some(Vec::new());
+            r.parsed();
+            continue;
+        }
+        if t.starts_with(b"@") && !t.ends_with(b":") {
+            // `@stat[k]: count 10, average 5, total 50`, `@name: 123`, `@[k]: 4`: scalar maps.
+            if memchr::memmem::find(t, b": ").is_some() {
+                r.ignored("scalar map");
+            } else {
+                r.unparsed("map line not understood");
+            }
+            in_map = false;
+            continue;
+        }
         if t.starts_with(b"@") && t.ends_with(b":") {
             let name = String::from_utf8_lossy(&t[..t.len() - 1]).into_owned();
             let map = name.split('[').next().unwrap_or(&name).to_string();
-            let unit = args.unit.or_else(|| unit_from_map_name(&map));
-            if unit.is_none() && !guessed.contains(&map) {
-                guessed.push(map.clone());
-            }
-            unit_ns = unit.unwrap_or(Unit::Us).ns();
-            clock.section("", &name);
-            sections.push(Section {
-                interval: clock.cur(),
-                series: String::new(),
-                op: name,
-                rows: Vec::new(),
-            });
+            start_section(
+                &mut sections,
+                &mut clock,
+                &mut unit_ns,
+                &mut guessed,
+                &map,
+                name,
+            );
             in_map = true;
             r.parsed();
             continue;
@@ -380,6 +507,7 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             };
             match (range, count, in_map, sections.last_mut()) {
                 (Some((lo, hi)), Some(c), true, Some(s)) if hi > lo => {
+                    impossible_count(c, r.line_no)?;
                     if c > 0 {
                         s.rows.push((
                             (lo as f64 * unit_ns) as u64,
@@ -396,11 +524,19 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             }
             continue;
         }
-        if t.starts_with(b"Attaching") || t.starts_with(b"Tracing") || t.starts_with(b"^C") {
+        if is_banner(t) {
             r.ignored("tool message");
             continue;
         }
+        if t[0].is_ascii_alphabetic() && !t.contains(&b'|') && !t.contains(&b'[') {
+            // printf() text of the script (e.g. `Latency distribution in microsecond:`).
+            r.ignored("script message");
+            continue;
+        }
         r.unparsed("not bpftrace hist() output");
+    }
+    if stack_key.is_some() {
+        r.unparsed("map key not closed with ']:' at end of input");
     }
     let mut runs = build_runs(sections, &clock, args, Format::Bpftrace, "bpftrace");
     if !guessed.is_empty() {

@@ -23,6 +23,8 @@ use super::{
 };
 use crate::results::{BucketConvention, RunResult};
 
+/// No bin of a fio histogram row may hold this many I/Os (2^53: centuries at 1M IOPS).
+const MAX_BIN_COUNT: u64 = 1 << 53;
 const PLAT_BITS: u32 = 6;
 const PLAT_VAL: u64 = 1 << PLAT_BITS;
 
@@ -132,6 +134,17 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
     let mut layout: Option<(usize, u64, f64, usize)> = None;
     let mut epoch = None;
     let mut vals: Vec<u64> = Vec::new();
+    // Per ddir: last time (ms) and running count.
+    let mut last: Vec<(u64, u64, u64)> = Vec::new();
+    // Rows skipped as impossible: how many, and the first one's line and reason.
+    let mut skipped: (u64, u64, String) = (0, 0, String::new());
+    let mut skip = |line: u64, why: String| {
+        if skipped.0 == 0 {
+            skipped.1 = line;
+            skipped.2 = why;
+        }
+        skipped.0 += 1;
+    };
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -140,14 +153,24 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
         }
         vals.clear();
         let mut ok = true;
+        let mut negative = false;
         for f in t.split(|&c| c == b',') {
-            match parse_i64(f.trim_ascii()) {
-                Some(v) if v >= 0 => vals.push(v as u64),
-                _ => {
+            let f = f.trim_ascii();
+            match parse_u64(f) {
+                Some(v) => vals.push(v),
+                None if parse_i64(f).is_some() => {
+                    negative = true;
+                    vals.push(0);
+                }
+                None => {
                     ok = false;
                     break;
                 }
             }
+        }
+        if ok && negative && vals.len() >= 4 {
+            skip(r.line_no, "a negative value".into());
+            continue;
         }
         if !ok || vals.len() < 4 {
             r.unparsed("expected 'msec, ddir, bs, bin0, bin1, …' (whole numbers)");
@@ -170,6 +193,42 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             continue;
         }
         let time = vals[0];
+        // Impossible counts (fio has written uninitialised memory as counts): no bin may hold
+        // 2^53 I/Os or more, and the row's and the direction's totals must not overflow.
+        let bins = &vals[lead..];
+        let row_sum = bins.iter().try_fold(0u64, |a, &c| {
+            (c < MAX_BIN_COUNT).then(|| a.checked_add(c)).flatten()
+        });
+        let ddir = vals[1];
+        let prev = last.iter().find(|x| x.0 == ddir).map(|x| (x.1, x.2));
+        let Some(row_sum) = row_sum.filter(|s| {
+            prev.map_or(0u64, |p| p.1)
+                .checked_add(*s)
+                .is_some_and(|t| t < MAX_BIN_COUNT)
+        }) else {
+            let big = bins.iter().copied().max().unwrap_or(0);
+            skip(
+                r.line_no,
+                format!("bin counts that cannot be I/O counts (up to {big}; their sum overflows)"),
+            );
+            continue;
+        };
+        if let Some((pt, _)) = prev {
+            if time < pt {
+                skip(
+                    r.line_no,
+                    format!(
+                        "time going backwards ({time} ms after {pt} ms for {})",
+                        ddir_name(ddir)
+                    ),
+                );
+                continue;
+            }
+        }
+        match last.iter_mut().find(|x| x.0 == ddir) {
+            Some(x) => *x = (ddir, time, x.2 + row_sum),
+            None => last.push((ddir, time, row_sum)),
+        }
         let is_epoch = *epoch.get_or_insert(time >= 1_000_000_000_000);
         let _ = is_epoch;
         let op = b.op(ddir_name(vals[1]));
@@ -190,6 +249,13 @@ pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunRes
             );
         }
         r.parsed();
+    }
+    if skipped.0 > 0 {
+        r.stats.ignored.insert("impossible row".into(), skipped.0);
+        r.warnings.push(format!(
+            "{} row(s) skipped as impossible (first at line {}: {})",
+            skipped.0, skipped.1, skipped.2
+        ));
     }
     let Some((_, stride, unit_ns, _)) = layout else {
         return Ok(Vec::new());

@@ -78,10 +78,10 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             r.unparsed("histogram is not base64");
             continue;
         };
-        let h: Histogram<u64> = match de.deserialize(&mut bytes.as_slice()) {
+        let h: Histogram<u64> = match decode_any(&mut de, &bytes) {
             Ok(h) => h,
-            Err(_) => {
-                r.unparsed("histogram cannot be decoded (not V2/V2-deflate)");
+            Err(why) => {
+                r.unparsed(&format!("histogram cannot be decoded: {why}"));
                 continue;
             }
         };
@@ -143,4 +143,122 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
         if n > 0 { duration / n as f64 } else { 0.0 },
         json!({"unit_ns": scale}),
     )])
+}
+
+/// Cookie bases (the word-size nibble `0xf0` masked off) of HdrHistogram's encodings.
+const V0: u32 = 0x1c84_9308;
+const V0_DEFLATE: u32 = 0x1c84_9309;
+const V1: u32 = 0x1c84_9301;
+const V1_DEFLATE: u32 = 0x1c84_9302;
+const V2: u32 = 0x1c84_9303;
+const V2_DEFLATE: u32 = 0x1c84_9304;
+
+/// Decode any encoding HdrHistogram's own readers decode: V2 and V2-deflate (by the
+/// `hdrhistogram` crate), and the older V0 and V1 (fixed-width counts of 2, 4 or 8 bytes; V0
+/// has a 32-byte header without payload length), compressed or not, which are re-encoded as V2
+/// with the same parameters, so the counts land in exactly the same buckets.
+fn decode_any(de: &mut Deserializer, bytes: &[u8]) -> std::result::Result<Histogram<u64>, String> {
+    let cookie = be32(bytes, 0).ok_or("too short")?;
+    let base = cookie & !0xf0;
+    let plain: Vec<u8>;
+    let inner: &[u8] = match base {
+        V2 | V2_DEFLATE => {
+            return de
+                .deserialize(&mut &bytes[..])
+                .map_err(|e| format!("{e:?}"));
+        }
+        V0 | V1 => bytes,
+        V0_DEFLATE | V1_DEFLATE => {
+            let len = be32(bytes, 4).ok_or("too short")? as usize;
+            let z = bytes
+                .get(8..8 + len)
+                .ok_or("compressed length beyond the data")?;
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(z), &mut out)
+                .map_err(|e| format!("bad deflate data: {e}"))?;
+            plain = out;
+            &plain
+        }
+        _ => return Err(format!("unknown encoding cookie {cookie:#x}")),
+    };
+    let cookie = be32(inner, 0).ok_or("too short")?;
+    let word = ((cookie & 0xf0) >> 4) & 0xe;
+    let (sig, low, high, payload) = match cookie & !0xf0 {
+        V0 => {
+            let sig = be32(inner, 4).ok_or("short V0 header")?;
+            let low = be64(inner, 8).ok_or("short V0 header")?;
+            let high = be64(inner, 16).ok_or("short V0 header")?;
+            (sig, low, high, inner.get(32..).unwrap_or(&[]))
+        }
+        V1 => {
+            let len = be32(inner, 4).ok_or("short V1 header")? as usize;
+            if be32(inner, 8) != Some(0) {
+                return Err("normalizing index offset is not supported".into());
+            }
+            let sig = be32(inner, 12).ok_or("short V1 header")?;
+            let low = be64(inner, 16).ok_or("short V1 header")?;
+            let high = be64(inner, 24).ok_or("short V1 header")?;
+            let p = inner.get(40..).unwrap_or(&[]);
+            (sig, low, high, &p[..len.min(p.len())])
+        }
+        _ => return Err(format!("unexpected inner cookie {cookie:#x}")),
+    };
+    if !matches!(word, 2 | 4 | 8) {
+        return Err(format!("word size {word} is not 2, 4 or 8"));
+    }
+    let sig = u8::try_from(sig).map_err(|_| "bad significant digits")?;
+    let slots = Histogram::<u64>::new_with_bounds(low.max(1), high.max(2 * low.max(1)), sig)
+        .map_err(|e| format!("bad histogram parameters: {e:?}"))?
+        .distinct_values();
+    // Re-encode as uncompressed V2: ZigZag LEB128 counts.
+    let mut v2 = Vec::with_capacity(40 + payload.len());
+    let mut counts = Vec::new();
+    for (i, w) in payload.chunks_exact(word as usize).enumerate() {
+        let c: i64 = match word {
+            2 => i16::from_be_bytes([w[0], w[1]]) as i64,
+            4 => i32::from_be_bytes([w[0], w[1], w[2], w[3]]) as i64,
+            _ => i64::from_be_bytes(w.try_into().expect("8 bytes")),
+        };
+        if c < 0 {
+            return Err(format!("negative count {c} at index {i}"));
+        }
+        if i >= slots {
+            if c != 0 {
+                return Err(format!("count at index {i} beyond the histogram's range"));
+            }
+            continue;
+        }
+        zigzag(&mut counts, c);
+    }
+    v2.extend_from_slice(&(V2 | 0x10).to_be_bytes());
+    v2.extend_from_slice(&(counts.len() as u32).to_be_bytes());
+    v2.extend_from_slice(&0u32.to_be_bytes());
+    v2.extend_from_slice(&(sig as u32).to_be_bytes());
+    v2.extend_from_slice(&low.to_be_bytes());
+    v2.extend_from_slice(&high.to_be_bytes());
+    v2.extend_from_slice(&1f64.to_be_bytes());
+    v2.extend_from_slice(&counts);
+    de.deserialize(&mut &v2[..]).map_err(|e| format!("{e:?}"))
+}
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// HdrHistogram's ZigZag LEB128-64b9B: 7 bits a byte for 8 bytes, the 9th byte holds 8 bits.
+fn zigzag(out: &mut Vec<u8>, v: i64) {
+    let mut u = ((v << 1) ^ (v >> 63)) as u64;
+    for _ in 0..8 {
+        if u >> 7 == 0 {
+            out.push(u as u8);
+            return;
+        }
+        out.push((u as u8 & 0x7f) | 0x80);
+        u >>= 7;
+    }
+    out.push(u as u8);
 }

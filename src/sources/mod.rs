@@ -36,6 +36,7 @@ pub mod hlog;
 pub mod oracle_trace;
 pub mod pairs;
 pub mod pylatencymap;
+pub mod sniff;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -130,6 +131,10 @@ pub struct IngestArgs {
     /// time-latency) and the assumed spacing of un-timestamped histogram sections.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: std::time::Duration,
+    /// How long the source was recording, for sources that do not say (a histogram printed
+    /// once at Ctrl-C, histograms without timestamps): without it their rates are unknown.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
     /// Write the results document (JSON) here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -212,14 +217,24 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
         if runs.is_empty() {
-            results.warnings.push(format!(
-                "{}: no {} data found ({} lines read)",
+            // Nothing could be read: an error, with the likely format when it is another.
+            let mut msg = format!(
+                "{}: no {} data found ({} lines read, {} not understood)",
                 path.display(),
                 format_name(args.format),
-                reader.stats.lines
-            ));
+                reader.stats.lines,
+                reader.stats.unparsed
+            );
+            for w in &results.warnings {
+                msg.push_str(&format!("\n  {w}"));
+            }
+            if let Some(hint) = sniff::hint(path, args.format) {
+                msg.push_str(&format!("\n  hint: {hint}"));
+            }
+            bail!(msg);
         }
         for mut r in runs {
+            apply_duration(&mut r, args.duration);
             if let serde_json::Value::Object(m) = &mut r.spec {
                 m.insert("file".into(), path.display().to_string().into());
             }
@@ -245,6 +260,49 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
         serde_json::json!({"format": format_name(args.format), "files": stats}),
     );
     Ok(results)
+}
+
+/// Give a run without a duration of its own the one the user stated (`--duration`): its
+/// intervals are spread evenly over it. A run whose source has its own span keeps it.
+fn apply_duration(r: &mut RunResult, duration: Option<std::time::Duration>) {
+    let Some(d) = duration.map(|d| d.as_secs_f64()).filter(|d| *d > 0.0) else {
+        return;
+    };
+    if !r.duration_unknown {
+        r.warnings.push(format!(
+            "--duration {d} s ignored: the source gives its own span ({} s)",
+            crate::units::sig3(r.duration_s)
+        ));
+        return;
+    }
+    let n = r
+        .ops
+        .iter()
+        .map(|o| o.intervals.len())
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let each = d / n as f64;
+    for o in &mut r.ops {
+        for (i, iv) in o.intervals.iter_mut().enumerate() {
+            iv.start_s = i as f64 * each;
+            iv.duration_s = each;
+        }
+    }
+    r.duration_s = d;
+    r.interval_s = each;
+    r.duration_unknown = false;
+    r.warnings.push(format!(
+        "duration {d} s taken from --duration (the source does not record time){}",
+        if n > 1 {
+            format!(
+                "; its {n} histograms taken as {} s each",
+                crate::units::sig3(each)
+            )
+        } else {
+            String::new()
+        }
+    ));
 }
 
 /// The CLI spelling of a format.
@@ -1340,18 +1398,28 @@ pub fn print_summary(r: &Results, out: &mut dyn Write) -> Result<()> {
         oracle_trace::print_profile(p, out)?;
     }
     for run in &r.runs {
+        let n_iv = run.ops.first().map(|o| o.intervals.len()).unwrap_or(0);
         writeln!(
             out,
-            "\n{}  ({}{:.1} s, {} interval(s) of {} s)",
+            "\n{}  ({}{})",
             run.name,
             if run.started.is_empty() {
                 String::new()
             } else {
                 format!("{}, ", run.started)
             },
-            run.duration_s,
-            run.ops.first().map(|o| o.intervals.len()).unwrap_or(0),
-            crate::units::sig3(run.interval_s)
+            if run.duration_unknown {
+                format!(
+                    "{n_iv} histogram(s), duration unknown: IOPS, MB/s {}",
+                    crate::results::UNKNOWN_RATE
+                )
+            } else {
+                format!(
+                    "{:.1} s, {n_iv} interval(s) of {} s",
+                    run.duration_s,
+                    crate::units::sig3(run.interval_s)
+                )
+            }
         )?;
         writeln!(
             out,
@@ -1376,6 +1444,13 @@ pub fn print_summary(r: &Results, out: &mut dyn Write) -> Result<()> {
                     BucketConvention::LowerBound => "lower-bound",
                 }
             )?;
+        }
+        if let Some(why) = run
+            .spec
+            .get("bucket_convention_basis")
+            .and_then(|v| v.as_str())
+        {
+            writeln!(out, "  buckets: {why}")?;
         }
         for w in &run.warnings {
             writeln!(out, "  warning: {w}")?;

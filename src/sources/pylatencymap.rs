@@ -33,7 +33,66 @@ struct Record {
     label: String,
     unit_ns: Option<f64>,
     conv: Option<BucketConvention>,
+    /// Set when the rows are raw DTrace `quantize()` / SystemTap `@hist_log` output.
+    shape: Option<&'static str>,
     buckets: HashMap<u64, u64>,
+}
+
+/// The bucket convention of a record and why: its `datasource` line; else the shape of its rows
+/// (DTrace and SystemTap print lower bounds); else its label (Oracle views and 10046 traces use
+/// upper bounds; DTrace, SystemTap, BPF lower); else its unit (Oracle never reports ns); else
+/// PyLatencyMap's own default (`systemtap`, later `bpf`: lower bounds).
+fn convention(rc: &Record) -> (BucketConvention, String) {
+    use BucketConvention::{LowerBound, UpperBound};
+    if let Some(c) = rc.conv {
+        let name = if c == UpperBound {
+            "upper-bound (Oracle)"
+        } else {
+            "lower-bound"
+        };
+        return (c, format!("{name}: stated by the record's datasource line"));
+    }
+    if let Some(shape) = rc.shape {
+        return (
+            LowerBound,
+            format!("lower-bound: no datasource line; the rows are {shape} output, which labels a bucket by its lower bound"),
+        );
+    }
+    let l = rc.label.to_ascii_lowercase();
+    for k in [
+        "event_histogram",
+        "10046",
+        "awr",
+        "oracle",
+        "wait event",
+        "dba_hist",
+    ] {
+        if l.contains(k) {
+            return (
+                UpperBound,
+                format!("upper-bound (Oracle): no datasource line; the label names '{k}', an Oracle source, whose bucket v holds [v/2, v)"),
+            );
+        }
+    }
+    for k in ["dtrace", "systemtap", "bpf", "bcc", "biolatency", "ebpf"] {
+        if l.contains(k) {
+            return (
+                LowerBound,
+                format!("lower-bound: no datasource line; the label names '{k}', whose bucket v holds [v, 2v)"),
+            );
+        }
+    }
+    if rc.unit_ns == Some(1.0) {
+        return (
+            LowerBound,
+            "lower-bound: no datasource line; the unit is ns, which Oracle histograms never use"
+                .into(),
+        );
+    }
+    (
+        LowerBound,
+        "lower-bound: nothing in the record says; PyLatencyMap's own default data source (systemtap/bpf) is lower-bound".into(),
+    )
 }
 
 /// Read a PyLatencyMap stream.
@@ -63,7 +122,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             if rc.label.is_empty() {
                 rc.label = "pylatencymap".into();
             }
-            let conv = rc.conv.unwrap_or(BucketConvention::UpperBound);
+            let (conv, basis) = convention(&rc);
             let unit_ns = rc.unit_ns.unwrap_or(1e6);
             let label = rc.label.clone();
             if !series.contains_key(&label) {
@@ -76,7 +135,8 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
                             Format::Pylatencymap,
                             conv,
                             unit_ns,
-                            json!({"label": label, "unit_ns": unit_ns}),
+                            json!({"label": label, "unit_ns": unit_ns,
+                                   "bucket_convention_basis": basis}),
                         ),
                         0,
                     ),
@@ -107,6 +167,43 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             r.ignored("outside records");
             continue;
         };
+        // Raw DTrace quantize() / SystemTap @hist_log output, as PyLatencyMap's connectors read
+        // it: headers, aggregation keys, `~` elisions, and rows `value |@@@ count`.
+        if t.starts_with(b"value") {
+            rc.shape = Some(if memchr::memmem::find(t, b"Distribution").is_some() {
+                "DTrace quantize()"
+            } else {
+                "SystemTap @hist_log"
+            });
+            r.ignored("histogram header");
+            continue;
+        }
+        if t == b"~" || t == b"myhistogram" {
+            r.ignored("histogram header");
+            continue;
+        }
+        if let Some(bar) = memchr::memchr(b'|', t) {
+            let v = t[..bar].trim_ascii();
+            let c = t[bar + 1..]
+                .split(|c| c.is_ascii_whitespace())
+                .rfind(|f| !f.is_empty())
+                .unwrap_or(b"");
+            if v.starts_with(b"-") {
+                // Negative latencies (a VM clock artefact): PyLatencyMap's connectors drop them.
+                r.ignored("negative bucket");
+                continue;
+            }
+            match (parse_u64(v), parse_u64(c)) {
+                (Some(b), Some(n)) => {
+                    super::bcc::impossible_count(n, r.line_no)?;
+                    rc.shape.get_or_insert("DTrace/SystemTap histogram");
+                    *rc.buckets.entry(b).or_default() += n;
+                    r.parsed();
+                }
+                _ => r.unparsed("histogram row not understood"),
+            }
+            continue;
+        }
         let fields: Vec<&[u8]> = t.split(|&c| c == b',').map(|f| f.trim_ascii()).collect();
         match fields[0] {
             b"timestamp" => {
@@ -142,6 +239,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             }
             b => match (parse_u64(b), fields.get(1).and_then(|c| parse_u64(c))) {
                 (Some(bucket), Some(count)) if fields.len() == 2 => {
+                    super::bcc::impossible_count(count, r.line_no)?;
                     *rc.buckets.entry(bucket).or_default() += count;
                     r.parsed();
                 }
@@ -164,9 +262,13 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
         if let Some(last) = rs.last_mut() {
             if untimed > 0 {
                 last.warnings.push(format!(
-                    "{untimed} record(s) had no timestamp and were spaced {} s apart",
+                    "{untimed} record(s) had no timestamp: drawn {} s apart in order; their \
+                     duration is unknown (give --duration for rates)",
                     args.interval.as_secs_f64()
                 ));
+                for run in rs.iter_mut() {
+                    run.duration_unknown = true;
+                }
             }
         } else {
             r.warnings.extend(w);
