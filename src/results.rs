@@ -189,6 +189,11 @@ pub struct OpResult {
     /// How the source bucketed values (exact for engine runs).
     #[serde(default = "default_convention")]
     pub bucket_convention: BucketConvention,
+    /// Edges (ns, ascending) of the source's own buckets that held counts, for bucketed
+    /// sources: their counts were spread across these buckets once, at ingest, so charts draw
+    /// bars on these edges rather than re-binning them. Empty for exact values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_edges_ns: Vec<u64>,
 }
 
 fn default_convention() -> BucketConvention {
@@ -207,6 +212,7 @@ impl OpResult {
             summary: LatencySummary::of(total),
             intervals,
             bucket_convention: BucketConvention::Exact,
+            bucket_edges_ns: Vec::new(),
         }
     }
 }

@@ -55,6 +55,7 @@ pub(crate) fn test_op(name: &str, count: u64, mean_ns: f64) -> crate::results::O
         },
         intervals: vec![],
         bucket_convention: crate::results::BucketConvention::Exact,
+        bucket_edges_ns: vec![],
     }
 }
 

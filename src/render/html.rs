@@ -19,7 +19,7 @@ use super::terminal::{host_lines, spec_line, summary_table, Table};
 use hdrhistogram::Histogram;
 
 use crate::analysis::{describe, find_knee, find_modes, run_verdicts};
-use crate::results::{BucketConvention, Results, RunResult};
+use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
 const CSS: &str = r#"
@@ -82,15 +82,12 @@ for(var k=0;k<charts.length;k++){(function(svg){
 })();
 "#;
 
-/// Modes of a latency histogram (`analysis::modes`) as shaded bands, placed with the same
-/// bucket-convention shift as the histogram bars, and their one-line description.
-pub(crate) fn mode_bands(h: &Histogram<u64>, conv: BucketConvention) -> (Vec<Band>, String) {
+/// Modes of a latency histogram (`analysis::modes`) as shaded bands where the histogram bars
+/// are (values as the model holds them: bucketed sources were spread once, at ingest), and
+/// their one-line description.
+pub(crate) fn mode_bands(h: &Histogram<u64>) -> (Vec<Band>, String) {
     let modes = find_modes(h);
-    let f = match conv {
-        BucketConvention::Exact => 1.0,
-        BucketConvention::UpperBound => std::f64::consts::FRAC_1_SQRT_2,
-        BucketConvention::LowerBound => std::f64::consts::SQRT_2,
-    };
+    let f = 1.0;
     let bands = modes
         .iter()
         .map(|m| Band {
@@ -238,8 +235,8 @@ fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
             continue;
         }
         let h = op.hist.decode()?;
-        let bins = log_bins(&h, op.bucket_convention, 4);
-        let (bands, desc) = mode_bands(&h, op.bucket_convention);
+        let bins = log_bins(&h, &op.bucket_edges_ns, 4);
+        let (bands, desc) = mode_bands(&h);
         let series = HistSeries {
             name: op.op.clone(),
             colour: colour(i).into(),
@@ -878,7 +875,7 @@ pub fn compare(inputs: &[(String, Results)], problems: &[String]) -> Result<Stri
                 series.push(HistSeries {
                     name: label.clone(),
                     colour: colour(i).into(),
-                    bins: log_bins(&h, o.bucket_convention, 4)
+                    bins: log_bins(&h, &o.bucket_edges_ns, 4)
                         .iter()
                         .map(|b| (b.low_ns, b.high_ns, b.share))
                         .collect(),
