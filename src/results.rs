@@ -169,6 +169,42 @@ pub struct Interval {
     pub hist: Hist,
 }
 
+/// Fold a stub last interval into the one before it: when the last interval is shorter than
+/// half of the one before (a run ends a few milliseconds after an interval boundary), the two
+/// become one interval with their summed real duration and exactly merged histogram, so no rate
+/// is ever computed over a sliver. Returns whether it folded.
+pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
+    let n = intervals.len();
+    if n < 2 {
+        return Ok(false);
+    }
+    let (prev, last) = (&intervals[n - 2], &intervals[n - 1]);
+    if !(last.duration_s < 0.5 * prev.duration_s) {
+        return Ok(false);
+    }
+    let merged = if last.count > 0 {
+        let mut h = prev.hist.decode()?;
+        h.add(last.hist.decode()?)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        Some(Hist::encode(&h))
+    } else {
+        None
+    };
+    let Some(last) = intervals.pop() else {
+        return Ok(false);
+    };
+    let Some(prev) = intervals.last_mut() else {
+        return Ok(false);
+    };
+    if let Some(h) = merged {
+        prev.hist = h;
+    }
+    prev.count += last.count;
+    prev.bytes += last.bytes;
+    prev.duration_s += last.duration_s;
+    Ok(true)
+}
+
 /// All measurements of one operation type (read, write, sync, or a named wait event).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OpResult {

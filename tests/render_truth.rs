@@ -135,3 +135,110 @@ fn bcc_usecs_buckets_are_drawn_on_their_own_edges() {
     assert!(shown.contains("64 µs .. 128 µs"), "{shown}");
     assert!(!shown.contains("90.5 µs"), "{shown}");
 }
+
+/// Rows of `iolens export --csv -`: (op, duration_s, count, iops).
+fn csv_rows(json: &Path) -> Vec<(String, f64, u64, f64)> {
+    let text = iolens(&["export", json.to_str().unwrap(), "--csv", "-"]);
+    text.lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[3].to_string(),
+                f[5].parse().unwrap(),
+                f[6].parse().unwrap(),
+                f[7].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_real_run_has_no_stub_last_interval() {
+    // 2.3 s at 1 s intervals: the last 0.3 s belong to the interval before, not to an
+    // interval of their own.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let target = dir.path().join("t.dat");
+    iolens(&[
+        "run",
+        "--engine",
+        "null",
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "4M",
+        "--duration",
+        "2.3s",
+        "--interval",
+        "1s",
+        "--warmup",
+        "0s",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let r = Results::read_file(&json).unwrap();
+    let run = &r.runs[0];
+    assert!(run.duration_s >= 2.3, "{}", run.duration_s);
+    for o in &run.ops {
+        let sum: u64 = o.intervals.iter().map(|i| i.count).sum();
+        assert_eq!(sum, o.count, "interval counts sum to the op's count");
+        let covered: f64 = o.intervals.iter().map(|i| i.duration_s).sum();
+        assert!((covered - run.duration_s).abs() < 1e-6, "{covered} vs {}", run.duration_s);
+        for iv in &o.intervals {
+            assert!(iv.duration_s >= 0.5, "stub interval {iv:?}");
+        }
+        assert_eq!(o.intervals.len(), 2, "{:?}", o.intervals.len());
+    }
+    let overall = run.ops[0].count as f64 / run.duration_s;
+    for (op, d, _, iops) in csv_rows(&json) {
+        assert!(d >= 0.5, "{op}: CSV row over {d} s");
+        assert!(
+            iops > overall / 4.0 && iops < overall * 4.0,
+            "{op}: CSV rate {iops} far from the run's {overall}"
+        );
+    }
+}
+
+#[test]
+fn renderers_fold_a_stub_tail_of_an_old_file() {
+    // A file written before runs folded their tail: 3 s of 1 s intervals and then one I/O in a
+    // 4 ms interval. No chart or CSV row may show 250 IOPS (or a latency jump) for it.
+    let mut r = iolens::render::synth::run_results(3, 1.0, 7);
+    let run = &mut r.runs[0];
+    for o in &mut run.ops {
+        let mut h = iolens::results::new_histogram();
+        iolens::results::record_ns(&mut h, 5_000_000);
+        let mut total = o.hist.decode().unwrap();
+        total.add(&h).unwrap();
+        o.intervals.push(iolens::results::Interval {
+            start_s: 3.0,
+            duration_s: 0.004,
+            count: 1,
+            bytes: 8192,
+            hist: iolens::results::Hist::encode(&h),
+        });
+        let (count, bytes) = (o.count + 1, o.bytes + 8192);
+        *o = iolens::results::OpResult::new(&o.op, &total, bytes, o.intervals.clone());
+        assert_eq!(o.count, count);
+    }
+    run.duration_s = 3.004;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("old.json");
+    r.write_file(&json).unwrap();
+    let rows = csv_rows(&json);
+    let ops = r.runs[0].ops.len();
+    assert_eq!(rows.len(), 3 * ops, "{rows:?}");
+    for (op, d, count, iops) in &rows {
+        assert!(*d >= 0.5, "{op}: CSV row over {d} s");
+        assert!(*count >= 10 && *iops >= 10.0, "{op}: {count} in {d} s");
+    }
+    let last = rows.iter().filter(|r| r.1 > 1.0).count();
+    assert_eq!(last, ops, "each op's last row covers 1.004 s: {rows:?}");
+    let s = OpSeries::decode(&r.runs[0].ops[0]).unwrap();
+    assert_eq!(s.stats.len(), 3);
+    assert!((s.stats[2].duration_s - 1.004).abs() < 1e-9);
+    let total: u64 = s.stats.iter().map(|st| st.count).sum();
+    assert_eq!(total, r.runs[0].ops[0].count);
+}

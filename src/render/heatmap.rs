@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{Hist, OpResult};
+use crate::results::{fold_stub_tail, Hist, OpResult};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -213,9 +213,27 @@ pub struct OpSeries {
     pub edges_ns: Vec<u64>,
 }
 
+/// `op` with a stub last interval folded into the one before ([`fold_stub_tail`]): files
+/// written before runs folded it themselves still never show a rate over a sliver.
+fn without_stub_tail(op: &OpResult) -> Result<std::borrow::Cow<'_, OpResult>> {
+    let n = op.intervals.len();
+    if n < 2 || op.intervals[n - 1].duration_s >= 0.5 * op.intervals[n - 2].duration_s {
+        return Ok(std::borrow::Cow::Borrowed(op));
+    }
+    let mut o = op.clone();
+    fold_stub_tail(&mut o.intervals).with_context(|| format!("op {}", op.op))?;
+    Ok(std::borrow::Cow::Owned(o))
+}
+
 impl OpSeries {
-    /// Decode every interval histogram of `op`.
+    /// Decode every interval histogram of `op` (a stub last interval folded into the one
+    /// before).
     pub fn decode(op: &OpResult) -> Result<OpSeries> {
+        OpSeries::decode_intervals(without_stub_tail(op)?.as_ref())
+    }
+
+    /// Decode every interval histogram of `op` as it is.
+    fn decode_intervals(op: &OpResult) -> Result<OpSeries> {
         let mut stats = Vec::with_capacity(op.intervals.len());
         let mut cells = Vec::with_capacity(op.intervals.len());
         for (i, iv) in op.intervals.iter().enumerate() {
@@ -257,19 +275,24 @@ impl OpSeries {
             .map(|n| n.get())
             .unwrap_or(1)
             .min(8);
+        let folded = ops
+            .iter()
+            .map(without_stub_tail)
+            .collect::<Result<Vec<_>>>()?;
+        let ops: Vec<&OpResult> = folded.iter().map(|o| o.as_ref()).collect();
         let total: usize = ops.iter().map(|o| o.intervals.len()).sum();
         if threads <= 1 || total < 64 {
-            return ops.iter().map(OpSeries::decode).collect();
+            return ops.iter().map(|o| OpSeries::decode_intervals(o)).collect();
         }
         // Split each op's intervals into chunks and decode the chunks in parallel.
         let mut parts: Vec<(usize, OpResult)> = Vec::new();
         for (i, o) in ops.iter().enumerate() {
             let chunk = o.intervals.len().div_ceil(threads).max(1);
             if o.intervals.is_empty() {
-                parts.push((i, o.clone()));
+                parts.push((i, (*o).clone()));
             }
             for ivs in o.intervals.chunks(chunk) {
-                let mut part = o.clone();
+                let mut part = (*o).clone();
                 part.intervals = ivs.to_vec();
                 parts.push((i, part));
             }
@@ -282,7 +305,7 @@ impl OpSeries {
                     s.spawn(move || {
                         group
                             .iter()
-                            .map(|(_, p)| OpSeries::decode(p))
+                            .map(|(_, p)| OpSeries::decode_intervals(p))
                             .collect::<Vec<_>>()
                     })
                 })
