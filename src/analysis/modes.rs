@@ -75,6 +75,18 @@ pub struct Mode {
     pub share: f64,
     /// Number of values attributed to the mode.
     pub count: u64,
+    /// The valley separating this mode from the one below it (none for the lowest mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valley_below: Option<Valley>,
+}
+
+/// What was compared to call two modes separate: the valley between their peaks.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Valley {
+    /// Where the density is lowest between the two peaks, ns.
+    pub at_ns: f64,
+    /// Density there as a share of the lower of the two peaks (at most [`MAX_VALLEY_RATIO`]).
+    pub ratio: f64,
 }
 
 /// Weighted points on the ln axis, sorted: (ln ns, count, lowest ns, highest ns).
@@ -342,6 +354,13 @@ pub fn find_modes(h: &Histogram<u64>) -> Vec<Mode> {
         } else {
             cuts[s].exp()
         };
+        let valley_below = (s > 0).then(|| {
+            let j = valley(f, peaks[s - 1], peaks[s]);
+            Valley {
+                at_ns: d.x(j).exp(),
+                ratio: f[j] / f[peaks[s - 1]].min(f[peaks[s]]),
+            }
+        });
         modes.push(Mode {
             centre_ns: peak_location(&d, peaks[s]).exp(),
             low_ns,
@@ -349,9 +368,162 @@ pub fn find_modes(h: &Histogram<u64>) -> Vec<Mode> {
             spread: ((q84 - q16) / 2.0).exp(),
             share,
             count: count.round() as u64,
+            valley_below,
         });
     }
     modes
+}
+
+/// Find the latency modes of a histogram whose values were spread over the source's own
+/// buckets (`edges`, ns, ascending: `OpResult::bucket_edges_ns`). Without edges this is
+/// [`find_modes`].
+///
+/// Coarse buckets (power-of-two: one per octave) are the density's own resolution, so no
+/// kernel smooths them again: the density of a bucket is its count per ln-width (gaps in the
+/// edges are filled by doubling, empty buckets count 0), and two peaks are separate modes only
+/// when the lowest bucket between them is deep (at most [`MAX_VALLEY_RATIO`] of the lower peak)
+/// and significant (counts differ by more than [`Z_SIGNIFICANCE`] Poisson standard deviations).
+/// Values in the valley bucket are split evenly between the two modes.
+pub fn find_modes_with_edges(h: &Histogram<u64>, edges: &[u64]) -> Vec<Mode> {
+    if edges.len() < 2 {
+        return find_modes(h);
+    }
+    let e = fill_gaps(edges);
+    let nb = e.len() - 1;
+    let mut c = vec![0f64; nb];
+    let mut n = 0f64;
+    for it in h.iter_recorded() {
+        let v = h.median_equivalent(it.value_iterated_to()) as f64;
+        let i = e.partition_point(|&x| x as f64 <= v).saturating_sub(1).min(nb - 1);
+        c[i] += it.count_at_value() as f64;
+        n += it.count_at_value() as f64;
+    }
+    if n == 0.0 {
+        return Vec::new();
+    }
+    let ln2 = std::f64::consts::LN_2;
+    let width = |i: usize| {
+        if e[i] == 0 {
+            ln2
+        } else {
+            (e[i + 1] as f64 / e[i] as f64).ln().max(1e-9)
+        }
+    };
+    // Counts per octave, so buckets of different widths compare.
+    let d: Vec<f64> = (0..nb).map(|i| c[i] / width(i) * ln2).collect();
+    let mid = |i: usize| {
+        if e[i] == 0 {
+            e[i + 1] as f64 / 2.0
+        } else {
+            (e[i] as f64 * e[i + 1] as f64).sqrt()
+        }
+    };
+    // Peaks: local maxima (plateaus count once, at their middle), the ends padded with 0.
+    let at = |i: isize| {
+        if i < 0 || i as usize >= nb {
+            0.0
+        } else {
+            d[i as usize]
+        }
+    };
+    let mut peaks = Vec::new();
+    let mut i = 0isize;
+    while (i as usize) < nb {
+        let mut k = i;
+        while ((k + 1) as usize) < nb && d[(k + 1) as usize] == d[i as usize] {
+            k += 1;
+        }
+        if d[i as usize] > 0.0 && at(i - 1) < d[i as usize] && at(k + 1) < d[i as usize] {
+            peaks.push(((i + k) / 2) as usize);
+        }
+        i = k + 1;
+    }
+    let lowest = |a: usize, b: usize| (a + 1..b).min_by(|&x, &y| d[x].total_cmp(&d[y]));
+    loop {
+        let mut worst: Option<(usize, f64)> = None;
+        for w in 0..peaks.len().saturating_sub(1) {
+            let (a, b) = (peaks[w], peaks[w + 1]);
+            let p = d[a].min(d[b]);
+            let v = lowest(a, b).map_or(p, |j| d[j]);
+            let sep = v <= MAX_VALLEY_RATIO * p && p - v > Z_SIGNIFICANCE * (p + v).sqrt();
+            if !sep && worst.map_or(true, |(_, x)| p - v < x) {
+                worst = Some((w, p - v));
+            }
+        }
+        match worst {
+            None => break,
+            Some((w, _)) => {
+                let drop = if d[peaks[w]] < d[peaks[w + 1]] { w } else { w + 1 };
+                peaks.remove(drop);
+            }
+        }
+    }
+    let valleys: Vec<usize> = peaks
+        .windows(2)
+        .map(|w| lowest(w[0], w[1]).unwrap_or(w[0]))
+        .collect();
+    let first = c.iter().position(|&x| x > 0.0).unwrap_or(0);
+    let last = c.iter().rposition(|&x| x > 0.0).unwrap_or(nb - 1);
+    let mut modes = Vec::new();
+    for (s, &pk) in peaks.iter().enumerate() {
+        let lo_b = if s == 0 { first } else { valleys[s - 1] };
+        let hi_b = if s + 1 == peaks.len() { last } else { valleys[s] };
+        // Bucket weights of the segment; shared valley buckets count half.
+        let mut xs = Vec::new();
+        let mut ws = Vec::new();
+        for b in lo_b..=hi_b {
+            let shared = (s > 0 && b == lo_b) || (s + 1 < peaks.len() && b == hi_b);
+            let w = if shared { c[b] / 2.0 } else { c[b] };
+            if w > 0.0 {
+                xs.push(mid(b).ln());
+                ws.push(w);
+            }
+        }
+        let count: f64 = ws.iter().sum();
+        let share = count / n;
+        if share < MIN_SHARE || xs.is_empty() {
+            continue;
+        }
+        let q16 = wquantile(&xs, &ws, count, 0.1587);
+        let q84 = wquantile(&xs, &ws, count, 0.8413);
+        let low_ns = if s == 0 { e[lo_b] as f64 } else { mid(lo_b) };
+        let high_ns = if s + 1 == peaks.len() {
+            e[hi_b + 1] as f64
+        } else {
+            mid(hi_b)
+        };
+        let valley_below = (s > 0).then(|| Valley {
+            at_ns: mid(valleys[s - 1]),
+            ratio: d[valleys[s - 1]] / d[peaks[s - 1]].min(d[pk]),
+        });
+        modes.push(Mode {
+            centre_ns: mid(pk),
+            low_ns,
+            high_ns,
+            spread: ((q84 - q16) / 2.0).exp(),
+            share,
+            count: count.round() as u64,
+            valley_below,
+        });
+    }
+    modes
+}
+
+/// Source bucket edges with gaps (empty power-of-two buckets a source did not print) filled
+/// by doubling.
+pub fn fill_gaps(edges: &[u64]) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::with_capacity(edges.len());
+    for &x in edges {
+        if let Some(&last) = out.last() {
+            let mut e = last;
+            while e > 0 && e.saturating_mul(2) < x && x as f64 > e as f64 * 2.0001 {
+                e *= 2;
+                out.push(e);
+            }
+        }
+        out.push(x);
+    }
+    out
 }
 
 /// Peak position refined by a parabola through the three grid points around it.
@@ -387,6 +559,30 @@ pub fn describe(modes: &[Mode]) -> String {
     let rest = 1.0 - modes.iter().map(|m| m.share).sum::<f64>();
     if rest >= 0.0005 {
         s.push_str(&format!("; {} % outside the modes", fmt_pct(rest)));
+    }
+    // What was compared, so a reader can check it.
+    let valleys: Vec<String> = modes
+        .iter()
+        .filter_map(|m| m.valley_below)
+        .map(|v| {
+            format!(
+                "{} ({} % of the lower peak)",
+                fmt_ns(v.at_ns),
+                fmt_pct(v.ratio)
+            )
+        })
+        .collect();
+    if valleys.is_empty() {
+        s.push_str(&format!(
+            " (no valley between peaks as low as {} % of the lower peak)",
+            fmt_pct(MAX_VALLEY_RATIO)
+        ));
+    } else {
+        s.push_str(&format!(
+            " (density valley at {}; modes need a valley ≤ {} % of the lower peak)",
+            valleys.join(", "),
+            fmt_pct(MAX_VALLEY_RATIO)
+        ));
     }
     s
 }

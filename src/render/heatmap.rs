@@ -574,6 +574,8 @@ pub fn log_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> 
 
 /// [`log_bins`] on the source's bucket edges.
 fn source_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> {
+    // Empty power-of-two buckets a source did not print are still buckets.
+    let edges = &crate::analysis::modes::fill_gaps(edges);
     let step = 2f64.powf(1.0 / per_octave.max(1) as f64) * (1.0 - 1e-9);
     let mut kept: Vec<u64> = vec![edges[0]];
     for &e in &edges[1..] {

@@ -18,7 +18,7 @@ use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Seri
 use super::terminal::{host_lines, spec_line, summary_table, Table};
 use hdrhistogram::Histogram;
 
-use crate::analysis::{describe, find_knee, find_modes, run_verdicts};
+use crate::analysis::{describe, find_knee, find_modes_with_edges, run_verdicts};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -85,17 +85,16 @@ for(var k=0;k<charts.length;k++){(function(svg){
 /// Modes of a latency histogram (`analysis::modes`) as shaded bands where the histogram bars
 /// are (values as the model holds them: bucketed sources were spread once, at ingest), and
 /// their one-line description.
-pub(crate) fn mode_bands(h: &Histogram<u64>) -> (Vec<Band>, String) {
-    let modes = find_modes(h);
-    let f = 1.0;
+pub(crate) fn mode_bands(h: &Histogram<u64>, edges: &[u64]) -> (Vec<Band>, String) {
+    let modes = find_modes_with_edges(h, edges);
     let bands = modes
         .iter()
         .map(|m| Band {
-            low_ns: m.low_ns * f,
-            high_ns: m.high_ns * f,
+            low_ns: m.low_ns,
+            high_ns: m.high_ns,
             label: format!(
                 "mode {} ({}%)",
-                fmt_ns(m.centre_ns * f),
+                fmt_ns(m.centre_ns),
                 sig3(m.share * 100.0)
             ),
         })
@@ -236,7 +235,7 @@ fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
         }
         let h = op.hist.decode()?;
         let bins = log_bins(&h, &op.bucket_edges_ns, 4);
-        let (bands, desc) = mode_bands(&h);
+        let (bands, desc) = mode_bands(&h, &op.bucket_edges_ns);
         let series = HistSeries {
             name: op.op.clone(),
             colour: colour(i).into(),

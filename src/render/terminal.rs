@@ -290,7 +290,7 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
             bar
         );
     }
-    let (_, desc) = super::html::mode_bands(&h);
+    let (_, desc) = super::html::mode_bands(&h, &op.bucket_edges_ns);
     if !desc.is_empty() {
         let _ = writeln!(out, "modes: {desc}");
     }
