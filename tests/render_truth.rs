@@ -242,3 +242,36 @@ fn renderers_fold_a_stub_tail_of_an_old_file() {
     let total: u64 = s.stats.iter().map(|st| st.count).sum();
     assert_eq!(total, r.runs[0].ops[0].count);
 }
+
+#[test]
+fn modes_of_real_bcc_histograms() {
+    use iolens::analysis::{describe, find_modes_with_edges};
+    let dir = tempfile::tempdir().unwrap();
+    let modes = |r: &Results, op: &str| {
+        let o = r.runs[0].op(op).unwrap();
+        find_modes_with_edges(&o.hist.decode().unwrap(), &o.bucket_edges_ns)
+    };
+    // `biolatency.py -Fm`, flags = Read: 519 at 2–4 ms, a dip to 60 at 4–8 ms, 123 at
+    // 8–16 ms: visibly two modes (plus 15 I/Os at 64 ms–1 s after an empty 32–64 ms bucket).
+    let (r, _) = ingest_bcc(dir.path(), "analysis_biolatency_Fm.txt");
+    let m = modes(&r, "Read");
+    let d = describe(&m);
+    assert!(m.len() >= 2, "{d}");
+    assert!(m[0].centre_ns > 2e6 && m[0].centre_ns < 4e6, "{d}");
+    assert!(m[1].centre_ns > 8e6 && m[1].centre_ns < 16e6, "{d}");
+    let v = m[1].valley_below.unwrap();
+    assert!(v.at_ns > 4e6 && v.at_ns < 8e6 && (v.ratio - 60.0 / 123.0).abs() < 0.01, "{d}");
+    assert!(d.contains("density valley at 5.66 ms (49 % of the lower peak"), "{d}");
+    // Write and NoMerge-Write rise and fall once: one mode each.
+    for op in ["Write", "NoMerge-Write", "ReadAhead-Read"] {
+        let m = modes(&r, op);
+        assert_eq!(m.len(), 1, "{op}: {}", describe(&m));
+    }
+    // The first `biolatency` output: 43, 52, 47, 52, 36 around 0.5–16 ms is one broad mode
+    // (the 47 between the two 52s is no valley).
+    let (r, _) = ingest_bcc(dir.path(), "analysis_biolatency_usecs.txt");
+    let op = r.runs[0].ops[0].op.clone();
+    let m = modes(&r, &op);
+    assert_eq!(m.len(), 1, "{}", describe(&m));
+    assert!(describe(&m).contains("no valley between peaks as low as 80 %"));
+}

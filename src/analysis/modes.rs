@@ -572,7 +572,12 @@ pub fn describe(modes: &[Mode]) -> String {
             )
         })
         .collect();
-    if valleys.is_empty() {
+    if valleys.is_empty() && rest >= 0.0005 {
+        s.push_str(&format!(
+            " (outside the modes: clusters under {} % of all values)",
+            fmt_pct(MIN_SHARE)
+        ));
+    } else if valleys.is_empty() {
         s.push_str(&format!(
             " (no valley between peaks as low as {} % of the lower peak)",
             fmt_pct(MAX_VALLEY_RATIO)
@@ -697,14 +702,83 @@ mod tests {
         let m = find_modes(&h);
         assert_modes(&m, &[(90_000.0, 0.38), (4_000_000.0, 0.62)]);
         assert!(m[0].high_ns <= m[1].low_ns);
-        assert_eq!(
-            describe(&m),
-            format!(
-                "2 modes: 38 % around {}, 62 % around {}",
+        let d = describe(&m);
+        assert!(
+            d.starts_with(&format!(
+                "2 modes: 38 % around {}, 62 % around {} (density valley at ",
                 fmt_ns(m[0].centre_ns),
                 fmt_ns(m[1].centre_ns)
-            )
+            )),
+            "{d}"
         );
+        let v = m[1].valley_below.unwrap();
+        assert!(v.at_ns > 90_000.0 && v.at_ns < 4_000_000.0 && v.ratio < 0.1, "{v:?}");
+    }
+
+    /// Values spread over power-of-two buckets `[2^k, 2^(k+1))` µs as ingest does, with the
+    /// bucket edges an ingested op keeps.
+    fn bucketed(parts: &[(f64, f64, f64)], n: usize, seed: u64) -> (Histogram<u64>, Vec<u64>) {
+        let exact = mixture(parts, n, seed);
+        let mut h = new_histogram();
+        let mut edges = std::collections::BTreeSet::new();
+        for it in exact.iter_recorded() {
+            let us = exact.median_equivalent(it.value_iterated_to()) / 1000;
+            let v = if us == 0 { 0 } else { 1u64 << us.ilog2() };
+            crate::sources::spread_bucket(
+                &mut h,
+                v,
+                crate::results::BucketConvention::LowerBound,
+                1000.0,
+                it.count_at_value(),
+            );
+            let (lo, hi) = crate::sources::bucket_range(v, crate::results::BucketConvention::LowerBound);
+            edges.insert(lo * 1000);
+            edges.insert(hi * 1000);
+        }
+        (h, edges.into_iter().collect())
+    }
+
+    #[test]
+    fn bucketed_single_lognormal_is_one_mode() {
+        // However wide, a lognormal spread over octave buckets has no valley.
+        for (seed, spread) in [(1, 1.3), (2, 1.8), (3, 2.5), (4, 4.0)] {
+            for n in [200, 5_000, 500_000] {
+                let (h, e) = bucketed(&[(300_000.0, spread, 1.0)], n, seed);
+                let m = find_modes_with_edges(&h, &e);
+                assert_eq!(m.len(), 1, "spread {spread}, n {n}: {}", describe(&m));
+                assert!(m[0].valley_below.is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn bucketed_mixtures_with_known_answers() {
+        // Page cache (3 µs) and device (400 µs): far apart, any weights from 10 % up.
+        for (w, seed) in [(0.5, 11), (0.2, 12), (0.1, 13)] {
+            let (h, e) = bucketed(&[(3_000.0, 1.3, w), (400_000.0, 1.4, 1.0 - w)], 20_000, seed);
+            let m = find_modes_with_edges(&h, &e);
+            assert_eq!(m.len(), 2, "w {w}: {}", describe(&m));
+            assert!((m[0].share - w).abs() < 0.02, "w {w}: {}", describe(&m));
+            assert!(m[0].centre_ns > 2_000.0 && m[0].centre_ns < 8_000.0);
+            assert!(m[1].centre_ns > 256_000.0 && m[1].centre_ns < 1_024_000.0);
+            assert!(m[1].valley_below.unwrap().ratio <= MAX_VALLEY_RATIO);
+        }
+        // A factor of 2 apart is within one octave bucket's resolution: one mode.
+        let (h, e) = bucketed(&[(100_000.0, 1.2, 0.5), (200_000.0, 1.2, 0.5)], 20_000, 14);
+        assert_eq!(find_modes_with_edges(&h, &e).len(), 1);
+        // Too few values for the valley to be real: one mode.
+        let (h, e) = bucketed(&[(3_000.0, 1.3, 0.5), (400_000.0, 1.4, 0.5)], 8, 15);
+        let m = find_modes_with_edges(&h, &e);
+        assert_eq!(m.len(), 1, "{}", describe(&m));
+    }
+
+    #[test]
+    fn large_exact_single_lognormals_are_one_mode() {
+        for (seed, spread) in [(31, 1.3), (32, 2.0), (33, 3.0)] {
+            let h = mixture(&[(150_000.0, spread, 1.0)], 1_000_000, seed);
+            let m = find_modes(&h);
+            assert_eq!(m.len(), 1, "spread {spread}: {}", describe(&m));
+        }
     }
 
     #[test]
@@ -755,7 +829,10 @@ mod tests {
         let m = find_modes(&h);
         assert_modes(&m, &[(100_000.0, 0.995)]);
         let d = describe(&m);
-        assert!(d.ends_with("; 0.5 % outside the modes"), "{d}");
+        assert!(
+            d.ends_with("; 0.5 % outside the modes (outside the modes: clusters under 1 % of all values)"),
+            "{d}"
+        );
     }
 
     /// Re-bucket a histogram into power-of-two buckets labelled by their upper bound (Oracle).
@@ -806,7 +883,10 @@ mod tests {
         assert!((m[0].centre_ns / 5_000.0 - 1.0).abs() < 0.01, "{m:?}");
         assert_eq!(m[0].count, 100);
         assert_eq!(m[0].share, 1.0);
-        assert_eq!(describe(&m), "1 mode: 100 % around 5 µs");
+        assert_eq!(
+            describe(&m),
+            "1 mode: 100 % around 5 µs (no valley between peaks as low as 80 % of the lower peak)"
+        );
         // One far outlier neither becomes a mode nor drags the centre.
         record_ns(&mut h, 10_000_000);
         let m = find_modes(&h);
