@@ -76,10 +76,20 @@ fn contradicting_headlines_are_flagged() {
     assert!(w[0].contains("many streams reached 989 MB/s"), "{}", w[0]);
     assert!(w[0].contains("one stream reached 2033 MB/s"), "{}", w[0]);
     // Consistent figures: nothing.
-    assert!(contradictions(Some((4, 2500.0)), Some((8, 2033.0)), Some(4.0 * MS), 5.0 * MS, 99.0)
-        .is_empty());
+    assert!(contradictions(
+        Some((4, 2500.0)),
+        Some((8, 2033.0)),
+        Some(4.0 * MS),
+        5.0 * MS,
+        99.0
+    )
+    .is_empty());
     // A chosen step at p95 ≤ 5 ms whose p99 is 40 ms.
     let w = contradictions(None, None, Some(40.0 * MS), 5.0 * MS, 95.0);
     assert_eq!(w.len(), 1);
-    assert!(w[0].contains("its p99 is 40 ms (8.0× the target)"), "{}", w[0]);
+    assert!(
+        w[0].contains("its p99 is 40 ms (8.0× the target)"),
+        "{}",
+        w[0]
+    );
 }

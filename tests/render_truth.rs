@@ -107,7 +107,10 @@ fn bcc_msecs_buckets_are_drawn_on_their_own_edges() {
         html.to_str().unwrap(),
     ]);
     let html = std::fs::read_to_string(html).unwrap();
-    assert!(html.contains("<title>16 ms – 32 ms: 7.05%</title>"), "no 16–32 ms bar in the report");
+    assert!(
+        html.contains("<title>16 ms – 32 ms: 7.05%</title>"),
+        "no 16–32 ms bar in the report"
+    );
 }
 
 #[test]
@@ -185,7 +188,11 @@ fn a_real_run_has_no_stub_last_interval() {
         let sum: u64 = o.intervals.iter().map(|i| i.count).sum();
         assert_eq!(sum, o.count, "interval counts sum to the op's count");
         let covered: f64 = o.intervals.iter().map(|i| i.duration_s).sum();
-        assert!((covered - run.duration_s).abs() < 1e-6, "{covered} vs {}", run.duration_s);
+        assert!(
+            (covered - run.duration_s).abs() < 1e-6,
+            "{covered} vs {}",
+            run.duration_s
+        );
         for iv in &o.intervals {
             assert!(iv.duration_s >= 0.5, "stub interval {iv:?}");
         }
@@ -260,8 +267,14 @@ fn modes_of_real_bcc_histograms() {
     assert!(m[0].centre_ns > 2e6 && m[0].centre_ns < 4e6, "{d}");
     assert!(m[1].centre_ns > 8e6 && m[1].centre_ns < 16e6, "{d}");
     let v = m[1].valley_below.unwrap();
-    assert!(v.at_ns > 4e6 && v.at_ns < 8e6 && (v.ratio - 60.0 / 123.0).abs() < 0.01, "{d}");
-    assert!(d.contains("density valley at 5.66 ms (49 % of the lower peak"), "{d}");
+    assert!(
+        v.at_ns > 4e6 && v.at_ns < 8e6 && (v.ratio - 60.0 / 123.0).abs() < 0.01,
+        "{d}"
+    );
+    assert!(
+        d.contains("density valley at 5.66 ms (49 % of the lower peak"),
+        "{d}"
+    );
     // Write and NoMerge-Write rise and fall once: one mode each.
     for op in ["Write", "NoMerge-Write", "ReadAhead-Read"] {
         let m = modes(&r, op);

@@ -218,14 +218,13 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     // `ratio` share, since page-cache hits are the fast ones.
     let served = ratio.min(1.0);
     let (cmp_ns, compared) = if served >= DEVICE_ALL_RATIO {
-        (app_ns, format!("all {} application reads", fmt_rate(read.count as f64)))
+        (
+            app_ns,
+            format!("all {} application reads", fmt_rate(read.count as f64)),
+        )
     } else {
         let k = ((served * read.count as f64).round() as u64).max(1);
-        let tail = read
-            .hist
-            .decode()
-            .ok()
-            .and_then(|h| slowest_mean_ns(&h, k));
+        let tail = read.hist.decode().ok().and_then(|h| slowest_mean_ns(&h, k));
         let Some(tail_ns) = tail else {
             let msg = format!(
                 "{} % of the read {what} of {} application reads reached {name}; without the \
@@ -280,7 +279,9 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             ));
             figures.push(("runq_us_per_io", cpu.runq_us_per_io));
         }
-        msg.push_str(&format!(" (compared: {name}'s time per read with {compared})"));
+        msg.push_str(&format!(
+            " (compared: {name}'s time per read with {compared})"
+        ));
         Some(Verdict::new("host-queueing", "warning", msg, &figures))
     } else {
         let msg = format!(
@@ -302,7 +303,12 @@ pub fn slowest_mean_ns(h: &hdrhistogram::Histogram<u64>, k: u64) -> Option<f64> 
     }
     let vals: Vec<(u64, u64)> = h
         .iter_recorded()
-        .map(|v| (h.median_equivalent(v.value_iterated_to()), v.count_at_value()))
+        .map(|v| {
+            (
+                h.median_equivalent(v.value_iterated_to()),
+                v.count_at_value(),
+            )
+        })
         .collect();
     let (mut left, mut sum) = (k, 0f64);
     for &(v, c) in vals.iter().rev() {
@@ -540,16 +546,32 @@ mod tests {
         let r = partly_cached(35_000, 65_000, 150.0, 80.0);
         assert!((r.ops[0].summary.mean_ns / 1e3 - 98.2).abs() < 1.0);
         let v = host_queue_verdict(&r).unwrap();
-        assert_eq!((v.kind.as_str(), v.severity.as_str()), ("host-queueing", "warning"));
+        assert_eq!(
+            (v.kind.as_str(), v.severity.as_str()),
+            ("host-queueing", "warning")
+        );
         assert!((v.figures["device_served_share"] - 0.65).abs() < 1e-9);
-        assert!((v.figures["app_device_mean_us"] - 150.0).abs() < 2.0, "{:?}", v.figures);
-        assert!((v.figures["host_share"] - 0.467).abs() < 0.02, "{:?}", v.figures);
         assert!(
-            v.message.contains("the slowest 65 % of application reads (65k of 100k"),
+            (v.figures["app_device_mean_us"] - 150.0).abs() < 2.0,
+            "{:?}",
+            v.figures
+        );
+        assert!(
+            (v.figures["host_share"] - 0.467).abs() < 0.02,
+            "{:?}",
+            v.figures
+        );
+        assert!(
+            v.message
+                .contains("the slowest 65 % of application reads (65k of 100k"),
             "{}",
             v.message
         );
-        assert!(v.message.contains("mean over all reads 98"), "{}", v.message);
+        assert!(
+            v.message.contains("mean over all reads 98"),
+            "{}",
+            v.message
+        );
         // The reported case: device 72.7 µs against reads that reached it at ~100 µs is not
         // "100 % of 67 µs".
         let r = partly_cached(35_000, 65_000, 100.0, 72.7);
@@ -567,7 +589,11 @@ mod tests {
         let r = partly_cached(0, 100_000, 100.0, 90.0);
         let v = host_queue_verdict(&r).unwrap();
         assert!(!v.figures.contains_key("device_served_share"));
-        assert!(v.message.contains("with all 100k application reads"), "{}", v.message);
+        assert!(
+            v.message.contains("with all 100k application reads"),
+            "{}",
+            v.message
+        );
     }
 
     #[test]

@@ -676,9 +676,18 @@ mod tests {
         for per_octave in [1, 4] {
             let bins = log_bins(&h, &edges, per_octave);
             assert_eq!(bins.len(), 3, "{bins:?}");
-            assert_eq!((bins[0].low_ns, bins[0].high_ns, bins[0].count), (16e3, 32e3, 100));
-            assert_eq!((bins[1].low_ns, bins[1].high_ns, bins[1].count), (32e3, 64e3, 0));
-            assert_eq!((bins[2].low_ns, bins[2].high_ns, bins[2].count), (64e3, 128e3, 7));
+            assert_eq!(
+                (bins[0].low_ns, bins[0].high_ns, bins[0].count),
+                (16e3, 32e3, 100)
+            );
+            assert_eq!(
+                (bins[1].low_ns, bins[1].high_ns, bins[1].count),
+                (32e3, 64e3, 0)
+            );
+            assert_eq!(
+                (bins[2].low_ns, bins[2].high_ns, bins[2].count),
+                (64e3, 128e3, 7)
+            );
         }
         // Without source edges the values are still drawn where they are: 16..32 µs spans the
         // 2^13.97..2^14.97 ns octaves, never 32.8..65.5 µs.

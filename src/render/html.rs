@@ -92,11 +92,7 @@ pub(crate) fn mode_bands(h: &Histogram<u64>, edges: &[u64]) -> (Vec<Band>, Strin
         .map(|m| Band {
             low_ns: m.low_ns,
             high_ns: m.high_ns,
-            label: format!(
-                "mode {} ({}%)",
-                fmt_ns(m.centre_ns),
-                sig3(m.share * 100.0)
-            ),
+            label: format!("mode {} ({}%)", fmt_ns(m.centre_ns), sig3(m.share * 100.0)),
         })
         .collect();
     (bands, describe(&modes))
