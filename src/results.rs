@@ -179,7 +179,9 @@ pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
         return Ok(false);
     }
     let (prev, last) = (&intervals[n - 2], &intervals[n - 1]);
-    if !(last.duration_s < 0.5 * prev.duration_s) {
+    // (NaN durations never fold.)
+    let stub = last.duration_s < 0.5 * prev.duration_s;
+    if !stub {
         return Ok(false);
     }
     let merged = if last.count > 0 {

@@ -486,9 +486,9 @@ pub fn find_modes_with_edges(h: &Histogram<u64>, edges: &[u64]) -> Vec<Mode> {
         // Bucket weights of the segment; shared valley buckets count half.
         let mut xs = Vec::new();
         let mut ws = Vec::new();
-        for b in lo_b..=hi_b {
+        for (b, &cb) in c.iter().enumerate().take(hi_b + 1).skip(lo_b) {
             let shared = (s > 0 && b == lo_b) || (s + 1 < peaks.len() && b == hi_b);
-            let w = if shared { c[b] / 2.0 } else { c[b] };
+            let w = if shared { cb / 2.0 } else { cb };
             if w > 0.0 {
                 xs.push(mid(b).ln());
                 ws.push(w);

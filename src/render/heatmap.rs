@@ -414,16 +414,15 @@ impl Heatmap {
                 f *= 2;
             }
         } else {
-            (f, row0, rows) = (1, 0, 0);
-        }
-        while !source {
-            f = (FINE_PER_OCTAVE / per_octave) as i32;
-            row0 = lo.div_euclid(f);
-            rows = (hi.div_euclid(f) - row0 + 1) as usize;
-            if rows <= max_rows.max(1) || per_octave == 1 {
-                break;
+            loop {
+                f = (FINE_PER_OCTAVE / per_octave) as i32;
+                row0 = lo.div_euclid(f);
+                rows = (hi.div_euclid(f) - row0 + 1) as usize;
+                if rows <= max_rows.max(1) || per_octave == 1 {
+                    break;
+                }
+                per_octave = if per_octave == 4 { 2 } else { 1 };
             }
-            per_octave = if per_octave == 4 { 2 } else { 1 };
         }
         let n = series.stats.len();
         let max_cols = max_cols.max(1);
