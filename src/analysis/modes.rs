@@ -10,8 +10,8 @@
 //!    convolved with a Gaussian kernel of bandwidth `h`.
 //! 2. **Bandwidth** `h` (in ln units) is Silverman's robust rule
 //!    `0.9 · min(sd, IQR / 1.349) · n_eff^(-1/5)` with `n_eff = min(n, 2000)`, clamped to
-//!    [[`H_MIN`], [`H_MAX`]] (factors ×1.19 .. ×1.28: no finer than the report's quarter-octave
-//!    bars). Capping `n` sets the finest feature of
+//!    [[`H_MIN`], [`H_MAX`]] (factors ×1.09 .. ×1.28: no finer than half the report's
+//!    quarter-octave bars). Capping `n` sets the finest feature of
 //!    interest: tiers are populations several tens of percent apart, not ripples that millions
 //!    of samples make statistically real. The upper clamp keeps two distant tiers (which inflate
 //!    the overall sd) from smearing a third, closer pair together. Finally `h` is at least
@@ -43,11 +43,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::units::fmt_ns;
 
-/// Smallest kernel bandwidth, ln units: a quarter octave (a factor of ×1.19), the width of a
-/// bar in the report's histogram. Finer "modes" (two bumps 30 % apart in a random-read
-/// histogram with hundreds of thousands of values) are statistically real ripples, not tiers
-/// a reader can see or act on.
-pub const H_MIN: f64 = std::f64::consts::LN_2 / 4.0;
+/// Smallest kernel bandwidth, ln units: an eighth of an octave (a factor of ×1.09), half the
+/// width of a bar in the report's histogram. Finer "modes" (two bumps 30 % apart in a
+/// random-read histogram with hundreds of thousands of values) are statistically real ripples,
+/// not tiers a reader can see or act on.
+pub const H_MIN: f64 = std::f64::consts::LN_2 / 8.0;
 /// Largest kernel bandwidth, ln units (a factor of ×1.28).
 pub const H_MAX: f64 = 0.25;
 /// The bandwidth is at least this multiple of the data's resolution (see the module docs).
