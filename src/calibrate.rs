@@ -138,7 +138,13 @@ pub struct Ramp {
     pub steps: Vec<(u32, f64, f64, bool)>,
     pub stop: Option<StopReason>,
     next_pow: u32,
+    /// Good steps in a row that did not beat the best so far by the plateau threshold.
+    flat: u32,
 }
+
+/// Steps in a row without growth (by the plateau threshold, over the best step so far) that
+/// make a plateau: one noisy step never stops a ramp.
+pub const PLATEAU_STEPS: u32 = 2;
 
 impl Ramp {
     /// A ramp up to `max_sessions`, latency target `target_ns`, plateau threshold (0.05 = 5 %),
@@ -152,6 +158,7 @@ impl Ramp {
             steps: Vec::new(),
             stop: None,
             next_pow: 1,
+            flat: 0,
         }
     }
 
@@ -206,7 +213,7 @@ impl Ramp {
     /// Report the outcome of the step at `sessions`.
     pub fn record(&mut self, sessions: u32, iops: f64, latency_ns: f64) {
         let good = latency_ns <= self.target_ns;
-        let prev_good = self.last_good();
+        let prev_best = self.best();
         self.steps.push((sessions, iops, latency_ns, good));
         if self.stop.is_some() {
             return;
@@ -215,11 +222,17 @@ impl Ramp {
             self.stop = Some(StopReason::LatencyTarget);
             return;
         }
-        if let Some((_, prev_iops)) = prev_good {
-            if iops < prev_iops * (1.0 + self.plateau) {
-                self.stop = Some(StopReason::Plateau);
-                return;
+        // A plateau must persist: PLATEAU_STEPS good steps in a row that do not beat the best
+        // step so far by the threshold (one noisy step is not a plateau).
+        match prev_best {
+            Some((_, best)) if iops < best * (1.0 + self.plateau) => {
+                self.flat += 1;
+                if self.flat >= PLATEAU_STEPS {
+                    self.stop = Some(StopReason::Plateau);
+                    return;
+                }
             }
+            _ => self.flat = 0,
         }
         if sessions >= self.max_sessions {
             self.stop = Some(StopReason::Ceiling);
@@ -236,14 +249,104 @@ impl Ramp {
         self.refinements_left = 0;
     }
 
-    /// Best IOPS among steps that met the target, with its session count.
+    /// Best IOPS among steps that met the target, with its session count (the fewest sessions
+    /// among equal IOPS).
     pub fn best(&self) -> Option<(u32, f64)> {
         self.steps
             .iter()
             .filter(|s| s.3)
-            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
             .map(|s| (s.0, s.1))
     }
+}
+
+/// The queue-depth ramp of a sequential phase: it is told each step's MB/s and says whether
+/// to go on. It stops only when [`PLATEAU_STEPS`] steps in a row fail to beat the best so far
+/// by the plateau threshold, and reports the best step observed.
+#[derive(Clone, Debug)]
+pub struct SeqRamp {
+    plateau: f64,
+    flat: u32,
+    /// (queue depth, MB/s) of every step.
+    pub steps: Vec<(u32, f64)>,
+}
+
+impl SeqRamp {
+    /// A ramp with plateau threshold `plateau` (0.05 = 5 %).
+    pub fn new(plateau: f64) -> SeqRamp {
+        SeqRamp {
+            plateau,
+            flat: 0,
+            steps: Vec::new(),
+        }
+    }
+
+    /// Report a step; returns whether the ramp goes on.
+    pub fn record(&mut self, qd: u32, mbs: f64) -> bool {
+        let prev = self.best();
+        self.steps.push((qd, mbs));
+        match prev {
+            Some((_, best)) if mbs < best * (1.0 + self.plateau) => {
+                self.flat += 1;
+                self.flat < PLATEAU_STEPS
+            }
+            _ => {
+                self.flat = 0;
+                true
+            }
+        }
+    }
+
+    /// The best step observed: (queue depth, MB/s).
+    pub fn best(&self) -> Option<(u32, f64)> {
+        self.steps
+            .iter()
+            .copied()
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+    }
+}
+
+/// A chosen step's p99 more than this many times the latency target is flagged.
+pub const P99_FAR_FACTOR: f64 = 2.0;
+
+/// Headline results that contradict each other or the target, as warnings: many streams
+/// slower than one stream (impossible by definition: the many-streams ramp did not find its
+/// peak), and a chosen max-IOPS step whose p99 is far above the latency target (when the
+/// target is on a lower percentile). `seq`/`seq1` are (queue depth, MB/s); `chosen_p99_ns` the
+/// p99 of the max-IOPS step.
+pub fn contradictions(
+    seq: Option<(u32, f64)>,
+    seq1: Option<(u32, f64)>,
+    chosen_p99_ns: Option<f64>,
+    target_ns: f64,
+    percentile: f64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if let (Some((qd, many)), Some((qd1, one))) = (seq, seq1) {
+        if many < one {
+            out.push(format!(
+                "contradiction: many streams reached {many:.0} MB/s (queue depth {qd} per stream) \
+                 but one stream reached {one:.0} MB/s (queue depth {qd1}); many streams can do at \
+                 least what one does, so the many-streams figure is too low (noise, or a ramp \
+                 cut short by the budget): take {one:.0} MB/s as the lower bound and repeat with \
+                 a longer --budget"
+            ));
+        }
+    }
+    if let Some(p99) = chosen_p99_ns {
+        if p99 > P99_FAR_FACTOR * target_ns {
+            out.push(format!(
+                "the max-IOPS step meets p{} ≤ {} but its p99 is {} ({:.1}× the target): the tail \
+                 above p{} is far slower than the target suggests",
+                crate::units::sig3(percentile),
+                fmt_ns(target_ns),
+                fmt_ns(p99),
+                p99 / target_ns,
+                crate::units::sig3(percentile)
+            ));
+        }
+    }
+    out
 }
 
 /// One planned phase with its step budget.
@@ -704,7 +807,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                 } else {
                     1
                 };
-                let mut best: Option<(u32, f64)> = None;
+                let mut ramp = SeqRamp::new(plan.plateau);
                 for qd in qd_ramp(plan.max_qd) {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
@@ -722,15 +825,11 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                         fmt_bytes(plan.large_bs)
                     );
                     let i = st.step(&pp, spec, label)?;
-                    let mbs = st.results[i].mb_per_s();
-                    let prev = best.map(|b| b.1).unwrap_or(0.0);
-                    if best.is_none() || mbs > prev {
-                        best = Some((qd, mbs));
-                    }
-                    if prev > 0.0 && mbs < prev * (1.0 + plan.plateau) {
+                    if !ramp.record(qd, st.results[i].mb_per_s()) {
                         break;
                     }
                 }
+                let best = ramp.best();
                 if pp.phase == Phase::Seqread {
                     f.seq_best = best;
                 } else {
@@ -852,6 +951,14 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
                 .push(format!("at {} session(s): {}", c.sessions, v.message));
         }
     }
+    let contradicted = contradictions(
+        f.seq_best,
+        f.seq1_best,
+        max_iops_point.map(|p| curve[p].p99_ns as f64),
+        plan.max_latency_ns as f64,
+        plan.percentile,
+    );
+    f.verdicts.extend(contradicted.iter().cloned());
     // What CALIBRATE_IO would print: max IOPS, max MB/s, and an integer-millisecond average
     // latency at the max-IOPS point.
     let cio_lat_ms = max_iops_point.map(|p| (curve[p].mean_ns / 1e6).floor() as u64);
@@ -883,6 +990,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
             "calibration stopped: a step read corrupt data (see its corruption report)".into(),
         );
     }
+    res.warnings.extend(contradicted);
     let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
     if interrupted {
         res.warnings

@@ -373,6 +373,11 @@ impl Collector {
                     last.duration_s = measured_s - last.start_s;
                 }
             }
+            // A few milliseconds past the last boundary is not an interval: fold it into the
+            // one before (its real length kept, so rates stay count / real duration).
+            // (Histograms encoded by this process always decode; on the impossible failure
+            // the intervals stay as they are.)
+            let _ = crate::results::fold_stub_tail(&mut ivs);
             if self.totals[i].is_empty() && self.errors[i] == 0 {
                 continue;
             }

@@ -174,6 +174,44 @@ pub struct Interval {
     pub hist: Hist,
 }
 
+/// Fold a stub last interval into the one before it: when the last interval is shorter than
+/// half of the one before (a run ends a few milliseconds after an interval boundary), the two
+/// become one interval with their summed real duration and exactly merged histogram, so no rate
+/// is ever computed over a sliver. Returns whether it folded.
+pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
+    let n = intervals.len();
+    if n < 2 {
+        return Ok(false);
+    }
+    let (prev, last) = (&intervals[n - 2], &intervals[n - 1]);
+    // (NaN durations never fold.)
+    let stub = last.duration_s < 0.5 * prev.duration_s;
+    if !stub {
+        return Ok(false);
+    }
+    let merged = if last.count > 0 {
+        let mut h = prev.hist.decode()?;
+        h.add(last.hist.decode()?)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        Some(Hist::encode(&h))
+    } else {
+        None
+    };
+    let Some(last) = intervals.pop() else {
+        return Ok(false);
+    };
+    let Some(prev) = intervals.last_mut() else {
+        return Ok(false);
+    };
+    if let Some(h) = merged {
+        prev.hist = h;
+    }
+    prev.count += last.count;
+    prev.bytes += last.bytes;
+    prev.duration_s += last.duration_s;
+    Ok(true)
+}
+
 /// All measurements of one operation type (read, write, sync, or a named wait event).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OpResult {
@@ -194,6 +232,11 @@ pub struct OpResult {
     /// How the source bucketed values (exact for engine runs).
     #[serde(default = "default_convention")]
     pub bucket_convention: BucketConvention,
+    /// Edges (ns, ascending) of the source's own buckets that held counts, for bucketed
+    /// sources: their counts were spread across these buckets once, at ingest, so charts draw
+    /// bars on these edges rather than re-binning them. Empty for exact values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bucket_edges_ns: Vec<u64>,
 }
 
 fn default_convention() -> BucketConvention {
@@ -212,6 +255,7 @@ impl OpResult {
             summary: LatencySummary::of(total),
             intervals,
             bucket_convention: BucketConvention::Exact,
+            bucket_edges_ns: Vec::new(),
         }
     }
 }

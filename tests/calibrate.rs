@@ -65,8 +65,8 @@ fn ramp_stops_on_plateau_and_ceiling() {
         ((n.min(4) as f64) * 1000.0 + n as f64, 0.1 * MS)
     });
     assert_eq!(r.stop, Some(StopReason::Plateau));
-    assert_eq!(r.steps.len(), 4, "1,2,4 then 8 shows no growth");
-    assert_eq!(r.best(), Some((8, 4008.0)));
+    assert_eq!(r.steps.len(), 5, "1,2,4 then 8 and 16 show no growth");
+    assert_eq!(r.best(), Some((16, 4016.0)));
 
     let r = drive(Ramp::new(6, 5.0 * MS, 0.05, 2), |n| {
         (n as f64 * 1000.0, 0.1 * MS)

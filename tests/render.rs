@@ -51,8 +51,16 @@ fn trace_results() -> Results {
         let mut ivs = Vec::new();
         for i in 0..5 {
             let mut h = new_histogram();
-            for k in 0..20u64 {
-                record_ns(&mut h, base << (k % 3));
+            // As ingest does: each upper-bound label's count spread over its bucket once.
+            for k in 0..3u64 {
+                let n = [7, 7, 6][k as usize];
+                iolens::sources::spread_bucket(
+                    &mut h,
+                    base << k,
+                    BucketConvention::UpperBound,
+                    1.0,
+                    n,
+                );
             }
             total.add(&h).unwrap();
             ivs.push(Interval {
@@ -65,6 +73,7 @@ fn trace_results() -> Results {
         }
         let mut op = OpResult::new(name, &total, 0, ivs);
         op.bucket_convention = BucketConvention::UpperBound;
+        op.bucket_edges_ns = vec![base / 2, base, base * 2, base * 4];
         ops.push(op);
     }
     r.runs.push(RunResult {

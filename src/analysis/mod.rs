@@ -30,7 +30,7 @@ use crate::results::RunResult;
 
 pub use knee::{find_knee, Knee};
 pub use little::{littles_law, LittleCheck};
-pub use modes::{describe, find_modes, Mode};
+pub use modes::{describe, find_modes, find_modes_with_edges, Mode};
 pub use usl::{fit_usl, UslFit};
 pub use verdicts::{cpu_verdict, host_queue_verdict, run_verdicts, Verdict};
 
@@ -55,6 +55,7 @@ pub(crate) fn test_op(name: &str, count: u64, mean_ns: f64) -> crate::results::O
         },
         intervals: vec![],
         bucket_convention: crate::results::BucketConvention::Exact,
+        bucket_edges_ns: vec![],
     }
 }
 
@@ -74,7 +75,10 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
     for op in &run.ops {
         match op.hist.decode() {
             Ok(h) if h.is_empty() => {}
-            Ok(h) => modes.push((op.op.clone(), find_modes(&h))),
+            Ok(h) => modes.push((
+                op.op.clone(),
+                modes::find_modes_with_edges(&h, &op.bucket_edges_ns),
+            )),
             Err(e) => verdicts.push(Verdict::new(
                 "bad-histogram",
                 "warning",

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{BucketConvention, Hist, OpResult};
+use crate::results::{fold_stub_tail, Hist, OpResult};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -27,24 +27,30 @@ pub fn row_low_ns(row: i32, per_octave: u32) -> f64 {
     2f64.powf(row as f64 / per_octave as f64)
 }
 
-/// The latency one recorded histogram value stands for, given how the source bucketed it.
+/// The latency one recorded histogram value stands for: its bucket's median equivalent.
 ///
-/// Exact values are taken as they are (the bucket's median equivalent). Power-of-two sources
-/// record a bucket label: an upper bound (`[v/2, v)`) or a lower bound (`[v, 2v)`); the
-/// bucket's geometric middle is used so it lands in the right log row.
-pub fn representative_ns(h: &Histogram<u64>, value: u64, conv: BucketConvention) -> f64 {
-    let v = h.median_equivalent(value) as f64;
-    match conv {
-        BucketConvention::Exact => v,
-        BucketConvention::UpperBound => v / std::f64::consts::SQRT_2,
-        BucketConvention::LowerBound => v * std::f64::consts::SQRT_2,
+/// Bucketed sources (Oracle's upper-bound, bcc's lower-bound power-of-two buckets) were spread
+/// across their bucket once, at ingest, so what the model holds is already where the latency
+/// lies: renderers shift nothing again.
+pub fn representative_ns(h: &Histogram<u64>, value: u64) -> f64 {
+    h.median_equivalent(value) as f64
+}
+
+/// Index `i` of the source bucket `[edges[i], edges[i+1])` holding `ns` (values outside the
+/// edges go to the first or last bucket). `None` when there are no source buckets.
+pub fn source_bucket(edges: &[u64], ns: f64) -> Option<usize> {
+    if edges.len() < 2 {
+        return None;
     }
+    let i = edges.partition_point(|&e| (e as f64) <= ns);
+    Some(i.saturating_sub(1).min(edges.len() - 2))
 }
 
 /// One non-empty cell of an interval on the fine grid.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Cell {
-    /// Fine row ([`fine_row`]).
+    /// Fine row ([`fine_row`]), or for an op with source buckets the index of its source
+    /// bucket ([`source_bucket`]).
     pub row: i32,
     /// Operations in the cell.
     pub count: u64,
@@ -108,12 +114,16 @@ pub fn sparse_quantiles(h: &Histogram<u64>, sparse: &[(u64, u64)], qs: &[f64]) -
     out
 }
 
-/// Bin sparse counts onto the fine grid (ascending rows).
-fn bin_sparse(h: &Histogram<u64>, sparse: &[(u64, u64)], conv: BucketConvention) -> Vec<Cell> {
+/// Bin sparse counts onto the fine grid, or onto the source's own buckets when `edges` holds
+/// them (ascending rows either way).
+fn bin_sparse(h: &Histogram<u64>, sparse: &[(u64, u64)], edges: &[u64]) -> Vec<Cell> {
     let mut cells: Vec<Cell> = Vec::new();
     for &(v, c) in sparse {
-        let ns = representative_ns(h, v, conv);
-        let row = fine_row(ns);
+        let ns = representative_ns(h, v);
+        let row = match source_bucket(edges, ns) {
+            Some(b) => b as i32,
+            None => fine_row(ns),
+        };
         match cells.last_mut() {
             Some(last) if last.row == row => {
                 last.count += c;
@@ -129,9 +139,19 @@ fn bin_sparse(h: &Histogram<u64>, sparse: &[(u64, u64)], conv: BucketConvention)
     cells
 }
 
-/// Bin a histogram onto the fine grid (sparse, ascending rows).
-pub fn bin_histogram(h: &Histogram<u64>, conv: BucketConvention) -> Vec<Cell> {
-    bin_sparse(h, &sparse_counts(h), conv)
+/// Bin a histogram onto the fine grid, or onto the source buckets `edges` when given (sparse,
+/// ascending rows).
+pub fn bin_histogram(h: &Histogram<u64>, edges: &[u64]) -> Vec<Cell> {
+    bin_sparse(h, &sparse_counts(h), edges)
+}
+
+/// The source bucket edges of an op, when it has at least one bucket.
+fn source_edges(op: &OpResult) -> Vec<u64> {
+    if op.bucket_edges_ns.len() >= 2 {
+        op.bucket_edges_ns.clone()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Figures of one interval of one op.
@@ -186,13 +206,34 @@ pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
 pub struct OpSeries {
     pub op: String,
     pub stats: Vec<IntervalStat>,
-    /// Fine-grid cells per interval (same order as `stats`).
+    /// Fine-grid cells per interval (same order as `stats`); source-bucket cells when
+    /// `edges_ns` holds the source's bucket edges.
     pub cells: Vec<Vec<Cell>>,
+    /// The source's bucket edges (`OpResult::bucket_edges_ns`), empty for exact values.
+    pub edges_ns: Vec<u64>,
+}
+
+/// `op` with a stub last interval folded into the one before ([`fold_stub_tail`]): files
+/// written before runs folded it themselves still never show a rate over a sliver.
+fn without_stub_tail(op: &OpResult) -> Result<std::borrow::Cow<'_, OpResult>> {
+    let n = op.intervals.len();
+    if n < 2 || op.intervals[n - 1].duration_s >= 0.5 * op.intervals[n - 2].duration_s {
+        return Ok(std::borrow::Cow::Borrowed(op));
+    }
+    let mut o = op.clone();
+    fold_stub_tail(&mut o.intervals).with_context(|| format!("op {}", op.op))?;
+    Ok(std::borrow::Cow::Owned(o))
 }
 
 impl OpSeries {
-    /// Decode every interval histogram of `op`.
+    /// Decode every interval histogram of `op` (a stub last interval folded into the one
+    /// before).
     pub fn decode(op: &OpResult) -> Result<OpSeries> {
+        OpSeries::decode_intervals(without_stub_tail(op)?.as_ref())
+    }
+
+    /// Decode every interval histogram of `op` as it is.
+    fn decode_intervals(op: &OpResult) -> Result<OpSeries> {
         let mut stats = Vec::with_capacity(op.intervals.len());
         let mut cells = Vec::with_capacity(op.intervals.len());
         for (i, iv) in op.intervals.iter().enumerate() {
@@ -218,12 +259,13 @@ impl OpSeries {
                 p999_ns: p999,
                 max_ns: if h.is_empty() { 0 } else { h.max() },
             });
-            cells.push(bin_sparse(&h, &sparse, op.bucket_convention));
+            cells.push(bin_sparse(&h, &sparse, &op.bucket_edges_ns));
         }
         Ok(OpSeries {
             op: op.op.clone(),
             stats,
             cells,
+            edges_ns: source_edges(op),
         })
     }
 
@@ -233,19 +275,24 @@ impl OpSeries {
             .map(|n| n.get())
             .unwrap_or(1)
             .min(8);
+        let folded = ops
+            .iter()
+            .map(without_stub_tail)
+            .collect::<Result<Vec<_>>>()?;
+        let ops: Vec<&OpResult> = folded.iter().map(|o| o.as_ref()).collect();
         let total: usize = ops.iter().map(|o| o.intervals.len()).sum();
         if threads <= 1 || total < 64 {
-            return ops.iter().map(OpSeries::decode).collect();
+            return ops.iter().map(|o| OpSeries::decode_intervals(o)).collect();
         }
         // Split each op's intervals into chunks and decode the chunks in parallel.
         let mut parts: Vec<(usize, OpResult)> = Vec::new();
         for (i, o) in ops.iter().enumerate() {
             let chunk = o.intervals.len().div_ceil(threads).max(1);
             if o.intervals.is_empty() {
-                parts.push((i, o.clone()));
+                parts.push((i, (*o).clone()));
             }
             for ivs in o.intervals.chunks(chunk) {
-                let mut part = o.clone();
+                let mut part = (*o).clone();
                 part.intervals = ivs.to_vec();
                 parts.push((i, part));
             }
@@ -258,7 +305,7 @@ impl OpSeries {
                     s.spawn(move || {
                         group
                             .iter()
-                            .map(|(_, p)| OpSeries::decode(p))
+                            .map(|(_, p)| OpSeries::decode_intervals(p))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -272,6 +319,7 @@ impl OpSeries {
             .iter()
             .map(|o| OpSeries {
                 op: o.op.clone(),
+                edges_ns: source_edges(o),
                 ..OpSeries::default()
             })
             .collect();
@@ -331,6 +379,9 @@ pub struct Heatmap {
     pub freq: Vec<u64>,
     /// Summed latency (ns), same layout.
     pub intensity: Vec<f64>,
+    /// Row edges (ns, `rows + 1` of them) when the rows are the source's own buckets (or
+    /// groups of them); empty for rows on the `per_octave` grid.
+    pub row_edges_ns: Vec<f64>,
 }
 
 impl Heatmap {
@@ -350,14 +401,28 @@ impl Heatmap {
             per_octave -= 1;
         }
         let (mut f, mut row0, mut rows);
-        loop {
-            f = (FINE_PER_OCTAVE / per_octave) as i32;
-            row0 = lo.div_euclid(f);
-            rows = (hi.div_euclid(f) - row0 + 1) as usize;
-            if rows <= max_rows.max(1) || per_octave == 1 {
-                break;
+        let source = series.edges_ns.len() >= 2;
+        if source {
+            // Rows are the source's buckets: group whole buckets when there are too many.
+            f = 1;
+            loop {
+                row0 = lo.div_euclid(f);
+                rows = (hi.div_euclid(f) - row0 + 1) as usize;
+                if rows <= max_rows.max(1) {
+                    break;
+                }
+                f *= 2;
             }
-            per_octave = if per_octave == 4 { 2 } else { 1 };
+        } else {
+            loop {
+                f = (FINE_PER_OCTAVE / per_octave) as i32;
+                row0 = lo.div_euclid(f);
+                rows = (hi.div_euclid(f) - row0 + 1) as usize;
+                if rows <= max_rows.max(1) || per_octave == 1 {
+                    break;
+                }
+                per_octave = if per_octave == 4 { 2 } else { 1 };
+            }
         }
         let n = series.stats.len();
         let max_cols = max_cols.max(1);
@@ -377,6 +442,14 @@ impl Heatmap {
             (0..cols).map(|c| series.stats[c * group].start_s).collect();
         let last = &series.stats[n - 1];
         col_edges_s.push(last.start_s + last.duration_s);
+        let row_edges_ns = if source {
+            let e = &series.edges_ns;
+            (0..=rows as i32)
+                .map(|g| e[(((row0 + g) * f) as usize).min(e.len() - 1)] as f64)
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(Heatmap {
             per_octave,
             row0,
@@ -386,11 +459,16 @@ impl Heatmap {
             col_edges_s,
             freq,
             intensity,
+            row_edges_ns,
         })
     }
 
-    /// Latency range (ns) of row `r`: `[low, high)`.
+    /// Latency range (ns) of row `r`: `[low, high)` (the source's bucket edges when the rows
+    /// are source buckets; the lowest may then start at 0).
     pub fn row_bounds_ns(&self, r: usize) -> (f64, f64) {
+        if let (Some(&a), Some(&last)) = (self.row_edges_ns.get(r), self.row_edges_ns.last()) {
+            return (a, *self.row_edges_ns.get(r + 1).unwrap_or(&last));
+        }
         let i = self.row0 + r as i32;
         (
             row_low_ns(i, self.per_octave),
@@ -456,8 +534,15 @@ pub struct Bin {
 
 /// A histogram as contiguous log bins (`per_octave` per factor of two, dividing
 /// [`FINE_PER_OCTAVE`]) from its lowest to its highest non-empty bin, empty bins included.
-pub fn log_bins(h: &Histogram<u64>, conv: BucketConvention, per_octave: u32) -> Vec<Bin> {
-    let cells = bin_histogram(h, conv);
+///
+/// When `edges` holds the source's bucket edges (`OpResult::bucket_edges_ns`), the bins are
+/// the source's own buckets: whole buckets, merged only where they are finer than
+/// `per_octave`, so a bcc row `16 -> 31` µs is one bar from 16 to 32 µs.
+pub fn log_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> {
+    if edges.len() >= 2 {
+        return source_bins(h, edges, per_octave);
+    }
+    let cells = bin_histogram(h, &[]);
     let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
         return vec![];
     };
@@ -484,6 +569,45 @@ pub fn log_bins(h: &Histogram<u64>, conv: BucketConvention, per_octave: u32) -> 
         b.share = b.count as f64 / total as f64;
     }
     bins
+}
+
+/// [`log_bins`] on the source's bucket edges.
+fn source_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> {
+    // Empty power-of-two buckets a source did not print are still buckets.
+    let edges = &crate::analysis::modes::fill_gaps(edges);
+    let step = 2f64.powf(1.0 / per_octave.max(1) as f64) * (1.0 - 1e-9);
+    let mut kept: Vec<u64> = vec![edges[0]];
+    for &e in &edges[1..] {
+        let last = *kept.last().expect("not empty");
+        if last == 0 || e as f64 >= last as f64 * step {
+            kept.push(e);
+        }
+    }
+    let end = edges[edges.len() - 1];
+    if *kept.last().expect("not empty") != end {
+        kept.push(end);
+    }
+    let mut counts = vec![0u64; kept.len() - 1];
+    for (v, c) in sparse_counts(h) {
+        if let Some(b) = source_bucket(&kept, representative_ns(h, v)) {
+            counts[b] += c;
+        }
+    }
+    let (Some(first), Some(last)) = (
+        counts.iter().position(|&c| c > 0),
+        counts.iter().rposition(|&c| c > 0),
+    ) else {
+        return vec![];
+    };
+    let total: u64 = counts.iter().sum();
+    (first..=last)
+        .map(|i| Bin {
+            low_ns: kept[i] as f64,
+            high_ns: kept[i + 1] as f64,
+            count: counts[i],
+            share: counts[i] as f64 / total as f64,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -525,23 +649,54 @@ mod tests {
     }
 
     #[test]
-    fn conventions_shift_into_the_right_octave() {
+    fn spread_buckets_are_drawn_on_the_source_edges() {
+        // A bcc row `16 -> 31` µs spread at ingest holds values in [16, 32) µs: the bar, the
+        // heatmap row and every value's position stay inside that bucket (no second shift).
         let mut h = new_histogram();
-        record_ns(&mut h, 1024);
-        let v = h.iter_recorded().next().unwrap().value_iterated_to();
-        // Oracle's label 1024 means [512, 1024): row of octave 9; bcc's means [1024, 2048).
-        assert_eq!(
-            fine_row(representative_ns(&h, v, BucketConvention::UpperBound)) / 4,
-            9
+        crate::sources::spread_bucket(
+            &mut h,
+            16,
+            crate::results::BucketConvention::LowerBound,
+            1000.0,
+            100,
         );
-        assert_eq!(
-            fine_row(representative_ns(&h, v, BucketConvention::LowerBound)) / 4,
-            10
+        crate::sources::spread_bucket(
+            &mut h,
+            64,
+            crate::results::BucketConvention::LowerBound,
+            1000.0,
+            7,
         );
-        assert_eq!(
-            fine_row(representative_ns(&h, v, BucketConvention::Exact)) / 4,
-            10
-        );
+        let edges = [16_000u64, 32_000, 64_000, 128_000];
+        for (v, _) in sparse_counts(&h) {
+            let ns = representative_ns(&h, v);
+            assert!((16_000.0..128_000.0).contains(&ns), "{ns}");
+        }
+        for per_octave in [1, 4] {
+            let bins = log_bins(&h, &edges, per_octave);
+            assert_eq!(bins.len(), 3, "{bins:?}");
+            assert_eq!(
+                (bins[0].low_ns, bins[0].high_ns, bins[0].count),
+                (16e3, 32e3, 100)
+            );
+            assert_eq!(
+                (bins[1].low_ns, bins[1].high_ns, bins[1].count),
+                (32e3, 64e3, 0)
+            );
+            assert_eq!(
+                (bins[2].low_ns, bins[2].high_ns, bins[2].count),
+                (64e3, 128e3, 7)
+            );
+        }
+        // Without source edges the values are still drawn where they are: 16..32 µs spans the
+        // 2^13.97..2^14.97 ns octaves, never 32.8..65.5 µs.
+        let bins = log_bins(&h, &[], 1);
+        let in_32k_64k: u64 = bins
+            .iter()
+            .filter(|b| b.low_ns >= 32_768.0 && b.high_ns <= 65_536.0)
+            .map(|b| b.count)
+            .sum();
+        assert_eq!(in_32k_64k, 0, "{bins:?}");
     }
 
     #[test]
@@ -649,7 +804,7 @@ mod tests {
         for v in [1_000u64, 1_100, 66_000, 70_000, 70_000] {
             record_ns(&mut h, v);
         }
-        let bins = log_bins(&h, BucketConvention::Exact, 1);
+        let bins = log_bins(&h, &[], 1);
         // From the 512..1024 or 1024..2048 octave up to 65536..131072.
         assert!(bins.len() >= 7 && bins.len() <= 8, "{bins:?}");
         for w in bins.windows(2) {
@@ -658,7 +813,7 @@ mod tests {
         let sum: f64 = bins.iter().map(|b| b.share).sum();
         assert!((sum - 1.0).abs() < 1e-9);
         assert_eq!(bins.last().unwrap().count, 3);
-        assert!(log_bins(&new_histogram(), BucketConvention::Exact, 1).is_empty());
+        assert!(log_bins(&new_histogram(), &[], 1).is_empty());
     }
 
     #[test]

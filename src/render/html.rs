@@ -18,8 +18,8 @@ use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Seri
 use super::terminal::{host_lines, spec_line, summary_table, Table};
 use hdrhistogram::Histogram;
 
-use crate::analysis::{describe, find_knee, find_modes, run_verdicts};
-use crate::results::{BucketConvention, Results, RunResult};
+use crate::analysis::{describe, find_knee, find_modes_with_edges, run_verdicts};
+use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
 const CSS: &str = r#"
@@ -82,25 +82,17 @@ for(var k=0;k<charts.length;k++){(function(svg){
 })();
 "#;
 
-/// Modes of a latency histogram (`analysis::modes`) as shaded bands, placed with the same
-/// bucket-convention shift as the histogram bars, and their one-line description.
-pub(crate) fn mode_bands(h: &Histogram<u64>, conv: BucketConvention) -> (Vec<Band>, String) {
-    let modes = find_modes(h);
-    let f = match conv {
-        BucketConvention::Exact => 1.0,
-        BucketConvention::UpperBound => std::f64::consts::FRAC_1_SQRT_2,
-        BucketConvention::LowerBound => std::f64::consts::SQRT_2,
-    };
+/// Modes of a latency histogram (`analysis::modes`) as shaded bands where the histogram bars
+/// are (values as the model holds them: bucketed sources were spread once, at ingest), and
+/// their one-line description.
+pub(crate) fn mode_bands(h: &Histogram<u64>, edges: &[u64]) -> (Vec<Band>, String) {
+    let modes = find_modes_with_edges(h, edges);
     let bands = modes
         .iter()
         .map(|m| Band {
-            low_ns: m.low_ns * f,
-            high_ns: m.high_ns * f,
-            label: format!(
-                "mode {} ({}%)",
-                fmt_ns(m.centre_ns * f),
-                sig3(m.share * 100.0)
-            ),
+            low_ns: m.low_ns,
+            high_ns: m.high_ns,
+            label: format!("mode {} ({}%)", fmt_ns(m.centre_ns), sig3(m.share * 100.0)),
         })
         .collect();
     (bands, describe(&modes))
@@ -242,8 +234,8 @@ fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
             continue;
         }
         let h = op.hist.decode()?;
-        let bins = log_bins(&h, op.bucket_convention, 4);
-        let (bands, desc) = mode_bands(&h, op.bucket_convention);
+        let bins = log_bins(&h, &op.bucket_edges_ns, 4);
+        let (bands, desc) = mode_bands(&h, &op.bucket_edges_ns);
         let series = HistSeries {
             name: op.op.clone(),
             colour: colour(i).into(),
@@ -882,7 +874,7 @@ pub fn compare(inputs: &[(String, Results)], problems: &[String]) -> Result<Stri
                 series.push(HistSeries {
                     name: label.clone(),
                     colour: colour(i).into(),
-                    bins: log_bins(&h, o.bucket_convention, 4)
+                    bins: log_bins(&h, &o.bucket_edges_ns, 4)
                         .iter()
                         .map(|b| (b.low_ns, b.high_ns, b.share))
                         .collect(),

@@ -575,9 +575,12 @@ pub struct Band {
 /// drawn as bars, several as overlaid outlines.
 pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
     let f = Frame::new(860.0, 280.0);
+    // A source bucket starting at 0 (bcc's `0 -> 1`) is drawn from half its upper edge on
+    // the log axis; its label keeps the real edges.
+    let low = |b0: f64, b1: f64| if b0 > 0.0 { b0 } else { b1 / 2.0 };
     let lo = series
         .iter()
-        .flat_map(|s| s.bins.iter().map(|b| b.0))
+        .flat_map(|s| s.bins.iter().map(|b| low(b.0, b.1)))
         .fold(f64::INFINITY, f64::min);
     let hi = series
         .iter()
@@ -624,7 +627,7 @@ pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> St
                 if share <= 0.0 {
                     continue;
                 }
-                let (x0, x1) = (sx.map(b0), sx.map(b1));
+                let (x0, x1) = (sx.map(low(b0, b1)), sx.map(b1));
                 let y = sy.map(share * 100.0);
                 let _ = write!(
                     out,
@@ -644,9 +647,9 @@ pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> St
                 let _ = write!(
                     d,
                     "{:.1},{:.1} {:.1},{y:.1} {:.1},{y:.1} {:.1},{:.1} ",
-                    sx.map(b0),
+                    sx.map(low(b0, b1)),
                     f.y0(),
-                    sx.map(b0),
+                    sx.map(low(b0, b1)),
                     sx.map(b1),
                     sx.map(b1),
                     f.y0()
@@ -716,7 +719,9 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
     let t0 = m.col_edges_s[0];
     let t1 = *m.col_edges_s.last().unwrap_or(&t0);
     let sx = Scale::linear(t0, t1, f.x0(), f.x1());
-    let (lo, _) = m.row_bounds_ns(0);
+    let (lo, lo_hi) = m.row_bounds_ns(0);
+    // A source bucket starting at 0 is drawn from half its upper edge on the log axis.
+    let lo = if lo > 0.0 { lo } else { lo_hi / 2.0 };
     let (_, hi) = m.row_bounds_ns(m.rows - 1);
     let sy = Scale::log(lo, hi, f.y0(), f.y1());
     let max = m.max_value(kind);
@@ -726,7 +731,7 @@ pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> Stri
     let mut paths = vec![String::new(); HEAT_LEVELS];
     for r in 0..m.rows {
         let (rlo, rhi) = m.row_bounds_ns(r);
-        let (ya, yb) = (sy.map(rhi), sy.map(rlo));
+        let (ya, yb) = (sy.map(rhi), sy.map(rlo.max(lo)));
         let mut c = 0;
         while c < m.cols {
             let l = quant(level_for(kind, m.value(kind, r, c), max));

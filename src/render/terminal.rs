@@ -259,7 +259,7 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
 pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Result<String> {
     let op = &run.ops[op_idx];
     let h = op.hist.decode()?;
-    let bins = log_bins(&h, op.bucket_convention, 1);
+    let bins = log_bins(&h, &op.bucket_edges_ns, 1);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -290,7 +290,7 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
             bar
         );
     }
-    let (_, desc) = super::html::mode_bands(&h, op.bucket_convention);
+    let (_, desc) = super::html::mode_bands(&h, &op.bucket_edges_ns);
     if !desc.is_empty() {
         let _ = writeln!(out, "modes: {desc}");
     }

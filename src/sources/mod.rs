@@ -714,6 +714,8 @@ struct OpAcc {
     cur_hist: Histogram<u64>,
     cur_bytes: u64,
     closed: BTreeMap<i64, Slot>,
+    /// Edges of the source buckets spread into this op (see `OpResult::bucket_edges_ns`).
+    edges: std::collections::BTreeSet<u64>,
 }
 
 /// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
@@ -930,6 +932,7 @@ impl Binned {
             cur_hist: interval_histogram(),
             cur_bytes: 0,
             closed: BTreeMap::new(),
+            edges: Default::default(),
         });
         self.index.insert(name.to_string(), i);
         i
@@ -1068,6 +1071,8 @@ impl Binned {
         let o = self.slot_of(op, t_ns);
         spread(&mut o.cur_hist, lo_ns, hi_ns, count);
         spread(&mut o.total, lo_ns, hi_ns, count);
+        o.edges.insert(lo_ns);
+        o.edges.insert(hi_ns);
     }
 
     /// Add another accumulator on the same time axis.
@@ -1088,6 +1093,7 @@ impl Binned {
                 .add(&src.total)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
             dst.bytes += src.bytes;
+            dst.edges.extend(src.edges);
             for (k, s) in src.closed {
                 merge_slot(&mut dst.closed, k, s);
             }
@@ -1203,6 +1209,7 @@ impl Binned {
             }
             let mut r = OpResult::new(&o.name, &o.total, o.bytes, ivs);
             r.bucket_convention = conv;
+            r.bucket_edges_ns = o.edges.into_iter().collect();
             ops.push(r);
         }
         Finished {
@@ -1255,6 +1262,8 @@ pub struct SnapshotSeries {
     index: HashMap<String, usize>,
     intervals: Vec<SnapshotInterval>,
     totals: Vec<Histogram<u64>>,
+    /// Edges of the source buckets spread into each op (see `OpResult::bucket_edges_ns`).
+    edges: Vec<std::collections::BTreeSet<u64>>,
 }
 
 impl Default for SnapshotSeries {
@@ -1271,6 +1280,7 @@ impl SnapshotSeries {
             index: HashMap::new(),
             intervals: Vec::new(),
             totals: Vec::new(),
+            edges: Vec::new(),
         }
     }
 
@@ -1281,6 +1291,7 @@ impl SnapshotSeries {
         }
         self.names.push(name.to_string());
         self.totals.push(new_histogram());
+        self.edges.push(Default::default());
         self.index.insert(name.to_string(), self.names.len() - 1);
         self.names.len() - 1
     }
@@ -1311,6 +1322,8 @@ impl SnapshotSeries {
         let h = cur.2[op].get_or_insert_with(new_histogram);
         spread(h, lo_ns, hi_ns, count);
         spread(&mut self.totals[op], lo_ns, hi_ns, count);
+        self.edges[op].insert(lo_ns);
+        self.edges[op].insert(hi_ns);
     }
 
     /// Add a whole histogram to `op` in the current interval.
@@ -1356,6 +1369,7 @@ impl SnapshotSeries {
                 .collect();
             let mut r = OpResult::new(name, &self.totals[i], 0, ivs);
             r.bucket_convention = conv;
+            r.bucket_edges_ns = self.edges[i].iter().copied().collect();
             ops.push(r);
         }
         (ops, duration)
