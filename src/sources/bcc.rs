@@ -200,8 +200,8 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
         }
         if let Some(arrow) = memchr::memmem::find(t, b"->") {
             // lo -> hi : count |***|
-            let Some(colon) = memchr::memchr(b':', t) else {
-                r.unparsed("histogram row without ':'");
+            let Some(colon) = memchr::memchr(b':', &t[arrow..]).map(|c| arrow + c) else {
+                r.unparsed("histogram row without ':' after '->'");
                 continue;
             };
             let bar = memchr::memchr(b'|', t).unwrap_or(t.len());
@@ -212,7 +212,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
                 (Some(lo), Some(hi), Some(c), Some(u), Some(s)) if hi >= lo => {
                     if c > 0 {
                         s.rows
-                            .push(((lo as f64 * u) as u64, ((hi + 1) as f64 * u) as u64, c));
+                            .push(((lo as f64 * u) as u64, (hi.saturating_add(1) as f64 * u) as u64, c));
                     }
                     r.parsed();
                 }

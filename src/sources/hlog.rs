@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -31,7 +30,6 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
     let mut base_time: Option<f64> = None;
     // (absolute-or-relative start, length, tag, histogram)
     let mut entries: Vec<(f64, f64, String, Histogram<u64>)> = Vec::new();
-    let mut de = Deserializer::new();
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -78,7 +76,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             r.unparsed("histogram is not base64");
             continue;
         };
-        let h: Histogram<u64> = match de.deserialize(&mut bytes.as_slice()) {
+        let h: Histogram<u64> = match crate::results::decode_v2_bounded(&bytes) {
             Ok(h) => h,
             Err(_) => {
                 r.unparsed("histogram cannot be decoded (not V2/V2-deflate)");

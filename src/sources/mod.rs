@@ -210,12 +210,16 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
         if runs.is_empty() {
-            results.warnings.push(format!(
-                "{}: no {} data found ({} lines read)",
-                path.display(),
-                format_name(args.format),
-                reader.stats.lines
-            ));
+            // Nothing read is an error, not an empty results document (exit non-zero even
+            // with -q, and say why).
+            bail!(
+                "{}; is this the right --format?",
+                nothing_read(
+                    &path.display().to_string(),
+                    format_name(args.format),
+                    &reader.stats
+                )
+            );
         }
         for mut r in runs {
             if let serde_json::Value::Object(m) = &mut r.spec {
@@ -245,6 +249,27 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
     Ok(results)
 }
 
+/// Why a file yielded no data: what was read and the first line not understood.
+pub fn nothing_read(path: &str, format: &str, stats: &LineStats) -> String {
+    let mut m = if stats.lines == 0 {
+        format!("{path}: no {format} data found: the file is empty")
+    } else {
+        format!(
+            "{path}: no {format} data found ({} line(s) read, {} not understood)",
+            stats.lines, stats.unparsed
+        )
+    };
+    if let Some(u) = stats.unparsed_first.first() {
+        m.push_str(&format!(
+            "; line {}: {} ({})",
+            u.line,
+            truncate(&u.text, 80),
+            u.reason
+        ));
+    }
+    m
+}
+
 /// The CLI spelling of a format.
 pub fn format_name(f: Format) -> &'static str {
     match f {
@@ -261,6 +286,9 @@ pub fn format_name(f: Format) -> &'static str {
 }
 
 fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result<()> {
+    // The same checks `show`/`report`/`compare`/`export` apply when loading: never write a
+    // document they would refuse (overflowed counts, histograms that cannot be encoded).
+    results.validate()?;
     if !quiet {
         let stdout = std::io::stdout();
         let mut out = stdout.lock();
@@ -341,6 +369,9 @@ pub struct LineReader {
 }
 
 const READ_CHUNK: usize = 128 << 10;
+/// Longest line any reader accepts (bytes, before decompression limits apply): memory stays
+/// bounded whatever the input, with a clear error naming the file and line.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
 
 impl LineReader {
     /// Open a file; gzip is detected by its magic bytes (1f 8b), whatever the file is called.
@@ -388,7 +419,18 @@ impl LineReader {
             self.pos = 0;
         }
         if self.end == self.buf.len() {
-            let n = self.buf.len() * 2;
+            // One line fills the buffer: grow it, but never past the line-length cap, so input
+            // without newlines (`/dev/zero`, a gzip bomb, a binary file) cannot exhaust memory.
+            if self.buf.len() >= MAX_LINE_BYTES {
+                bail!(
+                    "{}: line {} is longer than {} MiB (no line break found): not a text \
+                     file of this format?",
+                    self.name,
+                    self.line_no + 1,
+                    MAX_LINE_BYTES >> 20
+                );
+            }
+            let n = (self.buf.len() * 2).min(MAX_LINE_BYTES);
             self.buf.resize(n, 0);
         }
         loop {

@@ -990,7 +990,15 @@ pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Result
     let mut files = Vec::new();
     for p in &args.files {
         let mut r = LineReader::open(p)?;
-        files.push(parse_trace(&mut r, &opts)?);
+        let f = parse_trace(&mut r, &opts)?;
+        if f.stats.parsed == 0 {
+            // Nothing read is an error (exit non-zero even with -q, and say why).
+            anyhow::bail!(
+                "{}",
+                super::nothing_read(&p.display().to_string(), "Oracle 10046 trace", &f.stats)
+            );
+        }
+        files.push(f);
     }
     let mut results = build_results(files, &opts, &args.events)?;
     results.command_line = command_line;
