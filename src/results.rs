@@ -97,6 +97,39 @@ impl Hist {
         Ok(out)
     }
 
+    /// Number of values the histogram holds, checking that it decodes and fits the
+    /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
+    /// (cheap enough to check every interval histogram of a long run on load).
+    pub fn checked_len(&self) -> Result<u64> {
+        if self.b64.is_empty() {
+            return Ok(0);
+        }
+        if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
+            bail!(
+                "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
+                self.b64.len(),
+                MAX_HIST_BYTES >> 20
+            );
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(self.b64.as_bytes())
+            .context("histogram is not valid base64")?;
+        let h = decode_v2_bounded(&bytes)?;
+        static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let limit = *LIMIT.get_or_init(|| {
+            let h = new_histogram();
+            h.highest_equivalent(h.high())
+        });
+        if !h.is_empty() && h.max() > limit {
+            bail!(
+                "histogram out of range: {} ns is beyond the {} ns iolens histograms hold",
+                h.max(),
+                HIST_MAX_NS
+            );
+        }
+        Ok(h.len())
+    }
+
     /// The raw base64 text (as it appears in JSON).
     pub fn as_base64(&self) -> &str {
         &self.b64
@@ -533,11 +566,13 @@ impl OpResult {
                 self.count
             );
         }
-        let h = self.hist.decode().context("its histogram is undecodable")?;
-        if h.len() != self.count {
+        let held = self
+            .hist
+            .checked_len()
+            .context("its histogram is undecodable")?;
+        if held != self.count {
             bail!(
-                "its histogram holds {} operation(s) but its count says {}",
-                h.len(),
+                "its histogram holds {held} operation(s) but its count says {}",
                 self.count
             );
         }
@@ -591,15 +626,14 @@ impl OpResult {
                         iv.duration_s
                     );
                 }
-                let ih = iv
+                let held = iv
                     .hist
-                    .decode()
+                    .checked_len()
                     .with_context(|| format!("{}: histogram is undecodable", at()))?;
-                if ih.len() != iv.count {
+                if held != iv.count {
                     bail!(
-                        "{}: its histogram holds {} operation(s) but its count says {}",
+                        "{}: its histogram holds {held} operation(s) but its count says {}",
                         at(),
-                        ih.len(),
                         iv.count
                     );
                 }
