@@ -187,9 +187,7 @@ pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
             let declared = be32(bytes, 4).context("histogram is truncated (no length)")? as usize;
             let held = bytes.len() - 8;
             if declared > held {
-                bail!(
-                    "histogram declares {declared} compressed bytes but holds only {held}"
-                );
+                bail!("histogram declares {declared} compressed bytes but holds only {held}");
             }
             let mut out = Vec::new();
             flate2::read::ZlibDecoder::new(&bytes[8..8 + declared])
@@ -606,7 +604,9 @@ impl OpResult {
                 );
             }
         }
-        if self.count > 0 && (s.mean_ns < s.min_ns as f64 * 0.999 || s.mean_ns > s.max_ns as f64 * 1.001 + 1.0) {
+        if self.count > 0
+            && (s.mean_ns < s.min_ns as f64 * 0.999 || s.mean_ns > s.max_ns as f64 * 1.001 + 1.0)
+        {
             bail!(
                 "its mean latency {} ns lies outside its min..max ({}..{} ns)",
                 s.mean_ns,

@@ -76,7 +76,10 @@ fn seeds(work: &Path) -> Vec<Seed> {
         .map(|s| (s.name.clone(), s.data.clone()))
         .collect();
     let mut docs = vec![
-        ("synth run".to_string(), iolens::render::synth::run_results_with(4, 1.0, 30, 7)),
+        (
+            "synth run".to_string(),
+            iolens::render::synth::run_results_with(4, 1.0, 30, 7),
+        ),
         (
             "synth calibrate".to_string(),
             iolens::render::synth::calibration_results(3, 2, 20, 7),
@@ -320,7 +323,13 @@ fn crafted_hist(rng: &mut SmallRng) -> String {
 
 /// Feed one text input to every reader and check what they produce.
 fn feed_text(path: &Path, rng: &mut SmallRng) {
-    let units = [None, Some(Unit::Ns), Some(Unit::Us), Some(Unit::Ms), Some(Unit::S)];
+    let units = [
+        None,
+        Some(Unit::Ns),
+        Some(Unit::Us),
+        Some(Unit::Ms),
+        Some(Unit::S),
+    ];
     for format in Format::value_variants() {
         let unit = units[rng.gen_range(0..units.len())];
         if let Ok(r) = sources::ingest(&ingest_args(*format, path, unit), vec![]) {

@@ -71,7 +71,9 @@ fn assert_refused(o: &Output, what: &str, expect: &str) {
 
 fn ingest(format: &str, file: &Path, extra: &[&str]) -> Command {
     let mut c = bin();
-    c.args(["ingest", "-q", "--format", format]).args(extra).arg(file);
+    c.args(["ingest", "-q", "--format", format])
+        .args(extra)
+        .arg(file);
     c
 }
 
@@ -127,7 +129,12 @@ fn input_without_line_breaks_is_refused_with_bounded_memory() {
     let zero = Path::new("/dev/zero");
     let mut cmds: Vec<(String, Command)> = Format::value_variants()
         .iter()
-        .map(|f| (format_name(*f).to_string(), ingest(format_name(*f), zero, &[])))
+        .map(|f| {
+            (
+                format_name(*f).to_string(),
+                ingest(format_name(*f), zero, &[]),
+            )
+        })
         .collect();
     let mut t = bin();
     t.args(["trace", "-q"]).arg(zero);
@@ -211,7 +218,11 @@ fn hist_declaring_4gib() -> String {
 
 /// Crafted-bad results files: (name, what the error must say, the change).
 #[allow(clippy::type_complexity)]
-fn bad_results() -> Vec<(&'static str, &'static str, Box<dyn Fn(&mut serde_json::Value)>)> {
+fn bad_results() -> Vec<(
+    &'static str,
+    &'static str,
+    Box<dyn Fn(&mut serde_json::Value)>,
+)> {
     vec![
         (
             "zero duration",

@@ -212,7 +212,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
                 (Some(lo), Some(hi), Some(c), Some(u), Some(s)) if hi >= lo => {
                     if c > 0 {
                         s.rows
-                            .push(((lo as f64 * u) as u64, (hi.saturating_add(1) as f64 * u) as u64, c));
+                            .push(((lo as f64 * u) as u64, ((hi as f64 + 1.0) * u) as u64, c));
                     }
                     r.parsed();
                 }
