@@ -247,6 +247,14 @@ impl LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
         }
+        if h.len() > MAX_COUNT {
+            // Counts summing past 2^63 (absurd input): hdrhistogram's quantile scan would
+            // overflow. Keep the count so validation rejects the document as an overflow.
+            return LatencySummary {
+                count: h.len(),
+                ..LatencySummary::default()
+            };
+        }
         LatencySummary {
             count: h.len(),
             min_ns: h.min(),

@@ -8,7 +8,8 @@
 //! Budget: `IOLENS_FUZZ_SECS` seconds (default 20, what CI runs) or `IOLENS_FUZZ_CASES` cases,
 //! whichever ends first; `IOLENS_FUZZ_SEED` picks the seed (default 1; every case is derived
 //! from the seed and its number, so a finding is reproducible). `bench/fuzz.sh` runs it for
-//! 10 minutes.
+//! 10 minutes. `IOLENS_FUZZ_REPLAY=FILE[:FILE…]` feeds saved findings again (every reader
+//! and loader, with the seed's unit choices).
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -23,6 +24,15 @@ use iolens::results::Results;
 use iolens::sources::{self, Format, IngestArgs, TraceArgs, Unit};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+
+thread_local! {
+    /// What the current case is being fed to (named in a finding).
+    static STAGE: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") };
+}
+
+fn stage(s: &'static str) {
+    STAGE.with(|c| c.set(s));
+}
 
 /// One seed input: a name and its bytes; `results` when it is a results document.
 struct Seed {
@@ -321,21 +331,29 @@ fn crafted_hist(rng: &mut SmallRng) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Feed one text input to every reader and check what they produce.
+const UNITS: [Option<Unit>; 5] = [
+    None,
+    Some(Unit::Ns),
+    Some(Unit::Us),
+    Some(Unit::Ms),
+    Some(Unit::S),
+];
+
+/// Feed one text input to every reader (with a random `--unit`) and check what they produce.
 fn feed_text(path: &Path, rng: &mut SmallRng) {
-    let units = [
-        None,
-        Some(Unit::Ns),
-        Some(Unit::Us),
-        Some(Unit::Ms),
-        Some(Unit::S),
-    ];
+    feed_text_units(path, rng, None)
+}
+
+/// As [`feed_text`], with `unit` when given (`Some(None)`: no `--unit`).
+fn feed_text_units(path: &Path, rng: &mut SmallRng, unit: Option<Option<Unit>>) {
     for format in Format::value_variants() {
-        let unit = units[rng.gen_range(0..units.len())];
+        let unit = unit.unwrap_or_else(|| UNITS[rng.gen_range(0..UNITS.len())]);
+        stage(sources::format_name(*format));
         if let Ok(r) = sources::ingest(&ingest_args(*format, path, unit), vec![]) {
             check_produced(&r, rng);
         }
     }
+    stage("trace");
     if let Ok(r) = sources::oracle_trace::read_traces(&trace_args(path), vec![]) {
         check_produced(&r, rng);
     }
@@ -360,19 +378,28 @@ fn check_produced(r: &Results, rng: &mut SmallRng) {
 
 /// Everything `show`, `report`, `compare` and `export` do with a results document.
 fn load_and_render(text: &str) {
+    let outer = STAGE.with(|c| c.get());
+    stage("load results");
     let Ok(r) = Results::from_json(text) else {
         return;
     };
     let style = TermStyle::resolve(ColorChoice::Never, Some(100));
+    stage("show");
     let _ = iolens::render::terminal::render(&r, &style, None);
+    stage("report");
     let _ = iolens::render::html::report(&r, "fuzz");
+    stage("export --csv");
     let _ = iolens::render::csv::intervals_csv(&r);
+    stage("export --hlog");
     let _ = iolens::render::hlog::interval_log(&r);
     let base = iolens::render::synth::run_results_with(2, 1.0, 10, 3);
     let inputs = vec![("a".to_string(), base), ("b".to_string(), r)];
+    stage("compare");
     let _ = iolens::render::compare::incompatibilities(&inputs);
     let _ = iolens::render::compare::terminal(&inputs, &[], &style);
+    stage("compare -o html");
     let _ = iolens::render::html::compare(&inputs, &[]);
+    stage(outer);
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -408,7 +435,8 @@ fn fuzz_readers_and_results() {
     {
         let last = last_panic.clone();
         std::panic::set_hook(Box::new(move |info| {
-            *last.lock().unwrap() = info.to_string();
+            let what = STAGE.with(|c| c.get());
+            *last.lock().unwrap() = format!("[{what}] {}", info.to_string().replace('\n', " "));
         }));
     }
     // Watchdog: a case that runs too long is a hang; save it and stop.
@@ -438,6 +466,28 @@ fn fuzz_readers_and_results() {
 
     let input = work.path().join("case.in");
     let mut findings: Vec<String> = Vec::new();
+    // Replay: IOLENS_FUZZ_REPLAY=FILE[:FILE...] feeds saved findings once each, unmutated.
+    if let Ok(list) = std::env::var("IOLENS_FUZZ_REPLAY") {
+        for f in list.split(':').filter(|f| !f.is_empty()) {
+            let data = std::fs::read(f).unwrap();
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                if data.starts_with(b"{") {
+                    load_and_render(&String::from_utf8_lossy(&data));
+                }
+                std::fs::write(&input, &data).unwrap();
+                for unit in UNITS {
+                    feed_text_units(&input, &mut rng, Some(unit));
+                }
+            }));
+            if outcome.is_err() {
+                findings.push(format!("{f}: {}", last_panic.lock().unwrap()));
+            }
+        }
+        let _ = std::panic::take_hook();
+        assert!(findings.is_empty(), "replay: {}", findings.join("\n"));
+        return;
+    }
     let mut cases = 0u64;
     // (cases, ms) of text inputs and of results documents.
     let (mut time_text, mut time_results) = ((0u64, 0u64), (0u64, 0u64));

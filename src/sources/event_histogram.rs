@@ -107,8 +107,8 @@ impl CumulativeSeries {
             return;
         }
         self.series.begin_interval(
-            (pt - self.seg_start_ns) as f64 / 1e9,
-            (t_ns - pt) as f64 / 1e9,
+            pt.saturating_sub(self.seg_start_ns) as f64 / 1e9,
+            t_ns.saturating_sub(pt) as f64 / 1e9,
         );
         let mut keys: Vec<&(String, u64)> = snap.keys().collect();
         keys.sort();

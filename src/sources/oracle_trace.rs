@@ -48,6 +48,9 @@ use crate::units::fmt_ns;
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
+/// Largest ela=, c= or e= accepted (2^40 µs, about 12.7 days): larger values are corrupt
+/// lines, and bounding them keeps every sum of them far from overflowing.
+pub const MAX_TRACE_US: u64 = 1 << 40;
 /// A `tim` at or above this is Unix-epoch µs (2001-09-09 and later).
 const EPOCH_TIM: u64 = 1_000_000_000_000_000;
 /// Most waits kept pending (unresolved between/within call) before the oldest are resolved by
@@ -726,8 +729,14 @@ impl TraceParser {
                 _ => {}
             }
         }
-        let (Some(c), Some(e)) = (c, e) else {
-            return count_unparsed(st, n, line, "database call without numeric c= and e=");
+        let in_range = |x: &u64| *x <= MAX_TRACE_US;
+        let (Some(c), Some(e)) = (c.filter(in_range), e.filter(in_range)) else {
+            return count_unparsed(
+                st,
+                n,
+                line,
+                "database call without numeric c= and e= (up to 12 days)",
+            );
         };
         st.parsed += 1;
         self.note_tim(tim);
@@ -820,7 +829,8 @@ fn parse_params(p: &[u8]) -> WaitParams {
         let val = &p[vs..i];
         match name {
             b"ela" => match parse_u64(val) {
-                Some(x) => w.ela = Some(x),
+                Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+                Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
                 None => w.bad = Some("ela= is not a number"),
             },
             b"tim" => match parse_i64(val) {
@@ -830,7 +840,8 @@ fn parse_params(p: &[u8]) -> WaitParams {
             b"obj#" => w.obj = parse_i64(val),
             b"file#" | b"file number" => w.file = parse_i64(val),
             b"block#" | b"first dba" => w.block = parse_u64(val),
-            b"blocks" | b"block cnt" => w.blocks = parse_u64(val),
+            // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
+            b"blocks" | b"block cnt" => w.blocks = parse_u64(val).filter(|&b| b <= 1 << 32),
             b"p1" => w.p1 = parse_i64(val),
             b"p2" => w.p2 = parse_u64(val),
             b"p3" => w.p3 = parse_u64(val),
@@ -1288,7 +1299,7 @@ fn io_json(
                 let mut v = agg(a);
                 v["file"] = json!(f);
                 v["first_block"] = json!(r * BLOCK_RANGE);
-                v["last_block"] = json!((r + 1) * BLOCK_RANGE - 1);
+                v["last_block"] = json!((r + 1).saturating_mul(BLOCK_RANGE) - 1);
                 v
             })
             .collect();
