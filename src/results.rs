@@ -572,6 +572,12 @@ impl OpResult {
                 self.count
             );
         }
+        if self.bytes > MAX_COUNT {
+            bail!(
+                "its byte count {} is an overflow (more than 2^63 bytes)",
+                self.bytes
+            );
+        }
         let held = self
             .hist
             .checked_len()

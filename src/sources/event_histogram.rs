@@ -81,7 +81,7 @@ impl CumulativeSeries {
         if t_ns <= pt {
             self.warnings.push(format!(
                 "{at}: snapshot time does not advance ({} s after the previous); snapshot skipped",
-                (t_ns - pt) as f64 / 1e9
+                t_ns.saturating_sub(pt) as f64 / 1e9
             ));
             self.prev = Some((pt, prev));
             return;

@@ -846,7 +846,7 @@ fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
                 Slot {
                     count: h.len(),
                     hist: Hist::encode(&h),
-                    bytes: old.bytes + s.bytes,
+                    bytes: old.bytes.saturating_add(s.bytes),
                 },
             );
         }
@@ -1016,8 +1016,8 @@ impl Binned {
         let o = self.slot_of(op, t_ns);
         record_interval(&mut o.cur_hist, lat_ns, 1);
         record_ns(&mut o.total, lat_ns);
-        o.cur_bytes += bytes;
-        o.bytes += bytes;
+        o.cur_bytes = o.cur_bytes.saturating_add(bytes);
+        o.bytes = o.bytes.saturating_add(bytes);
     }
 
     /// Record a bucket of `count` values in `[lo_ns, hi_ns)` at `t_ns` (spread as [`spread`]).
@@ -1040,7 +1040,7 @@ impl Binned {
             dst.total
                 .add(&src.total)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            dst.bytes += src.bytes;
+            dst.bytes = dst.bytes.saturating_add(src.bytes);
             for (k, s) in src.closed {
                 merge_slot(&mut dst.closed, k, s);
             }
