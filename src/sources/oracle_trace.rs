@@ -514,7 +514,7 @@ impl TraceParser {
             if t as u64 >= EPOCH_TIM {
                 self.out.offset_us = Some(0);
             } else if let Some(w) = self.pending_wall_us.take() {
-                self.out.offset_us = Some(w - t);
+                self.out.offset_us = Some(w.saturating_sub(t));
             }
             self.axis_off = self.out.offset_us.unwrap_or(0);
         }
@@ -663,7 +663,7 @@ impl TraceParser {
         // Slowest waits.
         if self.opts.top > 0 && (ela > self.slow_min || self.out.slowest.len() < self.opts.top) {
             let time = match (params.tim.or(self.last_tim), self.out.offset_us) {
-                (Some(t), Some(off)) => rfc3339_ns((t + off).saturating_mul(1000)),
+                (Some(t), Some(off)) => rfc3339_ns(t.saturating_add(off).saturating_mul(1000)),
                 _ => String::new(),
             };
             let w = SlowWait {
@@ -1040,7 +1040,8 @@ pub fn build_results(
     files.sort_by_key(|f| {
         (
             f.session.clone(),
-            f.first_tim.map(|t| t + f.offset_us.unwrap_or(0)),
+            f.first_tim
+                .map(|t| t.saturating_add(f.offset_us.unwrap_or(0))),
         )
     });
     let mut file_profiles = Vec::new();
