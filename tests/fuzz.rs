@@ -8,8 +8,9 @@
 //! Budget: `IOLENS_FUZZ_SECS` seconds (default 20, what CI runs) or `IOLENS_FUZZ_CASES` cases,
 //! whichever ends first; `IOLENS_FUZZ_SEED` picks the seed (default 1; every case is derived
 //! from the seed and its number, so a finding is reproducible). `bench/fuzz.sh` runs it for
-//! 10 minutes. `IOLENS_FUZZ_REPLAY=FILE[:FILE…]` feeds saved findings again (every reader
-//! and loader, with the seed's unit choices).
+//! 10 minutes. Every past finding, kept under tests/fixtures/fuzz, is first fed again unmutated
+//! (every reader with every `--unit`, every loader); `IOLENS_FUZZ_REPLAY=FILE[:FILE…]` feeds
+//! only the files named.
 
 use std::io::Write as _;
 use std::panic::AssertUnwindSafe;
@@ -466,24 +467,46 @@ fn fuzz_readers_and_results() {
 
     let input = work.path().join("case.in");
     let mut findings: Vec<String> = Vec::new();
-    // Replay: IOLENS_FUZZ_REPLAY=FILE[:FILE...] feeds saved findings once each, unmutated.
-    if let Ok(list) = std::env::var("IOLENS_FUZZ_REPLAY") {
-        for f in list.split(':').filter(|f| !f.is_empty()) {
-            let data = std::fs::read(f).unwrap();
-            let mut rng = SmallRng::seed_from_u64(seed);
-            let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                if data.starts_with(b"{") {
-                    load_and_render(&String::from_utf8_lossy(&data));
-                }
-                std::fs::write(&input, &data).unwrap();
-                for unit in UNITS {
-                    feed_text_units(&input, &mut rng, Some(unit));
-                }
-            }));
-            if outcome.is_err() {
-                findings.push(format!("{f}: {}", last_panic.lock().unwrap()));
-            }
+    // Replay, unmutated, every past finding kept under tests/fixtures/fuzz (regressions), or
+    // only the files named by IOLENS_FUZZ_REPLAY=FILE[:FILE...].
+    let replay_only = std::env::var("IOLENS_FUZZ_REPLAY").ok();
+    let replay: Vec<PathBuf> = match &replay_only {
+        Some(list) => list
+            .split(':')
+            .filter(|f| !f.is_empty())
+            .map(PathBuf::from)
+            .collect(),
+        None => {
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fuzz");
+            let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+                .unwrap_or_default();
+            v.sort();
+            v
         }
+    };
+    for f in &replay {
+        let data = std::fs::read(f).unwrap();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if data.starts_with(b"{") {
+                load_and_render(&String::from_utf8_lossy(&data));
+            }
+            std::fs::write(&input, &data).unwrap();
+            for unit in UNITS {
+                feed_text_units(&input, &mut rng, Some(unit));
+            }
+        }));
+        if outcome.is_err() {
+            findings.push(format!("{}: {}", f.display(), last_panic.lock().unwrap()));
+        }
+    }
+    eprintln!(
+        "fuzz: replayed {} saved finding(s), {} panic(s)",
+        replay.len(),
+        findings.len()
+    );
+    if replay_only.is_some() || !findings.is_empty() {
         let _ = std::panic::take_hook();
         assert!(findings.is_empty(), "replay: {}", findings.join("\n"));
         return;
