@@ -205,7 +205,15 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
             Format::Hlog => hlog::read(&mut reader, args),
             Format::TimeLatency => pairs::read(&mut reader, args),
         }
-        .with_context(|| format!("{}", path.display()))?;
+        .map_err(|e| {
+            // Errors of the line reader already name the file.
+            let name = path.display().to_string();
+            if e.to_string().starts_with(&name) {
+                e
+            } else {
+                e.context(name)
+            }
+        })?;
         for w in reader.warnings.drain(..) {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
@@ -260,10 +268,22 @@ pub fn nothing_read(path: &str, format: &str, stats: &LineStats) -> String {
         )
     };
     if let Some(u) = stats.unparsed_first.first() {
+        // Binary input: show control and undecodable bytes as '?', not raw on the terminal.
+        let text: String = u
+            .text
+            .chars()
+            .map(|c| {
+                if c.is_control() || c == '\u{fffd}' {
+                    '?'
+                } else {
+                    c
+                }
+            })
+            .collect();
         m.push_str(&format!(
             "; line {}: {} ({})",
             u.line,
-            truncate(&u.text, 80),
+            truncate(&text, 80),
             u.reason
         ));
     }
