@@ -51,11 +51,29 @@ pub struct Hist {
 
 impl Hist {
     /// Encode a histogram.
+    ///
+    /// The V2 encoding cannot hold a bucket count above `i64::MAX`; such counts (absurd input,
+    /// saturated sums) are capped there rather than panicking, so the histogram's total no
+    /// longer matches its op's count and [`Results::validate`] rejects the document.
     pub fn encode(h: &Histogram<u64>) -> Hist {
         let mut buf = Vec::new();
-        V2DeflateSerializer::new()
-            .serialize(h, &mut buf)
-            .expect("serialising to a Vec cannot fail");
+        if V2DeflateSerializer::new().serialize(h, &mut buf).is_err() {
+            let mut capped = h.clone();
+            capped.reset();
+            for v in h.iter_recorded() {
+                let _ = capped.record_n(
+                    v.value_iterated_to(),
+                    v.count_at_value().min(i64::MAX as u64),
+                );
+            }
+            buf.clear();
+            if V2DeflateSerializer::new()
+                .serialize(&capped, &mut buf)
+                .is_err()
+            {
+                buf.clear();
+            }
+        }
         Hist {
             b64: base64::engine::general_purpose::STANDARD.encode(buf),
         }
@@ -66,17 +84,55 @@ impl Hist {
         if self.b64.is_empty() {
             return Ok(new_histogram());
         }
+        if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
+            bail!(
+                "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
+                self.b64.len(),
+                MAX_HIST_BYTES >> 20
+            );
+        }
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.b64.as_bytes())
             .context("histogram is not valid base64")?;
-        let h: Histogram<u64> = Deserializer::new()
-            .deserialize(&mut bytes.as_slice())
-            .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
+        let h = decode_v2_bounded(&bytes)?;
         // Normalise bounds so histograms from any producer merge exactly.
         let mut out = new_histogram();
         out.add(&h)
             .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
         Ok(out)
+    }
+
+    /// Number of values the histogram holds, checking that it decodes and fits the
+    /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
+    /// (cheap enough to check every interval histogram of a long run on load).
+    pub fn checked_len(&self) -> Result<u64> {
+        if self.b64.is_empty() {
+            return Ok(0);
+        }
+        if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
+            bail!(
+                "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
+                self.b64.len(),
+                MAX_HIST_BYTES >> 20
+            );
+        }
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(self.b64.as_bytes())
+            .context("histogram is not valid base64")?;
+        let h = decode_v2_bounded(&bytes)?;
+        static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let limit = *LIMIT.get_or_init(|| {
+            let h = new_histogram();
+            h.highest_equivalent(h.high())
+        });
+        if !h.is_empty() && h.max() > limit {
+            bail!(
+                "histogram out of range: {} ns is beyond the {} ns iolens histograms hold",
+                h.max(),
+                HIST_MAX_NS
+            );
+        }
+        Ok(h.len())
     }
 
     /// The raw base64 text (as it appears in JSON).
@@ -110,6 +166,70 @@ impl<'de> Deserialize<'de> for Hist {
     }
 }
 
+/// Most bytes a histogram's V2 encoding may hold, compressed or decompressed. An iolens
+/// histogram (1 ns .. 1 h, 3 digits) needs well under 1 MiB; the cap stops a declared or
+/// deflated size from allocating gigabytes.
+pub const MAX_HIST_BYTES: usize = 16 << 20;
+
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+/// Bytes of the V2 header: cookie, payload length, normalising offset, digits, low, high, ratio.
+const V2_HEADER: usize = 40;
+
+/// Decode an HdrHistogram V2 or V2-deflate encoding, checking every declared length against
+/// the bytes actually present (and decompressing at most [`MAX_HIST_BYTES`]) before anything
+/// is allocated: a crafted header cannot make the decoder allocate gigabytes.
+pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
+    use std::io::Read as _;
+    let be32 = |b: &[u8], at: usize| -> Option<u32> {
+        b.get(at..at + 4)
+            .map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    let inflated;
+    let raw: &[u8] = match be32(bytes, 0) {
+        Some(V2_COOKIE) => bytes,
+        Some(V2_DEFLATE_COOKIE) => {
+            let declared = be32(bytes, 4).context("histogram is truncated (no length)")? as usize;
+            let held = bytes.len() - 8;
+            if declared > held {
+                bail!("histogram declares {declared} compressed bytes but holds only {held}");
+            }
+            let mut out = Vec::new();
+            flate2::read::ZlibDecoder::new(&bytes[8..8 + declared])
+                .take(MAX_HIST_BYTES as u64 + 1)
+                .read_to_end(&mut out)
+                .context("histogram's compressed data is corrupt")?;
+            if out.len() > MAX_HIST_BYTES {
+                bail!(
+                    "histogram decompresses to more than {} MiB",
+                    MAX_HIST_BYTES >> 20
+                );
+            }
+            inflated = out;
+            &inflated
+        }
+        Some(c) => bail!("histogram is not an HdrHistogram V2 encoding (cookie {c:#010x})"),
+        None => bail!("histogram is truncated ({} bytes)", bytes.len()),
+    };
+    if raw.len() < V2_HEADER || be32(raw, 0) != Some(V2_COOKIE) {
+        bail!("histogram's V2 header is missing or truncated");
+    }
+    let payload = be32(raw, 4).unwrap_or(0) as usize;
+    if payload > raw.len() - V2_HEADER {
+        bail!(
+            "histogram declares a payload of {payload} bytes but holds only {}",
+            raw.len() - V2_HEADER
+        );
+    }
+    let digits = be32(raw, 12).unwrap_or(0);
+    if digits > 5 {
+        bail!("histogram declares {digits} significant digits (at most 5 are possible)");
+    }
+    Deserializer::new()
+        .deserialize(&mut &raw[..V2_HEADER + payload])
+        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -131,6 +251,14 @@ impl LatencySummary {
     pub fn of(h: &Histogram<u64>) -> LatencySummary {
         if h.is_empty() {
             return LatencySummary::default();
+        }
+        if h.len() > MAX_COUNT {
+            // Counts summing past 2^63 (absurd input): hdrhistogram's quantile scan would
+            // overflow. Keep the count so validation rejects the document as an overflow.
+            return LatencySummary {
+                count: h.len(),
+                ..LatencySummary::default()
+            };
         }
         LatencySummary {
             count: h.len(),
@@ -443,6 +571,162 @@ pub struct CorruptionReport {
     pub time_s: f64,
 }
 
+/// Reject a figure that is negative, NaN or infinite.
+fn check_non_negative(what: &str, x: f64) -> Result<()> {
+    if !x.is_finite() || x < 0.0 {
+        bail!("{what} is {x} (must be a finite, non-negative number)");
+    }
+    Ok(())
+}
+
+/// Most operations one op may count: beyond this the V2 encoding cannot hold the histogram
+/// and a count is an overflow or a saturated sum, not a measurement.
+pub const MAX_COUNT: u64 = i64::MAX as u64;
+
+impl RunResult {
+    /// The checks of [`Results::validate`] for one run.
+    pub fn validate(&self) -> Result<()> {
+        if !self.duration_s.is_finite() || self.duration_s <= 0.0 {
+            bail!(
+                "its duration is {} s (must be positive): rates cannot be computed",
+                self.duration_s
+            );
+        }
+        check_non_negative("its interval length", self.interval_s)?;
+        check_non_negative("its warm-up", self.warmup_s)?;
+        let mut total: u64 = 0;
+        for o in &self.ops {
+            o.validate()
+                .with_context(|| format!("op \"{}\" is not valid", o.op))?;
+            total = total
+                .checked_add(o.count)
+                .filter(|t| *t <= MAX_COUNT)
+                .context("its op counts overflow when added up")?;
+        }
+        if let Some(c) = &self.cpu {
+            for (name, x) in [
+                ("user_s", c.user_s),
+                ("sys_s", c.sys_s),
+                ("us_per_io", c.us_per_io),
+                ("runq_delay_s", c.runq_delay_s),
+            ] {
+                check_non_negative(&format!("cpu {name}"), x)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl OpResult {
+    /// The checks of [`Results::validate`] for one op: counts, histograms and percentiles.
+    pub fn validate(&self) -> Result<()> {
+        if self.count > MAX_COUNT {
+            bail!(
+                "its count {} is an overflow (more than 2^63 operations)",
+                self.count
+            );
+        }
+        if self.bytes > MAX_COUNT {
+            bail!(
+                "its byte count {} is an overflow (more than 2^63 bytes)",
+                self.bytes
+            );
+        }
+        let held = self
+            .hist
+            .checked_len()
+            .context("its histogram is undecodable")?;
+        if held != self.count {
+            bail!(
+                "its histogram holds {held} operation(s) but its count says {}",
+                self.count
+            );
+        }
+        let s = &self.summary;
+        if s.count != self.count {
+            bail!(
+                "its summary counts {} operation(s) but its count says {}",
+                s.count,
+                self.count
+            );
+        }
+        check_non_negative("its mean latency", s.mean_ns)?;
+        check_non_negative("its latency standard deviation", s.stdev_ns)?;
+        let p = [
+            ("min", s.min_ns),
+            ("p50", s.p50_ns),
+            ("p90", s.p90_ns),
+            ("p99", s.p99_ns),
+            ("p99.9", s.p999_ns),
+            ("p99.99", s.p9999_ns),
+            ("max", s.max_ns),
+        ];
+        for w in p.windows(2) {
+            if w[0].1 > w[1].1 {
+                bail!(
+                    "its percentiles are not in order ({} {} ns > {} {} ns)",
+                    w[0].0,
+                    w[0].1,
+                    w[1].0,
+                    w[1].1
+                );
+            }
+        }
+        if self.count > 0
+            && (s.mean_ns < s.min_ns as f64 * 0.999 || s.mean_ns > s.max_ns as f64 * 1.001 + 1.0)
+        {
+            bail!(
+                "its mean latency {} ns lies outside its min..max ({}..{} ns)",
+                s.mean_ns,
+                s.min_ns,
+                s.max_ns
+            );
+        }
+        if !self.intervals.is_empty() {
+            let (mut n, mut bytes) = (0u64, 0u64);
+            for (k, iv) in self.intervals.iter().enumerate() {
+                let at = || format!("interval {} (at {} s)", k + 1, iv.start_s);
+                if !iv.start_s.is_finite() || !iv.duration_s.is_finite() || iv.duration_s < 0.0 {
+                    bail!(
+                        "{}: start {} s, duration {} s are not valid",
+                        at(),
+                        iv.start_s,
+                        iv.duration_s
+                    );
+                }
+                let held = iv
+                    .hist
+                    .checked_len()
+                    .with_context(|| format!("{}: histogram is undecodable", at()))?;
+                if held != iv.count {
+                    bail!(
+                        "{}: its histogram holds {held} operation(s) but its count says {}",
+                        at(),
+                        iv.count
+                    );
+                }
+                n = n
+                    .checked_add(iv.count)
+                    .with_context(|| format!("{}: interval counts overflow", at()))?;
+                bytes = bytes.saturating_add(iv.bytes);
+            }
+            if n != self.count {
+                bail!(
+                    "its intervals count {n} operation(s) but its count says {}",
+                    self.count
+                );
+            }
+            if bytes != self.bytes && self.bytes != 0 {
+                bail!(
+                    "its intervals transferred {bytes} byte(s) but its total says {}",
+                    self.bytes
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
 impl RunResult {
     /// Total completed operations across ops.
     pub fn total_count(&self) -> u64 {
@@ -666,7 +950,47 @@ impl Results {
         if ver == 0 {
             bail!("results file has no valid schema version");
         }
-        serde_json::from_value(v).context("results file does not match the iolens schema")
+        let r: Results =
+            serde_json::from_value(v).context("results file does not match the iolens schema")?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    /// Check that the document is internally consistent before anything is drawn from it:
+    /// durations positive and finite, counts that neither overflowed nor disagree with their
+    /// intervals and histograms, histograms that decode, percentiles that are ordered. Every
+    /// command that loads results (`show`, `report`, `compare`, `export`) goes through this,
+    /// so they all refuse the same files with the same message.
+    pub fn validate(&self) -> Result<()> {
+        for (i, run) in self.runs.iter().enumerate() {
+            run.validate()
+                .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;
+        }
+        if let Some(c) = &self.calibration {
+            for p in &c.curve {
+                if p.run >= self.runs.len() {
+                    bail!(
+                        "calibration curve refers to run {} but the file has {} run(s)",
+                        p.run,
+                        self.runs.len()
+                    );
+                }
+                for (name, x) in [
+                    ("iops", p.iops),
+                    ("mb_per_s", p.mb_per_s),
+                    ("mean_ns", p.mean_ns),
+                    ("cpu_us_per_io", p.cpu_us_per_io),
+                ] {
+                    check_non_negative(&format!("calibration curve {name}"), x)?;
+                }
+            }
+            for (name, x) in [("max_iops", c.max_iops), ("max_mbps", c.max_mbps)] {
+                if let Some(x) = x {
+                    check_non_negative(&format!("calibration {name}"), x)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Read a results file from disk.

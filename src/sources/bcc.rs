@@ -232,7 +232,7 @@ pub fn read_biolatency(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunR
                     impossible_count(c, r.line_no)?;
                     if c > 0 {
                         s.rows
-                            .push(((lo as f64 * u) as u64, ((hi + 1) as f64 * u) as u64, c));
+                            .push(((lo as f64 * u) as u64, ((hi as f64 + 1.0) * u) as u64, c));
                     }
                     r.parsed();
                 }

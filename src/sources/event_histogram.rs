@@ -81,7 +81,7 @@ impl CumulativeSeries {
         if t_ns <= pt {
             self.warnings.push(format!(
                 "{at}: snapshot time does not advance ({} s after the previous); snapshot skipped",
-                (t_ns - pt) as f64 / 1e9
+                t_ns.saturating_sub(pt) as f64 / 1e9
             ));
             self.prev = Some((pt, prev));
             return;
@@ -92,7 +92,7 @@ impl CumulativeSeries {
             .find(|(k, &v)| snap.get(*k).copied().unwrap_or(0) < v);
         if let Some(((ev, b), v)) = down {
             let now = snap.get(&(ev.clone(), *b)).copied().unwrap_or(0);
-            let lost: u64 = snap.values().sum();
+            let lost: u64 = snap.values().fold(0, |a, &v| a.saturating_add(v));
             self.warnings.push(format!(
                 "{at}: counts went down (event '{ev}' bucket {b}: {v} → {now}): instance restart? \
                  Series {} ends; series {} starts at this snapshot ({lost} waits counted since \
@@ -107,8 +107,8 @@ impl CumulativeSeries {
             return;
         }
         self.series.begin_interval(
-            (pt - self.seg_start_ns) as f64 / 1e9,
-            (t_ns - pt) as f64 / 1e9,
+            pt.saturating_sub(self.seg_start_ns) as f64 / 1e9,
+            t_ns.saturating_sub(pt) as f64 / 1e9,
         );
         let mut keys: Vec<&(String, u64)> = snap.keys().collect();
         keys.sort();
@@ -326,7 +326,8 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
                 .push(pt, snap, &format!("{}:{}", r.name, at));
         }
         let e = cur.get_mut(&inst).expect("inserted");
-        *e.1.entry((ev, bucket)).or_default() += count;
+        let c = e.1.entry((ev, bucket)).or_default();
+        *c = c.saturating_add(count);
         r.parsed();
     }
     let unit_ns = unit.unwrap_or(Unit::Ms).ns();

@@ -17,7 +17,6 @@ use std::collections::BTreeMap;
 
 use anyhow::Result;
 use base64::Engine as _;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
@@ -31,7 +30,6 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
     let mut base_time: Option<f64> = None;
     // (absolute-or-relative start, length, tag, histogram)
     let mut entries: Vec<(f64, f64, String, Histogram<u64>)> = Vec::new();
-    let mut de = Deserializer::new();
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -78,7 +76,7 @@ pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
             r.unparsed("histogram is not base64");
             continue;
         };
-        let h: Histogram<u64> = match decode_any(&mut de, &bytes) {
+        let h: Histogram<u64> = match decode_any(&bytes) {
             Ok(h) => h,
             Err(why) => {
                 r.unparsed(&format!("histogram cannot be decoded: {why}"));
@@ -157,15 +155,14 @@ const V2_DEFLATE: u32 = 0x1c84_9304;
 /// `hdrhistogram` crate), and the older V0 and V1 (fixed-width counts of 2, 4 or 8 bytes; V0
 /// has a 32-byte header without payload length), compressed or not, which are re-encoded as V2
 /// with the same parameters, so the counts land in exactly the same buckets.
-fn decode_any(de: &mut Deserializer, bytes: &[u8]) -> std::result::Result<Histogram<u64>, String> {
+fn decode_any(bytes: &[u8]) -> std::result::Result<Histogram<u64>, String> {
     let cookie = be32(bytes, 0).ok_or("too short")?;
     let base = cookie & !0xf0;
     let plain: Vec<u8>;
     let inner: &[u8] = match base {
         V2 | V2_DEFLATE => {
-            return de
-                .deserialize(&mut &bytes[..])
-                .map_err(|e| format!("{e:?}"));
+            // Declared lengths are checked against the data before anything is allocated.
+            return crate::results::decode_v2_bounded(bytes).map_err(|e| format!("{e:#}"));
         }
         V0 | V1 => bytes,
         V0_DEFLATE | V1_DEFLATE => {
@@ -174,8 +171,16 @@ fn decode_any(de: &mut Deserializer, bytes: &[u8]) -> std::result::Result<Histog
                 .get(8..8 + len)
                 .ok_or("compressed length beyond the data")?;
             let mut out = Vec::new();
-            std::io::Read::read_to_end(&mut flate2::read::ZlibDecoder::new(z), &mut out)
-                .map_err(|e| format!("bad deflate data: {e}"))?;
+            // Bounded like V2: a small compressed payload cannot inflate without limit.
+            let limit = 16u64 << 20;
+            std::io::Read::read_to_end(
+                &mut std::io::Read::take(flate2::read::ZlibDecoder::new(z), limit + 1),
+                &mut out,
+            )
+            .map_err(|e| format!("bad deflate data: {e}"))?;
+            if out.len() as u64 > limit {
+                return Err("histogram inflates beyond 16 MiB".into());
+            }
             plain = out;
             &plain
         }
@@ -238,7 +243,7 @@ fn decode_any(de: &mut Deserializer, bytes: &[u8]) -> std::result::Result<Histog
     v2.extend_from_slice(&high.to_be_bytes());
     v2.extend_from_slice(&1f64.to_be_bytes());
     v2.extend_from_slice(&counts);
-    de.deserialize(&mut &v2[..]).map_err(|e| format!("{e:?}"))
+    crate::results::decode_v2_bounded(&v2).map_err(|e| format!("{e:#}"))
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {

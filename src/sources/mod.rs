@@ -212,18 +212,28 @@ pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
             Format::Hlog => hlog::read(&mut reader, args),
             Format::TimeLatency => pairs::read(&mut reader, args),
         }
-        .with_context(|| format!("{}", path.display()))?;
+        .map_err(|e| {
+            // Errors of the line reader already name the file.
+            let name = path.display().to_string();
+            if e.to_string().starts_with(&name) {
+                e
+            } else {
+                e.context(name)
+            }
+        })?;
         for w in reader.warnings.drain(..) {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
         if runs.is_empty() {
-            // Nothing could be read: an error, with the likely format when it is another.
+            // Nothing read is an error, not an empty results document (exit non-zero even with
+            // -q, and say why), with the likely format when it is another.
             let mut msg = format!(
-                "{}: no {} data found ({} lines read, {} not understood)",
-                path.display(),
-                format_name(args.format),
-                reader.stats.lines,
-                reader.stats.unparsed
+                "{}; is this the right --format?",
+                nothing_read(
+                    &path.display().to_string(),
+                    format_name(args.format),
+                    &reader.stats
+                )
             );
             for w in &results.warnings {
                 msg.push_str(&format!("\n  {w}"));
@@ -305,6 +315,39 @@ fn apply_duration(r: &mut RunResult, duration: Option<std::time::Duration>) {
     ));
 }
 
+/// Why a file yielded no data: what was read and the first line not understood.
+pub fn nothing_read(path: &str, format: &str, stats: &LineStats) -> String {
+    let mut m = if stats.lines == 0 {
+        format!("{path}: no {format} data found: the file is empty")
+    } else {
+        format!(
+            "{path}: no {format} data found ({} line(s) read, {} not understood)",
+            stats.lines, stats.unparsed
+        )
+    };
+    if let Some(u) = stats.unparsed_first.first() {
+        // Binary input: show control and undecodable bytes as '?', not raw on the terminal.
+        let text: String = u
+            .text
+            .chars()
+            .map(|c| {
+                if c.is_control() || c == '\u{fffd}' {
+                    '?'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        m.push_str(&format!(
+            "; line {}: {} ({})",
+            u.line,
+            truncate(&text, 80),
+            u.reason
+        ));
+    }
+    m
+}
+
 /// The CLI spelling of a format.
 pub fn format_name(f: Format) -> &'static str {
     match f {
@@ -321,6 +364,9 @@ pub fn format_name(f: Format) -> &'static str {
 }
 
 fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result<()> {
+    // The same checks `show`/`report`/`compare`/`export` apply when loading: never write a
+    // document they would refuse (overflowed counts, histograms that cannot be encoded).
+    results.validate()?;
     if !quiet {
         // The text for people never fails the command (see `crate::out`); the JSON is written
         // even when stdout is closed.
@@ -394,6 +440,9 @@ pub struct LineReader {
 }
 
 const READ_CHUNK: usize = 128 << 10;
+/// Longest line any reader accepts (bytes, before decompression limits apply): memory stays
+/// bounded whatever the input, with a clear error naming the file and line.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
 
 impl LineReader {
     /// Open a file; gzip is detected by its magic bytes (1f 8b), whatever the file is called.
@@ -441,7 +490,18 @@ impl LineReader {
             self.pos = 0;
         }
         if self.end == self.buf.len() {
-            let n = self.buf.len() * 2;
+            // One line fills the buffer: grow it, but never past the line-length cap, so input
+            // without newlines (`/dev/zero`, a gzip bomb, a binary file) cannot exhaust memory.
+            if self.buf.len() >= MAX_LINE_BYTES {
+                bail!(
+                    "{}: line {} is longer than {} MiB (no line break found): not a text \
+                     file of this format?",
+                    self.name,
+                    self.line_no + 1,
+                    MAX_LINE_BYTES >> 20
+                );
+            }
+            let n = (self.buf.len() * 2).min(MAX_LINE_BYTES);
             self.buf.resize(n, 0);
         }
         loop {
@@ -860,7 +920,7 @@ fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
                 Slot {
                     count: h.len(),
                     hist: Hist::encode(&h),
-                    bytes: old.bytes + s.bytes,
+                    bytes: old.bytes.saturating_add(s.bytes),
                 },
             );
         }
@@ -1061,8 +1121,8 @@ impl Binned {
         let o = self.slot_of(op, t_ns);
         record_interval(&mut o.cur_hist, lat_ns, 1);
         o.total.saturating_record(lat_ns);
-        o.cur_bytes += bytes;
-        o.bytes += bytes;
+        o.cur_bytes = o.cur_bytes.saturating_add(bytes);
+        o.bytes = o.bytes.saturating_add(bytes);
     }
 
     /// Record a bucket of `count` values in `[lo_ns, hi_ns)` at `t_ns` (spread as [`spread`]).
@@ -1092,7 +1152,7 @@ impl Binned {
             dst.total
                 .add(&src.total)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            dst.bytes += src.bytes;
+            dst.bytes = dst.bytes.saturating_add(src.bytes);
             dst.edges.extend(src.edges);
             for (k, s) in src.closed {
                 merge_slot(&mut dst.closed, k, s);

@@ -59,6 +59,9 @@ use crate::units::fmt_ns;
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
+/// Largest ela=, c= or e= accepted (2^40 µs, about 12.7 days): larger values are corrupt
+/// lines, and bounding them keeps every sum of them far from overflowing.
+pub const MAX_TRACE_US: u64 = 1 << 40;
 /// A `tim` at or above this is Unix-epoch µs (2001-09-09 and later).
 const EPOCH_TIM: u64 = 1_000_000_000_000_000;
 /// Most waits kept pending (unresolved between/within call) before the oldest are resolved by
@@ -573,7 +576,7 @@ impl TraceParser {
             if t as u64 >= EPOCH_TIM {
                 self.out.offset_us = Some(0);
             } else if let Some(w) = self.pending_wall_us.take() {
-                self.out.offset_us = Some(w - t);
+                self.out.offset_us = Some(w.saturating_sub(t));
             }
             self.axis_off = self.out.offset_us.unwrap_or(0);
         }
@@ -740,7 +743,7 @@ impl TraceParser {
         // Slowest waits.
         if self.opts.top > 0 && (ela > self.slow_min || self.out.slowest.len() < self.opts.top) {
             let time = match (params.tim.or(self.last_tim), self.out.offset_us) {
-                (Some(t), Some(off)) => rfc3339_ns((t + off).saturating_mul(1000)),
+                (Some(t), Some(off)) => rfc3339_ns(t.saturating_add(off).saturating_mul(1000)),
                 _ => String::new(),
             };
             let w = SlowWait {
@@ -811,8 +814,14 @@ impl TraceParser {
                 _ => {}
             }
         }
-        let (Some(c), Some(e)) = (c, e) else {
-            return count_unparsed(st, n, line, "database call without numeric c= and e=");
+        let in_range = |x: &u64| *x <= MAX_TRACE_US;
+        let (Some(c), Some(e)) = (c.filter(in_range), e.filter(in_range)) else {
+            return count_unparsed(
+                st,
+                n,
+                line,
+                "database call without numeric c= and e= (up to 12 days)",
+            );
         };
         if dep > MAX_DEPTH {
             return count_unparsed(st, n, line, "dep= beyond any real recursion depth");
@@ -968,7 +977,8 @@ fn parse_params(p: &[u8]) -> WaitParams {
         let val = &p[vs..i];
         match name {
             b"ela" => match parse_u64(val) {
-                Some(x) => w.ela = Some(x),
+                Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+                Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
                 None => w.bad = Some("ela= is not a number"),
             },
             b"tim" => match parse_i64(val) {
@@ -978,7 +988,8 @@ fn parse_params(p: &[u8]) -> WaitParams {
             b"obj#" => w.obj = parse_i64(val),
             b"file#" | b"file number" => w.file = parse_i64(val),
             b"block#" | b"first dba" => w.block = parse_u64(val),
-            b"blocks" | b"block cnt" => w.blocks = parse_u64(val),
+            // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
+            b"blocks" | b"block cnt" => w.blocks = parse_u64(val).filter(|&b| b <= 1 << 32),
             b"p1" => w.p1 = parse_i64(val),
             b"p2" => w.p2 = parse_u64(val),
             b"p3" => w.p3 = parse_u64(val),
@@ -1180,12 +1191,11 @@ pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Result
         let mut r = LineReader::open(p)?;
         let f = parse_trace(&mut r, &opts)?;
         if f.stats.parsed == 0 {
+            // Nothing read is an error (exit non-zero even with -q, and say why).
             anyhow::bail!(
-                "{}: no Oracle 10046 trace lines (WAIT, PARSE, EXEC, FETCH …) in {} line(s): not \
-                 an extended SQL trace (bcc, bpftrace, fio and HdrHistogram files are read by \
-                 `iolens ingest --format …`)",
-                p.display(),
-                f.stats.lines
+                "{}: not an extended SQL trace (no WAIT, PARSE, EXEC, FETCH … lines; bcc, \
+                 bpftrace, fio and HdrHistogram files are read by `iolens ingest --format …`)",
+                super::nothing_read(&p.display().to_string(), "Oracle 10046 trace", &f.stats)
             );
         }
         files.push(f);
@@ -1219,7 +1229,8 @@ pub fn build_results(
     files.sort_by_key(|f| {
         (
             f.session.clone(),
-            f.first_tim.map(|t| t + f.offset_us.unwrap_or(0)),
+            f.first_tim
+                .map(|t| t.saturating_add(f.offset_us.unwrap_or(0))),
         )
     });
     let mut file_profiles = Vec::new();
@@ -1500,7 +1511,7 @@ fn io_json(
                 let mut v = agg(a);
                 v["file"] = json!(f);
                 v["first_block"] = json!(r * BLOCK_RANGE);
-                v["last_block"] = json!((r + 1) * BLOCK_RANGE - 1);
+                v["last_block"] = json!((r + 1).saturating_mul(BLOCK_RANGE) - 1);
                 v
             })
             .collect();
