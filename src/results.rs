@@ -79,10 +79,11 @@ impl Hist {
         }
     }
 
-    /// Decode into a histogram with the project-wide bounds.
-    pub fn decode(&self) -> Result<Histogram<u64>> {
+    /// Decode with the bounds it was stored with (`None` when empty), checking every declared
+    /// size before allocating.
+    fn decode_as_stored(&self) -> Result<Option<Histogram<u64>>> {
         if self.b64.is_empty() {
-            return Ok(new_histogram());
+            return Ok(None);
         }
         if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
             bail!(
@@ -94,7 +95,14 @@ impl Hist {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(self.b64.as_bytes())
             .context("histogram is not valid base64")?;
-        let h = decode_v2_bounded(&bytes)?;
+        decode_v2_bounded(&bytes).map(Some)
+    }
+
+    /// Decode into a histogram with the project-wide bounds.
+    pub fn decode(&self) -> Result<Histogram<u64>> {
+        let Some(h) = self.decode_as_stored()? else {
+            return Ok(new_histogram());
+        };
         // Normalise bounds so histograms from any producer merge exactly.
         let mut out = new_histogram();
         out.add(&h)
@@ -106,20 +114,9 @@ impl Hist {
     /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
     /// (cheap enough to check every interval histogram of a long run on load).
     pub fn checked_len(&self) -> Result<u64> {
-        if self.b64.is_empty() {
+        let Some(h) = self.decode_as_stored()? else {
             return Ok(0);
-        }
-        if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
-            bail!(
-                "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
-                self.b64.len(),
-                MAX_HIST_BYTES >> 20
-            );
-        }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(self.b64.as_bytes())
-            .context("histogram is not valid base64")?;
-        let h = decode_v2_bounded(&bytes)?;
+        };
         static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let limit = *LIMIT.get_or_init(|| {
             let h = new_histogram();
@@ -586,7 +583,10 @@ pub const MAX_COUNT: u64 = i64::MAX as u64;
 impl RunResult {
     /// The checks of [`Results::validate`] for one run.
     pub fn validate(&self) -> Result<()> {
-        if !self.duration_s.is_finite() || self.duration_s <= 0.0 {
+        // A source without time information (`duration_unknown`) has counts, not rates: its
+        // duration may be 0, never negative or not finite.
+        let unknown_ok = self.duration_unknown && self.duration_s == 0.0;
+        if !self.duration_s.is_finite() || (self.duration_s <= 0.0 && !unknown_ok) {
             bail!(
                 "its duration is {} s (must be positive): rates cannot be computed",
                 self.duration_s

@@ -298,27 +298,14 @@ pub fn find_modes(h: &Histogram<u64>) -> Vec<Mode> {
     }
 
     // Merge the least prominent unseparated pair until all pairs are separated.
-    loop {
-        let mut worst: Option<(usize, f64)> = None;
-        for i in 0..peaks.len().saturating_sub(1) {
-            let (sep, prom) = separated(&d, p.n, bw, peaks[i], peaks[i + 1]);
-            if !sep && worst.map_or(true, |(_, w)| prom < w) {
-                worst = Some((i, prom));
-            }
-        }
-        match worst {
-            None => break,
-            Some((i, _)) => {
-                // Drop the lower of the two peaks.
-                let drop = if f[peaks[i]] < f[peaks[i + 1]] {
-                    i
-                } else {
-                    i + 1
-                };
-                peaks.remove(drop);
-            }
-        }
-    }
+    merge_unseparated(
+        &mut peaks,
+        |i| f[i],
+        |a, b| match separated(&d, p.n, bw, a, b) {
+            (true, _) => None,
+            (false, prom) => Some(prom),
+        },
+    );
 
     // Cut-points at the valleys between surviving peaks.
     let cuts: Vec<f64> = peaks
@@ -446,29 +433,16 @@ pub fn find_modes_with_edges(h: &Histogram<u64>, edges: &[u64]) -> Vec<Mode> {
         i = k + 1;
     }
     let lowest = |a: usize, b: usize| (a + 1..b).min_by(|&x, &y| d[x].total_cmp(&d[y]));
-    loop {
-        let mut worst: Option<(usize, f64)> = None;
-        for w in 0..peaks.len().saturating_sub(1) {
-            let (a, b) = (peaks[w], peaks[w + 1]);
+    merge_unseparated(
+        &mut peaks,
+        |i| d[i],
+        |a, b| {
             let p = d[a].min(d[b]);
             let v = lowest(a, b).map_or(p, |j| d[j]);
             let sep = v <= MAX_VALLEY_RATIO * p && p - v > Z_SIGNIFICANCE * (p + v).sqrt();
-            if !sep && worst.map_or(true, |(_, x)| p - v < x) {
-                worst = Some((w, p - v));
-            }
-        }
-        match worst {
-            None => break,
-            Some((w, _)) => {
-                let drop = if d[peaks[w]] < d[peaks[w + 1]] {
-                    w
-                } else {
-                    w + 1
-                };
-                peaks.remove(drop);
-            }
-        }
-    }
+            (!sep).then_some(p - v)
+        },
+    );
     let valleys: Vec<usize> = peaks
         .windows(2)
         .map(|w| lowest(w[0], w[1]).unwrap_or(w[0]))
@@ -937,5 +911,27 @@ mod tests {
         h.record_n(2_000, 500).unwrap();
         h.record_n(4_000_000, 500).unwrap();
         assert_modes(&find_modes(&h), &[(2_000.0, 0.5), (4_000_000.0, 0.5)]);
+    }
+}
+
+/// Merge neighbouring peaks that are not separated by a real valley, least prominent pair first,
+/// until every pair is separated: `unseparated(a, b)` gives the pair's prominence when its
+/// valley is not real; the lower peak of the pair (by `height`) is dropped.
+fn merge_unseparated(
+    peaks: &mut Vec<usize>,
+    height: impl Fn(usize) -> f64,
+    unseparated: impl Fn(usize, usize) -> Option<f64>,
+) {
+    loop {
+        let worst = (0..peaks.len().saturating_sub(1))
+            .filter_map(|i| unseparated(peaks[i], peaks[i + 1]).map(|prom| (i, prom)))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
+        let Some((i, _)) = worst else { break };
+        let drop = if height(peaks[i]) < height(peaks[i + 1]) {
+            i
+        } else {
+            i + 1
+        };
+        peaks.remove(drop);
     }
 }
