@@ -591,6 +591,28 @@ fn fmt_pct(share: f64) -> String {
     }
 }
 
+/// Merge neighbouring peaks that are not separated by a real valley, least prominent pair first,
+/// until every pair is separated: `unseparated(a, b)` gives the pair's prominence when its
+/// valley is not real; the lower peak of the pair (by `height`) is dropped.
+fn merge_unseparated(
+    peaks: &mut Vec<usize>,
+    height: impl Fn(usize) -> f64,
+    unseparated: impl Fn(usize, usize) -> Option<f64>,
+) {
+    loop {
+        let worst = (0..peaks.len().saturating_sub(1))
+            .filter_map(|i| unseparated(peaks[i], peaks[i + 1]).map(|prom| (i, prom)))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
+        let Some((i, _)) = worst else { break };
+        let drop = if height(peaks[i]) < height(peaks[i + 1]) {
+            i
+        } else {
+            i + 1
+        };
+        peaks.remove(drop);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -911,27 +933,5 @@ mod tests {
         h.record_n(2_000, 500).unwrap();
         h.record_n(4_000_000, 500).unwrap();
         assert_modes(&find_modes(&h), &[(2_000.0, 0.5), (4_000_000.0, 0.5)]);
-    }
-}
-
-/// Merge neighbouring peaks that are not separated by a real valley, least prominent pair first,
-/// until every pair is separated: `unseparated(a, b)` gives the pair's prominence when its
-/// valley is not real; the lower peak of the pair (by `height`) is dropped.
-fn merge_unseparated(
-    peaks: &mut Vec<usize>,
-    height: impl Fn(usize) -> f64,
-    unseparated: impl Fn(usize, usize) -> Option<f64>,
-) {
-    loop {
-        let worst = (0..peaks.len().saturating_sub(1))
-            .filter_map(|i| unseparated(peaks[i], peaks[i + 1]).map(|prom| (i, prom)))
-            .min_by(|x, y| x.1.total_cmp(&y.1));
-        let Some((i, _)) = worst else { break };
-        let drop = if height(peaks[i]) < height(peaks[i + 1]) {
-            i
-        } else {
-            i + 1
-        };
-        peaks.remove(drop);
     }
 }
