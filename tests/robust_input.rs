@@ -69,6 +69,8 @@ fn run_measured(mut cmd: Command) -> (Output, u64) {
     let pid = child.id() as libc::pid_t;
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
     assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
+    // Already reaped by wait4 (which also gives its rusage): this only says so (ECHILD).
+    let _ = child.wait();
     let o = Output {
         status: std::process::ExitStatus::from_raw(status),
         stdout,
