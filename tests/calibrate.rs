@@ -197,7 +197,16 @@ fn half_cached_file_shows_two_modes_with_the_right_shares() {
     let r = execute(&spec, &t, &common::opts(&AtomicBool::new(false))).unwrap();
     let h = r.merged_io_hist().unwrap();
     let modes = iolens::analysis::find_modes(&h);
-    assert_eq!(modes.len(), 2, "{}", iolens::analysis::describe(&modes));
+    // Two tiers: page-cache hits and device reads. A small middle mode (pages whose readahead
+    // was still in flight when read) is real when its valley is, and allowed; it must stay small.
+    assert!(
+        (2..=3).contains(&modes.len()),
+        "{}",
+        iolens::analysis::describe(&modes)
+    );
+    for m in &modes[1..modes.len() - 1] {
+        assert!(m.share < 0.1, "{}", iolens::analysis::describe(&modes));
+    }
     // Ground truth: the share resident just before the run (measured by the run itself);
     // re-reads of blocks read earlier in the run (~2 % of 600 over 8192 blocks) also hit.
     let resident = r.page_cache.as_ref().unwrap().resident_before;
@@ -211,7 +220,7 @@ fn half_cached_file_shows_two_modes_with_the_right_shares() {
         "cached share {cached}: {}",
         iolens::analysis::describe(&modes)
     );
-    assert!(modes[1].centre_ns > 5.0 * modes[0].centre_ns);
+    assert!(modes[modes.len() - 1].centre_ns > 5.0 * modes[0].centre_ns);
 }
 
 #[test]
