@@ -1193,8 +1193,9 @@ pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Result
         if f.stats.parsed == 0 {
             // Nothing read is an error (exit non-zero even with -q, and say why).
             anyhow::bail!(
-                "{}: not an extended SQL trace (no WAIT, PARSE, EXEC, FETCH … lines; bcc, \
-                 bpftrace, fio and HdrHistogram files are read by `iolens ingest --format …`)",
+                "{}: no Oracle 10046 trace lines (WAIT, PARSE, EXEC, FETCH …), not an extended \
+                 SQL trace (bcc, bpftrace, fio and HdrHistogram files are read by `iolens ingest \
+                 --format …`)",
                 super::nothing_read(&p.display().to_string(), "Oracle 10046 trace", &f.stats)
             );
         }
