@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome};
-use crate::recorder::{recorders, session_summary};
+use crate::recorder::{recorders, session_summary, IO_OPS};
 use crate::results::{PageCacheInfo, RunResult};
 use crate::sys::SysSnapshot;
 use crate::target::{Target, TargetKind};
@@ -110,7 +110,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         engines.push(make_engine(spec, &file)?);
     }
     let interval = Duration::from_secs_f64(spec.interval_s);
-    let (recs, mut col) = recorders(sessions, Instant::now(), interval);
+    let (recs, mut col) = recorders(IO_OPS, sessions, Instant::now(), interval);
     let stop = AtomicBool::new(false);
     let quota_total = spec.io_count.unwrap_or(u64::MAX);
     // Set once by this thread just before the start barrier; read by the sessions after it.

@@ -26,11 +26,21 @@ use anyhow::{bail, Context, Result};
 use rand::Rng;
 use serde::Serialize;
 
+use crate::recorder::{Op, OpSet};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Database block (page) size of every iolens layout.
 pub const BLOCK: u64 = 8192;
+/// A SLOB select, timed from issue to its row.
+pub const SELECT: Op = Op::new(0, "select");
+/// A SLOB update with its commit, timed from `BEGIN` to the end of the commit.
+pub const UPDATE: Op = Op::new(1, "update");
+/// The commit of an update alone (a flush: the log write the update waits for).
+pub const COMMIT: Op = Op::flush(2, "commit");
+/// The operations a database session records.
+pub const DB_OPS: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT]);
+
 /// Smallest table iolens builds (rows): enough for the layout checks to be meaningful.
 pub const MIN_ROWS: u64 = 1024;
 

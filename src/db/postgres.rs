@@ -32,7 +32,7 @@ use rand::{RngCore, SeedableRng};
 use serde_json::json;
 
 use super::{host, redact_dsn, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
-use crate::recorder::{self, Op, SessionRecorder};
+use crate::recorder::{self, SessionRecorder};
 use crate::results::{CpuStats, Kind, OpResult, Results, RunResult, SessionSummary, TargetInfo};
 use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
@@ -682,8 +682,8 @@ fn session(
                 Ok((n, tc)) => {
                     let t1 = Instant::now();
                     if let Some(r) = rec.as_mut() {
-                        r.record(Op::Write, t0, t1, 0);
-                        r.record(Op::Sync, tc, t1, 0);
+                        r.record(super::UPDATE, t0, t1, 0);
+                        r.record(super::COMMIT, tc, t1, 0);
                     }
                     out.rows += n;
                     out.update_ops += 1;
@@ -706,7 +706,7 @@ fn session(
                 Ok(row) => {
                     let t1 = Instant::now();
                     if let Some(r) = rec.as_mut() {
-                        r.record(Op::Read, t0, t1, 0);
+                        r.record(super::SELECT, t0, t1, 0);
                     }
                     out.rows += row.get::<_, i64>(0) as u64;
                     out.select_ops += 1;
@@ -864,7 +864,7 @@ fn run_phase(
     };
     let base = Instant::now();
     let end = base + Duration::from_secs_f64(secs);
-    let (recs, mut col) = recorder::recorders(n, base, iv);
+    let (recs, mut col) = recorder::recorders(super::DB_OPS, n, base, iv);
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = if measure {
         let (d, p, s) = (dsn.to_string(), pids.clone(), stop.clone());
@@ -1264,19 +1264,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             }),
         );
     }
-    let ops_res: Vec<OpResult> = ph
-        .ops
-        .into_iter()
-        .map(|mut o| {
-            o.op = match o.op.as_str() {
-                "read" => "select",
-                "write" => "update",
-                _ => "commit",
-            }
-            .to_string();
-            o
-        })
-        .collect();
+    let ops_res: Vec<OpResult> = ph.ops;
     let spec_json = json!({
         "engine": "postgres",
         "dsn": redact_dsn(dsn),

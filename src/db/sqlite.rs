@@ -27,8 +27,8 @@ use serde_json::json;
 
 use super::vfs::{self, IoCounts, IoCtx};
 use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
-use crate::recorder::{self, Op, SessionRecorder};
-use crate::results::{Kind, OpResult, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::recorder::{self, SessionRecorder, IO_OPS};
+use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
 use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
 
@@ -684,7 +684,7 @@ fn session(
             }
             let upd = one_op(&mut st, &picker, &mut rng, &mut out)?;
             let t1 = Instant::now();
-            ops_rec.record(if upd { Op::Write } else { Op::Read }, t0, t1, 0);
+            ops_rec.record(if upd { super::UPDATE } else { super::SELECT }, t0, t1, 0);
             if !think.is_zero() {
                 std::thread::sleep(think);
             }
@@ -755,16 +755,6 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
     Ok((layout, path))
 }
 
-fn rename_ops(ops: Vec<OpResult>, names: [&str; 3]) -> Vec<OpResult> {
-    ops.into_iter()
-        .map(|mut o| {
-            let i = Op::ALL.iter().position(|x| x.name() == o.op).unwrap_or(0);
-            o.op = names[i].to_string();
-            o
-        })
-        .collect()
-}
-
 /// Run the SLOB work loop on the SQLite layout in `dir`.
 pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     let (layout, path) = open_layout(dir)?;
@@ -830,9 +820,9 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     let end = base + Duration::from_secs_f64(spec.duration_s);
     let iv = Duration::from_secs_f64(spec.interval_s);
     let n = spec.sessions as usize;
-    let (mains, mut col_main) = recorder::recorders(n, base, iv);
-    let (logs, mut col_log) = recorder::recorders(n, base, iv);
-    let (opsr, mut col_ops) = recorder::recorders(n, base, iv);
+    let (mains, mut col_main) = recorder::recorders(IO_OPS, n, base, iv);
+    let (logs, mut col_log) = recorder::recorders(vfs::LOG_OPS, n, base, iv);
+    let (opsr, mut col_ops) = recorder::recorders(super::DB_OPS, n, base, iv);
     for (((g, m), l), o) in gos.iter().zip(mains).zip(logs).zip(opsr) {
         let _ = g.send(Start {
             main: m,
@@ -894,11 +884,8 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     let last = outs.iter().filter_map(|o| o.finished).max().unwrap_or(end);
     let measured = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
     let main_ops = col_main.finish(measured);
-    let log_ops = rename_ops(
-        col_log.finish(measured),
-        ["log read", "log write", "log sync"],
-    );
-    let op_ops = rename_ops(col_ops.finish(measured), ["select", "update", "commit"]);
+    let log_ops = col_log.finish(measured);
+    let op_ops = col_ops.finish(measured);
     let resident_after = host::page_cache_residency(&path).ok();
 
     let mut io = IoCounts::default();
