@@ -227,7 +227,6 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
         bail!("{e}");
     }
-    let mut outcomes = outcomes;
     let tallies = outcomes
         .iter_mut()
         .map(|o| std::mem::take(&mut o.verify))

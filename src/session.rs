@@ -82,8 +82,14 @@ impl<R> Drop for Gate<R> {
     }
 }
 
-/// Live view of the driven sessions (progress display, hooks).
-pub trait Watch {
+/// Live view of the driven sessions (progress display, hooks); `R` is what sessions report
+/// with [`Gate::ready`].
+pub trait Watch<R = ()> {
+    /// Every session is ready (`ready` in session order); measurement starts when this returns.
+    /// An error calls the run off (the sessions are stopped and joined) and is returned.
+    fn starting(&mut self, _ready: &[R]) -> Result<()> {
+        Ok(())
+    }
     /// Interval `snaps[0].index` has been closed by every collector (`snaps[i]` is set `i`'s).
     fn interval(&mut self, _snaps: &[IntervalSnapshot]) {}
     /// Called about four times a second: `last` is the last interval reported (empty before
@@ -95,7 +101,7 @@ pub trait Watch {
 }
 
 /// No live view.
-impl Watch for () {}
+impl<R> Watch<R> for () {}
 
 /// What [`drive`] hands back.
 pub struct Driven<R, O> {
@@ -142,11 +148,11 @@ impl Aligner {
     }
 
     /// Take newly closed intervals and report the ones every collector has closed.
-    fn pump(
+    fn pump<R>(
         &mut self,
         cols: &mut [Collector],
         last: &mut Vec<IntervalSnapshot>,
-        w: &mut dyn Watch,
+        w: &mut dyn Watch<R>,
     ) {
         for (p, c) in self.pending.iter_mut().zip(cols.iter_mut()) {
             p.extend(c.take_closed());
@@ -168,7 +174,7 @@ impl Aligner {
 }
 
 /// Run `plan.sessions` sessions of `body` and measure them (see the module doc).
-pub fn drive<R, O, F>(plan: &Plan<'_>, body: F, watch: &mut dyn Watch) -> Result<Driven<R, O>>
+pub fn drive<R, O, F>(plan: &Plan<'_>, body: F, watch: &mut dyn Watch<R>) -> Result<Driven<R, O>>
 where
     R: Send,
     O: Send,
@@ -216,7 +222,12 @@ where
                 }
             }
         }
-        if called_off {
+        let refused = if called_off {
+            None
+        } else {
+            watch.starting(&ready).err()
+        };
+        if called_off || refused.is_some() {
             drop(gos);
             stop.store(true, Ordering::Relaxed);
             let mut first = None;
@@ -225,7 +236,9 @@ where
                     first.get_or_insert(e);
                 }
             }
-            return Err(first.unwrap_or_else(|| anyhow!("a session ended before it was ready")));
+            return Err(refused
+                .or(first)
+                .unwrap_or_else(|| anyhow!("a session ended before it was ready")));
         }
         let base = Instant::now() + plan.warmup;
         let deadline = plan.duration.map(|d| base + d);
