@@ -540,4 +540,34 @@ mod tests {
         let counts: Vec<u64> = ops[0].intervals.iter().map(|i| i.count).collect();
         assert_eq!(counts, vec![1, 0, 0, 0, 1]);
     }
+
+    #[test]
+    fn operations_keep_their_names_and_flushes_stay_out_of_progress_percentiles() {
+        const SELECT: Op = Op::new(0, "select");
+        const UPDATE: Op = Op::new(1, "update");
+        const COMMIT: Op = Op::flush(2, "commit");
+        const EXTRA: Op = Op::new(3, "io_uring_enter");
+        const SET: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT, EXTRA]);
+        let base = Instant::now();
+        let (mut recs, mut col) = recorders(SET, 1, base, Duration::from_millis(10));
+        let r = &mut recs[0];
+        let at = |us: u64| base + Duration::from_micros(us);
+        r.record(SELECT, at(0), at(100), 0);
+        r.record(UPDATE, at(0), at(200), 0);
+        // A very slow commit: a flush, so not in the interval's p99.
+        r.record(COMMIT, at(0), at(9_000), 0);
+        r.record(EXTRA, at(100), at(300), 0);
+        r.record(SELECT, at(10_000), at(10_100), 0); // moves to interval 1: 0 closes
+        col.poll(Duration::from_millis(20));
+        let snaps: Vec<IntervalSnapshot> = col.take_closed().collect();
+        assert_eq!(snaps.len(), 1);
+        assert_eq!(snaps[0].count, 4);
+        assert!(snaps[0].p99_ns < 1_000_000, "p99 {} ns", snaps[0].p99_ns);
+        assert_eq!(col.take_closed().count(), 0, "each interval is taken once");
+        drop(recs);
+        let ops = col.finish(0.02);
+        let names: Vec<&str> = ops.iter().map(|o| o.op.as_str()).collect();
+        assert_eq!(names, ["select", "update", "commit", "io_uring_enter"]);
+        assert_eq!(ops[0].count, 2);
+    }
 }

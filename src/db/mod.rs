@@ -54,9 +54,9 @@ pub struct SetupOutcome {
 /// A database iolens measures: builds (or resumes, or re-verifies) its SLOB layout, runs the
 /// work loop on it through the session driver, and drops it.
 pub trait DbEngine {
-    /// Build, resume or re-verify the layout. `max_rows` bounds the rows this call loads.
-    fn setup(&self, layout: &Layout, max_rows: Option<u64>, progress: bool)
-        -> Result<SetupOutcome>;
+    /// Build, resume or re-verify the layout. `max` bounds the rows this call loads; `show`
+    /// draws its progress.
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome>;
     /// Run the SLOB work loop on the layout and measure it.
     fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results>;
     /// Remove the layout.

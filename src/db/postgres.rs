@@ -176,13 +176,8 @@ pub struct Postgres {
 }
 
 impl super::DbEngine for Postgres {
-    fn setup(
-        &self,
-        layout: &Layout,
-        max_rows: Option<u64>,
-        progress: bool,
-    ) -> Result<SetupOutcome> {
-        setup(&self.dsn, layout, max_rows, progress)
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
+        setup(&self.dsn, layout, max, show)
     }
 
     fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {

@@ -118,13 +118,8 @@ pub struct Sqlite {
 }
 
 impl super::DbEngine for Sqlite {
-    fn setup(
-        &self,
-        layout: &Layout,
-        max_rows: Option<u64>,
-        progress: bool,
-    ) -> Result<SetupOutcome> {
-        explain_error(setup(&self.dir, layout, max_rows, progress), &self.dir)
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
+        explain_error(setup(&self.dir, layout, max, show), &self.dir)
     }
 
     fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
