@@ -265,7 +265,6 @@ pub struct Collector {
     closed_upto: u64,
     totals: Set,
     intervals: Vec<Vec<Interval>>,
-    last: Option<IntervalSnapshot>,
     /// Closed intervals not yet taken by [`Collector::take_closed`].
     unread: VecDeque<IntervalSnapshot>,
 }
@@ -307,7 +306,6 @@ pub fn recorders(
         closed_upto: 0,
         totals: Set::new(ops.len()),
         intervals: vec![Vec::new(); ops.len()],
-        last: None,
         unread: VecDeque::new(),
     };
     (recs, col)
@@ -330,11 +328,6 @@ impl Collector {
         }
         self.close_ready(false);
         self.pos.iter().any(|&p| p != u64::MAX)
-    }
-
-    /// The most recently closed interval (for progress display).
-    pub fn last_interval(&self) -> Option<&IntervalSnapshot> {
-        self.last.as_ref()
     }
 
     /// Every interval closed since the last call, oldest first (each exactly once).
@@ -424,8 +417,7 @@ impl Collector {
             snap.p99_ns = merged.value_at_quantile(0.99);
         }
         self.closed_upto = k + 1;
-        self.unread.push_back(snap.clone());
-        self.last = Some(snap);
+        self.unread.push_back(snap);
     }
 
     /// Drain every remaining batch (all recorders must have been dropped) and build the
