@@ -248,6 +248,8 @@ impl Drop for SessionRecorder {
 pub struct IntervalSnapshot {
     pub index: u64,
     pub count: u64,
+    /// Of `count`, the flushes (syncs, commits).
+    pub flushes: u64,
     pub bytes: u64,
     pub p50_ns: u64,
     pub p99_ns: u64,
@@ -384,6 +386,7 @@ impl Collector {
         let mut snap = IntervalSnapshot {
             index: k,
             count: 0,
+            flushes: 0,
             bytes: 0,
             p50_ns: 0,
             p99_ns: 0,
@@ -403,6 +406,9 @@ impl Collector {
             };
             self.totals.bytes[i] += bytes;
             snap.count += count;
+            if op.flush {
+                snap.flushes += count;
+            }
             snap.bytes += bytes;
             self.intervals[i].push(Interval {
                 start_s: k as f64 * dur,
@@ -553,7 +559,7 @@ mod tests {
         col.poll(Duration::from_millis(20));
         let snaps: Vec<IntervalSnapshot> = col.take_closed().collect();
         assert_eq!(snaps.len(), 1);
-        assert_eq!(snaps[0].count, 4);
+        assert_eq!((snaps[0].count, snaps[0].flushes), (4, 1));
         assert!(snaps[0].p99_ns < 1_000_000, "p99 {} ns", snaps[0].p99_ns);
         assert_eq!(col.take_closed().count(), 0, "each interval is taken once");
         drop(recs);

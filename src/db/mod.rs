@@ -105,7 +105,8 @@ impl DbProgress {
         let o = snaps.get(self.ops_set)?;
         let secs = self.interval_s;
         let at = ((o.index + 1) as f64 * secs).min(self.duration_s);
-        let ops = fmt_rate(o.count as f64 / secs);
+        // An update's commit is part of the update, not an operation of its own.
+        let ops = fmt_rate((o.count - o.flushes) as f64 / secs);
         Some(match snaps.first().filter(|_| self.ops_set > 0) {
             Some(m) => format!(
                 "  {at:>6.1}s  ops/s {ops:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
@@ -923,6 +924,29 @@ pub fn print_summary(res: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorder::IntervalSnapshot;
+
+    #[test]
+    fn progress_counts_an_update_once_and_stops_at_the_end() {
+        let p = DbProgress {
+            enabled: false,
+            interval_s: 2.0,
+            duration_s: 5.0,
+            ops_set: 0,
+        };
+        // 30 selects, 10 updates and their 10 commits in the third 2 s interval (4 s to 5 s).
+        let snap = IntervalSnapshot {
+            index: 2,
+            count: 50,
+            flushes: 10,
+            bytes: 0,
+            p50_ns: 1_000,
+            p99_ns: 2_000,
+        };
+        let l = p.line(&[snap]).unwrap();
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(&f[..3], ["5.0s", "ops/s", "20"], "{l}");
+    }
 
     #[test]
     fn perm_is_a_bijection() {
