@@ -15,6 +15,7 @@ pub mod recorder;
 pub mod render;
 pub mod results;
 pub mod run;
+pub mod session;
 pub mod sources;
 pub mod summary;
 pub mod sys;

@@ -1,18 +1,22 @@
 //! Per-session latency recording and the off-hot-path merge into per-interval histograms.
 //!
-//! Data flow: each session thread owns a [`SessionRecorder`]. On every completed I/O it records
-//! one latency into its own HdrHistogram for the op (no lock, no allocation, no syscall). When
-//! a completion falls past the current interval boundary, the session hands its filled
-//! histograms to the [`Collector`] over a channel (once per interval, not per I/O) and takes
-//! cleared ones from a shared pool. The collector merges sessions' batches per interval exactly
-//! (HdrHistogram addition), closes an interval once every session has moved past it, encodes it
-//! and adds it to the run totals. The result is one [`OpResult`] per op whose interval counts
-//! sum exactly to its total.
+//! Data flow: each session thread owns a [`SessionRecorder`]. On every completed operation it
+//! records one latency into its own HdrHistogram for that operation (no lock, no allocation, no
+//! syscall). When a completion falls past the current interval boundary, the session hands its
+//! filled histograms to the [`Collector`] over a channel (once per interval, not per operation)
+//! and takes cleared ones from a shared pool. The collector merges sessions' batches per interval
+//! exactly (HdrHistogram addition), closes an interval once every session has moved past it,
+//! encodes it and adds it to the run totals. The result is one [`OpResult`] per operation whose
+//! interval counts sum exactly to its total.
 //!
-//! Latency is attributed to the interval in which the I/O *completed*; completions before the
-//! measurement base (warm-up) are counted but not recorded.
+//! Operations are named: a producer declares the [`Op`]s it records as one [`OpSet`] (block I/O:
+//! [`IO_OPS`] = read, write, sync; a database: select, update, commit; later producers their own
+//! syscalls or block-layer events) and the results carry those names as they are.
+//!
+//! Latency is attributed to the interval in which the operation *completed*; completions before
+//! the measurement base (warm-up) are counted but not recorded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,34 +27,99 @@ use crate::results::{
     new_histogram, record_ns, Hist, Interval, LatencySummary, OpResult, SessionSummary,
 };
 
-/// Operation types recorded by the engine and the database shims.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Op {
-    Read = 0,
-    Write = 1,
-    /// A flush: fdatasync/fsync, `log file sync`-shaped.
-    Sync = 2,
+/// One named operation a recorder records: its position in its [`OpSet`] and its name in the
+/// results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Op {
+    index: u8,
+    name: &'static str,
+    flush: bool,
 }
 
-/// Number of op types.
-pub const OPS: usize = 3;
-
 impl Op {
-    pub const ALL: [Op; OPS] = [Op::Read, Op::Write, Op::Sync];
+    /// Operation number `index` of its set, named `name` in the results.
+    pub const fn new(index: u8, name: &'static str) -> Op {
+        Op {
+            index,
+            name,
+            flush: false,
+        }
+    }
+
+    /// A flush (fdatasync, commit): recorded like any operation, but left out of the latency
+    /// percentiles of [`IntervalSnapshot`], which describe the reads and writes.
+    pub const fn flush(index: u8, name: &'static str) -> Op {
+        Op {
+            index,
+            name,
+            flush: true,
+        }
+    }
+
     /// Name used in results.
     pub fn name(self) -> &'static str {
-        match self {
-            Op::Read => "read",
-            Op::Write => "write",
-            Op::Sync => "sync",
-        }
+        self.name
     }
 }
 
-type HistSet = [Histogram<u64>; OPS];
+/// The operations one set of recorders records, in result order (`ops[i].index == i`).
+#[derive(Clone, Copy, Debug)]
+pub struct OpSet(&'static [Op]);
 
-fn new_set() -> HistSet {
-    [new_histogram(), new_histogram(), new_histogram()]
+impl OpSet {
+    /// A set of `ops`, numbered 0, 1, ... in order (checked when the constant is built).
+    pub const fn new(ops: &'static [Op]) -> OpSet {
+        let mut i = 0;
+        while i < ops.len() {
+            assert!(
+                ops[i].index as usize == i,
+                "ops are numbered 0, 1, ... in order"
+            );
+            i += 1;
+        }
+        OpSet(ops)
+    }
+
+    /// The operations, in result order.
+    pub fn ops(self) -> &'static [Op] {
+        self.0
+    }
+
+    fn len(self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Block I/O: a read.
+pub const READ: Op = Op::new(0, "read");
+/// Block I/O: a write.
+pub const WRITE: Op = Op::new(1, "write");
+/// A flush: fdatasync/fsync, `log file sync`-shaped.
+pub const SYNC: Op = Op::flush(2, "sync");
+/// The operations of block I/O (the engine's sessions, a database's file I/O).
+pub const IO_OPS: OpSet = OpSet::new(&[READ, WRITE, SYNC]);
+
+/// One interval's histograms, bytes and errors per operation of a set.
+struct Set {
+    hists: Vec<Histogram<u64>>,
+    bytes: Vec<u64>,
+    errors: Vec<u64>,
+}
+
+impl Set {
+    fn new(n: usize) -> Set {
+        Set {
+            hists: (0..n).map(|_| new_histogram()).collect(),
+            bytes: vec![0; n],
+            errors: vec![0; n],
+        }
+    }
+
+    fn reset(&mut self) {
+        self.hists.iter_mut().for_each(|h| h.reset());
+        self.bytes.iter_mut().for_each(|b| *b = 0);
+        self.errors.iter_mut().for_each(|e| *e = 0);
+    }
 }
 
 /// One session's data for one interval, sent to the collector.
@@ -60,24 +129,21 @@ struct Batch {
     interval: Option<u64>,
     /// Next interval the session will record into (`u64::MAX` when the session has finished).
     next: u64,
-    hists: Option<HistSet>,
-    bytes: [u64; OPS],
-    errors: [u64; OPS],
+    data: Option<Set>,
 }
 
-/// Shared pool of cleared histogram sets so interval switches do not allocate.
-type Pool = Arc<Mutex<Vec<HistSet>>>;
+/// Shared pool of cleared sets so interval switches do not allocate.
+type Pool = Arc<Mutex<Vec<Set>>>;
 
 /// Records latencies of one session. Owned by exactly one thread.
 pub struct SessionRecorder {
     session: u32,
+    ops: OpSet,
     base: Instant,
     interval: Duration,
     cur: u64,
     boundary: Instant,
-    hists: HistSet,
-    bytes: [u64; OPS],
-    errors: [u64; OPS],
+    set: Set,
     dirty: bool,
     warmup_ops: u64,
     total: Histogram<u64>,
@@ -87,9 +153,14 @@ pub struct SessionRecorder {
 
 impl SessionRecorder {
     /// Record one completed operation. `start` is when it was issued (or, for open-loop runs,
-    /// when it was meant to be issued); `end` is when its completion was reaped.
+    /// when it was meant to be issued); `end` is when its completion was reaped. `op` is one of
+    /// this recorder's [`OpSet`].
     #[inline]
     pub fn record(&mut self, op: Op, start: Instant, end: Instant, bytes: u64) {
+        debug_assert_eq!(
+            self.ops.0[op.index as usize], op,
+            "op of this recorder's set"
+        );
         if end < self.base {
             self.warmup_ops += 1;
             return;
@@ -98,15 +169,20 @@ impl SessionRecorder {
             self.advance(end);
         }
         let ns = end.saturating_duration_since(start).as_nanos() as u64;
-        record_ns(&mut self.hists[op as usize], ns);
-        self.bytes[op as usize] += bytes;
+        let i = op.index as usize;
+        record_ns(&mut self.set.hists[i], ns);
+        self.set.bytes[i] += bytes;
         self.dirty = true;
     }
 
     /// Count a failed operation (not timed).
     #[inline]
     pub fn error(&mut self, op: Op) {
-        self.errors[op as usize] += 1;
+        debug_assert_eq!(
+            self.ops.0[op.index as usize], op,
+            "op of this recorder's set"
+        );
+        self.set.errors[op.index as usize] += 1;
         self.dirty = true;
     }
 
@@ -139,8 +215,11 @@ impl SessionRecorder {
     fn send(&mut self, next: u64) {
         let data = if self.dirty {
             let fresh = self.pool.lock().ok().and_then(|mut p| p.pop());
-            let full = std::mem::replace(&mut self.hists, fresh.unwrap_or_else(new_set));
-            for h in &full {
+            let full = std::mem::replace(
+                &mut self.set,
+                fresh.unwrap_or_else(|| Set::new(self.ops.len())),
+            );
+            for h in &full.hists {
                 let _ = self.total.add(h);
             }
             Some(full)
@@ -149,11 +228,9 @@ impl SessionRecorder {
         };
         let _ = self.tx.send(Batch {
             session: self.session,
-            interval: if data.is_some() { Some(self.cur) } else { None },
+            interval: data.is_some().then_some(self.cur),
             next,
-            hists: data,
-            bytes: std::mem::take(&mut self.bytes),
-            errors: std::mem::take(&mut self.errors),
+            data,
         });
         self.dirty = false;
     }
@@ -165,40 +242,39 @@ impl Drop for SessionRecorder {
     }
 }
 
-/// A closed interval, for live progress.
+/// A closed interval, for live progress: all operations' counts and bytes, and the latency
+/// percentiles of the operations that are not flushes.
 #[derive(Clone, Debug)]
 pub struct IntervalSnapshot {
     pub index: u64,
     pub count: u64,
+    /// Of `count`, the flushes (syncs, commits).
+    pub flushes: u64,
     pub bytes: u64,
     pub p50_ns: u64,
     pub p99_ns: u64,
 }
 
-struct Open {
-    hists: HistSet,
-    bytes: [u64; OPS],
-}
-
 /// Merges sessions' batches into per-interval and total histograms. Lives off the hot path
 /// (typically in the thread that also drives progress display).
 pub struct Collector {
+    ops: OpSet,
     rx: Receiver<Batch>,
     pool: Pool,
     interval: Duration,
     pos: Vec<u64>,
-    open: BTreeMap<u64, Open>,
+    open: BTreeMap<u64, Set>,
     closed_upto: u64,
-    totals: HistSet,
-    bytes: [u64; OPS],
-    errors: [u64; OPS],
-    intervals: [Vec<Interval>; OPS],
-    last: Option<IntervalSnapshot>,
+    totals: Set,
+    intervals: Vec<Vec<Interval>>,
+    /// Closed intervals not yet taken by [`Collector::take_closed`].
+    unread: VecDeque<IntervalSnapshot>,
 }
 
-/// Create `sessions` recorders sharing one collector. Latencies of completions at or after
-/// `base` are recorded, in intervals of `interval`.
+/// Create `sessions` recorders of the operations `ops`, sharing one collector. Latencies of
+/// completions at or after `base` are recorded, in intervals of `interval`.
 pub fn recorders(
+    ops: OpSet,
     sessions: usize,
     base: Instant,
     interval: Duration,
@@ -209,13 +285,12 @@ pub fn recorders(
     let recs = (0..sessions)
         .map(|s| SessionRecorder {
             session: s as u32,
+            ops,
             base,
             interval,
             cur: 0,
             boundary: base + interval,
-            hists: new_set(),
-            bytes: [0; OPS],
-            errors: [0; OPS],
+            set: Set::new(ops.len()),
             dirty: false,
             warmup_ops: 0,
             total: new_histogram(),
@@ -224,17 +299,16 @@ pub fn recorders(
         })
         .collect();
     let col = Collector {
+        ops,
         rx,
         pool,
         interval,
         pos: vec![0; sessions],
         open: BTreeMap::new(),
         closed_upto: 0,
-        totals: new_set(),
-        bytes: [0; OPS],
-        errors: [0; OPS],
-        intervals: [Vec::new(), Vec::new(), Vec::new()],
-        last: None,
+        totals: Set::new(ops.len()),
+        intervals: vec![Vec::new(); ops.len()],
+        unread: VecDeque::new(),
     };
     (recs, col)
 }
@@ -258,36 +332,29 @@ impl Collector {
         self.pos.iter().any(|&p| p != u64::MAX)
     }
 
-    /// The most recently closed interval (for progress display).
-    pub fn last_interval(&self) -> Option<&IntervalSnapshot> {
-        self.last.as_ref()
+    /// Every interval closed since the last call, oldest first (each exactly once).
+    pub fn take_closed(&mut self) -> impl Iterator<Item = IntervalSnapshot> + '_ {
+        self.unread.drain(..)
     }
 
     /// Total completed operations so far (closed intervals only).
     pub fn total_count(&self) -> u64 {
-        self.totals.iter().map(|h| h.len()).sum()
+        self.totals.hists.iter().map(|h| h.len()).sum()
     }
 
     fn take(&mut self, b: Batch) {
-        if let (Some(k), Some(h)) = (b.interval, b.hists) {
-            let open = self.open.entry(k).or_insert_with(|| Open {
-                hists: new_set(),
-                bytes: [0; OPS],
-            });
-            for (i, hi) in h.iter().enumerate() {
-                let _ = open.hists[i].add(hi);
-                open.bytes[i] += b.bytes[i];
+        if let (Some(k), Some(mut d)) = (b.interval, b.data) {
+            let n = self.ops.len();
+            let open = self.open.entry(k).or_insert_with(|| Set::new(n));
+            for i in 0..n {
+                let _ = open.hists[i].add(&d.hists[i]);
+                open.bytes[i] += d.bytes[i];
+                open.errors[i] += d.errors[i];
             }
-            let mut h = h;
-            for x in h.iter_mut() {
-                x.reset();
-            }
+            d.reset();
             if let Ok(mut p) = self.pool.lock() {
-                p.push(h);
+                p.push(d);
             }
-        }
-        for i in 0..OPS {
-            self.errors[i] += b.errors[i];
         }
         self.pos[b.session as usize] = b.next;
     }
@@ -305,7 +372,7 @@ impl Collector {
         }
     }
 
-    fn close_interval(&mut self, k: u64, o: Open) {
+    fn close_interval(&mut self, k: u64, o: Set) {
         // Gaps (no completion anywhere) become empty intervals so time stays continuous.
         while self.closed_upto < k {
             let gap = self.closed_upto;
@@ -314,30 +381,34 @@ impl Collector {
         self.push_interval(k, Some(o));
     }
 
-    fn push_interval(&mut self, k: u64, o: Option<Open>) {
+    fn push_interval(&mut self, k: u64, o: Option<Set>) {
         let dur = self.interval.as_secs_f64();
         let mut snap = IntervalSnapshot {
             index: k,
             count: 0,
+            flushes: 0,
             bytes: 0,
             p50_ns: 0,
             p99_ns: 0,
         };
         let mut merged = new_histogram();
-        for i in 0..OPS {
-            let (hist, bytes) = match &o {
-                Some(o) => (Hist::encode(&o.hists[i]), o.bytes[i]),
-                None => (Hist::encode(&new_histogram()), 0),
-            };
-            let count = o.as_ref().map(|o| o.hists[i].len()).unwrap_or(0);
-            if let Some(o) = &o {
-                let _ = self.totals[i].add(&o.hists[i]);
-                if i != Op::Sync as usize {
-                    let _ = merged.add(&o.hists[i]);
+        for (i, op) in self.ops.ops().iter().enumerate() {
+            let (hist, bytes, count) = match &o {
+                Some(o) => {
+                    let _ = self.totals.hists[i].add(&o.hists[i]);
+                    self.totals.errors[i] += o.errors[i];
+                    if !op.flush {
+                        let _ = merged.add(&o.hists[i]);
+                    }
+                    (Hist::encode(&o.hists[i]), o.bytes[i], o.hists[i].len())
                 }
-            }
-            self.bytes[i] += bytes;
+                None => (Hist::encode(&new_histogram()), 0, 0),
+            };
+            self.totals.bytes[i] += bytes;
             snap.count += count;
+            if op.flush {
+                snap.flushes += count;
+            }
             snap.bytes += bytes;
             self.intervals[i].push(Interval {
                 start_s: k as f64 * dur,
@@ -352,19 +423,19 @@ impl Collector {
             snap.p99_ns = merged.value_at_quantile(0.99);
         }
         self.closed_upto = k + 1;
-        self.last = Some(snap);
+        self.unread.push_back(snap);
     }
 
-    /// Drain every remaining batch (all recorders must have been dropped) and build the per-op
-    /// results. `measured_s` is the measured duration (trims the last interval's length).
+    /// Drain every remaining batch (all recorders must have been dropped) and build the
+    /// results of the operations that completed or failed at least once, in the set's order.
+    /// `measured_s` is the measured duration (trims the last interval's length).
     pub fn finish(mut self, measured_s: f64) -> Vec<OpResult> {
         while let Ok(b) = self.rx.recv() {
             self.take(b);
         }
         self.close_ready(true);
         let mut ops = Vec::new();
-        for op in Op::ALL {
-            let i = op as usize;
+        for (i, op) in self.ops.ops().iter().enumerate() {
             let mut ivs = std::mem::take(&mut self.intervals[i]);
             // Intervals past the measured end carry no data by construction; trim lengths.
             if let Some(last) = ivs.last_mut() {
@@ -378,11 +449,12 @@ impl Collector {
             // (Histograms encoded by this process always decode; on the impossible failure
             // the intervals stay as they are.)
             let _ = crate::results::fold_stub_tail(&mut ivs);
-            if self.totals[i].is_empty() && self.errors[i] == 0 {
+            let errors = self.totals.errors[i];
+            if self.totals.hists[i].is_empty() && errors == 0 {
                 continue;
             }
-            let mut r = OpResult::new(op.name(), &self.totals[i], self.bytes[i], ivs);
-            r.errors = self.errors[i];
+            let mut r = OpResult::new(op.name(), &self.totals.hists[i], self.totals.bytes[i], ivs);
+            r.errors = errors;
             ops.push(r);
         }
         ops
@@ -392,7 +464,7 @@ impl Collector {
 /// Per-session summaries, gathered from recorders before they are dropped.
 pub fn session_summary(rec: &SessionRecorder) -> SessionSummary {
     let mut t = rec.total.clone();
-    for h in &rec.hists {
+    for h in &rec.set.hists {
         let _ = t.add(h);
     }
     let s = LatencySummary::of(&t);
@@ -412,7 +484,7 @@ mod tests {
     fn intervals_sum_to_total_and_merge_exactly() {
         let base = Instant::now();
         let iv = Duration::from_millis(10);
-        let (mut recs, mut col) = recorders(3, base, iv);
+        let (mut recs, mut col) = recorders(IO_OPS, 3, base, iv);
         let mut reference = new_histogram();
         let mut n = 0u64;
         for step in 0..200u64 {
@@ -420,7 +492,7 @@ mod tests {
                 let lat = 1_000 + step * 37 + s as u64 * 1_000_003;
                 let end = base + Duration::from_micros(step * 500 + s as u64);
                 let start = end - Duration::from_nanos(lat);
-                r.record(if s == 1 { Op::Write } else { Op::Read }, start, end, 8192);
+                r.record(if s == 1 { WRITE } else { READ }, start, end, 8192);
                 record_ns(&mut reference, lat);
                 n += 1;
             }
@@ -453,11 +525,11 @@ mod tests {
     fn warmup_excluded_and_gaps_filled() {
         let t0 = Instant::now();
         let base = t0 + Duration::from_millis(50);
-        let (mut recs, col) = recorders(1, base, Duration::from_millis(10));
+        let (mut recs, col) = recorders(IO_OPS, 1, base, Duration::from_millis(10));
         let r = &mut recs[0];
-        r.record(Op::Read, t0, t0 + Duration::from_millis(10), 1); // warm-up
-        r.record(Op::Read, base, base + Duration::from_millis(1), 1); // interval 0
-        r.record(Op::Read, base, base + Duration::from_millis(45), 1); // interval 4
+        r.record(READ, t0, t0 + Duration::from_millis(10), 1); // warm-up
+        r.record(READ, base, base + Duration::from_millis(1), 1); // interval 0
+        r.record(READ, base, base + Duration::from_millis(45), 1); // interval 4
         assert_eq!(r.warmup_ops(), 1);
         drop(recs);
         let ops = col.finish(0.05);
@@ -465,5 +537,35 @@ mod tests {
         assert_eq!(ops[0].count, 2);
         let counts: Vec<u64> = ops[0].intervals.iter().map(|i| i.count).collect();
         assert_eq!(counts, vec![1, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn operations_keep_their_names_and_flushes_stay_out_of_progress_percentiles() {
+        const SELECT: Op = Op::new(0, "select");
+        const UPDATE: Op = Op::new(1, "update");
+        const COMMIT: Op = Op::flush(2, "commit");
+        const EXTRA: Op = Op::new(3, "io_uring_enter");
+        const SET: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT, EXTRA]);
+        let base = Instant::now();
+        let (mut recs, mut col) = recorders(SET, 1, base, Duration::from_millis(10));
+        let r = &mut recs[0];
+        let at = |us: u64| base + Duration::from_micros(us);
+        r.record(SELECT, at(0), at(100), 0);
+        r.record(UPDATE, at(0), at(200), 0);
+        // A very slow commit: a flush, so not in the interval's p99.
+        r.record(COMMIT, at(0), at(9_000), 0);
+        r.record(EXTRA, at(100), at(300), 0);
+        r.record(SELECT, at(10_000), at(10_100), 0); // moves to interval 1: 0 closes
+        col.poll(Duration::from_millis(20));
+        let snaps: Vec<IntervalSnapshot> = col.take_closed().collect();
+        assert_eq!(snaps.len(), 1);
+        assert_eq!((snaps[0].count, snaps[0].flushes), (4, 1));
+        assert!(snaps[0].p99_ns < 1_000_000, "p99 {} ns", snaps[0].p99_ns);
+        assert_eq!(col.take_closed().count(), 0, "each interval is taken once");
+        drop(recs);
+        let ops = col.finish(0.02);
+        let names: Vec<&str> = ops.iter().map(|o| o.op.as_str()).collect();
+        assert_eq!(names, ["select", "update", "commit", "io_uring_enter"]);
+        assert_eq!(ops[0].count, 2);
     }
 }

@@ -12,15 +12,14 @@
 //! `RunResult::corruption` (the run is still returned, so its results can be written).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
 use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome};
-use crate::recorder::{recorders, session_summary};
-use crate::results::{PageCacheInfo, RunResult};
-use crate::sys::SysSnapshot;
+use crate::recorder::{session_summary, IntervalSnapshot, IO_OPS};
+use crate::results::{PageCacheInfo, RunResult, SessionSummary};
+use crate::session::{self, Gate, Plan, Watch};
 use crate::target::{Target, TargetKind};
 use crate::units::{fmt_ns, fmt_rate};
 use crate::verify::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
@@ -105,23 +104,55 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         None
     };
     let sessions = spec.sessions as usize;
-    let mut engines = Vec::with_capacity(sessions);
-    for _ in 0..sessions {
-        engines.push(make_engine(spec, &file)?);
-    }
-    let interval = Duration::from_secs_f64(spec.interval_s);
-    let (recs, mut col) = recorders(sessions, Instant::now(), interval);
-    let stop = AtomicBool::new(false);
     let quota_total = spec.io_count.unwrap_or(u64::MAX);
-    // Set once by this thread just before the start barrier; read by the sessions after it.
-    let base_cell: OnceLock<Instant> = OnceLock::new();
-    let barrier = Barrier::new(sessions + 1);
-    let pb = crate::progress::line(opts.progress);
-    let warmup = Duration::from_secs_f64(spec.warmup_s);
+    let mut watch = RunProgress {
+        pb: crate::progress::line(opts.progress),
+        opts,
+        spec,
+    };
+    let plan = Plan {
+        sessions,
+        ops: &[IO_OPS],
+        warmup: Duration::from_secs_f64(spec.warmup_s),
+        duration: spec.duration_s.map(Duration::from_secs_f64),
+        interval: Duration::from_secs_f64(spec.interval_s),
+        device: device.as_deref(),
+        interrupt: opts.interrupt,
+        thread_name: "iolens-io",
+    };
+    let (file_ref, vshared_ref) = (&file, vshared.as_ref());
+    // One session: its engine is made before it reports ready, so set-up errors surface before
+    // any I/O.
+    let session = |i: usize, gate: Gate<()>| -> Result<(SessionOutcome, SessionSummary)> {
+        let eng = make_engine(spec, file_ref)?;
+        let Some(mut st) = gate.ready(()) else {
+            return Ok((idle_outcome(None), SessionSummary::default()));
+        };
+        let mut rec = st.recs.remove(0);
+        let quota = if quota_total == u64::MAX {
+            u64::MAX
+        } else {
+            quota_total / sessions as u64 + u64::from((i as u64) < quota_total % sessions as u64)
+        };
+        let ctx = SessionCtx {
+            spec,
+            session: i as u32,
+            data_offset: target.data_offset,
+            quota,
+            stop: &st.stop,
+            verify: vshared_ref,
+        };
+        let out = if quota == 0 {
+            idle_outcome(None)
+        } else {
+            run_engine_session(&ctx, &mut rec, eng)
+        };
+        Ok((out, session_summary(&rec)))
+    };
 
     let sessions_done = AtomicBool::new(false);
     let mut journal_err: Option<String> = None;
-    let (outcomes, summaries, snaps, base, interrupted) = std::thread::scope(|sc| {
+    let driven = std::thread::scope(|sc| {
         // Journal flusher: records completed generations every interval, off the hot path.
         // Each flush first fdatasyncs the target; on a buffered run that would write back the
         // page cache the run is measuring, so a buffered run (unless O_DSYNC) records its
@@ -149,122 +180,27 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             }
             _ => None,
         };
-        let mut handles = Vec::with_capacity(sessions);
-        for (i, (mut rec, eng)) in recs.into_iter().zip(engines).enumerate() {
-            let quota = if quota_total == u64::MAX {
-                u64::MAX
-            } else {
-                quota_total / sessions as u64
-                    + u64::from((i as u64) < quota_total % sessions as u64)
-            };
-            let (stop, barrier, base_cell, data_offset, vshared) = (
-                &stop,
-                &barrier,
-                &base_cell,
-                target.data_offset,
-                vshared.as_ref(),
-            );
-            handles.push(sc.spawn(move || {
-                let tid = crate::sys::gettid();
-                barrier.wait();
-                rec.set_base(*base_cell.get().expect("base is set before the barrier"));
-                let ctx = SessionCtx {
-                    spec,
-                    session: i as u32,
-                    data_offset,
-                    quota,
-                    stop,
-                    verify: vshared,
-                };
-                let out = if quota == 0 {
-                    SessionOutcome {
-                        end: Instant::now(),
-                        sched: None,
-                        error: None,
-                        completed: 0,
-                        verify: Default::default(),
-                    }
-                } else {
-                    run_engine_session(&ctx, &mut rec, eng)
-                };
-                let summary = session_summary(&rec);
-                drop(rec);
-                (tid, out, summary)
-            }));
-        }
-        let start = Instant::now();
-        let base = start + warmup;
-        base_cell.set(base).expect("base is set once");
-        barrier.wait();
-        // Snapshot at the start of measurement (after warm-up).
-        let mut start_snap: Option<SysSnapshot> = None;
-        let deadline = spec.duration_s.map(|d| base + Duration::from_secs_f64(d));
-        let mut interrupted = false;
-        let mut last_msg = Instant::now();
-        loop {
-            let now = Instant::now();
-            if start_snap.is_none() && now >= base {
-                start_snap = Some(SysSnapshot::take(device.as_deref(), &[]));
-            }
-            if opts.interrupt.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
-                interrupted = true;
-                stop.store(true, Ordering::Relaxed);
-            }
-            if let Some(d) = deadline {
-                if now >= d {
-                    stop.store(true, Ordering::Relaxed);
-                }
-            }
-            let mut wait = Duration::from_millis(100);
-            if start_snap.is_none() {
-                wait = wait.min(base.saturating_duration_since(now));
-            }
-            if let Some(d) = deadline {
-                wait = wait.min(d.saturating_duration_since(now));
-            }
-            let live = col.poll(wait);
-            if !live {
-                break;
-            }
-            if last_msg.elapsed() >= Duration::from_millis(250) {
-                last_msg = Instant::now();
-                pb.set_message(progress_message(opts, spec, &col, base, deadline));
-                pb.tick();
-            }
-        }
-        let start_snap = start_snap.unwrap_or_else(|| SysSnapshot::take(device.as_deref(), &[]));
-        let mut outcomes = Vec::new();
-        let mut summaries = Vec::new();
-        let mut tids = Vec::new();
-        for h in handles {
-            match h.join() {
-                Ok((tid, out, s)) => {
-                    tids.push(tid);
-                    outcomes.push(out);
-                    summaries.push(s);
-                }
-                Err(_) => outcomes.push(SessionOutcome {
-                    end: Instant::now(),
-                    sched: None,
-                    error: Some("a session thread panicked".into()),
-                    completed: 0,
-                    verify: Default::default(),
-                }),
-            }
-        }
-        let end_snap = SysSnapshot::take(device.as_deref(), &[]);
+        let driven = session::drive(&plan, session, &mut watch);
         sessions_done.store(true, Ordering::Relaxed);
         if let Some(f) = flusher {
             let _ = f.join();
         }
-        (
-            outcomes,
-            summaries,
-            (start_snap, end_snap),
-            base,
-            interrupted,
-        )
+        driven
     });
+    let mut driven = driven?;
+    let (base, interrupted) = (driven.base, driven.interrupted);
+    let mut outcomes = Vec::with_capacity(sessions);
+    let mut summaries = Vec::with_capacity(sessions);
+    for o in std::mem::take(&mut driven.outs) {
+        match o {
+            Ok((out, s)) => {
+                outcomes.push(out);
+                summaries.push(s);
+            }
+            Err(e) => outcomes.push(idle_outcome(Some(format!("{e:#}")))),
+        }
+    }
+    let pb = watch.pb;
     pb.finish_and_clear();
     // Every write has completed: record the final generations.
     let mut journal_note = String::new();
@@ -291,7 +227,6 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     if let Some(e) = outcomes.iter().find_map(|o| o.error.clone()) {
         bail!("{e}");
     }
-    let mut outcomes = outcomes;
     let tallies = outcomes
         .iter_mut()
         .map(|o| std::mem::take(&mut o.verify))
@@ -316,9 +251,9 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     }
     let end = outcomes.iter().map(|o| o.end).max().unwrap_or(base);
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
-    let ops = col.finish(measured_s);
+    let ops = driven.ops(measured_s).remove(0);
+    let (mut start_snap, mut end_snap) = driven.snaps;
     let ios: u64 = ops.iter().map(|o| o.count).sum();
-    let (mut start_snap, mut end_snap) = snaps;
     // Run-queue figures from the session threads themselves, from the measurement base to exit.
     let sched = outcomes
         .iter()
@@ -437,46 +372,62 @@ fn resolve_verify(spec: &WorkloadSpec, target: &Target) -> Result<(VerifyMode, S
     })
 }
 
-fn progress_message(
-    opts: &RunOptions<'_>,
-    spec: &WorkloadSpec,
-    col: &crate::recorder::Collector,
-    base: Instant,
-    deadline: Option<Instant>,
-) -> String {
-    let now = Instant::now();
-    let mut m = String::new();
-    if !opts.progress_prefix.is_empty() {
-        m += &opts.progress_prefix;
-        m += " | ";
+/// A session that did no I/O (a zero quota, a run called off, or with the error that ended it).
+fn idle_outcome(error: Option<String>) -> SessionOutcome {
+    SessionOutcome {
+        end: Instant::now(),
+        sched: None,
+        error,
+        completed: 0,
+        verify: Default::default(),
     }
-    m += &opts.name;
-    if now < base {
-        m += " | warming up";
-        return m;
-    }
-    if let Some(iv) = col.last_interval() {
-        let iops = iv.count as f64 / spec.interval_s;
-        let mbs = iv.bytes as f64 / spec.interval_s / 1e6;
-        m += &format!(
-            " | {} IOPS {:.0} MB/s p50 {} p99 {}",
-            fmt_rate(iops),
-            mbs,
-            fmt_ns(iv.p50_ns as f64),
-            fmt_ns(iv.p99_ns as f64)
-        );
-    }
-    match (deadline, spec.io_count) {
-        (Some(d), _) => {
-            m += &format!(
-                " | {:.0}s left",
-                d.saturating_duration_since(now).as_secs_f64()
-            )
+}
+
+/// The live progress line of a run.
+struct RunProgress<'a, 'b> {
+    pb: indicatif::ProgressBar,
+    opts: &'a RunOptions<'b>,
+    spec: &'a WorkloadSpec,
+}
+
+impl Watch for RunProgress<'_, '_> {
+    fn tick(&mut self, now: Instant, base: Instant, last: &[IntervalSnapshot], done: u64) {
+        let (opts, spec) = (self.opts, self.spec);
+        let mut m = String::new();
+        if !opts.progress_prefix.is_empty() {
+            m += &opts.progress_prefix;
+            m += " | ";
         }
-        (_, Some(n)) => m += &format!(" | {}/{} I/Os", col.total_count(), n),
-        _ => {}
+        m += &opts.name;
+        if now < base {
+            m += " | warming up";
+        } else {
+            if let Some(iv) = last.first() {
+                let iops = iv.count as f64 / spec.interval_s;
+                let mbs = iv.bytes as f64 / spec.interval_s / 1e6;
+                m += &format!(
+                    " | {} IOPS {:.0} MB/s p50 {} p99 {}",
+                    fmt_rate(iops),
+                    mbs,
+                    fmt_ns(iv.p50_ns as f64),
+                    fmt_ns(iv.p99_ns as f64)
+                );
+            }
+            match (spec.duration_s, spec.io_count) {
+                (Some(d), _) => {
+                    let end = base + Duration::from_secs_f64(d);
+                    m += &format!(
+                        " | {:.0}s left",
+                        end.saturating_duration_since(now).as_secs_f64()
+                    )
+                }
+                (_, Some(n)) => m += &format!(" | {done}/{n} I/Os"),
+                _ => {}
+            }
+        }
+        self.pb.set_message(m);
+        self.pb.tick();
     }
-    m
 }
 
 /// Warnings about how the run was made (analysis verdicts about its figures — CPU-bound,

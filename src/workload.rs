@@ -11,9 +11,30 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution as _, Zipf};
 use serde::{Deserialize, Serialize};
 
-use crate::recorder::Op;
 use crate::units::fmt_bytes;
 use crate::verify::{OnCorruption, VerifyMode};
+
+/// What one I/O of a session does; each kind is recorded as the block-I/O operation of the same
+/// name ([`crate::recorder::IO_OPS`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoOp {
+    Read,
+    Write,
+    /// A flush: fdatasync/fsync.
+    Sync,
+}
+
+impl IoOp {
+    /// The recorded operation of this kind.
+    #[inline]
+    pub fn op(self) -> crate::recorder::Op {
+        match self {
+            IoOp::Read => crate::recorder::READ,
+            IoOp::Write => crate::recorder::WRITE,
+            IoOp::Sync => crate::recorder::SYNC,
+        }
+    }
+}
 
 /// Access pattern.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
@@ -630,7 +651,7 @@ impl OffsetGen {
 
     /// Next I/O: op and byte offset within the target's data area.
     #[inline]
-    pub fn next_io(&mut self) -> (Op, u64) {
+    pub fn next_io(&mut self) -> (IoOp, u64) {
         let block = match self.pattern {
             Pattern::Read | Pattern::Write => {
                 let b = self.seq_start + self.seq_pos;
@@ -643,13 +664,13 @@ impl OffsetGen {
             _ => self.random_block(),
         };
         let op = match self.pattern {
-            Pattern::Randread | Pattern::Read => Op::Read,
-            Pattern::Randwrite | Pattern::Write => Op::Write,
+            Pattern::Randread | Pattern::Read => IoOp::Read,
+            Pattern::Randwrite | Pattern::Write => IoOp::Write,
             Pattern::Randrw => {
                 if self.rng.gen_range(0..100) < self.read_pct {
-                    Op::Read
+                    IoOp::Read
                 } else {
-                    Op::Write
+                    IoOp::Write
                 }
             }
         };
@@ -783,7 +804,7 @@ mod tests {
         for _ in 0..100_000 {
             let (op, off) = g.next_io();
             assert!(off >= 1 << 20 && off + 8192 <= 5 << 20 && off % 8192 == 0);
-            if op == Op::Read {
+            if op == IoOp::Read {
                 reads += 1;
             }
         }

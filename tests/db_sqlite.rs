@@ -466,3 +466,54 @@ fn bad_input_gives_clear_errors_and_creates_nothing() {
     run_ok(&["db", "drop", "--dir", ok.to_str().unwrap()]);
     assert_eq!(std::fs::read_dir(&ok).unwrap().count(), 0);
 }
+
+/// `db run` progress on a terminal: one line per interval just measured, each interval once,
+/// in order, none past the end, with that interval's own figures.
+#[test]
+fn progress_lines_show_the_interval_just_measured() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: `script` (util-linux) is needed to give iolens a terminal");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("slob");
+    setup_dir(&dir, "1", "8M");
+    let json = t.path().join("r.json");
+    let cmd = format!(
+        "{} db run --dir {} --sessions 1 --update-pct 20 --duration 4s --interval 1s --json {}",
+        env!("CARGO_BIN_EXE_iolens"),
+        dir.display(),
+        json.display()
+    );
+    // `script` runs the command on a pseudo-terminal, so progress is drawn.
+    let out = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .expect("script runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    let lines: Vec<Vec<String>> = text
+        .lines()
+        .map(|l| l.trim())
+        .filter(|l| l.contains("ops/s") && l.contains("block reads/s"))
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect();
+    let at: Vec<&str> = lines.iter().map(|l| l[0].as_str()).collect();
+    assert_eq!(at, ["1.0s", "2.0s", "3.0s", "4.0s"], "{text}");
+    let r = Results::read_file(&json).unwrap();
+    let count = |run: usize, names: &[&str], k: usize| -> u64 {
+        r.runs[run]
+            .ops
+            .iter()
+            .filter(|o| names.contains(&o.op.as_str()))
+            .map(|o| o.intervals[k].count)
+            .sum()
+    };
+    // The last interval's stored figures also hold the operation that ended past the end.
+    for (k, l) in lines.iter().enumerate().take(3) {
+        let ops = iolens::units::fmt_rate(count(1, &["select", "update"], k) as f64);
+        assert_eq!(l[2], ops, "ops/s of interval {k}: {l:?}");
+        let reads = iolens::units::fmt_rate(count(0, &["read", "write", "sync"], k) as f64);
+        assert_eq!(l[5], reads, "block reads/s of interval {k}: {l:?}");
+    }
+}

@@ -26,11 +26,113 @@ use anyhow::{bail, Context, Result};
 use rand::Rng;
 use serde::Serialize;
 
+use crate::recorder::{Op, OpSet};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Database block (page) size of every iolens layout.
 pub const BLOCK: u64 = 8192;
+/// A SLOB select, timed from issue to its row.
+pub const SELECT: Op = Op::new(0, "select");
+/// A SLOB update with its commit, timed from `BEGIN` to the end of the commit.
+pub const UPDATE: Op = Op::new(1, "update");
+/// The commit of an update alone (a flush: the log write the update waits for).
+pub const COMMIT: Op = Op::flush(2, "commit");
+/// The operations a database session records.
+pub const DB_OPS: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT]);
+
+/// What a `setup` call did.
+#[derive(Clone, Debug)]
+pub struct SetupOutcome {
+    /// Rows inserted by this call.
+    pub rows_loaded: u64,
+    /// Whether the whole layout is now built and verified.
+    pub complete: bool,
+    pub checks: Vec<LayoutCheck>,
+}
+
+/// A database iolens measures: builds (or resumes, or re-verifies) its SLOB layout, runs the
+/// work loop on it through the session driver, and drops it.
+pub trait DbEngine {
+    /// Build, resume or re-verify the layout. `max` bounds the rows this call loads; `show`
+    /// draws its progress.
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome>;
+    /// Run the SLOB work loop on the layout and measure it.
+    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results>;
+    /// Remove the layout.
+    fn drop_layout(&self) -> Result<()>;
+}
+
+/// The engine `t` names, at the place it names.
+pub fn engine(t: &TargetArgs) -> Result<Box<dyn DbEngine>> {
+    Ok(match t.engine {
+        EngineKind::Sqlite => Box::new(sqlite::Sqlite {
+            dir: sqlite_dir(t)?,
+        }),
+        EngineKind::Postgres => Box::new(postgres::Postgres { dsn: pg_dsn(t)? }),
+    })
+}
+
+/// The progress lines of `db run`: one per interval just measured, on a terminal.
+pub struct DbProgress {
+    enabled: bool,
+    interval_s: f64,
+    duration_s: f64,
+    /// Set of the statements (select, update, commit) in the plan; block I/O is set 0 when
+    /// the engine times its file I/O (SQLite).
+    ops_set: usize,
+}
+
+impl DbProgress {
+    /// Progress of a run of `spec`, with the statements recorded as the last set of the plan.
+    pub fn new(spec: &RunSpec) -> DbProgress {
+        DbProgress {
+            enabled: !spec.quiet && crate::progress::wanted(),
+            interval_s: spec.interval_s,
+            duration_s: spec.duration_s,
+            ops_set: 0,
+        }
+    }
+
+    /// The statements are set `i` of the plan; sets before it are block I/O.
+    pub fn ops_set(mut self, i: usize) -> DbProgress {
+        self.ops_set = i;
+        self
+    }
+
+    /// The line for one interval (`snaps` in plan order).
+    pub fn line(&self, snaps: &[crate::recorder::IntervalSnapshot]) -> Option<String> {
+        let o = snaps.get(self.ops_set)?;
+        let secs = self.interval_s;
+        let at = ((o.index + 1) as f64 * secs).min(self.duration_s);
+        // An update's commit is part of the update, not an operation of its own.
+        let ops = fmt_rate((o.count - o.flushes) as f64 / secs);
+        Some(match snaps.first().filter(|_| self.ops_set > 0) {
+            Some(m) => format!(
+                "  {at:>6.1}s  ops/s {ops:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
+                fmt_rate(m.count as f64 / secs),
+                fmt_ns(m.p50_ns as f64),
+                fmt_ns(m.p99_ns as f64),
+            ),
+            None => format!(
+                "  {at:>6.1}s  ops/s {ops:>8}  op p50 {:>9}  p99 {:>9}",
+                fmt_ns(o.p50_ns as f64),
+                fmt_ns(o.p99_ns as f64),
+            ),
+        })
+    }
+}
+
+impl<R> crate::session::Watch<R> for DbProgress {
+    fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
+        if self.enabled {
+            if let Some(l) = self.line(snaps) {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
 /// Smallest table iolens builds (rows): enough for the layout checks to be meaningful.
 pub const MIN_ROWS: u64 = 1024;
 
@@ -188,20 +290,8 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
             };
             // Ctrl-C or SIGTERM stops the load between committed chunks; rerunning resumes.
             crate::interrupt::install();
-            let outcome = match a.target.engine {
-                EngineKind::Sqlite => {
-                    let dir = sqlite_dir(&a.target)?;
-                    let o =
-                        sqlite::explain_error(sqlite::setup(&dir, &layout, None, !a.quiet), &dir)?;
-                    (o.rows_loaded, o.complete)
-                }
-                EngineKind::Postgres => {
-                    let dsn = pg_dsn(&a.target)?;
-                    let o = postgres::setup(&dsn, &layout, None, !a.quiet)?;
-                    (o.rows_loaded, o.complete)
-                }
-            };
-            let (rows_loaded, complete) = outcome;
+            let o = engine(&a.target)?.setup(&layout, None, !a.quiet)?;
+            let (rows_loaded, complete) = (o.rows_loaded, o.complete);
             if !complete && crate::interrupt::interrupted() {
                 eprintln!(
                     "iolens: setup stopped after loading {} rows this time; rerun the same \
@@ -217,16 +307,7 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
             crate::results::Destination::checked(a.json.as_deref())?;
-            let res = match a.target.engine {
-                EngineKind::Sqlite => {
-                    let dir = sqlite_dir(&a.target)?;
-                    sqlite::explain_error(sqlite::run(&dir, &spec, cmdline), &dir)?
-                }
-                EngineKind::Postgres => {
-                    let dsn = pg_dsn(&a.target)?;
-                    postgres::run(&dsn, &spec, cmdline)?
-                }
-            };
+            let res = engine(&a.target)?.run(&spec, cmdline)?;
             if let Some(p) = &a.json {
                 res.write_file(p)?;
             }
@@ -248,10 +329,7 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
             )
         }
         DbCommand::Drop(a) => {
-            match a.target.engine {
-                EngineKind::Sqlite => sqlite::drop_layout(&sqlite_dir(&a.target)?)?,
-                EngineKind::Postgres => postgres::drop_layout(&pg_dsn(&a.target)?)?,
-            }
+            engine(&a.target)?.drop_layout()?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -846,6 +924,29 @@ pub fn print_summary(res: &Results) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::recorder::IntervalSnapshot;
+
+    #[test]
+    fn progress_counts_an_update_once_and_stops_at_the_end() {
+        let p = DbProgress {
+            enabled: false,
+            interval_s: 2.0,
+            duration_s: 5.0,
+            ops_set: 0,
+        };
+        // 30 selects, 10 updates and their 10 commits in the third 2 s interval (4 s to 5 s).
+        let snap = IntervalSnapshot {
+            index: 2,
+            count: 50,
+            flushes: 10,
+            bytes: 0,
+            p50_ns: 1_000,
+            p99_ns: 2_000,
+        };
+        let l = p.line(&[snap]).unwrap();
+        let f: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(&f[..3], ["5.0s", "ops/s", "20"], "{l}");
+    }
 
     #[test]
     fn perm_is_a_bijection() {

@@ -19,7 +19,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -32,8 +31,9 @@ use rand::{RngCore, SeedableRng};
 use serde_json::json;
 
 use super::{host, redact_dsn, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
-use crate::recorder::{self, Op, SessionRecorder};
+use crate::recorder::{self, IntervalSnapshot, SessionRecorder};
 use crate::results::{CpuStats, Kind, OpResult, Results, RunResult, SessionSummary, TargetInfo};
+use crate::session::{self, Gate, Plan, Watch};
 use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
 
@@ -168,12 +168,25 @@ fn server_is_local(c: &mut Client) -> Option<i32> {
     comm.starts_with("postgres").then_some(pid)
 }
 
-/// What a `setup` call did.
-#[derive(Clone, Debug)]
-pub struct SetupOutcome {
-    pub rows_loaded: u64,
-    pub complete: bool,
-    pub checks: Vec<LayoutCheck>,
+pub use super::SetupOutcome;
+
+/// The PostgreSQL engine: the layout in the database reached through `dsn`.
+pub struct Postgres {
+    pub dsn: String,
+}
+
+impl super::DbEngine for Postgres {
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
+        setup(&self.dsn, layout, max, show)
+    }
+
+    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+        run(&self.dsn, spec, cmdline)
+    }
+
+    fn drop_layout(&self) -> Result<()> {
+        drop_layout(&self.dsn)
+    }
 }
 
 /// Build, resume or re-verify the layout. `max_rows` bounds the rows this call loads.
@@ -594,11 +607,6 @@ struct SessionOut {
     finished: Instant,
 }
 
-struct Start {
-    rec: Option<SessionRecorder>,
-    end: Instant,
-}
-
 struct SessionCfg {
     dsn: String,
     schema: u32,
@@ -608,12 +616,7 @@ struct SessionCfg {
     seed: u64,
 }
 
-fn session(
-    cfg: SessionCfg,
-    ready: Sender<Result<i32>>,
-    go: Receiver<Start>,
-    done: Arc<Barrier>,
-) -> Result<SessionOut> {
+fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> Result<SessionOut> {
     let prep = (|| -> Result<(Client, postgres::Statement, postgres::Statement, i32)> {
         let mut c = connect(&cfg.dsn)?;
         let mut set =
@@ -639,19 +642,12 @@ fn session(
             .get(0);
         Ok((c, sel, upd, pid))
     })();
-    let (mut c, sel, upd, pid) = match prep {
-        Ok(x) => x,
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let _ = ready.send(Err(e));
-            bail!("{msg}");
-        }
-    };
-    let _ = ready.send(Ok(pid));
-    let Ok(start) = go.recv() else {
+    let (mut c, sel, upd, pid) = prep?;
+    let Some(start) = gate.ready(pid) else {
         bail!("the run was cancelled before it started");
     };
-    let mut rec = start.rec;
+    let end = start.end.unwrap_or(start.base);
+    let mut rec: Option<SessionRecorder> = start.recs.into_iter().next();
     let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut out = SessionOut {
         select_ops: 0,
@@ -666,7 +662,7 @@ fn session(
     let mut failure = None;
     loop {
         let t0 = Instant::now();
-        if t0 >= start.end || crate::interrupt::flag().load(Ordering::Relaxed) {
+        if t0 >= end || crate::interrupt::flag().load(Ordering::Relaxed) {
             break;
         }
         let (lo, hi) = cfg.picker.window(&mut rng);
@@ -682,8 +678,8 @@ fn session(
                 Ok((n, tc)) => {
                     let t1 = Instant::now();
                     if let Some(r) = rec.as_mut() {
-                        r.record(Op::Write, t0, t1, 0);
-                        r.record(Op::Sync, tc, t1, 0);
+                        r.record(super::UPDATE, t0, t1, 0);
+                        r.record(super::COMMIT, tc, t1, 0);
                     }
                     out.rows += n;
                     out.update_ops += 1;
@@ -706,7 +702,7 @@ fn session(
                 Ok(row) => {
                     let t1 = Instant::now();
                     if let Some(r) = rec.as_mut() {
-                        r.record(Op::Read, t0, t1, 0);
+                        r.record(super::SELECT, t0, t1, 0);
                     }
                     out.rows += row.get::<_, i64>(0) as u64;
                     out.select_ops += 1;
@@ -777,6 +773,65 @@ fn sample_waits(
     Ok((samples, counts))
 }
 
+/// Wait-event samples of a phase: sessions sampled, and samples per event.
+type AshSamples = (u64, BTreeMap<String, u64>);
+
+/// What a phase does around its sessions: reads the server's statistics and CPU and starts the
+/// wait sampler once every session is connected, prints progress, and reads the CPU again
+/// before the sessions disconnect.
+struct PgWatch<'a> {
+    progress: Option<super::DbProgress>,
+    ctl: &'a mut Client,
+    ctl_pid: i32,
+    measure: bool,
+    local: bool,
+    tables: &'a [String],
+    version: i32,
+    dsn: &'a str,
+    hz: f64,
+    stats0: PgStats,
+    sampler: Option<std::thread::JoinHandle<Result<AshSamples>>>,
+    stop: Arc<AtomicBool>,
+    others: Vec<i32>,
+    cpu0: BTreeMap<i32, (f64, f64)>,
+    cpu1: BTreeMap<i32, (f64, f64)>,
+    done: Arc<Barrier>,
+}
+
+impl Watch<i32> for PgWatch<'_> {
+    fn starting(&mut self, pids: &[i32]) -> Result<()> {
+        if self.measure {
+            self.stats0 = read_stats(self.ctl, self.tables, self.version)?;
+            let (d, p, s, hz) = (
+                self.dsn.to_string(),
+                pids.to_vec(),
+                self.stop.clone(),
+                self.hz,
+            );
+            self.sampler = Some(std::thread::spawn(move || sample_waits(d, p, hz, s)));
+            if self.local {
+                self.others = server_pids(self.ctl, &[self.ctl_pid]);
+            }
+        }
+        self.cpu0 = cpu_of(&self.others);
+        Ok(())
+    }
+
+    fn interval(&mut self, snaps: &[IntervalSnapshot]) {
+        if let Some(p) = self.progress.as_mut() {
+            Watch::<i32>::interval(p, snaps);
+        }
+    }
+
+    fn stopped(&mut self) {
+        // Sessions stop issuing at their end, then wait at the barrier: read CPU while they
+        // still exist.
+        self.cpu1 = cpu_of(&self.others);
+        self.stop.store(true, Ordering::Relaxed);
+        self.done.wait();
+    }
+}
+
 /// One phase of sessions (warm-up or measured). Returns the outputs and, for the measured phase,
 /// the op results, ASH samples and server CPU.
 struct Phase {
@@ -809,126 +864,76 @@ fn run_phase(
     device: Option<&str>,
 ) -> Result<Phase> {
     let n = spec.sessions as usize;
-    let (ready_tx, ready_rx) = channel();
     let done = Arc::new(Barrier::new(n + 1));
-    let mut gos = Vec::new();
-    let mut handles = Vec::new();
-    for i in 0..spec.sessions {
-        let (go_tx, go_rx) = channel();
-        gos.push(go_tx);
-        let cfg = SessionCfg {
-            dsn: dsn.to_string(),
-            schema: i % layout.schemas,
-            picker: picker.clone(),
-            think: Duration::from_secs_f64(spec.think_s),
-            set_io_timing,
-            seed: spec
-                .seed
-                .wrapping_add(i as u64 * 0x9E37_79B9)
-                .wrapping_add(measure as u64),
-        };
-        let (rt, d) = (ready_tx.clone(), done.clone());
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("iolens-pg-{i}"))
-                .spawn(move || session(cfg, rt, go_rx, d))
-                .context("cannot start a session thread")?,
-        );
-    }
-    drop(ready_tx);
-    let mut pids = Vec::new();
-    let mut first_err = None;
-    for _ in 0..n {
-        match ready_rx.recv() {
-            Ok(Ok(p)) => pids.push(p),
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => break,
-        }
-    }
-    if let Some(e) = first_err {
-        drop(gos);
-        // Sessions that did connect are waiting for their start; release them.
-        let released: Vec<_> = handles;
-        for h in released {
-            let _ = h.join();
-        }
-        return Err(e);
-    }
-    let iv = Duration::from_secs_f64(spec.interval_s);
-    let stats0 = if measure {
-        read_stats(ctl, tables, version)?
-    } else {
-        PgStats::default()
+    let secs_d = Duration::from_secs_f64(secs);
+    let plan = Plan {
+        sessions: n,
+        ops: &[super::DB_OPS],
+        // The warm-up phase records nothing: all of it lies before the base.
+        warmup: if measure { Duration::ZERO } else { secs_d },
+        duration: Some(if measure { secs_d } else { Duration::ZERO }),
+        interval: Duration::from_secs_f64(spec.interval_s),
+        device,
+        interrupt: crate::interrupt::flag(),
+        thread_name: "iolens-pg",
     };
-    let base = Instant::now();
-    let end = base + Duration::from_secs_f64(secs);
-    let (recs, mut col) = recorder::recorders(n, base, iv);
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = if measure {
-        let (d, p, s) = (dsn.to_string(), pids.clone(), stop.clone());
-        let hz = spec.ash_hz;
-        Some(std::thread::spawn(move || sample_waits(d, p, hz, s)))
-    } else {
-        None
+    let mut watch = PgWatch {
+        progress: measure.then(|| super::DbProgress::new(spec)),
+        ctl,
+        ctl_pid,
+        measure,
+        local,
+        tables,
+        version,
+        dsn,
+        hz: spec.ash_hz,
+        stats0: PgStats::default(),
+        sampler: None,
+        stop: Arc::new(AtomicBool::new(false)),
+        others: Vec::new(),
+        cpu0: BTreeMap::new(),
+        cpu1: BTreeMap::new(),
+        done: done.clone(),
     };
-    let others = if local && measure {
-        server_pids(ctl, &[ctl_pid])
-    } else {
-        vec![]
-    };
-    let cpu0 = cpu_of(&others);
-    let snap0 = SysSnapshot::take(device, &[]);
-    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    for (g, r) in gos.iter().zip(recs) {
-        let _ = g.send(Start {
-            rec: measure.then_some(r),
-            end,
-        });
-    }
-    drop(gos);
-    let mut printed = u64::MAX;
-    loop {
-        let live = col.poll(Duration::from_millis(50));
-        if measure && !spec.quiet && crate::progress::wanted() {
-            if let Some(o) = col.last_interval().filter(|o| o.index != printed) {
-                printed = o.index;
-                eprintln!(
-                    "  {:>6.1}s  ops/s {:>8}  op p50 {:>9}  p99 {:>9}",
-                    (o.index + 1) as f64 * iv.as_secs_f64(),
-                    crate::units::fmt_rate(o.count as f64 / iv.as_secs_f64()),
-                    crate::units::fmt_ns(o.p50_ns as f64),
-                    crate::units::fmt_ns(o.p99_ns as f64),
-                );
-            }
-        }
-        if !live && (Instant::now() >= end || crate::interrupt::flag().load(Ordering::Relaxed)) {
-            break;
-        }
-        if !live && !measure {
-            // Warm-up sessions carry no recorders; wait for the end time.
-            std::thread::sleep(
-                end.saturating_duration_since(Instant::now())
-                    .min(Duration::from_millis(50)),
-            );
-        }
-    }
-    // Sessions stop issuing at `end`, then wait at the barrier: read CPU while they still exist.
-    let cpu1 = cpu_of(&others);
-    let snap1 = SysSnapshot::take(device, &[]);
-    stop.store(true, Ordering::Relaxed);
-    done.wait();
+    let driven = session::drive(
+        &plan,
+        |i, gate| {
+            let cfg = SessionCfg {
+                dsn: dsn.to_string(),
+                schema: i as u32 % layout.schemas,
+                picker: picker.clone(),
+                think: Duration::from_secs_f64(spec.think_s),
+                set_io_timing,
+                seed: spec
+                    .seed
+                    .wrapping_add(i as u64 * 0x9E37_79B9)
+                    .wrapping_add(measure as u64),
+            };
+            session(cfg, gate, done.clone())
+        },
+        &mut watch,
+    );
+    let PgWatch {
+        stats0,
+        sampler,
+        cpu0,
+        cpu1,
+        ..
+    } = watch;
+    let mut driven = driven?;
+    let (base, pids) = (driven.base, std::mem::take(&mut driven.ready));
+    let end = base + secs_d;
+    let started = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
+    )
+    .to_string();
     let mut outs = Vec::new();
     let mut err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(o)) => outs.push(o),
-            Ok(Err(e)) => {
+    for o in std::mem::take(&mut driven.outs) {
+        match o {
+            Ok(o) => outs.push(o),
+            Err(e) => {
                 err.get_or_insert(e);
-            }
-            Err(_) => {
-                err.get_or_insert(anyhow!("a session thread panicked"));
             }
         }
     }
@@ -959,7 +964,8 @@ fn run_phase(
     }
     let last = outs.iter().map(|o| o.finished).max().unwrap_or(end);
     let measured_s = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
-    let ops = col.finish(measured_s);
+    let ops = driven.ops(measured_s).pop().unwrap_or_default();
+    let (snap0, snap1) = driven.snaps;
     Ok(Phase {
         outs,
         ops,
@@ -1264,19 +1270,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             }),
         );
     }
-    let ops_res: Vec<OpResult> = ph
-        .ops
-        .into_iter()
-        .map(|mut o| {
-            o.op = match o.op.as_str() {
-                "read" => "select",
-                "write" => "update",
-                _ => "commit",
-            }
-            .to_string();
-            o
-        })
-        .collect();
+    let ops_res: Vec<OpResult> = ph.ops;
     let spec_json = json!({
         "engine": "postgres",
         "dsn": redact_dsn(dsn),

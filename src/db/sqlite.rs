@@ -16,7 +16,6 @@
 //! from SQLite's own cache hit/miss counters (`sqlite3_db_status`).
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -27,9 +26,9 @@ use serde_json::json;
 
 use super::vfs::{self, IoCounts, IoCtx};
 use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
-use crate::recorder::{self, Op, SessionRecorder};
-use crate::results::{Kind, OpResult, PageCacheInfo, Results, RunResult, SessionSummary};
-use crate::sys::SysSnapshot;
+use crate::recorder::{self, SessionRecorder, IO_OPS};
+use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::session::{self, Gate, Plan};
 use crate::units::fmt_bytes;
 
 /// File name of the database inside `--dir`.
@@ -111,14 +110,25 @@ fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
     Ok(Some((layout, prog)))
 }
 
-/// What a `setup` call did.
-#[derive(Clone, Debug)]
-pub struct SetupOutcome {
-    /// Rows inserted by this call.
-    pub rows_loaded: u64,
-    /// Whether the whole layout is now built and verified.
-    pub complete: bool,
-    pub checks: Vec<LayoutCheck>,
+pub use super::SetupOutcome;
+
+/// The SQLite engine: the layout in one database file in `dir`.
+pub struct Sqlite {
+    pub dir: PathBuf,
+}
+
+impl super::DbEngine for Sqlite {
+    fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
+        explain_error(setup(&self.dir, layout, max, show), &self.dir)
+    }
+
+    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+        explain_error(run(&self.dir, spec, cmdline), &self.dir)
+    }
+
+    fn drop_layout(&self) -> Result<()> {
+        drop_layout(&self.dir)
+    }
 }
 
 /// Build, resume or re-verify the layout in `dir`. `max_rows` bounds the rows this call loads
@@ -527,15 +537,6 @@ struct SessionOut {
     op_summary: Option<SessionSummary>,
 }
 
-/// Recorders and times handed to a session once every session is connected.
-struct Start {
-    main: SessionRecorder,
-    log: SessionRecorder,
-    ops: SessionRecorder,
-    base: Instant,
-    end: Instant,
-}
-
 struct Stmts<'c> {
     sel: rusqlite::Statement<'c>,
     upd: rusqlite::Statement<'c>,
@@ -605,8 +606,7 @@ fn session(
     picker: KeyPicker,
     spec: RunSpec,
     seed: u64,
-    ready: Sender<Result<()>>,
-    go: Receiver<Start>,
+    gate: Gate<()>,
 ) -> Result<SessionOut> {
     let opened = (|| -> Result<Connection> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -624,17 +624,7 @@ fn session(
         ))?;
         Ok(c)
     })();
-    let conn = match opened {
-        Ok(c) => {
-            let _ = ready.send(Ok(()));
-            c
-        }
-        Err(e) => {
-            let msg = format!("{e:#}");
-            let _ = ready.send(Err(e));
-            bail!("session could not start: {msg}");
-        }
-    };
+    let conn = opened?;
     let mut st = Stmts {
         sel: conn.prepare(&format!(
             "SELECT count(v) FROM t{schema} INDEXED BY t{schema}_k WHERE k BETWEEN ?1 AND ?2"
@@ -646,9 +636,15 @@ fn session(
         commit: conn.prepare("COMMIT")?,
         rollback: conn.prepare("ROLLBACK")?,
     };
-    let Ok(start) = go.recv() else {
+    let Some(start) = gate.ready(()) else {
         return Ok(SessionOut::default());
     };
+    let end = start.end.unwrap_or(start.base);
+    // One recorder per set of the plan: main-file I/O, log I/O, statements.
+    let [main, log, mut ops_rec]: [SessionRecorder; 3] = start
+        .recs
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("a session needs three recorders"))?;
     let think = Duration::from_secs_f64(spec.think_s);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut warm = SessionOut::default();
@@ -660,10 +656,9 @@ fn session(
         }
     }
     let mut out = SessionOut::default();
-    let mut ops_rec = start.ops;
     let mut ctx = IoCtx {
-        main: start.main,
-        log: start.log,
+        main,
+        log,
         counts: IoCounts::default(),
     };
     let db0 = DbCounters::read(&conn);
@@ -677,14 +672,12 @@ fn session(
         };
         loop {
             let t0 = Instant::now();
-            if t0 >= start.end
-                || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
-            {
+            if t0 >= end || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed) {
                 break;
             }
             let upd = one_op(&mut st, &picker, &mut rng, &mut out)?;
             let t1 = Instant::now();
-            ops_rec.record(if upd { Op::Write } else { Op::Read }, t0, t1, 0);
+            ops_rec.record(if upd { super::UPDATE } else { super::SELECT }, t0, t1, 0);
             if !think.is_zero() {
                 std::thread::sleep(think);
             }
@@ -755,16 +748,6 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
     Ok((layout, path))
 }
 
-fn rename_ops(ops: Vec<OpResult>, names: [&str; 3]) -> Vec<OpResult> {
-    ops.into_iter()
-        .map(|mut o| {
-            let i = Op::ALL.iter().position(|x| x.name() == o.op).unwrap_or(0);
-            o.op = names[i].to_string();
-            o
-        })
-        .collect()
-}
-
 /// Run the SLOB work loop on the SQLite layout in `dir`.
 pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     let (layout, path) = open_layout(dir)?;
@@ -794,111 +777,51 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     }
     let resident_before = host::page_cache_residency(&path).ok();
 
-    // Start sessions; each connects and prepares, then waits for its recorders.
-    let mut handles = Vec::new();
-    let mut gos = Vec::new();
-    let (ready_tx, ready_rx) = channel();
-    for i in 0..spec.sessions {
-        let (go_tx, go_rx) = channel();
-        gos.push(go_tx);
-        let (p, pk, sp, rt) = (path.clone(), picker.clone(), spec.clone(), ready_tx.clone());
-        let schema = i % layout.schemas;
-        let seed = spec.seed.wrapping_add(i as u64 * 0x9E37_79B9);
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("iolens-db-{i}"))
-                .spawn(move || session(p, schema, pk, sp, seed, rt, go_rx))
-                .context("cannot start a session thread")?,
-        );
-    }
-    drop(ready_tx);
-    for _ in 0..spec.sessions {
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                drop(gos);
-                for h in handles {
-                    let _ = h.join();
-                }
-                return Err(e);
-            }
-            Err(_) => break,
-        }
-    }
-    let t0 = Instant::now();
-    let base = t0 + Duration::from_secs_f64(spec.warmup_s);
-    let end = base + Duration::from_secs_f64(spec.duration_s);
-    let iv = Duration::from_secs_f64(spec.interval_s);
-    let n = spec.sessions as usize;
-    let (mains, mut col_main) = recorder::recorders(n, base, iv);
-    let (logs, mut col_log) = recorder::recorders(n, base, iv);
-    let (opsr, mut col_ops) = recorder::recorders(n, base, iv);
-    for (((g, m), l), o) in gos.iter().zip(mains).zip(logs).zip(opsr) {
-        let _ = g.send(Start {
-            main: m,
-            log: l,
-            ops: o,
-            base,
-            end,
-        });
-    }
-    drop(gos);
-    if let Some(d) = base.checked_duration_since(Instant::now()) {
-        std::thread::sleep(d);
-    }
-    let snap0 = SysSnapshot::take(device.as_deref(), &[]);
-    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let mut printed = u64::MAX;
-    loop {
-        let live = col_ops.poll(Duration::from_millis(50));
-        col_main.poll(Duration::ZERO);
-        col_log.poll(Duration::ZERO);
-        if !spec.quiet && crate::progress::wanted() {
-            let secs = iv.as_secs_f64();
-            if let (Some(o), Some(m)) = (
-                col_ops.last_interval().filter(|o| o.index != printed),
-                col_main.last_interval(),
-            ) {
-                printed = o.index;
-                eprintln!(
-                    "  {:>6.1}s  ops/s {:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
-                    (o.index + 1) as f64 * secs,
-                    crate::units::fmt_rate(o.count as f64 / secs),
-                    crate::units::fmt_rate(m.count as f64 / secs),
-                    crate::units::fmt_ns(m.p50_ns as f64),
-                    crate::units::fmt_ns(m.p99_ns as f64),
-                );
-            }
-        }
-        if !live {
-            break;
-        }
-    }
+    // Each session connects and prepares, then waits for its recorders.
+    let plan = Plan {
+        sessions: spec.sessions as usize,
+        ops: &[IO_OPS, vfs::LOG_OPS, super::DB_OPS],
+        warmup: Duration::from_secs_f64(spec.warmup_s),
+        duration: Some(Duration::from_secs_f64(spec.duration_s)),
+        interval: Duration::from_secs_f64(spec.interval_s),
+        device: device.as_deref(),
+        interrupt: crate::interrupt::flag(),
+        thread_name: "iolens-db",
+    };
+    let mut watch = super::DbProgress::new(spec).ops_set(2);
+    let mut driven = session::drive(
+        &plan,
+        |i, gate| {
+            let schema = i as u32 % layout.schemas;
+            let seed = spec.seed.wrapping_add(i as u64 * 0x9E37_79B9);
+            session(
+                path.clone(),
+                schema,
+                picker.clone(),
+                spec.clone(),
+                seed,
+                gate,
+            )
+        },
+        &mut watch,
+    )?;
+    let base = driven.base;
+    let started = humantime::format_rfc3339_seconds(
+        std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
+    )
+    .to_string();
     let mut outs = Vec::new();
-    let mut first_err = None;
-    for h in handles {
-        match h.join() {
-            Ok(Ok(o)) => outs.push(o),
-            Ok(Err(e)) => {
-                first_err.get_or_insert(e);
-            }
-            Err(_) => {
-                first_err.get_or_insert(anyhow::anyhow!("a session thread panicked"));
-            }
-        }
+    for o in std::mem::take(&mut driven.outs) {
+        outs.push(o.context("the run failed")?);
     }
-    let mut snap1 = SysSnapshot::take(device.as_deref(), &[]);
-    if let Some(e) = first_err {
-        return Err(e.context("the run failed"));
-    }
+    let end = base + Duration::from_secs_f64(spec.duration_s);
     let last = outs.iter().filter_map(|o| o.finished).max().unwrap_or(end);
     let measured = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
-    let main_ops = col_main.finish(measured);
-    let log_ops = rename_ops(
-        col_log.finish(measured),
-        ["log read", "log write", "log sync"],
-    );
-    let op_ops = rename_ops(col_ops.finish(measured), ["select", "update", "commit"]);
+    let [main_ops, log_ops, op_ops]: [Vec<crate::results::OpResult>; 3] = driven
+        .ops(measured)
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("three sets of operations were recorded"))?;
+    let (snap0, mut snap1) = driven.snaps;
     let resident_after = host::page_cache_residency(&path).ok();
 
     let mut io = IoCounts::default();

@@ -25,7 +25,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use rusqlite::ffi;
 
-use crate::recorder::{Op, SessionRecorder};
+use crate::recorder::{Op, OpSet, SessionRecorder, READ, SYNC, WRITE};
 
 /// Name under which the shim is registered.
 pub const VFS_NAME: &str = "iolens-timed";
@@ -70,6 +70,15 @@ impl IoCounts {
         self.errors += o.errors;
     }
 }
+
+/// The log (WAL, rollback journal) file's reads.
+pub const LOG_READ: Op = Op::new(0, "log read");
+/// The log file's writes.
+pub const LOG_WRITE: Op = Op::new(1, "log write");
+/// The log file's syncs.
+pub const LOG_SYNC: Op = Op::flush(2, "log sync");
+/// The operations of the log file ([`crate::recorder::IO_OPS`] are the main database file's).
+pub const LOG_OPS: OpSet = OpSet::new(&[LOG_READ, LOG_WRITE, LOG_SYNC]);
 
 /// One session's recording context: main-database I/O, log I/O, and counters.
 pub struct IoCtx {
@@ -216,19 +225,19 @@ unsafe extern "C" fn x_read(
     match kind {
         Kind::Main if amt as usize == PAGE_SIZE => {
             if ok {
-                c.main.record(Op::Read, t0, t1, amt as u64);
+                c.main.record(READ, t0, t1, amt as u64);
                 c.counts.main_page_reads += 1;
             } else {
-                c.main.error(Op::Read);
+                c.main.error(READ);
             }
         }
         Kind::Main => c.counts.main_other_reads += 1,
         Kind::Log => {
             if ok {
-                c.log.record(Op::Read, t0, t1, amt as u64);
+                c.log.record(LOG_READ, t0, t1, amt as u64);
                 c.counts.log_reads += 1;
             } else {
-                c.log.error(Op::Read);
+                c.log.error(LOG_READ);
             }
         }
         Kind::Other => c.counts.other_ios += 1,
@@ -259,17 +268,17 @@ unsafe extern "C" fn x_write(
     }
     match (kind, ok) {
         (Kind::Main, true) => {
-            c.main.record(Op::Write, t0, t1, amt as u64);
+            c.main.record(WRITE, t0, t1, amt as u64);
             c.counts.main_writes += 1;
             c.counts.main_write_bytes += amt as u64;
         }
-        (Kind::Main, false) => c.main.error(Op::Write),
+        (Kind::Main, false) => c.main.error(WRITE),
         (Kind::Log, true) => {
-            c.log.record(Op::Write, t0, t1, amt as u64);
+            c.log.record(LOG_WRITE, t0, t1, amt as u64);
             c.counts.log_writes += 1;
             c.counts.log_write_bytes += amt as u64;
         }
-        (Kind::Log, false) => c.log.error(Op::Write),
+        (Kind::Log, false) => c.log.error(LOG_WRITE),
         (Kind::Other, _) => c.counts.other_ios += 1,
     }
     rc
@@ -293,15 +302,15 @@ unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     }
     match (kind, ok) {
         (Kind::Main, true) => {
-            c.main.record(Op::Sync, t0, t1, 0);
+            c.main.record(SYNC, t0, t1, 0);
             c.counts.main_syncs += 1;
         }
-        (Kind::Main, false) => c.main.error(Op::Sync),
+        (Kind::Main, false) => c.main.error(SYNC),
         (Kind::Log, true) => {
-            c.log.record(Op::Sync, t0, t1, 0);
+            c.log.record(LOG_SYNC, t0, t1, 0);
             c.counts.log_syncs += 1;
         }
-        (Kind::Log, false) => c.log.error(Op::Sync),
+        (Kind::Log, false) => c.log.error(LOG_SYNC),
         (Kind::Other, _) => c.counts.other_ios += 1,
     }
     rc

@@ -27,14 +27,14 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use crate::recorder::{Op, SessionRecorder};
+use crate::recorder::{SessionRecorder, SYNC};
 use crate::verify::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
-use crate::workload::{OffsetGen, SyncMode, WorkloadSpec};
+use crate::workload::{IoOp, OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.
 pub trait IoEngine {
     /// Queue one I/O of `len` bytes at absolute `offset` using the buffer of `slot`.
-    fn push(&mut self, slot: u32, op: Op, offset: u64, buf: *mut u8, len: usize);
+    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize);
     /// Issue queued I/Os, wait for at least one completion — or, when `until` is given, no
     /// later than `until` (an open-loop run's next intended start) — and report every
     /// completion available as `done(slot, result)`.
@@ -132,7 +132,7 @@ pub struct SessionOutcome {
 
 #[derive(Clone, Copy)]
 struct Slot {
-    op: Op,
+    op: IoOp,
     start: Instant,
     offset: u64,
     /// Generation-map snapshot taken before a read was issued.
@@ -192,7 +192,7 @@ pub fn run_session<E: IoEngine>(
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slots = vec![
         Slot {
-            op: Op::Read,
+            op: IoOp::Read,
             start: Instant::now(),
             offset: 0,
             snap: 0,
@@ -241,7 +241,7 @@ pub fn run_session<E: IoEngine>(
             let p = buf.slot(slot);
             let mut snap = 0;
             let mut ticket = None;
-            if op == Op::Write {
+            if op == IoOp::Write {
                 // Make every written block unique (defeats dedupe) and, on stamped targets,
                 // verifiable: register, then stamp header and checksum of each 512-byte unit.
                 seq += 1;
@@ -303,33 +303,33 @@ pub fn run_session<E: IoEngine>(
                 v.write_done(t, res == bs as i64);
             }
             if res == bs as i64 {
-                rec.record(s.op, s.start, end, bs as u64);
-                if s.op == Op::Write {
+                rec.record(s.op.op(), s.start, end, bs as u64);
+                if s.op == IoOp::Write {
                     writes_since_sync += 1;
                 } else if verify_reads {
                     to_verify.push(slot);
                 }
-            } else if verify_reads && s.op == Op::Read && (0..bs as i64).contains(&res) {
+            } else if verify_reads && s.op == IoOp::Read && (0..bs as i64).contains(&res) {
                 // A short read of a stamped target: it ends early.
-                rec.error(s.op);
+                rec.error(s.op.op());
                 if let Some(v) = vs {
                     v.short_read(&mut tally, s.offset, bs as u64, res as u64, ctx.session, base);
                 }
                 corrupt = true;
             } else {
-                rec.error(s.op);
+                rec.error(s.op.op());
                 if error.is_none() {
                     error = Some(if res < 0 {
                         format!(
                             "{} at offset {} failed: {}",
-                            s.op.name(),
+                            s.op.op().name(),
                             ctx.data_offset + s.offset,
                             io::Error::from_raw_os_error(-res as i32)
                         )
                     } else {
                         format!(
                             "short {} at offset {}: {res} of {bs} bytes (is the target smaller than expected?)",
-                            s.op.name(),
+                            s.op.op().name(),
                             ctx.data_offset + s.offset
                         )
                     });
@@ -372,9 +372,9 @@ pub fn run_session<E: IoEngine>(
         if fsync_every > 0 && writes_since_sync >= fsync_every {
             let t0 = Instant::now();
             match eng.sync() {
-                Ok(()) => rec.record(Op::Sync, t0, Instant::now(), 0),
+                Ok(()) => rec.record(SYNC, t0, Instant::now(), 0),
                 Err(e) => {
-                    rec.error(Op::Sync);
+                    rec.error(SYNC);
                     error.get_or_insert_with(|| format!("fdatasync failed: {e}"));
                 }
             }

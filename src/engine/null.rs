@@ -4,7 +4,7 @@
 use std::io;
 
 use super::IoEngine;
-use crate::recorder::Op;
+use crate::workload::IoOp;
 
 /// Completes pushed I/Os immediately with their full length.
 #[derive(Default)]
@@ -14,7 +14,7 @@ pub struct NullEngine {
 
 impl IoEngine for NullEngine {
     #[inline]
-    fn push(&mut self, slot: u32, _op: Op, _offset: u64, _buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, _op: IoOp, _offset: u64, _buf: *mut u8, len: usize) {
         self.pending.push((slot, len));
     }
 

@@ -6,12 +6,12 @@ use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 
 use super::IoEngine;
-use crate::recorder::Op;
+use crate::workload::IoOp;
 
 /// pread/pwrite on a shared file descriptor (pread is safe to use from many threads).
 pub struct SyncEngine {
     fd: RawFd,
-    pending: Option<(u32, Op, u64, *mut u8, usize)>,
+    pending: Option<(u32, IoOp, u64, *mut u8, usize)>,
 }
 
 // SAFETY: the raw buffer pointer refers to the session's own buffer; the engine lives in one
@@ -30,7 +30,7 @@ impl SyncEngine {
 
 impl IoEngine for SyncEngine {
     #[inline]
-    fn push(&mut self, slot: u32, op: Op, offset: u64, buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize) {
         debug_assert!(self.pending.is_none(), "sync engine has one I/O in flight");
         self.pending = Some((slot, op, offset, buf, len));
     }
@@ -47,7 +47,7 @@ impl IoEngine for SyncEngine {
         // SAFETY: buf is valid for len bytes (the session's slot buffer) and fd is open.
         let r = unsafe {
             match op {
-                Op::Read => libc::pread(self.fd, buf as *mut libc::c_void, len, offset as i64),
+                IoOp::Read => libc::pread(self.fd, buf as *mut libc::c_void, len, offset as i64),
                 _ => libc::pwrite(self.fd, buf as *const libc::c_void, len, offset as i64),
             }
         };

@@ -10,7 +10,7 @@ use anyhow::bail;
 use io_uring::{opcode, types, IoUring};
 
 use super::{AlignedBuf, IoEngine};
-use crate::recorder::Op;
+use crate::workload::IoOp;
 
 /// One ring per session.
 pub struct UringEngine {
@@ -95,20 +95,20 @@ impl IoEngine for UringEngine {
     }
 
     #[inline]
-    fn push(&mut self, slot: u32, op: Op, offset: u64, buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize) {
         let sqe = match (op, self.fixed_file, self.fixed_bufs) {
-            (Op::Read, true, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len as u32, 0)
+            (IoOp::Read, true, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len as u32, 0)
                 .offset(offset)
                 .build(),
-            (Op::Read, false, true) => {
+            (IoOp::Read, false, true) => {
                 opcode::ReadFixed::new(types::Fd(self.fd), buf, len as u32, 0)
                     .offset(offset)
                     .build()
             }
-            (Op::Read, true, false) => opcode::Read::new(types::Fixed(0), buf, len as u32)
+            (IoOp::Read, true, false) => opcode::Read::new(types::Fixed(0), buf, len as u32)
                 .offset(offset)
                 .build(),
-            (Op::Read, false, false) => opcode::Read::new(types::Fd(self.fd), buf, len as u32)
+            (IoOp::Read, false, false) => opcode::Read::new(types::Fd(self.fd), buf, len as u32)
                 .offset(offset)
                 .build(),
             (_, true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len as u32, 0)

@@ -1,0 +1,387 @@
+//! The session driver shared by `run` and `db` (SQLite and PostgreSQL): spawn the sessions,
+//! wait until every one is ready, set one measurement base, hand each its recorders, take the
+//! system snapshots at the start and end of measurement, drive the collectors (live progress,
+//! deadline, Ctrl-C), join, and hand back the per-operation results.
+//!
+//! Data flow: [`drive`] runs `body(i, gate)` on one thread per session. The body prepares
+//! (opens an engine, connects, prepares statements) and calls [`Gate::ready`], which blocks
+//! until all sessions are ready and returns its [`Start`]: one [`SessionRecorder`] per
+//! [`OpSet`] of the [`Plan`], the base (warm-up before it is counted, not recorded), the end
+//! and a stop flag. The driver merges the recorders' intervals off the hot path and reports
+//! each interval to a [`Watch`] once every collector has closed it, exactly once, in order,
+//! and none that starts at or after the planned end.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use crate::recorder::{recorders, Collector, IntervalSnapshot, OpSet, SessionRecorder};
+use crate::results::OpResult;
+use crate::sys::SysSnapshot;
+
+/// What to drive.
+pub struct Plan<'a> {
+    /// Number of sessions (threads).
+    pub sessions: usize,
+    /// The recorders each session gets, one per set (e.g. main file I/O, log I/O, statements).
+    pub ops: &'a [OpSet],
+    /// Time after the start before anything is recorded.
+    pub warmup: Duration,
+    /// Measured time after the warm-up; `None` runs until the sessions end (e.g. an I/O quota).
+    pub duration: Option<Duration>,
+    /// Length of one recorded interval.
+    pub interval: Duration,
+    /// Block device whose counters the snapshots read.
+    pub device: Option<&'a str>,
+    /// Global interrupt flag (Ctrl-C): sets the stop flag, keeping what was measured.
+    pub interrupt: &'a AtomicBool,
+    /// Session threads are named `{thread_name}-{i}`.
+    pub thread_name: &'a str,
+}
+
+/// What a session gets once every session is ready.
+pub struct Start {
+    /// One recorder per [`Plan::ops`] set, in that order.
+    pub recs: Vec<SessionRecorder>,
+    /// Measurement base: completions before it are warm-up.
+    pub base: Instant,
+    /// Planned end of measurement, if the run has a duration.
+    pub end: Option<Instant>,
+    /// Set by the driver at the end, on Ctrl-C, or when a session failed to get ready.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// A session's handle to the start line.
+pub struct Gate<R> {
+    ready: Option<Sender<Option<R>>>,
+    go: Receiver<Start>,
+}
+
+impl<R> Gate<R> {
+    /// Report this session ready (with what the driver should know of it, e.g. a server
+    /// process id) and wait for the start. `None`: the run was called off before it started
+    /// (another session failed to get ready).
+    pub fn ready(mut self, r: R) -> Option<Start> {
+        if let Some(tx) = self.ready.take() {
+            let _ = tx.send(Some(r));
+        }
+        self.go.recv().ok()
+    }
+}
+
+impl<R> Drop for Gate<R> {
+    fn drop(&mut self) {
+        // A session that ends without being ready (its set-up failed) calls the run off.
+        if let Some(tx) = self.ready.take() {
+            let _ = tx.send(None);
+        }
+    }
+}
+
+/// Live view of the driven sessions (progress display, hooks); `R` is what sessions report
+/// with [`Gate::ready`].
+pub trait Watch<R = ()> {
+    /// Every session is ready (`ready` in session order); measurement starts when this returns.
+    /// An error calls the run off (the sessions are stopped and joined) and is returned.
+    fn starting(&mut self, _ready: &[R]) -> Result<()> {
+        Ok(())
+    }
+    /// Interval `snaps[0].index` has been closed by every collector (`snaps[i]` is set `i`'s).
+    fn interval(&mut self, _snaps: &[IntervalSnapshot]) {}
+    /// Called about four times a second: `last` is the last interval reported (empty before
+    /// the first), `done` the operations of set 0 in closed intervals.
+    fn tick(&mut self, _now: Instant, _base: Instant, _last: &[IntervalSnapshot], _done: u64) {}
+    /// Every session has stopped recording (the end snapshot has just been taken); the
+    /// sessions have not been joined yet.
+    fn stopped(&mut self) {}
+}
+
+/// No live view.
+impl<R> Watch<R> for () {}
+
+/// What [`drive`] hands back.
+pub struct Driven<R, O> {
+    /// What each session reported with [`Gate::ready`], in session order.
+    pub ready: Vec<R>,
+    /// Each session's outcome, in session order (a panic becomes an error).
+    pub outs: Vec<Result<O>>,
+    /// The measurement base.
+    pub base: Instant,
+    /// System snapshots at the base and once every session stopped recording.
+    pub snaps: (SysSnapshot, SysSnapshot),
+    /// Ctrl-C ended the run before its planned end.
+    pub interrupted: bool,
+    collectors: Vec<Collector>,
+}
+
+impl<R, O> Driven<R, O> {
+    /// The results of each set's operations (in [`Plan::ops`] order), over `measured_s`.
+    /// (Once: a second call has nothing left to hand back.)
+    pub fn ops(&mut self, measured_s: f64) -> Vec<Vec<OpResult>> {
+        std::mem::take(&mut self.collectors)
+            .into_iter()
+            .map(|c| c.finish(measured_s))
+            .collect()
+    }
+}
+
+/// Keeps each collector's closed intervals until every collector has closed the same one.
+struct Aligner {
+    pending: Vec<VecDeque<IntervalSnapshot>>,
+    /// Intervals at or past this index start at or after the planned end.
+    limit: u64,
+}
+
+impl Aligner {
+    fn new(sets: usize, plan: &Plan<'_>) -> Aligner {
+        let limit = plan.duration.map_or(u64::MAX, |d| {
+            (d.as_nanos()).div_ceil(plan.interval.as_nanos()) as u64
+        });
+        Aligner {
+            pending: vec![VecDeque::new(); sets],
+            limit,
+        }
+    }
+
+    /// Take newly closed intervals and report the ones every collector has closed.
+    fn pump<R>(
+        &mut self,
+        cols: &mut [Collector],
+        last: &mut Vec<IntervalSnapshot>,
+        w: &mut dyn Watch<R>,
+    ) {
+        for (p, c) in self.pending.iter_mut().zip(cols.iter_mut()) {
+            p.extend(c.take_closed());
+        }
+        while self.pending.iter().all(|p| !p.is_empty()) {
+            let snaps: Vec<IntervalSnapshot> = self
+                .pending
+                .iter_mut()
+                .filter_map(|p| p.pop_front())
+                .collect();
+            // Every collector fills gaps, so their intervals run 0, 1, 2, ... alike.
+            if snaps.iter().any(|s| s.index != snaps[0].index) || snaps[0].index >= self.limit {
+                continue;
+            }
+            w.interval(&snaps);
+            *last = snaps;
+        }
+    }
+}
+
+/// Run `plan.sessions` sessions of `body` and measure them (see the module doc).
+pub fn drive<R, O, F>(plan: &Plan<'_>, body: F, watch: &mut dyn Watch<R>) -> Result<Driven<R, O>>
+where
+    R: Send,
+    O: Send,
+    F: Fn(usize, Gate<R>) -> Result<O> + Sync,
+{
+    let n = plan.sessions;
+    let stop = Arc::new(AtomicBool::new(false));
+    std::thread::scope(|sc| {
+        let (ready_tx, ready_rx) = channel();
+        let mut gos = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
+        let body = &body;
+        for i in 0..n {
+            let (go_tx, go_rx) = channel();
+            gos.push(go_tx);
+            let ready = ready_tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("{}-{i}", plan.thread_name))
+                .spawn_scoped(sc, move || {
+                    let gate = Gate {
+                        ready: Some(ready),
+                        go: go_rx,
+                    };
+                    // The session's index travels with its ready report.
+                    body(i, gate)
+                })
+                .context("cannot start a session thread");
+            match h {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    drop(gos);
+                    return Err(e);
+                }
+            }
+        }
+        drop(ready_tx);
+        let mut ready = Vec::with_capacity(n);
+        let mut called_off = false;
+        for _ in 0..n {
+            match ready_rx.recv() {
+                Ok(Some(r)) => ready.push(r),
+                Ok(None) | Err(_) => {
+                    called_off = true;
+                    break;
+                }
+            }
+        }
+        let refused = if called_off {
+            None
+        } else {
+            watch.starting(&ready).err()
+        };
+        if called_off || refused.is_some() {
+            drop(gos);
+            stop.store(true, Ordering::Relaxed);
+            let mut first = None;
+            for h in handles {
+                if let Err(e) = join(h) {
+                    first.get_or_insert(e);
+                }
+            }
+            return Err(refused
+                .or(first)
+                .unwrap_or_else(|| anyhow!("a session ended before it was ready")));
+        }
+        let base = Instant::now() + plan.warmup;
+        let deadline = plan.duration.map(|d| base + d);
+        let mut sets: Vec<Vec<SessionRecorder>> = Vec::with_capacity(plan.ops.len());
+        let mut cols = Vec::with_capacity(plan.ops.len());
+        for &ops in plan.ops {
+            let (recs, col) = recorders(ops, n, base, plan.interval);
+            sets.push(recs);
+            cols.push(col);
+        }
+        let mut per_session: Vec<Vec<SessionRecorder>> = (0..n).map(|_| Vec::new()).collect();
+        for set in sets {
+            for (s, r) in per_session.iter_mut().zip(set) {
+                s.push(r);
+            }
+        }
+        for (go, recs) in gos.iter().zip(per_session) {
+            let _ = go.send(Start {
+                recs,
+                base,
+                end: deadline,
+                stop: stop.clone(),
+            });
+        }
+        drop(gos);
+        let mut start_snap: Option<SysSnapshot> = None;
+        let mut interrupted = false;
+        let mut aligner = Aligner::new(cols.len(), plan);
+        let mut last = Vec::new();
+        let mut last_tick = Instant::now();
+        loop {
+            let now = Instant::now();
+            if start_snap.is_none() && now >= base {
+                start_snap = Some(SysSnapshot::take(plan.device, &[]));
+            }
+            if plan.interrupt.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                interrupted = true;
+                stop.store(true, Ordering::Relaxed);
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                stop.store(true, Ordering::Relaxed);
+            }
+            let mut wait = Duration::from_millis(50);
+            if start_snap.is_none() {
+                wait = wait.min(base.saturating_duration_since(now));
+            }
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(now));
+            }
+            let mut live = false;
+            for (i, c) in cols.iter_mut().enumerate() {
+                live |= c.poll(if i == 0 { wait } else { Duration::ZERO });
+            }
+            aligner.pump(&mut cols, &mut last, watch);
+            if last_tick.elapsed() >= Duration::from_millis(250) {
+                last_tick = Instant::now();
+                let done = cols.first().map_or(0, |c| c.total_count());
+                watch.tick(Instant::now(), base, &last, done);
+            }
+            if !live {
+                break;
+            }
+        }
+        let start_snap = start_snap.unwrap_or_else(|| SysSnapshot::take(plan.device, &[]));
+        let end_snap = SysSnapshot::take(plan.device, &[]);
+        watch.stopped();
+        let outs = handles.into_iter().map(join).collect();
+        Ok(Driven {
+            ready,
+            outs,
+            base,
+            snaps: (start_snap, end_snap),
+            interrupted,
+            collectors: cols,
+        })
+    })
+}
+
+fn join<O>(h: std::thread::ScopedJoinHandle<'_, Result<O>>) -> Result<O> {
+    h.join()
+        .unwrap_or_else(|_| Err(anyhow!("a session thread panicked")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{IO_OPS, READ};
+
+    struct Seen(Vec<(u64, u64, u64)>);
+
+    impl Watch for Seen {
+        fn interval(&mut self, s: &[IntervalSnapshot]) {
+            self.0.push((s[0].index, s[0].count, s[1].count));
+        }
+    }
+
+    #[test]
+    fn intervals_reported_once_in_order_and_none_past_the_end() {
+        let iv = Duration::from_millis(20);
+        let plan = Plan {
+            sessions: 2,
+            ops: &[IO_OPS, IO_OPS],
+            warmup: Duration::ZERO,
+            duration: Some(iv * 10),
+            interval: iv,
+            device: None,
+            interrupt: &AtomicBool::new(false),
+            thread_name: "test",
+        };
+        let mut seen = Seen(Vec::new());
+        let d = drive(
+            &plan,
+            |i, gate: Gate<()>| {
+                let mut st = gate.ready(()).expect("started");
+                let end = st.end.expect("has an end");
+                // Set 1 records twice as often as set 0; both keep going a little past the end
+                // (as real sessions finish their last operation).
+                while Instant::now() < end + Duration::from_millis(3) {
+                    let t = Instant::now();
+                    st.recs[0].record(READ, t, t, 0);
+                    st.recs[1].record(READ, t, t, 0);
+                    st.recs[1].record(READ, t, t, 0);
+                    std::thread::sleep(Duration::from_micros(200 + 50 * i as u64));
+                }
+                Ok(Instant::now())
+            },
+            &mut seen,
+        )
+        .unwrap();
+        let mut d = d;
+        let ops = d.ops(0.2);
+        let idx: Vec<u64> = seen.0.iter().map(|s| s.0).collect();
+        assert_eq!(
+            idx,
+            (0..10).collect::<Vec<u64>>(),
+            "each interval once, none past the end"
+        );
+        // The figures reported are those of the interval just measured, for every set.
+        // (The last one's stored figures may also hold the few completions past the end.)
+        for (k, &(_, c0, c1)) in seen.0.iter().enumerate().take(9) {
+            assert_eq!(c0, ops[0][0].intervals[k].count, "set 0, interval {k}");
+            assert_eq!(c1, ops[1][0].intervals[k].count, "set 1, interval {k}");
+            assert!(c1 > c0, "set 1 records more than set 0 in interval {k}");
+        }
+    }
+}
