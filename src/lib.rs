@@ -4,7 +4,7 @@
 //! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
 pub mod analysis;
 pub mod calibrate;
-pub mod cli;
+pub mod commands;
 pub mod db;
 pub mod engine;
 pub mod interrupt;

@@ -50,14 +50,12 @@
 //! may legitimately see a torn mix) but counted as skipped. No false positives, no locks.
 
 use std::fs::File;
-use std::io::Write as _;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use clap::Args;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -889,51 +887,6 @@ pub fn render_reports(reports: &[CorruptionReport], total: u64, max: usize) -> S
 // ---------------------------------------------------------------------------------------------
 // `iolens verify`: offline check of a whole target
 
-/// Check levels of `iolens verify`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckLevel {
-    /// Magic, target id and offset of every unit.
-    Header,
-    /// Also the CRC32C of every unit.
-    Full,
-}
-
-/// `iolens verify`: check every stamped block of a scratch file, offline.
-#[derive(Args, Debug, Clone)]
-pub struct VerifyArgs {
-    /// Scratch file (created by iolens) to check.
-    #[arg(long, required_unless_present = "bench")]
-    pub target: Option<PathBuf>,
-    /// What to check in each 512-byte unit.
-    #[arg(long, value_enum, default_value = "full")]
-    pub mode: CheckLevel,
-    /// Size of each sequential read.
-    #[arg(long, default_value = "4M", value_parser = crate::cli::parse_size)]
-    pub bs: u64,
-    /// Stop at the first corrupt unit instead of checking the whole target.
-    #[arg(long)]
-    pub stop_at_first: bool,
-    /// Read through the page cache (default: O_DIRECT when the filesystem allows it).
-    #[arg(long)]
-    pub buffered: bool,
-    /// Do not draw progress.
-    #[arg(long)]
-    pub no_progress: bool,
-    /// Check without the generation journal beside the target (stale blocks, restored from an
-    /// older copy, then go unnoticed).
-    #[arg(long)]
-    pub no_journal: bool,
-    /// Write the results (read latency histogram, figures, every report) to this JSON file.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Measure stamping and verification CPU cost in memory (no target) and print it.
-    #[arg(long, hide = true)]
-    pub bench: bool,
-    /// Block size of `--bench`.
-    #[arg(long, hide = true, default_value = "8k", value_parser = crate::cli::parse_size)]
-    pub bench_bs: u64,
-}
-
 /// Options of [`verify_target`].
 #[derive(Clone, Debug)]
 pub struct OfflineOptions {
@@ -1436,99 +1389,6 @@ pub fn bench(bs: u64) -> Result<BenchFigures> {
         full_hot_ns: run(true, true),
         header_cold_ns: run(false, false),
         full_cold_ns: run(true, false),
-    })
-}
-
-/// `iolens verify`.
-pub fn cmd_verify(a: &VerifyArgs, cmdline: Vec<String>) -> Result<std::process::ExitCode> {
-    use std::process::ExitCode;
-    if a.bench {
-        let f = bench(a.bench_bs)?;
-        crate::outln!(
-            "verify-bench block={} stamp_ns={:.0} header_hot_ns={:.0} full_hot_ns={:.0} header_cold_ns={:.0} full_cold_ns={:.0}",
-            f.block_bytes, f.stamp_ns, f.header_hot_ns, f.full_hot_ns, f.header_cold_ns, f.full_cold_ns
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    let Some(path) = &a.target else {
-        bail!("--target is required");
-    };
-    crate::interrupt::install();
-    // A results file that cannot be written must fail now, not after the verification.
-    crate::results::Destination::checked(a.json.as_deref())?;
-    let progress = !a.no_progress && crate::progress::wanted();
-    let r = verify_target(
-        path,
-        &OfflineOptions {
-            full: a.mode == CheckLevel::Full,
-            chunk: a.bs as usize,
-            stop_at_first: a.stop_at_first,
-            direct: !a.buffered,
-            progress,
-            journal: !a.no_journal,
-        },
-        crate::interrupt::flag(),
-    )?;
-    let v = r.verify.clone().unwrap_or_default();
-    let mut out = crate::out::human();
-    let gb = r.ops[0].bytes as f64;
-    writeln!(
-        out,
-        "Verified {} ({} units of 512 B, {} check) in {:.2} s: {:.0} MB/s, {:.0} µs of CPU per MiB verified",
-        crate::units::fmt_bytes(r.ops[0].bytes),
-        v.units_verified,
-        v.mode,
-        r.duration_s,
-        gb / r.duration_s.max(1e-9) / 1e6,
-        v.ns_per_unit * 2048.0 / 1e3,
-    )?;
-    writeln!(
-        out,
-        "  {} units rewritten by workloads since the fill, {} as filled",
-        v.units_rewritten,
-        v.units_verified.saturating_sub(v.units_rewritten)
-    )?;
-    if !v.note.is_empty() {
-        writeln!(out, "  Note: {}", v.note)?;
-    }
-    if r.interrupted {
-        writeln!(
-            out,
-            "  WARNING: interrupted: only part of the target was checked"
-        )?;
-    }
-    if v.errors > 0 {
-        writeln!(
-            out,
-            "  !! DATA CORRUPTION: {} bad unit(s) in {}{}",
-            v.errors,
-            path.display(),
-            if v.stopped {
-                " (stopped at the first)"
-            } else {
-                ""
-            }
-        )?;
-        write!(out, "{}", render_reports(&r.corruption, v.errors, 20))?;
-    } else {
-        writeln!(out, "  No corruption found.")?;
-    }
-    let errors = v.errors;
-    let interrupted = r.interrupted;
-    if let Some(p) = &a.json {
-        let mut res = crate::results::Results::new(crate::results::Kind::Verify, cmdline);
-        res.environment = crate::sys::environment();
-        res.runs.push(r);
-        let dest = crate::results::Destination::new(p);
-        crate::results::write_results(&res, &dest)?;
-        writeln!(out, "Results written to {}", dest.describe())?;
-    }
-    Ok(if errors > 0 {
-        ExitCode::from(EXIT_CORRUPTION)
-    } else if interrupted {
-        ExitCode::from(crate::interrupt::exit_code())
-    } else {
-        ExitCode::SUCCESS
     })
 }
 
