@@ -90,7 +90,7 @@ pub struct CalibrateOptions {
     /// Add the cache probe.
     pub cache_probe: bool,
     /// Block verification of the reads.
-    pub verify: crate::verify::VerifyMode,
+    pub verify: crate::stamp::VerifyMode,
     /// O_DIRECT (else through the page cache).
     pub direct: bool,
 }
@@ -694,7 +694,7 @@ struct Findings {
 /// by path); returns the results document.
 pub fn calibrate(
     plan: &Plan,
-    verify: crate::verify::VerifyMode,
+    verify: crate::stamp::VerifyMode,
     target: &Target,
     progress: bool,
     cmdline: Vec<String>,

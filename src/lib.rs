@@ -16,6 +16,7 @@ pub mod render;
 pub mod results;
 pub mod run;
 pub mod sources;
+pub mod stamp;
 pub mod summary;
 pub mod sys;
 pub mod target;

@@ -12,8 +12,8 @@ use rand_distr::{Distribution as _, Zipf};
 use serde::{Deserialize, Serialize};
 
 use crate::recorder::Op;
+use crate::stamp::{OnCorruption, VerifyMode};
 use crate::units::fmt_bytes;
-use crate::verify::{OnCorruption, VerifyMode};
 
 /// Access pattern.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]

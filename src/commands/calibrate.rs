@@ -9,9 +9,9 @@ use super::run::TargetArgs;
 use super::{finish, Context};
 use crate::calibrate::{CalibrateOptions, Phase, Plan};
 use crate::results::Results;
+use crate::stamp::VerifyMode;
 use crate::target::Target;
 use crate::units::{parse_duration, parse_size};
-use crate::verify::VerifyMode;
 
 /// `iolens calibrate` options.
 #[derive(Args, Debug, Clone)]

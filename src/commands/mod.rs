@@ -172,7 +172,7 @@ pub fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
     let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
     Ok(if res.runs.iter().any(|r| r.found_corruption()) {
         eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
-        ExitCode::from(crate::verify::EXIT_CORRUPTION)
+        ExitCode::from(crate::stamp::EXIT_CORRUPTION)
     } else if interrupted {
         ExitCode::from(crate::interrupt::exit_code())
     } else {

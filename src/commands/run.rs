@@ -8,9 +8,9 @@ use clap::Args;
 
 use super::{finish, Context};
 use crate::results::{Kind, Results};
+use crate::stamp::{OnCorruption, VerifyMode};
 use crate::target::{PrepareOptions, Target};
 use crate::units::{parse_duration, parse_size};
-use crate::verify::{OnCorruption, VerifyMode};
 use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec};
 
 /// Options shared by `run` and `calibrate` that select and protect the target.

@@ -8,8 +8,9 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use super::{finish, Context};
+use crate::stamp::render_reports;
 use crate::units::parse_size;
-use crate::verify::{bench, render_reports, verify_target, OfflineOptions};
+use crate::verify::{bench, verify_target, OfflineOptions};
 
 /// Check levels of `iolens verify`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

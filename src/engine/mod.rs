@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use crate::recorder::{Op, SessionRecorder};
-use crate::verify::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
+use crate::stamp::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
 use crate::workload::{OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.
