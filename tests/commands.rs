@@ -93,6 +93,18 @@ fn quiet_is_spelled_once_and_silences_every_producer() {
     // Without it the same run says what it did.
     let out = stdout_of(&["run", "--target", ts, "--ios", "100"]);
     assert!(out.contains("Plan:"), "{out}");
+    // -v reports the tool's own cost on stderr, leaving stdout as it was.
+    let v = bin()
+        .args(["run", "--target", ts, "--ios", "100", "-v"])
+        .output()
+        .unwrap();
+    assert!(v.status.success());
+    let err = String::from_utf8_lossy(&v.stderr);
+    assert!(
+        err.contains("iolens: cost:") && err.contains("peak RSS"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&v.stdout).contains("Plan:"));
     // -q and -v contradict each other.
     let e = bin()
         .args(["run", "-q", "-v", "--explain"])

@@ -87,7 +87,7 @@ impl CalibrateArgs {
 }
 
 /// `iolens calibrate`.
-pub fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let o = a.options();
     let plan = Plan::new(&o)?;
     let progress = cx.progress(a.t.no_progress);

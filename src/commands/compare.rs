@@ -30,7 +30,7 @@ pub struct CompareArgs {
 }
 
 /// `iolens compare`.
-pub fn main(args: &CompareArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &CompareArgs) -> Result<ExitCode> {
     let mut inputs = Vec::new();
     for f in &args.files {
         let r = Results::read_file(f)?;

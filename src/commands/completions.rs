@@ -19,7 +19,7 @@ pub struct CompletionsArgs {
 }
 
 /// `iolens completions`.
-pub fn main(a: &CompletionsArgs) -> Result<ExitCode> {
+pub(crate) fn main(a: &CompletionsArgs) -> Result<ExitCode> {
     let mut script = Vec::new();
     clap_complete::generate(a.shell, &mut Cli::command(), "iolens", &mut script);
     crate::render::print_out(&String::from_utf8_lossy(&script))?;

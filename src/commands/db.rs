@@ -134,7 +134,7 @@ pub struct DropArgs {
 }
 
 /// `iolens db`. The command line is stored with passwords redacted.
-pub fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
     let cmdline = redact_args(&cx.cmdline);
     match args.command {
         DbCommand::Setup(a) => {

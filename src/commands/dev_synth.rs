@@ -28,7 +28,7 @@ pub struct SynthArgs {
 }
 
 /// `iolens dev-synth`.
-pub fn main(args: &SynthArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &SynthArgs) -> Result<ExitCode> {
     let r = match args.kind.as_str() {
         "run" => synth::run_results_with(args.seconds, 1.0, args.samples, args.seed),
         "calibrate" => synth::calibration_results(8, args.seconds, args.samples, args.seed),

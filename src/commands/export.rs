@@ -24,7 +24,7 @@ pub struct ExportArgs {
 }
 
 /// `iolens export`.
-pub fn main(args: &ExportArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
     if args.csv.is_none() && args.hlog.is_none() {
         bail!("nothing to export: give --csv FILE and/or --hlog FILE");
     }

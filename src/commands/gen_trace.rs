@@ -24,7 +24,7 @@ pub struct GenTraceArgs {
 }
 
 /// `iolens gen-trace`.
-pub fn main(args: &GenTraceArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &GenTraceArgs) -> Result<ExitCode> {
     let f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -55,7 +55,7 @@ impl IngestArgs {
 }
 
 /// `iolens ingest`.
-pub fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(a.json.as_deref())?;
     let results = ingest(&a.options(), cx.cmdline.clone())?;
     print_summary(&results, &mut crate::out::human())?;

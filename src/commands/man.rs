@@ -27,7 +27,7 @@ pub fn page() -> Result<String> {
 }
 
 /// `iolens man`.
-pub fn main() -> Result<ExitCode> {
+pub(crate) fn main() -> Result<ExitCode> {
     crate::render::print_out(&page()?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,8 @@
 //!
 //! Options that mean the same in every command are spelled once, here: `-q/--quiet` (no text
 //! for people on standard output: no plan, no progress, no summary; errors and warnings still go
-//! to stderr) and `-v/--verbose`.
+//! to stderr) and `-v/--verbose` (also report, on stderr at the end, what the command itself
+//! cost: wall-clock time, CPU time and peak memory).
 
 pub mod calibrate;
 pub mod compare;
@@ -50,7 +51,8 @@ pub struct Cli {
     /// warnings still go to stderr, and the results file is still written.
     #[arg(short, long, global = true)]
     pub quiet: bool,
-    /// Say more: draw progress even when stderr is not a terminal.
+    /// Also report, on stderr at the end, what iolens itself cost: wall-clock time, user and
+    /// system CPU time, peak resident memory.
     #[arg(short, long, global = true, conflicts_with = "quiet")]
     pub verbose: bool,
 }
@@ -107,10 +109,10 @@ pub struct Context {
 }
 
 impl Context {
-    /// Whether to draw progress: never when quiet or asked not to; always when verbose;
-    /// otherwise when stderr is a terminal.
+    /// Whether to draw progress: never when quiet or asked not to, otherwise when stderr is
+    /// a terminal.
     pub fn progress(&self, no_progress: bool) -> bool {
-        !self.quiet && !no_progress && (self.verbose || crate::progress::wanted())
+        !self.quiet && !no_progress && crate::progress::wanted()
     }
 }
 
@@ -135,7 +137,8 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     if cx.quiet {
         crate::out::silence();
     }
-    match cli.command {
+    let started = std::time::Instant::now();
+    let code = match cli.command {
         Command::Run(a) => run::main(&a, &cx),
         Command::Calibrate(a) => calibrate::main(&a, &cx),
         Command::Verify(a) => verify::main(&a, &cx),
@@ -150,7 +153,18 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Completions(a) => completions::main(&a),
         Command::Man => man::main(),
         Command::DevSynth(a) => dev_synth::main(&a),
+    };
+    if cx.verbose {
+        let (user, sys) = crate::sys::rusage_self();
+        eprintln!(
+            "iolens: cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
+            started.elapsed().as_secs_f64(),
+            user,
+            sys,
+            crate::sources::peak_rss().unwrap_or_else(|| "unknown".into())
+        );
     }
+    code
 }
 
 /// The one ending of every command that produces results: write the results file when asked

@@ -20,7 +20,7 @@ pub struct ReportArgs {
 }
 
 /// `iolens report`.
-pub fn main(args: &ReportArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &ReportArgs) -> Result<ExitCode> {
     check_distinct(&args.output, &[&args.file])?;
     let r = Results::read_file(&args.file)?;
     let title = args

@@ -165,7 +165,7 @@ impl TargetArgs {
 }
 
 /// `iolens run`.
-pub fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     crate::interrupt::install();
     let mut spec = a.to_spec();
     if a.pattern == Pattern::Randrw && a.read_pct.is_none() {

@@ -26,7 +26,7 @@ pub struct ShowArgs {
 }
 
 /// `iolens show`.
-pub fn main(args: &ShowArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &ShowArgs) -> Result<ExitCode> {
     let r = Results::read_file(&args.file)?;
     let style = TermStyle::resolve(args.color, args.width);
     let text = terminal::render(&r, &style, args.run)?;

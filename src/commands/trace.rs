@@ -36,7 +36,7 @@ pub struct TraceArgs {
 }
 
 /// `iolens trace`.
-pub fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(a.json.as_deref())?;
     let opts = TraceOptions {
         files: a.files.clone(),

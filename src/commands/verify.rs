@@ -58,7 +58,7 @@ pub struct VerifyArgs {
 }
 
 /// `iolens verify`.
-pub fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
+pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
     if a.bench {
         let f = bench(a.bench_bs)?;
         crate::outln!(
