@@ -47,8 +47,9 @@ use crate::results::{Destination, Results};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
-    /// Print nothing for people on standard output (no plan, progress or summary); errors and
-    /// warnings still go to stderr, and the results file is still written.
+    /// Commands that measure or read evidence print nothing for people on standard output (no
+    /// plan, progress or summary); errors and warnings still go to stderr, and the results file
+    /// is still written. (`show`, `compare`, `completions` and `man` print what they are for.)
     #[arg(short, long, global = true)]
     pub quiet: bool,
     /// Also report, on stderr at the end, what iolens itself cost: wall-clock time, user and
