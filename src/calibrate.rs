@@ -12,7 +12,6 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::ValueEnum;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +23,7 @@ use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
 use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
 
 /// Calibration phases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// Single-block random reads, session ramp (max IOPS at the latency target).

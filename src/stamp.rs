@@ -73,7 +73,7 @@ pub const EXIT_CORRUPTION: u8 = 3;
 pub(crate) const MAX_REPORTS: usize = 100;
 
 /// How reads are verified.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VerifyMode {
     /// `full` on scratch files iolens created, `none` on other targets.
@@ -99,7 +99,7 @@ impl VerifyMode {
 }
 
 /// What a run does when verification finds corrupt data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnCorruption {
     /// End the run at the first corrupt block.

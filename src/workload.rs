@@ -16,7 +16,7 @@ use crate::stamp::{OnCorruption, VerifyMode};
 use crate::units::fmt_bytes;
 
 /// Access pattern.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
     /// Random reads (db file sequential read).
@@ -52,7 +52,7 @@ impl Pattern {
 }
 
 /// I/O engine.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// pread/pwrite, one I/O in flight per session.

@@ -21,6 +21,7 @@ pub mod report;
 pub mod run;
 pub mod show;
 pub mod trace;
+pub mod values;
 pub mod verify;
 
 use std::path::Path;

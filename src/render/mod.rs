@@ -25,7 +25,7 @@ use anyhow::{bail, Context, Result};
 use crate::results::Kind;
 
 /// When to use ANSI colour in terminal output.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColorChoice {
     /// Colour when stdout is a terminal and NO_COLOR is not set.
     Auto,

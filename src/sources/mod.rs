@@ -73,7 +73,7 @@ pub struct TraceOptions {
 }
 
 /// Formats understood by `iolens ingest`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// V$EVENT_HISTOGRAM(_MICRO) snapshots spooled as CSV: time, event, bucket, count.
     EventHistogram,
@@ -115,7 +115,7 @@ pub struct IngestOptions {
 }
 
 /// A time or latency unit named on the command line.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Unit {
     Ns,
     Us,
