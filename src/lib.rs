@@ -7,7 +7,7 @@
 //!    [`workload::WorkloadSpec`] and [`target::PrepareOptions`] for `run`, a
 //!    [`calibrate::CalibrateOptions`] for `calibrate`, a [`db::RunSpec`] for `db run`, a
 //!    [`sources::IngestOptions`] or [`sources::TraceOptions`] for the readers — and end through
-//!    one [`commands::finish`] (write the results, say where, choose the exit code).
+//!    one `commands::finish` (write the results, say where, choose the exit code).
 //! 2. **Producers** make a [`results::Results`]: [`run::execute`] drives an engine
 //!    ([`engine`]) whose sessions record every I/O into per-interval histograms
 //!    ([`recorder`]) on a [`target::Target`] whose blocks carry [`stamp`]s;

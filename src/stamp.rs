@@ -63,7 +63,7 @@ use serde::{Deserialize, Serialize};
 use crate::results::{CorruptionReport, VerifyStats};
 
 /// Bytes per stamp unit.
-pub const UNIT: usize = 512;
+pub(crate) const UNIT: usize = 512;
 /// Bytes of the stamp header at the start of each unit.
 pub const STAMP_LEN: usize = 32;
 pub(crate) const MAGIC: [u8; 4] = *b"iolB";
@@ -132,7 +132,7 @@ pub fn checksum(unit: &[u8]) -> u32 {
 
 /// Stamp one 512-byte unit found at absolute target offset `offset`.
 #[inline]
-pub fn stamp_unit(u: &mut [u8], id: u64, offset: u64, gen: u64) {
+pub(crate) fn stamp_unit(u: &mut [u8], id: u64, offset: u64, gen: u64) {
     u[0..4].copy_from_slice(&MAGIC);
     u[8..16].copy_from_slice(&id.to_le_bytes());
     u[16..24].copy_from_slice(&offset.to_le_bytes());
@@ -199,7 +199,7 @@ pub struct Problem {
 /// Check one unit read at absolute `offset`. `expect_gen` is the generation the unit must
 /// carry, when known.
 #[inline]
-pub fn check_unit(
+pub(crate) fn check_unit(
     u: &[u8],
     id: u64,
     offset: u64,
@@ -278,7 +278,7 @@ pub fn check(
 }
 
 /// A generation as people read it: `fill`, or `run-nonce:write-counter`.
-pub fn fmt_gen(g: u64) -> String {
+pub(crate) fn fmt_gen(g: u64) -> String {
     if g == 0 {
         "fill".into()
     } else {
@@ -424,7 +424,7 @@ const TAG_SHIFT: u32 = 51;
 const TAG_NONE: u64 = 0x1FFF;
 const TAG_MASK: u64 = TAG_NONE << TAG_SHIFT;
 /// Most slots of a generation map (32 MiB).
-pub const MAX_SLOTS: u64 = 1 << 22;
+pub(crate) const MAX_SLOTS: u64 = 1 << 22;
 
 /// Per-block generations of the writes of one run, in bounded memory, without locks.
 pub struct GenMap {
@@ -870,7 +870,7 @@ pub fn merge(
 }
 
 /// Text lines describing corruption reports (at most `max`).
-pub fn render_reports(reports: &[CorruptionReport], total: u64, max: usize) -> String {
+pub(crate) fn render_reports(reports: &[CorruptionReport], total: u64, max: usize) -> String {
     let mut s = String::new();
     for r in reports.iter().take(max) {
         s += &format!(

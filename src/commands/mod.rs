@@ -21,7 +21,7 @@ pub mod report;
 pub mod run;
 pub mod show;
 pub mod trace;
-pub mod values;
+mod values;
 pub mod verify;
 
 use std::path::Path;
@@ -101,7 +101,7 @@ pub enum Command {
 
 /// What every command is told besides its own arguments.
 #[derive(Clone, Debug)]
-pub struct Context {
+pub(crate) struct Context {
     /// The command line as given (stored in the results; `db` redacts passwords).
     pub cmdline: Vec<String>,
     /// `-q/--quiet`.
@@ -113,7 +113,7 @@ pub struct Context {
 impl Context {
     /// Whether to draw progress: never when quiet or asked not to, otherwise when stderr is
     /// a terminal.
-    pub fn progress(&self, no_progress: bool) -> bool {
+    pub(crate) fn progress(&self, no_progress: bool) -> bool {
         !self.quiet && !no_progress && crate::progress::wanted()
     }
 }
@@ -173,7 +173,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
 /// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
 /// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
 /// early, 0 otherwise.
-pub fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
+pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
     if let Some(p) = json {
         let dest = Destination::new(p);
         crate::results::write_results(res, &dest)?;
