@@ -12,19 +12,18 @@
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis;
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
 use crate::run::{execute, RunOptions};
-use crate::target::{PrepareOptions, Target};
+use crate::target::Target;
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
 use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
 
 /// Calibration phases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ValueEnum, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "kebab-case")]
 pub enum Phase {
     /// Single-block random reads, session ramp (max IOPS at the latency target).
@@ -61,55 +60,38 @@ impl Phase {
     }
 }
 
-/// `iolens calibrate` options.
-#[derive(Args, Debug, Clone)]
-pub struct CalibrateArgs {
-    #[command(flatten)]
-    pub t: crate::cli::TargetArgs,
-    /// Total time budget for all steps (e.g. 2m, 90s).
-    #[arg(long, default_value = "2m", value_parser = crate::cli::parse_duration)]
+/// What a calibration measures and within which limits (`iolens calibrate` builds it from its
+/// arguments). Durations in seconds.
+#[derive(Clone, Debug)]
+pub struct CalibrateOptions {
+    /// Total time budget for all steps.
     pub budget: f64,
-    /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
-    #[arg(long, default_value = "5ms", value_parser = crate::cli::parse_duration)]
+    /// Latency target of single-block reads at `percentile`.
     pub max_latency: f64,
-    /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
-    #[arg(long, default_value_t = 99.0)]
+    /// Percentile the latency target applies to.
     pub percentile: f64,
-    /// Block size of the single-block reads (the database block size).
-    #[arg(long, default_value = "8k", value_parser = crate::cli::parse_size)]
+    /// Block size of the single-block reads.
     pub bs: u64,
     /// Block size of the large sequential reads.
-    #[arg(long, default_value = "1M", value_parser = crate::cli::parse_size)]
     pub large_bs: u64,
     /// Session ceiling of the random-read ramp.
-    #[arg(long, default_value_t = 64)]
     pub max_sessions: u32,
     /// Queue-depth ceiling of the sequential-read ramps.
-    #[arg(long, default_value_t = 32)]
     pub max_qd: u32,
-    /// Streams of the many-streams sequential phase (default: 4).
-    #[arg(long, default_value_t = 4)]
+    /// Streams of the many-streams sequential phase.
     pub streams: u32,
     /// IOPS growth below which the ramp is called a plateau, percent.
-    #[arg(long, default_value_t = 5.0)]
     pub plateau_pct: f64,
-    /// Phases to run (comma-separated); default randread,seqread,seqread1.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    /// Phases to run; `None`: randread, seqread, seqread1.
     pub phases: Option<Vec<Phase>>,
-    /// Add the write phase (commit-shaped O_DSYNC writes, random-write ramp): writes to the
-    /// scratch file.
-    #[arg(long)]
+    /// Add the write phase.
     pub writes: bool,
-    /// Add the cache probe (random reads over 1 %, 10 %, 100 % of the target).
-    #[arg(long)]
+    /// Add the cache probe.
     pub cache_probe: bool,
-    /// Verify blocks read: auto (full on iolens scratch files), none, header or full. A
-    /// database checks its blocks too; `none` measures the storage path alone.
-    #[arg(long, value_enum, default_value = "auto")]
-    pub verify: crate::verify::VerifyMode,
-    /// Print the whole plan and exit without doing any I/O.
-    #[arg(long)]
-    pub explain: bool,
+    /// Block verification of the reads.
+    pub verify: crate::stamp::VerifyMode,
+    /// O_DIRECT (else through the page cache).
+    pub direct: bool,
 }
 
 /// Decision of the ramp after a step.
@@ -400,7 +382,7 @@ pub const CACHE_SHARES: [f64; 3] = [0.01, 0.10, 1.0];
 
 impl Plan {
     /// Build and check the plan.
-    pub fn new(a: &CalibrateArgs) -> Result<Plan> {
+    pub fn new(a: &CalibrateOptions) -> Result<Plan> {
         if !(a.max_latency.is_finite() && a.max_latency > 0.0) {
             bail!("--max-latency must be greater than zero (e.g. 5ms)");
         }
@@ -546,7 +528,7 @@ impl Plan {
             max_latency_ns: (a.max_latency * 1e9) as u64,
             plateau: a.plateau_pct / 100.0,
             refinements: REFINEMENTS,
-            direct: !a.t.buffered,
+            direct: a.direct,
         })
     }
 
@@ -571,7 +553,8 @@ impl Plan {
         s
     }
 
-    fn phase(&self, p: Phase) -> Option<&PhasePlan> {
+    /// The plan of phase `p`, when it runs.
+    pub fn phase(&self, p: Phase) -> Option<&PhasePlan> {
         self.phases.iter().find(|x| x.phase == p)
     }
 }
@@ -706,40 +689,27 @@ struct Findings {
     calibrate_io: serde_json::Value,
 }
 
-/// Run a calibration; returns the results document (also written with `--json`).
-pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
-    let plan = Plan::new(a)?;
-    let progress = !a.t.no_progress && crate::progress::wanted();
-    let writes = plan.phase(Phase::Writes).is_some();
-    let prep = PrepareOptions {
-        size: a.t.size,
-        disposable: a.t.disposable_target.clone(),
-        writes,
-        progress,
-        refill: a.t.refill,
-    };
-    if a.explain {
-        // The same checks as a real run, without creating or writing anything.
-        Target::check(&a.t.target, &prep)?;
-        crate::out!("{}", plan.explain(&a.t.target.display().to_string()));
-        return Ok(Results::new(Kind::Calibrate, cmdline));
-    }
-    crate::interrupt::install();
-    // A results file that cannot be written must fail now, not after the calibration.
-    crate::results::Destination::checked(a.t.json.as_deref())?;
-    // Opened once: every step below uses this descriptor (re-opened by inode, never by path).
-    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
+/// Run the calibration `plan` on `target` (opened once; every step re-opens it by inode, never
+/// by path); returns the results document.
+pub fn calibrate(
+    plan: &Plan,
+    verify: crate::stamp::VerifyMode,
+    target: &Target,
+    progress: bool,
+    cmdline: Vec<String>,
+) -> Result<Results> {
+    let plan = plan.clone();
     crate::out!("{}", plan.explain(&target.path.display().to_string()));
     let started = Instant::now();
     let base = WorkloadSpec {
         target: target.path.display().to_string(),
         target_size: target.data_size,
         direct: plan.direct,
-        verify: a.verify,
+        verify,
         ..Default::default()
     };
     let mut st = Stepper {
-        target: &target,
+        target,
         base,
         progress,
         results: Vec::new(),
@@ -1220,14 +1190,4 @@ pub fn summary(res: &Results) -> String {
         let _ = writeln!(s, "WARNING: {w}");
     }
     s
-}
-
-/// Entry point of `iolens calibrate`.
-pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::process::ExitCode> {
-    let res = calibrate(a, cmdline)?;
-    if a.explain {
-        return Ok(std::process::ExitCode::SUCCESS);
-    }
-    crate::out!("{}", summary(&res));
-    crate::cli::finish(&res, a.t.json.as_deref())
 }

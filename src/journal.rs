@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::verify::{GenMap, MAX_SLOTS, UNIT};
+use crate::stamp::{GenMap, MAX_SLOTS, UNIT};
 
 /// Bytes per journal page.
 pub const PAGE: usize = 4096;

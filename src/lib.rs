@@ -1,10 +1,30 @@
 //! iolens: storage measured as a database experiences it.
 //!
-//! Data flows one way: workload spec → engine → recorder → [`results::Results`] → analysis →
-//! renderers. Other producers (traces, histogram snapshots, database runs) also write `Results`.
+//! The `iolens` binary is a thin shell over this library: [`commands::main_with`] parses the
+//! command line ([`commands::Cli`]) and runs one subcommand. Data flows one way:
+//!
+//! 1. **Commands** ([`commands`]) turn arguments into domain options — a
+//!    [`workload::WorkloadSpec`] and [`target::PrepareOptions`] for `run`, a
+//!    [`calibrate::CalibrateOptions`] for `calibrate`, a [`db::RunSpec`] for `db run`, a
+//!    [`sources::IngestOptions`] or [`sources::TraceOptions`] for the readers — and end through
+//!    one `commands::finish` (write the results, say where, choose the exit code).
+//! 2. **Producers** make a [`results::Results`]: [`run::execute`] drives an engine
+//!    ([`engine`]) whose sessions record every I/O into per-interval histograms
+//!    ([`recorder`]) on a [`target::Target`] whose blocks carry [`stamp`]s;
+//!    [`calibrate::calibrate`] schedules many runs from a [`calibrate::Plan`]; [`db`] drives
+//!    SQLite or PostgreSQL; [`sources`] read traces and histogram logs;
+//!    [`verify::verify_target`] checks a scratch file offline.
+//! 3. **Results** ([`results::Results`], one versioned, serialisable model: the spec, the
+//!    environment, a [`results::RunResult`] per run with its per-interval histograms) is what
+//!    every producer writes and every reader reads.
+//! 4. **Analysis** ([`analysis`]: modes, knee, USL, Little's law, verdicts) and **renderers**
+//!    ([`render`]: terminal, HTML, SVG, CSV, hlog, compare) read only `Results`.
+//!
+//! Nothing imports a module above it; [`units`] (parsing and formatting) and [`stamp`] (the
+//! block format) sit at the bottom. See `docs/architecture.md` for the whole map.
 pub mod analysis;
 pub mod calibrate;
-pub mod cli;
+pub mod commands;
 pub mod db;
 pub mod engine;
 pub mod interrupt;
@@ -17,6 +37,7 @@ pub mod results;
 pub mod run;
 pub mod session;
 pub mod sources;
+pub mod stamp;
 pub mod summary;
 pub mod sys;
 pub mod target;

@@ -3,7 +3,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let code = match iolens::cli::main_with(std::env::args_os().collect()) {
+    let code = match iolens::commands::main_with(std::env::args_os().collect()) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "iolens: error: {e:#}");

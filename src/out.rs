@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Mutex;
 
 static TO_STDERR: AtomicBool = AtomicBool::new(false);
+static SILENT: AtomicBool = AtomicBool::new(false);
 /// 0 = fine; -1 = a closed pipe; otherwise the raw OS error (or 1 when it had none).
 static FAILED: AtomicI32 = AtomicI32::new(0);
 static FIRST_ERROR: Mutex<Option<String>> = Mutex::new(None);
@@ -20,6 +21,11 @@ static FIRST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 /// Send the text for people to stderr from now on: stdout carries the results (`--json -`).
 pub fn reserve_stdout() {
     TO_STDERR.store(true, Ordering::SeqCst);
+}
+
+/// Print no text for people from now on (`-q/--quiet`); errors still go to stderr.
+pub fn silence() {
+    SILENT.store(true, Ordering::SeqCst);
 }
 
 /// Whether stdout is reserved for the results.
@@ -42,6 +48,9 @@ impl Write for Human {
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if SILENT.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         if TO_STDERR.load(Ordering::Relaxed) {
             let _ = io::stderr().write_all(buf);
             return Ok(());

@@ -20,9 +20,9 @@ use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome}
 use crate::recorder::{session_summary, IntervalSnapshot, IO_OPS};
 use crate::results::{PageCacheInfo, RunResult, SessionSummary};
 use crate::session::{self, Gate, Plan, Watch};
+use crate::stamp::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
 use crate::target::{Target, TargetKind};
 use crate::units::{fmt_ns, fmt_rate};
-use crate::verify::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
 use crate::workload::{EngineKind, WorkloadSpec};
 
 /// Options of one execution that are not part of the workload itself.
@@ -71,7 +71,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     }
     let file = target.open(spec)?;
     let _lock = if writes || mode != VerifyMode::None {
-        Some(crate::verify::lock(&file, writes, &target.path)?)
+        Some(crate::stamp::lock(&file, writes, &target.path)?)
     } else {
         None
     };
@@ -236,7 +236,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         (true, false) => journal_note,
         (false, false) => format!("{note}; {journal_note}"),
     };
-    let (mut vstats, mut corruption) = crate::verify::merge(vshared.as_ref(), mode, &note, tallies);
+    let (mut vstats, mut corruption) = crate::stamp::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
     if corruption.iter().any(|c| c.kind == "truncated") {
         let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);

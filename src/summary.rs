@@ -161,7 +161,7 @@ pub fn run_summary(r: &RunResult) -> String {
                 ""
             }
         );
-        s += &crate::verify::render_reports(&r.corruption, errors, 10);
+        s += &crate::stamp::render_reports(&r.corruption, errors, 10);
     }
     for v in crate::analysis::run_verdicts(r) {
         let tag = if v.severity == "warning" {

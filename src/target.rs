@@ -82,7 +82,7 @@ impl std::error::Error for FillInterrupted {}
 /// The exit status an error calls for: 3 for corruption, 130 for an interrupted fill, 2 else.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<Corrupt>()) {
-        crate::verify::EXIT_CORRUPTION
+        crate::stamp::EXIT_CORRUPTION
     } else if e.chain().any(|c| c.is::<FillInterrupted>()) {
         // 130 for Ctrl-C, 143 for SIGTERM, as for an interrupted run.
         crate::interrupt::exit_code().max(130)
@@ -175,7 +175,7 @@ impl Header {
     fn new(data_size: u64, filled_upto: u64, id: u64) -> Header {
         Header {
             version: FORMAT_VERSION,
-            unit: crate::verify::UNIT as u32,
+            unit: crate::stamp::UNIT as u32,
             data_size,
             filled_upto,
             id,
@@ -250,8 +250,8 @@ fn inspect(f: &File, len: u64) -> Found {
     let stamped = len >= HEADER_AREA + 512
         && f.read_exact_at(&mut first, HEADER_AREA).is_ok()
         && matches!(
-            crate::verify::check_unit(&first, 0, HEADER_AREA, true, None),
-            Some(p) if p.kind == crate::verify::ProblemKind::Foreign
+            crate::stamp::check_unit(&first, 0, HEADER_AREA, true, None),
+            Some(p) if p.kind == crate::stamp::ProblemKind::Foreign
         );
     if note || magic_bytes >= 12 || stamped {
         Found::Damaged("its header magic is damaged")
@@ -784,7 +784,7 @@ impl Target {
             .into()
         };
         let end = HEADER_AREA.checked_add(h.data_size);
-        if h.unit != crate::verify::UNIT as u32
+        if h.unit != crate::stamp::UNIT as u32
             || h.data_size == 0
             || end.is_none()
             || h.filled_upto > h.data_size
@@ -1210,7 +1210,7 @@ fn link_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
 /// over the filled area must carry its target id and their own offset. None doing so means
 /// the header does not belong to this file (a copy); some not doing so is corruption.
 fn prove_ownership(f: &File, h: &Header, len: u64, path: &Path) -> Result<()> {
-    let unit = crate::verify::UNIT as u64;
+    let unit = crate::stamp::UNIT as u64;
     // Units certainly written by the fill: the recorded part, or (a fill that has not yet
     // recorded progress) the first unit when the file reaches that far.
     let units = if h.filled_upto >= unit {
@@ -1228,7 +1228,7 @@ fn prove_ownership(f: &File, h: &Header, len: u64, path: &Path) -> Result<()> {
         let off = HEADER_AREA + idx * unit;
         f.read_exact_at(&mut buf, off)
             .with_context(|| format!("cannot read {} at offset {off}", path.display()))?;
-        if let Some(p) = crate::verify::check_unit(&buf, h.id, off, false, None) {
+        if let Some(p) = crate::stamp::check_unit(&buf, h.id, off, false, None) {
             bad.push(p);
         }
     }
@@ -1293,7 +1293,7 @@ fn fill(f: &File, path: &Path, mut h: Header, progress: bool, stop: &AtomicBool)
         }
         let n = ((h.data_size - h.filled_upto) as usize).min(FILL_CHUNK);
         rng.fill_bytes(&mut buf[..n]);
-        crate::verify::stamp(&mut buf[..n], h.id, HEADER_AREA + h.filled_upto, 0);
+        crate::stamp::stamp(&mut buf[..n], h.id, HEADER_AREA + h.filled_upto, 0);
         f.write_all_at(&buf[..n], HEADER_AREA + h.filled_upto)
             .with_context(|| format!("cannot fill {}", path.display()))?;
         h.filled_upto += n as u64;
@@ -1358,7 +1358,7 @@ pub fn open_for_verify(path: &Path, direct: bool) -> Result<(File, Header, u64)>
         ),
         Found::Scratch(h) => h,
     };
-    if h.unit != crate::verify::UNIT as u32
+    if h.unit != crate::stamp::UNIT as u32
         || h.filled_upto > h.data_size
         || HEADER_AREA.checked_add(h.data_size).is_none()
     {

@@ -1,4 +1,26 @@
-//! Human formatting of latencies, sizes and rates, shared by every renderer.
+//! Units: parsing of sizes and durations as people write them (`8k`, `1.5GiB`, `30s`, `500ms`),
+//! and human formatting of latencies, sizes and rates, shared by every command and renderer.
+
+/// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
+pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+    parse_size::Config::new()
+        .with_binary()
+        .parse_size(s)
+        .map_err(|e| format!("`{s}` is not a size ({e}); use e.g. 8k, 512, 4G"))
+}
+
+/// Parse a duration such as `30s`, `500ms`, `2m` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> std::result::Result<f64, String> {
+    if let Ok(v) = s.parse::<f64>() {
+        if v.is_finite() && v >= 0.0 {
+            return Ok(v);
+        }
+        return Err(format!("`{s}` is not a valid duration"));
+    }
+    humantime::parse_duration(s)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| format!("`{s}` is not a duration ({e}); use e.g. 30s, 500ms, 2m"))
+}
 
 /// Format nanoseconds with a unit chosen for 3 significant digits: `850 ns`, `90.1 µs`, `4.10 ms`, `1.20 s`.
 pub fn fmt_ns(ns: f64) -> String {
@@ -72,5 +94,18 @@ mod tests {
         assert_eq!(fmt_bytes(8192), "8 KiB");
         assert_eq!(fmt_bytes(512), "512 B");
         assert_eq!(fmt_rate(1_050_000.0), "1.05M");
+    }
+
+    #[test]
+    fn parses() {
+        assert_eq!(parse_size("8k"), Ok(8192));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert!(parse_size("eight").unwrap_err().contains("not a size"));
+        assert_eq!(parse_duration("500ms"), Ok(0.5));
+        assert_eq!(parse_duration("2"), Ok(2.0));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon")
+            .unwrap_err()
+            .contains("not a duration"));
     }
 }

@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution as _, Zipf};
 use serde::{Deserialize, Serialize};
 
+use crate::stamp::{OnCorruption, VerifyMode};
 use crate::units::fmt_bytes;
-use crate::verify::{OnCorruption, VerifyMode};
 
 /// What one I/O of a session does; each kind is recorded as the block-I/O operation of the same
 /// name ([`crate::recorder::IO_OPS`]).
@@ -37,7 +37,7 @@ impl IoOp {
 }
 
 /// Access pattern.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Pattern {
     /// Random reads (db file sequential read).
@@ -73,7 +73,7 @@ impl Pattern {
 }
 
 /// I/O engine.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// pread/pwrite, one I/O in flight per session.

@@ -4,7 +4,8 @@
 use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
-use iolens::calibrate::{CalibrateArgs, Phase, Plan, Ramp, StopReason};
+use iolens::calibrate::{CalibrateOptions, Phase, Plan, Ramp, StopReason};
+use iolens::commands::calibrate::CalibrateArgs;
 use iolens::results::{Kind, Results};
 use iolens::run::execute;
 use iolens::workload::WorkloadSpec;
@@ -28,10 +29,10 @@ struct Wrap {
     a: CalibrateArgs,
 }
 
-fn args(extra: &[&str]) -> CalibrateArgs {
+fn args(extra: &[&str]) -> CalibrateOptions {
     let mut v = vec!["x"];
     v.extend_from_slice(extra);
-    Wrap::parse_from(v).a
+    Wrap::parse_from(v).a.options()
 }
 
 /// Drive a ramp with a synthetic storage model: IOPS(n), latency(n).

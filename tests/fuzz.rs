@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use clap::ValueEnum as _;
 use iolens::render::{ColorChoice, TermStyle};
 use iolens::results::Results;
-use iolens::sources::{self, Format, IngestArgs, TraceArgs, Unit};
+use iolens::sources::{self, Format, IngestOptions, TraceOptions, Unit};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -63,15 +63,13 @@ fn fixtures(dir: &Path, out: &mut Vec<Seed>) {
     }
 }
 
-fn ingest_args(format: Format, file: &Path, unit: Option<Unit>) -> IngestArgs {
-    IngestArgs {
+fn ingest_args(format: Format, file: &Path, unit: Option<Unit>) -> IngestOptions {
+    IngestOptions {
         format,
         files: vec![file.to_path_buf()],
         unit,
         time_unit: None,
         interval: Duration::from_secs(1),
-        json: None,
-        quiet: true,
         duration: None,
     }
 }
@@ -119,15 +117,12 @@ fn seeds(work: &Path) -> Vec<Seed> {
     out
 }
 
-fn trace_args(file: &Path) -> TraceArgs {
-    TraceArgs {
+fn trace_args(file: &Path) -> TraceOptions {
+    TraceOptions {
         files: vec![file.to_path_buf()],
         events: vec![],
         interval: Duration::from_secs(1),
         top: 5,
-        json: None,
-        quiet: true,
-        print_peak_rss: false,
     }
 }
 

@@ -9,7 +9,7 @@ use std::process::Command;
 use hdrhistogram::Histogram;
 use iolens::results::{new_histogram, record_ns, BucketConvention, Results, RunResult};
 use iolens::sources::oracle_trace::{build_results, parse_trace, ParseOptions};
-use iolens::sources::{ingest, Format, IngestArgs, LineReader, Unit};
+use iolens::sources::{ingest, Format, IngestOptions, LineReader, Unit};
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -30,15 +30,13 @@ fn trace(paths: &[PathBuf], events: &[&str]) -> Results {
 }
 
 fn ingest_files(format: Format, files: &[PathBuf], unit: Option<Unit>) -> Results {
-    let args = IngestArgs {
+    let args = IngestOptions {
         format,
         files: files.to_vec(),
         unit,
         time_unit: None,
         interval: std::time::Duration::from_secs(1),
         duration: None,
-        json: None,
-        quiet: true,
     };
     ingest(&args, vec![]).unwrap()
 }

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use iolens::results::{Results, RunResult, UNKNOWN_RATE};
-use iolens::sources::{ingest, Format, IngestArgs};
+use iolens::sources::{ingest, Format, IngestOptions};
 
 fn real(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -14,16 +14,14 @@ fn real(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn args(format: Format, files: Vec<PathBuf>, duration: Option<f64>) -> IngestArgs {
-    IngestArgs {
+fn args(format: Format, files: Vec<PathBuf>, duration: Option<f64>) -> IngestOptions {
+    IngestOptions {
         format,
         files,
         unit: None,
         time_unit: None,
         interval: std::time::Duration::from_secs(1),
         duration: duration.map(std::time::Duration::from_secs_f64),
-        json: None,
-        quiet: true,
     }
 }
 

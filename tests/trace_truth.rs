@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use iolens::results::Results;
 use iolens::sources::oracle_trace::{build_results, parse_trace, ParseOptions};
-use iolens::sources::{ingest, Format, IngestArgs, LineReader};
+use iolens::sources::{ingest, Format, IngestOptions, LineReader};
 use serde_json::Value;
 
 fn real(name: &str) -> PathBuf {
@@ -274,14 +274,12 @@ fn trace_duration_does_not_depend_on_interval() {
 }
 
 fn pairs_at(path: &Path, interval: Duration) -> Results {
-    let args = IngestArgs {
+    let args = IngestOptions {
         format: Format::TimeLatency,
         files: vec![path.to_path_buf()],
         unit: None,
         time_unit: None,
         interval,
-        json: None,
-        quiet: true,
         duration: None,
     };
     ingest(&args, vec![]).unwrap()

@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use iolens::results::{Results, RunResult};
 use iolens::run::execute;
+use iolens::stamp::{OnCorruption, VerifyMode};
 use iolens::target::{PrepareOptions, Target, HEADER_AREA};
-use iolens::verify::{verify_target, OfflineOptions, OnCorruption, VerifyMode};
+use iolens::verify::{verify_target, OfflineOptions};
 use iolens::workload::{EngineKind, Pattern, WorkloadSpec};
 
 /// Counts every allocation of this test binary (all threads).

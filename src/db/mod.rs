@@ -18,11 +18,7 @@ pub mod postgres;
 pub mod sqlite;
 pub mod vfs;
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-use std::time::Duration;
-
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use rand::Rng;
 use serde::Serialize;
 
@@ -61,16 +57,6 @@ pub trait DbEngine {
     fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results>;
     /// Remove the layout.
     fn drop_layout(&self) -> Result<()>;
-}
-
-/// The engine `t` names, at the place it names.
-pub fn engine(t: &TargetArgs) -> Result<Box<dyn DbEngine>> {
-    Ok(match t.engine {
-        EngineKind::Sqlite => Box::new(sqlite::Sqlite {
-            dir: sqlite_dir(t)?,
-        }),
-        EngineKind::Postgres => Box::new(postgres::Postgres { dsn: pg_dsn(t)? }),
-    })
 }
 
 /// The progress lines of `db run`: one per interval just measured, on a terminal.
@@ -135,234 +121,6 @@ impl<R> crate::session::Watch<R> for DbProgress {
 
 /// Smallest table iolens builds (rows): enough for the layout checks to be meaningful.
 pub const MIN_ROWS: u64 = 1024;
-
-/// `iolens db …`
-#[derive(clap::Args, Debug)]
-pub struct DbArgs {
-    #[command(subcommand)]
-    pub command: DbCommand,
-}
-
-/// The `db` sub-subcommands.
-#[derive(clap::Subcommand, Debug)]
-pub enum DbCommand {
-    /// Build (or resume, or verify) the SLOB-style data layout.
-    Setup(SetupArgs),
-    /// Run the SLOB work loop and measure it.
-    Run(RunArgs),
-    /// Remove everything `db setup` created.
-    Drop(DropArgs),
-}
-
-/// Database engine.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Embedded SQLite (bundled, nothing to install).
-    Sqlite,
-    /// A PostgreSQL server reached through a DSN.
-    Postgres,
-}
-
-/// Where the data lives.
-#[derive(clap::Args, Debug, Clone)]
-pub struct TargetArgs {
-    /// Database engine.
-    #[arg(long, value_enum, default_value = "sqlite")]
-    pub engine: EngineKind,
-    /// Directory holding the SQLite database (sqlite engine).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-    /// libpq connection string or URL (postgres engine). Parameters it leaves out come from
-    /// libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD…) and the
-    /// password file (PGPASSFILE or ~/.pgpass), so no password need be on the command line.
-    /// Passwords are never printed or stored.
-    #[arg(long)]
-    pub dsn: Option<String>,
-}
-
-/// Arguments of `db setup`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct SetupArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Number of schemas (one table each). Sessions are spread over them round-robin; 1 is
-    /// SLOB's single-schema model.
-    #[arg(long, default_value_t = 1)]
-    pub schemas: u32,
-    /// Data size per schema (SLOB's SCALE), e.g. 64M, 1G. One row per 8 KiB block.
-    #[arg(long, default_value = "64M")]
-    pub scale: String,
-    /// Seed of the key permutation and payload.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Print no progress.
-    #[arg(long)]
-    pub quiet: bool,
-}
-
-/// Arguments of `db run`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct RunArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-    /// Concurrent zero-think-time sessions.
-    #[arg(long, default_value_t = 4)]
-    pub sessions: u32,
-    /// Percentage of operations that update their window and commit (SLOB's UPDATE_PCT).
-    #[arg(long, default_value_t = 0.0)]
-    pub update_pct: f64,
-    /// Rows touched per operation, each in a different block (SLOB's WORK_UNIT).
-    #[arg(long, default_value_t = 64)]
-    pub work_unit: u32,
-    /// Measured duration.
-    #[arg(long, default_value = "30s")]
-    pub duration: String,
-    /// Warm-up before measurement (not recorded).
-    #[arg(long, default_value = "0s")]
-    pub warmup: String,
-    /// Histogram interval.
-    #[arg(long, default_value = "1s")]
-    pub interval: String,
-    /// Percentage of operations that go to the hot spot (0 = uniform).
-    #[arg(long, default_value_t = 0.0)]
-    pub hot_pct: f64,
-    /// Size of the hot spot, percent of each table's keys.
-    #[arg(long, default_value_t = 10.0)]
-    pub hot_size_pct: f64,
-    /// Think time between operations (SLOB runs with zero think time).
-    #[arg(long, default_value = "0s")]
-    pub think: String,
-    /// SQLite page cache per session (keep it much smaller than the data).
-    #[arg(long, default_value = "512K")]
-    pub cache_size: String,
-    /// SQLite: run without the per-I/O timing shim (for overhead benchmarks).
-    #[arg(long)]
-    pub no_timing: bool,
-    /// SQLite: keep the database's pages in the OS page cache instead of dropping them first.
-    #[arg(long)]
-    pub keep_os_cache: bool,
-    /// PostgreSQL: run without track_io_timing (when the role may not enable it).
-    #[arg(long)]
-    pub no_io_timing: bool,
-    /// PostgreSQL: wait-event samples per second (ASH-style).
-    #[arg(long, default_value_t = 10.0)]
-    pub ash_hz: f64,
-    /// Write the results document here.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Seed of the sessions' random keys (default: time-based).
-    #[arg(long)]
-    pub seed: Option<u64>,
-    /// No progress lines and no summary.
-    #[arg(long)]
-    pub quiet: bool,
-}
-
-/// Arguments of `db drop`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct DropArgs {
-    #[command(flatten)]
-    pub target: TargetArgs,
-}
-
-/// Entry point of `iolens db`. `argv` is the full command line (redacted before it is stored).
-pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
-    let cmdline = redact_args(argv);
-    match args.command {
-        DbCommand::Setup(a) => {
-            let scale = parse_size(&a.scale, "--scale")?;
-            let rows = scale / BLOCK;
-            if a.schemas == 0 {
-                bail!("--schemas must be at least 1");
-            }
-            if rows < MIN_ROWS {
-                bail!(
-                    "--scale {} is too small: at least {} ({MIN_ROWS} blocks of 8 KiB) per schema",
-                    a.scale,
-                    crate::units::fmt_bytes(MIN_ROWS * BLOCK)
-                );
-            }
-            let layout = Layout {
-                schemas: a.schemas,
-                rows,
-                seed: a.seed,
-            };
-            // Ctrl-C or SIGTERM stops the load between committed chunks; rerunning resumes.
-            crate::interrupt::install();
-            let o = engine(&a.target)?.setup(&layout, None, !a.quiet)?;
-            let (rows_loaded, complete) = (o.rows_loaded, o.complete);
-            if !complete && crate::interrupt::interrupted() {
-                eprintln!(
-                    "iolens: setup stopped after loading {} rows this time; rerun the same \
-                     command to resume",
-                    rows_loaded
-                );
-                return Ok(ExitCode::from(crate::interrupt::exit_code()));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        DbCommand::Run(a) => {
-            let spec = RunSpec::from_args(&a)?;
-            crate::interrupt::install();
-            // A results file that cannot be written must fail now, not after the run.
-            crate::results::Destination::checked(a.json.as_deref())?;
-            let res = engine(&a.target)?.run(&spec, cmdline)?;
-            if let Some(p) = &a.json {
-                res.write_file(p)?;
-            }
-            if !a.quiet {
-                print_summary(&res);
-                if let Some(p) = &a.json {
-                    crate::outln!(
-                        "results written to {}",
-                        crate::results::Destination::new(p).describe()
-                    );
-                }
-            }
-            Ok(
-                if res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted() {
-                    ExitCode::from(crate::interrupt::exit_code())
-                } else {
-                    ExitCode::SUCCESS
-                },
-            )
-        }
-        DbCommand::Drop(a) => {
-            engine(&a.target)?.drop_layout()?;
-            Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
-fn sqlite_dir(t: &TargetArgs) -> Result<PathBuf> {
-    if t.dsn.is_some() {
-        bail!("--dsn is for --engine postgres; the sqlite engine takes --dir");
-    }
-    t.dir
-        .clone()
-        .context("--engine sqlite needs --dir DIR (where the database file lives)")
-}
-
-fn pg_dsn(t: &TargetArgs) -> Result<String> {
-    if t.dir.is_some() {
-        bail!("--dir is for --engine sqlite; the postgres engine takes --dsn");
-    }
-    // Without --dsn, libpq's environment variables, password file and defaults apply alone.
-    Ok(t.dsn.clone().unwrap_or_default())
-}
-
-/// Parse a size such as `64M` or `1G` (binary units), naming the option in the error.
-pub fn parse_size(s: &str, what: &str) -> Result<u64> {
-    crate::cli::parse_size(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
-}
-
-/// Parse a duration such as `60s` or `500ms`, naming the option in the error.
-pub fn parse_duration(s: &str, what: &str) -> Result<Duration> {
-    crate::cli::parse_duration(s)
-        .map(Duration::from_secs_f64)
-        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
-}
 
 /// Progress of loading one table during `db setup`, shared by the engines: a line when loading
 /// starts, one every 10 % of the rows, and one when the index is built — drawn only when
@@ -593,62 +351,36 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
-    /// Validate `db run` arguments into a spec.
-    pub fn from_args(a: &RunArgs) -> Result<RunSpec> {
-        if a.sessions == 0 || a.sessions > 4096 {
+    /// Check the workload: clear errors for every value out of range.
+    pub fn validate(&self) -> Result<()> {
+        if self.sessions == 0 || self.sessions > 4096 {
             bail!("--sessions must be between 1 and 4096");
         }
-        if !(0.0..=100.0).contains(&a.update_pct) {
+        if !(0.0..=100.0).contains(&self.update_pct) {
             bail!("--update-pct must be between 0 and 100");
         }
-        if a.work_unit == 0 {
+        if self.work_unit == 0 {
             bail!("--work-unit must be at least 1");
         }
-        if !(0.0..=100.0).contains(&a.hot_pct) {
+        if !(0.0..=100.0).contains(&self.hot_pct) {
             bail!("--hot-pct must be between 0 and 100");
         }
-        if !(a.hot_size_pct > 0.0 && a.hot_size_pct <= 100.0) {
+        if !(self.hot_size_pct > 0.0 && self.hot_size_pct <= 100.0) {
             bail!("--hot-size-pct must be above 0 and at most 100");
         }
-        if !(a.ash_hz > 0.0 && a.ash_hz <= 100.0) {
+        if !(self.ash_hz > 0.0 && self.ash_hz <= 100.0) {
             bail!("--ash-hz must be above 0 and at most 100");
         }
-        let duration = parse_duration(&a.duration, "--duration")?;
-        if duration.is_zero() {
+        if self.duration_s <= 0.0 {
             bail!("--duration must be positive");
         }
-        let interval = parse_duration(&a.interval, "--interval")?;
-        if interval < Duration::from_millis(10) {
+        if self.interval_s < 0.01 {
             bail!("--interval must be at least 10ms");
         }
-        let cache = parse_size(&a.cache_size, "--cache-size")?;
-        if cache < 64 * 1024 {
+        if self.cache_bytes < 64 * 1024 {
             bail!("--cache-size must be at least 64K");
         }
-        let seed = a.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-        Ok(RunSpec {
-            sessions: a.sessions,
-            update_pct: a.update_pct,
-            work_unit: a.work_unit,
-            duration_s: duration.as_secs_f64(),
-            warmup_s: parse_duration(&a.warmup, "--warmup")?.as_secs_f64(),
-            interval_s: interval.as_secs_f64(),
-            hot_pct: a.hot_pct,
-            hot_size_pct: a.hot_size_pct,
-            think_s: parse_duration(&a.think, "--think")?.as_secs_f64(),
-            cache_bytes: cache,
-            timing: !a.no_timing,
-            drop_os_cache: !a.keep_os_cache,
-            io_timing: !a.no_io_timing,
-            ash_hz: a.ash_hz,
-            seed,
-            quiet: a.quiet,
-        })
+        Ok(())
     }
 }
 
@@ -994,31 +726,25 @@ mod tests {
 
     #[test]
     fn key_windows_stay_in_range() {
-        let a = RunArgs {
-            target: TargetArgs {
-                engine: EngineKind::Sqlite,
-                dir: None,
-                dsn: None,
-            },
+        let spec = RunSpec {
             sessions: 1,
             update_pct: 25.0,
             work_unit: 64,
-            duration: "1s".into(),
-            warmup: "0s".into(),
-            interval: "1s".into(),
+            duration_s: 1.0,
+            warmup_s: 0.0,
+            interval_s: 1.0,
             hot_pct: 50.0,
             hot_size_pct: 10.0,
-            think: "0s".into(),
-            cache_size: "512K".into(),
-            no_timing: false,
-            keep_os_cache: false,
-            no_io_timing: false,
+            think_s: 0.0,
+            cache_bytes: 512 << 10,
+            timing: true,
+            drop_os_cache: true,
+            io_timing: true,
             ash_hz: 10.0,
-            json: None,
-            seed: Some(3),
+            seed: 3,
             quiet: true,
         };
-        let spec = RunSpec::from_args(&a).unwrap();
+        spec.validate().unwrap();
         let kp = KeyPicker::new(1000, &spec).unwrap();
         let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
         let mut upd = 0;

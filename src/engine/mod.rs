@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use rand::RngCore;
 
 use crate::recorder::{SessionRecorder, SYNC};
-use crate::verify::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
+use crate::stamp::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
 use crate::workload::{IoOp, OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.

@@ -4,10 +4,6 @@
 //! burst of slow I/O in the middle of the run; calibrations get a load curve whose latency
 //! climbs once the "device" saturates. Every document says it is synthetic in its warnings.
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -17,36 +13,6 @@ use crate::results::{
     new_histogram, record_ns, Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist,
     Interval, Kind, OpResult, Results, RunResult, TargetInfo,
 };
-
-/// `iolens dev-synth`: write a synthetic results file.
-#[derive(clap::Args, Debug)]
-pub struct SynthArgs {
-    /// Output results file.
-    #[arg(short, long)]
-    pub output: PathBuf,
-    /// `run` or `calibrate`.
-    #[arg(long, default_value = "run")]
-    pub kind: String,
-    /// Measured seconds (per step for calibrate).
-    #[arg(long, default_value_t = 10)]
-    pub seconds: usize,
-    /// Latency samples per op and interval.
-    #[arg(long, default_value_t = 500)]
-    pub samples: usize,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-}
-
-/// Run `iolens dev-synth`.
-pub fn main(args: &SynthArgs) -> Result<ExitCode> {
-    let r = match args.kind.as_str() {
-        "run" => run_results_with(args.seconds, 1.0, args.samples, args.seed),
-        "calibrate" => calibration_results(8, args.seconds, args.samples, args.seed),
-        other => bail!("unknown --kind {other:?}: use run or calibrate"),
-    };
-    r.write_file(&args.output)?;
-    Ok(ExitCode::SUCCESS)
-}
 
 /// A component of a latency mixture: weight, median ns, log-space sigma.
 type Component = (f64, f64, f64);

@@ -22,7 +22,7 @@ use anyhow::{bail, Result};
 use serde_json::json;
 
 use super::{
-    bucket_range, ingest_run, parse_u64, rfc3339_ns, Format, IngestArgs, LineReader,
+    bucket_range, ingest_run, parse_u64, rfc3339_ns, Format, IngestOptions, LineReader,
     SnapshotSeries, Unit,
 };
 use crate::results::{BucketConvention, RunResult};
@@ -184,7 +184,7 @@ struct Columns {
 }
 
 /// Read a snapshot CSV.
-pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut cols: Option<Columns> = None;
     let mut unit = args.unit;
     let mut view = "V$EVENT_HISTOGRAM";

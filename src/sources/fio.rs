@@ -19,7 +19,7 @@ use anyhow::{bail, Result};
 use serde_json::json;
 
 use super::{
-    ingest_run, parse_i64, parse_u64, rfc3339_ns, Binned, Format, IngestArgs, LineReader, Unit,
+    ingest_run, parse_i64, parse_u64, rfc3339_ns, Binned, Format, IngestOptions, LineReader, Unit,
 };
 use crate::results::{BucketConvention, RunResult};
 
@@ -57,7 +57,7 @@ fn log_kind(name: &str) -> &'static str {
 }
 
 /// Read a fio latency log.
-pub fn read_lat_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read_lat_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let unit_ns = args.unit.unwrap_or(Unit::Ns).ns();
     let interval_ns = (args.interval.as_nanos() as u64).max(1);
     let mut b = Binned::new(interval_ns);
@@ -127,7 +127,7 @@ pub fn plat_bin_range(idx: u64) -> (u64, u64) {
 }
 
 /// Read a fio histogram log.
-pub fn read_hist_log(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read_hist_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let interval_ns = (args.interval.as_nanos() as u64).max(1);
     let mut b = Binned::new(interval_ns);
     // (leading columns, stride, unit_ns) fixed by the first row.

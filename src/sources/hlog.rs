@@ -20,11 +20,11 @@ use base64::Engine as _;
 use hdrhistogram::Histogram;
 use serde_json::json;
 
-use super::{ingest_run, parse_f64, rfc3339_ns, Format, IngestArgs, LineReader, SnapshotSeries};
+use super::{ingest_run, parse_f64, rfc3339_ns, Format, IngestOptions, LineReader, SnapshotSeries};
 use crate::results::{new_histogram, BucketConvention, RunResult};
 
 /// Read an HdrHistogram interval log.
-pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let scale = args.unit.map(|u| u.ns()).unwrap_or(1.0);
     let mut start_time: Option<f64> = None;
     let mut base_time: Option<f64> = None;

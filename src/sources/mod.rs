@@ -59,36 +59,21 @@ pub const UNPARSED_QUOTED: usize = 10;
 // ---------------------------------------------------------------------------------------------
 // Command-line arguments
 
-/// Arguments of `iolens trace`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct TraceArgs {
-    /// Oracle extended SQL trace files (event 10046), plain or gzip-compressed. Files of one
-    /// session (same SESSION ID, or a `TRACE CONTINUED` chain) are combined into one series.
-    #[arg(required = true)]
+/// What `iolens trace` reads and how.
+#[derive(Debug, Clone)]
+pub struct TraceOptions {
+    /// Oracle extended SQL trace files (event 10046), plain or gzip-compressed.
     pub files: Vec<PathBuf>,
-    /// Keep only these wait events in the latency histograms (repeatable). The response-time
-    /// profile always covers every event.
-    #[arg(long = "event", value_name = "NAME")]
+    /// Keep only these wait events in the latency histograms (empty: all).
     pub events: Vec<String>,
-    /// Interval length of the per-interval histograms (heatmap resolution).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Interval length of the per-interval histograms.
     pub interval: std::time::Duration,
     /// How many of the slowest individual waits to list.
-    #[arg(long, default_value_t = 20)]
     pub top: usize,
-    /// Write the results document (JSON) here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Do not print the terminal summary.
-    #[arg(long, short)]
-    pub quiet: bool,
-    /// Print the process's peak resident memory (VmHWM) at the end (used by the benchmark).
-    #[arg(long, hide = true)]
-    pub print_peak_rss: bool,
 }
 
 /// Formats understood by `iolens ingest`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// V$EVENT_HISTOGRAM(_MICRO) snapshots spooled as CSV: time, event, bucket, count.
     EventHistogram,
@@ -110,41 +95,27 @@ pub enum Format {
     TimeLatency,
 }
 
-/// Arguments of `iolens ingest`.
-#[derive(clap::Args, Debug, Clone)]
-pub struct IngestArgs {
+/// What `iolens ingest` reads and how.
+#[derive(Debug, Clone)]
+pub struct IngestOptions {
     /// Input format.
-    #[arg(long, value_enum)]
     pub format: Format,
     /// Input files, plain or gzip-compressed.
-    #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Latency unit of the values where the format does not say it (ns, us, ms, s). Defaults:
-    /// event-histogram from the column name (ms for WAIT_TIME_MILLI), fio-log ns, hlog ns,
-    /// time-latency us, bpftrace from the map name (else us).
-    #[arg(long)]
+    /// Latency unit of the values where the format does not say it (`None`: the format's
+    /// default).
     pub unit: Option<Unit>,
-    /// Time unit of the first column of time-latency input (default us, as trace2heatmap.pl).
-    #[arg(long)]
+    /// Time unit of the first column of time-latency input (`None`: us).
     pub time_unit: Option<Unit>,
-    /// Interval length for formats with per-event timestamps (fio-log, biosnoop,
-    /// time-latency) and the assumed spacing of un-timestamped histogram sections.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    /// Interval length for formats with per-event timestamps, and the assumed spacing of
+    /// un-timestamped histogram sections.
     pub interval: std::time::Duration,
-    /// How long the source was recording, for sources that do not say (a histogram printed
-    /// once at Ctrl-C, histograms without timestamps): without it their rates are unknown.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    /// How long the source was recording, for sources that do not say.
     pub duration: Option<std::time::Duration>,
-    /// Write the results document (JSON) here.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Do not print the terminal summary.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
 /// A time or latency unit named on the command line.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Unit {
     Ns,
     Us,
@@ -173,30 +144,8 @@ impl Unit {
     }
 }
 
-/// Run `iolens trace`.
-pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
-    crate::results::Destination::checked(args.json.as_deref())?;
-    let results = oracle_trace::read_traces(args, command_line)?;
-    finish_command(&results, args.json.as_deref(), args.quiet)?;
-    if args.print_peak_rss {
-        crate::outln!(
-            "peak RSS: {}",
-            peak_rss().unwrap_or_else(|| "unknown".into())
-        );
-    }
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
-/// Run `iolens ingest`.
-pub fn run_ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
-    crate::results::Destination::checked(args.json.as_deref())?;
-    let results = ingest(args, command_line)?;
-    finish_command(&results, args.json.as_deref(), args.quiet)?;
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
 /// Read every input of an `ingest` invocation into one results document.
-pub fn ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<Results> {
+pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results> {
     let mut results = Results::new(Kind::Ingest, command_line);
     let mut stats = Vec::new();
     for path in &args.files {
@@ -361,25 +310,6 @@ pub fn format_name(f: Format) -> &'static str {
         Format::Hlog => "hlog",
         Format::TimeLatency => "time-latency",
     }
-}
-
-fn finish_command(results: &Results, json: Option<&Path>, quiet: bool) -> Result<()> {
-    // The same checks `show`/`report`/`compare`/`export` apply when loading: never write a
-    // document they would refuse (overflowed counts, histograms that cannot be encoded).
-    results.validate()?;
-    if !quiet {
-        // The text for people never fails the command (see `crate::out`); the JSON is written
-        // even when stdout is closed.
-        print_summary(results, &mut crate::out::human())?;
-    }
-    if let Some(p) = json {
-        let dest = crate::results::Destination::new(p);
-        crate::results::write_results(results, &dest)?;
-        if !quiet {
-            crate::outln!("results written to {}", dest.describe());
-        }
-    }
-    Ok(())
 }
 
 /// Peak resident set size of this process (VmHWM from /proc/self/status).

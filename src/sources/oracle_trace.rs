@@ -43,7 +43,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::Result;
 use rustc_hash::FxHashMap;
@@ -52,7 +52,7 @@ use serde_json::json;
 
 use super::{
     count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
-    LineStats, TraceArgs,
+    LineStats, TraceOptions,
 };
 use crate::results::{BucketConvention, Kind, Results, RunResult};
 use crate::units::fmt_ns;
@@ -1181,7 +1181,7 @@ fn merge_events(into: &mut Vec<EventTotals>, from: &[EventTotals]) {
 }
 
 /// Read the trace files of an `iolens trace` invocation into one results document.
-pub fn read_traces(args: &TraceArgs, command_line: Vec<String>) -> Result<Results> {
+pub fn read_traces(args: &TraceOptions, command_line: Vec<String>) -> Result<Results> {
     let opts = ParseOptions {
         interval_ns: (args.interval.as_nanos() as u64).max(1_000),
         top: args.top,
@@ -1642,19 +1642,6 @@ pub fn print_slowest(s: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Synthetic traces (benchmark and tests)
 
-/// Arguments of the hidden `iolens gen-trace` command (benchmark input).
-#[derive(clap::Args, Debug, Clone)]
-pub struct GenTraceArgs {
-    /// Output file (created; must not exist).
-    pub out: PathBuf,
-    /// Approximate size, e.g. 600M.
-    #[arg(long, default_value = "600M", value_parser = |s: &str| parse_size::parse_size(s))]
-    pub size: u64,
-    /// Random seed.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-}
-
 /// Write a realistic 12c-style trace of about `size` bytes: a header, a cursor, and repeated
 /// FETCH calls each preceded by single-block reads and SQL*Net waits. Returns the wait count.
 pub fn write_synthetic_trace(w: &mut dyn Write, size: u64, seed: u64) -> std::io::Result<u64> {
@@ -1736,21 +1723,6 @@ EXEC #140234567:c=50,e=60,p=0,cr=0,cu=0,mis=0,r=0,dep=0,og=1,plh=1,tim=270760256
         written += line.len() as u64;
     }
     Ok(waits)
-}
-
-/// Run the hidden `gen-trace` command.
-pub fn run_gen_trace(args: &GenTraceArgs) -> Result<std::process::ExitCode> {
-    use anyhow::Context as _;
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.out)
-        .with_context(|| format!("cannot create {} (must not exist)", args.out.display()))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let n = write_synthetic_trace(&mut w, args.size, args.seed)?;
-    w.flush()?;
-    println!("wrote {} waits to {}", n, args.out.display());
-    Ok(std::process::ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -8,11 +8,11 @@
 use anyhow::Result;
 use serde_json::json;
 
-use super::{ingest_run, parse_f64, rfc3339_ns, Binned, Format, IngestArgs, LineReader, Unit};
+use super::{ingest_run, parse_f64, rfc3339_ns, Binned, Format, IngestOptions, LineReader, Unit};
 use crate::results::{BucketConvention, RunResult};
 
 /// Read time/latency pairs.
-pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let t_ns = args.time_unit.unwrap_or(Unit::Us).ns();
     let l_ns = args.unit.unwrap_or(Unit::Us).ns();
     let interval_ns = (args.interval.as_nanos() as u64).max(1);

@@ -24,7 +24,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::event_histogram::CumulativeSeries;
-use super::{parse_u64, Format, IngestArgs, LineReader};
+use super::{parse_u64, Format, IngestOptions, LineReader};
 use crate::results::{BucketConvention, RunResult};
 
 #[derive(Default)]
@@ -96,7 +96,7 @@ fn convention(rc: &Record) -> (BucketConvention, String) {
 }
 
 /// Read a PyLatencyMap stream.
-pub fn read(r: &mut LineReader, args: &IngestArgs) -> Result<Vec<RunResult>> {
+pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut series: BTreeMap<String, (CumulativeSeries, usize)> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     let mut rec: Option<(Record, u64)> = None;

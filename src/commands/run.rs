@@ -1,89 +1,17 @@
-//! Command-line parsing only: turns arguments into specs and dispatches to the module that
-//! implements each subcommand. One variant per subcommand; the argument structs of `run` and
-//! `calibrate` live here, other subcommands keep theirs in the module that implements them.
+//! `iolens run`: one workload on a target, its full latency distribution.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
+use super::{finish, Context};
+use crate::results::{Kind, Results};
+use crate::stamp::{OnCorruption, VerifyMode};
+use crate::target::{PrepareOptions, Target};
+use crate::units::{parse_duration, parse_size};
 use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec};
-
-/// iolens: storage measured as a database experiences it.
-#[derive(Parser, Debug)]
-#[command(
-    name = "iolens",
-    version,
-    about,
-    long_about = None,
-    after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
-                  (run, calibrate, verify; also a truncated scratch file or a damaged scratch \
-                  header, which is left as found); 130 interrupted (Ctrl-C, also during a \
-                  scratch-file fill, which resumes later), 143 terminated (SIGTERM), 129 hung up \
-                  (SIGHUP): results measured so far are still written."
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The subcommands.
-// Parsed once per process: boxing the large argument structs would buy nothing.
-#[allow(clippy::large_enum_variant)]
-#[derive(Subcommand, Debug)]
-pub enum Command {
-    /// Run one workload on a target and report its full latency distribution.
-    Run(RunArgs),
-    /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
-    /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
-    Calibrate(crate::calibrate::CalibrateArgs),
-    /// Check every block of an iolens scratch file offline: checksum, address, target id.
-    /// Exits with 3 when corruption is found.
-    Verify(crate::verify::VerifyArgs),
-    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
-    Db(crate::db::DbArgs),
-    /// Read Oracle extended SQL trace files (event 10046) into latency distributions and a
-    /// response-time profile.
-    Trace(crate::sources::TraceArgs),
-    /// Read histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio, hlog…).
-    Ingest(crate::sources::IngestArgs),
-    /// Write a synthetic 10046 trace (benchmark input).
-    #[command(hide = true)]
-    GenTrace(crate::sources::oracle_trace::GenTraceArgs),
-    /// Show a results file in the terminal: summary, histograms, latency heatmaps.
-    Show(crate::render::ShowArgs),
-    /// Write a self-contained HTML report of a results file.
-    Report(crate::render::ReportArgs),
-    /// Compare two or more results files (terminal, or HTML with -o).
-    Compare(crate::render::CompareArgs),
-    /// Export per-interval data: CSV and/or HdrHistogram interval log.
-    Export(crate::render::ExportArgs),
-    /// Write a synthetic results file (tests, demos, benchmarks).
-    #[command(name = "dev-synth", hide = true)]
-    DevSynth(crate::render::synth::SynthArgs),
-}
-
-/// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
-    parse_size::Config::new()
-        .with_binary()
-        .parse_size(s)
-        .map_err(|e| format!("`{s}` is not a size ({e}); use e.g. 8k, 512, 4G"))
-}
-
-/// Parse a duration such as `30s`, `500ms`, `2m` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> std::result::Result<f64, String> {
-    if let Ok(v) = s.parse::<f64>() {
-        if v.is_finite() && v >= 0.0 {
-            return Ok(v);
-        }
-        return Err(format!("`{s}` is not a valid duration"));
-    }
-    humantime::parse_duration(s)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| format!("`{s}` is not a duration ({e}); use e.g. 30s, 500ms, 2m"))
-}
 
 /// Options shared by `run` and `calibrate` that select and protect the target.
 #[derive(Args, Debug, Clone)]
@@ -108,7 +36,7 @@ pub struct TargetArgs {
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
-    /// Do not draw progress (progress is only drawn when stderr is a terminal).
+    /// Do not draw progress (progress is only drawn when stderr is a terminal, or with -v).
     #[arg(long)]
     pub no_progress: bool,
     /// Write the complete results (spec, environment, every histogram) to this JSON file
@@ -179,11 +107,11 @@ pub struct RunArgs {
     /// Verify blocks read: auto (full on iolens scratch files, none elsewhere), none, header
     /// (magic, target id, offset, generation of each 512-byte unit) or full (also its CRC32C).
     #[arg(long, value_enum, default_value = "auto")]
-    pub verify: crate::verify::VerifyMode,
+    pub verify: VerifyMode,
     /// On corrupt data: stop at the first corrupt block, or continue and report them all.
     /// Either way the run exits with status 3.
     #[arg(long, value_enum, default_value = "stop")]
-    pub on_corruption: crate::verify::OnCorruption,
+    pub on_corruption: OnCorruption,
     /// Print the plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -223,39 +151,21 @@ impl RunArgs {
     }
 }
 
-/// Parse arguments and run the chosen subcommand; returns the process exit code.
-pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
-    let cli = match Cli::try_parse_from(args.clone()) {
-        Ok(c) => c,
-        Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
-            let _ = e.print();
-            return Ok(ExitCode::from(code));
+impl TargetArgs {
+    /// How to open (and, for a new scratch file, create) the target.
+    pub fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
+        PrepareOptions {
+            size: self.size,
+            disposable: self.disposable_target.clone(),
+            writes,
+            progress,
+            refill: self.refill,
         }
-    };
-    let cmdline: Vec<String> = args
-        .iter()
-        .map(|a| a.to_string_lossy().to_string())
-        .collect();
-    match cli.command {
-        Command::Run(a) => cmd_run(&a, cmdline),
-        Command::Calibrate(a) => crate::calibrate::cmd_calibrate(&a, cmdline),
-        Command::Verify(a) => crate::verify::cmd_verify(&a, cmdline),
-        Command::Db(a) => crate::db::main(a, &cmdline),
-        Command::Trace(a) => crate::sources::run_trace(&a, cmdline),
-        Command::Ingest(a) => crate::sources::run_ingest(&a, cmdline),
-        Command::GenTrace(a) => crate::sources::oracle_trace::run_gen_trace(&a),
-        Command::Show(a) => crate::render::show(&a),
-        Command::Report(a) => crate::render::report(&a),
-        Command::Compare(a) => crate::render::compare(&a),
-        Command::Export(a) => crate::render::export(&a),
-        Command::DevSynth(a) => crate::render::synth::main(&a),
     }
 }
 
-fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
-    use crate::results::{Kind, Results};
-    use crate::target::{PrepareOptions, Target};
+/// `iolens run`.
+pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     crate::interrupt::install();
     let mut spec = a.to_spec();
     if a.pattern == Pattern::Randrw && a.read_pct.is_none() {
@@ -274,14 +184,9 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
         ..spec.clone()
     };
     provisional.validate()?;
-    let progress = !a.t.no_progress && crate::progress::wanted();
-    let prep = PrepareOptions {
-        size: a.t.size,
-        disposable: a.t.disposable_target.clone(),
-        writes: a.pattern.writes() && a.engine != EngineKind::Null,
-        progress,
-        refill: a.t.refill,
-    };
+    let progress = cx.progress(a.t.no_progress);
+    let prep =
+        a.t.prepare_options(a.pattern.writes() && a.engine != EngineKind::Null, progress);
     if a.explain {
         // The same checks as a real run, without creating or writing anything.
         spec.target_size = Target::check(&a.t.target, &prep)?;
@@ -295,7 +200,7 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     spec.target_size = target.data_size;
     spec.validate()?;
     crate::outln!("Plan: {}", spec.explain());
-    let mut res = Results::new(Kind::Run, cmdline);
+    let mut res = Results::new(Kind::Run, cx.cmdline.clone());
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &target.path,
@@ -316,32 +221,4 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     crate::out!("{}", crate::summary::run_summary(&r));
     res.runs.push(r);
     finish(&res, a.t.json.as_deref())
-}
-
-/// Write the results file when asked, then choose the exit code: 3 when a run read corrupt
-/// data, 128 + the signal (130 Ctrl-C, 143 SIGTERM) when a signal ended the work early, 0
-/// otherwise.
-pub fn finish(res: &crate::results::Results, json: Option<&std::path::Path>) -> Result<ExitCode> {
-    if let Some(p) = json {
-        let dest = crate::results::Destination::new(p);
-        crate::results::write_results(res, &dest)?;
-        match dest {
-            crate::results::Destination::Stdout => {
-                crate::outln!("Results written to standard output")
-            }
-            crate::results::Destination::File(_) => crate::outln!(
-                "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
-                p.display()
-            ),
-        }
-    }
-    let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
-    Ok(if res.runs.iter().any(|r| r.found_corruption()) {
-        eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
-        ExitCode::from(crate::verify::EXIT_CORRUPTION)
-    } else if interrupted {
-        ExitCode::from(crate::interrupt::exit_code())
-    } else {
-        ExitCode::SUCCESS
-    })
 }

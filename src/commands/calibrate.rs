@@ -1,0 +1,110 @@
+//! `iolens calibrate`: the honest CALIBRATE_IO.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::run::TargetArgs;
+use super::{finish, Context};
+use crate::calibrate::{CalibrateOptions, Phase, Plan};
+use crate::results::Results;
+use crate::stamp::VerifyMode;
+use crate::target::Target;
+use crate::units::{parse_duration, parse_size};
+
+/// `iolens calibrate` options.
+#[derive(Args, Debug, Clone)]
+pub struct CalibrateArgs {
+    #[command(flatten)]
+    pub t: TargetArgs,
+    /// Total time budget for all steps (e.g. 2m, 90s).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub budget: f64,
+    /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
+    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    pub max_latency: f64,
+    /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
+    #[arg(long, default_value_t = 99.0)]
+    pub percentile: f64,
+    /// Block size of the single-block reads (the database block size).
+    #[arg(long, default_value = "8k", value_parser = parse_size)]
+    pub bs: u64,
+    /// Block size of the large sequential reads.
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub large_bs: u64,
+    /// Session ceiling of the random-read ramp.
+    #[arg(long, default_value_t = 64)]
+    pub max_sessions: u32,
+    /// Queue-depth ceiling of the sequential-read ramps.
+    #[arg(long, default_value_t = 32)]
+    pub max_qd: u32,
+    /// Streams of the many-streams sequential phase (default: 4).
+    #[arg(long, default_value_t = 4)]
+    pub streams: u32,
+    /// IOPS growth below which the ramp is called a plateau, percent.
+    #[arg(long, default_value_t = 5.0)]
+    pub plateau_pct: f64,
+    /// Phases to run (comma-separated); default randread,seqread,seqread1.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub phases: Option<Vec<Phase>>,
+    /// Add the write phase (commit-shaped O_DSYNC writes, random-write ramp): writes to the
+    /// scratch file.
+    #[arg(long)]
+    pub writes: bool,
+    /// Add the cache probe (random reads over 1 %, 10 %, 100 % of the target).
+    #[arg(long)]
+    pub cache_probe: bool,
+    /// Verify blocks read: auto (full on iolens scratch files), none, header or full. A
+    /// database checks its blocks too; `none` measures the storage path alone.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub verify: VerifyMode,
+    /// Print the whole plan and exit without doing any I/O.
+    #[arg(long)]
+    pub explain: bool,
+}
+
+impl CalibrateArgs {
+    /// The domain options these arguments describe.
+    pub fn options(&self) -> CalibrateOptions {
+        CalibrateOptions {
+            budget: self.budget,
+            max_latency: self.max_latency,
+            percentile: self.percentile,
+            bs: self.bs,
+            large_bs: self.large_bs,
+            max_sessions: self.max_sessions,
+            max_qd: self.max_qd,
+            streams: self.streams,
+            plateau_pct: self.plateau_pct,
+            phases: self.phases.clone(),
+            writes: self.writes,
+            cache_probe: self.cache_probe,
+            verify: self.verify,
+            direct: !self.t.buffered,
+        }
+    }
+}
+
+/// `iolens calibrate`.
+pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
+    let o = a.options();
+    let plan = Plan::new(&o)?;
+    let progress = cx.progress(a.t.no_progress);
+    let prep =
+        a.t.prepare_options(plan.phase(Phase::Writes).is_some(), progress);
+    if a.explain {
+        // The same checks as a real run, without creating or writing anything.
+        Target::check(&a.t.target, &prep)?;
+        crate::out!("{}", plan.explain(&a.t.target.display().to_string()));
+        return Ok(ExitCode::SUCCESS);
+    }
+    crate::interrupt::install();
+    // A results file that cannot be written must fail now, not after the calibration.
+    crate::results::Destination::checked(a.t.json.as_deref())?;
+    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
+    let res: Results =
+        crate::calibrate::calibrate(&plan, o.verify, &target, progress, cx.cmdline.clone())?;
+    crate::out!("{}", crate::calibrate::summary(&res));
+    finish(&res, a.t.json.as_deref())
+}

@@ -1,0 +1,255 @@
+//! `iolens db`: SQL-driven I/O through a real database cache (the SLOB method).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _, Result};
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::{finish, Context};
+use crate::db::{postgres, print_summary, redact_args, sqlite, Layout, RunSpec, BLOCK, MIN_ROWS};
+
+/// `iolens db …`
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    #[command(subcommand)]
+    pub command: DbCommand,
+}
+
+/// The `db` sub-subcommands.
+#[derive(Subcommand, Debug)]
+pub enum DbCommand {
+    /// Build (or resume, or verify) the SLOB-style data layout.
+    Setup(SetupArgs),
+    /// Run the SLOB work loop and measure it.
+    Run(RunArgs),
+    /// Remove everything `db setup` created.
+    Drop(DropArgs),
+}
+
+/// Database engine.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineKind {
+    /// Embedded SQLite (bundled, nothing to install).
+    Sqlite,
+    /// A PostgreSQL server reached through a DSN.
+    Postgres,
+}
+
+/// Where the data lives.
+#[derive(Args, Debug, Clone)]
+pub struct TargetArgs {
+    /// Database engine.
+    #[arg(long, value_enum, default_value = "sqlite")]
+    pub engine: EngineKind,
+    /// Directory holding the SQLite database (sqlite engine).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// libpq connection string or URL (postgres engine). Parameters it leaves out come from
+    /// libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD…) and the
+    /// password file (PGPASSFILE or ~/.pgpass), so no password need be on the command line.
+    /// Passwords are never printed or stored.
+    #[arg(long)]
+    pub dsn: Option<String>,
+}
+
+/// Arguments of `db setup`.
+#[derive(Args, Debug, Clone)]
+pub struct SetupArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Number of schemas (one table each). Sessions are spread over them round-robin; 1 is
+    /// SLOB's single-schema model.
+    #[arg(long, default_value_t = 1)]
+    pub schemas: u32,
+    /// Data size per schema (SLOB's SCALE), e.g. 64M, 1G. One row per 8 KiB block.
+    #[arg(long, default_value = "64M")]
+    pub scale: String,
+    /// Seed of the key permutation and payload.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Arguments of `db run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Concurrent zero-think-time sessions.
+    #[arg(long, default_value_t = 4)]
+    pub sessions: u32,
+    /// Percentage of operations that update their window and commit (SLOB's UPDATE_PCT).
+    #[arg(long, default_value_t = 0.0)]
+    pub update_pct: f64,
+    /// Rows touched per operation, each in a different block (SLOB's WORK_UNIT).
+    #[arg(long, default_value_t = 64)]
+    pub work_unit: u32,
+    /// Measured duration.
+    #[arg(long, default_value = "30s")]
+    pub duration: String,
+    /// Warm-up before measurement (not recorded).
+    #[arg(long, default_value = "0s")]
+    pub warmup: String,
+    /// Histogram interval.
+    #[arg(long, default_value = "1s")]
+    pub interval: String,
+    /// Percentage of operations that go to the hot spot (0 = uniform).
+    #[arg(long, default_value_t = 0.0)]
+    pub hot_pct: f64,
+    /// Size of the hot spot, percent of each table's keys.
+    #[arg(long, default_value_t = 10.0)]
+    pub hot_size_pct: f64,
+    /// Think time between operations (SLOB runs with zero think time).
+    #[arg(long, default_value = "0s")]
+    pub think: String,
+    /// SQLite page cache per session (keep it much smaller than the data).
+    #[arg(long, default_value = "512K")]
+    pub cache_size: String,
+    /// SQLite: run without the per-I/O timing shim (for overhead benchmarks).
+    #[arg(long)]
+    pub no_timing: bool,
+    /// SQLite: keep the database's pages in the OS page cache instead of dropping them first.
+    #[arg(long)]
+    pub keep_os_cache: bool,
+    /// PostgreSQL: run without track_io_timing (when the role may not enable it).
+    #[arg(long)]
+    pub no_io_timing: bool,
+    /// PostgreSQL: wait-event samples per second (ASH-style).
+    #[arg(long, default_value_t = 10.0)]
+    pub ash_hz: f64,
+    /// Write the results document here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Seed of the sessions' random keys (default: time-based).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// Arguments of `db drop`.
+#[derive(Args, Debug, Clone)]
+pub struct DropArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// `iolens db`. The command line is stored with passwords redacted.
+pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
+    let cmdline = redact_args(&cx.cmdline);
+    match args.command {
+        DbCommand::Setup(a) => {
+            let scale = parse_size(&a.scale, "--scale")?;
+            let rows = scale / BLOCK;
+            if a.schemas == 0 {
+                bail!("--schemas must be at least 1");
+            }
+            if rows < MIN_ROWS {
+                bail!(
+                    "--scale {} is too small: at least {} ({MIN_ROWS} blocks of 8 KiB) per schema",
+                    a.scale,
+                    crate::units::fmt_bytes(MIN_ROWS * BLOCK)
+                );
+            }
+            let layout = Layout {
+                schemas: a.schemas,
+                rows,
+                seed: a.seed,
+            };
+            // Ctrl-C or SIGTERM stops the load between committed chunks; rerunning resumes.
+            crate::interrupt::install();
+            let o = engine(&a.target)?.setup(&layout, None, !cx.quiet)?;
+            let (rows_loaded, complete) = (o.rows_loaded, o.complete);
+            if !complete && crate::interrupt::interrupted() {
+                eprintln!(
+                    "iolens: setup stopped after loading {} rows this time; rerun the same \
+                     command to resume",
+                    rows_loaded
+                );
+                return Ok(ExitCode::from(crate::interrupt::exit_code()));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        DbCommand::Run(a) => {
+            let spec = run_spec(&a, cx.quiet)?;
+            crate::interrupt::install();
+            // A results file that cannot be written must fail now, not after the run.
+            crate::results::Destination::checked(a.json.as_deref())?;
+            let res = engine(&a.target)?.run(&spec, cmdline)?;
+            print_summary(&res);
+            finish(&res, a.json.as_deref())
+        }
+        DbCommand::Drop(a) => {
+            engine(&a.target)?.drop_layout()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// The `db run` workload these arguments describe, parsed and checked.
+fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    let spec = RunSpec {
+        sessions: a.sessions,
+        update_pct: a.update_pct,
+        work_unit: a.work_unit,
+        duration_s: parse_duration(&a.duration, "--duration")?.as_secs_f64(),
+        warmup_s: parse_duration(&a.warmup, "--warmup")?.as_secs_f64(),
+        interval_s: parse_duration(&a.interval, "--interval")?.as_secs_f64(),
+        hot_pct: a.hot_pct,
+        hot_size_pct: a.hot_size_pct,
+        think_s: parse_duration(&a.think, "--think")?.as_secs_f64(),
+        cache_bytes: parse_size(&a.cache_size, "--cache-size")?,
+        timing: !a.no_timing,
+        drop_os_cache: !a.keep_os_cache,
+        io_timing: !a.no_io_timing,
+        ash_hz: a.ash_hz,
+        seed,
+        quiet,
+    };
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// The engine `t` names, at the place it names.
+fn engine(t: &TargetArgs) -> Result<Box<dyn crate::db::DbEngine>> {
+    Ok(match t.engine {
+        EngineKind::Sqlite => Box::new(sqlite::Sqlite {
+            dir: sqlite_dir(t)?,
+        }),
+        EngineKind::Postgres => Box::new(postgres::Postgres { dsn: pg_dsn(t)? }),
+    })
+}
+
+fn sqlite_dir(t: &TargetArgs) -> Result<PathBuf> {
+    if t.dsn.is_some() {
+        bail!("--dsn is for --engine postgres; the sqlite engine takes --dir");
+    }
+    t.dir
+        .clone()
+        .context("--engine sqlite needs --dir DIR (where the database file lives)")
+}
+
+fn pg_dsn(t: &TargetArgs) -> Result<String> {
+    if t.dir.is_some() {
+        bail!("--dir is for --engine sqlite; the postgres engine takes --dsn");
+    }
+    // Without --dsn, libpq's environment variables, password file and defaults apply alone.
+    Ok(t.dsn.clone().unwrap_or_default())
+}
+
+/// Parse a size such as `64M` or `1G` (binary units), naming the option in the error.
+fn parse_size(s: &str, what: &str) -> Result<u64> {
+    crate::units::parse_size(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}
+
+/// Parse a duration such as `60s` or `500ms`, naming the option in the error.
+fn parse_duration(s: &str, what: &str) -> Result<Duration> {
+    crate::units::parse_duration(s)
+        .map(Duration::from_secs_f64)
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+}

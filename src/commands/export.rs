@@ -1,0 +1,46 @@
+//! `iolens export`: per-interval data for other tools (CSV, HdrHistogram interval log).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use crate::render::{check_distinct, csv, hlog, write_output};
+use crate::results::Results;
+
+/// `iolens export`: per-interval data for other tools.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Results file written by iolens.
+    pub file: PathBuf,
+    /// Write per-interval figures (time, op, count, IOPS, MB/s, percentiles) as CSV (`-` for
+    /// standard output).
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write an HdrHistogram interval log (V2, one tagged line per op and interval).
+    #[arg(long)]
+    pub hlog: Option<PathBuf>,
+}
+
+/// `iolens export`.
+pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
+    if args.csv.is_none() && args.hlog.is_none() {
+        bail!("nothing to export: give --csv FILE and/or --hlog FILE");
+    }
+    if args.csv.as_deref().is_some_and(|p| p.as_os_str() == "-")
+        && args.hlog.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    {
+        bail!("only one of --csv and --hlog can write to standard output");
+    }
+    let r = Results::read_file(&args.file)?;
+    if let Some(p) = &args.csv {
+        check_distinct(p, &[&args.file])?;
+        write_output(p, &csv::intervals_csv(&r)?)?;
+    }
+    if let Some(p) = &args.hlog {
+        check_distinct(p, &[&args.file])?;
+        write_output(p, &hlog::interval_log(&r)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,66 @@
+//! `iolens ingest`: histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio,
+//! hlog…) into results.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{finish, Context};
+use crate::sources::{ingest, print_summary, Format, IngestOptions, Unit};
+
+/// Arguments of `iolens ingest`.
+#[derive(Args, Debug, Clone)]
+pub struct IngestArgs {
+    /// Input format.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Input files, plain or gzip-compressed.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Latency unit of the values where the format does not say it (ns, us, ms, s). Defaults:
+    /// event-histogram from the column name (ms for WAIT_TIME_MILLI), fio-log ns, hlog ns,
+    /// time-latency us, bpftrace from the map name (else us).
+    #[arg(long)]
+    pub unit: Option<Unit>,
+    /// Time unit of the first column of time-latency input (default us, as trace2heatmap.pl).
+    #[arg(long)]
+    pub time_unit: Option<Unit>,
+    /// Interval length for formats with per-event timestamps (fio-log, biosnoop,
+    /// time-latency) and the assumed spacing of un-timestamped histogram sections.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: std::time::Duration,
+    /// How long the source was recording, for sources that do not say (a histogram printed
+    /// once at Ctrl-C, histograms without timestamps): without it their rates are unknown.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+impl IngestArgs {
+    /// The domain options these arguments describe.
+    pub fn options(&self) -> IngestOptions {
+        IngestOptions {
+            format: self.format,
+            files: self.files.clone(),
+            unit: self.unit,
+            time_unit: self.time_unit,
+            interval: self.interval,
+            duration: self.duration,
+        }
+    }
+}
+
+/// `iolens ingest`.
+pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
+    crate::results::Destination::checked(a.json.as_deref())?;
+    let results = ingest(&a.options(), cx.cmdline.clone())?;
+    // The checks `show`/`report`/`compare`/`export` apply when loading: never write a document
+    // they would refuse (overflowed counts, histograms that cannot be encoded).
+    results.validate()?;
+    print_summary(&results, &mut crate::out::human())?;
+    finish(&results, a.json.as_deref())
+}

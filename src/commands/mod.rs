@@ -1,0 +1,197 @@
+//! The command layer: one file per subcommand. Each turns its command-line arguments (the only
+//! clap types in the crate) into the domain options of a producer or renderer, calls it, and —
+//! when it produced results — ends through the one [`finish`]: write the results file, say
+//! where, choose the exit code.
+//!
+//! Options that mean the same in every command are spelled once, here: `-q/--quiet` (no text
+//! for people on standard output: no plan, no progress, no summary; errors and warnings still go
+//! to stderr) and `-v/--verbose` (also report, on stderr at the end, what the command itself
+//! cost: wall-clock time, CPU time and peak memory).
+
+pub mod calibrate;
+pub mod compare;
+pub mod completions;
+pub mod db;
+pub mod dev_synth;
+pub mod export;
+pub mod gen_trace;
+pub mod ingest;
+pub mod man;
+pub mod report;
+pub mod run;
+pub mod show;
+pub mod trace;
+mod values;
+pub mod verify;
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+use crate::results::{Destination, Results};
+
+/// iolens: storage measured as a database experiences it.
+#[derive(Parser, Debug)]
+#[command(
+    name = "iolens",
+    version,
+    about,
+    long_about = None,
+    after_help = "Exit status: 0 success; 2 error or bad input; 3 data corruption detected \
+                  (run, calibrate, verify; also a truncated scratch file or a damaged scratch \
+                  header, which is left as found); 130 interrupted (Ctrl-C, also during a \
+                  scratch-file fill, which resumes later), 143 terminated (SIGTERM), 129 hung up \
+                  (SIGHUP): results measured so far are still written."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Commands that measure or read evidence print nothing for people on standard output (no
+    /// plan, progress or summary); errors and warnings still go to stderr, and the results file
+    /// is still written. (`show`, `compare`, `completions` and `man` print what they are for.)
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+    /// Also report, on stderr at the end, what iolens itself cost: wall-clock time, user and
+    /// system CPU time, peak resident memory.
+    #[arg(short, long, global = true, conflicts_with = "quiet")]
+    pub verbose: bool,
+}
+
+/// The subcommands.
+// Parsed once per process: boxing the large argument structs would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one workload on a target and report its full latency distribution.
+    Run(run::RunArgs),
+    /// The honest CALIBRATE_IO: load curve, max IOPS at a latency target, MB/s, tiers,
+    /// knee, CPU and queueing verdicts. With no arguments it creates its own scratch file.
+    Calibrate(calibrate::CalibrateArgs),
+    /// Check every block of an iolens scratch file offline: checksum, address, target id.
+    /// Exits with 3 when corruption is found.
+    Verify(verify::VerifyArgs),
+    /// SQL-driven I/O through a real database cache (the SLOB method): setup, run, drop.
+    Db(db::DbArgs),
+    /// Read Oracle extended SQL trace files (event 10046) into latency distributions and a
+    /// response-time profile.
+    Trace(trace::TraceArgs),
+    /// Read histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio, hlog…).
+    Ingest(ingest::IngestArgs),
+    /// Write a synthetic 10046 trace (benchmark input).
+    #[command(hide = true)]
+    GenTrace(gen_trace::GenTraceArgs),
+    /// Show a results file in the terminal: summary, histograms, latency heatmaps.
+    Show(show::ShowArgs),
+    /// Write a self-contained HTML report of a results file.
+    Report(report::ReportArgs),
+    /// Compare two or more results files (terminal, or HTML with -o).
+    Compare(compare::CompareArgs),
+    /// Export per-interval data: CSV and/or HdrHistogram interval log.
+    Export(export::ExportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(completions::CompletionsArgs),
+    /// Print the manual page (roff) to stdout: `iolens man | man -l -`.
+    Man,
+    /// Write a synthetic results file (tests, demos, benchmarks).
+    #[command(name = "dev-synth", hide = true)]
+    DevSynth(dev_synth::SynthArgs),
+}
+
+/// What every command is told besides its own arguments.
+#[derive(Clone, Debug)]
+pub(crate) struct Context {
+    /// The command line as given (stored in the results; `db` redacts passwords).
+    pub cmdline: Vec<String>,
+    /// `-q/--quiet`.
+    pub quiet: bool,
+    /// `-v/--verbose`.
+    pub verbose: bool,
+}
+
+impl Context {
+    /// Whether to draw progress: never when quiet or asked not to, otherwise when stderr is
+    /// a terminal.
+    pub(crate) fn progress(&self, no_progress: bool) -> bool {
+        !self.quiet && !no_progress && crate::progress::wanted()
+    }
+}
+
+/// Parse arguments and run the chosen subcommand; returns the process exit code.
+pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
+    let cli = match Cli::try_parse_from(args.clone()) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return Ok(ExitCode::from(code));
+        }
+    };
+    let cx = Context {
+        cmdline: args
+            .iter()
+            .map(|a| a.to_string_lossy().to_string())
+            .collect(),
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
+    if cx.quiet {
+        crate::out::silence();
+    }
+    let started = std::time::Instant::now();
+    let code = match cli.command {
+        Command::Run(a) => run::main(&a, &cx),
+        Command::Calibrate(a) => calibrate::main(&a, &cx),
+        Command::Verify(a) => verify::main(&a, &cx),
+        Command::Db(a) => db::main(a, &cx),
+        Command::Trace(a) => trace::main(&a, &cx),
+        Command::Ingest(a) => ingest::main(&a, &cx),
+        Command::GenTrace(a) => gen_trace::main(&a),
+        Command::Show(a) => show::main(&a),
+        Command::Report(a) => report::main(&a),
+        Command::Compare(a) => compare::main(&a),
+        Command::Export(a) => export::main(&a),
+        Command::Completions(a) => completions::main(&a),
+        Command::Man => man::main(),
+        Command::DevSynth(a) => dev_synth::main(&a),
+    };
+    if cx.verbose {
+        let (user, sys) = crate::sys::rusage_self();
+        eprintln!(
+            "iolens: cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
+            started.elapsed().as_secs_f64(),
+            user,
+            sys,
+            crate::sources::peak_rss().unwrap_or_else(|| "unknown".into())
+        );
+    }
+    code
+}
+
+/// The one ending of every command that produces results: write the results file when asked
+/// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
+/// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
+/// early, 0 otherwise.
+pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
+    if let Some(p) = json {
+        let dest = Destination::new(p);
+        crate::results::write_results(res, &dest)?;
+        match dest {
+            Destination::Stdout => crate::outln!("Results written to standard output"),
+            Destination::File(_) => crate::outln!(
+                "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+                p.display()
+            ),
+        }
+    }
+    let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
+    Ok(if res.runs.iter().any(|r| r.found_corruption()) {
+        eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
+        ExitCode::from(crate::stamp::EXIT_CORRUPTION)
+    } else if interrupted {
+        ExitCode::from(crate::interrupt::exit_code())
+    } else {
+        ExitCode::SUCCESS
+    })
+}

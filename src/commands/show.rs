@@ -1,0 +1,35 @@
+//! `iolens show`: a results file in the terminal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::render::{print_out, terminal, ColorChoice, TermStyle};
+use crate::results::Results;
+
+/// `iolens show`: the results in the terminal.
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// Results file written by iolens.
+    pub file: PathBuf,
+    /// Show details (histograms, heatmaps) of this run only (0-based index, see the summary).
+    #[arg(long)]
+    pub run: Option<usize>,
+    /// Colour: auto (terminal and no NO_COLOR), always or never.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// Output width in columns (default: the terminal's, else $COLUMNS, else 100).
+    #[arg(long)]
+    pub width: Option<usize>,
+}
+
+/// `iolens show`.
+pub(crate) fn main(args: &ShowArgs) -> Result<ExitCode> {
+    let r = Results::read_file(&args.file)?;
+    let style = TermStyle::resolve(args.color, args.width);
+    let text = terminal::render(&r, &style, args.run)?;
+    print_out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,61 @@
+//! `iolens trace`: Oracle extended SQL trace files (event 10046) into latency distributions and a
+//! response-time profile.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{finish, Context};
+use crate::sources::{oracle_trace, peak_rss, print_summary, TraceOptions};
+
+/// Arguments of `iolens trace`.
+#[derive(Args, Debug, Clone)]
+pub struct TraceArgs {
+    /// Oracle extended SQL trace files (event 10046), plain or gzip-compressed. Files of one
+    /// session (same SESSION ID, or a `TRACE CONTINUED` chain) are combined into one series.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Keep only these wait events in the latency histograms (repeatable). The response-time
+    /// profile always covers every event.
+    #[arg(long = "event", value_name = "NAME")]
+    pub events: Vec<String>,
+    /// Interval length of the per-interval histograms (heatmap resolution).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: std::time::Duration,
+    /// How many of the slowest individual waits to list.
+    #[arg(long, default_value_t = 20)]
+    pub top: usize,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Print the process's peak resident memory (VmHWM) at the end (used by the benchmark).
+    #[arg(long, hide = true)]
+    pub print_peak_rss: bool,
+}
+
+/// `iolens trace`.
+pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
+    crate::results::Destination::checked(a.json.as_deref())?;
+    let opts = TraceOptions {
+        files: a.files.clone(),
+        events: a.events.clone(),
+        interval: a.interval,
+        top: a.top,
+    };
+    let results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
+    // The checks every loader applies: never write a document `show` would refuse.
+    results.validate()?;
+    // The text for people never fails the command (see `crate::out`); the JSON is written
+    // even when stdout is closed.
+    print_summary(&results, &mut crate::out::human())?;
+    let code = finish(&results, a.json.as_deref())?;
+    if a.print_peak_rss {
+        crate::outln!(
+            "peak RSS: {}",
+            peak_rss().unwrap_or_else(|| "unknown".into())
+        );
+    }
+    Ok(code)
+}

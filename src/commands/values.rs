@@ -1,0 +1,88 @@
+//! The command-line spelling of the domain enums: clap's [`ValueEnum`] for the workload,
+//! verification, calibration, ingest and colour choices, written here so that the modules
+//! defining those enums know nothing of clap. Each value keeps the name and help clap's derive
+//! gave it (the variant name in kebab case, the first line of its documentation).
+
+use clap::builder::PossibleValue;
+use clap::ValueEnum;
+
+use crate::calibrate::Phase;
+use crate::render::ColorChoice;
+use crate::sources::{Format, Unit};
+use crate::stamp::{OnCorruption, VerifyMode};
+use crate::workload::{EngineKind, Pattern};
+
+/// `impl ValueEnum for $t`: each variant with its command-line name and optional help.
+macro_rules! value_enum {
+    ($t:ty { $($v:ident => $name:literal $(: $help:literal)?),+ $(,)? }) => {
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                &[$(<$t>::$v),+]
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(match self {
+                    $(<$t>::$v => PossibleValue::new($name)$(.help($help))?),+
+                })
+            }
+        }
+    };
+}
+
+value_enum!(Pattern {
+    Randread => "randread": "Random reads (db file sequential read)",
+    Randwrite => "randwrite": "Random writes (DBWR)",
+    Read => "read": "Sequential reads (scans, direct path read), one stream per session",
+    Write => "write": "Sequential writes (log writer), one stream per session",
+    Randrw => "randrw": "Random mix of reads and writes (`--read-pct`)",
+});
+
+value_enum!(EngineKind {
+    Sync => "sync": "pread/pwrite, one I/O in flight per session",
+    Uring => "uring": "io_uring, `--qd` I/Os in flight per session",
+    Null => "null": "No I/O at all: measures the tool's own cost per I/O",
+});
+
+value_enum!(VerifyMode {
+    Auto => "auto": "`full` on scratch files iolens created, `none` on other targets",
+    None => "none": "Do not look at the data read",
+    Header => "header": "Check each unit's magic, target id, offset and generation (no checksum)",
+    Full => "full": "Everything `header` checks, plus the CRC32C of every 512-byte unit",
+});
+
+value_enum!(OnCorruption {
+    Stop => "stop": "End the run at the first corrupt block",
+    Continue => "continue": "Keep going, reporting every corrupt block",
+});
+
+value_enum!(Phase {
+    Randread => "randread": "Single-block random reads, session ramp (max IOPS at the latency target)",
+    Seqread => "seqread": "Large sequential reads, many streams, queue-depth ramp (max MB/s)",
+    Seqread1 => "seqread1": "Large sequential reads, one stream (CALIBRATE_IO's MAX_PMBPS)",
+    Writes => "writes": "Commit-shaped O_DSYNC writes and random-write session ramp (writes to the scratch file)",
+    Cache => "cache": "Random reads over growing working sets (storage-side cache tiers)",
+});
+
+value_enum!(Format {
+    EventHistogram => "event-histogram": "V$EVENT_HISTOGRAM(_MICRO) snapshots spooled as CSV: time, event, bucket, count",
+    Pylatencymap => "pylatencymap": "PyLatencyMap record stream (<begin record> … <end record>)",
+    Biolatency => "biolatency": "bcc biolatency text output (log2 histograms, optional -T/-D/-F sections)",
+    Bpftrace => "bpftrace": "bpftrace hist()/lhist() map output",
+    Biosnoop => "biosnoop": "bcc biosnoop output (one line per I/O)",
+    FioLog => "fio-log": "fio per-I/O latency log (write_lat_log / write_clat_log ...)",
+    FioHist => "fio-hist": "fio histogram log (write_hist_log)",
+    Hlog => "hlog": "HdrHistogram interval log (.hlog)",
+    TimeLatency => "time-latency": "Two columns: time latency (Brendan Gregg's heatmap input)",
+});
+
+value_enum!(Unit {
+    Ns => "ns",
+    Us => "us",
+    Ms => "ms",
+    S => "s",
+});
+
+value_enum!(ColorChoice {
+    Auto => "auto": "Colour when stdout is a terminal and NO_COLOR is not set",
+    Always => "always",
+    Never => "never",
+});

@@ -1,0 +1,137 @@
+//! `iolens verify`: check every stamped block of a scratch file, offline.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use clap::Args;
+
+use super::{finish, Context};
+use crate::stamp::render_reports;
+use crate::units::parse_size;
+use crate::verify::{bench, verify_target, OfflineOptions};
+
+/// Check levels of `iolens verify`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckLevel {
+    /// Magic, target id and offset of every unit.
+    Header,
+    /// Also the CRC32C of every unit.
+    Full,
+}
+
+/// `iolens verify`: check every stamped block of a scratch file, offline.
+#[derive(Args, Debug, Clone)]
+pub struct VerifyArgs {
+    /// Scratch file (created by iolens) to check.
+    #[arg(long, required_unless_present = "bench")]
+    pub target: Option<PathBuf>,
+    /// What to check in each 512-byte unit.
+    #[arg(long, value_enum, default_value = "full")]
+    pub mode: CheckLevel,
+    /// Size of each sequential read.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub bs: u64,
+    /// Stop at the first corrupt unit instead of checking the whole target.
+    #[arg(long)]
+    pub stop_at_first: bool,
+    /// Read through the page cache (default: O_DIRECT when the filesystem allows it).
+    #[arg(long)]
+    pub buffered: bool,
+    /// Do not draw progress.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Check without the generation journal beside the target (stale blocks, restored from an
+    /// older copy, then go unnoticed).
+    #[arg(long)]
+    pub no_journal: bool,
+    /// Write the results (read latency histogram, figures, every report) to this JSON file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Measure stamping and verification CPU cost in memory (no target) and print it.
+    #[arg(long, hide = true)]
+    pub bench: bool,
+    /// Block size of `--bench`.
+    #[arg(long, hide = true, default_value = "8k", value_parser = parse_size)]
+    pub bench_bs: u64,
+}
+
+/// `iolens verify`.
+pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
+    if a.bench {
+        let f = bench(a.bench_bs)?;
+        crate::outln!(
+            "verify-bench block={} stamp_ns={:.0} header_hot_ns={:.0} full_hot_ns={:.0} header_cold_ns={:.0} full_cold_ns={:.0}",
+            f.block_bytes, f.stamp_ns, f.header_hot_ns, f.full_hot_ns, f.header_cold_ns, f.full_cold_ns
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(path) = &a.target else {
+        bail!("--target is required");
+    };
+    crate::interrupt::install();
+    // A results file that cannot be written must fail now, not after the verification.
+    crate::results::Destination::checked(a.json.as_deref())?;
+    let progress = cx.progress(a.no_progress);
+    let r = verify_target(
+        path,
+        &OfflineOptions {
+            full: a.mode == CheckLevel::Full,
+            chunk: a.bs as usize,
+            stop_at_first: a.stop_at_first,
+            direct: !a.buffered,
+            progress,
+            journal: !a.no_journal,
+        },
+        crate::interrupt::flag(),
+    )?;
+    let v = r.verify.clone().unwrap_or_default();
+    let mut out = crate::out::human();
+    let gb = r.ops[0].bytes as f64;
+    writeln!(
+        out,
+        "Verified {} ({} units of 512 B, {} check) in {:.2} s: {:.0} MB/s, {:.0} µs of CPU per MiB verified",
+        crate::units::fmt_bytes(r.ops[0].bytes),
+        v.units_verified,
+        v.mode,
+        r.duration_s,
+        gb / r.duration_s.max(1e-9) / 1e6,
+        v.ns_per_unit * 2048.0 / 1e3,
+    )?;
+    writeln!(
+        out,
+        "  {} units rewritten by workloads since the fill, {} as filled",
+        v.units_rewritten,
+        v.units_verified.saturating_sub(v.units_rewritten)
+    )?;
+    if !v.note.is_empty() {
+        writeln!(out, "  Note: {}", v.note)?;
+    }
+    if r.interrupted {
+        writeln!(
+            out,
+            "  WARNING: interrupted: only part of the target was checked"
+        )?;
+    }
+    if v.errors > 0 {
+        writeln!(
+            out,
+            "  !! DATA CORRUPTION: {} bad unit(s) in {}{}",
+            v.errors,
+            path.display(),
+            if v.stopped {
+                " (stopped at the first)"
+            } else {
+                ""
+            }
+        )?;
+        write!(out, "{}", render_reports(&r.corruption, v.errors, 20))?;
+    } else {
+        writeln!(out, "  No corruption found.")?;
+    }
+    let mut res = crate::results::Results::new(crate::results::Kind::Verify, cx.cmdline.clone());
+    res.environment = crate::sys::environment();
+    res.runs.push(r);
+    finish(&res, a.json.as_deref())
+}
