@@ -315,6 +315,7 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
     )?;
     crate::out!("{}", crate::summary::run_summary(&r));
     res.runs.push(r);
+    res.analysis = Some(crate::analysis::analyse(&res));
     finish(&res, a.t.json.as_deref())
 }
 

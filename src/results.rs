@@ -15,13 +15,16 @@ use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer}
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub mod analysis;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added the typed [`analysis::Analysis`] (`analysis`) and replaced the calibration's
+/// free-form `analysis` object with typed `findings`; version 1 files are still read.
+pub const SCHEMA_VERSION: u32 = 2;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 /// Significant digits of every latency histogram.
@@ -561,9 +564,10 @@ pub struct Calibration {
     pub max_mbps: Option<f64>,
     /// Large-read bandwidth, one stream (CALIBRATE_IO's MAX_PMBPS), MB/s.
     pub max_pmbps: Option<f64>,
-    /// Free-form analysis output (knee, USL, modes, verdicts) written by `analysis`.
+    /// What the calibration procedure decided while it ran (stop reason, best steps, which
+    /// runs are commit writes and cache probes). The analysis of it is in `Results::analysis`.
     #[serde(default)]
-    pub analysis: serde_json::Value,
+    pub findings: analysis::CalibrationFindings,
     /// Seconds spent between steps (start/stop overhead), and the share of the budget.
     pub overhead_s: f64,
     pub budget_s: f64,
@@ -608,6 +612,11 @@ pub struct Results {
     pub extra: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What analysis found (modes, verdicts, knee, USL, Little's law, calibration findings,
+    /// trace profile, database figures): `analysis::analyse` of the rest of this document.
+    /// Absent in version 1 files (renderers then compute it on reading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<analysis::Analysis>,
 }
 
 impl Results {
@@ -625,6 +634,7 @@ impl Results {
             calibration: None,
             extra: BTreeMap::new(),
             warnings: Vec::new(),
+            analysis: None,
         }
     }
 
@@ -665,6 +675,10 @@ impl Results {
         }
         if ver == 0 {
             bail!("results file has no valid schema version");
+        }
+        let mut v = v;
+        if ver == 1 {
+            analysis::upgrade_v1(&mut v);
         }
         serde_json::from_value(v).context("results file does not match the iolens schema")
     }

@@ -145,7 +145,7 @@ fn calibration_curve_knee_usl_and_little_from_a_results_file() {
     for run in &doc.runs {
         let a = analyse_run(run);
         assert_eq!(a.modes.len(), 1);
-        let (op, modes) = &a.modes[0];
+        let (op, modes) = (&a.modes[0].op, &a.modes[0].modes);
         assert_eq!(op, "read");
         assert_eq!(modes.len(), 1, "{}: {}", run.name, describe(modes));
         let median = run.ops[0].summary.mean_ns / (SPREAD.ln().powi(2) / 2.0).exp();
@@ -202,7 +202,7 @@ fn cache_tier_and_cpu_pressure_are_reported() {
     doc.write_file(&path).unwrap();
     let back = Results::read_file(&path).unwrap();
     let a = analyse_run(&back.runs[0]);
-    let modes = &a.modes[0].1;
+    let modes = &a.modes[0].modes;
     assert_eq!(modes.len(), 2, "{}", describe(modes));
     assert!((modes[0].share - 0.6).abs() < 0.02 && (modes[1].share - 0.4).abs() < 0.02);
     assert!(
@@ -219,7 +219,7 @@ fn cache_tier_and_cpu_pressure_are_reported() {
     assert!((a.verdicts[0].figures["runq_share"] - 0.25).abs() < 1e-9);
     // The analysis itself serialises for the results document.
     let v = serde_json::to_value(&a).unwrap();
-    assert_eq!(v["modes"][0][0], "read");
+    assert_eq!(v["modes"][0]["op"], "read");
     assert_eq!(v["verdicts"][1]["kind"], "page-cache");
 }
 
@@ -260,7 +260,7 @@ fn ingested_oracle_event_histogram_has_two_tiers() {
         ..Default::default()
     };
     let a = analyse_run(&run);
-    let modes = &a.modes[0].1;
+    let modes = &a.modes[0].modes;
     assert_eq!(modes.len(), 2, "{}", describe(modes));
     let total: u64 = buckets.values().sum();
     let fast: u64 = buckets.range(..=1_024).map(|(_, c)| c).sum();

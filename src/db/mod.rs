@@ -217,7 +217,7 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
             crate::results::Destination::checked(a.json.as_deref())?;
-            let res = match a.target.engine {
+            let mut res = match a.target.engine {
                 EngineKind::Sqlite => {
                     let dir = sqlite_dir(&a.target)?;
                     sqlite::explain_error(sqlite::run(&dir, &spec, cmdline), &dir)?
@@ -227,6 +227,7 @@ pub fn main(args: DbArgs, argv: &[String]) -> Result<ExitCode> {
                     postgres::run(&dsn, &spec, cmdline)?
                 }
             };
+            res.analysis = Some(crate::analysis::analyse(&res));
             if let Some(p) = &a.json {
                 res.write_file(p)?;
             }

@@ -176,7 +176,8 @@ impl Unit {
 /// Run `iolens trace`.
 pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
     crate::results::Destination::checked(args.json.as_deref())?;
-    let results = oracle_trace::read_traces(args, command_line)?;
+    let mut results = oracle_trace::read_traces(args, command_line)?;
+    results.analysis = Some(crate::analysis::analyse(&results));
     finish_command(&results, args.json.as_deref(), args.quiet)?;
     if args.print_peak_rss {
         crate::outln!(
@@ -190,7 +191,8 @@ pub fn run_trace(args: &TraceArgs, command_line: Vec<String>) -> Result<std::pro
 /// Run `iolens ingest`.
 pub fn run_ingest(args: &IngestArgs, command_line: Vec<String>) -> Result<std::process::ExitCode> {
     crate::results::Destination::checked(args.json.as_deref())?;
-    let results = ingest(args, command_line)?;
+    let mut results = ingest(args, command_line)?;
+    results.analysis = Some(crate::analysis::analyse(&results));
     finish_command(&results, args.json.as_deref(), args.quiet)?;
     Ok(std::process::ExitCode::SUCCESS)
 }
