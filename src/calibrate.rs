@@ -114,7 +114,6 @@ pub struct CalibrateArgs {
     pub explain: bool,
 }
 
-
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
 /// counts, is told each step's IOPS and latency, and decides when to stop and what to refine.
 #[derive(Clone, Debug)]
@@ -1058,7 +1057,12 @@ pub fn summary(res: &Results) -> String {
         let _ = writeln!(s, "Latency modes at max IOPS: {m}");
     }
     for p in &f.cache_probe {
-        let _ = writeln!(s, "Cache probe, {} % of target: {}", p.share * 100.0, p.modes);
+        let _ = writeln!(
+            s,
+            "Cache probe, {} % of target: {}",
+            p.share * 100.0,
+            p.modes
+        );
     }
     if let Some(k) = &f.knee {
         let _ = writeln!(

@@ -347,3 +347,40 @@ fn mode_count_sweep() {
         }
     }
 }
+
+#[test]
+fn stored_analysis_of_a_calibration_is_what_show_and_report_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = calibration_document(dir.path());
+    // A file without stored analysis (as version 1 wrote it) is analysed on reading...
+    let text = iolens::render::terminal::render(
+        &doc,
+        &iolens::render::TermStyle {
+            color: false,
+            width: 200,
+        },
+        None,
+    )
+    .unwrap();
+    // ...and the stored analysis is the same.
+    let an = iolens::analysis::analyse(&doc);
+    doc.analysis = Some(an.clone());
+    let ca = an.calibration.as_ref().unwrap();
+    let usl = ca.usl.as_ref().unwrap();
+    assert!((usl.sigma - SIGMA).abs() < 0.005, "{usl:?}");
+    assert_eq!(ca.knee.as_ref().unwrap().sessions, 10);
+    assert_eq!(ca.little.len(), SESSIONS.len());
+    let line = format!(
+        "USL fit: σ={:.4} κ={:.5} (R²={:.3}); predicted peak",
+        usl.sigma, usl.kappa, usl.r2
+    );
+    let html = iolens::render::html::report(&doc, "calibrate.json").unwrap();
+    for (what, out) in [("show", &text), ("report", &html)] {
+        assert!(out.contains(&line), "{what} lacks {line:?}");
+        assert!(out.contains("Knee: 10 sessions"), "{what}: knee");
+        assert!(
+            out.contains("Little&#x27;s law") || out.contains("Little's law"),
+            "{what}: Little"
+        );
+    }
+}

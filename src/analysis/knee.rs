@@ -16,13 +16,11 @@
 //! calibration did not push far enough. A maximum at the first point is a knee at the lowest
 //! load (adding sessions only added queueing).
 
-
-use crate::results::CurvePoint;
 pub use crate::results::analysis::Knee;
+use crate::results::CurvePoint;
 
 /// Fewest usable curve points to look for a knee.
 pub const MIN_POINTS: usize = 3;
-
 
 /// Find the knee of a load curve (points in order of increasing load). See the module docs.
 pub fn find_knee(curve: &[CurvePoint]) -> Option<Knee> {

@@ -10,11 +10,9 @@
 //! the storage. A negative share means more I/O was in flight than configured (a mismatch in the
 //! given concurrency, or ops overlapping within a session).
 
-
 use super::positive;
-use crate::results::RunResult;
 pub use crate::results::analysis::LittleCheck;
-
+use crate::results::RunResult;
 
 /// Check Little's law for a run against its configured concurrency. `None` when the run has no
 /// duration, no completed operations, or the concurrency is not positive.

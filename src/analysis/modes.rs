@@ -40,8 +40,8 @@
 
 use hdrhistogram::Histogram;
 
-use crate::units::fmt_ns;
 pub use crate::results::analysis::{Mode, Valley};
+use crate::units::fmt_ns;
 
 /// Smallest kernel bandwidth, ln units: an eighth of an octave (a factor of ×1.09), half the
 /// width of a bar in the report's histogram. Finer "modes" (two bumps 30 % apart in a
@@ -63,8 +63,6 @@ pub const MAX_VALLEY_RATIO: f64 = 0.8;
 pub const Z_SIGNIFICANCE: f64 = 3.0;
 /// Segments with a smaller share of all values are outliers, not modes.
 pub const MIN_SHARE: f64 = 0.01;
-
-
 
 /// Weighted points on the ln axis, sorted: (ln ns, count, lowest ns, highest ns).
 struct Points {

@@ -23,9 +23,7 @@
 //! A 2-parameter Nelder–Mead is a few dozen lines; a general optimisation crate (argmin,
 //! nalgebra-based Levenberg–Marquardt) would add far more code than it replaces.
 
-
 pub use crate::results::analysis::UslFit;
-
 
 impl UslFit {
     /// Modelled throughput at concurrency `n`.

@@ -35,10 +35,9 @@
 //!   filesystem, host queue), not in the storage;
 //! - else → info `storage-bound`: the device accounts for most of the latency.
 
-
 use super::positive;
-use crate::results::RunResult;
 pub use crate::results::analysis::{Severity, Verdict, VerdictKind};
+use crate::results::RunResult;
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Run-queue delay share of mean latency above which a run is called CPU-bound.
@@ -125,7 +124,12 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
         if busy {
             msg = format!("{busy_note}: {msg}");
         }
-        return Some(Verdict::new(VerdictKind::CpuBound, Severity::Warning, msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::CpuBound,
+            Severity::Warning,
+            msg,
+            &figures,
+        ));
     }
     if !busy {
         return None;
@@ -138,13 +142,23 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
             pct(runq_share),
             fmt_ns(mean_ns)
         );
-        Some(Verdict::new(VerdictKind::CpuBusy, Severity::Info, msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::CpuBusy,
+            Severity::Info,
+            msg,
+            &figures,
+        ))
     } else {
         let msg = format!(
             "{busy_note} and run-queue delay was not measured: latency may include scheduling \
              delay; the storage may be faster than it looks"
         );
-        Some(Verdict::new(VerdictKind::CpuBound, Severity::Warning, msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::CpuBound,
+            Severity::Warning,
+            msg,
+            &figures,
+        ))
     }
 }
 
@@ -185,7 +199,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             pct(ratio),
             fmt_rate(read.count as f64)
         );
-        return Some(Verdict::new(VerdictKind::PageCache, Severity::Info, msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::PageCache,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     if ratio > FOREIGN_RATIO {
         let msg = format!(
@@ -193,7 +212,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
              filesystem metadata): the host/device latency comparison is unreliable",
             sig3(ratio)
         );
-        return Some(Verdict::new(VerdictKind::DeviceShared, Severity::Info, msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::DeviceShared,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     if !positive(await_ns) {
         return None;
@@ -217,7 +241,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
                 pct(ratio),
                 fmt_rate(read.count as f64)
             );
-            return Some(Verdict::new(VerdictKind::PageCache, Severity::Info, msg, &figures));
+            return Some(Verdict::new(
+                VerdictKind::PageCache,
+                Severity::Info,
+                msg,
+                &figures,
+            ));
         };
         figures.push(("device_served_share", served));
         figures.push(("app_device_mean_us", tail_ns / 1e3));
@@ -240,7 +269,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
         );
-        return Some(Verdict::new(VerdictKind::DeviceShared, Severity::Info, msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::DeviceShared,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     let host_ns = (cmp_ns - await_ns).max(0.0);
     let share = host_ns / cmp_ns;
@@ -266,7 +300,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
         msg.push_str(&format!(
             " (compared: {name}'s time per read with {compared})"
         ));
-        Some(Verdict::new(VerdictKind::HostQueueing, Severity::Warning, msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::HostQueueing,
+            Severity::Warning,
+            msg,
+            &figures,
+        ))
     } else {
         let msg = format!(
             "{name} accounts for {} % of the latency of the application reads that reached it \
@@ -276,7 +315,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
         );
-        Some(Verdict::new(VerdictKind::StorageBound, Severity::Info, msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::StorageBound,
+            Severity::Info,
+            msg,
+            &figures,
+        ))
     }
 }
 

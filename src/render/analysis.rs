@@ -35,7 +35,10 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     };
     let mut lines = Vec::new();
     if let Some(s) = ca.stop_reason {
-        lines.push(format!("Random-read ramp stopped because {}.", s.describe()));
+        lines.push(format!(
+            "Random-read ramp stopped because {}.",
+            s.describe()
+        ));
     }
     if let Some(k) = &ca.knee {
         lines.push(format!(
@@ -48,7 +51,9 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     }
     if let Some(u) = &ca.usl {
         let peak = match (u.peak_n, u.peak_x) {
-            (Some(n), Some(x)) => format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n),
+            (Some(n), Some(x)) => {
+                format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n)
+            }
             _ => "no peak within reach (κ ≈ 0)".into(),
         };
         lines.push(format!(
@@ -224,13 +229,18 @@ fn db_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     let rate = |v: Option<f64>| v.map(fmt_rate).unwrap_or_else(|| "-".into());
     for d in &an.db {
         t.row(vec![
-            r.runs.get(d.run).map(|x| x.name.clone()).unwrap_or_default(),
+            r.runs
+                .get(d.run)
+                .map(|x| x.name.clone())
+                .unwrap_or_default(),
             format!("{:.0}", d.logical_reads),
             format!("{:.0}", d.physical_reads),
             d.hit_ratio.map(pct).unwrap_or_else(|| "-".into()),
             rate(d.logical_reads_per_s),
             rate(d.physical_reads_per_s),
-            d.os_cache_served_share.map(pct).unwrap_or_else(|| "-".into()),
+            d.os_cache_served_share
+                .map(pct)
+                .unwrap_or_else(|| "-".into()),
         ]);
     }
     out.push(Block {
@@ -265,7 +275,13 @@ pub fn text(r: &Results, an: &Analysis, style: &TermStyle) -> String {
 }
 
 /// A chart of one ramp: `y` against `x` for each named series.
-fn ramp_chart(title: &str, x_label: &str, x_fmt: Fmt, y_fmt: Fmt, series: Vec<(&str, Vec<(f64, f64)>)>) -> String {
+fn ramp_chart(
+    title: &str,
+    x_label: &str,
+    x_fmt: Fmt,
+    y_fmt: Fmt,
+    series: Vec<(&str, Vec<(f64, f64)>)>,
+) -> String {
     let mut ch = LineChart::new(title, x_label, "", x_fmt, y_fmt);
     ch.height = 260.0;
     ch.y_log = y_fmt == Fmt::Latency;
@@ -289,32 +305,46 @@ fn phase_charts(r: &Results, an: &Analysis) -> String {
     let (Some(c), Some(ca)) = (&r.calibration, &an.calibration) else {
         return out;
     };
-    let seq: Vec<(&str, Vec<(f64, f64)>)> = [("many streams", "seqread"), ("one stream", "seqread1")]
-        .into_iter()
-        .map(|(name, phase)| {
-            let pts = r
-                .runs
-                .iter()
-                .filter(|x| x.phase == phase)
-                .filter_map(|x| Some((x.spec.get("qd")?.as_f64()?, x.mb_per_s())))
-                .collect::<Vec<_>>();
-            (name, pts)
-        })
-        .filter(|(_, p)| !p.is_empty())
-        .collect();
+    let seq: Vec<(&str, Vec<(f64, f64)>)> =
+        [("many streams", "seqread"), ("one stream", "seqread1")]
+            .into_iter()
+            .map(|(name, phase)| {
+                let pts = r
+                    .runs
+                    .iter()
+                    .filter(|x| x.phase == phase)
+                    .filter_map(|x| Some((x.spec.get("qd")?.as_f64()?, x.mb_per_s())))
+                    .collect::<Vec<_>>();
+                (name, pts)
+            })
+            .filter(|(_, p)| !p.is_empty())
+            .collect();
     if !seq.is_empty() {
-        out.push_str(&ramp_chart("Sequential reads: MB/s by queue depth", "queue depth per stream", Fmt::Rate, Fmt::Rate, seq));
+        out.push_str(&ramp_chart(
+            "Sequential reads: MB/s by queue depth",
+            "queue depth per stream",
+            Fmt::Rate,
+            Fmt::Rate,
+            seq,
+        ));
     }
     if !ca.commit.is_empty() {
         let pick = |f: fn(&crate::results::analysis::CommitResult) -> u64| {
-            ca.commit.iter().map(|w| (w.size_bytes as f64, f(w) as f64)).collect::<Vec<_>>()
+            ca.commit
+                .iter()
+                .map(|w| (w.size_bytes as f64, f(w) as f64))
+                .collect::<Vec<_>>()
         };
         out.push_str(&ramp_chart(
             "Commit-shaped O_DSYNC writes: latency by write size (bytes)",
             "write size, bytes",
             Fmt::Rate,
             Fmt::Latency,
-            vec![("p50", pick(|w| w.p50_ns)), ("p99", pick(|w| w.p99_ns)), ("p99.9", pick(|w| w.p999_ns))],
+            vec![
+                ("p50", pick(|w| w.p50_ns)),
+                ("p99", pick(|w| w.p99_ns)),
+                ("p99.9", pick(|w| w.p999_ns)),
+            ],
         ));
     }
     let wr: &[CurvePoint] = &c.findings.write_ramp;
@@ -325,8 +355,14 @@ fn phase_charts(r: &Results, an: &Analysis) -> String {
             Fmt::Rate,
             Fmt::Latency,
             vec![
-                ("p50", wr.iter().map(|p| (p.iops, p.p50_ns as f64)).collect()),
-                ("p99", wr.iter().map(|p| (p.iops, p.p99_ns as f64)).collect()),
+                (
+                    "p50",
+                    wr.iter().map(|p| (p.iops, p.p50_ns as f64)).collect(),
+                ),
+                (
+                    "p99",
+                    wr.iter().map(|p| (p.iops, p.p99_ns as f64)).collect(),
+                ),
             ],
         ));
     }
@@ -338,8 +374,18 @@ fn phase_charts(r: &Results, an: &Analysis) -> String {
             Fmt::Percent,
             Fmt::Latency,
             vec![
-                ("p50", cp.iter().map(|p| (p.share * 100.0, p.p50_ns as f64)).collect()),
-                ("p99", cp.iter().map(|p| (p.share * 100.0, p.p99_ns as f64)).collect()),
+                (
+                    "p50",
+                    cp.iter()
+                        .map(|p| (p.share * 100.0, p.p50_ns as f64))
+                        .collect(),
+                ),
+                (
+                    "p99",
+                    cp.iter()
+                        .map(|p| (p.share * 100.0, p.p99_ns as f64))
+                        .collect(),
+                ),
             ],
         ));
     }

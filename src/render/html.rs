@@ -654,7 +654,8 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     headline(&mut out, r, &an);
     // Verdicts of a calibration are given for its best step here (every step's own verdicts
     // are in its section); other documents list each run's, labelled when there are several.
-    let summary_runs: Vec<(usize, &RunResult)> = match best.and_then(|b| Some((b, r.runs.get(b)?))) {
+    let summary_runs: Vec<(usize, &RunResult)> = match best.and_then(|b| Some((b, r.runs.get(b)?)))
+    {
         Some(b) => vec![b],
         None => r.runs.iter().enumerate().collect(),
     };
