@@ -485,7 +485,10 @@ mod tests {
         );
         // A large share but only a few µs (fast device, syscall overhead) is not queueing.
         let r = run_with(12_000.0, None, Some(dev(100_000, 6.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "storage-bound");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "storage-bound"
+        );
     }
 
     #[test]
@@ -506,7 +509,7 @@ mod tests {
         // No device reads at all (and no byte counts): compared by requests.
         let r = run_with(3_000.0, None, Some(dev(0, 0.0)));
         let v = host_queue_verdict(&r).unwrap();
-        assert_eq!(v.kind, "page-cache");
+        assert_eq!(v.kind.as_str(), "page-cache");
         assert!(
             v.message
                 .starts_with("only 0 % of the read requests of 100k"),
@@ -518,9 +521,15 @@ mod tests {
     #[test]
     fn foreign_device_io_is_flagged() {
         let r = run_with(100_000.0, None, Some(dev(300_000, 90.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "device-shared"
+        );
         let r = run_with(100_000.0, None, Some(dev(100_000, 400.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "device-shared"
+        );
     }
 
     #[test]
@@ -604,7 +613,7 @@ mod tests {
         // "100 % of 67 µs".
         let r = partly_cached(35_000, 65_000, 100.0, 72.7);
         let v = host_queue_verdict(&r).unwrap();
-        assert_eq!(v.kind, "storage-bound");
+        assert_eq!(v.kind.as_str(), "storage-bound");
         assert!(
             v.message.starts_with(
                 "vda accounts for 72.7 % of the latency of the application reads that reached \
