@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
@@ -47,7 +48,8 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
 ///
 /// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
 /// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(transparent)]
 pub struct Hist {
     b64: String,
 }
@@ -115,7 +117,7 @@ impl<'de> Deserialize<'de> for Hist {
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct LatencySummary {
     pub count: u64,
     pub min_ns: u64,
@@ -151,7 +153,7 @@ impl LatencySummary {
 }
 
 /// Where power-of-two bucketed source data put its bucket label.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BucketConvention {
     /// Exact per-event values (engine runs, trace files).
@@ -163,7 +165,7 @@ pub enum BucketConvention {
 }
 
 /// One interval's histogram of one op.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Interval {
     /// Start of the interval, seconds from the start of measurement.
     pub start_s: f64,
@@ -216,7 +218,7 @@ pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
 }
 
 /// All measurements of one operation type (read, write, sync, or a named wait event).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct OpResult {
     /// Op name: `read`, `write`, `sync`, or a source's own event name.
     pub op: String,
@@ -264,7 +266,7 @@ impl OpResult {
 }
 
 /// CPU cost of a run, for the measured window.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CpuStats {
     /// User CPU seconds of the iolens process (getrusage).
     pub user_s: f64,
@@ -289,7 +291,7 @@ pub struct CpuStats {
 }
 
 /// The backing block device's own view from /proc/diskstats over the measured window.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct DeviceStats {
     pub device: String,
     pub reads: u64,
@@ -309,7 +311,7 @@ pub struct DeviceStats {
 }
 
 /// Page-cache residency of the working set, for buffered runs.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PageCacheInfo {
     /// Share (0..1) of the working set resident before the run.
     pub resident_before: f64,
@@ -319,7 +321,7 @@ pub struct PageCacheInfo {
 }
 
 /// Per-session totals (fairness check between sessions).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SessionSummary {
     pub session: u32,
     pub count: u64,
@@ -328,7 +330,7 @@ pub struct SessionSummary {
 }
 
 /// One measured series: a `run`, one calibration step, one database run, or one ingested source.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RunResult {
     /// Short human label, e.g. `randread 8k sessions=4` or `db file sequential read`.
     pub name: String,
@@ -381,7 +383,7 @@ pub struct RunResult {
 }
 
 /// What reading a run's blocks back found and cost (see `verify`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct VerifyStats {
     /// `none`, `header` or `full`.
     pub mode: String,
@@ -423,7 +425,7 @@ pub struct VerifyStats {
 }
 
 /// One corrupt unit: where, what was expected and what was found.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CorruptionReport {
     /// `checksum`, `misdirected`, `foreign`, `unstamped`, `lost-write`,
     /// `unexpected-generation` or `truncated`.
@@ -498,7 +500,7 @@ impl RunResult {
 }
 
 /// Facts about the machine, filesystem and device a run was made on.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Environment {
     pub hostname: String,
     pub kernel: String,
@@ -510,7 +512,7 @@ pub struct Environment {
 }
 
 /// Facts about the target and its backing storage.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TargetInfo {
     pub path: String,
     /// `scratch` (created and marked by iolens), `file`, or `block-device`.
@@ -531,7 +533,7 @@ pub struct TargetInfo {
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CurvePoint {
     /// Index into `Results::runs`.
     pub run: usize,
@@ -549,7 +551,7 @@ pub struct CurvePoint {
 }
 
 /// Results of `iolens calibrate`: the curve and the headline figures, referencing `runs`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Calibration {
     /// Latency percentile used for the target (e.g. 99.0).
     pub percentile: f64,
@@ -576,7 +578,7 @@ pub struct Calibration {
 }
 
 /// What produced a results document.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Run,
@@ -589,7 +591,7 @@ pub enum Kind {
 }
 
 /// The whole record of one iolens invocation.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Results {
     /// Always [`SCHEMA_NAME`].
     pub schema: String,
@@ -681,6 +683,12 @@ impl Results {
             analysis::upgrade_v1(&mut v);
         }
         serde_json::from_value(v).context("results file does not match the iolens schema")
+    }
+
+    /// The JSON Schema (draft 2020-12) of a results document, as published in
+    /// `docs/results-schema.json`.
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(Results)).unwrap_or_default()
     }
 
     /// Read a results file from disk.

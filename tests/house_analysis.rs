@@ -39,6 +39,45 @@ fn show_and_report(json: &Path) -> (String, String) {
     (text, std::fs::read_to_string(&html_path).unwrap())
 }
 
+fn schema_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results-schema.json")
+}
+
+/// Validate a results file against the published JSON Schema; returns the errors.
+fn schema_errors(doc: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("the published schema is valid");
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+fn assert_valid(path: &Path) {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let errors = schema_errors(&doc);
+    assert!(
+        errors.is_empty(),
+        "{} does not validate: {errors:#?}",
+        path.display()
+    );
+}
+
+#[test]
+fn published_schema_is_the_one_this_build_writes() {
+    let schema = serde_json::to_string_pretty(&Results::json_schema()).unwrap() + "\n";
+    if std::env::var_os("IOLENS_UPDATE_SCHEMA").is_some() {
+        std::fs::write(schema_path(), &schema).unwrap();
+    }
+    let published = std::fs::read_to_string(schema_path()).unwrap_or_default();
+    assert!(
+        published == schema,
+        "docs/results-schema.json is out of date: regenerate it with \
+         IOLENS_UPDATE_SCHEMA=1 cargo test --test house_analysis published_schema"
+    );
+}
+
 fn real(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/real")
@@ -78,6 +117,11 @@ fn calibration_analysis_is_stored_typed_and_shown_by_show_and_report() {
     assert!(raw["calibration"]["findings"]["stop_reason"].is_string());
     assert!(raw["calibration"].get("analysis").is_none());
 
+    assert_valid(&json);
+    // The schema holds the enums: an unknown stop reason does not validate.
+    let mut bad = raw.clone();
+    bad["analysis"]["calibration"]["stop_reason"] = "tired".into();
+    assert!(!schema_errors(&bad).is_empty(), "enum not in the schema");
     let r = Results::read_file(&json).unwrap();
     let an = r.analysis.as_ref().expect("analysis stored");
     assert_eq!(an.runs.len(), r.runs.len());
@@ -183,6 +227,7 @@ fn trace_profile_is_typed_and_shown_as_tables() {
     let json = dir.path().join("t.json");
     let trc = real("js122a1_ora_9854.trc");
     run_ok(&["trace", "-q", s(&trc), "--json", s(&json)]);
+    assert_valid(&json);
     let r = Results::read_file(&json).unwrap();
     let tp = r
         .analysis
@@ -242,6 +287,7 @@ fn sqlite_db_run_shows_hit_ratio_and_logical_reads() {
         "--json",
         s(&json),
     ]);
+    assert_valid(&json);
     let r = Results::read_file(&json).unwrap();
     let an = r.analysis.as_ref().expect("analysis stored");
     assert_eq!(an.db.len(), 1, "{:?}", an.db);

@@ -8,12 +8,13 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::CurvePoint;
 
 /// Everything analysis found in a results document.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Analysis {
     /// One entry per run, in the order of `Results::runs`.
     #[serde(default)]
@@ -30,7 +31,7 @@ pub struct Analysis {
 }
 
 /// Per-run analysis: latency modes of each op and the run's verdicts.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RunAnalysis {
     /// Latency modes of every op with a non-empty histogram, in the run's op order.
     pub modes: Vec<OpModes>,
@@ -39,7 +40,7 @@ pub struct RunAnalysis {
 }
 
 /// The latency modes of one op.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct OpModes {
     /// Op name (as in `OpResult::op`).
     pub op: String,
@@ -50,7 +51,7 @@ pub struct OpModes {
 }
 
 /// One latency mode (tier) of a distribution.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Mode {
     /// Most frequent latency of the mode, ns.
     pub centre_ns: f64,
@@ -70,7 +71,7 @@ pub struct Mode {
 }
 
 /// What was compared to call two modes separate: the valley between their peaks.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Valley {
     /// Where the density is lowest between the two peaks, ns.
     pub at_ns: f64,
@@ -80,7 +81,9 @@ pub struct Valley {
 }
 
 /// What a verdict found.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum VerdictKind {
     /// Latency includes scheduling delay (run-queue wait).
@@ -115,7 +118,9 @@ impl VerdictKind {
 }
 
 /// How much a verdict matters.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Severity {
     Info,
@@ -145,7 +150,7 @@ impl std::fmt::Display for Severity {
 }
 
 /// One finding about a run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Verdict {
     /// What was found.
     pub kind: VerdictKind,
@@ -158,7 +163,7 @@ pub struct Verdict {
 }
 
 /// The knee of a load curve.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Knee {
     /// Index into the curve the knee was found on.
     pub index: usize,
@@ -170,7 +175,7 @@ pub struct Knee {
 }
 
 /// Result of a Universal Scalability Law fit.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct UslFit {
     /// Throughput of a single session.
     pub lambda: f64,
@@ -187,7 +192,7 @@ pub struct UslFit {
 }
 
 /// Configured versus observed concurrency of a run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct LittleCheck {
     /// Configured concurrency: sessions × queue depth.
     pub concurrency: f64,
@@ -198,7 +203,7 @@ pub struct LittleCheck {
 }
 
 /// Why the session ramp of a calibration stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StopReason {
     /// The latency percentile exceeded the target.
@@ -224,7 +229,7 @@ impl StopReason {
 }
 
 /// The best step of a ramp: its load level (sessions or queue depth) and what it reached.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RampBest {
     /// Sessions (random ramps) or queue depth per stream (sequential ramps).
     pub level: u32,
@@ -233,7 +238,7 @@ pub struct RampBest {
 }
 
 /// One commit-shaped write step of a calibration.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CommitStep {
     /// Write size, bytes.
     pub size_bytes: u64,
@@ -242,7 +247,7 @@ pub struct CommitStep {
 }
 
 /// One cache-probe step of a calibration.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CacheStep {
     /// Share (0..1) of the target the working set covered.
     pub share: f64,
@@ -253,7 +258,7 @@ pub struct CacheStep {
 /// What the calibration procedure itself decided while it ran (the facts analysis cannot
 /// recompute from the runs): why the ramp stopped, the best step of each ramp, and which runs
 /// belong to which phase. Written by `calibrate` into `Calibration::findings`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CalibrationFindings {
     /// Why the random-read session ramp stopped.
     #[serde(default)]
@@ -283,7 +288,7 @@ pub struct CalibrationFindings {
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
 /// numbers, and an integer-millisecond average latency that hides the distribution.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 pub struct CalibrateIoFigures {
     pub max_iops: Option<u64>,
     pub max_mbps: Option<u64>,
@@ -293,7 +298,7 @@ pub struct CalibrateIoFigures {
 }
 
 /// Little's law at one step of the random-read ramp.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct LittleAt {
     pub sessions: u32,
     /// Index into `Results::runs`.
@@ -302,7 +307,7 @@ pub struct LittleAt {
 }
 
 /// Latency of one commit-shaped write size.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CommitResult {
     pub size_bytes: u64,
     /// Index into `Results::runs`.
@@ -315,7 +320,7 @@ pub struct CommitResult {
 }
 
 /// Latency of random reads over one cache-probe working set.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CacheProbeResult {
     /// Share (0..1) of the target the working set covered.
     pub share: f64,
@@ -331,7 +336,7 @@ pub struct CacheProbeResult {
 }
 
 /// The best step of a sequential-read ramp.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SeqBest {
     /// Queue depth per stream.
     pub qd: u32,
@@ -339,7 +344,7 @@ pub struct SeqBest {
 }
 
 /// Everything analysis found in a calibration.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CalibrationAnalysis {
     /// Why the random-read ramp stopped.
     pub stop_reason: Option<StopReason>,
@@ -367,7 +372,7 @@ pub struct CalibrationAnalysis {
 }
 
 /// One row of a Method R response-time profile.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ProfileRow {
     /// `CPU service (outermost calls)`, a wait event name, or `unaccounted-for`.
     pub component: String,
@@ -386,7 +391,7 @@ pub struct ProfileRow {
 }
 
 /// A Method R response-time profile: R = CPU + waits + unaccounted-for.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Profile {
     pub response_time_s: f64,
     /// `span of tim` or `calls and between-call waits`.
@@ -410,14 +415,14 @@ pub struct Profile {
 }
 
 /// The profile of one trace file.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct FileProfile {
     pub path: String,
     pub profile: Profile,
 }
 
 /// The response-time profile of a trace: all files together and each file.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TraceProfile {
     pub total: Profile,
     #[serde(default)]
@@ -425,7 +430,7 @@ pub struct TraceProfile {
 }
 
 /// Buffer-cache figures of one database run.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct DbFigures {
     /// Index into `Results::runs`.
     pub run: usize,
