@@ -1065,27 +1065,10 @@ pub fn summary(res: &Results) -> String {
         );
     }
     if let Some(k) = &f.knee {
-        let _ = writeln!(
-            s,
-            "Knee: {} sessions ({} IOPS, p99 {}) by {}",
-            k.sessions,
-            fmt_rate(k.iops),
-            fmt_ns(k.p99_ns as f64),
-            k.method
-        );
+        let _ = writeln!(s, "{}", crate::render::analysis::knee_line(k));
     }
     if let Some(u) = &f.usl {
-        let peak = match (u.peak_n, u.peak_x) {
-            (Some(n), Some(x)) => {
-                format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n)
-            }
-            _ => "no peak within reach (κ ≈ 0)".into(),
-        };
-        let _ = writeln!(
-            s,
-            "USL fit: σ={:.4} κ={:.5} (R²={:.3}); {peak}",
-            u.sigma, u.kappa, u.r2
-        );
+        let _ = writeln!(s, "{}", crate::render::analysis::usl_line(u));
     }
     if let Some((n, l)) = f
         .little

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::svg::{colour, esc, Fmt, LineChart, Series};
 use super::terminal::Table;
 use super::TermStyle;
-use crate::results::analysis::{Analysis, Profile};
+use crate::results::analysis::{Analysis, Knee, Profile, UslFit};
 use crate::results::{CurvePoint, Results};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -28,6 +28,29 @@ fn pct(share: f64) -> String {
     format!("{} %", sig3(share * 100.0))
 }
 
+/// The knee of the load curve, in one line.
+pub fn knee_line(k: &Knee) -> String {
+    format!(
+        "Knee: {} sessions ({} IOPS, p99 {}) by {}",
+        k.sessions,
+        fmt_rate(k.iops),
+        fmt_ns(k.p99_ns as f64),
+        k.method
+    )
+}
+
+/// The USL fit (σ, κ, R², predicted peak), in one line.
+pub fn usl_line(u: &UslFit) -> String {
+    let peak = match (u.peak_n, u.peak_x) {
+        (Some(n), Some(x)) => format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n),
+        _ => "no peak within reach (κ ≈ 0)".into(),
+    };
+    format!(
+        "USL fit: σ={:.4} κ={:.5} (R²={:.3}); {peak}",
+        u.sigma, u.kappa, u.r2
+    )
+}
+
 /// The calibration findings of `an`.
 fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     let (Some(c), Some(ca)) = (&r.calibration, &an.calibration) else {
@@ -41,25 +64,10 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         ));
     }
     if let Some(k) = &ca.knee {
-        lines.push(format!(
-            "Knee: {} sessions ({} IOPS, p99 {}) by {}.",
-            k.sessions,
-            fmt_rate(k.iops),
-            fmt_ns(k.p99_ns as f64),
-            k.method
-        ));
+        lines.push(knee_line(k));
     }
     if let Some(u) = &ca.usl {
-        let peak = match (u.peak_n, u.peak_x) {
-            (Some(n), Some(x)) => {
-                format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n)
-            }
-            _ => "no peak within reach (κ ≈ 0)".into(),
-        };
-        lines.push(format!(
-            "USL fit: σ={:.4} κ={:.5} (R²={:.3}); {peak}.",
-            u.sigma, u.kappa, u.r2
-        ));
+        lines.push(usl_line(u));
     }
     if let Some(m) = &ca.modes_at_max {
         lines.push(format!("Latency modes at max IOPS: {m}."));
