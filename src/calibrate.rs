@@ -16,6 +16,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::analysis;
+pub use crate::results::analysis::StopReason;
+use crate::results::analysis::{CacheStep, CalibrationFindings, CommitStep, RampBest};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
 use crate::run::{execute, RunOptions};
 use crate::target::Target;
@@ -92,20 +94,6 @@ pub struct CalibrateOptions {
     pub verify: crate::stamp::VerifyMode,
     /// O_DIRECT (else through the page cache).
     pub direct: bool,
-}
-
-/// Decision of the ramp after a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StopReason {
-    /// The latency percentile exceeded the target.
-    LatencyTarget,
-    /// IOPS grew less than the plateau threshold over the previous step.
-    Plateau,
-    /// The session ceiling was reached.
-    Ceiling,
-    /// The budget (or Ctrl-C) ended the ramp.
-    Interrupted,
 }
 
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
@@ -670,25 +658,6 @@ impl Stepper<'_> {
     }
 }
 
-/// Everything `calibrate` found, for the summary and the JSON.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-struct Findings {
-    stop_reason: Option<StopReason>,
-    knee: Option<analysis::Knee>,
-    usl: Option<analysis::UslFit>,
-    little: Vec<(u32, analysis::LittleCheck)>,
-    modes_at_max: Option<String>,
-    modes_by_step: Vec<(usize, String)>,
-    seq_best: Option<(u32, f64)>,
-    seq1_best: Option<(u32, f64)>,
-    commit: Vec<(u64, usize)>,
-    write_ramp: Vec<CurvePoint>,
-    write_best: Option<(u32, f64)>,
-    cache: Vec<(f64, usize, String)>,
-    verdicts: Vec<String>,
-    calibrate_io: serde_json::Value,
-}
-
 /// Run the calibration `plan` on `target` (opened once; every step re-opens it by inode, never
 /// by path); returns the results document.
 pub fn calibrate(
@@ -718,7 +687,9 @@ pub fn calibrate(
         deadline: started + std::time::Duration::from_secs_f64(plan.budget_s * 1.02),
         step_no: 0,
     };
-    let mut f = Findings::default();
+    let mut f = CalibrationFindings::default();
+    // The procedure's own notes (skipped steps, verdicts at the best step, contradictions).
+    let mut notes: Vec<String> = Vec::new();
     let mut curve: Vec<CurvePoint> = Vec::new();
     let mut max_iops_point = None;
 
@@ -753,22 +724,11 @@ pub fn calibrate(
                     let h = r.merged_io_hist()?;
                     ramp.record(n, r.iops(), latency_at(&h, plan.percentile));
                     curve.push(curve_point_of(i, r, &h, n, 1));
-                    f.modes_by_step
-                        .push((i, analysis::describe(&analysis::find_modes(&h))));
                 }
                 curve.sort_by_key(|c| c.sessions);
                 f.stop_reason = ramp.stop;
                 if let Some((n, _)) = ramp.best() {
                     max_iops_point = curve.iter().position(|c| c.sessions == n);
-                }
-                f.knee = analysis::find_knee(&curve);
-                let pts: Vec<(f64, f64)> =
-                    curve.iter().map(|c| (c.sessions as f64, c.iops)).collect();
-                f.usl = analysis::fit_usl(&pts);
-                for c in &curve {
-                    if let Some(l) = analysis::littles_law(&st.results[c.run], c.sessions as f64) {
-                        f.little.push((c.sessions, l));
-                    }
                 }
             }
             Phase::Seqread | Phase::Seqread1 => {
@@ -799,7 +759,7 @@ pub fn calibrate(
                         break;
                     }
                 }
-                let best = ramp.best();
+                let best = ramp.best().map(ramp_best);
                 if pp.phase == Phase::Seqread {
                     f.seq_best = best;
                 } else {
@@ -813,7 +773,7 @@ pub fn calibrate(
                         break;
                     }
                     if plan.direct && size % lbs != 0 {
-                        f.verdicts.push(format!(
+                        notes.push(format!(
                             "commit writes of {} skipped: below the device's {} B logical block size",
                             fmt_bytes(size),
                             lbs
@@ -833,7 +793,10 @@ pub fn calibrate(
                         spec,
                         format!("commit write {} O_DSYNC", fmt_bytes(size)),
                     )?;
-                    f.commit.push((size, i));
+                    f.commit.push(CommitStep {
+                        size_bytes: size,
+                        run: i,
+                    });
                 }
                 let mut ramp = Ramp::new(
                     plan.max_sessions.min(16),
@@ -862,7 +825,7 @@ pub fn calibrate(
                     ramp.record(n, r.iops(), latency_at(&h, plan.percentile));
                     f.write_ramp.push(curve_point_of(i, r, &h, n, 1));
                 }
-                f.write_best = ramp.best();
+                f.write_best = ramp.best().map(ramp_best);
             }
             Phase::Cache => {
                 let sessions = max_iops_point
@@ -892,9 +855,7 @@ pub fn calibrate(
                             share * 100.0
                         ),
                     )?;
-                    let h = st.results[i].merged_io_hist()?;
-                    f.cache
-                        .push((share, i, analysis::describe(&analysis::find_modes(&h))));
+                    f.cache.push(CacheStep { share, run: i });
                 }
             }
         }
@@ -903,41 +864,27 @@ pub fn calibrate(
     let overhead_s = (total_s - st.step_wall_s).max(0.0);
 
     if let Some(p) = max_iops_point {
-        f.modes_at_max = f
-            .modes_by_step
-            .iter()
-            .find(|m| m.0 == curve[p].run)
-            .map(|m| m.1.clone());
         let r = &st.results[curve[p].run];
         for v in analysis::run_verdicts(r) {
-            f.verdicts.push(format!(
+            notes.push(format!(
                 "at max IOPS ({} sessions): {}",
                 curve[p].sessions, v.message
             ));
         }
     } else if let Some(c) = curve.first() {
         for v in analysis::run_verdicts(&st.results[c.run]) {
-            f.verdicts
-                .push(format!("at {} session(s): {}", c.sessions, v.message));
+            notes.push(format!("at {} session(s): {}", c.sessions, v.message));
         }
     }
+    let pair = |b: Option<RampBest>| b.map(|b| (b.level, b.value));
     let contradicted = contradictions(
-        f.seq_best,
-        f.seq1_best,
+        pair(f.seq_best),
+        pair(f.seq1_best),
         max_iops_point.map(|p| curve[p].p99_ns as f64),
         plan.max_latency_ns as f64,
         plan.percentile,
     );
-    f.verdicts.extend(contradicted.iter().cloned());
-    // What CALIBRATE_IO would print: max IOPS, max MB/s, and an integer-millisecond average
-    // latency at the max-IOPS point.
-    let cio_lat_ms = max_iops_point.map(|p| (curve[p].mean_ns / 1e6).floor() as u64);
-    f.calibrate_io = serde_json::json!({
-        "max_iops": max_iops_point.map(|p| curve[p].iops.round() as u64),
-        "max_mbps": f.seq_best.map(|b| b.1.round() as u64),
-        "max_pmbps": f.seq1_best.map(|b| b.1.round() as u64),
-        "latency_ms": cio_lat_ms,
-    });
+    notes.extend(contradicted.iter().cloned());
 
     let mut res = Results::new(Kind::Calibrate, cmdline);
     res.environment = crate::sys::environment();
@@ -974,22 +921,26 @@ pub fn calibrate(
         ));
     }
     res.runs = st.results;
-    let mut analysis_json = serde_json::to_value(&f)?;
-    analysis_json["plan"] = serde_json::to_value(&plan)?;
+    f.plan = serde_json::to_value(&plan)?;
     res.calibration = Some(Calibration {
         percentile: plan.percentile,
         max_latency_ns: plan.max_latency_ns,
         max_iops: max_iops_point.map(|p| curve[p].iops),
         max_iops_point,
         curve,
-        max_mbps: f.seq_best.map(|b| b.1),
-        max_pmbps: f.seq1_best.map(|b| b.1),
-        analysis: analysis_json,
+        max_mbps: f.seq_best.map(|b| b.value),
+        max_pmbps: f.seq1_best.map(|b| b.value),
+        findings: f,
         overhead_s,
         budget_s: plan.budget_s,
-        verdicts: f.verdicts.clone(),
+        verdicts: notes,
     });
+    res.analysis = Some(analysis::analyse(&res));
     Ok(res)
+}
+
+fn ramp_best((level, value): (u32, f64)) -> RampBest {
+    RampBest { level, value }
 }
 
 /// The ten-second summary of a calibration.
@@ -999,7 +950,8 @@ pub fn summary(res: &Results) -> String {
     let Some(c) = &res.calibration else {
         return s;
     };
-    let f: Findings = serde_json::from_value(c.analysis.clone()).unwrap_or_default();
+    let an = analysis::of(res);
+    let f = an.calibration.clone().unwrap_or_default();
     let pct = c.percentile;
     let _ = writeln!(s, "\n== iolens calibration ==");
     match (c.max_iops, c.max_iops_point) {
@@ -1021,17 +973,8 @@ pub fn summary(res: &Results) -> String {
                 fmt_ns(pt.p99_ns as f64),
                 fmt_ns(pt.p999_ns as f64)
             );
-            let why = match f.stop_reason {
-                Some(StopReason::LatencyTarget) => "the next load level broke the latency target",
-                Some(StopReason::Plateau) => "IOPS stopped growing with more sessions",
-                Some(StopReason::Ceiling) => {
-                    "the session ceiling was reached (more may be possible)"
-                }
-                Some(StopReason::Interrupted) => "the ramp was cut short (budget or Ctrl-C)",
-                None => "",
-            };
-            if !why.is_empty() {
-                let _ = writeln!(s, "  ramp stopped because {why}");
+            if let Some(why) = f.stop_reason {
+                let _ = writeln!(s, "  ramp stopped because {}", why.describe());
             }
         }
         _ if !c.curve.is_empty() => {
@@ -1046,73 +989,63 @@ pub fn summary(res: &Results) -> String {
         }
         _ => {}
     }
-    if let Some((qd, mbs)) = f.seq_best {
+    if let Some(b) = f.seq_best {
         let _ = writeln!(
             s,
-            "Max MB/s, many streams: {mbs:.0} MB/s (queue depth {qd} per stream)"
+            "Max MB/s, many streams: {:.0} MB/s (queue depth {} per stream)",
+            b.mb_per_s, b.qd
         );
     }
-    if let Some((qd, mbs)) = f.seq1_best {
+    if let Some(b) = f.seq1_best {
         let _ = writeln!(
             s,
-            "Max MB/s, one stream:   {mbs:.0} MB/s (queue depth {qd})"
+            "Max MB/s, one stream:   {:.0} MB/s (queue depth {})",
+            b.mb_per_s, b.qd
         );
     }
-    for (size, i) in &f.commit {
-        if let Some(w) = res.runs.get(*i).and_then(|r| r.op("write")) {
-            let _ = writeln!(
-                s,
-                "Commit write {} O_DSYNC: p50 {}  p99 {}  p99.9 {}  ({} per s)",
-                fmt_bytes(*size),
-                fmt_ns(w.summary.p50_ns as f64),
-                fmt_ns(w.summary.p99_ns as f64),
-                fmt_ns(w.summary.p999_ns as f64),
-                fmt_rate(res.runs[*i].iops())
-            );
-        }
-    }
-    if let Some((n, iops)) = f.write_best {
+    for w in &f.commit {
         let _ = writeln!(
             s,
-            "Random writes: {} IOPS at p{pct} ≤ {} ({n} sessions)",
-            fmt_rate(iops),
-            fmt_ns(c.max_latency_ns as f64)
+            "Commit write {} O_DSYNC: p50 {}  p99 {}  p99.9 {}  ({} per s)",
+            fmt_bytes(w.size_bytes),
+            fmt_ns(w.p50_ns as f64),
+            fmt_ns(w.p99_ns as f64),
+            fmt_ns(w.p999_ns as f64),
+            w.writes_per_s.map(fmt_rate).unwrap_or_else(|| "-".into())
+        );
+    }
+    if let Some(b) = f.write_best {
+        let _ = writeln!(
+            s,
+            "Random writes: {} IOPS at p{pct} ≤ {} ({} sessions)",
+            fmt_rate(b.value),
+            fmt_ns(c.max_latency_ns as f64),
+            b.level
         );
     }
     if let Some(m) = &f.modes_at_max {
         let _ = writeln!(s, "Latency modes at max IOPS: {m}");
     }
-    for (share, _, m) in &f.cache {
-        let _ = writeln!(s, "Cache probe, {} % of target: {m}", share * 100.0);
+    for p in &f.cache_probe {
+        let _ = writeln!(
+            s,
+            "Cache probe, {} % of target: {}",
+            p.share * 100.0,
+            p.modes
+        );
     }
     if let Some(k) = &f.knee {
-        let _ = writeln!(
-            s,
-            "Knee: {} sessions ({} IOPS, p99 {}) by {}",
-            k.sessions,
-            fmt_rate(k.iops),
-            fmt_ns(k.p99_ns as f64),
-            k.method
-        );
+        let _ = writeln!(s, "{}", crate::render::analysis::knee_line(k));
     }
     if let Some(u) = &f.usl {
-        let peak = match (u.peak_n, u.peak_x) {
-            (Some(n), Some(x)) => {
-                format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n)
-            }
-            _ => "no peak within reach (κ ≈ 0)".into(),
-        };
-        let _ = writeln!(
-            s,
-            "USL fit: σ={:.4} κ={:.5} (R²={:.3}); {peak}",
-            u.sigma, u.kappa, u.r2
-        );
+        let _ = writeln!(s, "{}", crate::render::analysis::usl_line(u));
     }
     if let Some((n, l)) = f
         .little
         .iter()
-        .find(|(n, _)| c.max_iops_point.map(|p| c.curve[p].sessions) == Some(*n))
+        .find(|l| c.max_iops_point.map(|p| c.curve[p].sessions) == Some(l.sessions))
         .or(f.little.last())
+        .map(|l| (l.sessions, &l.check))
     {
         let _ = writeln!(
             s,
@@ -1126,20 +1059,15 @@ pub fn summary(res: &Results) -> String {
         let _ = writeln!(s, "Verdict: {v}");
     }
     let cio = &f.calibrate_io;
-    let num = |k: &str| {
-        cio.get(k)
-            .and_then(|v| v.as_u64())
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| "-".into())
-    };
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
     let _ = writeln!(
         s,
         "CALIBRATE_IO would report: max_iops = {}, max_mbps = {}, max_pmbps = {}, latency = {} ms \
          (an integer-ms average that hides the distribution above)",
-        num("max_iops"),
-        num("max_mbps"),
-        num("max_pmbps"),
-        num("latency_ms")
+        num(cio.max_iops),
+        num(cio.max_mbps),
+        num(cio.max_pmbps),
+        num(cio.latency_ms)
     );
     if !c.curve.is_empty() {
         let _ = writeln!(
@@ -1159,11 +1087,11 @@ pub fn summary(res: &Results) -> String {
             } else {
                 " "
             };
-            let modes = f
-                .modes_by_step
-                .iter()
-                .find(|m| m.0 == p.run)
-                .map(|m| m.1.as_str())
+            let modes = an
+                .runs
+                .get(p.run)
+                .and_then(|a| a.modes.first())
+                .map(|m| m.description.as_str())
                 .unwrap_or("");
             let _ = writeln!(
                 s,

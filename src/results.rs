@@ -13,15 +13,19 @@ use anyhow::{bail, Context, Result};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod analysis;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version 2 added the typed [`analysis::Analysis`] (`analysis`) and replaced the calibration's
+/// free-form `analysis` object with typed `findings`; version 1 files are still read.
+pub const SCHEMA_VERSION: u32 = 2;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 /// Significant digits of every latency histogram.
@@ -44,7 +48,8 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
 ///
 /// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
 /// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(transparent)]
 pub struct Hist {
     b64: String,
 }
@@ -229,7 +234,7 @@ pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct LatencySummary {
     pub count: u64,
     pub min_ns: u64,
@@ -273,7 +278,7 @@ impl LatencySummary {
 }
 
 /// Where power-of-two bucketed source data put its bucket label.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum BucketConvention {
     /// Exact per-event values (engine runs, trace files).
@@ -285,7 +290,7 @@ pub enum BucketConvention {
 }
 
 /// One interval's histogram of one op.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Interval {
     /// Start of the interval, seconds from the start of measurement.
     pub start_s: f64,
@@ -338,7 +343,7 @@ pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
 }
 
 /// All measurements of one operation type (read, write, sync, or a named wait event).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct OpResult {
     /// Op name: `read`, `write`, `sync`, or a source's own event name.
     pub op: String,
@@ -386,7 +391,7 @@ impl OpResult {
 }
 
 /// CPU cost of a run, for the measured window.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CpuStats {
     /// User CPU seconds of the iolens process (getrusage).
     pub user_s: f64,
@@ -411,7 +416,7 @@ pub struct CpuStats {
 }
 
 /// The backing block device's own view from /proc/diskstats over the measured window.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct DeviceStats {
     pub device: String,
     pub reads: u64,
@@ -431,7 +436,7 @@ pub struct DeviceStats {
 }
 
 /// Page-cache residency of the working set, for buffered runs.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PageCacheInfo {
     /// Share (0..1) of the working set resident before the run.
     pub resident_before: f64,
@@ -441,7 +446,7 @@ pub struct PageCacheInfo {
 }
 
 /// Per-session totals (fairness check between sessions).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SessionSummary {
     pub session: u32,
     pub count: u64,
@@ -450,7 +455,7 @@ pub struct SessionSummary {
 }
 
 /// One measured series: a `run`, one calibration step, one database run, or one ingested source.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RunResult {
     /// Short human label, e.g. `randread 8k sessions=4` or `db file sequential read`.
     pub name: String,
@@ -503,7 +508,7 @@ pub struct RunResult {
 }
 
 /// What reading a run's blocks back found and cost (see `verify`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct VerifyStats {
     /// `none`, `header` or `full`.
     pub mode: String,
@@ -545,7 +550,7 @@ pub struct VerifyStats {
 }
 
 /// One corrupt unit: where, what was expected and what was found.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CorruptionReport {
     /// `checksum`, `misdirected`, `foreign`, `unstamped`, `lost-write`,
     /// `unexpected-generation` or `truncated`.
@@ -779,7 +784,7 @@ impl RunResult {
 }
 
 /// Facts about the machine, filesystem and device a run was made on.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Environment {
     pub hostname: String,
     pub kernel: String,
@@ -791,7 +796,7 @@ pub struct Environment {
 }
 
 /// Facts about the target and its backing storage.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TargetInfo {
     pub path: String,
     /// `scratch` (created and marked by iolens), `file`, or `block-device`.
@@ -812,7 +817,7 @@ pub struct TargetInfo {
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CurvePoint {
     /// Index into `Results::runs`.
     pub run: usize,
@@ -830,7 +835,7 @@ pub struct CurvePoint {
 }
 
 /// Results of `iolens calibrate`: the curve and the headline figures, referencing `runs`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Calibration {
     /// Latency percentile used for the target (e.g. 99.0).
     pub percentile: f64,
@@ -845,9 +850,10 @@ pub struct Calibration {
     pub max_mbps: Option<f64>,
     /// Large-read bandwidth, one stream (CALIBRATE_IO's MAX_PMBPS), MB/s.
     pub max_pmbps: Option<f64>,
-    /// Free-form analysis output (knee, USL, modes, verdicts) written by `analysis`.
+    /// What the calibration procedure decided while it ran (stop reason, best steps, which
+    /// runs are commit writes and cache probes). The analysis of it is in `Results::analysis`.
     #[serde(default)]
-    pub analysis: serde_json::Value,
+    pub findings: analysis::CalibrationFindings,
     /// Seconds spent between steps (start/stop overhead), and the share of the budget.
     pub overhead_s: f64,
     pub budget_s: f64,
@@ -856,7 +862,7 @@ pub struct Calibration {
 }
 
 /// What produced a results document.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     Run,
@@ -869,7 +875,7 @@ pub enum Kind {
 }
 
 /// The whole record of one iolens invocation.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Results {
     /// Always [`SCHEMA_NAME`].
     pub schema: String,
@@ -892,6 +898,11 @@ pub struct Results {
     pub extra: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What analysis found (modes, verdicts, knee, USL, Little's law, calibration findings,
+    /// trace profile, database figures): `analysis::analyse` of the rest of this document.
+    /// Absent in version 1 files (renderers then compute it on reading).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<analysis::Analysis>,
 }
 
 impl Results {
@@ -909,6 +920,7 @@ impl Results {
             calibration: None,
             extra: BTreeMap::new(),
             warnings: Vec::new(),
+            analysis: None,
         }
     }
 
@@ -949,6 +961,10 @@ impl Results {
         }
         if ver == 0 {
             bail!("results file has no valid schema version");
+        }
+        let mut v = v;
+        if ver == 1 {
+            analysis::upgrade_v1(&mut v);
         }
         let r: Results =
             serde_json::from_value(v).context("results file does not match the iolens schema")?;
@@ -991,6 +1007,12 @@ impl Results {
             }
         }
         Ok(())
+    }
+
+    /// The JSON Schema (draft 2020-12) of a results document, as published in
+    /// `docs/results-schema.json`.
+    pub fn json_schema() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(Results)).unwrap_or_default()
     }
 
     /// Read a results file from disk.

@@ -164,7 +164,7 @@ pub fn run_summary(r: &RunResult) -> String {
         s += &crate::stamp::render_reports(&r.corruption, errors, 10);
     }
     for v in crate::analysis::run_verdicts(r) {
-        let tag = if v.severity == "warning" {
+        let tag = if v.severity == crate::analysis::Severity::Warning {
             "WARNING"
         } else {
             "Verdict"

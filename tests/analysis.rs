@@ -145,7 +145,7 @@ fn calibration_curve_knee_usl_and_little_from_a_results_file() {
     for run in &doc.runs {
         let a = analyse_run(run);
         assert_eq!(a.modes.len(), 1);
-        let (op, modes) = &a.modes[0];
+        let (op, modes) = (&a.modes[0].op, &a.modes[0].modes);
         assert_eq!(op, "read");
         assert_eq!(modes.len(), 1, "{}: {}", run.name, describe(modes));
         let median = run.ops[0].summary.mean_ns / (SPREAD.ln().powi(2) / 2.0).exp();
@@ -202,7 +202,7 @@ fn cache_tier_and_cpu_pressure_are_reported() {
     doc.write_file(&path).unwrap();
     let back = Results::read_file(&path).unwrap();
     let a = analyse_run(&back.runs[0]);
-    let modes = &a.modes[0].1;
+    let modes = &a.modes[0].modes;
     assert_eq!(modes.len(), 2, "{}", describe(modes));
     assert!((modes[0].share - 0.6).abs() < 0.02 && (modes[1].share - 0.4).abs() < 0.02);
     assert!(
@@ -219,7 +219,7 @@ fn cache_tier_and_cpu_pressure_are_reported() {
     assert!((a.verdicts[0].figures["runq_share"] - 0.25).abs() < 1e-9);
     // The analysis itself serialises for the results document.
     let v = serde_json::to_value(&a).unwrap();
-    assert_eq!(v["modes"][0][0], "read");
+    assert_eq!(v["modes"][0]["op"], "read");
     assert_eq!(v["verdicts"][1]["kind"], "page-cache");
 }
 
@@ -260,7 +260,7 @@ fn ingested_oracle_event_histogram_has_two_tiers() {
         ..Default::default()
     };
     let a = analyse_run(&run);
-    let modes = &a.modes[0].1;
+    let modes = &a.modes[0].modes;
     assert_eq!(modes.len(), 2, "{}", describe(modes));
     let total: u64 = buckets.values().sum();
     let fast: u64 = buckets.range(..=1_024).map(|(_, c)| c).sum();
@@ -345,5 +345,42 @@ fn mode_count_sweep() {
                 "{m:?}"
             );
         }
+    }
+}
+
+#[test]
+fn stored_analysis_of_a_calibration_is_what_show_and_report_print() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = calibration_document(dir.path());
+    // A file without stored analysis (as version 1 wrote it) is analysed on reading...
+    let text = iolens::render::terminal::render(
+        &doc,
+        &iolens::render::TermStyle {
+            color: false,
+            width: 200,
+        },
+        None,
+    )
+    .unwrap();
+    // ...and the stored analysis is the same.
+    let an = iolens::analysis::analyse(&doc);
+    doc.analysis = Some(an.clone());
+    let ca = an.calibration.as_ref().unwrap();
+    let usl = ca.usl.as_ref().unwrap();
+    assert!((usl.sigma - SIGMA).abs() < 0.005, "{usl:?}");
+    assert_eq!(ca.knee.as_ref().unwrap().sessions, 10);
+    assert_eq!(ca.little.len(), SESSIONS.len());
+    let line = format!(
+        "USL fit: σ={:.4} κ={:.5} (R²={:.3}); predicted peak",
+        usl.sigma, usl.kappa, usl.r2
+    );
+    let html = iolens::render::html::report(&doc, "calibrate.json").unwrap();
+    for (what, out) in [("show", &text), ("report", &html)] {
+        assert!(out.contains(&line), "{what} lacks {line:?}");
+        assert!(out.contains("Knee: 10 sessions"), "{what}: knee");
+        assert!(
+            out.contains("Little&#x27;s law") || out.contains("Little's law"),
+            "{what}: Little"
+        );
     }
 }

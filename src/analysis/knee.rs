@@ -16,24 +16,11 @@
 //! calibration did not push far enough. A maximum at the first point is a knee at the lowest
 //! load (adding sessions only added queueing).
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::results::analysis::Knee;
 use crate::results::CurvePoint;
 
 /// Fewest usable curve points to look for a knee.
 pub const MIN_POINTS: usize = 3;
-
-/// The knee of a load curve.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Knee {
-    /// Index into the curve slice given to [`find_knee`].
-    pub index: usize,
-    pub sessions: u32,
-    pub iops: f64,
-    pub p99_ns: u64,
-    /// How the knee was found, e.g. `max power (IOPS / mean latency)`.
-    pub method: String,
-}
 
 /// Find the knee of a load curve (points in order of increasing load). See the module docs.
 pub fn find_knee(curve: &[CurvePoint]) -> Option<Knee> {

@@ -10,21 +10,9 @@
 //! the storage. A negative share means more I/O was in flight than configured (a mismatch in the
 //! given concurrency, or ops overlapping within a session).
 
-use serde::{Deserialize, Serialize};
-
 use super::positive;
+pub use crate::results::analysis::LittleCheck;
 use crate::results::RunResult;
-
-/// Configured versus observed concurrency of a run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct LittleCheck {
-    /// Configured concurrency: sessions × queue depth.
-    pub concurrency: f64,
-    /// Observed average I/Os in flight: IOPS × mean latency (s), summed over ops.
-    pub observed: f64,
-    /// `1 − observed / concurrency`: share of the sessions' time spent outside the I/O.
-    pub outside_share: f64,
-}
 
 /// Check Little's law for a run against its configured concurrency. `None` when the run has no
 /// duration, no completed operations, or the concurrency is not positive.

@@ -7,8 +7,10 @@
 //! histograms ([`crate::results::Hist`]), CPU and device statistics, and the calibration curve
 //! ([`crate::results::CurvePoint`]) — never the engine, so it works the same on runs, calibration
 //! steps, traces and ingested histograms. It produces plain serialisable values that renderers
-//! print and `calibrate` stores (e.g. in `Calibration::analysis`):
+//! print. [`analyse`] gathers them into one typed [`Analysis`] that producers store in
+//! [`Results::analysis`] (types in [`crate::results::analysis`]) and renderers show:
 //! ```text
+//! Results ──► analyse ──► Analysis { runs, calibration, trace_profile, db }
 //! RunResult ──► analyse_run ──► RunAnalysis { modes per op, verdicts }
 //!                 ├─ modes::find_modes (per op histogram)
 //!                 └─ verdicts::run_verdicts (CpuStats, DeviceStats, op summaries)
@@ -24,15 +26,18 @@ pub mod modes;
 pub mod usl;
 pub mod verdicts;
 
-use serde::{Deserialize, Serialize};
-
-use crate::results::RunResult;
+pub use crate::results::analysis::{Analysis, RunAnalysis};
+use crate::results::analysis::{
+    CacheProbeResult, CalibrateIoFigures, CalibrationAnalysis, CommitResult, DbFigures, LittleAt,
+    OpModes, RampBest, SeqBest,
+};
+use crate::results::{Calibration, Results, RunResult};
 
 pub use knee::{find_knee, Knee};
 pub use little::{littles_law, LittleCheck};
 pub use modes::{describe, find_modes, find_modes_with_edges, Mode};
 pub use usl::{fit_usl, UslFit};
-pub use verdicts::{cpu_verdict, host_queue_verdict, run_verdicts, Verdict};
+pub use verdicts::{cpu_verdict, host_queue_verdict, run_verdicts, Severity, Verdict, VerdictKind};
 
 /// True for a finite number above zero (false for NaN).
 pub(crate) fn positive(x: f64) -> bool {
@@ -59,15 +64,6 @@ pub(crate) fn test_op(name: &str, count: u64, mean_ns: f64) -> crate::results::O
     }
 }
 
-/// Per-run analysis: latency modes of each op and the run's verdicts.
-#[derive(Serialize, Deserialize, Clone, Debug)]
-pub struct RunAnalysis {
-    /// `(op name, modes)` for every op with a non-empty histogram, in the run's op order.
-    pub modes: Vec<(String, Vec<Mode>)>,
-    /// Verdicts about the run; a histogram that cannot be decoded adds a `bad-histogram` warning.
-    pub verdicts: Vec<Verdict>,
-}
-
 /// Analyse one run: decode each op's histogram, find its modes, and collect the verdicts.
 pub fn analyse_run(run: &RunResult) -> RunAnalysis {
     let mut modes = Vec::new();
@@ -75,13 +71,17 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
     for op in &run.ops {
         match op.hist.decode() {
             Ok(h) if h.is_empty() => {}
-            Ok(h) => modes.push((
-                op.op.clone(),
-                modes::find_modes_with_edges(&h, &op.bucket_edges_ns),
-            )),
+            Ok(h) => {
+                let m = modes::find_modes_with_edges(&h, &op.bucket_edges_ns);
+                modes.push(OpModes {
+                    op: op.op.clone(),
+                    description: describe(&m),
+                    modes: m,
+                })
+            }
             Err(e) => verdicts.push(Verdict::new(
-                "bad-histogram",
-                "warning",
+                VerdictKind::BadHistogram,
+                Severity::Warning,
                 format!(
                     "the {} histogram of '{}' cannot be read: {e:#}",
                     op.op, run.name
@@ -92,6 +92,153 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
     }
     verdicts.extend(run_verdicts(run));
     RunAnalysis { modes, verdicts }
+}
+
+/// Analyse a whole results document: every run, the calibration, a trace's profile and the
+/// database figures. This is what producers store in [`Results::analysis`] and what renderers
+/// show; for files written before the analysis was stored (schema version 1), renderers call it
+/// on the file as read.
+pub fn analyse(r: &Results) -> Analysis {
+    Analysis {
+        runs: r.runs.iter().map(analyse_run).collect(),
+        calibration: r.calibration.as_ref().map(|c| calibration(r, c)),
+        trace_profile: r
+            .extra
+            .get("trace_profile")
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        db: db_figures(r),
+    }
+}
+
+/// The stored analysis of `r`, or (for an older file without one) the analysis computed now.
+pub fn of(r: &Results) -> std::borrow::Cow<'_, Analysis> {
+    match &r.analysis {
+        Some(a) if a.runs.len() == r.runs.len() => std::borrow::Cow::Borrowed(a),
+        _ => std::borrow::Cow::Owned(analyse(r)),
+    }
+}
+
+/// Percentile summary of a run's I/O ops merged (empty histogram: zeros).
+fn merged_latency(run: &RunResult) -> (u64, u64, String) {
+    match run.merged_io_hist() {
+        Ok(h) if !h.is_empty() => (
+            h.value_at_quantile(0.5),
+            h.value_at_quantile(0.99),
+            describe(&find_modes(&h)),
+        ),
+        _ => (0, 0, String::new()),
+    }
+}
+
+fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
+    let f = &c.findings;
+    let run = |i: usize| r.runs.get(i);
+    let max_point = c.max_iops_point.and_then(|p| c.curve.get(p));
+    let pts: Vec<(f64, f64)> = c
+        .curve
+        .iter()
+        .map(|p| (p.sessions as f64, p.iops))
+        .collect();
+    let little = c
+        .curve
+        .iter()
+        .filter_map(|p| {
+            let check = littles_law(run(p.run)?, (p.sessions * p.qd.max(1)) as f64)?;
+            Some(LittleAt {
+                sessions: p.sessions,
+                run: p.run,
+                check,
+            })
+        })
+        .collect();
+    let commit = f
+        .commit
+        .iter()
+        .filter_map(|s| {
+            let rr = run(s.run)?;
+            let w = rr.op("write")?;
+            Some(CommitResult {
+                size_bytes: s.size_bytes,
+                run: s.run,
+                writes_per_s: rr.rates_known().then(|| rr.iops()),
+                p50_ns: w.summary.p50_ns,
+                p99_ns: w.summary.p99_ns,
+                p999_ns: w.summary.p999_ns,
+            })
+        })
+        .collect();
+    let cache_probe = f
+        .cache
+        .iter()
+        .filter_map(|s| {
+            let rr = run(s.run)?;
+            let (p50_ns, p99_ns, modes) = merged_latency(rr);
+            Some(CacheProbeResult {
+                share: s.share,
+                working_set_bytes: rr
+                    .spec
+                    .get("region_size")
+                    .and_then(|v| v.as_u64())
+                    .unwrap_or(0),
+                run: s.run,
+                iops: rr.rates_known().then(|| rr.iops()),
+                p50_ns,
+                p99_ns,
+                modes,
+            })
+        })
+        .collect();
+    let seq = |b: &RampBest| SeqBest {
+        qd: b.level,
+        mb_per_s: b.value,
+    };
+    CalibrationAnalysis {
+        stop_reason: f.stop_reason,
+        knee: find_knee(&c.curve),
+        usl: fit_usl(&pts),
+        little,
+        modes_at_max: max_point
+            .and_then(|p| run(p.run))
+            .map(|rr| merged_latency(rr).2)
+            .filter(|m| !m.is_empty()),
+        seq_best: f.seq_best.as_ref().map(seq),
+        seq1_best: f.seq1_best.as_ref().map(seq),
+        commit,
+        write_best: f.write_best,
+        cache_probe,
+        verdicts_at: max_point.or(c.curve.first()).map(|p| p.run),
+        // What CALIBRATE_IO would print: max IOPS, max MB/s, and an integer-millisecond
+        // average latency at the max-IOPS point.
+        calibrate_io: CalibrateIoFigures {
+            max_iops: max_point.map(|p| p.iops.round() as u64),
+            max_mbps: f.seq_best.map(|b| b.value.round() as u64),
+            max_pmbps: f.seq1_best.map(|b| b.value.round() as u64),
+            latency_ms: max_point.map(|p| (p.mean_ns / 1e6).floor() as u64),
+        },
+    }
+}
+
+/// Buffer-cache figures of every run that counted logical reads (database runs).
+fn db_figures(r: &Results) -> Vec<DbFigures> {
+    r.runs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, run)| {
+            let ctr = |k: &str| run.counters.get(k).copied().filter(|v| v.is_finite());
+            let logical = ctr("logical_reads")?;
+            let physical = ctr("physical_reads").unwrap_or(0.0);
+            let rate = |k: &str| ctr(k).filter(|_| run.rates_known());
+            Some(DbFigures {
+                run: i,
+                logical_reads: logical,
+                physical_reads: physical,
+                hit_ratio: (logical > 0.0).then(|| 1.0 - physical / logical),
+                logical_reads_per_s: rate("logical_reads_per_s"),
+                physical_reads_per_s: rate("physical_reads_per_s"),
+                os_cache_served_share: ctr("os_cache_served_share"),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -129,8 +276,8 @@ mod tests {
         };
         let a = analyse_run(&run);
         assert_eq!(a.modes.len(), 1, "{a:?}");
-        assert_eq!(a.modes[0].0, "read");
-        assert_eq!(a.modes[0].1.len(), 2, "{}", describe(&a.modes[0].1));
+        assert_eq!(a.modes[0].op, "read");
+        assert_eq!(a.modes[0].modes.len(), 2, "{}", a.modes[0].description);
         let kinds: Vec<&str> = a.verdicts.iter().map(|v| v.kind.as_str()).collect();
         assert_eq!(kinds, ["bad-histogram", "cpu-bound"]);
         assert!(a.verdicts[0]

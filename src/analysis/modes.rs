@@ -39,8 +39,8 @@
 //! and low/high the segment's bounds (valleys inside, the extreme recorded values outside).
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
+pub use crate::results::analysis::{Mode, Valley};
 use crate::units::fmt_ns;
 
 /// Smallest kernel bandwidth, ln units: an eighth of an octave (a factor of ×1.09), half the
@@ -63,35 +63,6 @@ pub const MAX_VALLEY_RATIO: f64 = 0.8;
 pub const Z_SIGNIFICANCE: f64 = 3.0;
 /// Segments with a smaller share of all values are outliers, not modes.
 pub const MIN_SHARE: f64 = 0.01;
-
-/// One latency mode (tier) of a distribution.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Mode {
-    /// Most frequent latency of the mode, ns.
-    pub centre_ns: f64,
-    /// Lower bound of the values attributed to the mode, ns.
-    pub low_ns: f64,
-    /// Upper bound of the values attributed to the mode, ns.
-    pub high_ns: f64,
-    /// Geometric standard deviation factor (1.3 means typically within ×/÷ 1.3 of the centre).
-    pub spread: f64,
-    /// Share (0..1) of all values of the histogram that belong to the mode.
-    pub share: f64,
-    /// Number of values attributed to the mode.
-    pub count: u64,
-    /// The valley separating this mode from the one below it (none for the lowest mode).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valley_below: Option<Valley>,
-}
-
-/// What was compared to call two modes separate: the valley between their peaks.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Valley {
-    /// Where the density is lowest between the two peaks, ns.
-    pub at_ns: f64,
-    /// Density there as a share of the lower of the two peaks (at most [`MAX_VALLEY_RATIO`]).
-    pub ratio: f64,
-}
 
 /// Weighted points on the ln axis, sorted: (ln ns, count, lowest ns, highest ns).
 struct Points {

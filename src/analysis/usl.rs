@@ -23,24 +23,7 @@
 //! A 2-parameter Nelder–Mead is a few dozen lines; a general optimisation crate (argmin,
 //! nalgebra-based Levenberg–Marquardt) would add far more code than it replaces.
 
-use serde::{Deserialize, Serialize};
-
-/// Result of a USL fit.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct UslFit {
-    /// Throughput of a single session.
-    pub lambda: f64,
-    /// Contention coefficient (≥ 0).
-    pub sigma: f64,
-    /// Coherency coefficient (≥ 0).
-    pub kappa: f64,
-    /// Concurrency of peak throughput, `sqrt((1−σ)/κ)`, when κ > 0 and σ < 1.
-    pub peak_n: Option<f64>,
-    /// Throughput at `peak_n`.
-    pub peak_x: Option<f64>,
-    /// Coefficient of determination of the fit on X.
-    pub r2: f64,
-}
+pub use crate::results::analysis::UslFit;
 
 impl UslFit {
     /// Modelled throughput at concurrency `n`.

@@ -35,11 +35,8 @@
 //!   filesystem, host queue), not in the storage;
 //! - else → info `storage-bound`: the device accounts for most of the latency.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use super::positive;
+pub use crate::results::analysis::{Severity, Verdict, VerdictKind};
 use crate::results::RunResult;
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
@@ -59,30 +56,16 @@ pub const HOST_SHARE_WARN: f64 = 0.30;
 /// ... provided that part is at least this many µs (a syscall alone costs a few µs).
 pub const HOST_US_MIN: f64 = 10.0;
 
-/// One finding about a run.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Verdict {
-    /// What was found: `cpu-bound`, `cpu-busy`, `host-queueing`, `storage-bound`, `page-cache`,
-    /// `device-shared`, `bad-histogram`.
-    pub kind: String,
-    /// `info` or `warning`.
-    pub severity: String,
-    /// One or two sentences for a person.
-    pub message: String,
-    /// The figures the verdict rests on (names carry their unit, e.g. `mean_latency_us`).
-    pub figures: BTreeMap<String, f64>,
-}
-
 impl Verdict {
     pub(crate) fn new(
-        kind: &str,
-        severity: &str,
+        kind: VerdictKind,
+        severity: Severity,
         message: String,
         figures: &[(&str, f64)],
     ) -> Self {
         Verdict {
-            kind: kind.to_string(),
-            severity: severity.to_string(),
+            kind,
+            severity,
             message,
             figures: figures.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         }
@@ -141,7 +124,12 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
         if busy {
             msg = format!("{busy_note}: {msg}");
         }
-        return Some(Verdict::new("cpu-bound", "warning", msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::CpuBound,
+            Severity::Warning,
+            msg,
+            &figures,
+        ));
     }
     if !busy {
         return None;
@@ -154,13 +142,23 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
             pct(runq_share),
             fmt_ns(mean_ns)
         );
-        Some(Verdict::new("cpu-busy", "info", msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::CpuBusy,
+            Severity::Info,
+            msg,
+            &figures,
+        ))
     } else {
         let msg = format!(
             "{busy_note} and run-queue delay was not measured: latency may include scheduling \
              delay; the storage may be faster than it looks"
         );
-        Some(Verdict::new("cpu-bound", "warning", msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::CpuBound,
+            Severity::Warning,
+            msg,
+            &figures,
+        ))
     }
 }
 
@@ -201,7 +199,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             pct(ratio),
             fmt_rate(read.count as f64)
         );
-        return Some(Verdict::new("page-cache", "info", msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::PageCache,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     if ratio > FOREIGN_RATIO {
         let msg = format!(
@@ -209,7 +212,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
              filesystem metadata): the host/device latency comparison is unreliable",
             sig3(ratio)
         );
-        return Some(Verdict::new("device-shared", "info", msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::DeviceShared,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     if !positive(await_ns) {
         return None;
@@ -233,7 +241,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
                 pct(ratio),
                 fmt_rate(read.count as f64)
             );
-            return Some(Verdict::new("page-cache", "info", msg, &figures));
+            return Some(Verdict::new(
+                VerdictKind::PageCache,
+                Severity::Info,
+                msg,
+                &figures,
+            ));
         };
         figures.push(("device_served_share", served));
         figures.push(("app_device_mean_us", tail_ns / 1e3));
@@ -256,7 +269,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
         );
-        return Some(Verdict::new("device-shared", "info", msg, &figures));
+        return Some(Verdict::new(
+            VerdictKind::DeviceShared,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
     }
     let host_ns = (cmp_ns - await_ns).max(0.0);
     let share = host_ns / cmp_ns;
@@ -282,7 +300,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
         msg.push_str(&format!(
             " (compared: {name}'s time per read with {compared})"
         ));
-        Some(Verdict::new("host-queueing", "warning", msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::HostQueueing,
+            Severity::Warning,
+            msg,
+            &figures,
+        ))
     } else {
         let msg = format!(
             "{name} accounts for {} % of the latency of the application reads that reached it \
@@ -292,7 +315,12 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
         );
-        Some(Verdict::new("storage-bound", "info", msg, &figures))
+        Some(Verdict::new(
+            VerdictKind::StorageBound,
+            Severity::Info,
+            msg,
+            &figures,
+        ))
     }
 }
 
@@ -375,7 +403,7 @@ mod tests {
         assert_eq!(v.figures["mean_latency_us"], 100.0);
         // Run-queue delay alone is enough, even when the host is not saturated.
         let v = cpu_verdict(&run_with(100_000.0, Some(cpu(0.5, 12.0)), None)).unwrap();
-        assert_eq!(v.kind, "cpu-bound");
+        assert_eq!(v.kind, VerdictKind::CpuBound);
         assert!(
             v.message.starts_with("latency at this step includes 12 µs"),
             "{}",
@@ -457,7 +485,10 @@ mod tests {
         );
         // A large share but only a few µs (fast device, syscall overhead) is not queueing.
         let r = run_with(12_000.0, None, Some(dev(100_000, 6.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "storage-bound");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "storage-bound"
+        );
     }
 
     #[test]
@@ -478,7 +509,7 @@ mod tests {
         // No device reads at all (and no byte counts): compared by requests.
         let r = run_with(3_000.0, None, Some(dev(0, 0.0)));
         let v = host_queue_verdict(&r).unwrap();
-        assert_eq!(v.kind, "page-cache");
+        assert_eq!(v.kind.as_str(), "page-cache");
         assert!(
             v.message
                 .starts_with("only 0 % of the read requests of 100k"),
@@ -490,9 +521,15 @@ mod tests {
     #[test]
     fn foreign_device_io_is_flagged() {
         let r = run_with(100_000.0, None, Some(dev(300_000, 90.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "device-shared"
+        );
         let r = run_with(100_000.0, None, Some(dev(100_000, 400.0)));
-        assert_eq!(host_queue_verdict(&r).unwrap().kind, "device-shared");
+        assert_eq!(
+            host_queue_verdict(&r).unwrap().kind.as_str(),
+            "device-shared"
+        );
     }
 
     #[test]
@@ -506,7 +543,7 @@ mod tests {
     #[test]
     fn run_verdicts_collects_both() {
         let r = run_with(250_000.0, Some(cpu(0.97, 30.0)), Some(dev(100_000, 90.0)));
-        let kinds: Vec<String> = run_verdicts(&r).into_iter().map(|v| v.kind).collect();
+        let kinds: Vec<&str> = run_verdicts(&r).iter().map(|v| v.kind.as_str()).collect();
         assert_eq!(kinds, ["cpu-bound", "host-queueing"]);
         assert!(run_verdicts(&RunResult::default()).is_empty());
     }
@@ -576,7 +613,7 @@ mod tests {
         // "100 % of 67 µs".
         let r = partly_cached(35_000, 65_000, 100.0, 72.7);
         let v = host_queue_verdict(&r).unwrap();
-        assert_eq!(v.kind, "storage-bound");
+        assert_eq!(v.kind.as_str(), "storage-bound");
         assert!(
             v.message.starts_with(
                 "vda accounts for 72.7 % of the latency of the application reads that reached \

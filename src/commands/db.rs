@@ -174,7 +174,8 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
             crate::results::Destination::checked(a.json.as_deref())?;
-            let res = engine(&a.target)?.run(&spec, cmdline)?;
+            let mut res = engine(&a.target)?.run(&spec, cmdline)?;
+            res.analysis = Some(crate::analysis::analyse(&res));
             print_summary(&res);
             finish(&res, a.json.as_deref())
         }

@@ -57,7 +57,8 @@ impl IngestArgs {
 /// `iolens ingest`.
 pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(a.json.as_deref())?;
-    let results = ingest(&a.options(), cx.cmdline.clone())?;
+    let mut results = ingest(&a.options(), cx.cmdline.clone())?;
+    results.analysis = Some(crate::analysis::analyse(&results));
     // The checks `show`/`report`/`compare`/`export` apply when loading: never write a document
     // they would refuse (overflowed counts, histograms that cannot be encoded).
     results.validate()?;

@@ -220,5 +220,6 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     )?;
     crate::out!("{}", crate::summary::run_summary(&r));
     res.runs.push(r);
+    res.analysis = Some(crate::analysis::analyse(&res));
     finish(&res, a.t.json.as_deref())
 }

@@ -44,7 +44,8 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
         interval: a.interval,
         top: a.top,
     };
-    let results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
+    let mut results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
+    results.analysis = Some(crate::analysis::analyse(&results));
     // The checks every loader applies: never write a document `show` would refuse.
     results.validate()?;
     // The text for people never fails the command (see `crate::out`); the JSON is written

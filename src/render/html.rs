@@ -16,9 +16,8 @@ use super::heatmap::{log_bins, HeatKind, Heatmap, OpSeries};
 use super::kind_name;
 use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Series};
 use super::terminal::{host_lines, spec_line, summary_table, Table};
-use hdrhistogram::Histogram;
 
-use crate::analysis::{describe, find_knee, find_modes_with_edges, run_verdicts};
+use crate::results::analysis::{Analysis, OpModes, RunAnalysis};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -82,41 +81,30 @@ for(var k=0;k<charts.length;k++){(function(svg){
 })();
 "#;
 
-/// Modes of a latency histogram (`analysis::modes`) as shaded bands where the histogram bars
-/// are (values as the model holds them: bucketed sources were spread once, at ingest), and
-/// their one-line description.
-pub(crate) fn mode_bands(h: &Histogram<u64>, edges: &[u64]) -> (Vec<Band>, String) {
-    let modes = find_modes_with_edges(h, edges);
-    let bands = modes
+/// Modes of a latency histogram (the stored analysis) as shaded bands where the histogram bars
+/// are (values as the model holds them: bucketed sources were spread once, at ingest).
+pub(crate) fn mode_bands(modes: &OpModes) -> Vec<Band> {
+    modes
+        .modes
         .iter()
         .map(|m| Band {
             low_ns: m.low_ns,
             high_ns: m.high_ns,
             label: format!("mode {} ({}%)", fmt_ns(m.centre_ns), sig3(m.share * 100.0)),
         })
-        .collect();
-    (bands, describe(&modes))
-}
-
-/// Verdicts on a run (`analysis::verdicts`): (severity, message).
-pub(crate) fn verdicts(run: &RunResult) -> Vec<(String, String)> {
-    run_verdicts(run)
-        .into_iter()
-        .map(|v| (v.severity, v.message))
         .collect()
 }
 
-/// The knee of the calibration curve (`analysis::knee`): curve index and a label.
-pub(crate) fn knee_of(r: &Results) -> Option<(usize, String)> {
-    let c = r.calibration.as_ref()?;
-    let k = find_knee(&c.curve)?;
+/// The knee of the calibration curve (stored analysis): curve index and a label.
+fn knee_of(an: &Analysis) -> Option<(usize, String)> {
+    let k = an.calibration.as_ref()?.knee.as_ref()?;
     Some((
         k.index,
         format!("knee: {} IOPS, {} sessions", fmt_rate(k.iops), k.sessions),
     ))
 }
 
-fn table_html(t: &Table) -> String {
+pub(crate) fn table_html(t: &Table) -> String {
     let mut s = String::from("<table><thead><tr>");
     for h in &t.header {
         let _ = write!(s, "<th>{}</th>", esc(h));
@@ -160,7 +148,7 @@ fn page_end(out: &mut String) {
 }
 
 /// Headline cards of a results document.
-fn headline(out: &mut String, r: &Results) {
+fn headline(out: &mut String, r: &Results, an: &Analysis) {
     out.push_str("<div class=\"cards\">");
     if let Some(c) = &r.calibration {
         card(
@@ -174,7 +162,7 @@ fn headline(out: &mut String, r: &Results) {
                 .map(fmt_rate)
                 .unwrap_or_else(|| "not reached".into()),
         );
-        if let Some((i, _)) = knee_of(r) {
+        if let Some((i, _)) = knee_of(an) {
             if let Some(p) = c.curve.get(i) {
                 card(
                     out,
@@ -228,14 +216,16 @@ fn headline(out: &mut String, r: &Results) {
 }
 
 /// Latency histogram chart of every op of a run (one chart per op, modes shaded).
-fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
+fn run_histograms(out: &mut String, run: &RunResult, ra: Option<&RunAnalysis>) -> Result<()> {
     for (i, op) in run.ops.iter().enumerate() {
         if op.count == 0 {
             continue;
         }
         let h = op.hist.decode()?;
         let bins = log_bins(&h, &op.bucket_edges_ns, 4);
-        let (bands, desc) = mode_bands(&h, &op.bucket_edges_ns);
+        let modes = ra.and_then(|a| a.modes.iter().find(|m| m.op == op.op));
+        let bands = modes.map(mode_bands).unwrap_or_default();
+        let desc = modes.map(|m| m.description.as_str()).unwrap_or("");
         let series = HistSeries {
             name: op.op.clone(),
             colour: colour(i).into(),
@@ -250,7 +240,7 @@ fn run_histograms(out: &mut String, run: &RunResult) -> Result<()> {
             &bands,
         ));
         if !desc.is_empty() {
-            let _ = write!(out, "<p class=\"note\">{}: {}</p>", esc(&op.op), esc(&desc));
+            let _ = write!(out, "<p class=\"note\">{}: {}</p>", esc(&op.op), esc(desc));
         }
     }
     Ok(())
@@ -390,7 +380,7 @@ fn run_host(out: &mut String, run: &RunResult) {
 }
 
 /// The calibration section: curve with target and knee, host-cost curves, curve table.
-fn calibration_section(out: &mut String, r: &Results) {
+fn calibration_section(out: &mut String, r: &Results, an: &Analysis) {
     let Some(c) = &r.calibration else { return };
     out.push_str("<section id=\"calibration\"><h2>Calibration: load curve</h2>");
     let mut ch = LineChart::new(
@@ -424,7 +414,7 @@ fn calibration_section(out: &mut String, r: &Results) {
             fmt_ns(c.max_latency_ns as f64)
         ),
     ));
-    let knee = knee_of(r);
+    let knee = knee_of(an);
     if let Some(p) = c.max_iops_point.and_then(|i| c.curve.get(i)) {
         let same = knee.as_ref().is_some_and(|k| Some(k.0) == c.max_iops_point);
         ch.marks.push(Mark {
@@ -658,16 +648,19 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         .calibration
         .as_ref()
         .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run));
+    let an = crate::analysis::of(r);
+    let verdicts = |i: usize| an.runs.get(i).map(|a| a.verdicts.as_slice()).unwrap_or(&[]);
     out.push_str("<section id=\"summary\"><h2>Summary</h2>");
-    headline(&mut out, r);
+    headline(&mut out, r, &an);
     // Verdicts of a calibration are given for its best step here (every step's own verdicts
     // are in its section); other documents list each run's, labelled when there are several.
-    let summary_runs: Vec<&RunResult> = match best.and_then(|b| r.runs.get(b)) {
+    let summary_runs: Vec<(usize, &RunResult)> = match best.and_then(|b| Some((b, r.runs.get(b)?)))
+    {
         Some(b) => vec![b],
-        None => r.runs.iter().collect(),
+        None => r.runs.iter().enumerate().collect(),
     };
-    for run in summary_runs {
-        for (sev, msg) in verdicts(run) {
+    for (ri, run) in summary_runs {
+        for v in verdicts(ri) {
             let label = if r.runs.len() > 1 {
                 format!("{}: ", run.name)
             } else {
@@ -676,16 +669,17 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
             let _ = write!(
                 out,
                 "<div class=\"verdict {}\">{}{}</div>",
-                esc(&sev),
+                v.severity,
                 esc(&label),
-                esc(&msg)
+                esc(&v.message)
             );
         }
     }
     out.push_str(&table_html(&summary_table(r)));
     out.push_str("</section>");
 
-    calibration_section(&mut out, r);
+    calibration_section(&mut out, r, &an);
+    out.push_str(&super::analysis::html(r, &an));
 
     // Runs: details open for single runs and the calibration's best step.
     for (i, run) in r.runs.iter().enumerate() {
@@ -708,12 +702,12 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
             out.push_str("<p class=\"warn\">This run was interrupted before its planned end.</p>");
         }
         if r.runs.len() > 1 {
-            for (sev, msg) in verdicts(run) {
+            for v in verdicts(i) {
                 let _ = write!(
                     out,
                     "<div class=\"verdict {}\">{}</div>",
-                    esc(&sev),
-                    esc(&msg)
+                    v.severity,
+                    esc(&v.message)
                 );
             }
         }
@@ -722,7 +716,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         }
         run_host(&mut out, run);
         out.push_str("<h3>Latency distribution</h3>");
-        run_histograms(&mut out, run)?;
+        run_histograms(&mut out, run, an.runs.get(i))?;
         out.push_str("<h3>Over time</h3>");
         run_time_charts(&mut out, run, &format!("r{i}"))?;
         if !run.sessions.is_empty() {

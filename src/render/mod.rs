@@ -8,6 +8,7 @@
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
 //! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
+pub mod analysis;
 pub mod compare;
 pub mod csv;
 pub mod heatmap;

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
 use super::svg::heat_rgb;
 use super::{kind_name, TermStyle};
+use crate::results::analysis::{Analysis, OpModes};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -68,7 +69,7 @@ impl Table {
     }
 }
 
-fn heading(out: &mut String, style: &TermStyle, text: &str) {
+pub(crate) fn heading(out: &mut String, style: &TermStyle, text: &str) {
     if style.color {
         let _ = writeln!(out, "\n\x1b[1;4m{text}\x1b[0m");
     } else {
@@ -257,6 +258,18 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
 
 /// Latency histogram of one op as horizontal bars (one per factor of two).
 pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Result<String> {
+    let a = crate::analysis::analyse_run(run);
+    let modes = a.modes.iter().find(|m| m.op == run.ops[op_idx].op);
+    op_histogram_text(run, op_idx, modes, style)
+}
+
+/// [`histogram_text`] with the op's modes from the stored analysis.
+fn op_histogram_text(
+    run: &RunResult,
+    op_idx: usize,
+    modes: Option<&OpModes>,
+    style: &TermStyle,
+) -> Result<String> {
     let op = &run.ops[op_idx];
     let h = op.hist.decode()?;
     let bins = log_bins(&h, &op.bucket_edges_ns, 1);
@@ -290,7 +303,7 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
             bar
         );
     }
-    let (_, desc) = super::html::mode_bands(&h, &op.bucket_edges_ns);
+    let desc = modes.map(|m| m.description.as_str()).unwrap_or("");
     if !desc.is_empty() {
         let _ = writeln!(out, "modes: {desc}");
     }
@@ -298,7 +311,7 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
 }
 
 /// The calibration section: headline figures and the curve as a table.
-fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
+fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut String) {
     let Some(c) = &r.calibration else { return };
     heading(out, style, "Calibration");
     let target = format!(
@@ -315,7 +328,11 @@ fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
         c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
         c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
     );
-    let knee = super::html::knee_of(r);
+    let knee = an
+        .calibration
+        .as_ref()
+        .and_then(|ca| ca.knee.as_ref())
+        .map(|k| (k.index, ()));
     let mut t = Table::new(&[
         "sessions",
         "qd",
@@ -416,7 +433,9 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
     }
     heading(&mut out, style, "Summary");
     out.push_str(&summary_table(r).render(style));
-    calibration_text(r, style, &mut out);
+    let an = crate::analysis::of(r);
+    calibration_text(r, &an, style, &mut out);
+    out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {
         Some(i) => vec![i],
         None if r.runs.len() <= 4 => (0..r.runs.len()).collect(),
@@ -474,8 +493,9 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         for w in &run.warnings {
             warn_line(&mut out, style, w);
         }
-        for (sev, msg) in super::html::verdicts(run) {
-            let _ = writeln!(out, "{sev}: {msg}");
+        let ra = an.runs.get(i);
+        for v in ra.map(|a| a.verdicts.as_slice()).unwrap_or(&[]) {
+            let _ = writeln!(out, "{}: {}", v.severity, v.message);
         }
         let series = OpSeries::decode_all(&run.ops)?;
         for (oi, s) in series.iter().enumerate() {
@@ -483,7 +503,8 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
                 continue;
             }
             out.push('\n');
-            out.push_str(&histogram_text(run, oi, style)?);
+            let modes = ra.and_then(|a| a.modes.iter().find(|m| m.op == run.ops[oi].op));
+            out.push_str(&op_histogram_text(run, oi, modes, style)?);
             for kind in [HeatKind::Frequency, HeatKind::Intensity] {
                 if let Some(h) = heatmap_text(s, kind, style) {
                     out.push('\n');

@@ -1,0 +1,482 @@
+//! The typed analysis stored in a results document ([`super::Results::analysis`]).
+//!
+//! These are plain data types: [`crate::analysis::analyse`] computes an [`Analysis`] from the
+//! rest of a [`super::Results`], and every renderer (`show`, `report`, `compare`, the closing
+//! summary of a command) reads it, so the numbers printed and the numbers a script gets with
+//! `jq .analysis` are the same. The types live here, beside the model they describe, so that the
+//! results model imports nothing above it.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::CurvePoint;
+
+/// Everything analysis found in a results document.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Analysis {
+    /// One entry per run, in the order of `Results::runs`.
+    #[serde(default)]
+    pub runs: Vec<RunAnalysis>,
+    /// Findings of a calibration (absent for other kinds of results).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<CalibrationAnalysis>,
+    /// The Method R response-time profile of a trace (absent unless a trace was read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_profile: Option<TraceProfile>,
+    /// Buffer-cache figures of database runs (one per run that reports logical reads).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub db: Vec<DbFigures>,
+}
+
+/// Per-run analysis: latency modes of each op and the run's verdicts.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RunAnalysis {
+    /// Latency modes of every op with a non-empty histogram, in the run's op order.
+    pub modes: Vec<OpModes>,
+    /// Verdicts about the run; a histogram that cannot be decoded adds a `bad-histogram` warning.
+    pub verdicts: Vec<Verdict>,
+}
+
+/// The latency modes of one op.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct OpModes {
+    /// Op name (as in `OpResult::op`).
+    pub op: String,
+    /// Modes, fastest first.
+    pub modes: Vec<Mode>,
+    /// One line for people, e.g. `2 modes: 95.0 µs (62 %), 4.10 ms (38 %)`.
+    pub description: String,
+}
+
+/// One latency mode (tier) of a distribution.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Mode {
+    /// Most frequent latency of the mode, ns.
+    pub centre_ns: f64,
+    /// Lower bound of the values attributed to the mode, ns.
+    pub low_ns: f64,
+    /// Upper bound of the values attributed to the mode, ns.
+    pub high_ns: f64,
+    /// Geometric standard deviation factor (1.3 means typically within ×/÷ 1.3 of the centre).
+    pub spread: f64,
+    /// Share (0..1) of all values of the histogram that belong to the mode.
+    pub share: f64,
+    /// Number of values attributed to the mode.
+    pub count: u64,
+    /// The valley separating this mode from the one below it (none for the lowest mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valley_below: Option<Valley>,
+}
+
+/// What was compared to call two modes separate: the valley between their peaks.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Valley {
+    /// Where the density is lowest between the two peaks, ns.
+    pub at_ns: f64,
+    /// Density there as a share of the lower of the two peaks (at most
+    /// `analysis::modes::MAX_VALLEY_RATIO`).
+    pub ratio: f64,
+}
+
+/// What a verdict found.
+#[derive(
+    Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum VerdictKind {
+    /// Latency includes scheduling delay (run-queue wait).
+    CpuBound,
+    /// The CPUs were busy, but the sessions hardly waited for one.
+    CpuBusy,
+    /// Time was spent above the block layer, not in the storage.
+    HostQueueing,
+    /// The device accounts for most of the latency.
+    StorageBound,
+    /// Most reads were served from the page cache.
+    PageCache,
+    /// The device's counters include other I/O; the comparison is unreliable.
+    DeviceShared,
+    /// A histogram in the file cannot be decoded.
+    BadHistogram,
+}
+
+impl VerdictKind {
+    /// The kebab-case name, as in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::CpuBound => "cpu-bound",
+            VerdictKind::CpuBusy => "cpu-busy",
+            VerdictKind::HostQueueing => "host-queueing",
+            VerdictKind::StorageBound => "storage-bound",
+            VerdictKind::PageCache => "page-cache",
+            VerdictKind::DeviceShared => "device-shared",
+            VerdictKind::BadHistogram => "bad-histogram",
+        }
+    }
+}
+
+/// How much a verdict matters.
+#[derive(
+    Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    Info,
+    Warning,
+}
+
+impl Severity {
+    /// `info` or `warning`, as in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+impl std::fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding about a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Verdict {
+    /// What was found.
+    pub kind: VerdictKind,
+    /// How much it matters.
+    pub severity: Severity,
+    /// One or two sentences for a person.
+    pub message: String,
+    /// The figures the verdict rests on (names carry their unit, e.g. `mean_latency_us`).
+    pub figures: BTreeMap<String, f64>,
+}
+
+/// The knee of a load curve.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Knee {
+    /// Index into the curve the knee was found on.
+    pub index: usize,
+    pub sessions: u32,
+    pub iops: f64,
+    pub p99_ns: u64,
+    /// How the knee was found, e.g. `max power (IOPS / mean latency)`.
+    pub method: String,
+}
+
+/// Result of a Universal Scalability Law fit.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct UslFit {
+    /// Throughput of a single session.
+    pub lambda: f64,
+    /// Contention coefficient (≥ 0).
+    pub sigma: f64,
+    /// Coherency coefficient (≥ 0).
+    pub kappa: f64,
+    /// Concurrency of peak throughput, `sqrt((1−σ)/κ)`, when κ > 0 and σ < 1.
+    pub peak_n: Option<f64>,
+    /// Throughput at `peak_n`.
+    pub peak_x: Option<f64>,
+    /// Coefficient of determination of the fit on X.
+    pub r2: f64,
+}
+
+/// Configured versus observed concurrency of a run.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct LittleCheck {
+    /// Configured concurrency: sessions × queue depth.
+    pub concurrency: f64,
+    /// Observed average I/Os in flight: IOPS × mean latency (s), summed over ops.
+    pub observed: f64,
+    /// `1 − observed / concurrency`: share of the sessions' time spent outside the I/O.
+    pub outside_share: f64,
+}
+
+/// Why the session ramp of a calibration stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StopReason {
+    /// The latency percentile exceeded the target.
+    LatencyTarget,
+    /// IOPS grew less than the plateau threshold over the previous step.
+    Plateau,
+    /// The session ceiling was reached.
+    Ceiling,
+    /// The budget (or Ctrl-C) ended the ramp.
+    Interrupted,
+}
+
+impl StopReason {
+    /// Why, in words: completes "the ramp stopped because …".
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::LatencyTarget => "the next load level broke the latency target",
+            StopReason::Plateau => "IOPS stopped growing with more sessions",
+            StopReason::Ceiling => "the session ceiling was reached (more may be possible)",
+            StopReason::Interrupted => "the ramp was cut short (budget or Ctrl-C)",
+        }
+    }
+}
+
+/// The best step of a ramp: its load level (sessions or queue depth) and what it reached.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RampBest {
+    /// Sessions (random ramps) or queue depth per stream (sequential ramps).
+    pub level: u32,
+    /// IOPS (random ramps) or MB/s (sequential ramps).
+    pub value: f64,
+}
+
+/// One commit-shaped write step of a calibration.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CommitStep {
+    /// Write size, bytes.
+    pub size_bytes: u64,
+    /// Index into `Results::runs`.
+    pub run: usize,
+}
+
+/// One cache-probe step of a calibration.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CacheStep {
+    /// Share (0..1) of the target the working set covered.
+    pub share: f64,
+    /// Index into `Results::runs`.
+    pub run: usize,
+}
+
+/// What the calibration procedure itself decided while it ran (the facts analysis cannot
+/// recompute from the runs): why the ramp stopped, the best step of each ramp, and which runs
+/// belong to which phase. Written by `calibrate` into `Calibration::findings`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CalibrationFindings {
+    /// Why the random-read session ramp stopped.
+    #[serde(default)]
+    pub stop_reason: Option<StopReason>,
+    /// Best step of the sequential-read ramp, many streams (queue depth, MB/s).
+    #[serde(default)]
+    pub seq_best: Option<RampBest>,
+    /// Best step of the sequential-read ramp, one stream (queue depth, MB/s).
+    #[serde(default)]
+    pub seq1_best: Option<RampBest>,
+    /// Commit-shaped O_DSYNC write steps.
+    #[serde(default)]
+    pub commit: Vec<CommitStep>,
+    /// The random-write session ramp.
+    #[serde(default)]
+    pub write_ramp: Vec<CurvePoint>,
+    /// Best step of the random-write ramp (sessions, IOPS).
+    #[serde(default)]
+    pub write_best: Option<RampBest>,
+    /// Cache-probe steps.
+    #[serde(default)]
+    pub cache: Vec<CacheStep>,
+    /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes it.
+    #[serde(default)]
+    pub plan: serde_json::Value,
+}
+
+/// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
+/// numbers, and an integer-millisecond average latency that hides the distribution.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+pub struct CalibrateIoFigures {
+    pub max_iops: Option<u64>,
+    pub max_mbps: Option<u64>,
+    pub max_pmbps: Option<u64>,
+    /// Mean latency at the max-IOPS point, whole milliseconds rounded down.
+    pub latency_ms: Option<u64>,
+}
+
+/// Little's law at one step of the random-read ramp.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct LittleAt {
+    pub sessions: u32,
+    /// Index into `Results::runs`.
+    pub run: usize,
+    pub check: LittleCheck,
+}
+
+/// Latency of one commit-shaped write size.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CommitResult {
+    pub size_bytes: u64,
+    /// Index into `Results::runs`.
+    pub run: usize,
+    /// Writes per second (`None` when the duration is unknown).
+    pub writes_per_s: Option<f64>,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub p999_ns: u64,
+}
+
+/// Latency of random reads over one cache-probe working set.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CacheProbeResult {
+    /// Share (0..1) of the target the working set covered.
+    pub share: f64,
+    /// Working-set size, bytes (0 when the step does not say).
+    pub working_set_bytes: u64,
+    /// Index into `Results::runs`.
+    pub run: usize,
+    pub iops: Option<f64>,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// Latency modes of the reads: a fast mode growing with a smaller set is the cache.
+    pub modes: String,
+}
+
+/// The best step of a sequential-read ramp.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SeqBest {
+    /// Queue depth per stream.
+    pub qd: u32,
+    pub mb_per_s: f64,
+}
+
+/// Everything analysis found in a calibration.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CalibrationAnalysis {
+    /// Why the random-read ramp stopped.
+    pub stop_reason: Option<StopReason>,
+    /// The knee of the random-read load curve.
+    pub knee: Option<Knee>,
+    /// USL fit of the random-read curve (σ, κ, predicted peak).
+    pub usl: Option<UslFit>,
+    /// Little's law at every curve point.
+    pub little: Vec<LittleAt>,
+    /// Latency modes at the max-IOPS point.
+    pub modes_at_max: Option<String>,
+    /// Sequential reads, many streams and one stream.
+    pub seq_best: Option<SeqBest>,
+    pub seq1_best: Option<SeqBest>,
+    /// Commit-shaped O_DSYNC writes.
+    pub commit: Vec<CommitResult>,
+    /// Random-write ramp best step: sessions and IOPS at the latency target.
+    pub write_best: Option<RampBest>,
+    /// Cache-probe steps.
+    pub cache_probe: Vec<CacheProbeResult>,
+    /// Verdicts of the step they are reported for: max-IOPS point, else the first step.
+    pub verdicts_at: Option<usize>,
+    /// What CALIBRATE_IO would report.
+    pub calibrate_io: CalibrateIoFigures,
+}
+
+/// One row of a Method R response-time profile.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ProfileRow {
+    /// `CPU service (outermost calls)`, a wait event name, or `unaccounted-for`.
+    pub component: String,
+    pub seconds: f64,
+    /// Share (0..1) of the response time.
+    pub share: f64,
+    /// Calls or waits (none for unaccounted-for time).
+    #[serde(default)]
+    pub count: Option<u64>,
+    /// Mean per call or wait, µs.
+    #[serde(default)]
+    pub mean_us: Option<f64>,
+    /// Longest single wait, µs (waits only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_us: Option<f64>,
+}
+
+/// A Method R response-time profile: R = CPU + waits + unaccounted-for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Profile {
+    pub response_time_s: f64,
+    /// `span of tim` or `calls and between-call waits`.
+    #[serde(default)]
+    pub response_time_basis: String,
+    #[serde(default)]
+    pub outermost_elapsed_s: f64,
+    #[serde(default)]
+    pub between_calls_wait_s: f64,
+    #[serde(default)]
+    pub outside_calls_wait_s: f64,
+    pub cpu_s: f64,
+    pub wait_s: f64,
+    pub unaccounted_s: f64,
+    /// Outermost calls by their `dep=` depth.
+    #[serde(default)]
+    pub outermost_calls_by_depth: BTreeMap<String, u64>,
+    /// Largest components first.
+    #[serde(default)]
+    pub rows: Vec<ProfileRow>,
+}
+
+/// The profile of one trace file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct FileProfile {
+    pub path: String,
+    pub profile: Profile,
+}
+
+/// The response-time profile of a trace: all files together and each file.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TraceProfile {
+    pub total: Profile,
+    #[serde(default)]
+    pub files: Vec<FileProfile>,
+}
+
+/// Buffer-cache figures of one database run.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct DbFigures {
+    /// Index into `Results::runs`.
+    pub run: usize,
+    /// Page/block requests the database made (hits + physical reads).
+    pub logical_reads: f64,
+    /// Requests that missed the database's cache and were read from the OS.
+    pub physical_reads: f64,
+    /// Share (0..1) of logical reads served from the database's own cache.
+    pub hit_ratio: Option<f64>,
+    /// Rates, when the duration is known.
+    pub logical_reads_per_s: Option<f64>,
+    pub physical_reads_per_s: Option<f64>,
+    /// Share (0..1) of physical reads the OS page cache served (not the device), when measured.
+    pub os_cache_served_share: Option<f64>,
+}
+
+/// Bring a version 1 document to version 2 in place: its calibration's free-form `analysis`
+/// object (written by `calibrate` before the analysis was typed) becomes `findings`. The parts
+/// of it that version 2 computes on reading (knee, USL, Little's law, modes, CALIBRATE_IO
+/// figures) are dropped; stop reason, best steps, commit and cache-probe steps are kept.
+pub(super) fn upgrade_v1(doc: &mut serde_json::Value) {
+    let Some(cal) = doc.get_mut("calibration").and_then(|c| c.as_object_mut()) else {
+        return;
+    };
+    let old = cal.remove("analysis").unwrap_or_default();
+    let mut f = serde_json::Map::new();
+    for key in [
+        "stop_reason",
+        "seq_best",
+        "seq1_best",
+        "commit",
+        "write_ramp",
+        "write_best",
+        "plan",
+    ] {
+        if let Some(v) = old.get(key).filter(|v| !v.is_null()) {
+            f.insert(key.into(), v.clone());
+        }
+    }
+    // Version 1 cache steps were `[share, run, modes]`; the modes are recomputed.
+    if let Some(steps) = old.get("cache").and_then(|c| c.as_array()) {
+        let steps: Vec<serde_json::Value> = steps
+            .iter()
+            .filter_map(|s| Some(serde_json::json!([s.get(0)?, s.get(1)?])))
+            .collect();
+        f.insert("cache".into(), steps.into());
+    }
+    cal.insert("findings".into(), f.into());
+}

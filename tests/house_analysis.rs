@@ -1,0 +1,317 @@
+//! The typed analysis stored in results files (schema version 2) and shown by `show` and
+//! `report`: a real short calibration (every phase), a real Oracle 10046 trace and a real SQLite
+//! database run. Each test reads the numbers from the stored analysis and checks that the
+//! renderers print those numbers; an older (version 1) file is still read and shown.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use iolens::results::{Results, SCHEMA_VERSION};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_iolens"))
+}
+
+fn run_ok(args: &[&str]) -> String {
+    let out = bin()
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .output()
+        .expect("runs");
+    let so = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{args:?} failed:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    so
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn show_and_report(json: &Path) -> (String, String) {
+    let text = run_ok(&["show", s(json)]);
+    let html_path = json.with_extension("html");
+    run_ok(&["report", s(json), "-o", s(&html_path)]);
+    (text, std::fs::read_to_string(&html_path).unwrap())
+}
+
+fn schema_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results-schema.json")
+}
+
+/// Validate a results file against the published JSON Schema; returns the errors.
+fn schema_errors(doc: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path()).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).expect("the published schema is valid");
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect()
+}
+
+fn assert_valid(path: &Path) {
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let errors = schema_errors(&doc);
+    assert!(
+        errors.is_empty(),
+        "{} does not validate: {errors:#?}",
+        path.display()
+    );
+}
+
+#[test]
+fn published_schema_is_the_one_this_build_writes() {
+    let schema = serde_json::to_string_pretty(&Results::json_schema()).unwrap() + "\n";
+    if std::env::var_os("IOLENS_UPDATE_SCHEMA").is_some() {
+        std::fs::write(schema_path(), &schema).unwrap();
+    }
+    let published = std::fs::read_to_string(schema_path()).unwrap_or_default();
+    assert!(
+        published == schema,
+        "docs/results-schema.json is out of date: regenerate it with \
+         IOLENS_UPDATE_SCHEMA=1 cargo test --test house_analysis published_schema"
+    );
+}
+
+fn real(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/real")
+        .join(name)
+}
+
+#[test]
+fn calibration_analysis_is_stored_typed_and_shown_by_show_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cal.json");
+    run_ok(&[
+        "calibrate",
+        "--budget",
+        "30s",
+        "--max-sessions",
+        "4",
+        "--max-qd",
+        "2",
+        "--phases",
+        "randread,seqread,seqread1,cache",
+        "--writes",
+        "--size",
+        "32M",
+        "--no-progress",
+        "--target",
+        s(&dir.path().join("s.dat")),
+        "--json",
+        s(&json),
+    ]);
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(raw["version"], SCHEMA_VERSION);
+    // Typed, for scripts: enums as kebab-case strings, figures as numbers.
+    let ca = &raw["analysis"]["calibration"];
+    assert!(ca["stop_reason"].is_string(), "{ca:#}");
+    assert!(ca["calibrate_io"]["max_iops"].is_u64(), "{ca:#}");
+    assert!(raw["calibration"]["findings"]["stop_reason"].is_string());
+    assert!(raw["calibration"].get("analysis").is_none());
+
+    assert_valid(&json);
+    // The schema holds the enums: an unknown stop reason does not validate.
+    let mut bad = raw.clone();
+    bad["analysis"]["calibration"]["stop_reason"] = "tired".into();
+    assert!(!schema_errors(&bad).is_empty(), "enum not in the schema");
+    let r = Results::read_file(&json).unwrap();
+    let an = r.analysis.as_ref().expect("analysis stored");
+    assert_eq!(an.runs.len(), r.runs.len());
+    let ca = an.calibration.as_ref().unwrap();
+    let c = r.calibration.as_ref().unwrap();
+    let stop = ca.stop_reason.expect("a stop reason");
+
+    assert!(!ca.little.is_empty());
+    assert!(!ca.commit.is_empty(), "{ca:?}");
+    assert!(!ca.cache_probe.is_empty(), "{ca:?}");
+    assert!(!c.findings.write_ramp.is_empty());
+    let max_iops = ca.calibrate_io.max_iops.unwrap();
+    let p = &c.curve[c.max_iops_point.unwrap()];
+    assert_eq!(max_iops, p.iops.round() as u64);
+    assert_eq!(
+        ca.calibrate_io.max_pmbps,
+        ca.seq1_best.map(|b| b.mb_per_s.round() as u64)
+    );
+
+    let (text, html) = show_and_report(&json);
+    let cio = format!("CALIBRATE_IO would report: max_iops = {max_iops}, ");
+    let l = &ca.little[0];
+    let little = [l.sessions.to_string(), format!("{:.2}", l.check.observed)];
+    for (what, out) in [("show", &text), ("report", &html)] {
+        assert!(out.contains(&cio), "{what} lacks {cio:?}:\n{out}");
+        assert!(out.contains(stop.describe()), "{what}: stop reason");
+        assert!(
+            out.contains("Little&#x27;s law") || out.contains("Little's law"),
+            "{what}: Little"
+        );
+        assert!(out.contains("Commit-shaped writes"), "{what}: commit");
+        assert!(
+            out.contains("Cache probe (random reads over part"),
+            "{what}: cache probe"
+        );
+        // (A ramp that stopped at two points has no fit; tests/analysis.rs checks a fixed curve.)
+        if let Some(u) = &ca.usl {
+            let line = format!("USL fit: σ={:.4} κ={:.5}", u.sigma, u.kappa);
+            assert!(out.contains(&line), "{what} lacks {line:?}");
+        }
+        let w = &ca.commit[0];
+        assert!(
+            out.contains(&iolens::units::fmt_ns(w.p99_ns as f64)),
+            "{what}: commit p99"
+        );
+    }
+    assert!(
+        text.lines().any(|x| x
+            .split_whitespace()
+            .take(2)
+            .eq(little.iter().map(|w| w.as_str()))),
+        "show lacks Little row {little:?}:\n{text}"
+    );
+    // Every phase has its chart in the report.
+    for chart in [
+        "Latency vs IOPS (single-block random reads)",
+        "Sequential reads: MB/s by queue depth",
+        "Commit-shaped O_DSYNC writes: latency by write size",
+        "Random writes: latency vs IOPS",
+        "Cache probe: latency by working set",
+    ] {
+        assert!(html.contains(chart), "report lacks chart {chart:?}");
+    }
+
+    // The same file as version 1 wrote it: no stored analysis, the calibration's findings
+    // untyped under `analysis` (cache steps as [share, run, modes]). Still read and shown.
+    let mut v1 = raw.clone();
+    v1["version"] = 1.into();
+    v1.as_object_mut().unwrap().remove("analysis");
+    let cal = v1["calibration"].as_object_mut().unwrap();
+    let mut old = cal.remove("findings").unwrap();
+    let seq1 = old["seq1_best"].clone();
+    old["seq1_best"] = serde_json::json!([seq1["level"], seq1["value"]]);
+    old["cache"] = old["cache"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| serde_json::json!([c["share"], c["run"], "1 mode"]))
+        .collect();
+    old["commit"] = old["commit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| serde_json::json!([c["size_bytes"], c["run"]]))
+        .collect();
+    old["calibrate_io"] = serde_json::json!({"max_iops": max_iops});
+    cal.insert("analysis".into(), old);
+    let v1_path = dir.path().join("v1.json");
+    std::fs::write(&v1_path, serde_json::to_string(&v1).unwrap()).unwrap();
+    let back = Results::read_file(&v1_path).unwrap();
+    assert!(back.analysis.is_none());
+    assert_eq!(back.calibration.as_ref().unwrap().findings, c.findings);
+    let (text1, _) = show_and_report(&v1_path);
+    assert!(
+        text1.contains(&cio) && text1.contains(stop.describe()),
+        "{text1}"
+    );
+}
+
+#[test]
+fn trace_profile_is_typed_and_shown_as_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let trc = real("js122a1_ora_9854.trc");
+    run_ok(&["trace", "-q", s(&trc), "--json", s(&json)]);
+    assert_valid(&json);
+    let r = Results::read_file(&json).unwrap();
+    let tp = r
+        .analysis
+        .as_ref()
+        .and_then(|a| a.trace_profile.as_ref())
+        .expect("typed profile");
+    let p = &tp.total;
+    assert!(p.response_time_s > 0.0 && p.rows.len() >= 2, "{p:?}");
+    let sum: f64 = p.rows.iter().map(|x| x.seconds).sum();
+    assert!((sum - p.response_time_s).abs() < 1e-6, "rows add up to R");
+    let (text, html) = show_and_report(&json);
+    let r_line = format!("R = {:.6} s", p.response_time_s);
+    let top = &p
+        .rows
+        .iter()
+        .max_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        .unwrap();
+    for (what, out) in [("show", &text), ("report", &html)] {
+        assert!(out.contains("Response-time profile (Method R)"), "{what}");
+        assert!(out.contains(&r_line), "{what} lacks {r_line:?}");
+        assert!(
+            out.contains(&format!("{:.6}", top.seconds)),
+            "{what}: top row"
+        );
+    }
+    // A table in the report, not a JSON dump.
+    assert!(html.contains(&format!("<td>{}</td>", top.component)) || html.contains(&top.component));
+    assert!(html.contains("<th>%R</th>"), "profile table header");
+}
+
+#[test]
+fn sqlite_db_run_shows_hit_ratio_and_logical_reads() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("slob");
+    run_ok(&[
+        "db",
+        "setup",
+        "--dir",
+        s(&dir),
+        "--schemas",
+        "1",
+        "--scale",
+        "8M",
+        "--quiet",
+    ]);
+    let json = t.path().join("db.json");
+    run_ok(&[
+        "db",
+        "run",
+        "--dir",
+        s(&dir),
+        "--sessions",
+        "1",
+        "--duration",
+        "1s",
+        "--quiet",
+        "--json",
+        s(&json),
+    ]);
+    assert_valid(&json);
+    let r = Results::read_file(&json).unwrap();
+    let an = r.analysis.as_ref().expect("analysis stored");
+    assert_eq!(an.db.len(), 1, "{:?}", an.db);
+    let d = &an.db[0];
+    let run = &r.runs[d.run];
+    assert_eq!(d.logical_reads, run.counters["logical_reads"]);
+    assert!(d.logical_reads > 0.0);
+    let hit = d.hit_ratio.unwrap();
+    assert!((hit - (1.0 - d.physical_reads / d.logical_reads)).abs() < 1e-12);
+    let (text, html) = show_and_report(&json);
+    let hit_s = format!("{} %", iolens::units::sig3(hit * 100.0));
+    let logical = format!("{:.0}", d.logical_reads);
+    for (what, out) in [("show", &text), ("report", &html)] {
+        assert!(
+            out.contains("Database cache: logical and physical reads"),
+            "{what}"
+        );
+        assert!(
+            out.contains(&hit_s),
+            "{what} lacks hit ratio {hit_s}:\n{out}"
+        );
+        assert!(
+            out.contains(&logical),
+            "{what} lacks logical reads {logical}"
+        );
+    }
+}
