@@ -1,14 +1,16 @@
 //! `iolens compare`: several results side by side. Decides whether the comparison means
 //! anything ([`incompatibilities`]), pairs runs and ops across files, and prints summary
 //! tables with ratio columns against the first file (the baseline). The HTML form with
-//! overlaid curves and histograms is in [`super::html::compare`].
+//! overlaid curves and histograms is [`html`].
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
 use serde_json::Value;
 
-use super::terminal::Table;
+use super::heatmap::log_bins;
+use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Series};
+use super::table::Table;
 use super::{kind_name, TermStyle};
 use crate::results::{Calibration, Results, RunResult};
 use crate::units::{fmt_ns, fmt_rate, sig3};
@@ -364,6 +366,136 @@ pub fn terminal(
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
     }
+    Ok(out)
+}
+
+/// Render the HTML comparison of several results (the first is the baseline).
+pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String> {
+    let mut out = String::with_capacity(1 << 18);
+    let names: Vec<&str> = inputs.iter().map(|(l, _)| l.as_str()).collect();
+    super::html::page_start(
+        &mut out,
+        &format!("iolens compare — {}", names.join(" vs ")),
+    );
+    let _ = write!(
+        out,
+        "<header><h1>iolens comparison</h1><p class=\"meta\">Ratios are against {}.</p></header>",
+        esc(names[0])
+    );
+    let mut t = Table::new(&["file", "kind", "host", "target", "runs", "written"]);
+    for (label, r) in inputs {
+        t.row(vec![
+            label.clone(),
+            kind_name(r.kind).into(),
+            r.environment.hostname.clone(),
+            r.environment
+                .target
+                .as_ref()
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+            r.runs.len().to_string(),
+            r.created.clone(),
+        ]);
+    }
+    out.push_str(&t.html());
+    for p in problems {
+        let _ = write!(
+            out,
+            "<div class=\"verdict warning\">Compared with --force although: {}</div>",
+            esc(p)
+        );
+    }
+    if let Some(t) = calibration_table(inputs) {
+        out.push_str("<section id=\"calibration\"><h2>Calibration</h2>");
+        out.push_str(&t.html());
+        let mut ch = LineChart::new(
+            "p99 latency vs IOPS",
+            "IOPS",
+            "p99 latency (log scale)",
+            Fmt::Rate,
+            Fmt::Latency,
+        );
+        ch.y_log = true;
+        for (i, (label, r)) in inputs.iter().enumerate() {
+            if let Some(c) = &r.calibration {
+                ch.series.push(Series {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    points: c.curve.iter().map(|p| (p.iops, p.p99_ns as f64)).collect(),
+                    dots: true,
+                    dashed: false,
+                });
+            }
+        }
+        if let Some(c) = &inputs[0].1.calibration {
+            ch.hlines.push((
+                c.max_latency_ns as f64,
+                format!("target {}", fmt_ns(c.max_latency_ns as f64)),
+            ));
+        }
+        out.push_str(&ch.render());
+        out.push_str("</section>");
+    }
+    out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");
+    let base = &inputs[0].1;
+    let tables = run_tables(inputs);
+    for (title, t) in &tables {
+        let _ = write!(out, "<h3>{}</h3>", esc(title));
+        out.push_str(&t.html());
+    }
+    // Overlaid histograms per paired run and common op.
+    let limit = if base.runs.len() > 4 {
+        1
+    } else {
+        base.runs.len()
+    };
+    let focus: Vec<usize> = if limit == 1 && base.runs.len() > 1 {
+        vec![base
+            .calibration
+            .as_ref()
+            .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
+            .unwrap_or(0)]
+    } else {
+        (0..limit).collect()
+    };
+    for ri in focus {
+        let Some(run) = base.runs.get(ri) else {
+            continue;
+        };
+        for op in &run.ops {
+            let mut series = Vec::new();
+            for (i, (label, r)) in inputs.iter().enumerate() {
+                let Some(j) = pair_runs(base, r)
+                    .into_iter()
+                    .find(|p| p.0 == ri)
+                    .map(|p| p.1)
+                else {
+                    continue;
+                };
+                let Some(o) = r.runs[j].op(&op.op) else {
+                    continue;
+                };
+                let h = o.hist.decode()?;
+                series.push(HistSeries {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    bins: log_bins(&h, &o.bucket_edges_ns, 4)
+                        .iter()
+                        .map(|b| (b.low_ns, b.high_ns, b.share))
+                        .collect(),
+                });
+            }
+            if series.len() > 1 {
+                out.push_str(&svg::histogram_chart(
+                    &format!("{} latency — run {ri} ({})", op.op, run.name),
+                    &series,
+                    &[],
+                ));
+            }
+        }
+    }
+    out.push_str("</section>");
+    super::html::page_end(&mut out);
     Ok(out)
 }
 

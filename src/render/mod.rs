@@ -5,16 +5,21 @@
 //! - [`html`]: `iolens report` (one self-contained HTML file with inline SVG charts).
 //! - [`compare`]: `iolens compare` (compatibility check, ratio tables, overlaid charts).
 //! - [`csv`], [`hlog`]: `iolens export` (per-interval CSV, HdrHistogram interval log).
+//! - [`table`]: the one table type (text that fits the width, HTML, Markdown) and the tables
+//!   several renderers share.
+//! - [`findings`]: analysis results as the renderers draw them.
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
 //! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
 pub mod compare;
 pub mod csv;
+pub mod findings;
 pub mod heatmap;
 pub mod hlog;
 pub mod html;
 pub mod svg;
 pub mod synth;
+pub mod table;
 pub mod terminal;
 
 use std::io::{IsTerminal, Write};
@@ -229,7 +234,7 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
         Some(out) => {
             let paths: Vec<&Path> = args.files.iter().map(|p| p.as_path()).collect();
             check_distinct(out, &paths)?;
-            let html = html::compare(&inputs, &problems)?;
+            let html = compare::html(&inputs, &problems)?;
             write_output(out, &html)?;
             eprintln!("iolens: wrote {}", out.display());
         }

@@ -7,66 +7,13 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Result};
 
+use super::findings::{mode_bands, verdicts};
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
 use super::svg::heat_rgb;
+use super::table::{calibration_curve, Table};
 use super::{kind_name, TermStyle};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
-
-/// A text table: right-aligned columns except the first.
-#[derive(Clone, Debug, Default)]
-pub struct Table {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|s| s.to_string()).collect(),
-            rows: vec![],
-        }
-    }
-    pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-    /// Render with two spaces between columns.
-    pub fn render(&self, style: &TermStyle) -> String {
-        let n = self.header.len();
-        let mut w = vec![0usize; n];
-        for r in std::iter::once(&self.header).chain(self.rows.iter()) {
-            for (i, c) in r.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        let line = |out: &mut String, r: &[String], bold: bool| {
-            let mut s = String::new();
-            for (i, c) in r.iter().enumerate().take(n) {
-                let pad = w[i].saturating_sub(c.chars().count());
-                if i == 0 {
-                    s.push_str(c);
-                    s.push_str(&" ".repeat(pad));
-                } else {
-                    s.push_str("  ");
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                }
-            }
-            let s = s.trim_end();
-            if bold && style.color {
-                let _ = writeln!(out, "\x1b[1m{s}\x1b[0m");
-            } else {
-                let _ = writeln!(out, "{s}");
-            }
-        };
-        line(&mut out, &self.header, true);
-        for r in &self.rows {
-            line(&mut out, r, false);
-        }
-        out
-    }
-}
 
 fn heading(out: &mut String, style: &TermStyle, text: &str) {
     if style.color {
@@ -290,7 +237,7 @@ pub fn histogram_text(run: &RunResult, op_idx: usize, style: &TermStyle) -> Resu
             bar
         );
     }
-    let (_, desc) = super::html::mode_bands(&h, &op.bucket_edges_ns);
+    let (_, desc) = mode_bands(&h, &op.bucket_edges_ns);
     if !desc.is_empty() {
         let _ = writeln!(out, "modes: {desc}");
     }
@@ -315,46 +262,9 @@ fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
         c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
         c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
     );
-    let knee = super::html::knee_of(r);
-    let mut t = Table::new(&[
-        "sessions",
-        "qd",
-        "IOPS",
-        "MB/s",
-        "p50",
-        "p99",
-        "p99.9",
-        "CPU µs/IO",
-        "runq µs/IO",
-        "dev await",
-        "",
-    ]);
-    for (i, p) in c.curve.iter().enumerate() {
-        let mut note = Vec::new();
-        if c.max_iops_point == Some(i) {
-            note.push("← max at target".to_string());
-        }
-        if knee.as_ref().is_some_and(|k| k.0 == i) {
-            note.push("← knee".to_string());
-        }
-        if p.p99_ns > c.max_latency_ns {
-            note.push("over target".to_string());
-        }
-        t.row(vec![
-            p.sessions.to_string(),
-            p.qd.to_string(),
-            fmt_rate(p.iops),
-            sig3(p.mb_per_s),
-            fmt_ns(p.p50_ns as f64),
-            fmt_ns(p.p99_ns as f64),
-            fmt_ns(p.p999_ns as f64),
-            sig3(p.cpu_us_per_io),
-            sig3(p.runq_us_per_io),
-            fmt_ns(p.device_await_us * 1e3),
-            note.join(" "),
-        ]);
+    if let Some(t) = calibration_curve(r) {
+        out.push_str(&t.render(style));
     }
-    out.push_str(&t.render(style));
     let _ = writeln!(
         out,
         "Step overhead: {} s of a {} s budget.",
@@ -474,7 +384,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         for w in &run.warnings {
             warn_line(&mut out, style, w);
         }
-        for (sev, msg) in super::html::verdicts(run) {
+        for (sev, msg) in verdicts(run) {
             let _ = writeln!(out, "{sev}: {msg}");
         }
         let series = OpSeries::decode_all(&run.ops)?;
@@ -511,18 +421,6 @@ mod tests {
             color: false,
             width,
         }
-    }
-
-    #[test]
-    fn table_aligns_columns() {
-        let mut t = Table::new(&["name", "n"]);
-        t.row(vec!["a".into(), "1".into()]);
-        t.row(vec!["long name".into(), "12345".into()]);
-        let s = t.render(&plain(80));
-        let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines[0], "name           n");
-        assert_eq!(lines[1], "a              1");
-        assert_eq!(lines[2], "long name  12345");
     }
 
     #[test]
