@@ -1023,7 +1023,7 @@ pub fn calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<Results> {
 }
 
 /// The ten-second summary of a calibration.
-pub fn summary(res: &Results) -> String {
+pub fn summary(res: &Results, style: &crate::render::TermStyle) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let Some(c) = &res.calibration else {
@@ -1171,42 +1171,22 @@ pub fn summary(res: &Results) -> String {
         num("max_pmbps"),
         num("latency_ms")
     );
-    if !c.curve.is_empty() {
+    if let Some(t) = crate::render::table::calibration_curve(res) {
         let _ = writeln!(
             s,
-            "\nLoad curve ({} random reads, sync engine):\n  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}  modes",
+            "\nLoad curve ({} random reads, sync engine):",
             res.runs
                 .get(c.curve[0].run)
                 .and_then(|r| r.spec.get("block_size"))
                 .and_then(|v| v.as_u64())
                 .map(fmt_bytes)
                 .unwrap_or_default(),
-            "sessions", "IOPS", "p50", "p99", "p99.9", "CPU µs/IO", "runq µs/IO", "dev await"
         );
-        for (i, p) in c.curve.iter().enumerate() {
-            let mark = if Some(i) == c.max_iops_point {
-                "*"
-            } else {
-                " "
-            };
-            let modes = f
-                .modes_by_step
-                .iter()
-                .find(|m| m.0 == p.run)
-                .map(|m| m.1.as_str())
-                .unwrap_or("");
-            let _ = writeln!(
-                s,
-                " {mark}{:>8} {:>9} {:>9} {:>9} {:>9} {:>10.2} {:>10.2} {:>10}  {modes}",
-                p.sessions,
-                fmt_rate(p.iops),
-                fmt_ns(p.p50_ns as f64),
-                fmt_ns(p.p99_ns as f64),
-                fmt_ns(p.p999_ns as f64),
-                p.cpu_us_per_io,
-                p.runq_us_per_io,
-                fmt_ns(p.device_await_us * 1e3)
-            );
+        s.push_str(&t.render(style));
+        for p in &c.curve {
+            if let Some(m) = f.modes_by_step.iter().find(|m| m.0 == p.run) {
+                let _ = writeln!(s, "modes at {} sessions: {}", p.sessions, m.1);
+            }
         }
     }
     let _ = writeln!(
@@ -1219,7 +1199,7 @@ pub fn summary(res: &Results) -> String {
     for w in &res.warnings {
         let _ = writeln!(s, "WARNING: {w}");
     }
-    s
+    crate::render::brief::fit(&s, style.width)
 }
 
 /// Entry point of `iolens calibrate`.
@@ -1228,6 +1208,7 @@ pub fn cmd_calibrate(a: &CalibrateArgs, cmdline: Vec<String>) -> Result<std::pro
     if a.explain {
         return Ok(std::process::ExitCode::SUCCESS);
     }
-    crate::out!("{}", summary(&res));
+    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    crate::out!("{}", summary(&res, &style));
     crate::cli::finish(&res, a.t.json.as_deref())
 }

@@ -313,7 +313,8 @@ fn cmd_run(a: &RunArgs, cmdline: Vec<String>) -> Result<ExitCode> {
             interrupt: crate::interrupt::flag(),
         },
     )?;
-    crate::out!("{}", crate::summary::run_summary(&r));
+    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     finish(&res, a.t.json.as_deref())
 }

@@ -16,7 +16,6 @@ pub mod render;
 pub mod results;
 pub mod run;
 pub mod sources;
-pub mod summary;
 pub mod sys;
 pub mod target;
 pub mod units;

@@ -366,7 +366,7 @@ pub fn terminal(
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
     }
-    Ok(out)
+    Ok(super::brief::fit(&out, style.width))
 }
 
 /// Render the HTML comparison of several results (the first is the baseline).

@@ -1,6 +1,7 @@
 //! Renderers: everything that turns a results file into something a person reads or another
 //! tool loads. Each renderer reads only [`Results`]; nothing here knows which producer wrote it.
 //!
+//! - [`brief`]: the terminal renderer's brief mode, the summaries commands print as they end.
 //! - [`terminal`]: `iolens show` (tables, histogram bars, ANSI heatmaps).
 //! - [`html`]: `iolens report` (one self-contained HTML file with inline SVG charts).
 //! - [`compare`]: `iolens compare` (compatibility check, ratio tables, overlaid charts).
@@ -11,6 +12,7 @@
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
 //! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
+pub mod brief;
 pub mod compare;
 pub mod csv;
 pub mod findings;

@@ -408,7 +408,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             warn_line(&mut out, style, w);
         }
     }
-    Ok(out)
+    Ok(super::brief::fit(&out, style.width))
 }
 
 #[cfg(test)]
