@@ -278,8 +278,10 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     ok(&iolens(&["compare", s(&a), s(&b), "-o", s(&html)], &[]));
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(h.contains("<th>ratio</th>"));
-    // Overlaid histograms: one outline per input in each of the 3 op charts.
-    assert_eq!(count(&h, "<polyline class=\"series\""), 6);
+    // Overlaid histograms and percentile curves (log scale): one line per input in each of
+    // the 3 ops' two charts.
+    assert!(h.contains("read percentiles — run 0"));
+    assert_eq!(count(&h, "<polyline class=\"series\""), 12);
 
     let mut rc = synth::run_results(10, 1.0, 3);
     rc.runs[0].spec["block_size"] = 4096.into();

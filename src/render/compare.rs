@@ -8,6 +8,8 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde_json::Value;
 
+use hdrhistogram::Histogram;
+
 use super::heatmap::log_bins;
 use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Series};
 use super::table::Table;
@@ -499,6 +501,43 @@ pub fn terminal(
     Ok(super::brief::fit(&out, style.width))
 }
 
+/// Quantiles drawn on the percentile curves: from the median out to p99.99, evenly spaced in
+/// "nines" (−log10(1 − q)) so the tail gets as much room as the body.
+const CURVE_NINES: [f64; 13] = [
+    0.301, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5,
+];
+
+/// Overlaid percentile curves of one op, one per input: latency (log scale) against the
+/// percentile in nines, so the inputs' tails are side by side.
+fn percentile_chart(title: &str, curves: &[(String, Histogram<u64>)]) -> String {
+    let mut ch = LineChart::new(
+        title,
+        "percentile, in nines (0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9, 4 = p99.99)",
+        "latency (log scale)",
+        Fmt::Rate,
+        Fmt::Latency,
+    );
+    ch.y_log = true;
+    ch.height = 280.0;
+    for (i, (label, h)) in curves.iter().enumerate() {
+        let points: Vec<(f64, f64)> = CURVE_NINES
+            .iter()
+            .map(|&n| (n, 1.0 - 10f64.powf(-n)))
+            // A quantile is only meaningful with enough operations behind it.
+            .filter(|&(_, q)| (h.len() as f64) * (1.0 - q) >= 1.0)
+            .map(|(n, q)| (n, h.value_at_quantile(q) as f64))
+            .collect();
+        ch.series.push(Series {
+            name: label.clone(),
+            colour: colour(i).into(),
+            points,
+            dots: true,
+            dashed: false,
+        });
+    }
+    ch.render()
+}
+
 /// Render the HTML comparison of several results (the first is the baseline).
 pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String> {
     let mut out = String::with_capacity(1 << 18);
@@ -597,6 +636,7 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
         };
         for op in &run.ops {
             let mut series = Vec::new();
+            let mut curves = Vec::new();
             for (i, (label, r)) in inputs.iter().enumerate() {
                 let Some(j) = pair_runs(base, r)
                     .into_iter()
@@ -609,6 +649,9 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
                     continue;
                 };
                 let h = o.hist.decode()?;
+                if h.len() > 0 {
+                    curves.push((label.clone(), h.clone()));
+                }
                 series.push(HistSeries {
                     name: label.clone(),
                     colour: colour(i).into(),
@@ -623,6 +666,12 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
                     &format!("{} latency — run {ri} ({})", op.op, run.name),
                     &series,
                     &[],
+                ));
+            }
+            if curves.len() > 1 {
+                out.push_str(&percentile_chart(
+                    &format!("{} percentiles — run {ri} ({})", op.op, run.name),
+                    &curves,
                 ));
             }
         }
