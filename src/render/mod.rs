@@ -5,7 +5,8 @@
 //! - [`terminal`]: `iolens show` (tables, histogram bars, ANSI heatmaps).
 //! - [`html`]: `iolens report` (one self-contained HTML file with inline SVG charts).
 //! - [`compare`]: `iolens compare` (compatibility check, ratio tables, overlaid charts).
-//! - [`csv`], [`hlog`]: `iolens export` (per-interval CSV, HdrHistogram interval log).
+//! - [`csv`], [`hlog`], [`markdown`]: `iolens export` (per-interval CSV, HdrHistogram interval
+//!   log, the summary as Markdown for tickets).
 //! - [`table`]: the one table type (text that fits the width, HTML, Markdown) and the tables
 //!   several renderers share.
 //! - [`findings`]: analysis results as the renderers draw them.
@@ -19,6 +20,7 @@ pub mod findings;
 pub mod heatmap;
 pub mod hlog;
 pub mod html;
+pub mod markdown;
 pub mod svg;
 pub mod synth;
 pub mod table;
@@ -134,6 +136,10 @@ pub struct ExportArgs {
     /// Write an HdrHistogram interval log (V2, one tagged line per op and interval).
     #[arg(long)]
     pub hlog: Option<PathBuf>,
+    /// Write the summary (tables, calibration, verdicts) as Markdown for a ticket (`-` for
+    /// standard output).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
 }
 
 /// Short name of a results kind.
@@ -250,13 +256,16 @@ pub fn compare(args: &CompareArgs) -> Result<ExitCode> {
 
 /// Run `iolens export`.
 pub fn export(args: &ExportArgs) -> Result<ExitCode> {
-    if args.csv.is_none() && args.hlog.is_none() {
-        bail!("nothing to export: give --csv FILE and/or --hlog FILE");
+    let outputs = [&args.csv, &args.hlog, &args.markdown];
+    if outputs.iter().all(|o| o.is_none()) {
+        bail!("nothing to export: give --csv FILE, --hlog FILE and/or --markdown FILE");
     }
-    if args.csv.as_deref().is_some_and(|p| p.as_os_str() == "-")
-        && args.hlog.as_deref().is_some_and(|p| p.as_os_str() == "-")
-    {
-        bail!("only one of --csv and --hlog can write to standard output");
+    let to_stdout = outputs
+        .iter()
+        .filter(|o| o.as_deref().is_some_and(|p| p.as_os_str() == "-"))
+        .count();
+    if to_stdout > 1 {
+        bail!("only one of --csv, --hlog and --markdown can write to standard output");
     }
     let r = Results::read_file(&args.file)?;
     if let Some(p) = &args.csv {
@@ -266,6 +275,10 @@ pub fn export(args: &ExportArgs) -> Result<ExitCode> {
     if let Some(p) = &args.hlog {
         check_distinct(p, &[&args.file])?;
         write_output(p, &hlog::interval_log(&r)?)?;
+    }
+    if let Some(p) = &args.markdown {
+        check_distinct(p, &[&args.file])?;
+        write_output(p, &markdown::summary(&r))?;
     }
     Ok(ExitCode::SUCCESS)
 }

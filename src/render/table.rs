@@ -59,6 +59,19 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Which columns hold text (the first, and any with a cell that is not a figure).
+    fn text_columns(&self) -> Vec<bool> {
+        (0..self.header.len())
+            .map(|i| {
+                i == 0
+                    || self
+                        .rows
+                        .iter()
+                        .any(|r| !is_figure(r.get(i).map_or("", |c| c)))
+            })
+            .collect()
+    }
+
     /// Column widths that fit `width`: (widths, gap, number of columns shown).
     fn layout(&self, width: usize) -> (Vec<usize>, usize, usize) {
         let n = self.header.len();
@@ -71,15 +84,7 @@ impl Table {
             .collect();
         // Text columns (the first, and any holding words) may be cut down to a few characters;
         // columns of figures keep their data whole and only abbreviate their header.
-        let text: Vec<bool> = (0..n)
-            .map(|i| {
-                i == 0
-                    || self
-                        .rows
-                        .iter()
-                        .any(|r| !is_figure(r.get(i).map_or("", |c| c)))
-            })
-            .collect();
+        let text = self.text_columns();
         let min: Vec<usize> = (0..n)
             .map(|i| {
                 if text[i] {
@@ -174,7 +179,8 @@ impl Table {
         s
     }
 
-    /// The table as GitHub-flavoured Markdown (figures right-aligned, `|` escaped).
+    /// The table as GitHub-flavoured Markdown (text left-aligned, figures right-aligned, `|`
+    /// escaped).
     pub fn markdown(&self) -> String {
         let cell = |c: &str| c.replace('|', "\\|");
         let mut s = String::new();
@@ -187,8 +193,10 @@ impl Table {
                 .collect::<Vec<_>>()
                 .join(" | ")
         );
-        let sep: Vec<&str> = (0..self.header.len())
-            .map(|i| if i == 0 { "---" } else { "---:" })
+        let sep: Vec<&str> = self
+            .text_columns()
+            .into_iter()
+            .map(|text| if text { "---" } else { "---:" })
             .collect();
         let _ = writeln!(s, "| {} |", sep.join(" | "));
         for r in &self.rows {
