@@ -259,7 +259,7 @@ fn spread(values: &[f64]) -> Option<f64> {
     }
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n;
-    if !(mean > 0.0) {
+    if mean.is_nan() || mean <= 0.0 {
         return None;
     }
     let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
@@ -319,6 +319,9 @@ fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
 
 /// A compared figure: label, value and how to format it.
 pub type Metric = (&'static str, f64, fn(f64) -> String);
+
+/// The figures of one op and their interval-to-interval noise ([`op_metrics`], [`op_noise`]).
+type MetricsNoise = (Vec<Metric>, Vec<Option<f64>>);
 
 /// The figures compared for one op of one run.
 pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
@@ -383,7 +386,7 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
             };
             let base_m = op_metrics(run, &op.op);
             let base_n = op_noise(run, &op.op);
-            let others: Vec<Option<(Vec<Metric>, Vec<Option<f64>>)>> = inputs
+            let others: Vec<Option<MetricsNoise>> = inputs
                 .iter()
                 .enumerate()
                 .map(|(i, (_, r))| {
@@ -649,7 +652,7 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
                     continue;
                 };
                 let h = o.hist.decode()?;
-                if h.len() > 0 {
+                if !h.is_empty() {
                     curves.push((label.clone(), h.clone()));
                 }
                 series.push(HistSeries {

@@ -263,16 +263,18 @@ pub fn calibration_curve(r: &Results) -> Option<Table> {
     Some(t)
 }
 
+/// Plain text at `width` columns (for tests).
+#[cfg(test)]
+pub(crate) fn plain(width: usize) -> TermStyle {
+    TermStyle {
+        color: false,
+        width,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn plain(width: usize) -> TermStyle {
-        TermStyle {
-            color: false,
-            width,
-        }
-    }
 
     fn wide() -> Table {
         let mut t = Table::new(&[

@@ -415,13 +415,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
 mod tests {
     use super::*;
     use crate::render::synth;
-
-    fn plain(width: usize) -> TermStyle {
-        TermStyle {
-            color: false,
-            width,
-        }
-    }
+    use crate::render::table::plain;
 
     #[test]
     fn ansi_cube_indices() {
