@@ -9,7 +9,6 @@ use anyhow::{bail, Result};
 
 use super::findings::{mode_bands, verdicts};
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
-use super::svg::heat_rgb;
 use super::table::{calibration_curve, Table};
 use super::{kind_name, TermStyle};
 use crate::results::{Results, RunResult};
@@ -137,6 +136,61 @@ pub fn ansi256(rgb: [u8; 3]) -> u8 {
     16 + 36 * q(rgb[0]) + 6 * q(rgb[1]) + q(rgb[2])
 }
 
+/// ANSI 256 colours of the terminal heatmaps, lowest level first, after PyLatencyMap: pale to
+/// saturated blue for frequency, pale yellow to red for intensity. None is near black, so
+/// cells read on dark terminals as well as on light ones.
+const TERM_PALETTE_FREQ: [u8; 9] = [195, 159, 123, 87, 51, 45, 39, 33, 27];
+const TERM_PALETTE_INT: [u8; 9] = [230, 229, 228, 226, 220, 214, 208, 202, 196];
+
+fn term_palette(kind: HeatKind) -> &'static [u8; 9] {
+    match kind {
+        HeatKind::Frequency => &TERM_PALETTE_FREQ,
+        HeatKind::Intensity => &TERM_PALETTE_INT,
+    }
+}
+
+/// Palette step (0..9) of a heatmap level in (0, 1].
+fn step(l: f64) -> usize {
+    ((l * RAMP.len() as f64).ceil() as usize).clamp(1, RAMP.len()) - 1
+}
+
+/// Cell value at the top of palette step `i` (the inverse of [`level_for`]).
+fn step_value(kind: HeatKind, i: usize, max: f64) -> f64 {
+    let l = (i + 1) as f64 / RAMP.len() as f64;
+    match kind {
+        HeatKind::Frequency => (1.0 + max).powf(l) - 1.0,
+        HeatKind::Intensity => l * max,
+    }
+}
+
+/// The legend under a terminal heatmap: every colour (or character) with the value it
+/// stands for, lowest first.
+fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> String {
+    let fmt = |v: f64| match kind {
+        HeatKind::Frequency => fmt_rate(v),
+        HeatKind::Intensity => fmt_ns(v),
+    };
+    let mut s = format!("{:>indent$}  scale:", "");
+    for i in 0..RAMP.len() {
+        if style.color {
+            let _ = write!(s, " \x1b[48;5;{}m  \x1b[0m", term_palette(kind)[i]);
+        } else {
+            let _ = write!(s, " {}", RAMP[i]);
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  ≤ {} … {} {} per cell",
+        fmt(step_value(kind, 0, max)),
+        fmt(max),
+        match kind {
+            HeatKind::Frequency => "I/Os",
+            HeatKind::Intensity => "of latency",
+        }
+    );
+    s
+}
+
 /// Characters used for heatmap levels without colour (lightest to darkest).
 const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
 
@@ -178,10 +232,9 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
             if l <= 0.0 {
                 out.push(' ');
             } else if style.color {
-                let _ = write!(out, "\x1b[48;5;{}m \x1b[0m", ansi256(heat_rgb(kind, l)));
+                let _ = write!(out, "\x1b[48;5;{}m \x1b[0m", term_palette(kind)[step(l)]);
             } else {
-                let i = ((l * RAMP.len() as f64).ceil() as usize).clamp(1, RAMP.len()) - 1;
-                out.push(RAMP[i]);
+                out.push(RAMP[step(l)]);
             }
         }
         out.push('\n');
@@ -199,6 +252,7 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
         "",
         " ".repeat(gap)
     );
+    out.push_str(&heat_legend(kind, max, style, label_w));
     Some(out)
 }
 
@@ -464,6 +518,33 @@ mod tests {
         )
         .unwrap();
         assert!(coloured.contains("\x1b[48;5;"));
+    }
+
+    #[test]
+    fn heatmap_legend_and_a_palette_readable_on_dark_terminals() {
+        let r = synth::run_results(60, 1.0, 3);
+        let s = OpSeries::decode(&r.runs[0].ops[0]).unwrap();
+        let txt = heatmap_text(&s, HeatKind::Frequency, &plain(80)).unwrap();
+        let legend = txt.lines().last().unwrap();
+        assert!(legend.contains("scale: . : - = + * # % @"), "{txt}");
+        assert!(legend.contains("I/Os per cell"), "{txt}");
+        let c = TermStyle {
+            color: true,
+            width: 80,
+        };
+        for kind in [HeatKind::Frequency, HeatKind::Intensity] {
+            let txt = heatmap_text(&s, kind, &c).unwrap();
+            assert!(txt.lines().last().unwrap().contains("\x1b[48;5;"), "{txt}");
+            // Every colour of the 6×6×6 cube part is at least mid-bright in one channel.
+            for &code in term_palette(kind) {
+                let i = code - 16;
+                let (r, g, b) = (i / 36, (i / 6) % 6, i % 6);
+                assert!(r.max(g).max(b) >= 5, "colour {code} is too dark");
+            }
+            for w in term_palette(kind).windows(2) {
+                assert_ne!(w[0], w[1]);
+            }
+        }
     }
 
     #[test]
