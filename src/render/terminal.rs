@@ -171,11 +171,11 @@ fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> St
         HeatKind::Intensity => fmt_ns(v),
     };
     let mut s = format!("{:>indent$}  scale:", "");
-    for i in 0..RAMP.len() {
+    for (code, ch) in term_palette(kind).iter().zip(RAMP) {
         if style.color {
-            let _ = write!(s, " \x1b[48;5;{}m  \x1b[0m", term_palette(kind)[i]);
+            let _ = write!(s, " \x1b[48;5;{code}m  \x1b[0m");
         } else {
-            let _ = write!(s, " {}", RAMP[i]);
+            let _ = write!(s, " {ch}");
         }
     }
     let _ = writeln!(
