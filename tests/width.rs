@@ -37,15 +37,7 @@ fn assert_fits(what: &str, text: &str) {
 fn run(dir: &Path, json: &Path) -> String {
     ok_stdout(
         bin()
-            .args([
-                "run",
-                "--size",
-                "8M",
-                "--duration",
-                "0.5s",
-                "--interval",
-                "100ms",
-            ])
+            .args("run --size 8M --duration 0.5s --interval 100ms".split(' '))
             .arg("--target")
             .arg(dir.join("s.dat"))
             .arg("--json")
@@ -65,20 +57,11 @@ fn run_calibrate_show_and_compare_fit_80_columns() {
     run(dir.path(), &r2);
     let text = ok_stdout(
         bin()
-            .args([
-                "calibrate",
-                "--budget",
-                "6s",
-                "--max-sessions",
-                "2",
-                "--max-qd",
-                "1",
-                "--phases",
-                "randread,seqread1",
-                "--size",
-                "32M",
-                "--no-progress",
-            ])
+            .args(
+                "calibrate --budget 6s --max-sessions 2 --max-qd 1 --phases randread,seqread1 \
+                 --size 32M --no-progress"
+                    .split_whitespace(),
+            )
             .arg("--target")
             .arg(dir.path().join("c.dat"))
             .arg("--json")
