@@ -944,7 +944,7 @@ fn ramp_best((level, value): (u32, f64)) -> RampBest {
 }
 
 /// The ten-second summary of a calibration.
-pub fn summary(res: &Results) -> String {
+pub fn summary(res: &Results, style: &crate::render::TermStyle) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let Some(c) = &res.calibration else {
@@ -1069,42 +1069,27 @@ pub fn summary(res: &Results) -> String {
         num(cio.max_pmbps),
         num(cio.latency_ms)
     );
-    if !c.curve.is_empty() {
+    if let Some(t) = crate::render::table::calibration_curve(res) {
         let _ = writeln!(
             s,
-            "\nLoad curve ({} random reads, sync engine):\n  {:>8} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10}  modes",
+            "\nLoad curve ({} random reads, sync engine):",
             res.runs
                 .get(c.curve[0].run)
                 .and_then(|r| r.spec.get("block_size"))
                 .and_then(|v| v.as_u64())
                 .map(fmt_bytes)
                 .unwrap_or_default(),
-            "sessions", "IOPS", "p50", "p99", "p99.9", "CPU µs/IO", "runq µs/IO", "dev await"
         );
-        for (i, p) in c.curve.iter().enumerate() {
-            let mark = if Some(i) == c.max_iops_point {
-                "*"
-            } else {
-                " "
-            };
-            let modes = an
+        s.push_str(&t.render(style));
+        for p in &c.curve {
+            if let Some(m) = an
                 .runs
                 .get(p.run)
                 .and_then(|a| a.modes.first())
-                .map(|m| m.description.as_str())
-                .unwrap_or("");
-            let _ = writeln!(
-                s,
-                " {mark}{:>8} {:>9} {:>9} {:>9} {:>9} {:>10.2} {:>10.2} {:>10}  {modes}",
-                p.sessions,
-                fmt_rate(p.iops),
-                fmt_ns(p.p50_ns as f64),
-                fmt_ns(p.p99_ns as f64),
-                fmt_ns(p.p999_ns as f64),
-                p.cpu_us_per_io,
-                p.runq_us_per_io,
-                fmt_ns(p.device_await_us * 1e3)
-            );
+                .filter(|m| !m.description.is_empty())
+            {
+                let _ = writeln!(s, "modes at {} sessions: {}", p.sessions, m.description);
+            }
         }
     }
     let _ = writeln!(
@@ -1117,5 +1102,5 @@ pub fn summary(res: &Results) -> String {
     for w in &res.warnings {
         let _ = writeln!(s, "WARNING: {w}");
     }
-    s
+    crate::render::brief::fit(&s, style.width)
 }

@@ -38,7 +38,6 @@ pub mod run;
 pub mod session;
 pub mod sources;
 pub mod stamp;
-pub mod summary;
 pub mod sys;
 pub mod target;
 pub mod units;

@@ -18,6 +18,30 @@ static SILENT: AtomicBool = AtomicBool::new(false);
 static FAILED: AtomicI32 = AtomicI32::new(0);
 static FIRST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 
+static WIDTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
+/// Fit the text for people to `width` columns (a command's `--width`); call before printing.
+pub fn set_width(width: Option<usize>) {
+    let _ = WIDTH.set(width.map(|w| w.clamp(40, 400)));
+}
+
+/// The width the text for people is fitted to: `--width`, the terminal's, else $COLUMNS; none
+/// for a pipe or file without $COLUMNS (nothing to fit).
+fn width() -> Option<usize> {
+    *WIDTH.get_or_init(|| {
+        use std::io::IsTerminal;
+        let tty = io::stdout().is_terminal();
+        tty.then(|| terminal_size::terminal_size().map(|(w, _)| w.0 as usize))
+            .flatten()
+            .or_else(|| {
+                std::env::var("COLUMNS")
+                    .ok()
+                    .and_then(|c| c.trim().parse().ok())
+            })
+            .map(|w: usize| w.clamp(40, 400))
+    })
+}
+
 /// Send the text for people to stderr from now on: stdout carries the results (`--json -`).
 pub fn reserve_stdout() {
     TO_STDERR.store(true, Ordering::SeqCst);
@@ -51,6 +75,15 @@ impl Write for Human {
         if SILENT.load(Ordering::Relaxed) {
             return Ok(());
         }
+        // Lines wider than the terminal are broken between words, not by the terminal.
+        let fitted;
+        let buf = match (width(), std::str::from_utf8(buf)) {
+            (Some(w), Ok(text)) => {
+                fitted = crate::render::brief::fit(text, w);
+                fitted.as_bytes()
+            }
+            _ => buf,
+        };
         if TO_STDERR.load(Ordering::Relaxed) {
             let _ = io::stderr().write_all(buf);
             return Ok(());

@@ -23,7 +23,11 @@ pub fn parse_duration(s: &str) -> std::result::Result<f64, String> {
 }
 
 /// Format nanoseconds with a unit chosen for 3 significant digits: `850 ns`, `90.1 µs`, `4.10 ms`, `1.20 s`.
+/// A negative duration (a difference) keeps its sign: `-381 µs`, never `-381146 ns`.
 pub fn fmt_ns(ns: f64) -> String {
+    if ns < 0.0 {
+        return format!("-{}", fmt_ns(-ns));
+    }
     let (v, unit) = if ns < 1e3 {
         (ns, "ns")
     } else if ns < 1e6 {
@@ -89,6 +93,7 @@ mod tests {
     #[test]
     fn formats() {
         assert_eq!(fmt_ns(850.0), "850 ns");
+        assert_eq!(fmt_ns(-381_146.0), "-381 µs");
         assert_eq!(fmt_ns(90_100.0), "90.1 µs");
         assert_eq!(fmt_ns(4_100_000.0), "4.1 ms");
         assert_eq!(fmt_bytes(8192), "8 KiB");

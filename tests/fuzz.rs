@@ -395,7 +395,7 @@ fn load_and_render(text: &str) {
     let _ = iolens::render::compare::incompatibilities(&inputs);
     let _ = iolens::render::compare::terminal(&inputs, &[], &style);
     stage("compare -o html");
-    let _ = iolens::render::html::compare(&inputs, &[]);
+    let _ = iolens::render::compare::html(&inputs, &[]);
     stage(outer);
 }
 

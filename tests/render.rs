@@ -262,17 +262,26 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     let a = write(dir.path(), "a.json", &synth::run_results(10, 1.0, 1));
     let mut rb = synth::run_results(20, 1.0, 2);
     rb.runs[0].spec["target"] = "/other/place".into();
+    // 1 vs 2 sessions is what a comparison is for: no --force, the difference said.
+    rb.runs[0].spec["sessions"] = 2.into();
     let b = write(dir.path(), "b.json", &rb);
     let text = ok(&iolens(&["compare", s(&a), s(&b)], &[]));
     assert!(text.contains("ratios are against a.json"));
     assert!(text.contains("read — run 0"));
-    assert!(text.contains("×"));
+    assert!(
+        text.contains("differs: a.json run 0 vs b.json run 0: sessions: 4 vs 2"),
+        "{text}"
+    );
+    // Ratios carry their interval-to-interval noise.
+    assert!(text.contains(" ± ") && text.contains("×"), "{text}");
     let html = dir.path().join("cmp.html");
     ok(&iolens(&["compare", s(&a), s(&b), "-o", s(&html)], &[]));
     let h = std::fs::read_to_string(&html).unwrap();
     assert!(h.contains("<th>ratio</th>"));
-    // Overlaid histograms: one outline per input in each of the 3 op charts.
-    assert_eq!(count(&h, "<polyline class=\"series\""), 6);
+    // Overlaid histograms and percentile curves (log scale): one line per input in each of
+    // the 3 ops' two charts.
+    assert!(h.contains("read percentiles — run 0"));
+    assert_eq!(count(&h, "<polyline class=\"series\""), 12);
 
     let mut rc = synth::run_results(10, 1.0, 3);
     rc.runs[0].spec["block_size"] = 4096.into();
@@ -296,7 +305,7 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     let o = iolens(&["compare", s(&a), s(&cal)], &[]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr)
-        .contains("is a calibrate result but a.json is a run result"));
+        .contains("a.json is a run result but cal.json is a calibrate result"));
 }
 
 #[test]

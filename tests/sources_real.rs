@@ -122,7 +122,13 @@ fn bcc_single_histogram_counts_exact_and_rates_unknown() {
     assert_eq!(table.rows[0][3], UNKNOWN_RATE);
     let csv = iolens::render::csv::intervals_csv(&r).unwrap();
     assert!(csv.contains(UNKNOWN_RATE), "{csv}");
-    let summary = iolens::summary::run_summary(run);
+    let summary = iolens::render::brief::run_summary(
+        run,
+        &iolens::render::TermStyle {
+            color: false,
+            width: 100,
+        },
+    );
     assert!(summary.contains(UNKNOWN_RATE), "{summary}");
     // The user who knows the duration can give it.
     let a = args(

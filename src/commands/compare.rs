@@ -6,9 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::{
-    check_distinct, compare, html, print_out, write_output, ColorChoice, TermStyle,
-};
+use crate::render::{check_distinct, compare, print_out, write_output, ColorChoice, TermStyle};
 use crate::results::Results;
 
 /// `iolens compare`: two or more results side by side.
@@ -51,7 +49,7 @@ pub(crate) fn main(args: &CompareArgs) -> Result<ExitCode> {
         Some(out) => {
             let paths: Vec<&Path> = args.files.iter().map(|p| p.as_path()).collect();
             check_distinct(out, &paths)?;
-            let html = html::compare(&inputs, &problems)?;
+            let html = compare::html(&inputs, &problems)?;
             write_output(out, &html)?;
             eprintln!("iolens: wrote {}", out.display());
         }

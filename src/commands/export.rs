@@ -1,4 +1,5 @@
-//! `iolens export`: per-interval data for other tools (CSV, HdrHistogram interval log).
+//! `iolens export`: per-interval data for other tools (CSV, HdrHistogram interval log) and the
+//! summary as Markdown for tickets.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -6,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::{check_distinct, csv, hlog, write_output};
+use crate::render::{check_distinct, csv, hlog, markdown, write_output};
 use crate::results::Results;
 
 /// `iolens export`: per-interval data for other tools.
@@ -21,17 +22,24 @@ pub struct ExportArgs {
     /// Write an HdrHistogram interval log (V2, one tagged line per op and interval).
     #[arg(long)]
     pub hlog: Option<PathBuf>,
+    /// Write the summary (tables, calibration, verdicts) as Markdown for a ticket (`-` for
+    /// standard output).
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
 }
 
 /// `iolens export`.
 pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
-    if args.csv.is_none() && args.hlog.is_none() {
-        bail!("nothing to export: give --csv FILE and/or --hlog FILE");
+    let outputs = [&args.csv, &args.hlog, &args.markdown];
+    if outputs.iter().all(|o| o.is_none()) {
+        bail!("nothing to export: give --csv FILE, --hlog FILE and/or --markdown FILE");
     }
-    if args.csv.as_deref().is_some_and(|p| p.as_os_str() == "-")
-        && args.hlog.as_deref().is_some_and(|p| p.as_os_str() == "-")
-    {
-        bail!("only one of --csv and --hlog can write to standard output");
+    let to_stdout = outputs
+        .iter()
+        .filter(|o| o.as_deref().is_some_and(|p| p.as_os_str() == "-"))
+        .count();
+    if to_stdout > 1 {
+        bail!("only one of --csv, --hlog and --markdown can write to standard output");
     }
     let r = Results::read_file(&args.file)?;
     if let Some(p) = &args.csv {
@@ -41,6 +49,10 @@ pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
     if let Some(p) = &args.hlog {
         check_distinct(p, &[&args.file])?;
         write_output(p, &hlog::interval_log(&r)?)?;
+    }
+    if let Some(p) = &args.markdown {
+        check_distinct(p, &[&args.file])?;
+        write_output(p, &markdown::summary(&r))?;
     }
     Ok(ExitCode::SUCCESS)
 }

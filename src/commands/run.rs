@@ -218,7 +218,8 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             interrupt: crate::interrupt::flag(),
         },
     )?;
-    crate::out!("{}", crate::summary::run_summary(&r));
+    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     res.analysis = Some(crate::analysis::analyse(&res));
     finish(&res, a.t.json.as_deref())

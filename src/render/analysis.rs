@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use super::svg::{colour, esc, Fmt, LineChart, Series};
-use super::terminal::Table;
+use super::table::Table;
 use super::TermStyle;
 use crate::results::analysis::{Analysis, Knee, Profile, UslFit};
 use crate::results::{CurvePoint, Results};
@@ -415,7 +415,7 @@ pub fn html(r: &Results, an: &Analysis) -> String {
             let _ = write!(out, "<p>{}</p>", esc(l));
         }
         if let Some(t) = &b.table {
-            out.push_str(&super::html::table_html(t));
+            out.push_str(&t.html());
         }
     }
     out.push_str("</section>");

@@ -1,14 +1,18 @@
 //! `iolens compare`: several results side by side. Decides whether the comparison means
 //! anything ([`incompatibilities`]), pairs runs and ops across files, and prints summary
 //! tables with ratio columns against the first file (the baseline). The HTML form with
-//! overlaid curves and histograms is in [`super::html::compare`].
+//! overlaid curves and histograms is [`html`].
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
 use serde_json::Value;
 
-use super::terminal::Table;
+use hdrhistogram::Histogram;
+
+use super::heatmap::log_bins;
+use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Series};
+use super::table::Table;
 use super::{kind_name, TermStyle};
 use crate::results::{Calibration, Results, RunResult};
 use crate::units::{fmt_ns, fmt_rate, sig3};
@@ -39,6 +43,18 @@ const FREE_KEYS: &[&str] = &[
     "time_budget",
     "budget_s",
 ];
+
+/// Spec keys whose difference makes ratios meaningless: what each I/O is (its size, its
+/// pattern, the read/write mix). Everything else (sessions, queue depth, engine, …) is what a
+/// comparison is for, and is listed beside the figures instead.
+const BLOCKING_KEYS: &[&str] = &["block_size", "pattern", "read_pct", "op", "ops"];
+
+/// Whether a `key: a vs b` difference (from [`spec_differences`]) is one of [`BLOCKING_KEYS`].
+fn blocking(difference: &str) -> bool {
+    let key = difference.split(':').next().unwrap_or("");
+    let leaf = key.rsplit('.').next().unwrap_or(key);
+    BLOCKING_KEYS.contains(&leaf)
+}
 
 /// Differences between two workload specs outside [`FREE_KEYS`], as `key: a vs b`.
 pub fn spec_differences(a: &Value, b: &Value) -> Vec<String> {
@@ -95,19 +111,32 @@ fn short(v: &Value) -> String {
     }
 }
 
-/// Reasons why comparing these results would be meaningless (empty when they compare).
-/// Each input is `(label, results)`; the first is the baseline.
+/// Reasons why comparing these results would be meaningless (empty when they compare): a
+/// different kind of results, no operation in common, or runs whose I/Os differ in size,
+/// pattern or read/write mix. Each input is `(label, results)`; the first is the baseline, and
+/// every message names the files in the order given.
 pub fn incompatibilities(inputs: &[(String, Results)]) -> Vec<String> {
-    let mut out = Vec::new();
+    checks(inputs).0
+}
+
+/// Differences that do not stop a comparison but belong beside it: other workload settings
+/// (sessions, queue depth, engine, …) and a different calibration target.
+pub fn differences(inputs: &[(String, Results)]) -> Vec<String> {
+    checks(inputs).1
+}
+
+/// (incompatibilities, differences) of the inputs against the first.
+fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
+    let (mut bad, mut notes) = (Vec::new(), Vec::new());
     let Some((base_label, base)) = inputs.first() else {
-        return out;
+        return (bad, notes);
     };
     for (label, r) in &inputs[1..] {
         if r.kind != base.kind {
-            out.push(format!(
-                "{label} is a {} result but {base_label} is a {} result",
-                kind_name(r.kind),
-                kind_name(base.kind)
+            bad.push(format!(
+                "{base_label} is a {} result but {label} is a {} result",
+                kind_name(base.kind),
+                kind_name(r.kind)
             ));
             continue;
         }
@@ -123,29 +152,38 @@ pub fn incompatibilities(inputs: &[(String, Results)]) -> Vec<String> {
         };
         let (a, b) = (ops_of(base), ops_of(r));
         if !a.iter().any(|o| b.contains(o)) {
-            out.push(format!(
-                "{label} and {base_label} have no operation in common ({} vs {})",
-                b.join(", "),
-                a.join(", ")
+            bad.push(format!(
+                "{base_label} and {label} have no operation in common ({} vs {})",
+                a.join(", "),
+                b.join(", ")
             ));
         }
         if let (Some(ca), Some(cb)) = (&base.calibration, &r.calibration) {
             if ca.percentile != cb.percentile || ca.max_latency_ns != cb.max_latency_ns {
-                out.push(format!(
-                    "{label} was calibrated for p{} ≤ {} but {base_label} for p{} ≤ {}",
-                    sig3(cb.percentile),
-                    fmt_ns(cb.max_latency_ns as f64),
+                notes.push(format!(
+                    "{base_label} was calibrated for p{} ≤ {} but {label} for p{} ≤ {}",
                     sig3(ca.percentile),
-                    fmt_ns(ca.max_latency_ns as f64)
+                    fmt_ns(ca.max_latency_ns as f64),
+                    sig3(cb.percentile),
+                    fmt_ns(cb.max_latency_ns as f64)
                 ));
             }
         }
         for (i, (ra, rb)) in pair_runs(base, r).into_iter().enumerate() {
-            let d = spec_differences(&base.runs[ra].spec, &r.runs[rb].spec);
-            if !d.is_empty() {
-                out.push(format!(
-                    "workloads differ ({label} run {rb} vs {base_label} run {ra}): {}",
-                    d.join("; ")
+            let (stop, other): (Vec<String>, Vec<String>) =
+                spec_differences(&base.runs[ra].spec, &r.runs[rb].spec)
+                    .into_iter()
+                    .partition(|d| blocking(d));
+            if !stop.is_empty() {
+                bad.push(format!(
+                    "workloads differ ({base_label} run {ra} vs {label} run {rb}): {}",
+                    stop.join("; ")
+                ));
+            }
+            if !other.is_empty() {
+                notes.push(format!(
+                    "{base_label} run {ra} vs {label} run {rb}: {}",
+                    other.join("; ")
                 ));
             }
             if i >= 50 {
@@ -153,7 +191,7 @@ pub fn incompatibilities(inputs: &[(String, Results)]) -> Vec<String> {
             }
         }
     }
-    out
+    (bad, notes)
 }
 
 /// Pair runs of `b` with runs of `a`: by name when names match, else by position.
@@ -187,6 +225,89 @@ pub fn ratio(base: f64, other: f64) -> String {
     }
 }
 
+/// `other / base` with its noise, as hyperfine writes it (`1.04 ± 0.02×`): `noise_*` are the
+/// relative interval-to-interval spreads (standard deviation over mean) of each figure, and the
+/// ratio's spread is theirs combined. Without both spreads, the plain [`ratio`].
+pub fn ratio_noise(
+    base: f64,
+    noise_base: Option<f64>,
+    other: f64,
+    noise_other: Option<f64>,
+) -> String {
+    let (Some(na), Some(nb)) = (noise_base, noise_other) else {
+        return ratio(base, other);
+    };
+    if !(base > 0.0 && other.is_finite()) {
+        return ratio(base, other);
+    }
+    let r = other / base;
+    let err = r * (na * na + nb * nb).sqrt();
+    // Two significant digits of the spread, the ratio to the same decimals.
+    let decimals = if err > 0.0 {
+        (1 - err.log10().floor() as i32).clamp(2, 4) as usize
+    } else {
+        2
+    };
+    format!("{r:.decimals$} ± {err:.decimals$}×")
+}
+
+/// Relative spread (standard deviation over mean) of per-interval values; `None` with fewer
+/// than two intervals or a zero mean.
+fn spread(values: &[f64]) -> Option<f64> {
+    if values.len() < 2 {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    if mean.is_nan() || mean <= 0.0 {
+        return None;
+    }
+    let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / (n - 1.0);
+    Some(var.sqrt() / mean)
+}
+
+/// The interval-to-interval spread of each figure of [`op_metrics`] (same order): rates from
+/// each interval's count and duration, latencies from each interval's histogram. Maximums and
+/// CPU cost have none.
+pub fn op_noise(run: &RunResult, op: &str) -> Vec<Option<f64>> {
+    let Some(o) = run.op(op) else { return vec![] };
+    let n_metrics = op_metrics(run, op).len();
+    let ivs: Vec<&crate::results::Interval> = o
+        .intervals
+        .iter()
+        .filter(|i| i.count > 0 && i.duration_s > 0.0)
+        .collect();
+    let rates = |f: fn(&crate::results::Interval) -> f64| -> Option<f64> {
+        if !run.rates_known() {
+            return None;
+        }
+        spread(&ivs.iter().map(|i| f(i) / i.duration_s).collect::<Vec<_>>())
+    };
+    let hists: Vec<_> = ivs.iter().filter_map(|i| i.hist.decode().ok()).collect();
+    let lat = |q: Option<f64>| -> Option<f64> {
+        spread(
+            &hists
+                .iter()
+                .map(|h| match q {
+                    Some(q) => h.value_at_quantile(q) as f64,
+                    None => h.mean(),
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut v = vec![
+        rates(|i| i.count as f64),
+        rates(|i| i.bytes as f64),
+        lat(None),
+        lat(Some(0.5)),
+        lat(Some(0.9)),
+        lat(Some(0.99)),
+        lat(Some(0.999)),
+    ];
+    v.resize(n_metrics, None);
+    v
+}
+
 /// `f(v)`, or [`crate::results::UNKNOWN_RATE`] for NaN (a rate of a run without a duration).
 fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
     if v.is_nan() {
@@ -198,6 +319,9 @@ fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
 
 /// A compared figure: label, value and how to format it.
 pub type Metric = (&'static str, f64, fn(f64) -> String);
+
+/// The figures of one op and their interval-to-interval noise ([`op_metrics`], [`op_noise`]).
+type MetricsNoise = (Vec<Metric>, Vec<Option<f64>>);
 
 /// The figures compared for one op of one run.
 pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
@@ -261,15 +385,25 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
                 rows: vec![],
             };
             let base_m = op_metrics(run, &op.op);
+            let base_n = op_noise(run, &op.op);
+            let others: Vec<Option<MetricsNoise>> = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, (_, r))| {
+                    matches[i]
+                        .map(|j| (op_metrics(&r.runs[j], &op.op), op_noise(&r.runs[j], &op.op)))
+                })
+                .collect();
             for (mi, (name, bv, f)) in base_m.iter().enumerate() {
                 let mut row = vec![name.to_string(), f(*bv)];
-                for (i, (_, r)) in inputs.iter().enumerate().skip(1) {
-                    let val = matches[i]
-                        .and_then(|j| op_metrics(&r.runs[j], &op.op).get(mi).map(|m| m.1));
+                for other in others.iter().skip(1) {
+                    let val = other
+                        .as_ref()
+                        .and_then(|(m, n)| m.get(mi).map(|m| (m.1, n.get(mi).copied().flatten())));
                     match val {
-                        Some(v) => {
+                        Some((v, nv)) => {
                             row.push(f(v));
-                            row.push(ratio(*bv, v));
+                            row.push(ratio_noise(*bv, base_n.get(mi).copied().flatten(), v, nv));
                         }
                         None => {
                             row.push("-".into());
@@ -356,6 +490,9 @@ pub fn terminal(
     for p in problems {
         let _ = writeln!(out, "warning (compared with --force): {p}");
     }
+    for d in differences(inputs) {
+        let _ = writeln!(out, "differs: {d}");
+    }
     if let Some(t) = calibration_table(inputs) {
         let _ = writeln!(out, "\nCalibration");
         out.push_str(&t.render(style));
@@ -364,6 +501,186 @@ pub fn terminal(
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
     }
+    Ok(super::brief::fit(&out, style.width))
+}
+
+/// Quantiles drawn on the percentile curves: from the median out to p99.99, evenly spaced in
+/// "nines" (−log10(1 − q)) so the tail gets as much room as the body.
+const CURVE_NINES: [f64; 13] = [
+    0.301, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5,
+];
+
+/// Overlaid percentile curves of one op, one per input: latency (log scale) against the
+/// percentile in nines, so the inputs' tails are side by side.
+fn percentile_chart(title: &str, curves: &[(String, Histogram<u64>)]) -> String {
+    let mut ch = LineChart::new(
+        title,
+        "percentile, in nines (0.3 = p50, 1 = p90, 2 = p99, 3 = p99.9, 4 = p99.99)",
+        "latency (log scale)",
+        Fmt::Rate,
+        Fmt::Latency,
+    );
+    ch.y_log = true;
+    ch.height = 280.0;
+    for (i, (label, h)) in curves.iter().enumerate() {
+        let points: Vec<(f64, f64)> = CURVE_NINES
+            .iter()
+            .map(|&n| (n, 1.0 - 10f64.powf(-n)))
+            // A quantile is only meaningful with enough operations behind it.
+            .filter(|&(_, q)| (h.len() as f64) * (1.0 - q) >= 1.0)
+            .map(|(n, q)| (n, h.value_at_quantile(q) as f64))
+            .collect();
+        ch.series.push(Series {
+            name: label.clone(),
+            colour: colour(i).into(),
+            points,
+            dots: true,
+            dashed: false,
+        });
+    }
+    ch.render()
+}
+
+/// Render the HTML comparison of several results (the first is the baseline).
+pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String> {
+    let mut out = String::with_capacity(1 << 18);
+    let names: Vec<&str> = inputs.iter().map(|(l, _)| l.as_str()).collect();
+    super::html::page_start(
+        &mut out,
+        &format!("iolens compare — {}", names.join(" vs ")),
+    );
+    let _ = write!(
+        out,
+        "<header><h1>iolens comparison</h1><p class=\"meta\">Ratios are against {}.</p></header>",
+        esc(names[0])
+    );
+    let mut t = Table::new(&["file", "kind", "host", "target", "runs", "written"]);
+    for (label, r) in inputs {
+        t.row(vec![
+            label.clone(),
+            kind_name(r.kind).into(),
+            r.environment.hostname.clone(),
+            r.environment
+                .target
+                .as_ref()
+                .map(|x| x.path.clone())
+                .unwrap_or_default(),
+            r.runs.len().to_string(),
+            r.created.clone(),
+        ]);
+    }
+    out.push_str(&t.html());
+    for p in problems {
+        let _ = write!(
+            out,
+            "<div class=\"verdict warning\">Compared with --force although: {}</div>",
+            esc(p)
+        );
+    }
+    for d in differences(inputs) {
+        let _ = write!(out, "<p class=\"note\">Differs: {}</p>", esc(&d));
+    }
+    if let Some(t) = calibration_table(inputs) {
+        out.push_str("<section id=\"calibration\"><h2>Calibration</h2>");
+        out.push_str(&t.html());
+        let mut ch = LineChart::new(
+            "p99 latency vs IOPS",
+            "IOPS",
+            "p99 latency (log scale)",
+            Fmt::Rate,
+            Fmt::Latency,
+        );
+        ch.y_log = true;
+        for (i, (label, r)) in inputs.iter().enumerate() {
+            if let Some(c) = &r.calibration {
+                ch.series.push(Series {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    points: c.curve.iter().map(|p| (p.iops, p.p99_ns as f64)).collect(),
+                    dots: true,
+                    dashed: false,
+                });
+            }
+        }
+        if let Some(c) = &inputs[0].1.calibration {
+            ch.hlines.push((
+                c.max_latency_ns as f64,
+                format!("target {}", fmt_ns(c.max_latency_ns as f64)),
+            ));
+        }
+        out.push_str(&ch.render());
+        out.push_str("</section>");
+    }
+    out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");
+    let base = &inputs[0].1;
+    let tables = run_tables(inputs);
+    for (title, t) in &tables {
+        let _ = write!(out, "<h3>{}</h3>", esc(title));
+        out.push_str(&t.html());
+    }
+    // Overlaid histograms per paired run and common op.
+    let limit = if base.runs.len() > 4 {
+        1
+    } else {
+        base.runs.len()
+    };
+    let focus: Vec<usize> = if limit == 1 && base.runs.len() > 1 {
+        vec![base
+            .calibration
+            .as_ref()
+            .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
+            .unwrap_or(0)]
+    } else {
+        (0..limit).collect()
+    };
+    for ri in focus {
+        let Some(run) = base.runs.get(ri) else {
+            continue;
+        };
+        for op in &run.ops {
+            let mut series = Vec::new();
+            let mut curves = Vec::new();
+            for (i, (label, r)) in inputs.iter().enumerate() {
+                let Some(j) = pair_runs(base, r)
+                    .into_iter()
+                    .find(|p| p.0 == ri)
+                    .map(|p| p.1)
+                else {
+                    continue;
+                };
+                let Some(o) = r.runs[j].op(&op.op) else {
+                    continue;
+                };
+                let h = o.hist.decode()?;
+                if !h.is_empty() {
+                    curves.push((label.clone(), h.clone()));
+                }
+                series.push(HistSeries {
+                    name: label.clone(),
+                    colour: colour(i).into(),
+                    bins: log_bins(&h, &o.bucket_edges_ns, 4)
+                        .iter()
+                        .map(|b| (b.low_ns, b.high_ns, b.share))
+                        .collect(),
+                });
+            }
+            if series.len() > 1 {
+                out.push_str(&svg::histogram_chart(
+                    &format!("{} latency — run {ri} ({})", op.op, run.name),
+                    &series,
+                    &[],
+                ));
+            }
+            if curves.len() > 1 {
+                out.push_str(&percentile_chart(
+                    &format!("{} percentiles — run {ri} ({})", op.op, run.name),
+                    &curves,
+                ));
+            }
+        }
+    }
+    out.push_str("</section>");
+    super::html::page_end(&mut out);
     Ok(out)
 }
 
@@ -390,5 +707,39 @@ mod tests {
     fn ratios() {
         assert_eq!(ratio(100.0, 150.0), "1.5×");
         assert_eq!(ratio(0.0, 150.0), "-");
+        // 1 % and 2 % spreads: 1.04 × √(0.01² + 0.02²) = 0.023.
+        assert_eq!(
+            ratio_noise(100.0, Some(0.01), 104.0, Some(0.02)),
+            "1.040 ± 0.023×"
+        );
+        assert_eq!(
+            ratio_noise(100.0, Some(0.1), 150.0, Some(0.1)),
+            "1.50 ± 0.21×"
+        );
+        assert_eq!(ratio_noise(100.0, None, 150.0, Some(0.1)), "1.5×");
+        assert_eq!(spread(&[1.0]), None);
+        assert!((spread(&[9.0, 11.0]).unwrap() - 0.1414).abs() < 1e-3);
+    }
+
+    #[test]
+    fn session_counts_differ_without_force_block_sizes_do_not() {
+        let a = crate::render::synth::run_results(5, 1.0, 1);
+        let mut b = a.clone();
+        b.runs[0].spec["sessions"] = 99.into();
+        let inputs = vec![("a.json".to_string(), a.clone()), ("b.json".to_string(), b)];
+        assert!(incompatibilities(&inputs).is_empty());
+        let d = differences(&inputs);
+        assert!(
+            d[0].starts_with("a.json run 0 vs b.json run 0: sessions:"),
+            "{d:?}"
+        );
+        let mut c = a.clone();
+        c.runs[0].spec["block_size"] = 4096.into();
+        let inputs = vec![("a.json".to_string(), a), ("c.json".to_string(), c)];
+        let bad = incompatibilities(&inputs);
+        assert!(
+            bad[0].starts_with("workloads differ (a.json run 0 vs c.json run 0): block_size"),
+            "{bad:?}"
+        );
     }
 }

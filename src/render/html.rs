@@ -11,13 +11,14 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use super::compare::{calibration_table, pair_runs, run_tables};
+use super::findings::{knee_of, mode_bands};
 use super::heatmap::{log_bins, HeatKind, Heatmap, OpSeries};
 use super::kind_name;
-use super::svg::{self, colour, esc, Band, Fmt, HistSeries, LineChart, Mark, Series};
-use super::terminal::{host_lines, spec_line, summary_table, Table};
+use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Mark, Series};
+use super::table::{calibration_curve, Table};
+use super::terminal::{host_lines, spec_line, summary_table};
 
-use crate::results::analysis::{Analysis, OpModes, RunAnalysis};
+use crate::results::analysis::{Analysis, RunAnalysis};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -81,46 +82,6 @@ for(var k=0;k<charts.length;k++){(function(svg){
 })();
 "#;
 
-/// Modes of a latency histogram (the stored analysis) as shaded bands where the histogram bars
-/// are (values as the model holds them: bucketed sources were spread once, at ingest).
-pub(crate) fn mode_bands(modes: &OpModes) -> Vec<Band> {
-    modes
-        .modes
-        .iter()
-        .map(|m| Band {
-            low_ns: m.low_ns,
-            high_ns: m.high_ns,
-            label: format!("mode {} ({}%)", fmt_ns(m.centre_ns), sig3(m.share * 100.0)),
-        })
-        .collect()
-}
-
-/// The knee of the calibration curve (stored analysis): curve index and a label.
-fn knee_of(an: &Analysis) -> Option<(usize, String)> {
-    let k = an.calibration.as_ref()?.knee.as_ref()?;
-    Some((
-        k.index,
-        format!("knee: {} IOPS, {} sessions", fmt_rate(k.iops), k.sessions),
-    ))
-}
-
-pub(crate) fn table_html(t: &Table) -> String {
-    let mut s = String::from("<table><thead><tr>");
-    for h in &t.header {
-        let _ = write!(s, "<th>{}</th>", esc(h));
-    }
-    s.push_str("</tr></thead><tbody>");
-    for r in &t.rows {
-        s.push_str("<tr>");
-        for c in r {
-            let _ = write!(s, "<td>{}</td>", esc(c));
-        }
-        s.push_str("</tr>");
-    }
-    s.push_str("</tbody></table>");
-    s
-}
-
 fn card(out: &mut String, key: &str, value: &str) {
     let _ = write!(
         out,
@@ -130,7 +91,7 @@ fn card(out: &mut String, key: &str, value: &str) {
     );
 }
 
-fn page_start(out: &mut String, title: &str) {
+pub(crate) fn page_start(out: &mut String, title: &str) {
     let _ = write!(
         out,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -140,7 +101,7 @@ fn page_start(out: &mut String, title: &str) {
     );
 }
 
-fn page_end(out: &mut String) {
+pub(crate) fn page_end(out: &mut String) {
     let _ = writeln!(
         out,
         "<div id=\"tip\" hidden></div><script>{JS}</script></body></html>"
@@ -349,7 +310,7 @@ fn run_host(out: &mut String, run: &RunResult) {
             "run-queue delay (waiting for a CPU)".into(),
             sig3(c.runq_us_per_io),
         ]);
-        out.push_str(&table_html(&t));
+        out.push_str(&t.html());
     }
     if let Some(d) = &run.device {
         let mut t = Table::new(&[
@@ -371,7 +332,7 @@ fn run_host(out: &mut String, run: &RunResult) {
             }
         }
         if !t.rows.is_empty() {
-            out.push_str(&table_html(&t));
+            out.push_str(&t.html());
         }
     }
     for l in lines {
@@ -490,35 +451,9 @@ fn calibration_section(out: &mut String, r: &Results, an: &Analysis) {
         });
         out.push_str(&dev.render());
     }
-    let mut t = Table::new(&[
-        "step",
-        "sessions",
-        "qd",
-        "IOPS",
-        "MB/s",
-        "p50",
-        "p99",
-        "p99.9",
-        "CPU µs/IO",
-        "runq µs/IO",
-        "device await",
-    ]);
-    for p in &c.curve {
-        t.row(vec![
-            p.run.to_string(),
-            p.sessions.to_string(),
-            p.qd.to_string(),
-            fmt_rate(p.iops),
-            sig3(p.mb_per_s),
-            fmt_ns(p.p50_ns as f64),
-            fmt_ns(p.p99_ns as f64),
-            fmt_ns(p.p999_ns as f64),
-            sig3(p.cpu_us_per_io),
-            sig3(p.runq_us_per_io),
-            fmt_ns(p.device_await_us * 1e3),
-        ]);
+    if let Some(t) = calibration_curve(r) {
+        out.push_str(&t.html());
     }
-    out.push_str(&table_html(&t));
     let _ = write!(
         out,
         "<p class=\"note\">Time between steps: {} s of a {} s budget.</p>",
@@ -583,7 +518,10 @@ fn environment_section(out: &mut String, r: &Results) {
         "written".into(),
         format!("{} by iolens {}", r.created, r.tool_version),
     ]);
-    out.push_str(&table_html(&t).replace("<thead><tr><th></th><th></th></tr></thead>", ""));
+    out.push_str(
+        &t.html()
+            .replace("<thead><tr><th></th><th></th></tr></thead>", ""),
+    );
     for (i, run) in r.runs.iter().enumerate() {
         if run.spec.is_null() && run.counters.is_empty() {
             continue;
@@ -600,7 +538,7 @@ fn environment_section(out: &mut String, r: &Results) {
             for (k, v) in &run.counters {
                 t.row(vec![k.clone(), sig3(*v)]);
             }
-            out.push_str(&table_html(&t));
+            out.push_str(&t.html());
         }
     }
     if !r.extra.is_empty() {
@@ -675,7 +613,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
             );
         }
     }
-    out.push_str(&table_html(&summary_table(r)));
+    out.push_str(&summary_table(r).html());
     out.push_str("</section>");
 
     calibration_section(&mut out, r, &an);
@@ -730,7 +668,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
                 ]);
             }
             out.push_str("<h3>Sessions</h3>");
-            out.push_str(&table_html(&t));
+            out.push_str(&t.html());
         }
         out.push_str("</details></section>");
     }
@@ -752,136 +690,6 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     }
     for w in all {
         let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&w));
-    }
-    out.push_str("</section>");
-    page_end(&mut out);
-    Ok(out)
-}
-
-/// Render the HTML comparison of several results (the first is the baseline).
-pub fn compare(inputs: &[(String, Results)], problems: &[String]) -> Result<String> {
-    let mut out = String::with_capacity(1 << 18);
-    let names: Vec<&str> = inputs.iter().map(|(l, _)| l.as_str()).collect();
-    page_start(
-        &mut out,
-        &format!("iolens compare — {}", names.join(" vs ")),
-    );
-    let _ = write!(
-        out,
-        "<header><h1>iolens comparison</h1><p class=\"meta\">Ratios are against {}.</p></header>",
-        esc(names[0])
-    );
-    let mut t = Table::new(&["file", "kind", "host", "target", "runs", "written"]);
-    for (label, r) in inputs {
-        t.row(vec![
-            label.clone(),
-            kind_name(r.kind).into(),
-            r.environment.hostname.clone(),
-            r.environment
-                .target
-                .as_ref()
-                .map(|x| x.path.clone())
-                .unwrap_or_default(),
-            r.runs.len().to_string(),
-            r.created.clone(),
-        ]);
-    }
-    out.push_str(&table_html(&t));
-    for p in problems {
-        let _ = write!(
-            out,
-            "<div class=\"verdict warning\">Compared with --force although: {}</div>",
-            esc(p)
-        );
-    }
-    if let Some(t) = calibration_table(inputs) {
-        out.push_str("<section id=\"calibration\"><h2>Calibration</h2>");
-        out.push_str(&table_html(&t));
-        let mut ch = LineChart::new(
-            "p99 latency vs IOPS",
-            "IOPS",
-            "p99 latency (log scale)",
-            Fmt::Rate,
-            Fmt::Latency,
-        );
-        ch.y_log = true;
-        for (i, (label, r)) in inputs.iter().enumerate() {
-            if let Some(c) = &r.calibration {
-                ch.series.push(Series {
-                    name: label.clone(),
-                    colour: colour(i).into(),
-                    points: c.curve.iter().map(|p| (p.iops, p.p99_ns as f64)).collect(),
-                    dots: true,
-                    dashed: false,
-                });
-            }
-        }
-        if let Some(c) = &inputs[0].1.calibration {
-            ch.hlines.push((
-                c.max_latency_ns as f64,
-                format!("target {}", fmt_ns(c.max_latency_ns as f64)),
-            ));
-        }
-        out.push_str(&ch.render());
-        out.push_str("</section>");
-    }
-    out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");
-    let base = &inputs[0].1;
-    let tables = run_tables(inputs);
-    for (title, t) in &tables {
-        let _ = write!(out, "<h3>{}</h3>", esc(title));
-        out.push_str(&table_html(t));
-    }
-    // Overlaid histograms per paired run and common op.
-    let limit = if base.runs.len() > 4 {
-        1
-    } else {
-        base.runs.len()
-    };
-    let focus: Vec<usize> = if limit == 1 && base.runs.len() > 1 {
-        vec![base
-            .calibration
-            .as_ref()
-            .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
-            .unwrap_or(0)]
-    } else {
-        (0..limit).collect()
-    };
-    for ri in focus {
-        let Some(run) = base.runs.get(ri) else {
-            continue;
-        };
-        for op in &run.ops {
-            let mut series = Vec::new();
-            for (i, (label, r)) in inputs.iter().enumerate() {
-                let Some(j) = pair_runs(base, r)
-                    .into_iter()
-                    .find(|p| p.0 == ri)
-                    .map(|p| p.1)
-                else {
-                    continue;
-                };
-                let Some(o) = r.runs[j].op(&op.op) else {
-                    continue;
-                };
-                let h = o.hist.decode()?;
-                series.push(HistSeries {
-                    name: label.clone(),
-                    colour: colour(i).into(),
-                    bins: log_bins(&h, &o.bucket_edges_ns, 4)
-                        .iter()
-                        .map(|b| (b.low_ns, b.high_ns, b.share))
-                        .collect(),
-                });
-            }
-            if series.len() > 1 {
-                out.push_str(&svg::histogram_chart(
-                    &format!("{} latency — run {ri} ({})", op.op, run.name),
-                    &series,
-                    &[],
-                ));
-            }
-        }
     }
     out.push_str("</section>");
     page_end(&mut out);

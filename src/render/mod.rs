@@ -1,21 +1,30 @@
 //! Renderers: everything that turns a results file into something a person reads or another
 //! tool loads. Each renderer reads only [`Results`]; nothing here knows which producer wrote it.
 //!
+//! - [`brief`]: the terminal renderer's brief mode, the summaries commands print as they end.
 //! - [`terminal`]: `iolens show` (tables, histogram bars, ANSI heatmaps).
 //! - [`html`]: `iolens report` (one self-contained HTML file with inline SVG charts).
 //! - [`compare`]: `iolens compare` (compatibility check, ratio tables, overlaid charts).
-//! - [`csv`], [`hlog`]: `iolens export` (per-interval CSV, HdrHistogram interval log).
+//! - [`csv`], [`hlog`], [`markdown`]: `iolens export` (per-interval CSV, HdrHistogram interval
+//!   log, the summary as Markdown for tickets).
+//! - [`table`]: the one table type (text that fits the width, HTML, Markdown) and the tables
+//!   several renderers share.
+//! - [`findings`]: analysis results as the renderers draw them.
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
 //! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
 pub mod analysis;
+pub mod brief;
 pub mod compare;
 pub mod csv;
+pub mod findings;
 pub mod heatmap;
 pub mod hlog;
 pub mod html;
+pub mod markdown;
 pub mod svg;
 pub mod synth;
+pub mod table;
 pub mod terminal;
 
 use std::io::{IsTerminal, Write};

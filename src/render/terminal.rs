@@ -8,66 +8,11 @@ use std::fmt::Write as _;
 use anyhow::{bail, Result};
 
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
-use super::svg::heat_rgb;
+use super::table::{calibration_curve, Table};
 use super::{kind_name, TermStyle};
-use crate::results::analysis::{Analysis, OpModes};
+use crate::results::analysis::OpModes;
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
-
-/// A text table: right-aligned columns except the first.
-#[derive(Clone, Debug, Default)]
-pub struct Table {
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-impl Table {
-    pub fn new(header: &[&str]) -> Table {
-        Table {
-            header: header.iter().map(|s| s.to_string()).collect(),
-            rows: vec![],
-        }
-    }
-    pub fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
-    }
-    /// Render with two spaces between columns.
-    pub fn render(&self, style: &TermStyle) -> String {
-        let n = self.header.len();
-        let mut w = vec![0usize; n];
-        for r in std::iter::once(&self.header).chain(self.rows.iter()) {
-            for (i, c) in r.iter().enumerate().take(n) {
-                w[i] = w[i].max(c.chars().count());
-            }
-        }
-        let mut out = String::new();
-        let line = |out: &mut String, r: &[String], bold: bool| {
-            let mut s = String::new();
-            for (i, c) in r.iter().enumerate().take(n) {
-                let pad = w[i].saturating_sub(c.chars().count());
-                if i == 0 {
-                    s.push_str(c);
-                    s.push_str(&" ".repeat(pad));
-                } else {
-                    s.push_str("  ");
-                    s.push_str(&" ".repeat(pad));
-                    s.push_str(c);
-                }
-            }
-            let s = s.trim_end();
-            if bold && style.color {
-                let _ = writeln!(out, "\x1b[1m{s}\x1b[0m");
-            } else {
-                let _ = writeln!(out, "{s}");
-            }
-        };
-        line(&mut out, &self.header, true);
-        for r in &self.rows {
-            line(&mut out, r, false);
-        }
-        out
-    }
-}
 
 pub(crate) fn heading(out: &mut String, style: &TermStyle, text: &str) {
     if style.color {
@@ -191,6 +136,61 @@ pub fn ansi256(rgb: [u8; 3]) -> u8 {
     16 + 36 * q(rgb[0]) + 6 * q(rgb[1]) + q(rgb[2])
 }
 
+/// ANSI 256 colours of the terminal heatmaps, lowest level first, after PyLatencyMap: pale to
+/// saturated blue for frequency, pale yellow to red for intensity. None is near black, so
+/// cells read on dark terminals as well as on light ones.
+const TERM_PALETTE_FREQ: [u8; 9] = [195, 159, 123, 87, 51, 45, 39, 33, 27];
+const TERM_PALETTE_INT: [u8; 9] = [230, 229, 228, 226, 220, 214, 208, 202, 196];
+
+fn term_palette(kind: HeatKind) -> &'static [u8; 9] {
+    match kind {
+        HeatKind::Frequency => &TERM_PALETTE_FREQ,
+        HeatKind::Intensity => &TERM_PALETTE_INT,
+    }
+}
+
+/// Palette step (0..9) of a heatmap level in (0, 1].
+fn step(l: f64) -> usize {
+    ((l * RAMP.len() as f64).ceil() as usize).clamp(1, RAMP.len()) - 1
+}
+
+/// Cell value at the top of palette step `i` (the inverse of [`level_for`]).
+fn step_value(kind: HeatKind, i: usize, max: f64) -> f64 {
+    let l = (i + 1) as f64 / RAMP.len() as f64;
+    match kind {
+        HeatKind::Frequency => (1.0 + max).powf(l) - 1.0,
+        HeatKind::Intensity => l * max,
+    }
+}
+
+/// The legend under a terminal heatmap: every colour (or character) with the value it
+/// stands for, lowest first.
+fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> String {
+    let fmt = |v: f64| match kind {
+        HeatKind::Frequency => fmt_rate(v),
+        HeatKind::Intensity => fmt_ns(v),
+    };
+    let mut s = format!("{:>indent$}  scale:", "");
+    for (code, ch) in term_palette(kind).iter().zip(RAMP) {
+        if style.color {
+            let _ = write!(s, " \x1b[48;5;{code}m  \x1b[0m");
+        } else {
+            let _ = write!(s, " {ch}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "  ≤ {} … {} {} per cell",
+        fmt(step_value(kind, 0, max)),
+        fmt(max),
+        match kind {
+            HeatKind::Frequency => "I/Os",
+            HeatKind::Intensity => "of latency",
+        }
+    );
+    s
+}
+
 /// Characters used for heatmap levels without colour (lightest to darkest).
 const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
 
@@ -232,10 +232,9 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
             if l <= 0.0 {
                 out.push(' ');
             } else if style.color {
-                let _ = write!(out, "\x1b[48;5;{}m \x1b[0m", ansi256(heat_rgb(kind, l)));
+                let _ = write!(out, "\x1b[48;5;{}m \x1b[0m", term_palette(kind)[step(l)]);
             } else {
-                let i = ((l * RAMP.len() as f64).ceil() as usize).clamp(1, RAMP.len()) - 1;
-                out.push(RAMP[i]);
+                out.push(RAMP[step(l)]);
             }
         }
         out.push('\n');
@@ -253,6 +252,7 @@ pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Opt
         "",
         " ".repeat(gap)
     );
+    out.push_str(&heat_legend(kind, max, style, label_w));
     Some(out)
 }
 
@@ -311,7 +311,7 @@ fn op_histogram_text(
 }
 
 /// The calibration section: headline figures and the curve as a table.
-fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut String) {
+fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
     let Some(c) = &r.calibration else { return };
     heading(out, style, "Calibration");
     let target = format!(
@@ -328,50 +328,9 @@ fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut Str
         c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
         c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
     );
-    let knee = an
-        .calibration
-        .as_ref()
-        .and_then(|ca| ca.knee.as_ref())
-        .map(|k| (k.index, ()));
-    let mut t = Table::new(&[
-        "sessions",
-        "qd",
-        "IOPS",
-        "MB/s",
-        "p50",
-        "p99",
-        "p99.9",
-        "CPU µs/IO",
-        "runq µs/IO",
-        "dev await",
-        "",
-    ]);
-    for (i, p) in c.curve.iter().enumerate() {
-        let mut note = Vec::new();
-        if c.max_iops_point == Some(i) {
-            note.push("← max at target".to_string());
-        }
-        if knee.as_ref().is_some_and(|k| k.0 == i) {
-            note.push("← knee".to_string());
-        }
-        if p.p99_ns > c.max_latency_ns {
-            note.push("over target".to_string());
-        }
-        t.row(vec![
-            p.sessions.to_string(),
-            p.qd.to_string(),
-            fmt_rate(p.iops),
-            sig3(p.mb_per_s),
-            fmt_ns(p.p50_ns as f64),
-            fmt_ns(p.p99_ns as f64),
-            fmt_ns(p.p999_ns as f64),
-            sig3(p.cpu_us_per_io),
-            sig3(p.runq_us_per_io),
-            fmt_ns(p.device_await_us * 1e3),
-            note.join(" "),
-        ]);
+    if let Some(t) = calibration_curve(r) {
+        out.push_str(&t.render(style));
     }
-    out.push_str(&t.render(style));
     let _ = writeln!(
         out,
         "Step overhead: {} s of a {} s budget.",
@@ -434,7 +393,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
     heading(&mut out, style, "Summary");
     out.push_str(&summary_table(r).render(style));
     let an = crate::analysis::of(r);
-    calibration_text(r, &an, style, &mut out);
+    calibration_text(r, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {
         Some(i) => vec![i],
@@ -519,32 +478,14 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             warn_line(&mut out, style, w);
         }
     }
-    Ok(out)
+    Ok(super::brief::fit(&out, style.width))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::render::synth;
-
-    fn plain(width: usize) -> TermStyle {
-        TermStyle {
-            color: false,
-            width,
-        }
-    }
-
-    #[test]
-    fn table_aligns_columns() {
-        let mut t = Table::new(&["name", "n"]);
-        t.row(vec!["a".into(), "1".into()]);
-        t.row(vec!["long name".into(), "12345".into()]);
-        let s = t.render(&plain(80));
-        let lines: Vec<&str> = s.lines().collect();
-        assert_eq!(lines[0], "name           n");
-        assert_eq!(lines[1], "a              1");
-        assert_eq!(lines[2], "long name  12345");
-    }
+    use crate::render::table::plain;
 
     #[test]
     fn ansi_cube_indices() {
@@ -593,6 +534,33 @@ mod tests {
         )
         .unwrap();
         assert!(coloured.contains("\x1b[48;5;"));
+    }
+
+    #[test]
+    fn heatmap_legend_and_a_palette_readable_on_dark_terminals() {
+        let r = synth::run_results(60, 1.0, 3);
+        let s = OpSeries::decode(&r.runs[0].ops[0]).unwrap();
+        let txt = heatmap_text(&s, HeatKind::Frequency, &plain(80)).unwrap();
+        let legend = txt.lines().last().unwrap();
+        assert!(legend.contains("scale: . : - = + * # % @"), "{txt}");
+        assert!(legend.contains("I/Os per cell"), "{txt}");
+        let c = TermStyle {
+            color: true,
+            width: 80,
+        };
+        for kind in [HeatKind::Frequency, HeatKind::Intensity] {
+            let txt = heatmap_text(&s, kind, &c).unwrap();
+            assert!(txt.lines().last().unwrap().contains("\x1b[48;5;"), "{txt}");
+            // Every colour of the 6×6×6 cube part is at least mid-bright in one channel.
+            for &code in term_palette(kind) {
+                let i = code - 16;
+                let (r, g, b) = (i / 36, (i / 6) % 6, i % 6);
+                assert!(r.max(g).max(b) >= 5, "colour {code} is too dark");
+            }
+            for w in term_palette(kind).windows(2) {
+                assert_ne!(w[0], w[1]);
+            }
+        }
     }
 
     #[test]

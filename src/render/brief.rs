@@ -1,15 +1,99 @@
-//! The plain-text summary printed at the end of `iolens run` (and for each calibration step
-//! on request): per-op throughput and latency percentiles, CPU cost, run-queue delay, the
-//! device's own view, block verification and its cost, corruption found, and warnings. Reads
-//! only a [`RunResult`].
+//! The terminal renderer's brief mode: the closing summaries commands print when they end.
+//! [`run_summary`] (the end of `iolens run`): per-op throughput and latency percentiles, CPU
+//! cost, run-queue delay, the device's own view, block verification and its cost, corruption
+//! found, and warnings. Every brief fits [`TermStyle::width`]: tables abbreviate their columns
+//! ([`Table::render`]) and prose lines break between words ([`fit`]), never inside a figure.
 
 use std::fmt::Write as _;
 
+use super::table::Table;
+use super::TermStyle;
 use crate::results::RunResult;
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
 
-/// Render the summary of one run as text.
-pub fn run_summary(r: &RunResult) -> String {
+/// Columns a line takes on a terminal: characters, not counting ANSI escape sequences.
+pub fn visible_width(s: &str) -> usize {
+    let mut n = 0;
+    let mut esc = false;
+    for c in s.chars() {
+        if esc {
+            esc = !c.is_ascii_alphabetic();
+        } else if c == '\x1b' {
+            esc = true;
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Units that stay on the line of the figure before them.
+const UNITS: &[&str] = &[
+    "ns", "µs", "us", "ms", "s", "%", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "MB/s",
+    "IOPS", "I/Os", "×",
+];
+
+/// Whether the break between `prev` and `next` would split a figure from its unit.
+fn binds(prev: &str, next: &str) -> bool {
+    let unit = next.trim_end_matches(|c: char| ",;:.)".contains(c));
+    prev.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit)
+}
+
+/// `text` with every line longer than `width` columns broken between words, never between a
+/// figure and its unit; continuation lines are indented two columns past the line's own
+/// indent. A word longer than the line is left whole.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if visible_width(body) <= width {
+            out.push_str(line);
+            continue;
+        }
+        let indent = body.len() - body.trim_start().len();
+        let hang = " ".repeat(indent + 2);
+        // Words, with a figure and its unit kept as one.
+        let mut words: Vec<String> = Vec::new();
+        for w in body[indent..].split(' ') {
+            match words.last_mut() {
+                Some(last) if binds(last, w) => {
+                    last.push(' ');
+                    last.push_str(w);
+                }
+                _ => words.push(w.to_string()),
+            }
+        }
+        let mut cur = body[..indent].to_string();
+        let mut cur_w = indent;
+        let mut first = true;
+        for word in &words {
+            let w = visible_width(word);
+            if !first && cur_w + 1 + w > width {
+                out.push_str(cur.trim_end());
+                out.push('\n');
+                cur = hang.clone();
+                cur_w = hang.len();
+                first = true;
+            }
+            if !first {
+                cur.push(' ');
+                cur_w += 1;
+            }
+            cur.push_str(word);
+            cur_w += w;
+            first = false;
+        }
+        out.push_str(&cur);
+        out.push_str(nl);
+    }
+    out
+}
+
+/// Render the summary of one run as text fitting `style.width`.
+pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
     let mut s = String::new();
     let errors = r.verify.as_ref().map(|v| v.errors).unwrap_or(0);
     if errors > 0 || !r.corruption.is_empty() {
@@ -26,11 +110,10 @@ pub fn run_summary(r: &RunResult) -> String {
         r.duration_s,
         if r.interrupted { " (interrupted)" } else { "" }
     );
-    let _ = writeln!(
-        s,
-        "  {:<6} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "op", "count", "IOPS", "MB/s", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max"
-    );
+    let mut t = Table::new(&[
+        "op", "count", "IOPS", "MB/s", "min", "p50", "p90", "p99", "p99.9", "p99.99", "max",
+    ]);
+    let mut errors_lines = String::new();
     for o in &r.ops {
         let l = &o.summary;
         let (rate, mbs) = if r.rates_known() {
@@ -41,11 +124,9 @@ pub fn run_summary(r: &RunResult) -> String {
         } else {
             ("unknown".to_string(), "unknown".to_string())
         };
-        let _ = writeln!(
-            s,
-            "  {:<6} {:>10} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            o.op,
-            o.count,
+        t.row(vec![
+            o.op.clone(),
+            o.count.to_string(),
             rate,
             mbs,
             fmt_ns(l.min_ns as f64),
@@ -55,11 +136,19 @@ pub fn run_summary(r: &RunResult) -> String {
             fmt_ns(l.p999_ns as f64),
             fmt_ns(l.p9999_ns as f64),
             fmt_ns(l.max_ns as f64),
-        );
+        ]);
         if o.errors > 0 {
-            let _ = writeln!(s, "  {:<6} {} errors", o.op, o.errors);
+            let _ = writeln!(errors_lines, "  {} {} errors", o.op, o.errors);
         }
     }
+    let inner = TermStyle {
+        width: style.width.saturating_sub(2),
+        ..*style
+    };
+    for line in t.render(&inner).lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    s.push_str(&errors_lines);
     if !r.rates_known() {
         let _ = writeln!(s, "  IOPS, MB/s: {}", crate::results::UNKNOWN_RATE);
     }
@@ -150,6 +239,7 @@ pub fn run_summary(r: &RunResult) -> String {
             );
         }
     }
+    let mut s = fit(&s, style.width);
     if !r.corruption.is_empty() {
         let _ = writeln!(
             s,
@@ -163,16 +253,45 @@ pub fn run_summary(r: &RunResult) -> String {
         );
         s += &crate::stamp::render_reports(&r.corruption, errors, 10);
     }
+    let mut tail = String::new();
     for v in crate::analysis::run_verdicts(r) {
         let tag = if v.severity == crate::analysis::Severity::Warning {
             "WARNING"
         } else {
             "Verdict"
         };
-        let _ = writeln!(s, "  {tag}: {}", v.message);
+        let _ = writeln!(tail, "  {tag}: {}", v.message);
     }
     for w in &r.warnings {
-        let _ = writeln!(s, "  WARNING: {w}");
+        let _ = writeln!(tail, "  WARNING: {w}");
     }
+    s.push_str(&fit(&tail, style.width));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_breaks_between_words_never_inside_a_figure() {
+        let line = "  CPU: 28.85 µs per I/O (user 1.29, sys 27.56); host 100 % busy, 0 % iowait on 2 CPUs; run-queue delay 12.5 µs per I/O\n";
+        let s = fit(line, 40);
+        for l in s.lines() {
+            assert!(visible_width(l) <= 40, "{l:?}");
+            assert!(
+                !l.trim_start().starts_with("µs"),
+                "unit split from its figure:\n{s}"
+            );
+            assert!(
+                !l.trim_start().starts_with('%'),
+                "unit split from its figure:\n{s}"
+            );
+        }
+        assert!(s.lines().nth(1).unwrap().starts_with("    "), "{s}");
+        assert_eq!(s.replace("\n    ", " "), line);
+        // Short lines and ANSI escapes are left alone.
+        let c = "\x1b[33mwarning:\x1b[0m short\n";
+        assert_eq!(fit(c, 20), c);
+    }
 }

@@ -1,0 +1,359 @@
+//! The one table type every renderer uses, with its back ends: plain/ANSI text that fits the
+//! terminal width ([`Table::render`]), HTML ([`Table::html`]) and Markdown ([`Table::markdown`]).
+//! Tables that more than one renderer shows are built here once (the calibration load curve).
+//!
+//! Text tables never wrap: when the columns are wider than the terminal, the gap between
+//! columns narrows, long headers and text cells are abbreviated with `…`, and as a last resort
+//! the rightmost columns are left out with a note saying which ones and how to see them.
+
+use std::fmt::Write as _;
+
+use super::svg::esc;
+use super::TermStyle;
+use crate::results::Results;
+use crate::units::{fmt_ns, fmt_rate, sig3};
+
+/// A table: a header row and data rows of preformatted cells. The first column is text
+/// (left-aligned); the others are right-aligned.
+#[derive(Clone, Debug, Default)]
+pub struct Table {
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Width of a string in terminal columns (one per character: iolens prints no wide glyphs).
+fn cols(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `s` cut to `w` columns, ending in `…` when cut.
+pub fn abbreviate(s: &str, w: usize) -> String {
+    if cols(s) <= w {
+        return s.to_string();
+    }
+    if w == 0 {
+        return String::new();
+    }
+    let mut t: String = s.chars().take(w - 1).collect();
+    t.push('…');
+    t
+}
+
+/// A cell that reads as a figure (a number with its unit, or a placeholder): never cut.
+fn is_figure(c: &str) -> bool {
+    c.is_empty()
+        || c == "-"
+        || c == crate::results::UNKNOWN_RATE
+        || c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-' || ch == '+' || ch == '.')
+}
+
+impl Table {
+    pub fn new(header: &[&str]) -> Table {
+        Table {
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: vec![],
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    /// Which columns hold text (the first, and any with a cell that is not a figure).
+    fn text_columns(&self) -> Vec<bool> {
+        (0..self.header.len())
+            .map(|i| {
+                i == 0
+                    || self
+                        .rows
+                        .iter()
+                        .any(|r| !is_figure(r.get(i).map_or("", |c| c)))
+            })
+            .collect()
+    }
+
+    /// Column widths that fit `width`: (widths, gap, number of columns shown).
+    fn layout(&self, width: usize) -> (Vec<usize>, usize, usize) {
+        let n = self.header.len();
+        let cell = |r: &Vec<String>, i: usize| r.get(i).map(|c| cols(c)).unwrap_or(0);
+        let data_w: Vec<usize> = (0..n)
+            .map(|i| self.rows.iter().map(|r| cell(r, i)).max().unwrap_or(0))
+            .collect();
+        let mut w: Vec<usize> = (0..n)
+            .map(|i| data_w[i].max(cols(&self.header[i])))
+            .collect();
+        // Text columns (the first, and any holding words) may be cut down to a few characters;
+        // columns of figures keep their data whole and only abbreviate their header.
+        let text = self.text_columns();
+        let min: Vec<usize> = (0..n)
+            .map(|i| {
+                if text[i] {
+                    w[i].min(6)
+                } else {
+                    data_w[i].max(cols(&self.header[i]).min(4)).max(1)
+                }
+            })
+            .collect();
+        let total = |w: &[usize], shown: usize, gap: usize| {
+            w[..shown].iter().sum::<usize>() + gap * shown.saturating_sub(1)
+        };
+        let mut gap = 2;
+        if total(&w, n, gap) > width {
+            gap = 1;
+        }
+        // Narrow the widest column that can still give, one column at a time.
+        while total(&w, n, gap) > width {
+            let pick = (0..n)
+                .filter(|&i| w[i] > min[i])
+                .max_by_key(|&i| (w[i] - min[i], text[i]));
+            match pick {
+                Some(i) => w[i] -= 1,
+                None => break,
+            }
+        }
+        let mut shown = n;
+        while shown > 1 && total(&w, shown, gap) > width {
+            shown -= 1;
+        }
+        (w, gap, shown)
+    }
+
+    /// The table as text fitting `style.width` columns; the header bold when colour is on.
+    pub fn render(&self, style: &TermStyle) -> String {
+        let (w, gap, shown) = self.layout(style.width);
+        let mut out = String::new();
+        let line = |out: &mut String, r: &[String], bold: bool| {
+            let mut s = String::new();
+            for (i, wi) in w.iter().enumerate().take(shown) {
+                let c = abbreviate(r.get(i).map_or("", |c| c.as_str()), *wi);
+                let pad = wi.saturating_sub(cols(&c));
+                if i == 0 {
+                    s.push_str(&c);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str(&" ".repeat(gap + pad));
+                    s.push_str(&c);
+                }
+            }
+            let s = s.trim_end();
+            if bold && style.color {
+                let _ = writeln!(out, "\x1b[1m{s}\x1b[0m");
+            } else {
+                let _ = writeln!(out, "{s}");
+            }
+        };
+        line(&mut out, &self.header, true);
+        for r in &self.rows {
+            line(&mut out, r, false);
+        }
+        if shown < self.header.len() {
+            let left: Vec<&str> = self.header[shown..]
+                .iter()
+                .map(|h| if h.is_empty() { "notes" } else { h.as_str() })
+                .collect();
+            let note = format!(
+                "({} more column(s) need a wider terminal: {}; use --width)",
+                left.len(),
+                left.join(", ")
+            );
+            let _ = writeln!(out, "{}", abbreviate(&note, style.width));
+        }
+        out
+    }
+
+    /// The table as an HTML `<table>` (cells escaped).
+    pub fn html(&self) -> String {
+        let mut s = String::from("<table><thead><tr>");
+        for h in &self.header {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr></thead><tbody>");
+        for r in &self.rows {
+            s.push_str("<tr>");
+            for c in r {
+                let _ = write!(s, "<td>{}</td>", esc(c));
+            }
+            s.push_str("</tr>");
+        }
+        s.push_str("</tbody></table>");
+        s
+    }
+
+    /// The table as GitHub-flavoured Markdown (text left-aligned, figures right-aligned, `|`
+    /// escaped).
+    pub fn markdown(&self) -> String {
+        let cell = |c: &str| c.replace('|', "\\|");
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "| {} |",
+            self.header
+                .iter()
+                .map(|h| cell(h))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let sep: Vec<&str> = self
+            .text_columns()
+            .into_iter()
+            .map(|text| if text { "---" } else { "---:" })
+            .collect();
+        let _ = writeln!(s, "| {} |", sep.join(" | "));
+        for r in &self.rows {
+            let _ = writeln!(
+                s,
+                "| {} |",
+                (0..self.header.len())
+                    .map(|i| cell(r.get(i).map_or("", |c| c.as_str())))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            );
+        }
+        s
+    }
+}
+
+/// The calibration load curve, one row per step: the one table `show`, `report` and the end of
+/// `calibrate` print. The last column marks the step with the most IOPS at the target, the
+/// knee, and steps over the target.
+pub fn calibration_curve(r: &Results) -> Option<Table> {
+    let c = r.calibration.as_ref()?;
+    if c.curve.is_empty() {
+        return None;
+    }
+    let knee = super::findings::knee_of(&crate::analysis::of(r));
+    let mut t = Table::new(&[
+        "sessions",
+        "qd",
+        "IOPS",
+        "MB/s",
+        "p50",
+        "p99",
+        "p99.9",
+        "CPU µs/IO",
+        "runq µs/IO",
+        "dev await",
+        "",
+    ]);
+    for (i, p) in c.curve.iter().enumerate() {
+        let mut note = Vec::new();
+        if c.max_iops_point == Some(i) {
+            note.push("← max at target");
+        }
+        if knee.as_ref().is_some_and(|k| k.0 == i) {
+            note.push("← knee");
+        }
+        if p.p99_ns > c.max_latency_ns {
+            note.push("over target");
+        }
+        t.row(vec![
+            p.sessions.to_string(),
+            p.qd.to_string(),
+            fmt_rate(p.iops),
+            sig3(p.mb_per_s),
+            fmt_ns(p.p50_ns as f64),
+            fmt_ns(p.p99_ns as f64),
+            fmt_ns(p.p999_ns as f64),
+            sig3(p.cpu_us_per_io),
+            sig3(p.runq_us_per_io),
+            fmt_ns(p.device_await_us * 1e3),
+            note.join(" "),
+        ]);
+    }
+    Some(t)
+}
+
+/// Plain text at `width` columns (for tests).
+#[cfg(test)]
+pub(crate) fn plain(width: usize) -> TermStyle {
+    TermStyle {
+        color: false,
+        width,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wide() -> Table {
+        let mut t = Table::new(&[
+            "run", "op", "count", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "max", "errors",
+        ]);
+        t.row(
+            [
+                "0: randread 8 KiB, 16 sessions, queue depth 1",
+                "read",
+                "1234567",
+                "123k",
+                "1011",
+                "123.4 µs",
+                "110.2 µs",
+                "1.234 ms",
+                "12.34 ms",
+                "123.4 ms",
+                "0",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        t
+    }
+
+    #[test]
+    fn aligns_columns() {
+        let mut t = Table::new(&["name", "n"]);
+        t.row(vec!["a".into(), "1".into()]);
+        t.row(vec!["long name".into(), "12345".into()]);
+        let s = t.render(&plain(80));
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "name           n");
+        assert_eq!(lines[1], "a              1");
+        assert_eq!(lines[2], "long name  12345");
+    }
+
+    #[test]
+    fn abbreviates_text_not_figures_to_fit() {
+        let t = wide();
+        let s = t.render(&plain(80));
+        for l in s.lines() {
+            assert!(cols(l) <= 80, "{} > 80: {l:?}\n{s}", cols(l));
+        }
+        let data = s.lines().nth(1).unwrap();
+        // The long run name is cut; every figure survives whole.
+        assert!(data.starts_with("0: ra"), "{s}");
+        assert!(data.contains('…'), "{s}");
+        for f in [
+            "1234567",
+            "123k",
+            "123.4 µs",
+            "1.234 ms",
+            "12.34 ms",
+            "123.4 ms",
+        ] {
+            assert!(data.contains(f), "{f} missing:\n{s}");
+        }
+        // Wide enough: nothing cut.
+        assert!(!t.render(&plain(200)).contains('…'));
+    }
+
+    #[test]
+    fn leaves_out_columns_only_as_last_resort_and_says_so() {
+        let s = wide().render(&plain(40));
+        for l in s.lines() {
+            assert!(cols(l) <= 40, "{l:?}");
+        }
+        assert!(s.contains("more column(s)"), "{s}");
+    }
+
+    #[test]
+    fn html_and_markdown_escape() {
+        let mut t = Table::new(&["a", "b"]);
+        t.row(vec!["<x>".into(), "1|2".into()]);
+        assert!(t.html().contains("<td>&lt;x&gt;</td>"));
+        let md = t.markdown();
+        assert_eq!(md.lines().next(), Some("| a | b |"));
+        assert_eq!(md.lines().nth(1), Some("| --- | ---: |"));
+        assert_eq!(md.lines().nth(2), Some("| <x> | 1\\|2 |"));
+    }
+}

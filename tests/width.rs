@@ -1,0 +1,86 @@
+//! At 80 columns no line that `run`, `calibrate`, `show` or `compare` prints is wider than the
+//! terminal: tables abbreviate their columns and prose breaks between words, so the terminal
+//! never wraps a line in the middle of a figure. Real runs on real temp files.
+
+use std::path::Path;
+
+mod common;
+use common::bin;
+
+/// Lines of `text` wider than `width` columns (ANSI colour escapes take no columns).
+fn too_wide(text: &str, width: usize) -> Vec<String> {
+    text.lines()
+        .filter(|l| iolens::render::brief::visible_width(l) > width)
+        .map(|l| format!("{} columns: {l}", iolens::render::brief::visible_width(l)))
+        .collect()
+}
+
+fn ok_stdout(cmd: &mut std::process::Command) -> String {
+    let out = cmd.env("COLUMNS", "80").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn assert_fits(what: &str, text: &str) {
+    let wide = too_wide(text, 80);
+    assert!(
+        wide.is_empty(),
+        "{what}: lines wider than 80 columns:\n{}\n--- whole output:\n{text}",
+        wide.join("\n")
+    );
+}
+
+fn run(dir: &Path, json: &Path) -> String {
+    ok_stdout(
+        bin()
+            .args("run --size 8M --duration 0.5s --interval 100ms".split(' '))
+            .arg("--target")
+            .arg(dir.join("s.dat"))
+            .arg("--json")
+            .arg(json),
+    )
+}
+
+#[test]
+fn run_calibrate_show_and_compare_fit_80_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r1, r2, cal) = (
+        dir.path().join("a.json"),
+        dir.path().join("b.json"),
+        dir.path().join("cal.json"),
+    );
+    assert_fits("run", &run(dir.path(), &r1));
+    run(dir.path(), &r2);
+    let text = ok_stdout(
+        bin()
+            .args(
+                "calibrate --budget 6s --max-sessions 2 --max-qd 1 --phases randread,seqread1 \
+                 --size 32M --no-progress"
+                    .split_whitespace(),
+            )
+            .arg("--target")
+            .arg(dir.path().join("c.dat"))
+            .arg("--json")
+            .arg(&cal),
+    );
+    assert!(text.contains("Load curve"), "{text}");
+    assert_fits("calibrate", &text);
+    for f in [&r1, &cal] {
+        for color in ["never", "always"] {
+            let text = ok_stdout(
+                bin()
+                    .args(["show", "--width", "80", "--color", color])
+                    .arg(f),
+            );
+            assert!(text.contains("Summary"), "{text}");
+            assert_fits("show", &text);
+        }
+    }
+    let text = ok_stdout(bin().args(["compare", "--width", "80"]).arg(&r1).arg(&r2));
+    assert!(text.contains("ratio"), "{text}");
+    assert_fits("compare", &text);
+}
