@@ -503,7 +503,7 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<Run
                         lo.zip(bpf_num(hi_s))
                     }
                 }
-                None => bpf_num(inner).map(|v| (v, v + 1)),
+                None => bpf_num(inner).and_then(|v| Some((v, v.checked_add(1)?))),
             };
             match (range, count, in_map, sections.last_mut()) {
                 (Some((lo, hi)), Some(c), true, Some(s)) if hi > lo => {
