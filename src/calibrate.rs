@@ -1102,5 +1102,5 @@ pub fn summary(res: &Results, style: &crate::render::TermStyle) -> String {
     for w in &res.warnings {
         let _ = writeln!(s, "WARNING: {w}");
     }
-    crate::render::brief::fit(&s, style.width)
+    crate::out::fit(&s, style.width)
 }

@@ -79,7 +79,7 @@ impl Write for Human {
         let fitted;
         let buf = match (width(), std::str::from_utf8(buf)) {
             (Some(w), Ok(text)) => {
-                fitted = crate::render::brief::fit(text, w);
+                fitted = fit(text, w);
                 fitted.as_bytes()
             }
             _ => buf,
@@ -169,4 +169,85 @@ macro_rules! out {
             format!($($arg)*).as_bytes(),
         );
     }};
+}
+
+/// Columns a line takes on a terminal: characters, not counting ANSI escape sequences.
+pub fn visible_width(s: &str) -> usize {
+    let mut n = 0;
+    let mut esc = false;
+    for c in s.chars() {
+        if esc {
+            esc = !c.is_ascii_alphabetic();
+        } else if c == '\x1b' {
+            esc = true;
+        } else {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Units that stay on the line of the figure before them.
+const UNITS: &[&str] = &[
+    "ns", "µs", "us", "ms", "s", "%", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "MB/s",
+    "IOPS", "I/Os", "×",
+];
+
+/// Whether the break between `prev` and `next` would split a figure from its unit.
+fn binds(prev: &str, next: &str) -> bool {
+    let unit = next.trim_end_matches(|c: char| ",;:.)".contains(c));
+    prev.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit)
+}
+
+/// `text` with every line longer than `width` columns broken between words, never between a
+/// figure and its unit; continuation lines are indented two columns past the line's own
+/// indent. A word longer than the line is left whole.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if visible_width(body) <= width {
+            out.push_str(line);
+            continue;
+        }
+        let indent = body.len() - body.trim_start().len();
+        let hang = " ".repeat(indent + 2);
+        // Words, with a figure and its unit kept as one.
+        let mut words: Vec<String> = Vec::new();
+        for w in body[indent..].split(' ') {
+            match words.last_mut() {
+                Some(last) if binds(last, w) => {
+                    last.push(' ');
+                    last.push_str(w);
+                }
+                _ => words.push(w.to_string()),
+            }
+        }
+        let mut cur = body[..indent].to_string();
+        let mut cur_w = indent;
+        let mut first = true;
+        for word in &words {
+            let w = visible_width(word);
+            if !first && cur_w + 1 + w > width {
+                out.push_str(cur.trim_end());
+                out.push('\n');
+                cur = hang.clone();
+                cur_w = hang.len();
+                first = true;
+            }
+            if !first {
+                cur.push(' ');
+                cur_w += 1;
+            }
+            cur.push_str(word);
+            cur_w += w;
+            first = false;
+        }
+        out.push_str(&cur);
+        out.push_str(nl);
+    }
+    out
 }

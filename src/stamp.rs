@@ -869,22 +869,6 @@ pub fn merge(
     (s, reports)
 }
 
-/// Text lines describing corruption reports (at most `max`).
-pub(crate) fn render_reports(reports: &[CorruptionReport], total: u64, max: usize) -> String {
-    let mut s = String::new();
-    for r in reports.iter().take(max) {
-        s += &format!(
-            "    {} at offset {} (read {}+{}): expected {}, found {} — {}\n",
-            r.kind, r.offset, r.io_offset, r.io_len, r.expected, r.found, r.message
-        );
-    }
-    let shown: u64 = reports.iter().take(max).map(|r| r.units.max(1)).sum();
-    if total > shown {
-        s += &format!("    … and {} more corrupt unit(s)\n", total - shown);
-    }
-    s
-}
-
 /// Take an advisory lock on a target for the duration of a run: exclusive for runs that write,
 /// shared for runs that verify reads. Concurrent writers would make verification report false
 /// corruption (torn reads, generations this run does not know).

@@ -10,8 +10,8 @@ use common::bin;
 /// Lines of `text` wider than `width` columns (ANSI colour escapes take no columns).
 fn too_wide(text: &str, width: usize) -> Vec<String> {
     text.lines()
-        .filter(|l| iolens::render::brief::visible_width(l) > width)
-        .map(|l| format!("{} columns: {l}", iolens::render::brief::visible_width(l)))
+        .filter(|l| iolens::out::visible_width(l) > width)
+        .map(|l| format!("{} columns: {l}", iolens::out::visible_width(l)))
         .collect()
 }
 

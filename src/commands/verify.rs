@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use super::{finish, Context};
-use crate::stamp::render_reports;
+use crate::render::brief::render_reports;
 use crate::units::parse_size;
 use crate::verify::{bench, verify_target, OfflineOptions};
 

@@ -271,7 +271,7 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
 pub fn text(r: &Results, an: &Analysis, style: &TermStyle) -> String {
     let mut out = String::new();
     for b in blocks(r, an) {
-        super::terminal::heading(&mut out, style, &b.title);
+        super::table::heading(&mut out, style, &b.title);
         for l in &b.lines {
             let _ = writeln!(out, "{l}");
         }

@@ -2,95 +2,15 @@
 //! [`run_summary`] (the end of `iolens run`): per-op throughput and latency percentiles, CPU
 //! cost, run-queue delay, the device's own view, block verification and its cost, corruption
 //! found, and warnings. Every brief fits [`TermStyle::width`]: tables abbreviate their columns
-//! ([`Table::render`]) and prose lines break between words ([`fit`]), never inside a figure.
+//! ([`Table::render`]) and prose lines break between words ([`crate::out::fit`]), never inside a figure.
 
 use std::fmt::Write as _;
 
 use super::table::Table;
 use super::TermStyle;
+use crate::out::fit;
 use crate::results::RunResult;
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
-
-/// Columns a line takes on a terminal: characters, not counting ANSI escape sequences.
-pub fn visible_width(s: &str) -> usize {
-    let mut n = 0;
-    let mut esc = false;
-    for c in s.chars() {
-        if esc {
-            esc = !c.is_ascii_alphabetic();
-        } else if c == '\x1b' {
-            esc = true;
-        } else {
-            n += 1;
-        }
-    }
-    n
-}
-
-/// Units that stay on the line of the figure before them.
-const UNITS: &[&str] = &[
-    "ns", "µs", "us", "ms", "s", "%", "B", "KiB", "MiB", "GiB", "TiB", "KB", "MB", "GB", "MB/s",
-    "IOPS", "I/Os", "×",
-];
-
-/// Whether the break between `prev` and `next` would split a figure from its unit.
-fn binds(prev: &str, next: &str) -> bool {
-    let unit = next.trim_end_matches(|c: char| ",;:.)".contains(c));
-    prev.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit)
-}
-
-/// `text` with every line longer than `width` columns broken between words, never between a
-/// figure and its unit; continuation lines are indented two columns past the line's own
-/// indent. A word longer than the line is left whole.
-pub fn fit(text: &str, width: usize) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 16);
-    for line in text.split_inclusive('\n') {
-        let (body, nl) = match line.strip_suffix('\n') {
-            Some(b) => (b, "\n"),
-            None => (line, ""),
-        };
-        if visible_width(body) <= width {
-            out.push_str(line);
-            continue;
-        }
-        let indent = body.len() - body.trim_start().len();
-        let hang = " ".repeat(indent + 2);
-        // Words, with a figure and its unit kept as one.
-        let mut words: Vec<String> = Vec::new();
-        for w in body[indent..].split(' ') {
-            match words.last_mut() {
-                Some(last) if binds(last, w) => {
-                    last.push(' ');
-                    last.push_str(w);
-                }
-                _ => words.push(w.to_string()),
-            }
-        }
-        let mut cur = body[..indent].to_string();
-        let mut cur_w = indent;
-        let mut first = true;
-        for word in &words {
-            let w = visible_width(word);
-            if !first && cur_w + 1 + w > width {
-                out.push_str(cur.trim_end());
-                out.push('\n');
-                cur = hang.clone();
-                cur_w = hang.len();
-                first = true;
-            }
-            if !first {
-                cur.push(' ');
-                cur_w += 1;
-            }
-            cur.push_str(word);
-            cur_w += w;
-            first = false;
-        }
-        out.push_str(&cur);
-        out.push_str(nl);
-    }
-    out
-}
 
 /// Render the summary of one run as text fitting `style.width`.
 pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
@@ -251,7 +171,7 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
                 ""
             }
         );
-        s += &crate::stamp::render_reports(&r.corruption, errors, 10);
+        s += &render_reports(&r.corruption, errors, 10);
     }
     let mut tail = String::new();
     for v in crate::analysis::run_verdicts(r) {
@@ -269,9 +189,30 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
     s
 }
 
+/// Text lines describing corruption reports (at most `max`).
+pub(crate) fn render_reports(
+    reports: &[crate::results::CorruptionReport],
+    total: u64,
+    max: usize,
+) -> String {
+    let mut s = String::new();
+    for r in reports.iter().take(max) {
+        s += &format!(
+            "    {} at offset {} (read {}+{}): expected {}, found {} — {}\n",
+            r.kind, r.offset, r.io_offset, r.io_len, r.expected, r.found, r.message
+        );
+    }
+    let shown: u64 = reports.iter().take(max).map(|r| r.units.max(1)).sum();
+    if total > shown {
+        s += &format!("    … and {} more corrupt unit(s)\n", total - shown);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::out::visible_width;
 
     #[test]
     fn fit_breaks_between_words_never_inside_a_figure() {

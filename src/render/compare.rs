@@ -501,7 +501,7 @@ pub fn terminal(
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
     }
-    Ok(super::brief::fit(&out, style.width))
+    Ok(crate::out::fit(&out, style.width))
 }
 
 /// Quantiles drawn on the percentile curves: from the median out to p99.99, evenly spaced in

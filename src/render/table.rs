@@ -264,6 +264,15 @@ pub fn calibration_curve(r: &Results) -> Option<Table> {
 }
 
 /// Plain text at `width` columns (for tests).
+/// A section heading: underlined (bold and underlined in colour).
+pub(crate) fn heading(out: &mut String, style: &TermStyle, text: &str) {
+    if style.color {
+        let _ = writeln!(out, "\n\x1b[1;4m{text}\x1b[0m");
+    } else {
+        let _ = writeln!(out, "\n{text}\n{}", "=".repeat(text.chars().count()));
+    }
+}
+
 #[cfg(test)]
 pub(crate) fn plain(width: usize) -> TermStyle {
     TermStyle {

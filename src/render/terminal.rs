@@ -8,19 +8,11 @@ use std::fmt::Write as _;
 use anyhow::{bail, Result};
 
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
-use super::table::{calibration_curve, Table};
+use super::table::{calibration_curve, heading, Table};
 use super::{kind_name, TermStyle};
 use crate::results::analysis::OpModes;
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
-
-pub(crate) fn heading(out: &mut String, style: &TermStyle, text: &str) {
-    if style.color {
-        let _ = writeln!(out, "\n\x1b[1;4m{text}\x1b[0m");
-    } else {
-        let _ = writeln!(out, "\n{text}\n{}", "=".repeat(text.chars().count()));
-    }
-}
 
 fn warn_line(out: &mut String, style: &TermStyle, text: &str) {
     if style.color {
@@ -478,7 +470,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             warn_line(&mut out, style, w);
         }
     }
-    Ok(super::brief::fit(&out, style.width))
+    Ok(crate::out::fit(&out, style.width))
 }
 
 #[cfg(test)]
