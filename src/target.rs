@@ -57,27 +57,15 @@ const MARK_EVERY: u64 = 256 << 20;
 
 /// A target that shows corruption (truncated, damaged header, blocks of another target): the
 /// command stops without writing and exits with status 3.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct Corrupt(pub String);
-
-impl std::fmt::Display for Corrupt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for Corrupt {}
 
 /// The scratch-file fill was stopped by Ctrl-C or SIGTERM; what was filled is kept and the
 /// next fill resumes there. The command exits with status 130.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub struct FillInterrupted(pub String);
-
-impl std::fmt::Display for FillInterrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for FillInterrupted {}
 
 /// The exit status an error calls for: 3 for corruption, 130 for an interrupted fill, 2 else.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {

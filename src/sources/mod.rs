@@ -1163,13 +1163,13 @@ impl Binned {
             })
             .collect();
         // A first or last interval shorter than half an interval joins its neighbour.
-        if groups.len() > 1 && groups[0].3 - groups[0].2 < iv / 2 {
+        if groups.len() > 1 && groups[0].3.saturating_sub(groups[0].2) < iv / 2 {
             let g = groups.remove(0);
             groups[0].0 = g.0;
             groups[0].2 = g.2;
         }
         let n = groups.len();
-        if n > 1 && groups[n - 1].3 - groups[n - 1].2 < iv / 2 {
+        if n > 1 && groups[n - 1].3.saturating_sub(groups[n - 1].2) < iv / 2 {
             let g = groups.pop().expect("n > 1");
             let last = groups.last_mut().expect("n > 1");
             last.1 = g.1;
@@ -1190,8 +1190,9 @@ impl Binned {
                     None => (empty.clone(), 0, 0),
                 };
                 ivs.push(Interval {
-                    start_s: (b0 - s_lo) as f64 / 1e9,
-                    duration_s: (b1 - b0) as f64 / 1e9,
+                    // i128: times from a hostile file may lie at both ends of i64.
+                    start_s: (b0 as i128 - s_lo as i128) as f64 / 1e9,
+                    duration_s: (b1 as i128 - b0 as i128) as f64 / 1e9,
                     count,
                     bytes,
                     hist,
