@@ -1069,7 +1069,7 @@ pub fn summary(res: &Results, style: &crate::render::TermStyle) -> String {
         num(cio.max_pmbps),
         num(cio.latency_ms)
     );
-    if let Some(t) = crate::render::table::calibration_curve(res) {
+    if let Some(t) = crate::render::table::calibration_curve(res, &an) {
         let _ = writeln!(
             s,
             "\nLoad curve ({} random reads, sync engine):",

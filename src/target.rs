@@ -160,6 +160,11 @@ fn crc64(b: &[u8]) -> u64 {
 }
 
 impl Header {
+    /// The same scratch file (size and id) with its fill started again: what `--refill` writes.
+    fn restart(&self) -> Header {
+        Header::new(self.data_size, 0, self.id)
+    }
+
     fn new(data_size: u64, filled_upto: u64, id: u64) -> Header {
         Header {
             version: FORMAT_VERSION,
@@ -787,15 +792,7 @@ impl Target {
         let data_end = HEADER_AREA + h.filled_upto;
         if h.filled_upto > 0 && len < data_end {
             if opts.refill {
-                return Self::refill(
-                    path,
-                    file,
-                    Header::new(h.data_size, 0, h.id),
-                    len,
-                    opts,
-                    stop,
-                    dry,
-                );
+                return Self::refill(path, file, h.restart(), len, opts, stop, dry);
             }
             return Err(corrupt(format!(
                 "truncated: its header says the data area is filled up to offset {data_end}, \
@@ -816,15 +813,7 @@ impl Target {
             if !opts.refill {
                 return Err(e);
             }
-            return Self::refill(
-                path,
-                file,
-                Header::new(h.data_size, 0, h.id),
-                len,
-                opts,
-                stop,
-                dry,
-            );
+            return Self::refill(path, file, h.restart(), len, opts, stop, dry);
         }
         let want = opts.size.unwrap_or(h.data_size);
         let needs_fill = want > h.filled_upto;

@@ -4,7 +4,6 @@
 //! impostor journal is reported or refused, never used or overwritten; runs with different
 //! block sizes keep the journal right.
 
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::atomic::AtomicBool;
@@ -16,22 +15,10 @@ use iolens::workload::{Pattern, WorkloadSpec};
 
 mod common;
 use common::{bin, opts};
+use common::{read_at, write_at};
 
 const MB: u64 = 1 << 20;
 const BS: u64 = 8192;
-
-fn read_at(path: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(path).unwrap();
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).unwrap();
-    b
-}
-
-fn write_at(path: &Path, off: u64, data: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(data, off).unwrap();
-    f.sync_data().unwrap();
-}
 
 /// `iolens run --pattern randwrite` on a small working set, so every block is rewritten.
 fn write_run(path: &Path, bs: &str, working_set: &str, offset: &str) -> Output {

@@ -48,6 +48,7 @@ static EXCLUSIVE: RwLock<()> = RwLock::new(());
 
 mod common;
 use common::{bin, opts};
+use common::{read_at, write_at};
 
 const MB: u64 = 1 << 20;
 const BS: u64 = 8192;
@@ -69,19 +70,6 @@ fn spec(t: &Target) -> WorkloadSpec {
 
 fn run(s: &WorkloadSpec, t: &Target) -> RunResult {
     execute(s, t, &opts(&AtomicBool::new(false))).expect("run")
-}
-
-fn read_at(path: &Path, off: u64, len: usize) -> Vec<u8> {
-    let f = std::fs::File::open(path).unwrap();
-    let mut b = vec![0u8; len];
-    f.read_exact_at(&mut b, off).unwrap();
-    b
-}
-
-fn write_at(path: &Path, off: u64, data: &[u8]) {
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(data, off).unwrap();
-    f.sync_data().unwrap();
 }
 
 fn offline(path: &Path) -> RunResult {

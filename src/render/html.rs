@@ -451,7 +451,7 @@ fn calibration_section(out: &mut String, r: &Results, an: &Analysis) {
         });
         out.push_str(&dev.render());
     }
-    if let Some(t) = calibration_curve(r) {
+    if let Some(t) = calibration_curve(r, an) {
         out.push_str(&t.html());
     }
     let _ = write!(

@@ -26,6 +26,7 @@ fn md(s: &str) -> String {
 /// The summary of `r` as Markdown.
 pub fn summary(r: &Results) -> String {
     let mut out = String::new();
+    let an = crate::analysis::of(r);
     let _ = writeln!(
         out,
         "## iolens {} results\n\nWritten {} by iolens {}.\n",
@@ -72,7 +73,7 @@ pub fn summary(r: &Results) -> String {
             c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
             c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
         );
-        if let Some(t) = calibration_curve(r) {
+        if let Some(t) = calibration_curve(r, &an) {
             let _ = writeln!(out, "{}", t.markdown());
         }
         for v in &c.verdicts {
@@ -83,7 +84,6 @@ pub fn summary(r: &Results) -> String {
         }
     }
     let mut findings = Table::new(&["run", "severity", "finding"]);
-    let an = crate::analysis::of(r);
     for (i, run) in r.runs.iter().enumerate() {
         for (sev, msg) in verdicts(&an, i) {
             findings.row(vec![format!("{i}: {}", run.name), sev, msg]);

@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 
 use super::svg::esc;
 use super::TermStyle;
+use crate::results::analysis::Analysis;
 use crate::results::Results;
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
@@ -216,12 +217,12 @@ impl Table {
 /// The calibration load curve, one row per step: the one table `show`, `report` and the end of
 /// `calibrate` print. The last column marks the step with the most IOPS at the target, the
 /// knee, and steps over the target.
-pub fn calibration_curve(r: &Results) -> Option<Table> {
+pub fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
     let c = r.calibration.as_ref()?;
     if c.curve.is_empty() {
         return None;
     }
-    let knee = super::findings::knee_of(&crate::analysis::of(r));
+    let knee = super::findings::knee_of(an);
     let mut t = Table::new(&[
         "sessions",
         "qd",

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
 use super::table::{calibration_curve, heading, Table};
 use super::{kind_name, TermStyle};
-use crate::results::analysis::OpModes;
+use crate::results::analysis::{Analysis, OpModes};
 use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -303,7 +303,7 @@ fn op_histogram_text(
 }
 
 /// The calibration section: headline figures and the curve as a table.
-fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
+fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut String) {
     let Some(c) = &r.calibration else { return };
     heading(out, style, "Calibration");
     let target = format!(
@@ -320,7 +320,7 @@ fn calibration_text(r: &Results, style: &TermStyle, out: &mut String) {
         c.max_mbps.map(sig3).unwrap_or_else(|| "-".into()),
         c.max_pmbps.map(sig3).unwrap_or_else(|| "-".into()),
     );
-    if let Some(t) = calibration_curve(r) {
+    if let Some(t) = calibration_curve(r, an) {
         out.push_str(&t.render(style));
     }
     let _ = writeln!(
@@ -385,7 +385,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
     heading(&mut out, style, "Summary");
     out.push_str(&summary_table(r).render(style));
     let an = crate::analysis::of(r);
-    calibration_text(r, style, &mut out);
+    calibration_text(r, &an, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {
         Some(i) => vec![i],

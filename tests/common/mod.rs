@@ -38,3 +38,20 @@ pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
         interrupt,
     }
 }
+
+/// `len` bytes of the file at `path` from offset `off` (a block as the disk holds it).
+pub fn read_at(path: &Path, off: u64, len: usize) -> Vec<u8> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path).unwrap();
+    let mut b = vec![0u8; len];
+    f.read_exact_at(&mut b, off).unwrap();
+    b
+}
+
+/// Overwrite the file at `path` from offset `off` behind iolens' back, and sync it.
+pub fn write_at(path: &Path, off: u64, data: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(data, off).unwrap();
+    f.sync_data().unwrap();
+}
