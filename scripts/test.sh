@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need on a fresh Debian machine (PostgreSQL, Chromium, fio), starts a
-# throwaway PostgreSQL cluster, then checks formatting and lints and runs every test.
+# Installs what the tests need on a fresh Debian machine (PostgreSQL, Chromium, loop-device and
+# filesystem tools), starts a throwaway PostgreSQL cluster, then checks formatting and lints and
+# runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,11 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# Root-only safety tests build loop devices, ext4, swap and a pseudo-terminal.
+command -v losetup >/dev/null 2>&1 || need+=(mount)
+command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+command -v mkswap >/dev/null 2>&1 || need+=(util-linux)
+command -v script >/dev/null 2>&1 || need+=(bsdutils)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
