@@ -2,11 +2,13 @@
 //!
 //! Data flow: each session thread owns a [`SessionRecorder`]. On every completed operation it
 //! records one latency into its own HdrHistogram for that operation (no lock, no allocation, no
-//! syscall). When a completion falls past the current interval boundary, the session hands its
-//! filled histograms to the [`Collector`] over a channel (once per interval, not per operation)
-//! and takes cleared ones from a shared pool. The collector merges sessions' batches per interval
-//! exactly (HdrHistogram addition), closes an interval once every session has moved past it,
-//! encodes it and adds it to the run totals. The result is one [`OpResult`] per operation whose
+//! syscall; the histogram of an operation is allocated at its first completion, so a session
+//! holds histograms only for the operations it issues). When a completion falls past the
+//! current interval boundary, the session sends the non-empty buckets of its histograms to the
+//! [`Collector`] over a channel (once per interval, not per operation) and clears them in
+//! place: no spare histograms, so memory per session stays flat at hundreds of sessions. The
+//! collector merges sessions' batches per interval exactly (same buckets, counts added), closes
+//! an interval once every session has moved past it, encodes it and adds it to the run totals. The result is one [`OpResult`] per operation whose
 //! interval counts sum exactly to its total.
 //!
 //! Operations are named: a producer declares the [`Op`]s it records as one [`OpSet`] (block I/O:
@@ -24,7 +26,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 
 use crate::results::{
-    new_histogram, record_ns, Hist, Interval, LatencySummary, OpResult, SessionSummary,
+    new_histogram, Hist, Interval, LatencySummary, OpResult, SessionSummary, HIST_MAX_NS, SIGFIG,
 };
 
 /// One named operation a recorder records: its position in its [`OpSet`] and its name in the
@@ -99,9 +101,48 @@ pub const SYNC: Op = Op::flush(2, "sync");
 /// The operations of block I/O (the engine's sessions, a database's file I/O).
 pub const IO_OPS: OpSet = OpSet::new(&[READ, WRITE, SYNC]);
 
-/// One interval's histograms, bytes and errors per operation of a set.
+/// Counter type of a session's interval histograms: 32 bits, half the memory of 64.
+///
+/// Why a count cannot overflow: a bucket's count is at most its histogram's total count, and
+/// [`SessionRecorder::record`] hands an interval histogram to the collector (and goes on with an
+/// empty one, for the same interval) before its total reaches [`COUNT_CAP`]. So no count of an
+/// interval histogram exceeds `u32::MAX`, at any rate and for any interval length; the test
+/// `interval_counts_are_handed_over_before_they_can_overflow` checks the hand-over. At real
+/// rates it never happens: at 1 s intervals it would take 4.29 × 10⁹ operations a second from
+/// one session (one per 0.23 ns, less than one clock read); only long intervals of the null
+/// engine reach it. The range is the project's: 1 ns to one hour at 3 significant digits.
+type Count = u32;
+/// Operations one interval histogram of a session holds before it is handed over.
+const COUNT_CAP: u64 = Count::MAX as u64;
+
+fn new_interval_histogram() -> Histogram<Count> {
+    Histogram::new_with_bounds(1, HIST_MAX_NS, SIGFIG).expect("static histogram bounds are valid")
+}
+
+/// One operation's data of one interval from one session, sent to the collector: the
+/// histogram as (value, count) of its non-empty buckets (ascending), bytes and errors.
+struct OpData {
+    op: u8,
+    counts: Vec<(u64, Count)>,
+    bytes: u64,
+    errors: u64,
+}
+
+/// One session's data for one interval, sent to the collector.
+struct Batch {
+    session: u32,
+    /// Interval the data belongs to.
+    interval: u64,
+    /// Next interval the session will record into (`u64::MAX` when the session has finished).
+    next: u64,
+    /// Operations with data (empty: the session only moved on).
+    data: Vec<OpData>,
+}
+
+/// One interval's merged histograms (allocated for the operations that occurred), bytes and
+/// errors per operation of a set, in the collector.
 struct Set {
-    hists: Vec<Histogram<u64>>,
+    hists: Vec<Option<Histogram<u64>>>,
     bytes: Vec<u64>,
     errors: Vec<u64>,
 }
@@ -109,33 +150,23 @@ struct Set {
 impl Set {
     fn new(n: usize) -> Set {
         Set {
-            hists: (0..n).map(|_| new_histogram()).collect(),
+            hists: (0..n).map(|_| None).collect(),
             bytes: vec![0; n],
             errors: vec![0; n],
         }
     }
 
-    fn reset(&mut self) {
-        self.hists.iter_mut().for_each(|h| h.reset());
-        self.bytes.iter_mut().for_each(|b| *b = 0);
-        self.errors.iter_mut().for_each(|e| *e = 0);
+    fn hist(&mut self, i: usize) -> &mut Histogram<u64> {
+        self.hists[i].get_or_insert_with(new_histogram)
     }
 }
 
-/// One session's data for one interval, sent to the collector.
-struct Batch {
-    session: u32,
-    /// Interval the data belongs to (`None` for a session's final "done" message with no data).
-    interval: Option<u64>,
-    /// Next interval the session will record into (`u64::MAX` when the session has finished).
-    next: u64,
-    data: Option<Set>,
-}
-
-/// Shared pool of cleared sets so interval switches do not allocate.
-type Pool = Arc<Mutex<Vec<Set>>>;
-
 /// Records latencies of one session. Owned by exactly one thread.
+///
+/// Memory: one 32-bit interval histogram (≈132 KiB) per operation the session has issued,
+/// allocated at its first completion; the session's running total is kept sparse (its
+/// non-empty buckets). At an interval boundary the session sends its non-empty buckets to the
+/// collector and clears its histograms in place, so no spare histograms are kept anywhere.
 pub struct SessionRecorder {
     session: u32,
     ops: OpSet,
@@ -143,12 +174,18 @@ pub struct SessionRecorder {
     interval: Duration,
     cur: u64,
     boundary: Instant,
-    set: Set,
+    hists: Vec<Option<Histogram<Count>>>,
+    bytes: Vec<u64>,
+    errors: Vec<u64>,
+    /// Operations an interval histogram holds before it is handed over ([`COUNT_CAP`]).
+    cap: u64,
     dirty: bool,
     warmup_ops: u64,
-    total: Histogram<u64>,
+    /// Every operation handed over so far, as (value, count) of non-empty buckets, ascending.
+    total: Vec<(u64, u64)>,
     tx: Sender<Batch>,
-    pool: Pool,
+    /// Scratch histogram for [`session_summary`], shared by the set's recorders.
+    scratch: Arc<Mutex<Option<Histogram<u64>>>>,
 }
 
 impl SessionRecorder {
@@ -170,8 +207,13 @@ impl SessionRecorder {
         }
         let ns = end.saturating_duration_since(start).as_nanos() as u64;
         let i = op.index as usize;
-        record_ns(&mut self.set.hists[i], ns);
-        self.set.bytes[i] += bytes;
+        if !self.hists[i].as_ref().is_some_and(|h| h.len() < self.cap) {
+            self.make_room(i);
+        }
+        if let Some(h) = self.hists[i].as_mut() {
+            h.saturating_record(ns);
+        }
+        self.bytes[i] += bytes;
         self.dirty = true;
     }
 
@@ -182,7 +224,7 @@ impl SessionRecorder {
             self.ops.0[op.index as usize], op,
             "op of this recorder's set"
         );
-        self.set.errors[op.index as usize] += 1;
+        self.errors[op.index as usize] += 1;
         self.dirty = true;
     }
 
@@ -212,28 +254,92 @@ impl SessionRecorder {
         self.boundary = self.base + self.interval * (idx as u32 + 1);
     }
 
-    fn send(&mut self, next: u64) {
-        let data = if self.dirty {
-            let fresh = self.pool.lock().ok().and_then(|mut p| p.pop());
-            let full = std::mem::replace(
-                &mut self.set,
-                fresh.unwrap_or_else(|| Set::new(self.ops.len())),
-            );
-            for h in &full.hists {
-                let _ = self.total.add(h);
-            }
-            Some(full)
+    /// The first completion of operation `i` (allocate its histogram), or its histogram is
+    /// full (hand the interval's data over so far and go on in the same interval).
+    #[cold]
+    fn make_room(&mut self, i: usize) {
+        if self.hists[i].is_some() {
+            self.send(self.cur);
         } else {
-            None
-        };
+            self.hists[i] = Some(new_interval_histogram());
+        }
+    }
+
+    fn send(&mut self, next: u64) {
+        let mut data = Vec::new();
+        if self.dirty {
+            for i in 0..self.ops.len() {
+                let counts: Vec<(u64, Count)> = match self.hists[i].as_mut() {
+                    Some(h) if !h.is_empty() => {
+                        let c = h
+                            .iter_recorded()
+                            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                            .collect();
+                        h.reset();
+                        c
+                    }
+                    _ => Vec::new(),
+                };
+                let (bytes, errors) = (
+                    std::mem::take(&mut self.bytes[i]),
+                    std::mem::take(&mut self.errors[i]),
+                );
+                if counts.is_empty() && bytes == 0 && errors == 0 {
+                    continue;
+                }
+                add_sparse(&mut self.total, &counts);
+                data.push(OpData {
+                    op: i as u8,
+                    counts,
+                    bytes,
+                    errors,
+                });
+            }
+        }
         let _ = self.tx.send(Batch {
             session: self.session,
-            interval: data.is_some().then_some(self.cur),
+            interval: self.cur,
             next,
             data,
         });
         self.dirty = false;
     }
+}
+
+/// Add ascending (value, count) pairs into an ascending sparse histogram.
+fn add_sparse(total: &mut Vec<(u64, u64)>, add: &[(u64, Count)]) {
+    if add.is_empty() {
+        return;
+    }
+    let mut out = Vec::with_capacity(total.len() + add.len());
+    let (mut a, mut b) = (total.iter().peekable(), add.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(&&(va, ca)), Some(&&(vb, cb))) => {
+                if va < vb {
+                    out.push((va, ca));
+                    a.next();
+                } else if vb < va {
+                    out.push((vb, u64::from(cb)));
+                    b.next();
+                } else {
+                    out.push((va, ca + u64::from(cb)));
+                    a.next();
+                    b.next();
+                }
+            }
+            (Some(&&x), None) => {
+                out.push(x);
+                a.next();
+            }
+            (None, Some(&&(vb, cb))) => {
+                out.push((vb, u64::from(cb)));
+                b.next();
+            }
+            (None, None) => break,
+        }
+    }
+    *total = out;
 }
 
 impl Drop for SessionRecorder {
@@ -260,7 +366,6 @@ pub struct IntervalSnapshot {
 pub struct Collector {
     ops: OpSet,
     rx: Receiver<Batch>,
-    pool: Pool,
     interval: Duration,
     pos: Vec<u64>,
     open: BTreeMap<u64, Set>,
@@ -269,6 +374,10 @@ pub struct Collector {
     intervals: Vec<Vec<Interval>>,
     /// Closed intervals not yet taken by [`Collector::take_closed`].
     unread: VecDeque<IntervalSnapshot>,
+    /// The encoding of an empty histogram (an operation's interval without completions).
+    empty: Hist,
+    /// Scratch for an interval's latency percentiles.
+    merged: Histogram<u64>,
 }
 
 /// Create `sessions` recorders of the operations `ops`, sharing one collector. Latencies of
@@ -281,7 +390,8 @@ pub fn recorders(
 ) -> (Vec<SessionRecorder>, Collector) {
     assert!(!interval.is_zero(), "interval must be positive");
     let (tx, rx) = channel();
-    let pool: Pool = Arc::new(Mutex::new(Vec::new()));
+    let n = ops.len();
+    let scratch = Arc::new(Mutex::new(None));
     let recs = (0..sessions)
         .map(|s| SessionRecorder {
             session: s as u32,
@@ -290,25 +400,30 @@ pub fn recorders(
             interval,
             cur: 0,
             boundary: base + interval,
-            set: Set::new(ops.len()),
+            hists: (0..n).map(|_| None).collect(),
+            bytes: vec![0; n],
+            errors: vec![0; n],
+            cap: COUNT_CAP,
             dirty: false,
             warmup_ops: 0,
-            total: new_histogram(),
+            total: Vec::new(),
             tx: tx.clone(),
-            pool: pool.clone(),
+            scratch: scratch.clone(),
         })
         .collect();
+    let merged = new_histogram();
     let col = Collector {
         ops,
         rx,
-        pool,
         interval,
         pos: vec![0; sessions],
         open: BTreeMap::new(),
         closed_upto: 0,
-        totals: Set::new(ops.len()),
-        intervals: vec![Vec::new(); ops.len()],
+        totals: Set::new(n),
+        intervals: vec![Vec::new(); n],
         unread: VecDeque::new(),
+        empty: Hist::encode(&merged),
+        merged,
     };
     (recs, col)
 }
@@ -339,21 +454,23 @@ impl Collector {
 
     /// Total completed operations so far (closed intervals only).
     pub fn total_count(&self) -> u64 {
-        self.totals.hists.iter().map(|h| h.len()).sum()
+        self.totals.hists.iter().flatten().map(|h| h.len()).sum()
     }
 
     fn take(&mut self, b: Batch) {
-        if let (Some(k), Some(mut d)) = (b.interval, b.data) {
+        if !b.data.is_empty() {
             let n = self.ops.len();
-            let open = self.open.entry(k).or_insert_with(|| Set::new(n));
-            for i in 0..n {
-                let _ = open.hists[i].add(&d.hists[i]);
-                open.bytes[i] += d.bytes[i];
-                open.errors[i] += d.errors[i];
-            }
-            d.reset();
-            if let Ok(mut p) = self.pool.lock() {
-                p.push(d);
+            let open = self.open.entry(b.interval).or_insert_with(|| Set::new(n));
+            for d in b.data {
+                let i = d.op as usize;
+                if !d.counts.is_empty() {
+                    let h = open.hist(i);
+                    for (v, c) in d.counts {
+                        h.saturating_record_n(v, u64::from(c));
+                    }
+                }
+                open.bytes[i] += d.bytes;
+                open.errors[i] += d.errors;
             }
         }
         self.pos[b.session as usize] = b.next;
@@ -391,18 +508,23 @@ impl Collector {
             p50_ns: 0,
             p99_ns: 0,
         };
-        let mut merged = new_histogram();
+        self.merged.reset();
         for (i, op) in self.ops.ops().iter().enumerate() {
             let (hist, bytes, count) = match &o {
                 Some(o) => {
-                    let _ = self.totals.hists[i].add(&o.hists[i]);
                     self.totals.errors[i] += o.errors[i];
-                    if !op.flush {
-                        let _ = merged.add(&o.hists[i]);
+                    match &o.hists[i] {
+                        Some(h) => {
+                            let _ = self.totals.hist(i).add(h);
+                            if !op.flush {
+                                let _ = self.merged.add(h);
+                            }
+                            (Hist::encode(h), o.bytes[i], h.len())
+                        }
+                        None => (self.empty.clone(), o.bytes[i], 0),
                     }
-                    (Hist::encode(&o.hists[i]), o.bytes[i], o.hists[i].len())
                 }
-                None => (Hist::encode(&new_histogram()), 0, 0),
+                None => (self.empty.clone(), 0, 0),
             };
             self.totals.bytes[i] += bytes;
             snap.count += count;
@@ -418,9 +540,9 @@ impl Collector {
                 hist,
             });
         }
-        if !merged.is_empty() {
-            snap.p50_ns = merged.value_at_quantile(0.5);
-            snap.p99_ns = merged.value_at_quantile(0.99);
+        if !self.merged.is_empty() {
+            snap.p50_ns = self.merged.value_at_quantile(0.5);
+            snap.p99_ns = self.merged.value_at_quantile(0.99);
         }
         self.closed_upto = k + 1;
         self.unread.push_back(snap);
@@ -450,10 +572,12 @@ impl Collector {
             // the intervals stay as they are.)
             let _ = crate::results::fold_stub_tail(&mut ivs);
             let errors = self.totals.errors[i];
-            if self.totals.hists[i].is_empty() && errors == 0 {
-                continue;
-            }
-            let mut r = OpResult::new(op.name(), &self.totals.hists[i], self.totals.bytes[i], ivs);
+            let total = match self.totals.hists[i].take() {
+                Some(h) => h,
+                None if errors == 0 => continue,
+                None => new_histogram(),
+            };
+            let mut r = OpResult::new(op.name(), &total, self.totals.bytes[i], ivs);
             r.errors = errors;
             ops.push(r);
         }
@@ -463,11 +587,20 @@ impl Collector {
 
 /// Per-session summaries, gathered from recorders before they are dropped.
 pub fn session_summary(rec: &SessionRecorder) -> SessionSummary {
-    let mut t = rec.total.clone();
-    for h in &rec.set.hists {
-        let _ = t.add(h);
+    // One scratch histogram per set of recorders: sessions ending together do not each
+    // allocate a full one.
+    let mut guard = rec.scratch.lock().unwrap_or_else(|e| e.into_inner());
+    let t = guard.get_or_insert_with(new_histogram);
+    t.reset();
+    for &(v, c) in &rec.total {
+        t.saturating_record_n(v, c);
     }
-    let s = LatencySummary::of(&t);
+    for h in rec.hists.iter().flatten() {
+        for v in h.iter_recorded() {
+            t.saturating_record_n(v.value_iterated_to(), u64::from(v.count_at_value()));
+        }
+    }
+    let s = LatencySummary::of(t);
     SessionSummary {
         session: rec.session,
         count: s.count,
@@ -479,6 +612,7 @@ pub fn session_summary(rec: &SessionRecorder) -> SessionSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::record_ns;
 
     #[test]
     fn intervals_sum_to_total_and_merge_exactly() {

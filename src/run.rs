@@ -140,6 +140,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             data_offset: target.data_offset,
             quota,
             stop: &st.stop,
+            end: st.end,
             verify: vshared_ref,
         };
         let out = if quota == 0 {

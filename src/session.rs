@@ -7,14 +7,16 @@
 //! (opens an engine, connects, prepares statements) and calls [`Gate::ready`], which blocks
 //! until all sessions are ready and returns its [`Start`]: one [`SessionRecorder`] per
 //! [`OpSet`] of the [`Plan`], the base (warm-up before it is counted, not recorded), the end
-//! and a stop flag. The driver merges the recorders' intervals off the hot path and reports
+//! and a stop flag. Sessions start together: each waits at one start line, which the driver
+//! opens once every session holds its recorders, fixing the base at that moment (so at
+//! hundreds of sessions none starts before the others have been handed their recorders). The driver merges the recorders' intervals off the hot path and reports
 //! each interval to a [`Watch`] once every collector has closed it, exactly once, in order,
 //! and none that starts at or after the planned end.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
@@ -55,10 +57,36 @@ pub struct Start {
     pub stop: Arc<AtomicBool>,
 }
 
+/// Where every session waits until the driver opens it: the measurement base and planned
+/// end, once set.
+#[derive(Default)]
+struct StartLine {
+    open: Mutex<Option<(Instant, Option<Instant>)>>,
+    cv: Condvar,
+}
+
+impl StartLine {
+    fn open(&self, base: Instant, end: Option<Instant>) {
+        *self.open.lock().unwrap_or_else(|e| e.into_inner()) = Some((base, end));
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) -> (Instant, Option<Instant>) {
+        let mut g = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(v) = *g {
+                return v;
+            }
+            g = self.cv.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
 /// A session's handle to the start line.
 pub struct Gate<R> {
     ready: Option<Sender<Option<R>>>,
     go: Receiver<Start>,
+    line: Arc<StartLine>,
 }
 
 impl<R> Gate<R> {
@@ -69,7 +97,14 @@ impl<R> Gate<R> {
         if let Some(tx) = self.ready.take() {
             let _ = tx.send(Some(r));
         }
-        self.go.recv().ok()
+        let mut st = self.go.recv().ok()?;
+        let (base, end) = self.line.wait();
+        for rec in &mut st.recs {
+            rec.set_base(base);
+        }
+        st.base = base;
+        st.end = end;
+        Some(st)
     }
 }
 
@@ -182,6 +217,7 @@ where
 {
     let n = plan.sessions;
     let stop = Arc::new(AtomicBool::new(false));
+    let line = Arc::new(StartLine::default());
     std::thread::scope(|sc| {
         let (ready_tx, ready_rx) = channel();
         let mut gos = Vec::with_capacity(n);
@@ -191,12 +227,14 @@ where
             let (go_tx, go_rx) = channel();
             gos.push(go_tx);
             let ready = ready_tx.clone();
+            let line = line.clone();
             let h = std::thread::Builder::new()
                 .name(format!("{}-{i}", plan.thread_name))
                 .spawn_scoped(sc, move || {
                     let gate = Gate {
                         ready: Some(ready),
                         go: go_rx,
+                        line,
                     };
                     // The session's index travels with its ready report.
                     body(i, gate)
@@ -240,12 +278,13 @@ where
                 .or(first)
                 .unwrap_or_else(|| anyhow!("a session ended before it was ready")));
         }
-        let base = Instant::now() + plan.warmup;
-        let deadline = plan.duration.map(|d| base + d);
+        // Recorders are made with a provisional base; each session moves them to the real one
+        // when the start line opens.
+        let provisional = Instant::now() + plan.warmup;
         let mut sets: Vec<Vec<SessionRecorder>> = Vec::with_capacity(plan.ops.len());
         let mut cols = Vec::with_capacity(plan.ops.len());
         for &ops in plan.ops {
-            let (recs, col) = recorders(ops, n, base, plan.interval);
+            let (recs, col) = recorders(ops, n, provisional, plan.interval);
             sets.push(recs);
             cols.push(col);
         }
@@ -258,12 +297,15 @@ where
         for (go, recs) in gos.iter().zip(per_session) {
             let _ = go.send(Start {
                 recs,
-                base,
-                end: deadline,
+                base: provisional,
+                end: None,
                 stop: stop.clone(),
             });
         }
         drop(gos);
+        let base = Instant::now() + plan.warmup;
+        let deadline = plan.duration.map(|d| base + d);
+        line.open(base, deadline);
         let mut start_snap: Option<SysSnapshot> = None;
         let mut interrupted = false;
         let mut aligner = Aligner::new(cols.len(), plan);

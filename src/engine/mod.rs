@@ -111,6 +111,9 @@ pub struct SessionCtx<'a> {
     pub quota: u64,
     /// Set to end the run (deadline, Ctrl-C, or another session's error).
     pub stop: &'a AtomicBool,
+    /// Planned end of measurement: the session issues nothing after it (it does not wait for
+    /// the driver's stop flag, which at hundreds of busy sessions may come late).
+    pub end: Option<Instant>,
     /// Stamping and verification (targets whose blocks iolens stamps).
     pub verify: Option<&'a VerifyShared>,
 }
@@ -118,7 +121,7 @@ pub struct SessionCtx<'a> {
 /// How a session ended.
 #[derive(Debug)]
 pub struct SessionOutcome {
-    /// When the session's last I/O completed.
+    /// When the session's last I/O completed (when it ended, if it completed none).
     pub end: Instant,
     /// The session thread's own schedstat (run ns, run-queue wait ns) at exit.
     pub sched: Option<(u64, u64)>,
@@ -218,6 +221,10 @@ pub fn run_session<E: IoEngine>(
     let mut inflight = 0usize;
     let mut error: Option<String> = None;
     let mut seq = 0u64;
+    // The planned end (never, without one) and whether a completion has reached it.
+    let deadline = ctx.end;
+    let mut past_end = false;
+    let mut last_end: Option<Instant> = None;
     // Run-queue accounting starts at the measurement base (warm-up excluded).
     let base = rec.base();
     let mut past_base = Instant::now() >= base;
@@ -231,7 +238,12 @@ pub fn run_session<E: IoEngine>(
         // Open loop with I/Os in flight: do not sleep before issuing the next one (that would
         // delay reaping their completions); reap until its intended start instead.
         let mut reap_until = None;
-        while !ctx.stop.load(Ordering::Relaxed) && issued < ctx.quota {
+        while !past_end && !ctx.stop.load(Ordering::Relaxed) && issued < ctx.quota {
+            if period.is_some() && deadline.is_some_and(|d| intended >= d) {
+                // Open loop: the next I/O is meant to start after the end.
+                past_end = true;
+                break;
+            }
             if period.is_some() && inflight > 0 && intended > Instant::now() {
                 reap_until = Some(intended);
                 break;
@@ -298,6 +310,8 @@ pub fn run_session<E: IoEngine>(
             &mut |slot, res| {
             let end = Instant::now();
             past_base |= end >= base;
+            past_end |= deadline.is_some_and(|d| end >= d);
+            last_end = Some(end);
             let s = slots[slot as usize];
             if let (Some(t), Some(v)) = (&s.ticket, vs) {
                 v.write_done(t, res == bs as i64);
@@ -395,7 +409,7 @@ pub fn run_session<E: IoEngine>(
         _ => None,
     };
     SessionOutcome {
-        end: Instant::now(),
+        end: last_end.unwrap_or_else(Instant::now),
         sched,
         error,
         completed,
