@@ -702,4 +702,69 @@ mod tests {
         assert_eq!(names, ["select", "update", "commit", "io_uring_enter"]);
         assert_eq!(ops[0].count, 2);
     }
+
+    #[test]
+    fn interval_counts_are_handed_over_before_they_can_overflow() {
+        // The cap is the counter's own maximum: no bucket can count past it.
+        const _: () = assert!(COUNT_CAP <= Count::MAX as u64);
+        let base = Instant::now();
+        let (mut recs, col) = recorders(IO_OPS, 1, base, Duration::from_secs(60));
+        let r = &mut recs[0];
+        // A small cap stands in for u32::MAX (4.29e9 records would take minutes).
+        r.cap = 1_000;
+        let at = base + Duration::from_millis(1);
+        for _ in 0..5_500 {
+            r.record(READ, at - Duration::from_nanos(700), at, 8);
+            let held = r.hists[0].as_ref().map_or(0, |h| h.len());
+            assert!(held <= 1_000, "an interval histogram held {held} > its cap");
+        }
+        assert!(
+            r.hists[1].is_none() && r.hists[2].is_none(),
+            "no write/sync histograms"
+        );
+        let s = session_summary(r);
+        assert_eq!((s.count, s.p99_ns), (5_500, 700));
+        drop(recs);
+        let ops = col.finish(0.002);
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].intervals.len(), 1, "all in one interval");
+        assert_eq!(ops[0].intervals[0].count, 5_500);
+        assert_eq!(ops[0].intervals[0].bytes, 44_000);
+        let h = ops[0].intervals[0].hist.decode().unwrap();
+        assert_eq!(
+            h.count_at(700),
+            5_500,
+            "one bucket holds every record exactly"
+        );
+    }
+
+    #[test]
+    fn session_summaries_are_exact_across_intervals() {
+        let base = Instant::now();
+        let (mut recs, col) = recorders(IO_OPS, 2, base, Duration::from_millis(5));
+        let mut refs = [new_histogram(), new_histogram()];
+        for step in 0..400u64 {
+            for (s, r) in recs.iter_mut().enumerate() {
+                let lat = 100 + (step * 7919 + s as u64 * 104_729) % 3_000_000;
+                let end = base + Duration::from_micros(step * 100);
+                r.record(
+                    if step % 3 == 0 { WRITE } else { READ },
+                    end - Duration::from_nanos(lat),
+                    end,
+                    0,
+                );
+                record_ns(&mut refs[s], lat);
+            }
+        }
+        for (r, h) in recs.iter().zip(&refs) {
+            let (s, want) = (session_summary(r), LatencySummary::of(h));
+            assert_eq!(
+                (s.count, s.mean_ns, s.p99_ns),
+                (want.count, want.mean_ns, want.p99_ns)
+            );
+        }
+        drop(recs);
+        let ops = col.finish(0.04);
+        assert_eq!(ops.iter().map(|o| o.count).sum::<u64>(), 800);
+    }
 }
