@@ -38,11 +38,7 @@ fn run(dir: &Path, sessions: u32, args: &[&str]) -> Measured {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("start iolens");
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 reaps our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
-    assert_eq!(pid, child.id() as i32, "wait4");
+    let (status, ru) = reap(child);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "iolens run {args:?} --sessions {sessions} failed: status {status}"
@@ -61,6 +57,16 @@ fn run(dir: &Path, sessions: u32, args: &[&str]) -> Measured {
             .map(|o| o["count"].as_u64().unwrap_or(0))
             .sum(),
     }
+}
+
+/// Wait for `child` to exit: its wait status and resource usage (peak RSS included).
+fn reap(child: std::process::Child) -> (i32, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 reaps our own child.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    (status, ru)
 }
 
 /// 1 and 480 sessions of `args` for 3 s: memory within budget, duration within one interval.

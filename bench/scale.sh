@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Scale at SLOB-sized session counts (issue 15, the session rows), in one run, each figure
+# beside its reference:
+#   1. `iolens run --sessions 480 --verify none` on the scratch file: peak RSS in all and per
+#      session (against 1 session), and the measured duration against --duration;
+#   2. 128 and 480 sessions of 8 KiB random O_DIRECT reads, sync engine, beside
+#      `fio --thread --numjobs=N --ioengine=psync`: IOPS and CPU per I/O, as ratios;
+#   3. `iolens db run --engine sqlite --sessions 160`: peak RSS per session, duration honoured;
+#   6. the tool's own CPU per I/O on the null engine beside fio's null engine, and 480 null
+#      sessions (threads that never block): duration honoured, peak RSS.
+# Usage: bench/scale.sh [--big] [DIR]   (DIR holds the scratch file and database; default
+#        ./bench-tmp). Default: 3 s per run, about two minutes on a 2-core VM; --big: 10 s runs
+#        on a larger file and database.
+# CPU per I/O is the child's rusage (user+sys) over the I/Os it completed, for both tools; peak
+# memory is the child's maximum resident set (rusage). Absolute figures drift on shared
+# machines; compare the ratios of one run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIG=0
+if [ "${1:-}" = "--big" ]; then BIG=1; shift; fi
+DIR=${1:-bench-tmp}
+if [ "$BIG" = 1 ]; then SECS=10 SIZE=4G SCALE=256M; else SECS=3 SIZE=1G SCALE=32M; fi
+if ! command -v fio >/dev/null; then
+  echo "installing fio..." >&2
+  (apt-get install -y fio >/dev/null 2>&1 || (apt-get update >/dev/null && apt-get install -y fio >/dev/null))
+fi
+cargo build --release --quiet
+mkdir -p "$DIR"
+FILE="$DIR/iolens-scale-$SIZE.dat"
+DB="$DIR/iolens-scale-db-$SCALE"
+IOLENS=./target/release/iolens
+# Create (or reuse) the iolens scratch file (fio reads its data area) and the SLOB database.
+$IOLENS run --target "$FILE" --size "$SIZE" --ios 1 --no-progress >/dev/null
+$IOLENS db setup --engine sqlite --dir "$DB" --scale "$SCALE" -q
+python3 - "$FILE" "$DB" "$SECS" <<'PY'
+import json, os, sys, tempfile
+file, db, secs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+size = os.path.getsize(file) - (1 << 20)
+iolens = "./target/release/iolens"
+tmp = tempfile.mkdtemp()
+
+def child(cmd):
+    """Run cmd quietly; (CPU seconds, peak RSS in KB) from its rusage."""
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1); os.dup2(fd, 2)
+        os.execvp(cmd[0], cmd)
+    _, status, ru = os.wait4(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"command failed: {' '.join(cmd)}")
+    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+def fio(engine_args, jobs):
+    out = os.path.join(tmp, "fio.json")
+    cmd = ["fio", "--name=scale", "--filename=" + file, "--offset=1M", f"--size={size}",
+           "--rw=randread", "--bs=8k", "--time_based", f"--runtime={secs}", "--thread",
+           f"--numjobs={jobs}", "--group_reporting", "--randrepeat=0", "--norandommap",
+           "--output-format=json", "--output=" + out] + engine_args
+    cpu, rss = child(cmd)
+    j = json.load(open(out))["jobs"][0]["read"]
+    ios, rt = j["total_ios"], j["runtime"] / 1000.0
+    return {"iops": ios / rt, "cpu_us_io": cpu * 1e6 / ios, "rss_kb": rss, "dur": rt}
+
+def iol(args, sessions, sub=("run",)):
+    out = os.path.join(tmp, "iolens.json")
+    cmd = [iolens, *sub, "--sessions", str(sessions), "--duration", f"{secs}s", "--json", out,
+           "-q"] + args
+    cpu, rss = child(cmd)
+    r = json.load(open(out))["runs"][0]
+    ios, rt = sum(o["count"] for o in r["ops"]), r["duration_s"]
+    return {"iops": ios / rt, "cpu_us_io": cpu * 1e6 / ios, "rss_kb": rss, "dur": rt,
+            "interval": r["interval_s"]}
+
+def mb(kb):
+    return f"{kb / 1024:.1f} MB"
+
+def memory_row(title, one, many, n):
+    per = (many["rss_kb"] - one["rss_kb"]) / (n - 1)
+    print(f"{title}: peak RSS {mb(many['rss_kb'])} at {n} sessions ({mb(one['rss_kb'])} at 1): "
+          f"{per:.0f} KB per session")
+    print(f"{'':4}vs target: {many['rss_kb'] / (128 * 1024):.2f}× of 128 MB in all, "
+          f"{per / 200:.2f}× of 200 KB per session (want ≤ 1)")
+
+def duration_row(title, m):
+    off = m["dur"] - secs
+    print(f"{title}: measured {m['dur']:.3f} s for --duration {secs}s "
+          f"({off:+.3f} s, {abs(off) / m['interval']:.2f} interval; want ≤ 1)")
+
+run_args = ["--target", file, "--pattern", "randread", "--bs", "8k", "--verify", "none"]
+
+print("== 1. 480 sessions, sync engine, O_DIRECT 8 KiB random reads: memory and duration")
+one = iol(run_args, 1)
+many = iol(run_args, 480)
+memory_row("iolens run", one, many, 480)
+duration_row("iolens run --sessions 480", many)
+
+print("== 2. 8 KiB random O_DIRECT reads, sync engine vs fio --thread --ioengine=psync")
+print(f"{'sessions':>8} {'tool':7} {'IOPS':>10} {'CPU µs/IO':>10} {'peak RSS':>10}")
+for n in (128, 480):
+    # Mirrored order (fio, iolens, iolens, fio) so drift does not favour either tool.
+    runs = {"fio": [], "iolens": []}
+    for tool in ("fio", "iolens", "iolens", "fio"):
+        runs[tool].append(fio(["--direct=1", "--ioengine=psync"], n) if tool == "fio"
+                          else iol(run_args + ["--engine", "sync"], n))
+    mean = {t: {k: sum(r[k] for r in v) / len(v) for k in ("iops", "cpu_us_io", "rss_kb")}
+            for t, v in runs.items()}
+    for t in ("fio", "iolens"):
+        m = mean[t]
+        print(f"{n:>8} {t:7} {m['iops']:>10.0f} {m['cpu_us_io']:>10.2f} {mb(m['rss_kb']):>10}")
+    f, i = mean["fio"], mean["iolens"]
+    print(f"{'':>8} {'ratio':7} {i['iops'] / f['iops']:>10.3f} "
+          f"{i['cpu_us_io'] / f['cpu_us_io']:>10.3f} {i['rss_kb'] / f['rss_kb']:>10.2f}"
+          "   (iolens/fio; want IOPS ≥ 1, CPU/IO ≤ 1)")
+
+print("== 3. iolens db run --engine sqlite --sessions 160")
+db_args = ["--engine", "sqlite", "--dir", db]
+one = iol(db_args, 1, ("db", "run"))
+many = iol(db_args, 160, ("db", "run"))
+per = (many["rss_kb"] - one["rss_kb"]) / 159
+print(f"sqlite: peak RSS {mb(many['rss_kb'])} at 160 sessions ({mb(one['rss_kb'])} at 1): "
+      f"{per:.0f} KB per session (of which 512 KB is each session's SQLite page cache, "
+      "--cache-size)")
+duration_row("iolens db run --sessions 160", many)
+
+print("== 6. the tool's own cost per I/O: null engine")
+f = fio(["--ioengine=null"], 1)
+i = iol(["--target", file, "--engine", "null"], 1)
+print(f"null engine, 1 session: iolens {i['cpu_us_io']:.3f} µs CPU per I/O, fio "
+      f"{f['cpu_us_io']:.3f} µs: {i['cpu_us_io'] / f['cpu_us_io']:.2f}× fio, "
+      f"{i['cpu_us_io'] / 0.1:.2f}× the 0.100 µs target (want ≤ 1)")
+one = i
+many = iol(["--target", file, "--engine", "null"], 480)
+print(f"null engine, 480 sessions: {many['cpu_us_io']:.3f} µs CPU per I/O")
+memory_row("null engine", one, many, 480)
+duration_row("null engine --sessions 480", many)
+PY
