@@ -34,22 +34,12 @@ $IOLENS run --target "$FILE" --size "$SIZE" --ios 1 --no-progress >/dev/null
 $IOLENS db setup --engine sqlite --dir "$DB" --scale "$SCALE" -q
 python3 - "$FILE" "$DB" "$SECS" <<'PY'
 import json, os, sys, tempfile
+sys.path.insert(0, "bench")
+from rusage import child
 file, db, secs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 size = os.path.getsize(file) - (1 << 20)
 iolens = "./target/release/iolens"
 tmp = tempfile.mkdtemp()
-
-def child(cmd):
-    """Run cmd quietly; (CPU seconds, peak RSS in KB) from its rusage."""
-    pid = os.fork()
-    if pid == 0:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1); os.dup2(fd, 2)
-        os.execvp(cmd[0], cmd)
-    _, status, ru = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}")
-    return ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 def fio(engine_args, jobs):
     out = os.path.join(tmp, "fio.json")

@@ -20,21 +20,15 @@ SIZE=${IOLENS_BENCH_SIZE:-2G}
 ./target/release/iolens run --target "$FILE" --size "$SIZE" --ios 1 --no-progress >/dev/null
 python3 - "$FILE" "$SECS" <<'PY'
 import json, os, subprocess, sys, tempfile
+sys.path.insert(0, "bench")
+from rusage import child
 file, secs = sys.argv[1], int(sys.argv[2])
 size = os.path.getsize(file) - (1 << 20)
 iolens = "./target/release/iolens"
 tmp = tempfile.mkdtemp()
 
 def run_with_rusage(cmd):
-    pid = os.fork()
-    if pid == 0:
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1); os.dup2(fd, 2)
-        os.execvp(cmd[0], cmd)
-    _, status, ru = os.wait4(pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}")
-    return ru.ru_utime + ru.ru_stime
+    return child(cmd)[0]
 
 def fio(name, args):
     out = os.path.join(tmp, name + ".json")
