@@ -207,11 +207,9 @@ impl SessionRecorder {
         }
         let ns = end.saturating_duration_since(start).as_nanos() as u64;
         let i = op.index as usize;
-        if !self.hists[i].as_ref().is_some_and(|h| h.len() < self.cap) {
-            self.make_room(i);
-        }
-        if let Some(h) = self.hists[i].as_mut() {
-            h.saturating_record(ns);
+        match &mut self.hists[i] {
+            Some(h) if h.len() < self.cap => h.saturating_record(ns),
+            _ => self.record_cold(i, ns),
         }
         self.bytes[i] += bytes;
         self.dirty = true;
@@ -254,15 +252,16 @@ impl SessionRecorder {
         self.boundary = self.base + self.interval * (idx as u32 + 1);
     }
 
-    /// The first completion of operation `i` (allocate its histogram), or its histogram is
-    /// full (hand the interval's data over so far and go on in the same interval).
+    /// Record `ns` for operation `i` at its first completion (allocate its histogram) or when
+    /// its histogram is full (hand the interval's data over so far, go on in the same interval).
     #[cold]
-    fn make_room(&mut self, i: usize) {
+    fn record_cold(&mut self, i: usize, ns: u64) {
         if self.hists[i].is_some() {
             self.send(self.cur);
-        } else {
-            self.hists[i] = Some(new_interval_histogram());
         }
+        self.hists[i]
+            .get_or_insert_with(new_interval_histogram)
+            .saturating_record(ns);
     }
 
     fn send(&mut self, next: u64) {
