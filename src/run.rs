@@ -238,9 +238,15 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     };
     let (mut vstats, mut corruption) = crate::stamp::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
-    if corruption.iter().any(|c| c.kind == "truncated") {
+    if corruption
+        .iter()
+        .any(|c| c.kind == crate::results::CorruptionKind::Truncated)
+    {
         let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);
-        for c in corruption.iter_mut().filter(|c| c.kind == "truncated") {
+        for c in corruption
+            .iter_mut()
+            .filter(|c| c.kind == crate::results::CorruptionKind::Truncated)
+        {
             c.message += &format!(
                 "; {} is now {} bytes, its data area should end at {}",
                 target.path.display(),

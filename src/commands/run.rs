@@ -204,7 +204,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &target.path,
-        target.kind.name(),
+        target.kind.into(),
         target.data_size,
     ));
     let r = crate::run::execute(

@@ -110,7 +110,7 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
         );
     }
     if let Some(v) = &r.verify {
-        if v.mode == "none" {
+        if v.mode == crate::results::VerifyMode::None {
             let _ = writeln!(s, "  Verify: none — {}", v.note);
         } else {
             let mut line = format!(
@@ -152,7 +152,10 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
                 v.skipped_concurrent
             );
         }
-        if v.mode != "none" && v.reads_verified > 0 && v.units_verified == 0 {
+        if v.mode != crate::results::VerifyMode::None
+            && v.reads_verified > 0
+            && v.units_verified == 0
+        {
             let _ = writeln!(
                 s,
                 "  WARNING: reads smaller than or misaligned with the 512-byte stamp units: nothing was verified"
