@@ -120,6 +120,17 @@ pub fn record(e: &io::Error) {
     }
 }
 
+/// A line for people on stderr, `iolens: …`: warnings and notices that must reach a person even
+/// when stdout carries the results or is piped away. A closed stderr is ignored (never a panic).
+pub fn note(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "iolens: {text}");
+}
+
+/// [`note`] of a warning: `iolens: warning: …`.
+pub fn warn(text: &str) {
+    note(&format!("warning: {text}"));
+}
+
 /// How writing the text for people went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {

@@ -215,11 +215,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         }
         journal_note = std::mem::take(&mut j.note);
         if let Some(e) = &journal_err {
-            eprintln!(
-                "iolens: warning: the generation journal {} was not brought up to date ({e}); \
+            crate::out::warn(&format!(
+                "the generation journal {} was not brought up to date ({e}); \
                  it lags this run's writes, so `iolens verify` may miss stale blocks they cover",
                 j.path().display()
-            );
+            ));
             journal_note = format!("generation journal not up to date: {e}");
         }
     }

@@ -903,11 +903,11 @@ impl Target {
         if dry {
             return Ok(Prepared::Would(h.data_size));
         }
-        eprintln!(
-            "iolens: --refill: rewriting {} ({} of data) from the start",
+        crate::out::note(&format!(
+            "--refill: rewriting {} ({} of data) from the start",
             path.display(),
             fmt_bytes(h.data_size)
-        );
+        ));
         let rw = reopen(&file, true, 0, path)
             .with_context(|| format!("cannot open {} to fill it", path.display()))?;
         rw.write_all_at(&h.encode(), 0)?;

@@ -106,6 +106,6 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let res: Results =
         crate::calibrate::calibrate(&plan, o.verify, &target, progress, cx.cmdline.clone())?;
     let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
-    crate::out!("{}", crate::calibrate::summary(&res, &style));
+    crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
     finish(&res, a.t.json.as_deref())
 }

@@ -51,7 +51,7 @@ pub(crate) fn main(args: &CompareArgs) -> Result<ExitCode> {
             check_distinct(out, &paths)?;
             let html = compare::html(&inputs, &problems)?;
             write_output(out, &html)?;
-            eprintln!("iolens: wrote {}", out.display());
+            crate::out::note(&format!("wrote {}", out.display()));
         }
         None => {
             let style = TermStyle::resolve(args.color, args.width);

@@ -158,13 +158,13 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     };
     if cx.verbose {
         let (user, sys) = crate::sys::rusage_self();
-        eprintln!(
-            "iolens: cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
+        crate::out::note(&format!(
+            "cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
             started.elapsed().as_secs_f64(),
             user,
             sys,
             crate::sources::peak_rss().unwrap_or_else(|| "unknown".into())
-        );
+        ));
     }
     code
 }
@@ -187,7 +187,7 @@ pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
     }
     let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
     Ok(if res.runs.iter().any(|r| r.found_corruption()) {
-        eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
+        crate::out::note("CORRUPT DATA was read; see the corruption report above");
         ExitCode::from(crate::stamp::EXIT_CORRUPTION)
     } else if interrupted {
         ExitCode::from(crate::interrupt::exit_code())

@@ -85,7 +85,7 @@ pub fn connect(dsn: &str) -> Result<Client> {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         for w in &r.warnings {
-            eprintln!("iolens: {w}");
+            crate::out::note(w);
         }
     });
     let mut cfg = r.config;
