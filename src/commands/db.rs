@@ -176,7 +176,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             crate::results::Destination::checked(a.json.as_deref())?;
             let mut res = engine(&a.target)?.run(&spec, cmdline)?;
             res.analysis = Some(crate::analysis::analyse(&res));
-            let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+            let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
             finish(&res, a.json.as_deref())
         }

@@ -62,7 +62,7 @@ pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
     // The checks `show`/`report`/`compare`/`export` apply when loading: never write a document
     // they would refuse (overflowed counts, histograms that cannot be encoded).
     results.validate()?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!(
         "{}",
         crate::render::brief_trace::sources_summary(&results, &style)

@@ -218,7 +218,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             interrupt: crate::interrupt::flag(),
         },
     )?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     res.analysis = Some(crate::analysis::analyse(&res));

@@ -50,7 +50,7 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
     results.validate()?;
     // The text for people never fails the command (see `crate::out`); the JSON is written
     // even when stdout is closed.
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!(
         "{}",
         crate::render::brief_trace::sources_summary(&results, &style)

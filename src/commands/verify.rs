@@ -84,7 +84,7 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
         },
         crate::interrupt::flag(),
     )?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::verify_summary(&r, path, &style));
     let mut res = crate::results::Results::new(crate::results::Kind::Verify, cx.cmdline.clone());
     res.environment = crate::sys::environment();

@@ -447,6 +447,14 @@ mod tests {
         }
         assert!(s.lines().nth(1).unwrap().starts_with("    "), "{s}");
         assert_eq!(s.replace("\n    ", " "), line);
+        // A word longer than a line is cut after a comma where it can be.
+        let opts = "  target: /s.dat on ext4 [rw,relatime,discard,resv_strict,resuid=65534,resgid=65534]\n";
+        let s = fit(opts, 40);
+        for l in s.lines() {
+            assert!(visible_width(l) <= 40, "{l:?}\n{s}");
+        }
+        assert!(s.contains("resv_strict,\n"), "{s}");
+        assert_eq!(s.replace("\n    ", ""), opts.replace("ext4 ", "ext4"));
         // Short lines and ANSI escapes are left alone.
         let c = "\x1b[33mwarning:\x1b[0m short\n";
         assert_eq!(fit(c, 20), c);
