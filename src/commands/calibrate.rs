@@ -105,7 +105,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
     let res: Results =
         crate::calibrate::calibrate(&plan, o.verify, &target, progress, cx.cmdline.clone())?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
-    crate::out!("{}", crate::calibrate::summary(&res, &style));
+    let style = cx.brief_style();
+    crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
     finish(&res, a.t.json.as_deref())
 }

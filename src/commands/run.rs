@@ -204,7 +204,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &target.path,
-        target.kind.name(),
+        target.kind.into(),
         target.data_size,
     ));
     let r = crate::run::execute(
@@ -218,7 +218,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             interrupt: crate::interrupt::flag(),
         },
     )?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     res.analysis = Some(crate::analysis::analyse(&res));
