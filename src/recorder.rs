@@ -16,7 +16,10 @@
 //! syscalls or block-layer events) and the results carry those names as they are.
 //!
 //! Latency is attributed to the interval in which the operation *completed*; completions before
-//! the measurement base (warm-up) are counted but not recorded.
+//! the measurement base (warm-up) are counted but not recorded, and so are completions at or
+//! after the planned end ([`SessionRecorder::set_end`]: those in flight when it came), so the
+//! measured span is the planned one even when, at hundreds of busy sessions, a session is
+//! descheduled past the end between issuing an operation and reaping it.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
@@ -176,12 +179,15 @@ pub struct SessionRecorder {
     base: Instant,
     interval: Duration,
     cur: u64,
+    /// The next interval boundary, or the planned end if that comes first.
     boundary: Instant,
+    end: Option<Instant>,
     hists: Vec<Option<Histogram<Count>>>,
     bytes: Vec<u64>,
     errors: Vec<u64>,
     dirty: bool,
     warmup_ops: u64,
+    late_ops: u64,
     /// Every operation handed over so far, as (value, count) of non-empty buckets, ascending.
     total: Vec<(u64, u64)>,
     tx: Sender<Batch>,
@@ -203,8 +209,9 @@ impl SessionRecorder {
             self.warmup_ops += 1;
             return;
         }
-        if end >= self.boundary {
-            self.advance(end);
+        if end >= self.boundary && !self.advance(end) {
+            self.late_ops += 1;
+            return;
         }
         let ns = end.saturating_duration_since(start).as_nanos() as u64;
         let i = op.index as usize;
@@ -232,12 +239,29 @@ impl SessionRecorder {
         self.warmup_ops
     }
 
+    /// Completions seen at or after the planned end (not recorded).
+    pub fn late_ops(&self) -> u64 {
+        self.late_ops
+    }
+
     /// Move the measurement base (before any completion is recorded), e.g. once all sessions
     /// are ready to start together.
     pub fn set_base(&mut self, base: Instant) {
         self.base = base;
         self.cur = 0;
-        self.boundary = base + self.interval;
+        self.boundary = self.next_boundary(0);
+    }
+
+    /// Set the planned end of measurement (before any completion is recorded): completions at
+    /// or after it are counted but not recorded.
+    pub fn set_end(&mut self, end: Option<Instant>) {
+        self.end = end;
+        self.boundary = self.next_boundary(self.cur);
+    }
+
+    fn next_boundary(&self, idx: u64) -> Instant {
+        let b = self.base + self.interval * (idx as u32 + 1);
+        self.end.map_or(b, |e| b.min(e))
     }
 
     /// The measurement base of this recorder.
@@ -245,12 +269,18 @@ impl SessionRecorder {
         self.base
     }
 
+    /// A completion at or past the boundary: move to its interval (false: it lies at or past
+    /// the planned end, and is not recorded).
     #[cold]
-    fn advance(&mut self, now: Instant) {
+    fn advance(&mut self, now: Instant) -> bool {
+        if self.end.is_some_and(|e| now >= e) {
+            return false;
+        }
         let idx = (now.duration_since(self.base).as_nanos() / self.interval.as_nanos()) as u64;
         self.send(idx);
         self.cur = idx;
-        self.boundary = self.base + self.interval * (idx as u32 + 1);
+        self.boundary = self.next_boundary(idx);
+        true
     }
 
     /// Record `ns` for operation `i` at its first completion (allocate its histogram) or when
@@ -400,11 +430,13 @@ pub fn recorders(
             interval,
             cur: 0,
             boundary: base + interval,
+            end: None,
             hists: (0..n).map(|_| None).collect(),
             bytes: vec![0; n],
             errors: vec![0; n],
             dirty: false,
             warmup_ops: 0,
+            late_ops: 0,
             total: Vec::new(),
             tx: tx.clone(),
             scratch: scratch.clone(),
@@ -664,12 +696,18 @@ mod tests {
         r.record(READ, base, base + Duration::from_millis(1), 1); // interval 0
         r.record(READ, base, base + Duration::from_millis(45), 1); // interval 4
         assert_eq!(r.warmup_ops(), 1);
+        // The planned end closes the window: what completes at or after it is not recorded.
+        r.set_end(Some(base + Duration::from_millis(48)));
+        r.record(READ, base, base + Duration::from_millis(47), 1); // interval 4
+        r.record(READ, base, base + Duration::from_millis(48), 1); // at the end
+        r.record(READ, base, base + Duration::from_millis(90), 1); // past it
+        assert_eq!(r.late_ops(), 2);
         drop(recs);
         let ops = col.finish(0.05);
         assert_eq!(ops.len(), 1);
-        assert_eq!(ops[0].count, 2);
+        assert_eq!(ops[0].count, 3);
         let counts: Vec<u64> = ops[0].intervals.iter().map(|i| i.count).collect();
-        assert_eq!(counts, vec![1, 0, 0, 0, 1]);
+        assert_eq!(counts, vec![1, 0, 0, 0, 2]);
     }
 
     #[test]

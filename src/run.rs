@@ -256,7 +256,12 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             );
         }
     }
-    let end = outcomes.iter().map(|o| o.end).max().unwrap_or(base);
+    // Completions at or after the planned end are not recorded (see `recorder`): the measured
+    // span ends there at the latest.
+    let mut end = outcomes.iter().map(|o| o.end).max().unwrap_or(base);
+    if let Some(d) = spec.duration_s {
+        end = end.min(base + Duration::from_secs_f64(d));
+    }
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
     let ops = driven.ops(measured_s).remove(0);
     let (mut start_snap, mut end_snap) = driven.snaps;
