@@ -16,10 +16,13 @@
 //! syscalls or block-layer events) and the results carry those names as they are.
 //!
 //! Latency is attributed to the interval in which the operation *completed*; completions before
-//! the measurement base (warm-up) are counted but not recorded, and so are completions at or
-//! after the planned end ([`SessionRecorder::set_end`]: those in flight when it came), so the
-//! measured span is the planned one even when, at hundreds of busy sessions, a session is
-//! descheduled past the end between issuing an operation and reaping it.
+//! the measurement base (warm-up) are counted but not recorded. A producer may also close the
+//! window at the planned end ([`SessionRecorder::set_end`]; `run` does): completions at or
+//! after it (in flight when it came) are then counted but not recorded either, so the measured
+//! span is the planned one even when, at hundreds of busy sessions, a session is descheduled
+//! past the end between issuing an operation and reaping it. (The database producers keep
+//! every completion of the statements they started before the end, which their exact I/O
+//! counters include.)
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};

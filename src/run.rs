@@ -129,6 +129,8 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             return Ok((idle_outcome(None), SessionSummary::default()));
         };
         let mut rec = st.recs.remove(0);
+        // The planned end closes the measured window (see `recorder`).
+        rec.set_end(st.end);
         let quota = if quota_total == u64::MAX {
             u64::MAX
         } else {

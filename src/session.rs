@@ -101,7 +101,6 @@ impl<R> Gate<R> {
         let (base, end) = self.line.wait();
         for rec in &mut st.recs {
             rec.set_base(base);
-            rec.set_end(end);
         }
         st.base = base;
         st.end = end;
