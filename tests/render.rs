@@ -309,6 +309,74 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
 }
 
 #[test]
+fn compare_shows_the_analysis_of_each_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cb) = (
+        synth::calibration_results(6, 1, 200, 1),
+        synth::calibration_results(6, 1, 200, 2),
+    );
+    let (a, b) = (
+        write(dir.path(), "a.json", &ca),
+        write(dir.path(), "b.json", &cb),
+    );
+    let knee = |r: &Results| {
+        let an = iolens::analysis::analyse(r).calibration.unwrap();
+        (an.knee.unwrap().iops, an.usl.unwrap().peak_x.unwrap())
+    };
+    let text = ok(&iolens(&["compare", s(&a), s(&b), "--width", "120"], &[]));
+    let html_path = dir.path().join("cmp.html");
+    ok(&iolens(
+        &["compare", s(&a), s(&b), "-o", s(&html_path)],
+        &[],
+    ));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let row = |text: &str, name: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} row in:\n{text}"))
+            .to_string()
+    };
+    for (r, what) in [(&ca, "a"), (&cb, "b")] {
+        let (k, peak) = knee(r);
+        let (k, peak) = (iolens::units::fmt_rate(k), iolens::units::fmt_rate(peak));
+        assert!(
+            row(&text, "knee IOPS").contains(&k),
+            "{what}: knee {k}\n{text}"
+        );
+        assert!(
+            row(&text, "USL peak IOPS").contains(&peak),
+            "{what}: {peak}\n{text}"
+        );
+        assert!(
+            html.contains(&format!("<td>{k}</td>")),
+            "{what}: knee in HTML"
+        );
+    }
+    // The modes at max IOPS of both sides, centre and share.
+    let modes = row(&text, "read modes — run");
+    assert!(modes.matches('%').count() >= 2, "{modes}");
+    assert!(html.contains("<section id=\"analysis\">"));
+    assert!(html.contains("read modes — run"));
+    // Runs: the verdicts of each side.
+    let (ra, rb) = (
+        write(dir.path(), "ra.json", &synth::run_results(10, 1.0, 1)),
+        write(dir.path(), "rb.json", &synth::run_results(10, 1.0, 2)),
+    );
+    let text = ok(&iolens(&["compare", s(&ra), s(&rb), "--width", "120"], &[]));
+    let verdicts = row(&text, "verdicts — run 0");
+    let kinds = iolens::analysis::analyse(&synth::run_results(10, 1.0, 1)).runs[0]
+        .verdicts
+        .iter()
+        .map(|v| v.kind.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        !kinds.is_empty() && verdicts.contains(&kinds),
+        "{kinds}: {verdicts}"
+    );
+}
+
+#[test]
 fn export_csv_has_one_row_per_op_and_interval() {
     let dir = tempfile::tempdir().unwrap();
     let r = synth::run_results(12, 1.0, 4);
