@@ -219,6 +219,33 @@ fn trace_ops_and_bucket_conventions_render_generically() {
     let h = std::fs::read_to_string(&out).unwrap();
     assert!(h.contains("db file sequential read latency histogram"));
     assert!(h.contains("log file sync heatmap, intensity"));
+    // Wait events carry no bytes: no column of "0 MB/s", no MB/s card. The trace says nothing
+    // of the machine: no blank environment rows; the command line wraps inside the page.
+    assert!(!h.contains("<th>MB/s</th>"), "MB/s column for wait events");
+    assert!(!h.contains("<div class=\"k\">MB/s</div>"), "MB/s card");
+    let env = &h[h.find("<section id=\"environment\">").unwrap()..];
+    let env = &env[..env.find("</section>").unwrap()];
+    assert!(!env.contains("<td></td>"), "blank environment row: {env}");
+    assert!(
+        !env.contains("<td>0 B</td>") && !env.contains("<td>0 × </td>"),
+        "{env}"
+    );
+    assert!(h.contains("#environment td{white-space:normal;overflow-wrap:anywhere"));
+    // No raw nanosecond figures of a microsecond or more.
+    for m in h.match_indices(" ns") {
+        let before: String = h[..m.0]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+            .collect();
+        let v: f64 = before
+            .chars()
+            .rev()
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0.0);
+        assert!(v.abs() < 1000.0, "raw nanoseconds: {v} ns");
+    }
     let text = ok(&iolens(&["show", s(&input), "--width", "90"], &[]));
     assert!(text.contains("db file sequential read latency histogram (100 operations)"));
     // Upper-bound labels 1048576 ns mean [524288, 1048576): the lowest bar starts at 524 µs.

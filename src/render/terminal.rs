@@ -23,10 +23,16 @@ fn warn_line(out: &mut String, style: &TermStyle, text: &str) {
 }
 
 /// The per-run summary table (one row per run and op).
+/// The summary table of every run and op. Without bytes anywhere (wait events, ingested
+/// histograms) there is no MB/s column: a column of zeros would say nothing.
 pub fn summary_table(r: &Results) -> Table {
+    let bytes = r.runs.iter().flat_map(|x| &x.ops).any(|o| o.bytes > 0);
     let mut t = Table::new(&[
         "run", "op", "count", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "max", "errors",
     ]);
+    if !bytes {
+        t.header.remove(4);
+    }
     for (i, run) in r.runs.iter().enumerate() {
         for op in &run.ops {
             let s = &op.summary;
@@ -37,7 +43,7 @@ pub fn summary_table(r: &Results) -> Table {
                     crate::results::UNKNOWN_RATE.to_string()
                 }
             };
-            t.row(vec![
+            let mut row = vec![
                 format!("{i}: {}", run.name),
                 op.op.clone(),
                 op.count.to_string(),
@@ -49,7 +55,11 @@ pub fn summary_table(r: &Results) -> Table {
                 fmt_ns(s.p999_ns as f64),
                 fmt_ns(s.max_ns as f64),
                 op.errors.to_string(),
-            ]);
+            ];
+            if !bytes {
+                row.remove(4);
+            }
+            t.row(row);
         }
     }
     t
