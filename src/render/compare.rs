@@ -361,15 +361,7 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
     };
     for (ri, run) in base.runs.iter().enumerate() {
         // Index of the matching run in every input.
-        let matches: Vec<Option<usize>> = inputs
-            .iter()
-            .map(|(_, r)| {
-                pair_runs(base, r)
-                    .into_iter()
-                    .find(|p| p.0 == ri)
-                    .map(|p| p.1)
-            })
-            .collect();
+        let matches = partners(inputs, ri);
         if matches.iter().skip(1).all(|m| m.is_none()) {
             continue;
         }
@@ -411,6 +403,20 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
         }
     }
     out
+}
+
+/// The run of every input paired with run `ri` of the first (the baseline), if any.
+fn partners(inputs: &[(String, Results)], ri: usize) -> Vec<Option<usize>> {
+    let base = &inputs[0].1;
+    inputs
+        .iter()
+        .map(|(_, r)| {
+            pair_runs(base, r)
+                .into_iter()
+                .find(|p| p.0 == ri)
+                .map(|p| p.1)
+        })
+        .collect()
 }
 
 /// The header of a table with a column per input and a ratio column after each but the first.
@@ -572,15 +578,7 @@ pub fn analysis_table(inputs: &[(String, Results)]) -> Option<Table> {
         let Some(run) = base.runs.get(ri) else {
             continue;
         };
-        let pairs: Vec<Option<usize>> = inputs
-            .iter()
-            .map(|(_, r)| {
-                pair_runs(base, r)
-                    .into_iter()
-                    .find(|p| p.0 == ri)
-                    .map(|p| p.1)
-            })
-            .collect();
+        let pairs = partners(inputs, ri);
         for op in &run.ops {
             push(
                 format!("{} modes — run {ri}", op.op),
