@@ -643,6 +643,7 @@ impl Stepper<'_> {
                         .as_secs_f64()
                 ),
                 interrupt: crate::interrupt::flag(),
+                start_at: None,
             },
         )
         .with_context(|| format!("calibration step `{label}`"))?;

@@ -30,6 +30,7 @@ pub mod engine;
 pub mod interrupt;
 pub mod journal;
 pub mod out;
+pub mod placement;
 pub mod progress;
 pub mod recorder;
 pub mod render;

@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
+pub mod hosts;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
@@ -903,6 +904,13 @@ pub struct Results {
     /// Absent in version 1 files (renderers then compute it on reading).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<analysis::Analysis>,
+    /// Where it was measured: rank, world size, host, launcher, requested start, clock state
+    /// (`run`, `calibrate`, `db run`; absent in older files and from readers of evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<hosts::Placement>,
+    /// Set by `iolens merge`: the ranks merged, windows, per-rank series, stragglers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<hosts::MergeInfo>,
 }
 
 impl Results {
@@ -921,6 +929,8 @@ impl Results {
             extra: BTreeMap::new(),
             warnings: Vec::new(),
             analysis: None,
+            placement: None,
+            merge: None,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod dev_synth;
 pub mod export;
 pub mod gen_trace;
 pub mod ingest;
+pub mod launch;
 pub mod man;
 pub mod report;
 pub mod run;
