@@ -29,6 +29,7 @@ pub mod db;
 pub mod engine;
 pub mod interrupt;
 pub mod journal;
+pub mod merge;
 pub mod out;
 pub mod placement;
 pub mod progress;

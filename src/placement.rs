@@ -46,14 +46,15 @@ impl Rank {
         env: &dyn Fn(&str) -> Option<String>,
         host: String,
     ) -> Result<Rank> {
-        let num = |var: &str| -> Result<Option<u32>> {
-            match env(var) {
-                None => Ok(None),
-                Some(v) => v.trim().parse::<u32>().map(Some).with_context(|| {
-                    format!("the launcher's {var}={v:?} is not a rank number")
-                }),
-            }
-        };
+        let num =
+            |var: &str| -> Result<Option<u32>> {
+                match env(var) {
+                    None => Ok(None),
+                    Some(v) => v.trim().parse::<u32>().map(Some).with_context(|| {
+                        format!("the launcher's {var}={v:?} is not a rank number")
+                    }),
+                }
+            };
         let mut found = None;
         for &(launcher, rv, sv) in LAUNCHERS {
             if let Some(r) = num(rv)? {
@@ -242,7 +243,10 @@ pub fn sleep_until(at: SystemTime, interrupt: &std::sync::atomic::AtomicBool) ->
     }
     loop {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            bail!("interrupted while waiting for the start time {}", fmt_time(at));
+            bail!(
+                "interrupted while waiting for the start time {}",
+                fmt_time(at)
+            );
         }
         match at.duration_since(SystemTime::now()) {
             Ok(left) if !left.is_zero() => {
@@ -333,7 +337,10 @@ mod tests {
             "h".into(),
         )
         .unwrap();
-        assert_eq!((r.rank, r.ranks, r.launcher), (1, Some(2), Launcher::OpenMpi));
+        assert_eq!(
+            (r.rank, r.ranks, r.launcher),
+            (1, Some(2), Launcher::OpenMpi)
+        );
         let r = Rank::resolve(
             None,
             Some(8),
@@ -378,7 +385,9 @@ mod tests {
             r.expand("--target", Path::new("/dev/plain")).unwrap(),
             PathBuf::from("/dev/plain")
         );
-        let e = r.expand("--json", Path::new("{hostname}.json")).unwrap_err();
+        let e = r
+            .expand("--json", Path::new("{hostname}.json"))
+            .unwrap_err();
         assert!(e.to_string().contains("unknown template"), "{e}");
         let e = r.expand("--json", Path::new("a{rank")).unwrap_err();
         assert!(e.to_string().contains("closing"), "{e}");
@@ -397,7 +406,9 @@ mod tests {
         assert!(format!("{e:#}").contains("RFC 3339"), "{e:#}");
         let t = parse_time("2030-01-01T01:00:00.25+01:00").unwrap();
         assert_eq!(
-            t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_millis(),
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
             1_893_456_000_250
         );
     }

@@ -615,6 +615,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     }
     out.push_str(&summary_table(r).html());
     out.push_str("</section>");
+    out.push_str(&super::hosts::html(r));
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));
