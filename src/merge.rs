@@ -313,7 +313,6 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
     for (x, y) in a.runs.iter().zip(&b.runs) {
         if x.name != y.name {
             out.push(format!("run \"{}\" against \"{}\"", x.name, y.name));
-            continue;
         }
         if let (Some(sx), Some(sy)) = (x.spec.as_object(), y.spec.as_object()) {
             let keys: BTreeSet<&String> = sx.keys().chain(sy.keys()).collect();
