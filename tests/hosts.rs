@@ -444,3 +444,106 @@ fn start_at_and_templates_refuse_bad_input() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown template"));
 }
+
+#[test]
+fn cluster_calibration_follows_one_schedule_and_merges_into_one_curve() {
+    if !on_path("mpirun") {
+        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_, at) = time_in(Duration::from_secs(3));
+    let out = Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            "2",
+            iolens_path(),
+        ])
+        .args(["-q", "calibrate", "--size", "16M", "--budget", "8s"])
+        .args([
+            "--max-sessions",
+            "2",
+            "--max-qd",
+            "2",
+            "--phases",
+            "randread,seqread",
+        ])
+        .args(["--max-latency", "100ms", "--start-at", &at])
+        .arg("--target")
+        .arg(d.join("c{rank}.dat"))
+        .arg("--json")
+        .arg(d.join("c{rank}.json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mpirun calibrate: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = vec![d.join("c0.json"), d.join("c1.json")];
+    let ranks: Vec<Results> = files.iter().map(|f| read(f)).collect();
+    // The fixed schedule: every level of each ramp, the same steps on both ranks.
+    for r in &ranks {
+        let names: Vec<&str> = r.runs.iter().map(|x| x.name.as_str()).collect();
+        assert_eq!(names.len(), 4, "{names:?}");
+        let late = r.placement.as_ref().unwrap().start_lateness_s.unwrap();
+        assert!(
+            (0.0..0.05).contains(&late),
+            "first step measured {late} s late"
+        );
+    }
+    let mf = d.join("cm.json");
+    let out = merge(&files, &mf, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = read(&mf);
+    let info = m.merge.as_ref().unwrap();
+    for rm in &info.runs {
+        assert!(
+            rm.start_spread_s < 0.1,
+            "{}: starts {} s apart",
+            rm.name,
+            rm.start_spread_s
+        );
+    }
+    let c = m.calibration.as_ref().expect("cluster calibration");
+    let c0 = ranks[0].calibration.as_ref().unwrap();
+    let c1 = ranks[1].calibration.as_ref().unwrap();
+    assert_eq!(c.curve.len(), c0.curve.len());
+    for (k, p) in c.curve.iter().enumerate() {
+        assert_eq!(
+            p.sessions,
+            c0.curve[k].sessions * 2,
+            "sessions over the cluster"
+        );
+        let sum = c0.curve[k].iops + c1.curve[k].iops;
+        assert!(
+            (p.iops - sum).abs() < 0.15 * sum,
+            "cluster IOPS {} is the ranks' sum {sum}",
+            p.iops
+        );
+        // Latency of the cluster's step: the merged histograms'.
+        let mut h = new_histogram();
+        for r in &ranks {
+            h.add(r.runs[p.run].merged_io_hist().unwrap()).unwrap();
+        }
+        assert_eq!(p.p99_ns, h.value_at_quantile(0.99));
+    }
+    let best = c.max_iops.expect("max IOPS at the latency target");
+    assert!(best >= c.curve.iter().map(|p| p.iops).fold(0.0, f64::min));
+    assert!(c.max_mbps.is_some());
+    let out = bin()
+        .args(["show", "--width", "110"])
+        .arg(&mf)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("cluster of 2 rank(s)"), "{text}");
+}

@@ -110,8 +110,14 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     // A results file that cannot be written must fail now, not after the calibration.
     crate::results::Destination::checked(a.t.json.as_deref())?;
     let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
-    let mut res: Results =
-        crate::calibrate::calibrate(&plan, o.verify, &target, progress, cx.cmdline.clone())?;
+    let mut res: Results = crate::calibrate::calibrate(
+        &plan,
+        o.verify,
+        &target,
+        progress,
+        cx.cmdline.clone(),
+        launch.start_at,
+    )?;
     launch.record(&mut res);
     let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
     crate::out!("{}", crate::calibrate::summary(&res, &style));
