@@ -354,10 +354,14 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// One grid slot of one op: the summed histogram, count, bytes, and the longest duration of
+/// the intervals it holds.
+type SlotSum = (Histogram<u64>, u64, u64, f64);
+
 /// Accumulates one op's merged intervals on the grid.
 struct OpGrid {
     op: String,
-    slots: Vec<Option<(Histogram<u64>, u64, u64, f64)>>,
+    slots: Vec<Option<SlotSum>>,
     total: Histogram<u64>,
     count: u64,
     bytes: u64,
@@ -393,7 +397,7 @@ fn merge_run(
             );
         }
     }
-    if !(iv > 0.0) {
+    if iv.is_nan() || iv <= 0.0 {
         bail!("the runs have no interval length");
     }
     let mut starts = Vec::with_capacity(parts.len());

@@ -400,8 +400,8 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("both rank 0"));
-    // A merged file is not merged again; a trace is not a measurement to merge.
-    let out = merge(&[mf.clone()], &d.join("y.json"), &[]);
+    // A merged file is not merged again.
+    let out = merge(std::slice::from_ref(&mf), &d.join("y.json"), &[]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a merged result"));
 }
 

@@ -23,7 +23,7 @@ pub enum DbCommand {
     /// Build (or resume, or verify) the SLOB-style data layout.
     Setup(SetupArgs),
     /// Run the SLOB work loop and measure it.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Remove everything `db setup` created.
     Drop(DropArgs),
 }
