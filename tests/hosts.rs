@@ -547,3 +547,42 @@ fn cluster_calibration_follows_one_schedule_and_merges_into_one_curve() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("cluster of 2 rank(s)"), "{text}");
 }
+
+#[test]
+fn recipes_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for s in ["slurm-batch.sh", "mpirun.sh", "parallel-ssh.sh"] {
+        let out = Command::new("bash")
+            .arg("-n")
+            .arg(root.join("recipes").join(s))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{s}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    // The Kubernetes Indexed Job, offline against the Kubernetes API schema.
+    let local = root.join("target/k8s-validate/bin/kubernetes-validate");
+    let tool = if local.is_file() {
+        local
+    } else if on_path("kubernetes-validate") {
+        PathBuf::from("kubernetes-validate")
+    } else {
+        unavailable("kubernetes-validate is not installed (scripts/test.sh installs it)");
+        return;
+    };
+    let manifest = root.join("recipes/kubernetes-indexed-job.yaml");
+    let out = Command::new(&tool).arg("--strict").arg(&manifest).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The validator does reject a broken Job (so the check above can fail).
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("parallelism: 4", "parallelism: four");
+    std::fs::write(bad.path(), text).unwrap();
+    let out = Command::new(&tool).arg("--strict").arg(bad.path()).output().unwrap();
+    assert!(!out.status.success(), "a broken manifest is refused");
+}
