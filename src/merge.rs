@@ -336,11 +336,6 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
     out
 }
 
-fn add(h: &mut Histogram<u64>, x: &Hist) -> Result<()> {
-    h.add(x.decode()?)
-        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -354,14 +349,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// One grid slot of one op: the summed histogram, count, bytes, and the longest duration of
-/// the intervals it holds.
-type SlotSum = (Histogram<u64>, u64, u64, f64);
-
 /// Accumulates one op's merged intervals on the grid.
 struct OpGrid {
     op: String,
-    slots: Vec<Option<SlotSum>>,
+    /// (grid slot, input, op index, interval index) of every interval of this op.
+    cells: Vec<(usize, usize, usize, usize)>,
     total: Histogram<u64>,
     count: u64,
     bytes: u64,
@@ -430,21 +422,21 @@ fn merge_run(
             fmt_ns(iv * 1e9)
         ));
     }
-    // Op grids, in order of first appearance.
+    // Op grids, in order of first appearance: which rank's interval falls in which slot.
     let mut grids: Vec<OpGrid> = Vec::new();
     let mut rank_runs = Vec::with_capacity(parts.len());
+    let mut tmp = new_histogram();
     for (k, p) in parts.iter().enumerate() {
         let off = offsets[k];
         let shift = (off / iv).round() as i64;
-        let mut first_slot = u64::MAX;
-        let mut slot_io: Vec<(u64, u64, f64, Histogram<u64>)> = Vec::new();
-        for o in &p.ops {
+        let mut first_slot = usize::MAX;
+        for (oi, o) in p.ops.iter().enumerate() {
             let g = match grids.iter().position(|g| g.op == o.op) {
                 Some(x) => &mut grids[x],
                 None => {
                     grids.push(OpGrid {
                         op: o.op.clone(),
-                        slots: Vec::new(),
+                        cells: Vec::new(),
                         total: new_histogram(),
                         count: 0,
                         bytes: 0,
@@ -456,7 +448,7 @@ fn merge_run(
                     &mut grids[n]
                 }
             };
-            add(&mut g.total, &o.hist)?;
+            o.hist.add_to(&mut g.total)?;
             g.count += o.count;
             g.bytes = g.bytes.saturating_add(o.bytes);
             g.errors += o.errors;
@@ -465,30 +457,38 @@ fn merge_run(
             }
             for (n, x) in o.intervals.iter().enumerate() {
                 let slot = ((x.start_s / iv).round() as i64 + shift).max(0) as usize;
-                first_slot = first_slot.min(slot as u64);
-                if g.slots.len() <= slot {
-                    g.slots.resize_with(slot + 1, || None);
-                }
-                let h = x.hist.decode()?;
-                let e = g.slots[slot].get_or_insert_with(|| (new_histogram(), 0, 0, 0.0));
-                e.0.add(&h)
-                    .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
-                e.1 += x.count;
-                e.2 = e.2.saturating_add(x.bytes);
-                // The slot lasts as long as its longest contribution.
-                e.3 = e.3.max(x.duration_s);
-                if o.op != "sync" {
-                    if slot_io.len() <= n {
-                        slot_io.resize_with(n + 1, || (0, 0, 0.0, new_histogram()));
-                    }
-                    let s = &mut slot_io[n];
-                    s.0 += x.count;
-                    s.1 = s.1.saturating_add(x.bytes);
-                    s.2 = x.duration_s;
-                    s.3.add(&h)
-                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                first_slot = first_slot.min(slot);
+                g.cells.push((slot, k, oi, n));
+            }
+        }
+        // This rank's own series (I/O, not sync), interval by interval.
+        let n_int = p
+            .ops
+            .iter()
+            .filter(|o| o.op != "sync")
+            .map(|o| o.intervals.len())
+            .max()
+            .unwrap_or(0);
+        let mut spans = Vec::with_capacity(n_int);
+        let (mut slot_iops, mut slot_p99_ns) = (Vec::new(), Vec::new());
+        for n in 0..n_int {
+            tmp.reset();
+            let (mut c, mut b, mut d) = (0u64, 0u64, 0.0f64);
+            for o in p.ops.iter().filter(|o| o.op != "sync") {
+                if let Some(x) = o.intervals.get(n) {
+                    x.hist.add_to(&mut tmp)?;
+                    c += x.count;
+                    b = b.saturating_add(x.bytes);
+                    d = d.max(x.duration_s);
                 }
             }
+            spans.push((c, b, d));
+            slot_iops.push(if d > 0.0 { c as f64 / d } else { 0.0 });
+            slot_p99_ns.push(if tmp.is_empty() {
+                0
+            } else {
+                tmp.value_at_quantile(0.99)
+            });
         }
         let io = p.merged_io_hist()?;
         let q = |x: f64| {
@@ -499,7 +499,7 @@ fn merge_run(
             }
         };
         rank_runs.push((
-            slot_io,
+            spans,
             RankRun {
                 input: k,
                 rank: ranks[k],
@@ -518,13 +518,13 @@ fn merge_run(
                 p99_ns: q(0.99),
                 max_ns: if io.is_empty() { 0 } else { io.max() },
                 interrupted: p.interrupted,
-                first_slot: if first_slot == u64::MAX {
+                first_slot: if first_slot == usize::MAX {
                     0
                 } else {
-                    first_slot
+                    first_slot as u64
                 },
-                slot_iops: Vec::new(),
-                slot_p99_ns: Vec::new(),
+                slot_iops,
+                slot_p99_ns,
             },
         ));
     }
@@ -599,37 +599,35 @@ fn merge_run(
             parts[0].name
         ));
     }
-    // Per-rank series for the host × time heatmap.
-    let mut rank_out = Vec::with_capacity(rank_runs.len());
-    for (slot_io, mut r) in rank_runs {
-        for s in &slot_io {
-            r.slot_iops
-                .push(if s.2 > 0.0 { s.0 as f64 / s.2 } else { 0.0 });
-            r.slot_p99_ns.push(if s.3.is_empty() {
-                0
-            } else {
-                s.3.value_at_quantile(0.99)
-            });
-        }
-        rank_out.push(r);
-    }
+    let rank_out: Vec<RankRun> = rank_runs.into_iter().map(|(_, r)| r).collect();
     let stragglers = stragglers(&rank_out, iv);
-    // The merged run.
+    // The merged run: slot by slot, one histogram at a time (memory stays flat however long
+    // the run and however many ranks).
     let mut ops = Vec::with_capacity(grids.len());
-    for g in grids {
+    for mut g in grids {
         let mut intervals = Vec::new();
         if !g.no_intervals {
-            for (slot, e) in g.slots.into_iter().enumerate() {
-                let (h, count, bytes, dur) = match e {
-                    Some(x) => x,
-                    None => (new_histogram(), 0, 0, iv),
-                };
+            g.cells.sort_unstable();
+            let end = g.cells.last().map_or(0, |c| c.0 + 1);
+            let mut i = 0;
+            for slot in 0..end {
+                tmp.reset();
+                let (mut count, mut bytes, mut dur) = (0u64, 0u64, 0.0f64);
+                while let Some(&(_, k, oi, n)) = g.cells.get(i).filter(|c| c.0 == slot) {
+                    let x = &parts[k].ops[oi].intervals[n];
+                    x.hist.add_to(&mut tmp)?;
+                    count += x.count;
+                    bytes = bytes.saturating_add(x.bytes);
+                    // The slot lasts as long as its longest contribution.
+                    dur = dur.max(x.duration_s);
+                    i += 1;
+                }
                 intervals.push(Interval {
                     start_s: slot as f64 * iv,
-                    duration_s: dur,
+                    duration_s: if dur > 0.0 { dur } else { iv },
                     count,
                     bytes,
-                    hist: Hist::encode(&h),
+                    hist: Hist::encode(&tmp),
                 });
             }
         }

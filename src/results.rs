@@ -138,6 +138,16 @@ impl Hist {
         Ok(h.len())
     }
 
+    /// Add this histogram's values into `h` exactly, decoding it with its stored bounds (no
+    /// full-range histogram is built: cheap enough for millions of interval histograms).
+    pub fn add_to(&self, h: &mut Histogram<u64>) -> Result<()> {
+        if let Some(x) = self.decode_as_stored()? {
+            h.add(&x)
+                .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        }
+        Ok(())
+    }
+
     /// The raw base64 text (as it appears in JSON).
     pub fn as_base64(&self) -> &str {
         &self.b64

@@ -557,7 +557,11 @@ fn recipes_are_valid() {
             .arg(root.join("recipes").join(s))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{s}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{s}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     // The Kubernetes Indexed Job, offline against the Kubernetes API schema.
     let local = root.join("target/k8s-validate/bin/kubernetes-validate");
@@ -570,7 +574,11 @@ fn recipes_are_valid() {
         return;
     };
     let manifest = root.join("recipes/kubernetes-indexed-job.yaml");
-    let out = Command::new(&tool).arg("--strict").arg(&manifest).output().unwrap();
+    let out = Command::new(&tool)
+        .arg("--strict")
+        .arg(&manifest)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}{}",
@@ -583,6 +591,10 @@ fn recipes_are_valid() {
         .unwrap()
         .replace("parallelism: 4", "parallelism: four");
     std::fs::write(bad.path(), text).unwrap();
-    let out = Command::new(&tool).arg("--strict").arg(bad.path()).output().unwrap();
+    let out = Command::new(&tool)
+        .arg("--strict")
+        .arg(bad.path())
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "a broken manifest is refused");
 }
