@@ -49,6 +49,8 @@ const PER_RANK_FIELDS: &[&str] = &[
     "verify",
     "on_corruption",
     "batch_submit",
+    "path",
+    "dir",
 ];
 
 /// A rank whose start lies further than this share of an interval from the others is called
@@ -314,26 +316,39 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
         if x.name != y.name {
             out.push(format!("run \"{}\" against \"{}\"", x.name, y.name));
         }
-        if let (Some(sx), Some(sy)) = (x.spec.as_object(), y.spec.as_object()) {
-            let keys: BTreeSet<&String> = sx.keys().chain(sy.keys()).collect();
-            for k in keys {
-                if PER_RANK_FIELDS.contains(&k.as_str()) {
-                    continue;
-                }
-                let (vx, vy) = (sx.get(k), sy.get(k));
-                if vx != vy {
-                    let show = |v: Option<&serde_json::Value>| {
-                        v.map_or("(absent)".to_string(), |v| v.to_string())
-                    };
-                    out.push(format!("{} {} against {}", k, show(vx), show(vy)));
-                }
-            }
-        }
+        spec_differences("", &x.spec, &y.spec, &mut out);
         if out.len() > 6 {
             break;
         }
     }
     out
+}
+
+/// The fields of two specs that differ (nested objects compared field by field), leaving out
+/// those that may differ between ranks.
+fn spec_differences(at: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
+    if let (Some(sa), Some(sb)) = (a.as_object(), b.as_object()) {
+        let keys: BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
+        for k in keys {
+            if PER_RANK_FIELDS.contains(&k.as_str()) {
+                continue;
+            }
+            let null = serde_json::Value::Null;
+            let name = if at.is_empty() {
+                k.clone()
+            } else {
+                format!("{at}.{k}")
+            };
+            spec_differences(
+                &name,
+                sa.get(k).unwrap_or(&null),
+                sb.get(k).unwrap_or(&null),
+                out,
+            );
+        }
+    } else if a != b {
+        out.push(format!("{at} {a} against {b}"));
+    }
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -598,3 +598,91 @@ fn recipes_are_valid() {
         .unwrap();
     assert!(!out.status.success(), "a broken manifest is refused");
 }
+
+#[test]
+fn db_run_ranks_start_together_and_merge() {
+    if !on_path("mpirun") {
+        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for k in 0..2 {
+        let out = bin()
+            .args(["-q", "db", "setup", "--scale", "8M", "--dir"])
+            .arg(d.join(format!("db{k}")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (_, at) = time_in(Duration::from_secs(3));
+    let out = Command::new("mpirun")
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-n",
+            "2",
+            iolens_path(),
+        ])
+        .args([
+            "-q",
+            "db",
+            "run",
+            "--sessions",
+            "1",
+            "--duration",
+            "1s",
+            "--interval",
+            "250ms",
+        ])
+        .args(["--start-at", &at, "--dir"])
+        .arg(d.join("db{rank}"))
+        .arg("--json")
+        .arg(d.join("db{rank}.json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "mpirun db run: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let files = vec![d.join("db0.json"), d.join("db1.json")];
+    let ranks: Vec<Results> = files.iter().map(|f| read(f)).collect();
+    for f in &files {
+        let r = read(f);
+        let p = r.placement.as_ref().unwrap();
+        assert_eq!(p.launcher, Launcher::OpenMpi);
+        let late = p.start_lateness_s.unwrap();
+        assert!(
+            (0.0..0.025).contains(&late),
+            "rank {} started {late} s late",
+            p.rank
+        );
+    }
+    let mf = d.join("dbm.json");
+    let out = merge(&files, &mf, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = read(&mf);
+    // Every operation (reads and writes of the database, statements) is the ranks' sum.
+    assert_eq!(m.runs.len(), ranks[0].runs.len());
+    for (j, run) in m.runs.iter().enumerate() {
+        assert!(!run.ops.is_empty());
+        for op in &run.ops {
+            let sum: u64 = ranks
+                .iter()
+                .map(|r| r.runs[j].op(&op.op).map_or(0, |o| o.count))
+                .sum();
+            assert_eq!(op.count, sum, "run {j} op {}", op.op);
+        }
+    }
+    assert!(m.runs[0].total_count() > 0);
+}
