@@ -13,32 +13,15 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
 
-use crate::analysis;
-pub use crate::results::analysis::StopReason;
+use crate::analysis::{self, Severity, Verdict, VerdictKind};
 use crate::results::analysis::{CacheStep, CalibrationFindings, CommitStep, RampBest};
+pub use crate::results::analysis::{Phase, PhasePlan, Plan, StopReason};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
 use crate::run::{execute, RunOptions};
 use crate::target::Target;
-use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
+use crate::units::{fmt_bytes, fmt_ns};
 use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
-
-/// Calibration phases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
-#[serde(rename_all = "kebab-case")]
-pub enum Phase {
-    /// Single-block random reads, session ramp (max IOPS at the latency target).
-    Randread,
-    /// Large sequential reads, many streams, queue-depth ramp (max MB/s).
-    Seqread,
-    /// Large sequential reads, one stream (CALIBRATE_IO's MAX_PMBPS).
-    Seqread1,
-    /// Commit-shaped O_DSYNC writes and random-write session ramp (writes to the scratch file).
-    Writes,
-    /// Random reads over growing working sets (storage-side cache tiers).
-    Cache,
-}
 
 impl Phase {
     pub fn name(self) -> &'static str {
@@ -290,64 +273,52 @@ pub fn contradictions(
     chosen_p99_ns: Option<f64>,
     target_ns: f64,
     percentile: f64,
-) -> Vec<String> {
+) -> Vec<Verdict> {
     let mut out = Vec::new();
     if let (Some((qd, many)), Some((qd1, one))) = (seq, seq1) {
         if many < one {
-            out.push(format!(
-                "contradiction: many streams reached {many:.0} MB/s (queue depth {qd} per stream) \
-                 but one stream reached {one:.0} MB/s (queue depth {qd1}); many streams can do at \
-                 least what one does, so the many-streams figure is too low (noise, or a ramp \
-                 cut short by the budget): take {one:.0} MB/s as the lower bound and repeat with \
-                 a longer --budget"
+            out.push(Verdict::new(
+                VerdictKind::Contradiction,
+                Severity::Warning,
+                format!(
+                    "contradiction: many streams reached {many:.0} MB/s (queue depth {qd} per stream) \
+                     but one stream reached {one:.0} MB/s (queue depth {qd1}); many streams can do at \
+                     least what one does, so the many-streams figure is too low (noise, or a ramp \
+                     cut short by the budget): take {one:.0} MB/s as the lower bound and repeat with \
+                     a longer --budget"
+                ),
+                &[
+                    ("many_streams_mb_per_s", many),
+                    ("many_streams_qd", qd as f64),
+                    ("one_stream_mb_per_s", one),
+                    ("one_stream_qd", qd1 as f64),
+                ],
             ));
         }
     }
     if let Some(p99) = chosen_p99_ns {
         if p99 > P99_FAR_FACTOR * target_ns {
-            out.push(format!(
-                "the max-IOPS step meets p{} ≤ {} but its p99 is {} ({:.1}× the target): the tail \
-                 above p{} is far slower than the target suggests",
-                crate::units::sig3(percentile),
-                fmt_ns(target_ns),
-                fmt_ns(p99),
-                p99 / target_ns,
-                crate::units::sig3(percentile)
+            out.push(Verdict::new(
+                VerdictKind::TailBeyondTarget,
+                Severity::Warning,
+                format!(
+                    "the max-IOPS step meets p{} ≤ {} but its p99 is {} ({:.1}× the target): the tail \
+                     above p{} is far slower than the target suggests",
+                    crate::units::sig3(percentile),
+                    fmt_ns(target_ns),
+                    fmt_ns(p99),
+                    p99 / target_ns,
+                    crate::units::sig3(percentile)
+                ),
+                &[
+                    ("p99_ns", p99),
+                    ("target_ns", target_ns),
+                    ("percentile", percentile),
+                ],
             ));
         }
     }
     out
-}
-
-/// One planned phase with its step budget.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct PhasePlan {
-    pub phase: Phase,
-    /// Most steps the phase may take.
-    pub max_steps: u32,
-    /// Seconds per step (warm-up included).
-    pub step_s: f64,
-    /// Warm-up seconds per step.
-    pub warmup_s: f64,
-    /// What the phase does, in words.
-    pub description: String,
-}
-
-/// The whole calibration plan.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct Plan {
-    pub budget_s: f64,
-    pub phases: Vec<PhasePlan>,
-    pub bs: u64,
-    pub large_bs: u64,
-    pub max_sessions: u32,
-    pub max_qd: u32,
-    pub streams: u32,
-    pub percentile: f64,
-    pub max_latency_ns: u64,
-    pub plateau: f64,
-    pub refinements: u32,
-    pub direct: bool,
 }
 
 /// Shortest step that still measures something meaningful.
@@ -733,7 +704,7 @@ pub fn calibrate(
     };
     let mut f = CalibrationFindings::default();
     // The procedure's own notes (skipped steps, verdicts at the best step, contradictions).
-    let mut notes: Vec<String> = Vec::new();
+    let mut notes: Vec<Verdict> = Vec::new();
     let mut curve: Vec<CurvePoint> = Vec::new();
     let mut max_iops_point = None;
 
@@ -826,10 +797,18 @@ pub fn calibrate(
                     }
                     if plan.direct && size % lbs != 0 {
                         st.skip_slot(&pp);
-                        notes.push(format!(
-                            "commit writes of {} skipped: below the device's {} B logical block size",
-                            fmt_bytes(size),
-                            lbs
+                        notes.push(Verdict::new(
+                            VerdictKind::StepSkipped,
+                            Severity::Info,
+                            format!(
+                                "commit writes of {} skipped: below the device's {} B logical block size",
+                                fmt_bytes(size),
+                                lbs
+                            ),
+                            &[
+                                ("size_bytes", size as f64),
+                                ("logical_block_size", lbs as f64),
+                            ],
                         ));
                         continue;
                     }
@@ -925,14 +904,19 @@ pub fn calibrate(
     if let Some(p) = max_iops_point {
         let r = &st.results[curve[p].run];
         for v in analysis::run_verdicts(r) {
-            notes.push(format!(
-                "at max IOPS ({} sessions): {}",
-                curve[p].sessions, v.message
+            notes.push(at_step(
+                v,
+                format!("at max IOPS ({} sessions)", curve[p].sessions),
+                curve[p].sessions,
             ));
         }
     } else if let Some(c) = curve.first() {
         for v in analysis::run_verdicts(&st.results[c.run]) {
-            notes.push(format!("at {} session(s): {}", c.sessions, v.message));
+            notes.push(at_step(
+                v,
+                format!("at {} session(s)", c.sessions),
+                c.sessions,
+            ));
         }
     }
     let pair = |b: Option<RampBest>| b.map(|b| (b.level, b.value));
@@ -949,7 +933,7 @@ pub fn calibrate(
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &target.path,
-        target.kind.name(),
+        target.kind.into(),
         target.data_size,
     ));
     if st.corrupt {
@@ -966,7 +950,8 @@ pub fn calibrate(
             "calibration stopped: a step read corrupt data (see its corruption report)".into(),
         );
     }
-    res.warnings.extend(contradicted);
+    res.warnings
+        .extend(contradicted.into_iter().map(|v| v.message));
     let interrupted = crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed);
     if interrupted {
         res.warnings
@@ -981,7 +966,7 @@ pub fn calibrate(
         ));
     }
     res.runs = st.results;
-    f.plan = serde_json::to_value(&plan)?;
+    f.plan = Some(plan.clone());
     res.calibration = Some(Calibration {
         percentile: plan.percentile,
         max_latency_ns: plan.max_latency_ns,
@@ -999,168 +984,14 @@ pub fn calibrate(
     Ok(res)
 }
 
-fn ramp_best((level, value): (u32, f64)) -> RampBest {
-    RampBest { level, value }
+/// A run's verdict as reported for one calibration step: `where_` leads its message and the
+/// step's sessions join its figures.
+fn at_step(mut v: Verdict, where_: String, sessions: u32) -> Verdict {
+    v.message = format!("{where_}: {}", v.message);
+    v.figures.insert("sessions".into(), sessions as f64);
+    v
 }
 
-/// The ten-second summary of a calibration.
-pub fn summary(res: &Results, style: &crate::render::TermStyle) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let Some(c) = &res.calibration else {
-        return s;
-    };
-    let an = analysis::of(res);
-    let f = an.calibration.clone().unwrap_or_default();
-    let pct = c.percentile;
-    let _ = writeln!(s, "\n== iolens calibration ==");
-    match (c.max_iops, c.max_iops_point) {
-        (Some(iops), Some(p)) => {
-            let pt = &c.curve[p];
-            let _ = writeln!(
-                s,
-                "Max IOPS at p{pct} ≤ {}: {} ({} random reads, {} sessions)\n  latency there: p50 {}  p99 {}  p99.9 {}",
-                fmt_ns(c.max_latency_ns as f64),
-                fmt_rate(iops),
-                res.runs
-                    .get(pt.run)
-                    .and_then(|r| r.spec.get("block_size"))
-                    .and_then(|v| v.as_u64())
-                    .map(fmt_bytes)
-                    .unwrap_or_default(),
-                pt.sessions,
-                fmt_ns(pt.p50_ns as f64),
-                fmt_ns(pt.p99_ns as f64),
-                fmt_ns(pt.p999_ns as f64)
-            );
-            if let Some(why) = f.stop_reason {
-                let _ = writeln!(s, "  ramp stopped because {}", why.describe());
-            }
-        }
-        _ if !c.curve.is_empty() => {
-            let pt = &c.curve[0];
-            let _ = writeln!(
-                s,
-                "No load level met p{pct} ≤ {}: even 1 session saw p99 {} ({} IOPS)",
-                fmt_ns(c.max_latency_ns as f64),
-                fmt_ns(pt.p99_ns as f64),
-                fmt_rate(pt.iops)
-            );
-        }
-        _ => {}
-    }
-    if let Some(b) = f.seq_best {
-        let _ = writeln!(
-            s,
-            "Max MB/s, many streams: {:.0} MB/s (queue depth {} per stream)",
-            b.mb_per_s, b.qd
-        );
-    }
-    if let Some(b) = f.seq1_best {
-        let _ = writeln!(
-            s,
-            "Max MB/s, one stream:   {:.0} MB/s (queue depth {})",
-            b.mb_per_s, b.qd
-        );
-    }
-    for w in &f.commit {
-        let _ = writeln!(
-            s,
-            "Commit write {} O_DSYNC: p50 {}  p99 {}  p99.9 {}  ({} per s)",
-            fmt_bytes(w.size_bytes),
-            fmt_ns(w.p50_ns as f64),
-            fmt_ns(w.p99_ns as f64),
-            fmt_ns(w.p999_ns as f64),
-            w.writes_per_s.map(fmt_rate).unwrap_or_else(|| "-".into())
-        );
-    }
-    if let Some(b) = f.write_best {
-        let _ = writeln!(
-            s,
-            "Random writes: {} IOPS at p{pct} ≤ {} ({} sessions)",
-            fmt_rate(b.value),
-            fmt_ns(c.max_latency_ns as f64),
-            b.level
-        );
-    }
-    if let Some(m) = &f.modes_at_max {
-        let _ = writeln!(s, "Latency modes at max IOPS: {m}");
-    }
-    for p in &f.cache_probe {
-        let _ = writeln!(
-            s,
-            "Cache probe, {} % of target: {}",
-            p.share * 100.0,
-            p.modes
-        );
-    }
-    if let Some(k) = &f.knee {
-        let _ = writeln!(s, "{}", crate::render::analysis::knee_line(k));
-    }
-    if let Some(u) = &f.usl {
-        let _ = writeln!(s, "{}", crate::render::analysis::usl_line(u));
-    }
-    if let Some((n, l)) = f
-        .little
-        .iter()
-        .find(|l| c.max_iops_point.map(|p| c.curve[p].sessions) == Some(l.sessions))
-        .or(f.little.last())
-        .map(|l| (l.sessions, &l.check))
-    {
-        let _ = writeln!(
-            s,
-            "Little's law at {n} sessions: IOPS × mean latency = {:.2} I/Os in flight of {:.0}; {:.1} % of the sessions' time is outside the I/O",
-            l.observed,
-            l.concurrency,
-            l.outside_share * 100.0
-        );
-    }
-    for v in &c.verdicts {
-        let _ = writeln!(s, "Verdict: {v}");
-    }
-    let cio = &f.calibrate_io;
-    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    let _ = writeln!(
-        s,
-        "CALIBRATE_IO would report: max_iops = {}, max_mbps = {}, max_pmbps = {}, latency = {} ms \
-         (an integer-ms average that hides the distribution above)",
-        num(cio.max_iops),
-        num(cio.max_mbps),
-        num(cio.max_pmbps),
-        num(cio.latency_ms)
-    );
-    if let Some(t) = crate::render::table::calibration_curve(res, &an) {
-        let _ = writeln!(
-            s,
-            "\nLoad curve ({} random reads, sync engine):",
-            res.runs
-                .get(c.curve[0].run)
-                .and_then(|r| r.spec.get("block_size"))
-                .and_then(|v| v.as_u64())
-                .map(fmt_bytes)
-                .unwrap_or_default(),
-        );
-        s.push_str(&t.render(style));
-        for p in &c.curve {
-            if let Some(m) = an
-                .runs
-                .get(p.run)
-                .and_then(|a| a.modes.first())
-                .filter(|m| !m.description.is_empty())
-            {
-                let _ = writeln!(s, "modes at {} sessions: {}", p.sessions, m.description);
-            }
-        }
-    }
-    let _ = writeln!(
-        s,
-        "\nOverhead between steps: {:.2} s ({:.2} % of the {:.0} s budget)",
-        c.overhead_s,
-        c.overhead_s / c.budget_s.max(1e-9) * 100.0,
-        c.budget_s
-    );
-    for w in &res.warnings {
-        let _ = writeln!(s, "WARNING: {w}");
-    }
-    crate::out::fit(&s, style.width)
+fn ramp_best((level, value): (u32, f64)) -> RampBest {
+    RampBest { level, value }
 }

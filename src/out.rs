@@ -120,6 +120,17 @@ pub fn record(e: &io::Error) {
     }
 }
 
+/// A line for people on stderr, `iolens: …`: warnings and notices that must reach a person even
+/// when stdout carries the results or is piped away. A closed stderr is ignored (never a panic).
+pub fn note(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "iolens: {text}");
+}
+
+/// [`note`] of a warning: `iolens: warning: …`.
+pub fn warn(text: &str) {
+    note(&format!("warning: {text}"));
+}
+
 /// How writing the text for people went.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
@@ -201,7 +212,8 @@ fn binds(prev: &str, next: &str) -> bool {
 
 /// `text` with every line longer than `width` columns broken between words, never between a
 /// figure and its unit; continuation lines are indented two columns past the line's own
-/// indent. A word longer than the line is left whole.
+/// indent. A word longer than a whole line (a path, a list of mount options) is cut after a
+/// `,`, `/` or `=` where it can be, else where it must.
 pub fn fit(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len() + text.len() / 16);
     for line in text.split_inclusive('\n') {
@@ -226,6 +238,8 @@ pub fn fit(text: &str, width: usize) -> String {
                 _ => words.push(w.to_string()),
             }
         }
+        let room = width.saturating_sub(hang.len()).max(8);
+        let words: Vec<String> = words.into_iter().flat_map(|w| cut_word(&w, room)).collect();
         let mut cur = body[..indent].to_string();
         let mut cur_w = indent;
         let mut first = true;
@@ -249,5 +263,25 @@ pub fn fit(text: &str, width: usize) -> String {
         out.push_str(&cur);
         out.push_str(nl);
     }
+    out
+}
+
+/// `word` in pieces of at most `room` columns, each cut after a `,`, `/` or `=` where one falls
+/// in the second half of the piece (ANSI escapes are not expected in such long words).
+fn cut_word(word: &str, room: usize) -> Vec<String> {
+    if visible_width(word) <= room {
+        return vec![word.to_string()];
+    }
+    let mut out = Vec::new();
+    let mut rest: Vec<char> = word.chars().collect();
+    while rest.len() > room {
+        let cut = (room / 2..room)
+            .rev()
+            .find(|&i| matches!(rest[i - 1], ',' | '/' | '='))
+            .unwrap_or(room);
+        out.push(rest[..cut].iter().collect());
+        rest.drain(..cut);
+    }
+    out.push(rest.into_iter().collect());
     out
 }

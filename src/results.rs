@@ -518,11 +518,39 @@ pub struct RunResult {
     pub corruption: Vec<CorruptionReport>,
 }
 
+/// How reads are verified: asked for on the command line, and (never `auto`) as recorded in
+/// [`VerifyStats::mode`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifyMode {
+    /// `full` on scratch files iolens created, `none` on other targets.
+    #[default]
+    Auto,
+    /// Do not look at the data read.
+    None,
+    /// Check each unit's magic, target id, offset and generation (no checksum).
+    Header,
+    /// Everything `header` checks, plus the CRC32C of every 512-byte unit.
+    Full,
+}
+
+impl VerifyMode {
+    /// The name, as in the JSON and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            VerifyMode::Auto => "auto",
+            VerifyMode::None => "none",
+            VerifyMode::Header => "header",
+            VerifyMode::Full => "full",
+        }
+    }
+}
+
 /// What reading a run's blocks back found and cost (see `verify`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct VerifyStats {
     /// `none`, `header` or `full`.
-    pub mode: String,
+    pub mode: VerifyMode,
     /// Bytes per stamp unit (each carries magic, checksum, target id, offset, generation).
     pub unit_bytes: u64,
     /// Reads whose data was checked, and the stamp units they held.
@@ -560,12 +588,56 @@ pub struct VerifyStats {
     pub note: String,
 }
 
+/// Kinds of corruption (and, offline, of damage to the generation journal).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CorruptionKind {
+    /// The unit's contents do not match its checksum.
+    #[default]
+    Checksum,
+    /// A valid unit stamped for another offset.
+    Misdirected,
+    /// A valid unit of another iolens target.
+    Foreign,
+    /// No iolens stamp at all.
+    Unstamped,
+    /// An older generation than the last write this run completed.
+    LostWrite,
+    /// A generation this run never completed (no write was in flight).
+    UnexpectedGeneration,
+    /// The read came back short: the target ends early.
+    Truncated,
+    /// Offline: an older generation than the generation journal recorded as written.
+    Stale,
+    /// Offline: the generation journal is missing although workloads rewrote blocks.
+    JournalMissing,
+    /// Offline: the generation journal's header or pages are damaged.
+    JournalDamaged,
+}
+
+impl CorruptionKind {
+    /// The kebab-case name, as in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            CorruptionKind::Checksum => "checksum",
+            CorruptionKind::Misdirected => "misdirected",
+            CorruptionKind::Foreign => "foreign",
+            CorruptionKind::Unstamped => "unstamped",
+            CorruptionKind::LostWrite => "lost-write",
+            CorruptionKind::UnexpectedGeneration => "unexpected-generation",
+            CorruptionKind::Truncated => "truncated",
+            CorruptionKind::Stale => "stale",
+            CorruptionKind::JournalMissing => "journal-missing",
+            CorruptionKind::JournalDamaged => "journal-damaged",
+        }
+    }
+}
+
 /// One corrupt unit: where, what was expected and what was found.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CorruptionReport {
-    /// `checksum`, `misdirected`, `foreign`, `unstamped`, `lost-write`,
-    /// `unexpected-generation` or `truncated`.
-    pub kind: String,
+    /// What is wrong with the unit.
+    pub kind: CorruptionKind,
     /// Absolute byte offset of the (first) corrupt 512-byte unit in the target.
     pub offset: u64,
     /// Consecutive units with the same fault this report covers (e.g. a whole misdirected
@@ -806,12 +878,63 @@ pub struct Environment {
     pub target: Option<TargetInfo>,
 }
 
+/// What a target is: `scratch` (created and marked by iolens), `file`, `block-device`, or the
+/// database a `db` run used (`sqlite`, `postgres`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageKind {
+    /// A file created and marked by iolens.
+    Scratch,
+    /// An existing file iolens did not create.
+    #[default]
+    File,
+    /// A block device.
+    BlockDevice,
+    /// An SQLite database file (`db` runs).
+    Sqlite,
+    /// A PostgreSQL database (`db` runs).
+    Postgres,
+}
+
+impl StorageKind {
+    /// The kebab-case name, as in the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            StorageKind::Scratch => "scratch",
+            StorageKind::File => "file",
+            StorageKind::BlockDevice => "block-device",
+            StorageKind::Sqlite => "sqlite",
+            StorageKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// `Display` as the JSON spelling, and comparison with it (`kind == "lost-write"`), for the
+/// enums of the model that have a `name()`.
+macro_rules! named_enum {
+    ($($t:ty),*) => {$(
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl PartialEq<&str> for $t {
+            fn eq(&self, other: &&str) -> bool {
+                self.name() == *other
+            }
+        }
+    )*};
+}
+
+named_enum!(VerifyMode, CorruptionKind, StorageKind);
+
 /// Facts about the target and its backing storage.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct TargetInfo {
     pub path: String,
-    /// `scratch` (created and marked by iolens), `file`, or `block-device`.
-    pub kind: String,
+    /// What the target is.
+    pub kind: StorageKind,
     pub size_bytes: u64,
     pub filesystem: String,
     pub mount_point: String,
@@ -868,8 +991,11 @@ pub struct Calibration {
     /// Seconds spent between steps (start/stop overhead), and the share of the budget.
     pub overhead_s: f64,
     pub budget_s: f64,
-    #[serde(default)]
-    pub verdicts: Vec<String>,
+    /// What the procedure found besides the analysis: skipped steps, the verdicts at the
+    /// max-IOPS step (figures include `sessions`), contradicting headline figures. Older files
+    /// hold plain sentences, read as `note` verdicts.
+    #[serde(default, deserialize_with = "analysis::verdicts_or_notes")]
+    pub verdicts: Vec<analysis::Verdict>,
 }
 
 /// What produced a results document.

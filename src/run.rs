@@ -218,11 +218,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         }
         journal_note = std::mem::take(&mut j.note);
         if let Some(e) = &journal_err {
-            eprintln!(
-                "iolens: warning: the generation journal {} was not brought up to date ({e}); \
+            crate::out::warn(&format!(
+                "the generation journal {} was not brought up to date ({e}); \
                  it lags this run's writes, so `iolens verify` may miss stale blocks they cover",
                 j.path().display()
-            );
+            ));
             journal_note = format!("generation journal not up to date: {e}");
         }
     }
@@ -241,9 +241,15 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     };
     let (mut vstats, mut corruption) = crate::stamp::merge(vshared.as_ref(), mode, &note, tallies);
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
-    if corruption.iter().any(|c| c.kind == "truncated") {
+    if corruption
+        .iter()
+        .any(|c| c.kind == crate::results::CorruptionKind::Truncated)
+    {
         let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);
-        for c in corruption.iter_mut().filter(|c| c.kind == "truncated") {
+        for c in corruption
+            .iter_mut()
+            .filter(|c| c.kind == crate::results::CorruptionKind::Truncated)
+        {
             c.message += &format!(
                 "; {} is now {} bytes, its data area should end at {}",
                 target.path.display(),

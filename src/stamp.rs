@@ -60,6 +60,7 @@ use anyhow::{bail, Result};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+pub use crate::results::{CorruptionKind, VerifyMode};
 use crate::results::{CorruptionReport, VerifyStats};
 
 /// Bytes per stamp unit.
@@ -71,32 +72,6 @@ pub(crate) const MAGIC: [u8; 4] = *b"iolB";
 pub const EXIT_CORRUPTION: u8 = 3;
 /// Most corruption reports kept per session (all are counted).
 pub(crate) const MAX_REPORTS: usize = 100;
-
-/// How reads are verified.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum VerifyMode {
-    /// `full` on scratch files iolens created, `none` on other targets.
-    #[default]
-    Auto,
-    /// Do not look at the data read.
-    None,
-    /// Check each unit's magic, target id, offset and generation (no checksum).
-    Header,
-    /// Everything `header` checks, plus the CRC32C of every 512-byte unit.
-    Full,
-}
-
-impl VerifyMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            VerifyMode::Auto => "auto",
-            VerifyMode::None => "none",
-            VerifyMode::Header => "header",
-            VerifyMode::Full => "full",
-        }
-    }
-}
 
 /// What a run does when verification finds corrupt data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -150,46 +125,10 @@ pub fn stamp(buf: &mut [u8], id: u64, offset: u64, gen: u64) {
     }
 }
 
-/// Kinds of corruption.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// The unit's contents do not match its checksum.
-    Checksum,
-    /// A valid unit stamped for another offset.
-    Misdirected,
-    /// A valid unit of another iolens target.
-    Foreign,
-    /// No iolens stamp at all.
-    Unstamped,
-    /// An older generation than the last write this run completed.
-    LostWrite,
-    /// A generation this run never completed (no write was in flight).
-    UnexpectedGeneration,
-    /// The read came back short: the target ends early.
-    Truncated,
-    /// Offline: an older generation than the generation journal recorded as written.
-    Stale,
-}
-
-impl ProblemKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ProblemKind::Checksum => "checksum",
-            ProblemKind::Misdirected => "misdirected",
-            ProblemKind::Foreign => "foreign",
-            ProblemKind::Unstamped => "unstamped",
-            ProblemKind::LostWrite => "lost-write",
-            ProblemKind::UnexpectedGeneration => "unexpected-generation",
-            ProblemKind::Truncated => "truncated",
-            ProblemKind::Stale => "stale",
-        }
-    }
-}
-
 /// One bad unit, as found on the hot path (no allocation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Problem {
-    pub kind: ProblemKind,
+    pub kind: CorruptionKind,
     /// Absolute byte offset of the unit.
     pub offset: u64,
     pub expected: u64,
@@ -216,7 +155,7 @@ pub(crate) fn check_unit(
     };
     if u[0..4] != MAGIC {
         return p(
-            ProblemKind::Unstamped,
+            CorruptionKind::Unstamped,
             u32::from_le_bytes(MAGIC) as u64,
             rd32(u, 0) as u64,
         );
@@ -225,25 +164,25 @@ pub(crate) fn check_unit(
         let stored = rd32(u, 4);
         let c = checksum(u);
         if c != stored {
-            return p(ProblemKind::Checksum, stored as u64, c as u64);
+            return p(CorruptionKind::Checksum, stored as u64, c as u64);
         }
     }
     let fid = rd64(u, 8);
     if fid != id {
-        return p(ProblemKind::Foreign, id, fid);
+        return p(CorruptionKind::Foreign, id, fid);
     }
     let foff = rd64(u, 16);
     if foff != offset {
-        return p(ProblemKind::Misdirected, offset, foff);
+        return p(CorruptionKind::Misdirected, offset, foff);
     }
     if let Some(e) = expect_gen {
         let g = rd64(u, 24);
         if g != e {
             let older = (g >> 40) != (e >> 40) || (g & 0xFFFF_FFFF) < (e & 0xFFFF_FFFF);
             let kind = if older {
-                ProblemKind::LostWrite
+                CorruptionKind::LostWrite
             } else {
-                ProblemKind::UnexpectedGeneration
+                CorruptionKind::UnexpectedGeneration
             };
             return p(kind, e, g);
         }
@@ -296,7 +235,7 @@ pub fn report(
     time_s: f64,
 ) -> CorruptionReport {
     let (expected, found, message) = match p.kind {
-        ProblemKind::Checksum => (
+        CorruptionKind::Checksum => (
             format!("crc32c {:08x}", p.expected),
             format!("crc32c {:08x}", p.found),
             format!(
@@ -304,7 +243,7 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::Misdirected => (
+        CorruptionKind::Misdirected => (
             format!("offset {}", p.expected),
             format!("offset {}", p.found),
             format!(
@@ -312,7 +251,7 @@ pub fn report(
                 p.offset, p.found
             ),
         ),
-        ProblemKind::Foreign => (
+        CorruptionKind::Foreign => (
             format!("target id {:016x}", p.expected),
             format!("target id {:016x}", p.found),
             format!(
@@ -320,7 +259,7 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::Unstamped => (
+        CorruptionKind::Unstamped => (
             "magic iolB".into(),
             format!("bytes {:08x}", (p.found as u32).swap_bytes()),
             format!(
@@ -328,7 +267,7 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::LostWrite => (
+        CorruptionKind::LostWrite => (
             format!("generation {}", fmt_gen(p.expected)),
             format!("generation {}", fmt_gen(p.found)),
             format!(
@@ -336,7 +275,7 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::UnexpectedGeneration => (
+        CorruptionKind::UnexpectedGeneration => (
             format!("generation {}", fmt_gen(p.expected)),
             format!("generation {}", fmt_gen(p.found)),
             format!(
@@ -344,7 +283,7 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::Stale => (
+        CorruptionKind::Stale => (
             format!("generation {} or later", fmt_gen(p.expected)),
             format!("generation {}", fmt_gen(p.found)),
             format!(
@@ -354,13 +293,19 @@ pub fn report(
                 p.offset
             ),
         ),
-        ProblemKind::Truncated => (
+        CorruptionKind::Truncated => (
             format!("{} bytes", p.expected),
             format!("{} bytes", p.found),
             format!(
                 "short read at offset {}: the target ends early (truncated?)",
                 p.offset
             ),
+        ),
+        // Found by the offline check of the journal, which writes its own reports.
+        CorruptionKind::JournalMissing | CorruptionKind::JournalDamaged => (
+            format!("{:x}", p.expected),
+            format!("{:x}", p.found),
+            format!("generation journal damaged or missing (unit at offset {})", p.offset),
         ),
     };
     let message = if units > 1 {
@@ -372,7 +317,7 @@ pub fn report(
         message
     };
     CorruptionReport {
-        kind: p.kind.name().into(),
+        kind: p.kind,
         offset: p.offset,
         units,
         io_offset,
@@ -395,8 +340,8 @@ pub fn group(ps: &[Problem]) -> Vec<(Problem, u64)> {
             let same = q.kind == p.kind
                 && p.offset == q.offset + step
                 && match p.kind {
-                    ProblemKind::Misdirected => p.found == q.found + step,
-                    ProblemKind::Checksum | ProblemKind::Unstamped => true,
+                    CorruptionKind::Misdirected => p.found == q.found + step,
+                    CorruptionKind::Checksum | CorruptionKind::Unstamped => true,
                     _ => p.found == q.found && p.expected == q.expected,
                 };
             if same {
@@ -792,7 +737,7 @@ impl VerifyShared {
         tally.problems += 1;
         if tally.reports.len() < MAX_REPORTS {
             let p = Problem {
-                kind: ProblemKind::Truncated,
+                kind: CorruptionKind::Truncated,
                 offset: abs + got,
                 expected: want,
                 found: got,
@@ -822,7 +767,7 @@ pub fn merge(
     tallies: Vec<VerifyTally>,
 ) -> (VerifyStats, Vec<CorruptionReport>) {
     let mut s = VerifyStats {
-        mode: mode.name().into(),
+        mode,
         unit_bytes: UNIT as u64,
         note: note.into(),
         ..Default::default()
@@ -943,7 +888,7 @@ mod tests {
         let mut probs = Vec::new();
         check(&c, id, 1 << 20, true, None, |p| probs.push(p));
         assert_eq!(probs.len(), 1);
-        assert_eq!(probs[0].kind, ProblemKind::Checksum);
+        assert_eq!(probs[0].kind, CorruptionKind::Checksum);
         assert_eq!(probs[0].offset, (1 << 20) + 3 * 512);
         // Header mode does not see payload damage.
         assert_eq!(check(&c, id, 1 << 20, false, None, |_| panic!()), 16);
@@ -951,31 +896,31 @@ mod tests {
         let mut probs = Vec::new();
         check(&b, id, (1 << 20) + 8192, true, None, |p| probs.push(p));
         assert_eq!(probs.len(), 16);
-        assert!(probs.iter().all(|p| p.kind == ProblemKind::Misdirected));
+        assert!(probs.iter().all(|p| p.kind == CorruptionKind::Misdirected));
         assert_eq!(probs[0].found, 1 << 20);
 
         let mut probs = Vec::new();
         check(&b, id + 1, 1 << 20, true, None, |p| probs.push(p));
-        assert_eq!(probs[0].kind, ProblemKind::Foreign);
+        assert_eq!(probs[0].kind, CorruptionKind::Foreign);
 
         let mut probs = Vec::new();
         check(&vec![0u8; 1024], id, 0, true, None, |p| probs.push(p));
         assert_eq!(probs.len(), 2);
-        assert_eq!(probs[0].kind, ProblemKind::Unstamped);
+        assert_eq!(probs[0].kind, CorruptionKind::Unstamped);
 
         let mut probs = Vec::new();
         check(&b, id, 1 << 20, true, Some(6), |p| probs.push(p));
-        assert_eq!(probs[0].kind, ProblemKind::LostWrite);
+        assert_eq!(probs[0].kind, CorruptionKind::LostWrite);
         let mut probs = Vec::new();
         check(&b, id, 1 << 20, true, Some(4), |p| probs.push(p));
-        assert_eq!(probs[0].kind, ProblemKind::UnexpectedGeneration);
+        assert_eq!(probs[0].kind, CorruptionKind::UnexpectedGeneration);
         let mut probs = Vec::new();
         check(&b, id, 1 << 20, true, Some((7 << 40) | 9), |p| {
             probs.push(p)
         });
         assert_eq!(
             probs[0].kind,
-            ProblemKind::LostWrite,
+            CorruptionKind::LostWrite,
             "other run's data is older"
         );
     }

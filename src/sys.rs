@@ -269,10 +269,10 @@ pub fn online_cpus() -> u32 {
 }
 
 /// Facts about a target path and its backing device.
-pub fn target_info(path: &Path, kind: &str, size: u64) -> TargetInfo {
+pub fn target_info(path: &Path, kind: crate::results::StorageKind, size: u64) -> TargetInfo {
     let mut t = TargetInfo {
         path: path.display().to_string(),
-        kind: kind.to_string(),
+        kind,
         size_bytes: size,
         ..Default::default()
     };

@@ -90,6 +90,16 @@ pub enum TargetKind {
     BlockDevice,
 }
 
+impl From<TargetKind> for crate::results::StorageKind {
+    fn from(k: TargetKind) -> Self {
+        match k {
+            TargetKind::Scratch => crate::results::StorageKind::Scratch,
+            TargetKind::File => crate::results::StorageKind::File,
+            TargetKind::BlockDevice => crate::results::StorageKind::BlockDevice,
+        }
+    }
+}
+
 impl TargetKind {
     pub fn name(self) -> &'static str {
         match self {
@@ -244,7 +254,7 @@ fn inspect(f: &File, len: u64) -> Found {
         && f.read_exact_at(&mut first, HEADER_AREA).is_ok()
         && matches!(
             crate::stamp::check_unit(&first, 0, HEADER_AREA, true, None),
-            Some(p) if p.kind == crate::stamp::ProblemKind::Foreign
+            Some(p) if p.kind == crate::stamp::CorruptionKind::Foreign
         );
     if note || magic_bytes >= 12 || stamped {
         Found::Damaged("its header magic is damaged")
@@ -893,11 +903,11 @@ impl Target {
         if dry {
             return Ok(Prepared::Would(h.data_size));
         }
-        eprintln!(
-            "iolens: --refill: rewriting {} ({} of data) from the start",
+        crate::out::note(&format!(
+            "--refill: rewriting {} ({} of data) from the start",
             path.display(),
             fmt_bytes(h.data_size)
-        );
+        ));
         let rw = reopen(&file, true, 0, path)
             .with_context(|| format!("cannot open {} to fill it", path.display()))?;
         rw.write_all_at(&h.encode(), 0)?;

@@ -65,7 +65,7 @@ pub fn verify_target(
     if len < end {
         problems += 1;
         reports.push(CorruptionReport {
-            kind: ProblemKind::Truncated.name().into(),
+            kind: CorruptionKind::Truncated,
             offset: len,
             io_offset: len,
             io_len: end - len,
@@ -205,7 +205,11 @@ pub fn verify_target(
     );
     op.errors = 0;
     let stats = VerifyStats {
-        mode: if o.full { "full" } else { "header" }.into(),
+        mode: if o.full {
+            VerifyMode::Full
+        } else {
+            VerifyMode::Header
+        },
         unit_bytes: UNIT as u64,
         reads_verified: hist.len(),
         units_verified: units,
@@ -282,7 +286,7 @@ fn stale_units(
             bad += 1;
             if found.len() < 100_000 {
                 found.push(Problem {
-                    kind: ProblemKind::Stale,
+                    kind: CorruptionKind::Stale,
                     offset: off,
                     expected: want,
                     found: g,
@@ -306,26 +310,27 @@ fn journal_findings(
     problems: &mut u64,
 ) -> String {
     use crate::journal::VerifyJournal;
-    let mut push = |kind: &str, offset: u64, len: u64, expected: String, found: String, m| {
-        *problems += 1;
-        reports.push(CorruptionReport {
-            kind: kind.into(),
-            offset,
-            io_offset: offset,
-            io_len: len,
-            expected,
-            found,
-            message: m,
-            session: 0,
-            time_s: 0.0,
-            units: 0,
-        });
-    };
+    let mut push =
+        |kind: CorruptionKind, offset: u64, len: u64, expected: String, found: String, m| {
+            *problems += 1;
+            reports.push(CorruptionReport {
+                kind,
+                offset,
+                io_offset: offset,
+                io_len: len,
+                expected,
+                found,
+                message: m,
+                session: 0,
+                time_s: 0.0,
+                units: 0,
+            });
+        };
     match journal {
         None => "generation journal not used (--no-journal): stale blocks are not detected".into(),
         Some(VerifyJournal::Missing(p)) if rewritten > 0 => {
             push(
-                "journal-missing",
+                CorruptionKind::JournalMissing,
                 0,
                 0,
                 format!("generation journal {}", p.display()),
@@ -344,7 +349,7 @@ fn journal_findings(
         }
         Some(VerifyJournal::Damaged { path, why }) => {
             push(
-                "journal-damaged",
+                CorruptionKind::JournalDamaged,
                 0,
                 0,
                 format!("generation journal {}", path.display()),
@@ -365,7 +370,7 @@ fn journal_findings(
                     b + crate::target::HEADER_AREA,
                 );
                 push(
-                    "journal-damaged",
+                    CorruptionKind::JournalDamaged,
                     a,
                     b - a,
                     format!("journal page {no} intact"),

@@ -359,8 +359,13 @@ fn feed_text_units(path: &Path, rng: &mut SmallRng, unit: Option<Option<Unit>>) 
 /// What a reader produced must be summarisable; when it passes the load validation (as
 /// `ingest`/`trace` check before writing) it must serialise, load back and render.
 fn check_produced(r: &Results, rng: &mut SmallRng) {
-    let mut out = Vec::new();
-    let _ = sources::print_summary(r, &mut out);
+    let _ = iolens::render::brief_trace::sources_summary(
+        r,
+        &iolens::render::TermStyle {
+            color: false,
+            width: 80,
+        },
+    );
     if r.validate().is_ok() {
         let json = r.to_json().expect("results serialise");
         // Rendering is slow next to reading: render one produced document in ten (the

@@ -131,7 +131,7 @@ fn flipped_bytes_during_a_read_run_are_detected_with_their_offset() {
     assert_eq!(c[0].io_offset, t.data_offset + 37 * BS);
     assert_ne!(c[0].expected, c[0].found);
     let v = run.verify.as_ref().unwrap();
-    assert_eq!((v.mode.as_str(), v.errors, v.stopped), ("full", 1, true));
+    assert_eq!((v.mode.name(), v.errors, v.stopped), ("full", 1, true));
     assert!(v.reads_verified > 0 && v.units_verified == v.reads_verified * 16);
     assert!(v.ns_per_read > 0.0, "verification cost is measured");
 }
@@ -482,10 +482,7 @@ fn the_offline_check_reads_everything_and_writes_json() {
     assert_eq!(run.ops[0].count, 4, "four 1 MiB reads");
     assert_eq!(run.ops[0].bytes, 4 * MB);
     let v = run.verify.as_ref().unwrap();
-    assert_eq!(
-        (v.mode.as_str(), v.units_verified),
-        ("header", 4 * MB / 512)
-    );
+    assert_eq!((v.mode.name(), v.units_verified), ("header", 4 * MB / 512));
     // The hidden in-process benchmark reports figures.
     let out = bin()
         .args(["verify", "--bench", "--bench-bs", "8k"])

@@ -119,7 +119,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         launch.start_at,
     )?;
     launch.record(&mut res);
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
-    crate::out!("{}", crate::calibrate::summary(&res, &style));
+    let style = cx.brief_style();
+    crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
     finish(&res, a.t.json.as_deref())
 }

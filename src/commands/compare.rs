@@ -21,14 +21,13 @@ pub struct CompareArgs {
     /// Compare even when the workloads differ in ways that make the comparison meaningless.
     #[arg(long)]
     pub force: bool,
+    /// Colour: auto (terminal and no NO_COLOR), always or never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
-    #[arg(long)]
-    pub width: Option<usize>,
 }
 
 /// `iolens compare`.
-pub(crate) fn main(args: &CompareArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &CompareArgs, cx: &super::Context) -> Result<ExitCode> {
     let mut inputs = Vec::new();
     for f in &args.files {
         let r = Results::read_file(f)?;
@@ -51,10 +50,10 @@ pub(crate) fn main(args: &CompareArgs) -> Result<ExitCode> {
             check_distinct(out, &paths)?;
             let html = compare::html(&inputs, &problems)?;
             write_output(out, &html)?;
-            eprintln!("iolens: wrote {}", out.display());
+            crate::out::note(&format!("wrote {}", out.display()));
         }
         None => {
-            let style = TermStyle::resolve(args.color, args.width);
+            let style = TermStyle::resolve(args.color, cx.width);
             print_out(&compare::terminal(&inputs, &problems, &style)?)?;
         }
     }

@@ -8,7 +8,7 @@ use anyhow::{bail, Context as _, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{finish, Context};
-use crate::db::{postgres, print_summary, redact_args, sqlite, Layout, RunSpec, BLOCK, MIN_ROWS};
+use crate::db::{postgres, redact_args, sqlite, Layout, RunSpec, BLOCK, MIN_ROWS};
 
 /// `iolens db …`
 #[derive(Args, Debug)]
@@ -162,11 +162,11 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             let o = engine(&a.target)?.setup(&layout, None, !cx.quiet)?;
             let (rows_loaded, complete) = (o.rows_loaded, o.complete);
             if !complete && crate::interrupt::interrupted() {
-                eprintln!(
-                    "iolens: setup stopped after loading {} rows this time; rerun the same \
+                crate::out::note(&format!(
+                    "setup stopped after loading {} rows this time; rerun the same \
                      command to resume",
                     rows_loaded
-                );
+                ));
                 return Ok(ExitCode::from(crate::interrupt::exit_code()));
             }
             Ok(ExitCode::SUCCESS)
@@ -183,7 +183,8 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             let mut res = engine(&a.target)?.run(&spec, cmdline)?;
             launch.record(&mut res);
             res.analysis = Some(crate::analysis::analyse(&res));
-            print_summary(&res);
+            let style = cx.brief_style();
+            crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
             finish(&res, a.json.as_deref())
         }
         DbCommand::Drop(a) => {

@@ -33,6 +33,6 @@ pub(crate) fn main(args: &GenTraceArgs) -> Result<ExitCode> {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
     let n = write_synthetic_trace(&mut w, args.size, args.seed)?;
     w.flush()?;
-    println!("wrote {} waits to {}", n, args.out.display());
+    crate::outln!("wrote {} waits to {}", n, args.out.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish, Context};
-use crate::sources::{ingest, print_summary, Format, IngestOptions, Unit};
+use crate::sources::{ingest, Format, IngestOptions, Unit};
 
 /// Arguments of `iolens ingest`.
 #[derive(Args, Debug, Clone)]
@@ -62,6 +62,10 @@ pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
     // The checks `show`/`report`/`compare`/`export` apply when loading: never write a document
     // they would refuse (overflowed counts, histograms that cannot be encoded).
     results.validate()?;
-    print_summary(&results, &mut crate::out::human())?;
+    let style = cx.brief_style();
+    crate::out!(
+        "{}",
+        crate::render::brief_trace::sources_summary(&results, &style)
+    );
     finish(&results, a.json.as_deref())
 }

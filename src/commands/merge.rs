@@ -40,7 +40,7 @@ pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
         });
     }
     let res = crate::merge::merge(inputs, &MergeOptions { force: a.force }, cx.cmdline.clone())?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!("{}", crate::render::hosts::merge_summary(&res, &style));
     finish(&res, Some(&a.output))
 }

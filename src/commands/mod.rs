@@ -6,7 +6,8 @@
 //! Options that mean the same in every command are spelled once, here: `-q/--quiet` (no text
 //! for people on standard output: no plan, no progress, no summary; errors and warnings still go
 //! to stderr) and `-v/--verbose` (also report, on stderr at the end, what the command itself
-//! cost: wall-clock time, CPU time and peak memory).
+//! cost: wall-clock time, CPU time and peak memory) and `--width N` (fit the text for people to N
+//! columns instead of the terminal's width or `$COLUMNS`).
 
 pub mod calibrate;
 pub mod compare;
@@ -59,6 +60,12 @@ pub struct Cli {
     /// system CPU time, peak resident memory.
     #[arg(short, long, global = true, conflicts_with = "quiet")]
     pub verbose: bool,
+    /// Fit the text for people (summaries, tables, progress) to this many columns (40 to 400;
+    /// default: the terminal's width, else $COLUMNS, else 100). Tables abbreviate their columns
+    /// and prose breaks between words: no line is wider.
+    #[arg(long, global = true, value_name = "COLUMNS",
+          value_parser = clap::value_parser!(u16).range(40..=400))]
+    pub width: Option<u16>,
 }
 
 /// The subcommands.
@@ -113,6 +120,8 @@ pub(crate) struct Context {
     pub quiet: bool,
     /// `-v/--verbose`.
     pub verbose: bool,
+    /// `--width`.
+    pub width: Option<usize>,
 }
 
 impl Context {
@@ -120,6 +129,12 @@ impl Context {
     /// a terminal.
     pub(crate) fn progress(&self, no_progress: bool) -> bool {
         !self.quiet && !no_progress && crate::progress::wanted()
+    }
+
+    /// The style of a command's closing summary: no colour, fitted to `--width` (else the
+    /// terminal's width, `$COLUMNS`, 100).
+    pub(crate) fn brief_style(&self) -> crate::render::TermStyle {
+        crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, self.width)
     }
 }
 
@@ -140,9 +155,14 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
             .collect(),
         quiet: cli.quiet,
         verbose: cli.verbose,
+        width: cli.width.map(usize::from),
     };
     if cx.quiet {
         crate::out::silence();
+    }
+    if cx.width.is_some() {
+        // Without --width the text is fitted to the terminal (or $COLUMNS), found on first use.
+        crate::out::set_width(cx.width);
     }
     let started = std::time::Instant::now();
     let code = match cli.command {
@@ -153,9 +173,9 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Trace(a) => trace::main(&a, &cx),
         Command::Ingest(a) => ingest::main(&a, &cx),
         Command::GenTrace(a) => gen_trace::main(&a),
-        Command::Show(a) => show::main(&a),
+        Command::Show(a) => show::main(&a, &cx),
         Command::Report(a) => report::main(&a),
-        Command::Compare(a) => compare::main(&a),
+        Command::Compare(a) => compare::main(&a, &cx),
         Command::Export(a) => export::main(&a),
         Command::Merge(a) => merge::main(&a, &cx),
         Command::Completions(a) => completions::main(&a),
@@ -164,13 +184,13 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     };
     if cx.verbose {
         let (user, sys) = crate::sys::rusage_self();
-        eprintln!(
-            "iolens: cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
+        crate::out::note(&format!(
+            "cost: {:.2} s wall, {:.2} s user + {:.2} s system CPU, peak RSS {}",
             started.elapsed().as_secs_f64(),
             user,
             sys,
             crate::sources::peak_rss().unwrap_or_else(|| "unknown".into())
-        );
+        ));
     }
     code
 }
@@ -193,7 +213,7 @@ pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
     }
     let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
     Ok(if res.runs.iter().any(|r| r.found_corruption()) {
-        eprintln!("iolens: CORRUPT DATA was read; see the corruption report above");
+        crate::out::note("CORRUPT DATA was read; see the corruption report above");
         ExitCode::from(crate::stamp::EXIT_CORRUPTION)
     } else if interrupted {
         ExitCode::from(crate::interrupt::exit_code())

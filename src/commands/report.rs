@@ -30,10 +30,10 @@ pub(crate) fn main(args: &ReportArgs) -> Result<ExitCode> {
         .unwrap_or_default();
     let html = html::report(&r, &title)?;
     write_output(&args.output, &html)?;
-    eprintln!(
-        "iolens: wrote {} ({} KB)",
+    crate::out::note(&format!(
+        "wrote {} ({} KB)",
         args.output.display(),
         html.len().div_ceil(1000)
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

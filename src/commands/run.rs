@@ -221,7 +221,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &target.path,
-        target.kind.name(),
+        target.kind.into(),
         target.data_size,
     ));
     let r = crate::run::execute(
@@ -236,7 +236,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             start_at: launch.start_at,
         },
     )?;
-    let style = crate::render::TermStyle::resolve(crate::render::ColorChoice::Never, None);
+    let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     launch.record(&mut res);

@@ -20,15 +20,12 @@ pub struct ShowArgs {
     /// Colour: auto (terminal and no NO_COLOR), always or never.
     #[arg(long, value_enum, default_value_t = ColorChoice::Auto)]
     pub color: ColorChoice,
-    /// Output width in columns (default: the terminal's, else $COLUMNS, else 100).
-    #[arg(long)]
-    pub width: Option<usize>,
 }
 
 /// `iolens show`.
-pub(crate) fn main(args: &ShowArgs) -> Result<ExitCode> {
+pub(crate) fn main(args: &ShowArgs, cx: &super::Context) -> Result<ExitCode> {
     let r = Results::read_file(&args.file)?;
-    let style = TermStyle::resolve(args.color, args.width);
+    let style = TermStyle::resolve(args.color, cx.width);
     let text = terminal::render(&r, &style, args.run)?;
     print_out(&text)?;
     Ok(ExitCode::SUCCESS)

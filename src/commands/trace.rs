@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish, Context};
-use crate::sources::{oracle_trace, peak_rss, print_summary, TraceOptions};
+use crate::sources::{oracle_trace, peak_rss, TraceOptions};
 
 /// Arguments of `iolens trace`.
 #[derive(Args, Debug, Clone)]
@@ -50,7 +50,11 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
     results.validate()?;
     // The text for people never fails the command (see `crate::out`); the JSON is written
     // even when stdout is closed.
-    print_summary(&results, &mut crate::out::human())?;
+    let style = cx.brief_style();
+    crate::out!(
+        "{}",
+        crate::render::brief_trace::sources_summary(&results, &style)
+    );
     let code = finish(&results, a.json.as_deref())?;
     if a.print_peak_rss {
         crate::outln!(

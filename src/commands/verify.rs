@@ -1,6 +1,5 @@
 //! `iolens verify`: check every stamped block of a scratch file, offline.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -8,7 +7,6 @@ use anyhow::{bail, Result};
 use clap::Args;
 
 use super::{finish, Context};
-use crate::render::brief::render_reports;
 use crate::units::parse_size;
 use crate::verify::{bench, verify_target, OfflineOptions};
 
@@ -86,50 +84,8 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
         },
         crate::interrupt::flag(),
     )?;
-    let v = r.verify.clone().unwrap_or_default();
-    let mut out = crate::out::human();
-    let gb = r.ops[0].bytes as f64;
-    writeln!(
-        out,
-        "Verified {} ({} units of 512 B, {} check) in {:.2} s: {:.0} MB/s, {:.0} µs of CPU per MiB verified",
-        crate::units::fmt_bytes(r.ops[0].bytes),
-        v.units_verified,
-        v.mode,
-        r.duration_s,
-        gb / r.duration_s.max(1e-9) / 1e6,
-        v.ns_per_unit * 2048.0 / 1e3,
-    )?;
-    writeln!(
-        out,
-        "  {} units rewritten by workloads since the fill, {} as filled",
-        v.units_rewritten,
-        v.units_verified.saturating_sub(v.units_rewritten)
-    )?;
-    if !v.note.is_empty() {
-        writeln!(out, "  Note: {}", v.note)?;
-    }
-    if r.interrupted {
-        writeln!(
-            out,
-            "  WARNING: interrupted: only part of the target was checked"
-        )?;
-    }
-    if v.errors > 0 {
-        writeln!(
-            out,
-            "  !! DATA CORRUPTION: {} bad unit(s) in {}{}",
-            v.errors,
-            path.display(),
-            if v.stopped {
-                " (stopped at the first)"
-            } else {
-                ""
-            }
-        )?;
-        write!(out, "{}", render_reports(&r.corruption, v.errors, 20))?;
-    } else {
-        writeln!(out, "  No corruption found.")?;
-    }
+    let style = cx.brief_style();
+    crate::out!("{}", crate::render::brief::verify_summary(&r, path, &style));
     let mut res = crate::results::Results::new(crate::results::Kind::Verify, cx.cmdline.clone());
     res.environment = crate::sys::environment();
     res.runs.push(r);

@@ -85,7 +85,7 @@ pub fn connect(dsn: &str) -> Result<Client> {
     static WARNED: std::sync::Once = std::sync::Once::new();
     WARNED.call_once(|| {
         for w in &r.warnings {
-            eprintln!("iolens: {w}");
+            crate::out::note(w);
         }
     });
     let mut cfg = r.config;
@@ -1316,10 +1316,14 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();
     res.environment.target = Some(match &data_dir {
-        Some(d) => crate::sys::target_info(Path::new(d), "postgres", layout.data_bytes()),
+        Some(d) => crate::sys::target_info(
+            Path::new(d),
+            crate::results::StorageKind::Postgres,
+            layout.data_bytes(),
+        ),
         None => TargetInfo {
             path: redact_dsn(dsn),
-            kind: "postgres".to_string(),
+            kind: crate::results::StorageKind::Postgres,
             size_bytes: layout.data_bytes(),
             ..Default::default()
         },

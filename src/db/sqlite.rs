@@ -982,7 +982,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     res.environment = crate::sys::environment();
     res.environment.target = Some(crate::sys::target_info(
         &path,
-        "sqlite",
+        crate::results::StorageKind::Sqlite,
         std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
     ));
     res.runs = vec![run0, run1];

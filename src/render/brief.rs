@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use super::table::Table;
 use super::TermStyle;
 use crate::out::fit;
-use crate::results::RunResult;
+use crate::results::{Results, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate};
 
 /// Render the summary of one run as text fitting `style.width`.
@@ -110,7 +110,7 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
         );
     }
     if let Some(v) = &r.verify {
-        if v.mode == "none" {
+        if v.mode == crate::results::VerifyMode::None {
             let _ = writeln!(s, "  Verify: none — {}", v.note);
         } else {
             let mut line = format!(
@@ -152,7 +152,10 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
                 v.skipped_concurrent
             );
         }
-        if v.mode != "none" && v.reads_verified > 0 && v.units_verified == 0 {
+        if v.mode != crate::results::VerifyMode::None
+            && v.reads_verified > 0
+            && v.units_verified == 0
+        {
             let _ = writeln!(
                 s,
                 "  WARNING: reads smaller than or misaligned with the 512-byte stamp units: nothing was verified"
@@ -187,6 +190,219 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
     }
     s.push_str(&fit(&tail, style.width));
     s
+}
+
+/// The ten-second summary of a calibration.
+pub fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let Some(c) = &res.calibration else {
+        return s;
+    };
+    let an = crate::analysis::of(res);
+    let f = an.calibration.clone().unwrap_or_default();
+    let pct = c.percentile;
+    let _ = writeln!(s, "\n== iolens calibration ==");
+    match (c.max_iops, c.max_iops_point) {
+        (Some(iops), Some(p)) => {
+            let pt = &c.curve[p];
+            let _ = writeln!(
+                s,
+                "Max IOPS at p{pct} ≤ {}: {} ({} random reads, {} sessions)\n  latency there: p50 {}  p99 {}  p99.9 {}",
+                fmt_ns(c.max_latency_ns as f64),
+                fmt_rate(iops),
+                res.runs
+                    .get(pt.run)
+                    .and_then(|r| r.spec.get("block_size"))
+                    .and_then(|v| v.as_u64())
+                    .map(fmt_bytes)
+                    .unwrap_or_default(),
+                pt.sessions,
+                fmt_ns(pt.p50_ns as f64),
+                fmt_ns(pt.p99_ns as f64),
+                fmt_ns(pt.p999_ns as f64)
+            );
+            if let Some(why) = f.stop_reason {
+                let _ = writeln!(s, "  ramp stopped because {}", why.describe());
+            }
+        }
+        _ if !c.curve.is_empty() => {
+            let pt = &c.curve[0];
+            let _ = writeln!(
+                s,
+                "No load level met p{pct} ≤ {}: even 1 session saw p99 {} ({} IOPS)",
+                fmt_ns(c.max_latency_ns as f64),
+                fmt_ns(pt.p99_ns as f64),
+                fmt_rate(pt.iops)
+            );
+        }
+        _ => {}
+    }
+    if let Some(b) = f.seq_best {
+        let _ = writeln!(
+            s,
+            "Max MB/s, many streams: {:.0} MB/s (queue depth {} per stream)",
+            b.mb_per_s, b.qd
+        );
+    }
+    if let Some(b) = f.seq1_best {
+        let _ = writeln!(
+            s,
+            "Max MB/s, one stream:   {:.0} MB/s (queue depth {})",
+            b.mb_per_s, b.qd
+        );
+    }
+    for w in &f.commit {
+        let _ = writeln!(
+            s,
+            "Commit write {} O_DSYNC: p50 {}  p99 {}  p99.9 {}  ({} per s)",
+            fmt_bytes(w.size_bytes),
+            fmt_ns(w.p50_ns as f64),
+            fmt_ns(w.p99_ns as f64),
+            fmt_ns(w.p999_ns as f64),
+            w.writes_per_s.map(fmt_rate).unwrap_or_else(|| "-".into())
+        );
+    }
+    if let Some(b) = f.write_best {
+        let _ = writeln!(
+            s,
+            "Random writes: {} IOPS at p{pct} ≤ {} ({} sessions)",
+            fmt_rate(b.value),
+            fmt_ns(c.max_latency_ns as f64),
+            b.level
+        );
+    }
+    if let Some(m) = &f.modes_at_max {
+        let _ = writeln!(s, "Latency modes at max IOPS: {m}");
+    }
+    for p in &f.cache_probe {
+        let _ = writeln!(
+            s,
+            "Cache probe, {} % of target: {}",
+            p.share * 100.0,
+            p.modes
+        );
+    }
+    if let Some(k) = &f.knee {
+        let _ = writeln!(s, "{}", super::analysis::knee_line(k));
+    }
+    if let Some(u) = &f.usl {
+        let _ = writeln!(s, "{}", super::analysis::usl_line(u));
+    }
+    if let Some((n, l)) = f
+        .little
+        .iter()
+        .find(|l| c.max_iops_point.map(|p| c.curve[p].sessions) == Some(l.sessions))
+        .or(f.little.last())
+        .map(|l| (l.sessions, &l.check))
+    {
+        let _ = writeln!(
+            s,
+            "Little's law at {n} sessions: IOPS × mean latency = {:.2} I/Os in flight of {:.0}; {:.1} % of the sessions' time is outside the I/O",
+            l.observed,
+            l.concurrency,
+            l.outside_share * 100.0
+        );
+    }
+    for v in &c.verdicts {
+        let _ = writeln!(s, "Verdict: {}", v.message);
+    }
+    let cio = &f.calibrate_io;
+    let num = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        s,
+        "CALIBRATE_IO would report: max_iops = {}, max_mbps = {}, max_pmbps = {}, latency = {} ms \
+         (an integer-ms average that hides the distribution above)",
+        num(cio.max_iops),
+        num(cio.max_mbps),
+        num(cio.max_pmbps),
+        num(cio.latency_ms)
+    );
+    if let Some(t) = super::table::calibration_curve(res, &an) {
+        let _ = writeln!(
+            s,
+            "\nLoad curve ({} random reads, sync engine):",
+            res.runs
+                .get(c.curve[0].run)
+                .and_then(|r| r.spec.get("block_size"))
+                .and_then(|v| v.as_u64())
+                .map(fmt_bytes)
+                .unwrap_or_default(),
+        );
+        s.push_str(&t.render(style));
+        for p in &c.curve {
+            if let Some(m) = an
+                .runs
+                .get(p.run)
+                .and_then(|a| a.modes.first())
+                .filter(|m| !m.description.is_empty())
+            {
+                let _ = writeln!(s, "modes at {} sessions: {}", p.sessions, m.description);
+            }
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nOverhead between steps: {:.2} s ({:.2} % of the {:.0} s budget)",
+        c.overhead_s,
+        c.overhead_s / c.budget_s.max(1e-9) * 100.0,
+        c.budget_s
+    );
+    for w in &res.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    fit(&s, style.width)
+}
+
+/// The closing summary of `iolens verify` of `path`: what was checked, how fast, what it found.
+pub fn verify_summary(r: &RunResult, path: &std::path::Path, style: &TermStyle) -> String {
+    let v = r.verify.clone().unwrap_or_default();
+    let mut out = String::new();
+    let gb = r.ops[0].bytes as f64;
+    let _ = writeln!(
+        out,
+        "Verified {} ({} units of 512 B, {} check) in {:.2} s: {:.0} MB/s, {:.0} µs of CPU per MiB verified",
+        crate::units::fmt_bytes(r.ops[0].bytes),
+        v.units_verified,
+        v.mode,
+        r.duration_s,
+        gb / r.duration_s.max(1e-9) / 1e6,
+        v.ns_per_unit * 2048.0 / 1e3,
+    );
+    let _ = writeln!(
+        out,
+        "  {} units rewritten by workloads since the fill, {} as filled",
+        v.units_rewritten,
+        v.units_verified.saturating_sub(v.units_rewritten)
+    );
+    if !v.note.is_empty() {
+        let _ = writeln!(out, "  Note: {}", v.note);
+    }
+    if r.interrupted {
+        let _ = writeln!(
+            out,
+            "  WARNING: interrupted: only part of the target was checked"
+        );
+    }
+    if v.errors > 0 {
+        let _ = writeln!(
+            out,
+            "  !! DATA CORRUPTION: {} bad unit(s) in {}{}",
+            v.errors,
+            path.display(),
+            if v.stopped {
+                " (stopped at the first)"
+            } else {
+                ""
+            }
+        );
+        // Report lines are kept whole: an offset stays beside its figure for grep.
+        let mut out = fit(&out, style.width);
+        out.push_str(&render_reports(&r.corruption, v.errors, 20));
+        return out;
+    }
+    let _ = writeln!(out, "  No corruption found.");
+    fit(&out, style.width)
 }
 
 /// Text lines describing corruption reports (at most `max`).
@@ -231,6 +447,14 @@ mod tests {
         }
         assert!(s.lines().nth(1).unwrap().starts_with("    "), "{s}");
         assert_eq!(s.replace("\n    ", " "), line);
+        // A word longer than a line is cut after a comma where it can be.
+        let opts = "  target: /s.dat on ext4 [rw,relatime,discard,resv_strict,resuid=65534,resgid=65534]\n";
+        let s = fit(opts, 40);
+        for l in s.lines() {
+            assert!(visible_width(l) <= 40, "{l:?}\n{s}");
+        }
+        assert!(s.contains("resv_strict,\n"), "{s}");
+        assert_eq!(s.replace("\n    ", ""), opts.replace("ext4 ", "ext4"));
         // Short lines and ANSI escapes are left alone.
         let c = "\x1b[33mwarning:\x1b[0m short\n";
         assert_eq!(fit(c, 20), c);

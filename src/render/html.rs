@@ -461,7 +461,7 @@ fn calibration_section(out: &mut String, r: &Results, an: &Analysis) {
         sig3(c.budget_s)
     );
     for v in &c.verdicts {
-        let _ = write!(out, "<div class=\"verdict\">{}</div>", esc(v));
+        let _ = write!(out, "<div class=\"verdict\">{}</div>", esc(&v.message));
     }
     out.push_str("</section>");
 }

@@ -55,7 +55,7 @@ pub fn summary(r: &Results) -> String {
             out,
             "- target: {} ({}, {}) on {}, device {} {}",
             md(&t.path),
-            md(&t.kind),
+            md(t.kind.name()),
             fmt_bytes(t.size_bytes),
             md(&t.filesystem),
             md(&t.device),
@@ -77,7 +77,7 @@ pub fn summary(r: &Results) -> String {
             let _ = writeln!(out, "{}", t.markdown());
         }
         for v in &c.verdicts {
-            let _ = writeln!(out, "- {}", md(v));
+            let _ = writeln!(out, "- {}", md(&v.message));
         }
         if !c.verdicts.is_empty() {
             out.push('\n');

@@ -15,6 +15,8 @@
 
 pub mod analysis;
 pub mod brief;
+pub mod brief_db;
+pub mod brief_trace;
 pub mod compare;
 pub mod csv;
 pub mod findings;

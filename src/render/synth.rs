@@ -72,7 +72,7 @@ fn environment() -> Environment {
         memory_bytes: 24 << 30,
         target: Some(TargetInfo {
             path: "/data/iolens-scratch".into(),
-            kind: "scratch".into(),
+            kind: crate::results::StorageKind::Scratch,
             size_bytes: 8 << 30,
             filesystem: "xfs".into(),
             mount_point: "/data".into(),

@@ -330,7 +330,7 @@ fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut Str
         sig3(c.budget_s)
     );
     for v in &c.verdicts {
-        let _ = writeln!(out, "• {v}");
+        let _ = writeln!(out, "• {}", v.message);
     }
 }
 

@@ -100,6 +100,15 @@ pub enum VerdictKind {
     DeviceShared,
     /// A histogram in the file cannot be decoded.
     BadHistogram,
+    /// A calibration step was skipped (e.g. a commit-write size below the device's logical
+    /// block size).
+    StepSkipped,
+    /// Two headline figures of a calibration contradict each other (many streams below one).
+    Contradiction,
+    /// The step chosen for max IOPS meets the target percentile, but its p99 is far above it.
+    TailBeyondTarget,
+    /// A note written as plain text by an older iolens (no kind, no figures).
+    Note,
 }
 
 impl VerdictKind {
@@ -113,6 +122,10 @@ impl VerdictKind {
             VerdictKind::PageCache => "page-cache",
             VerdictKind::DeviceShared => "device-shared",
             VerdictKind::BadHistogram => "bad-histogram",
+            VerdictKind::StepSkipped => "step-skipped",
+            VerdictKind::Contradiction => "contradiction",
+            VerdictKind::TailBeyondTarget => "tail-beyond-target",
+            VerdictKind::Note => "note",
         }
     }
 }
@@ -160,6 +173,31 @@ pub struct Verdict {
     pub message: String,
     /// The figures the verdict rests on (names carry their unit, e.g. `mean_latency_us`).
     pub figures: BTreeMap<String, f64>,
+}
+
+/// Read a list of verdicts, accepting the plain sentences older files hold (as [`VerdictKind::Note`]).
+pub(crate) fn verdicts_or_notes<'de, D>(d: D) -> Result<Vec<Verdict>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Typed(Verdict),
+        Note(String),
+    }
+    Ok(Vec::<Either>::deserialize(d)?
+        .into_iter()
+        .map(|e| match e {
+            Either::Typed(v) => v,
+            Either::Note(message) => Verdict {
+                kind: VerdictKind::Note,
+                severity: Severity::Info,
+                message,
+                figures: BTreeMap::new(),
+            },
+        })
+        .collect())
 }
 
 /// The knee of a load curve.
@@ -281,9 +319,68 @@ pub struct CalibrationFindings {
     /// Cache-probe steps.
     #[serde(default)]
     pub cache: Vec<CacheStep>,
-    /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes it.
-    #[serde(default)]
-    pub plan: serde_json::Value,
+    /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes
+    /// it. Absent when a file's plan is missing or of an older shape.
+    #[serde(default, deserialize_with = "lenient")]
+    pub plan: Option<Plan>,
+}
+
+/// `Some` when the value reads as a `T`, `None` when it is null, missing or of another shape
+/// (older files: a part that is only informative must not make the whole file unreadable).
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
+}
+
+/// Calibration phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Single-block random reads, session ramp (max IOPS at the latency target).
+    Randread,
+    /// Large sequential reads, many streams, queue-depth ramp (max MB/s).
+    Seqread,
+    /// Large sequential reads, one stream (CALIBRATE_IO's MAX_PMBPS).
+    Seqread1,
+    /// Commit-shaped O_DSYNC writes and random-write session ramp (writes to the scratch file).
+    Writes,
+    /// Random reads over growing working sets (storage-side cache tiers).
+    Cache,
+}
+
+/// One planned phase with its step budget.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PhasePlan {
+    pub phase: Phase,
+    /// Most steps the phase may take.
+    pub max_steps: u32,
+    /// Seconds per step (warm-up included).
+    pub step_s: f64,
+    /// Warm-up seconds per step.
+    pub warmup_s: f64,
+    /// What the phase does, in words.
+    pub description: String,
+}
+
+/// The whole calibration plan (`calibrate --explain` prints it; the procedure is in `calibrate`).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Plan {
+    pub budget_s: f64,
+    pub phases: Vec<PhasePlan>,
+    pub bs: u64,
+    pub large_bs: u64,
+    pub max_sessions: u32,
+    pub max_qd: u32,
+    pub streams: u32,
+    pub percentile: f64,
+    pub max_latency_ns: u64,
+    pub plateau: f64,
+    pub refinements: u32,
+    pub direct: bool,
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
@@ -479,4 +576,28 @@ pub(super) fn upgrade_v1(doc: &mut serde_json::Value) {
         f.insert("cache".into(), steps.into());
     }
     cal.insert("findings".into(), f.into());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Calibration;
+
+    #[test]
+    fn older_calibrations_with_sentences_and_odd_plans_still_read() {
+        let old = r#"{"percentile": 99.0, "max_latency_ns": 5000000, "curve": [],
+            "max_iops": null, "max_iops_point": null, "max_mbps": null, "max_pmbps": null,
+            "findings": {"plan": {"budget": "60s"}}, "overhead_s": 0.1, "budget_s": 60.0,
+            "verdicts": ["commit writes of 512 B skipped: below the device's 4096 B logical block size"]}"#;
+        let c: Calibration = serde_json::from_str(old).unwrap();
+        assert_eq!(c.verdicts.len(), 1);
+        assert_eq!(c.verdicts[0].kind, super::VerdictKind::Note);
+        assert!(c.verdicts[0].message.starts_with("commit writes of 512 B"));
+        assert!(c.findings.plan.is_none());
+        // Written back, the verdict is typed and reads again as itself.
+        let back: Calibration = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        // A mistyped verdict object is an error, not a note.
+        let bad = old.replace(r#"["commit"#, r#"[{"kind": "no-such"}, "commit"#);
+        assert!(serde_json::from_str::<Calibration>(&bad).is_err());
+    }
 }

@@ -14,7 +14,7 @@
 //! [`Binned`] accumulator (per-event values binned into fixed intervals by completion time) or
 //! builds per-snapshot intervals itself, and returns one [`RunResult`] per source series with
 //! one [`crate::results::OpResult`] per event name. The command then prints a terminal summary
-//! ([`print_summary`]) and optionally writes the JSON.
+//! (`render::brief_trace`) and optionally writes the JSON.
 //!
 //! Bucketed sources keep their convention in `OpResult::bucket_convention`. When a bucket's
 //! count is converted into the nanosecond HdrHistogram, it is spread with [`spread`]: the bucket
@@ -39,7 +39,7 @@ pub mod pylatencymap;
 pub mod sniff;
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -49,7 +49,6 @@ use serde::Serialize;
 use crate::results::{
     new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
 };
-use crate::units::fmt_ns;
 
 /// Number of sub-slots a bucket's count is spread over (see the module docs).
 pub const SPREAD_SLOTS: u64 = 32;
@@ -1393,117 +1392,6 @@ pub fn ingest_run(
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Terminal summary
-
-/// Print a concise summary of a trace/ingest results document: per series and event the
-/// counts and percentiles, the trace response-time profile, and line accounting.
-pub fn print_summary(r: &Results, out: &mut dyn Write) -> Result<()> {
-    if let Some(p) = r.extra.get("trace_profile") {
-        oracle_trace::print_profile(p, out)?;
-    }
-    for run in &r.runs {
-        let n_iv = run.ops.first().map(|o| o.intervals.len()).unwrap_or(0);
-        writeln!(
-            out,
-            "\n{}  ({}{})",
-            run.name,
-            if run.started.is_empty() {
-                String::new()
-            } else {
-                format!("{}, ", run.started)
-            },
-            if run.duration_unknown {
-                format!(
-                    "{n_iv} histogram(s), duration unknown: IOPS, MB/s {}",
-                    crate::results::UNKNOWN_RATE
-                )
-            } else {
-                format!(
-                    "{:.1} s, {n_iv} interval(s) of {} s",
-                    run.duration_s,
-                    crate::units::sig3(run.interval_s)
-                )
-            }
-        )?;
-        writeln!(
-            out,
-            "  {:<34} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}  buckets",
-            "event", "count", "mean", "p50", "p99", "p99.9", "max"
-        )?;
-        for o in &run.ops {
-            let s = &o.summary;
-            writeln!(
-                out,
-                "  {:<34} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}  {}",
-                truncate(&o.op, 34),
-                s.count,
-                fmt_ns(s.mean_ns),
-                fmt_ns(s.p50_ns as f64),
-                fmt_ns(s.p99_ns as f64),
-                fmt_ns(s.p999_ns as f64),
-                fmt_ns(s.max_ns as f64),
-                match o.bucket_convention {
-                    BucketConvention::Exact => "exact",
-                    BucketConvention::UpperBound => "upper-bound",
-                    BucketConvention::LowerBound => "lower-bound",
-                }
-            )?;
-        }
-        if let Some(why) = run
-            .spec
-            .get("bucket_convention_basis")
-            .and_then(|v| v.as_str())
-        {
-            writeln!(out, "  buckets: {why}")?;
-        }
-        for w in &run.warnings {
-            writeln!(out, "  warning: {w}")?;
-        }
-    }
-    if let Some(sl) = r.extra.get("trace_slowest") {
-        oracle_trace::print_slowest(sl, out)?;
-    }
-    if let Some(files) = r
-        .extra
-        .get("source")
-        .and_then(|s| s.get("files"))
-        .and_then(|f| f.as_array())
-    {
-        writeln!(out)?;
-        for f in files {
-            let g = |k: &str| f.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
-            writeln!(
-                out,
-                "{}: {} lines, {} used, {} ignored, {} unparsed",
-                f.get("path").and_then(|v| v.as_str()).unwrap_or("?"),
-                g("lines"),
-                g("parsed"),
-                f.get("ignored")
-                    .and_then(|v| v.as_object())
-                    .map(|m| m.values().filter_map(|v| v.as_u64()).sum::<u64>())
-                    .unwrap_or(0),
-                g("unparsed")
-            )?;
-            if let Some(list) = f.get("unparsed_first").and_then(|v| v.as_array()) {
-                for u in list {
-                    writeln!(
-                        out,
-                        "  line {}: {} ({})",
-                        u.get("line").and_then(|v| v.as_u64()).unwrap_or(0),
-                        u.get("text").and_then(|v| v.as_str()).unwrap_or(""),
-                        u.get("reason").and_then(|v| v.as_str()).unwrap_or("")
-                    )?;
-                }
-            }
-        }
-    }
-    for w in &r.warnings {
-        writeln!(out, "warning: {w}")?;
-    }
-    Ok(())
-}
-
 /// Cut a string to `n` characters (with an ellipsis).
 pub fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n {
@@ -1650,6 +1538,7 @@ mod tests {
     #[test]
     fn gzip_detected_by_magic() {
         use flate2::write::GzEncoder;
+        use std::io::Write;
         let mut e = GzEncoder::new(Vec::new(), flate2::Compression::fast());
         e.write_all(b"a\r\nbb\nccc").unwrap();
         let gz = e.finish().unwrap();

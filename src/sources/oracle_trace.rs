@@ -55,7 +55,6 @@ use super::{
     LineStats, TraceOptions,
 };
 use crate::results::{BucketConvention, Kind, Results, RunResult};
-use crate::units::fmt_ns;
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
@@ -1526,117 +1525,6 @@ fn io_json(
         }));
     }
     json!({"block_range_blocks": BLOCK_RANGE, "top": TOP, "events": out})
-}
-
-// ---------------------------------------------------------------------------------------------
-// Terminal output
-
-/// Print the response-time profile table from `extra["trace_profile"]`.
-pub fn print_profile(p: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
-    let t = &p["total"];
-    let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
-    writeln!(
-        out,
-        "Response-time profile (Method R): R = {:.6} s ({}) = CPU {:.6} s + waits {:.6} s + \
-         unaccounted-for {:.6} s",
-        f("response_time_s"),
-        if t["response_time_basis"] == "span of tim" {
-            "traced span, first start to last tim"
-        } else {
-            "no tim: calls + between-call waits"
-        },
-        f("cpu_s"),
-        f("wait_s"),
-        f("unaccounted_s"),
-    )?;
-    let depths: Vec<String> = t["outermost_calls_by_depth"]
-        .as_object()
-        .map(|m| m.iter().map(|(d, n)| format!("{n} at dep={d}")).collect())
-        .unwrap_or_default();
-    writeln!(
-        out,
-        "  outermost calls {:.6} s ({}), waits between calls {:.6} s, in no traced call {:.6} s",
-        f("outermost_elapsed_s"),
-        if depths.is_empty() {
-            "none".to_string()
-        } else {
-            depths.join(", ")
-        },
-        f("between_calls_wait_s"),
-        f("outside_calls_wait_s"),
-    )?;
-    writeln!(
-        out,
-        "  {:<40} {:>11} {:>7} {:>10} {:>10}",
-        "component", "seconds", "%R", "count", "mean"
-    )?;
-    for row in t["rows"].as_array().into_iter().flatten() {
-        let secs = row["seconds"].as_f64().unwrap_or(0.0);
-        writeln!(
-            out,
-            "  {:<40} {:>11.6} {:>6.1}% {:>10} {:>10}",
-            super::truncate(row["component"].as_str().unwrap_or("?"), 40),
-            secs,
-            row["share"].as_f64().unwrap_or(0.0) * 100.0,
-            row["count"]
-                .as_u64()
-                .map(|c| c.to_string())
-                .unwrap_or_default(),
-            row["mean_us"]
-                .as_f64()
-                .map(|m| fmt_ns(m * 1e3))
-                .unwrap_or_default(),
-        )?;
-    }
-    let files = p["files"].as_array().map(|a| a.len()).unwrap_or(0);
-    if files > 1 {
-        writeln!(out, "  per file:")?;
-        for f in p["files"].as_array().into_iter().flatten() {
-            let pr = &f["profile"];
-            writeln!(
-                out,
-                "    {}: R {:.6} s, CPU {:.6} s, waits {:.6} s, unaccounted {:.6} s",
-                f["path"].as_str().unwrap_or("?"),
-                pr["response_time_s"].as_f64().unwrap_or(0.0),
-                pr["cpu_s"].as_f64().unwrap_or(0.0),
-                pr["wait_s"].as_f64().unwrap_or(0.0),
-                pr["unaccounted_s"].as_f64().unwrap_or(0.0),
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// Print the slowest waits from `extra["trace_slowest"]`.
-pub fn print_slowest(s: &serde_json::Value, out: &mut dyn Write) -> Result<()> {
-    let Some(list) = s.as_array().filter(|l| !l.is_empty()) else {
-        return Ok(());
-    };
-    writeln!(out, "\nSlowest waits:")?;
-    for w in list.iter().take(10) {
-        let opt = |k: &str| {
-            w[k].as_i64()
-                .map(|v| format!(" {k}={v}"))
-                .unwrap_or_default()
-        };
-        writeln!(
-            out,
-            "  {:>9}  {}  {}:{}{}{}{}{}",
-            fmt_ns(w["ela_us"].as_f64().unwrap_or(0.0) * 1e3),
-            w["event"].as_str().unwrap_or("?"),
-            base_name(w["path"].as_str().unwrap_or("?")),
-            w["line"],
-            opt("file"),
-            opt("block"),
-            opt("obj"),
-            w["time"]
-                .as_str()
-                .filter(|t| !t.is_empty())
-                .map(|t| format!(" at {t}"))
-                .unwrap_or_default(),
-        )?;
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------
