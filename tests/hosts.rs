@@ -60,6 +60,36 @@ fn slurm_conf() -> Option<PathBuf> {
     Some(conf)
 }
 
+/// Run `c`; the test fails with its output unless it succeeded.
+fn ok(c: &mut Command, what: &str) -> std::process::Output {
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// `mpirun` of `n` iolens ranks, as root, on this one machine (`None`: Open MPI is missing
+/// and the test is skipped).
+fn mpirun(n: u32) -> Option<Command> {
+    if !on_path("mpirun") {
+        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
+        return None;
+    }
+    let mut c = Command::new("mpirun");
+    c.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .arg(iolens_path());
+    Some(c)
+}
+
 fn time_in(d: Duration) -> (SystemTime, String) {
     let t = SystemTime::now() + d;
     (t, iolens::placement::fmt_time(t))
@@ -69,7 +99,8 @@ fn read(p: &Path) -> Results {
     Results::read_file(p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()))
 }
 
-fn merge(files: &[PathBuf], out: &Path, extra: &[&str]) -> std::process::Output {
+/// `iolens -q merge FILES -o OUT EXTRA…`.
+fn merge_cmd(files: &[PathBuf], out: &Path, extra: &[&str]) -> Command {
     let mut c = bin();
     c.arg("-q")
         .arg("merge")
@@ -77,7 +108,7 @@ fn merge(files: &[PathBuf], out: &Path, extra: &[&str]) -> std::process::Output 
         .arg("-o")
         .arg(out)
         .args(extra);
-    c.output().unwrap()
+    c
 }
 
 fn json_files(dir: &Path) -> Vec<PathBuf> {
@@ -199,12 +230,7 @@ fn srun_four_ranks_start_together_and_merge_exactly() {
         }
     }
     let mf = d.join("merged.out");
-    let out = merge(&files, &mf, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&mut merge_cmd(&files, &mf, &[]), "merge");
     let merged = read(&mf);
     check_exact_merge(&files, &merged, Launcher::Slurm, 4);
     let rm = &merged.merge.as_ref().unwrap().runs[0];
@@ -266,22 +292,12 @@ fn srun_four_ranks_start_together_and_merge_exactly() {
 
 #[test]
 fn mpirun_two_ranks_merge_exactly() {
-    if !on_path("mpirun") {
-        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
-        return;
-    }
+    let Some(mut mpi) = mpirun(2) else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (_, at) = time_in(Duration::from_secs(3));
-    let out = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            "2",
-            iolens_path(),
-        ])
-        .args([
+    ok(
+        mpi.args([
             "-q",
             "run",
             "--size",
@@ -295,23 +311,12 @@ fn mpirun_two_ranks_merge_exactly() {
         .arg(d.join("t{rank}.dat"))
         .arg("--json")
         .arg(d.join("mpi-{rank}.json"))
-        .args(["--start-at", &at])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpirun: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        .args(["--start-at", &at]),
+        "mpirun",
     );
     let files = vec![d.join("mpi-0.json"), d.join("mpi-1.json")];
     let mf = d.join("m.json");
-    let out = merge(&files, &mf, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&mut merge_cmd(&files, &mf, &[]), "merge");
     let merged = read(&mf);
     check_exact_merge(&files, &merged, Launcher::OpenMpi, 2);
     let rm = &merged.merge.as_ref().unwrap().runs[0];
@@ -321,17 +326,7 @@ fn mpirun_two_ranks_merge_exactly() {
         rm.start_spread_s
     );
     // compare takes a merged result like any other.
-    let out = bin()
-        .arg("compare")
-        .args(&files[..1])
-        .arg(&mf)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(bin().arg("compare").args(&files[..1]).arg(&mf), "compare");
 }
 
 /// A short real run as rank `rank` of `ranks`, extra options appended.
@@ -368,7 +363,7 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     assert!(a.wait().unwrap().success() && b.wait().unwrap().success());
     let files = vec![d.join("k0.json"), d.join("k1.json")];
     let mf = d.join("m.json");
-    let out = merge(&files, &mf, &[]);
+    let out = merge_cmd(&files, &mf, &[]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -376,12 +371,7 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
         "{err}"
     );
     assert!(!mf.exists());
-    let out = merge(&files, &mf, &["--force"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&mut merge_cmd(&files, &mf, &["--force"]), "merge");
     let m = read(&mf);
     assert_eq!(m.merge.as_ref().unwrap().missing_ranks, vec![2]);
     assert!(
@@ -393,15 +383,19 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     );
     assert!(m.warnings.iter().any(|w| w.contains("--force")));
     // The same file twice is one rank twice.
-    let out = merge(
+    let out = merge_cmd(
         &[files[0].clone(), files[0].clone()],
         &d.join("x.json"),
         &[],
-    );
+    )
+    .output()
+    .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("both rank 0"));
     // A merged file is not merged again.
-    let out = merge(std::slice::from_ref(&mf), &d.join("y.json"), &[]);
+    let out = merge_cmd(std::slice::from_ref(&mf), &d.join("y.json"), &[])
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a merged result"));
 }
 
@@ -447,42 +441,26 @@ fn start_at_and_templates_refuse_bad_input() {
 
 #[test]
 fn cluster_calibration_follows_one_schedule_and_merges_into_one_curve() {
-    if !on_path("mpirun") {
-        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
-        return;
-    }
+    let Some(mut mpi) = mpirun(2) else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let (_, at) = time_in(Duration::from_secs(3));
-    let out = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            "2",
-            iolens_path(),
-        ])
-        .args(["-q", "calibrate", "--size", "16M", "--budget", "8s"])
-        .args([
-            "--max-sessions",
-            "2",
-            "--max-qd",
-            "2",
-            "--phases",
-            "randread,seqread",
-        ])
-        .args(["--max-latency", "100ms", "--start-at", &at])
-        .arg("--target")
-        .arg(d.join("c{rank}.dat"))
-        .arg("--json")
-        .arg(d.join("c{rank}.json"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpirun calibrate: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    ok(
+        mpi.args(["-q", "calibrate", "--size", "16M", "--budget", "8s"])
+            .args([
+                "--max-sessions",
+                "2",
+                "--max-qd",
+                "2",
+                "--phases",
+                "randread,seqread",
+            ])
+            .args(["--max-latency", "100ms", "--start-at", &at])
+            .arg("--target")
+            .arg(d.join("c{rank}.dat"))
+            .arg("--json")
+            .arg(d.join("c{rank}.json")),
+        "mpirun calibrate",
     );
     let files = vec![d.join("c0.json"), d.join("c1.json")];
     let ranks: Vec<Results> = files.iter().map(|f| read(f)).collect();
@@ -497,12 +475,7 @@ fn cluster_calibration_follows_one_schedule_and_merges_into_one_curve() {
         );
     }
     let mf = d.join("cm.json");
-    let out = merge(&files, &mf, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&mut merge_cmd(&files, &mf, &[]), "merge");
     let m = read(&mf);
     let info = m.merge.as_ref().unwrap();
     for rm in &info.runs {
@@ -601,10 +574,7 @@ fn recipes_are_valid() {
 
 #[test]
 fn db_run_ranks_start_together_and_merge() {
-    if !on_path("mpirun") {
-        unavailable("mpirun (Open MPI) is not installed (run scripts/slurm-test-cluster.sh)");
-        return;
-    }
+    let Some(mut mpi) = mpirun(2) else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for k in 0..2 {
@@ -620,15 +590,8 @@ fn db_run_ranks_start_together_and_merge() {
         );
     }
     let (_, at) = time_in(Duration::from_secs(3));
-    let out = Command::new("mpirun")
-        .args([
-            "--allow-run-as-root",
-            "--oversubscribe",
-            "-n",
-            "2",
-            iolens_path(),
-        ])
-        .args([
+    ok(
+        mpi.args([
             "-q",
             "db",
             "run",
@@ -642,14 +605,8 @@ fn db_run_ranks_start_together_and_merge() {
         .args(["--start-at", &at, "--dir"])
         .arg(d.join("db{rank}"))
         .arg("--json")
-        .arg(d.join("db{rank}.json"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "mpirun db run: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        .arg(d.join("db{rank}.json")),
+        "mpirun db run",
     );
     let files = vec![d.join("db0.json"), d.join("db1.json")];
     let ranks: Vec<Results> = files.iter().map(|f| read(f)).collect();
@@ -665,12 +622,7 @@ fn db_run_ranks_start_together_and_merge() {
         );
     }
     let mf = d.join("dbm.json");
-    let out = merge(&files, &mf, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&mut merge_cmd(&files, &mf, &[]), "merge");
     let m = read(&mf);
     // Every operation (reads and writes of the database, statements) is the ranks' sum.
     assert_eq!(m.runs.len(), ranks[0].runs.len());

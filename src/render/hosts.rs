@@ -67,6 +67,20 @@ fn shown_runs(r: &Results) -> Vec<usize> {
     vec![pick]
 }
 
+/// The ranks of the world that sent no results, in words (none when every rank did).
+fn missing_line(m: &crate::results::hosts::MergeInfo) -> Option<String> {
+    (!m.missing_ranks.is_empty()).then(|| {
+        format!(
+            "missing ranks (no results): {}",
+            m.missing_ranks
+                .iter()
+                .map(|r| r.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    })
+}
+
 fn host_table(m: &RunMerge) -> Table {
     let mut t = Table::new(&[
         "rank", "host", "start", "seconds", "count", "IOPS", "MB/s", "p50", "p99", "max",
@@ -161,6 +175,14 @@ fn heat_grid(m: &RunMerge, cols: usize) -> (usize, Vec<Vec<f64>>) {
     (per, rows)
 }
 
+/// The highest rate in a heatmap's rows (columns with no measurement are NaN).
+fn grid_max(rows: &[Vec<f64>]) -> f64 {
+    rows.iter()
+        .flatten()
+        .filter(|x| x.is_finite())
+        .fold(0.0, |a: f64, b| a.max(*b))
+}
+
 fn heat_text(m: &RunMerge, width: usize) -> String {
     let label_w = m
         .ranks
@@ -171,11 +193,7 @@ fn heat_text(m: &RunMerge, width: usize) -> String {
         .min(24);
     let cols = width.saturating_sub(label_w + 3).max(8);
     let (per, rows) = heat_grid(m, cols);
-    let max = rows
-        .iter()
-        .flatten()
-        .filter(|x| x.is_finite())
-        .fold(0.0, |a: f64, b| a.max(*b));
+    let max = grid_max(&rows);
     let mut s = format!(
         "IOPS per host over time (one column = {} s; ' ' none … '@' {} IOPS)\n",
         sig3(per as f64 * m.interval_s),
@@ -216,16 +234,8 @@ pub fn text(r: &Results, style: &TermStyle) -> String {
                     .map_or(String::new(), |n| format!(" of a world of {n}"))
             ),
         );
-        if !m.missing_ranks.is_empty() {
-            let _ = writeln!(
-                out,
-                "missing ranks (no results): {}",
-                m.missing_ranks
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+        if let Some(l) = missing_line(m) {
+            let _ = writeln!(out, "{l}");
         }
         for i in shown_runs(r) {
             let rm = &m.runs[i];
@@ -264,16 +274,8 @@ pub fn html(r: &Results) -> String {
             "<section id=\"hosts\"><h2>Hosts: {} rank(s) merged</h2>",
             m.inputs.len()
         );
-        if !m.missing_ranks.is_empty() {
-            let _ = write!(
-                out,
-                "<p class=\"warn\">Missing ranks (no results): {}</p>",
-                m.missing_ranks
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
+        if let Some(l) = missing_line(m) {
+            let _ = write!(out, "<p class=\"warn\">{}</p>", esc(&l));
         }
         for i in shown_runs(r) {
             let rm = &m.runs[i];
@@ -299,11 +301,7 @@ pub fn html(r: &Results) -> String {
 
 fn heat_html(m: &RunMerge) -> String {
     let (per, rows) = heat_grid(m, 120);
-    let max = rows
-        .iter()
-        .flatten()
-        .filter(|x| x.is_finite())
-        .fold(0.0, |a: f64, b| a.max(*b));
+    let max = grid_max(&rows);
     let mut s = format!(
         "<h4>IOPS per host over time</h4><p class=\"meta\">one column = {} s; darker = more \
          IOPS (up to {})</p><table class=\"heat\" style=\"border-collapse:collapse\">",
