@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
+pub mod hosts;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
@@ -135,6 +136,16 @@ impl Hist {
             );
         }
         Ok(h.len())
+    }
+
+    /// Add this histogram's values into `h` exactly, decoding it with its stored bounds (no
+    /// full-range histogram is built: cheap enough for millions of interval histograms).
+    pub fn add_to(&self, h: &mut Histogram<u64>) -> Result<()> {
+        if let Some(x) = self.decode_as_stored()? {
+            h.add(&x)
+                .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+        }
+        Ok(())
     }
 
     /// The raw base64 text (as it appears in JSON).
@@ -1029,6 +1040,13 @@ pub struct Results {
     /// Absent in version 1 files (renderers then compute it on reading).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<analysis::Analysis>,
+    /// Where it was measured: rank, world size, host, launcher, requested start, clock state
+    /// (`run`, `calibrate`, `db run`; absent in older files and from readers of evidence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<hosts::Placement>,
+    /// Set by `iolens merge`: the ranks merged, windows, per-rank series, stragglers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<hosts::MergeInfo>,
 }
 
 impl Results {
@@ -1047,6 +1065,8 @@ impl Results {
             extra: BTreeMap::new(),
             warnings: Vec::new(),
             analysis: None,
+            placement: None,
+            merge: None,
         }
     }
 

@@ -628,6 +628,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     }
     let _ = write!(out, "<div class=\"wide\">{}</div>", summary_table(r).html());
     out.push_str("</section>");
+    out.push_str(&super::hosts::html(r));
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));

@@ -394,6 +394,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
     }
     heading(&mut out, style, "Summary");
     out.push_str(&summary_table(r).render(style));
+    out.push_str(&super::hosts::text(r, style));
     let an = crate::analysis::of(r);
     calibration_text(r, &an, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
