@@ -243,6 +243,9 @@ pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
 }
 
+/// One display column: its figures and its cells.
+type Column = (IntervalStat, Vec<Cell>);
+
 /// Every interval of one op, decoded once.
 #[derive(Clone, Debug, Default)]
 pub struct OpSeries {
@@ -386,7 +389,7 @@ impl OpSeries {
             .min(cols.max(1));
         let per = cols.div_ceil(threads).max(1);
         let edges = source_edges(op);
-        let column = |c: usize, merged: &mut Histogram<u64>| -> Result<(IntervalStat, Vec<Cell>)> {
+        let column = |c: usize, merged: &mut Histogram<u64>| -> Result<Column> {
             let ivs = &op.intervals[c * group..((c + 1) * group).min(n)];
             merged.reset();
             let (mut count, mut bytes, mut duration_s) = (0u64, 0u64, 0f64);
@@ -409,7 +412,7 @@ impl OpSeries {
             .step_by(per)
             .map(|a| a..(a + per).min(cols))
             .collect();
-        let parts: Vec<Result<Vec<(IntervalStat, Vec<Cell>)>>> = std::thread::scope(|s| {
+        let parts: Vec<Result<Vec<Column>>> = std::thread::scope(|s| {
             let handles: Vec<_> = ranges
                 .iter()
                 .map(|r| {
