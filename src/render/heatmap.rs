@@ -188,8 +188,9 @@ impl IntervalStat {
     }
 }
 
-/// Figures of one histogram covering `[start_s, start_s + duration_s)`; `count` is the
-/// histogram's (callers set the stored count).
+/// Figures of the sparse counts `sparse` of a histogram covering `[start_s, start_s +
+/// duration_s)`; `h` is that histogram or any of the same precision (only its equivalence
+/// ranges are used); `count` is the counts' sum (callers set the stored count).
 fn stat_of(
     h: &Histogram<u64>,
     sparse: &[(u64, u64)],
@@ -198,7 +199,8 @@ fn stat_of(
     bytes: u64,
 ) -> IntervalStat {
     let q = sparse_quantiles(h, sparse, &[0.5, 0.9, 0.99, 0.999]);
-    let n = h.len() as f64;
+    let len: u64 = sparse.iter().map(|p| p.1).sum();
+    let n = len as f64;
     let mean = sparse
         .iter()
         .map(|&(v, c)| h.median_equivalent(v) as f64 * c as f64 / n)
@@ -206,14 +208,14 @@ fn stat_of(
     IntervalStat {
         start_s,
         duration_s,
-        count: h.len(),
+        count: len,
         bytes,
-        mean_ns: if h.is_empty() { 0.0 } else { mean },
+        mean_ns: if len == 0 { 0.0 } else { mean },
         p50_ns: q[0],
         p90_ns: q[1],
         p99_ns: q[2],
         p999_ns: q[3],
-        max_ns: if h.is_empty() { 0 } else { h.max() },
+        max_ns: sparse.last().map_or(0, |&(v, _)| h.highest_equivalent(v)),
     }
 }
 
@@ -228,6 +230,185 @@ fn interval_stat(
     let mut st = stat_of(h, &sparse_counts(h), start_s, duration_s, bytes);
     st.count = count;
     st
+}
+
+/// Cookie of a V2 encoding inside the deflate stream, and of the V2-deflate encoding.
+const V2_COOKIE: u32 = 0x1c84_9313;
+const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
+
+/// Merges interval histograms of the project's standard layout (lowest value 1 ns, 3
+/// significant digits: [`crate::results::new_histogram`]) by adding the counts of their V2
+/// encodings straight into one array indexed like HdrHistogram's own counts, with one reused
+/// inflate state: no histogram is allocated, cleared or walked per interval, which is what
+/// makes the display columns of a day of 1-second intervals cheap. An encoding in any other
+/// layout, or one that is damaged, is refused (nothing added) and the caller merges
+/// histograms instead.
+pub(crate) struct DenseMerge {
+    counts: Vec<u64>,
+    /// Non-zero `(index, count)` of the encoding being added (applied only when all of it
+    /// decoded).
+    pending: Vec<(usize, u64)>,
+    b64: Vec<u8>,
+    raw: Vec<u8>,
+    z: flate2::Decompress,
+    /// An empty histogram of the standard layout: equivalence ranges of its values.
+    pub(crate) reference: Histogram<u64>,
+    /// The general path's accumulator.
+    pub(crate) merged: Histogram<u64>,
+}
+
+impl DenseMerge {
+    pub(crate) fn new() -> DenseMerge {
+        let reference = crate::results::new_histogram();
+        DenseMerge {
+            counts: vec![0; reference.distinct_values()],
+            pending: Vec::new(),
+            b64: Vec::new(),
+            raw: Vec::new(),
+            z: flate2::Decompress::new(true),
+            merged: reference.clone(),
+            reference,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.counts.fill(0);
+    }
+
+    /// The value of counts index `i` in the standard layout (2048 sub-buckets, unit 1 ns): the
+    /// lowest value of that bucket, as HdrHistogram computes it.
+    fn value_of(i: usize) -> u64 {
+        const HALF_MAG: u32 = 10;
+        const HALF: u64 = 1 << HALF_MAG;
+        let bucket = (i >> HALF_MAG) as i64 - 1;
+        let sub = (i as u64 & (HALF - 1)) + HALF;
+        if bucket < 0 {
+            sub - HALF
+        } else {
+            sub << bucket
+        }
+    }
+
+    /// The merged counts as `(lowest equivalent value, count)`, ascending.
+    pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (DenseMerge::value_of(i), c))
+            .collect()
+    }
+
+    /// Add the histogram `hist` encodes; false, with nothing added, when it is not a
+    /// V2-deflate encoding of the standard layout that decodes cleanly.
+    pub(crate) fn add(&mut self, hist: &Hist) -> bool {
+        use base64::Engine as _;
+        let text = hist.as_base64();
+        if text.is_empty() {
+            return true;
+        }
+        self.b64.clear();
+        if base64::engine::general_purpose::STANDARD
+            .decode_vec(text, &mut self.b64)
+            .is_err()
+        {
+            return false;
+        }
+        let b = &self.b64;
+        let be32 = |b: &[u8], at: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+        };
+        let be64 = |b: &[u8], at: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        if be32(b, 0) != Some(V2_DEFLATE_COOKIE) {
+            return false;
+        }
+        let Some(declared) = be32(b, 4).map(|d| d as usize) else {
+            return false;
+        };
+        let Some(zdata) = b.get(8..8 + declared) else {
+            return false;
+        };
+        self.raw.clear();
+        self.z.reset(true);
+        loop {
+            if self.raw.len() > crate::results::MAX_HIST_BYTES {
+                return false;
+            }
+            self.raw.reserve(self.raw.len().max(4096));
+            let (in0, out0) = (self.z.total_in(), self.z.total_out());
+            let rest = &zdata[in0 as usize..];
+            match self
+                .z
+                .decompress_vec(rest, &mut self.raw, flate2::FlushDecompress::Finish)
+            {
+                Ok(flate2::Status::StreamEnd) => break,
+                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
+                _ => return false,
+            }
+        }
+        let r = &self.raw;
+        let (Some(V2_COOKIE), Some(payload), Some(0), Some(3), Some(1), Some(high), Some(ratio)) = (
+            be32(r, 0),
+            be32(r, 4),
+            be32(r, 8),
+            be32(r, 12),
+            be64(r, 16),
+            be64(r, 24),
+            be64(r, 32),
+        ) else {
+            return false;
+        };
+        if f64::from_bits(ratio) != 1.0 || high < 2 || high > self.reference.high() {
+            return false;
+        }
+        let Some(mut p) = r.get(40..40 + payload as usize) else {
+            return false;
+        };
+        self.pending.clear();
+        let mut index = 0usize;
+        while !p.is_empty() {
+            // LEB128, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's).
+            let mut v: u64 = 0;
+            let mut used = 0;
+            loop {
+                let Some(&byte) = p.get(used) else {
+                    return false;
+                };
+                if used == 8 {
+                    v |= (byte as u64) << 56;
+                    used += 1;
+                    break;
+                }
+                v |= ((byte & 0x7f) as u64) << (7 * used);
+                used += 1;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            p = &p[used..];
+            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
+            if n < 0 {
+                match index.checked_add(n.unsigned_abs() as usize) {
+                    Some(i) => index = i,
+                    None => return false,
+                }
+            } else {
+                if index >= self.counts.len() {
+                    return false;
+                }
+                if n > 0 {
+                    self.pending.push((index, n as u64));
+                }
+                index += 1;
+            }
+        }
+        for &(i, n) in &self.pending {
+            self.counts[i] = self.counts[i].saturating_add(n);
+        }
+        true
+    }
 }
 
 /// Decode a histogram keeping the bounds it was written with. Percentiles and binning do not
@@ -389,10 +570,22 @@ impl OpSeries {
             .min(cols.max(1));
         let per = cols.div_ceil(threads).max(1);
         let edges = source_edges(op);
-        let column = |c: usize, merged: &mut Histogram<u64>| -> Result<Column> {
+        let column = |c: usize, m: &mut DenseMerge| -> Result<Column> {
             let ivs = &op.intervals[c * group..((c + 1) * group).min(n)];
+            let count: u64 = ivs.iter().map(|iv| iv.count).sum();
+            let bytes: u64 = ivs.iter().map(|iv| iv.bytes).sum();
+            let duration_s: f64 = ivs.iter().map(|iv| iv.duration_s).sum();
+            // Fast path: counts added straight from the encodings into one array.
+            m.clear();
+            if ivs.iter().all(|iv| m.add(&iv.hist)) {
+                let sparse = m.sparse();
+                let mut st = stat_of(&m.reference, &sparse, ivs[0].start_s, duration_s, bytes);
+                st.count = count;
+                return Ok((st, bin_sparse(&m.reference, &sparse, &op.bucket_edges_ns)));
+            }
+            // Anything unusual (other bounds or precision, a damaged encoding): histograms.
+            let merged = &mut m.merged;
             merged.reset();
-            let (mut count, mut bytes, mut duration_s) = (0u64, 0u64, 0f64);
             for (k, iv) in ivs.iter().enumerate() {
                 let h = decode_any_bounds(&iv.hist)
                     .with_context(|| format!("op {}: interval {}", op.op, c * group + k))?;
@@ -401,9 +594,6 @@ impl OpSeries {
                         merged.saturating_record_n(v, n);
                     }
                 }
-                count += iv.count;
-                bytes += iv.bytes;
-                duration_s += iv.duration_s;
             }
             let st = interval_stat(merged, ivs[0].start_s, duration_s, count, bytes);
             Ok((st, bin_histogram(merged, &op.bucket_edges_ns)))
@@ -419,9 +609,8 @@ impl OpSeries {
                     let r = r.clone();
                     let column = &column;
                     s.spawn(move || {
-                        let mut merged = crate::results::new_histogram();
-                        r.map(|c| column(c, &mut merged))
-                            .collect::<Result<Vec<_>>>()
+                        let mut m = DenseMerge::new();
+                        r.map(|c| column(c, &mut m)).collect::<Result<Vec<_>>>()
                     })
                 })
                 .collect();
@@ -811,6 +1000,48 @@ mod tests {
         let per = OpSeries::decode(&op).unwrap();
         assert_eq!(cols.stats, per.stats);
         assert_eq!(cols.cells, per.cells);
+    }
+
+    #[test]
+    fn dense_merge_indexes_like_hdrhistogram_and_refuses_other_layouts() {
+        let h = new_histogram();
+        for i in 0..h.distinct_values() - 1 {
+            let v = DenseMerge::value_of(i);
+            assert_eq!(h.lowest_equivalent(v), v, "index {i}");
+            assert_eq!(
+                DenseMerge::value_of(i + 1),
+                h.next_non_equivalent(v),
+                "index {i}"
+            );
+        }
+        // Adding encodings equals adding histograms.
+        let op = drifting_op(9);
+        let mut m = DenseMerge::new();
+        let mut want = new_histogram();
+        for iv in &op.intervals {
+            assert!(m.add(&iv.hist));
+            want.add(iv.hist.decode().unwrap()).unwrap();
+        }
+        assert_eq!(m.sparse(), sparse_counts(&want));
+        // Another precision, or a damaged encoding: refused, nothing added.
+        let mut other = Histogram::<u64>::new_with_bounds(1, 1 << 40, 2).unwrap();
+        other.record(12_345).unwrap();
+        let before = m.sparse();
+        assert!(!m.add(&Hist::encode(&other)));
+        let good = op.intervals[0].hist.as_base64();
+        let cut: Hist = serde_json::from_value(serde_json::json!(&good[..good.len() - 8])).unwrap();
+        assert!(!m.add(&cut));
+        assert_eq!(m.sparse(), before);
+        // The columns of an op in another precision still come out (the general path).
+        let mut o = op.clone();
+        for iv in &mut o.intervals {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 1 << 40, 2).unwrap();
+            h.record(iv.count * 1000 + 1).unwrap();
+            iv.hist = Hist::encode(&h);
+            iv.count = 1;
+        }
+        let s = OpSeries::decode_columns(&o, 3).unwrap();
+        assert_eq!(s.stats.iter().map(|st| st.count).sum::<u64>(), 9);
     }
 
     #[test]
