@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{fold_stub_tail, Hist, OpResult};
+use crate::results::{fold_stub_tail, Hist, OpResult, V2Scan};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -232,25 +232,17 @@ fn interval_stat(
     st
 }
 
-/// Cookie of a V2 encoding inside the deflate stream, and of the V2-deflate encoding.
-const V2_COOKIE: u32 = 0x1c84_9313;
-const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
-
 /// Merges interval histograms of the project's standard layout (lowest value 1 ns, 3
 /// significant digits: [`crate::results::new_histogram`]) by adding the counts of their V2
-/// encodings straight into one array indexed like HdrHistogram's own counts, with one reused
-/// inflate state: no histogram is allocated, cleared or walked per interval, which is what
-/// makes the display columns of a day of 1-second intervals cheap. An encoding in any other
-/// layout, or one that is damaged, is refused (nothing added) and the caller merges
-/// histograms instead.
+/// encodings ([`V2Scan`]) straight into one array indexed like HdrHistogram's own counts: no
+/// histogram is allocated, cleared or walked per interval, which is what makes the display
+/// columns of a day of 1-second intervals cheap. An encoding in any other layout, or one that
+/// is damaged, is refused (nothing added) and the caller merges histograms instead.
 pub(crate) struct DenseMerge {
     counts: Vec<u64>,
-    /// Non-zero `(index, count)` of the encoding being added (applied only when all of it
-    /// decoded).
+    /// Non-zero `(index, count)` of the encoding being added.
     pending: Vec<(usize, u64)>,
-    b64: Vec<u8>,
-    raw: Vec<u8>,
-    z: flate2::Decompress,
+    scan: V2Scan,
     /// An empty histogram of the standard layout: equivalence ranges of its values.
     pub(crate) reference: Histogram<u64>,
     /// The general path's accumulator.
@@ -263,9 +255,7 @@ impl DenseMerge {
         DenseMerge {
             counts: vec![0; reference.distinct_values()],
             pending: Vec::new(),
-            b64: Vec::new(),
-            raw: Vec::new(),
-            z: flate2::Decompress::new(true),
+            scan: V2Scan::new(),
             merged: reference.clone(),
             reference,
         }
@@ -275,134 +265,23 @@ impl DenseMerge {
         self.counts.fill(0);
     }
 
-    /// The value of counts index `i` in the standard layout (2048 sub-buckets, unit 1 ns): the
-    /// lowest value of that bucket, as HdrHistogram computes it.
-    fn value_of(i: usize) -> u64 {
-        const HALF_MAG: u32 = 10;
-        const HALF: u64 = 1 << HALF_MAG;
-        let bucket = (i >> HALF_MAG) as i64 - 1;
-        let sub = (i as u64 & (HALF - 1)) + HALF;
-        if bucket < 0 {
-            sub - HALF
-        } else {
-            sub << bucket
-        }
-    }
-
     /// The merged counts as `(lowest equivalent value, count)`, ascending.
     pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
         self.counts
             .iter()
             .enumerate()
             .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (DenseMerge::value_of(i), c))
+            .map(|(i, &c)| (V2Scan::value_of(i), c))
             .collect()
     }
 
     /// Add the histogram `hist` encodes; false, with nothing added, when it is not a
     /// V2-deflate encoding of the standard layout that decodes cleanly.
     pub(crate) fn add(&mut self, hist: &Hist) -> bool {
-        use base64::Engine as _;
-        let text = hist.as_base64();
-        if text.is_empty() {
-            return true;
-        }
-        self.b64.clear();
-        if base64::engine::general_purpose::STANDARD
-            .decode_vec(text, &mut self.b64)
-            .is_err()
+        if !self.scan.scan(hist, &mut self.pending)
+            || self.pending.iter().any(|&(i, _)| i >= self.counts.len())
         {
             return false;
-        }
-        let b = &self.b64;
-        let be32 = |b: &[u8], at: usize| -> Option<u32> {
-            Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-        };
-        let be64 = |b: &[u8], at: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
-        };
-        if be32(b, 0) != Some(V2_DEFLATE_COOKIE) {
-            return false;
-        }
-        let Some(declared) = be32(b, 4).map(|d| d as usize) else {
-            return false;
-        };
-        let Some(zdata) = b.get(8..8 + declared) else {
-            return false;
-        };
-        self.raw.clear();
-        self.z.reset(true);
-        loop {
-            if self.raw.len() > crate::results::MAX_HIST_BYTES {
-                return false;
-            }
-            self.raw.reserve(self.raw.len().max(4096));
-            let (in0, out0) = (self.z.total_in(), self.z.total_out());
-            let rest = &zdata[in0 as usize..];
-            match self
-                .z
-                .decompress_vec(rest, &mut self.raw, flate2::FlushDecompress::Finish)
-            {
-                Ok(flate2::Status::StreamEnd) => break,
-                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
-                _ => return false,
-            }
-        }
-        let r = &self.raw;
-        let (Some(V2_COOKIE), Some(payload), Some(0), Some(3), Some(1), Some(high), Some(ratio)) = (
-            be32(r, 0),
-            be32(r, 4),
-            be32(r, 8),
-            be32(r, 12),
-            be64(r, 16),
-            be64(r, 24),
-            be64(r, 32),
-        ) else {
-            return false;
-        };
-        if f64::from_bits(ratio) != 1.0 || high < 2 || high > self.reference.high() {
-            return false;
-        }
-        let Some(mut p) = r.get(40..40 + payload as usize) else {
-            return false;
-        };
-        self.pending.clear();
-        let mut index = 0usize;
-        while !p.is_empty() {
-            // LEB128, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's).
-            let mut v: u64 = 0;
-            let mut used = 0;
-            loop {
-                let Some(&byte) = p.get(used) else {
-                    return false;
-                };
-                if used == 8 {
-                    v |= (byte as u64) << 56;
-                    used += 1;
-                    break;
-                }
-                v |= ((byte & 0x7f) as u64) << (7 * used);
-                used += 1;
-                if byte & 0x80 == 0 {
-                    break;
-                }
-            }
-            p = &p[used..];
-            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            if n < 0 {
-                match index.checked_add(n.unsigned_abs() as usize) {
-                    Some(i) => index = i,
-                    None => return false,
-                }
-            } else {
-                if index >= self.counts.len() {
-                    return false;
-                }
-                if n > 0 {
-                    self.pending.push((index, n as u64));
-                }
-                index += 1;
-            }
         }
         for &(i, n) in &self.pending {
             self.counts[i] = self.counts[i].saturating_add(n);
@@ -1006,10 +885,10 @@ mod tests {
     fn dense_merge_indexes_like_hdrhistogram_and_refuses_other_layouts() {
         let h = new_histogram();
         for i in 0..h.distinct_values() - 1 {
-            let v = DenseMerge::value_of(i);
+            let v = V2Scan::value_of(i);
             assert_eq!(h.lowest_equivalent(v), v, "index {i}");
             assert_eq!(
-                DenseMerge::value_of(i + 1),
+                V2Scan::value_of(i + 1),
                 h.next_non_equivalent(v),
                 "index {i}"
             );
