@@ -213,7 +213,8 @@ fn run_histograms(out: &mut String, run: &RunResult, ra: Option<&RunAnalysis>) -
 
 /// Latency-over-time and IOPS-over-time charts plus heatmaps of a run.
 fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
-    let series = OpSeries::decode_all(&run.ops)?;
+    // One point per plot column (~770 px) at most: each is the exact merge of its intervals.
+    let series = OpSeries::decode_all_columns(&run.ops, 770)?;
     if series.iter().all(|s| s.stats.len() < 2) {
         return Ok(());
     }
@@ -285,8 +286,8 @@ fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
                     "{} heatmap, {}{}",
                     s.op,
                     kind.title(),
-                    if m.group > 1 {
-                        format!(" — {} intervals per column", m.group)
+                    if m.group * s.per_entry() > 1 {
+                        format!(" — {} intervals per column", m.group * s.per_entry())
                     } else {
                         String::new()
                     }

@@ -196,11 +196,16 @@ fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> St
 /// Characters used for heatmap levels without colour (lightest to darkest).
 const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
 
+/// Most time columns a terminal heatmap has at `style`'s width.
+pub fn heatmap_columns(style: &TermStyle) -> usize {
+    style.width.saturating_sub(10 + 2).max(10)
+}
+
 /// A terminal heatmap: one row per factor of two of latency (highest on top), one character
 /// per column, as wide as `style.width` allows.
 pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Option<String> {
     let label_w = 10;
-    let cols = style.width.saturating_sub(label_w + 2).max(10);
+    let cols = heatmap_columns(style);
     let m = Heatmap::build(series, cols, 1, 40)?;
     // Short runs: widen each column to fill the width.
     let rep = (cols / m.cols).max(1);
@@ -459,7 +464,8 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         for v in ra.map(|a| a.verdicts.as_slice()).unwrap_or(&[]) {
             let _ = writeln!(out, "{}: {}", v.severity, v.message);
         }
-        let series = OpSeries::decode_all(&run.ops)?;
+        // Display columns merged exactly from the intervals (as many as the width holds).
+        let series = OpSeries::decode_all_columns(&run.ops, heatmap_columns(style))?;
         for (oi, s) in series.iter().enumerate() {
             if run.ops[oi].count == 0 {
                 continue;
