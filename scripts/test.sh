@@ -15,6 +15,10 @@ command -v losetup >/dev/null 2>&1 || need+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v mkswap >/dev/null 2>&1 || need+=(util-linux)
 command -v script >/dev/null 2>&1 || need+=(bsdutils)
+# Multi-host tests run real launchers: a one-node Slurm cluster (srun) and Open MPI (mpirun).
+command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurmd slurm-client munge)
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -28,6 +32,15 @@ if [ -x scripts/pg-test-server.sh ]; then
   export IOLENS_PG_TESTS=1
 fi
 export IOLENS_BROWSER_TESTS=1
+if [ -x scripts/slurm-test-cluster.sh ]; then
+  eval "$(scripts/slurm-test-cluster.sh)"
+fi
+# The Kubernetes recipe is validated offline against the Kubernetes API schema by
+# kubernetes-validate (PyPI, Apache-2.0), installed in a virtual environment under target/.
+if [ ! -x target/k8s-validate/bin/kubernetes-validate ]; then
+  python3 -m venv target/k8s-validate >/dev/null
+  target/k8s-validate/bin/pip install -q kubernetes-validate >/dev/null
+fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

@@ -325,7 +325,8 @@ pub fn contradictions(
 pub const MIN_STEP_S: f64 = 1.0;
 /// Refinement steps after the latency target is crossed.
 pub const REFINEMENTS: u32 = 2;
-/// Queue depths of the sequential ramps.
+/// Queue depths of the sequential ramps, and the session counts of a fixed schedule's
+/// ramps: 1, 2, 4, … up to `max_qd` (and `max_qd` itself).
 fn qd_ramp(max_qd: u32) -> Vec<u32> {
     let mut v = vec![1u32];
     while *v.last().expect("non-empty") < max_qd {
@@ -334,6 +335,9 @@ fn qd_ramp(max_qd: u32) -> Vec<u32> {
     }
     v
 }
+/// Time left in every scheduled step's slot to set the next step up (open the target, start
+/// the sessions) before its warm-up begins, seconds (at most a fifth of the step).
+pub const SCHEDULE_GAP_S: f64 = 0.25;
 /// Commit-shaped write sizes.
 pub const COMMIT_SIZES: [u64; 3] = [512, 8192, 128 << 10];
 /// Working-set shares of the cache probe.
@@ -572,9 +576,20 @@ struct Stepper<'a> {
     corrupt: bool,
     deadline: Instant,
     step_no: u32,
+    /// With `--start-at`: the wall-clock start of the next step's measurement in the fixed
+    /// schedule (its set-up and warm-up come before).
+    slot: Option<std::time::SystemTime>,
 }
 
 impl Stepper<'_> {
+    /// Let the slot of a scheduled step that is not run pass (the schedule stays the same on
+    /// every rank).
+    fn skip_slot(&mut self, pp: &PhasePlan) {
+        if let Some(t) = self.slot.as_mut() {
+            *t += std::time::Duration::from_secs_f64(pp.step_s);
+        }
+    }
+
     /// True when the calibration must stop: Ctrl-C, or a step read corrupt data.
     fn interrupted(&self) -> bool {
         self.corrupt || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
@@ -588,7 +603,16 @@ impl Stepper<'_> {
             .deadline
             .saturating_duration_since(Instant::now())
             .as_secs_f64();
-        let step_s = pp.step_s.min(left.max(MIN_STEP_S));
+        let mut step_s = pp.step_s.min(left.max(MIN_STEP_S));
+        // A scheduled step takes its whole slot: a set-up gap, the warm-up, the measurement.
+        // (The slot's time is its measurement's start; the set-up gap and the warm-up come
+        // before it, at the end of the slot before.)
+        let mut start_at = None;
+        if let Some(t) = self.slot {
+            step_s = pp.step_s - SCHEDULE_GAP_S.min(pp.step_s * 0.2);
+            start_at = Some(t);
+            self.skip_slot(pp);
+        }
         let warm = pp.warmup_s.min(step_s / 4.0);
         let measured = step_s - warm;
         let spec = WorkloadSpec {
@@ -614,6 +638,7 @@ impl Stepper<'_> {
                         .as_secs_f64()
                 ),
                 interrupt: crate::interrupt::flag(),
+                start_at,
             },
         )
         .with_context(|| format!("calibration step `{label}`"))?;
@@ -637,9 +662,19 @@ pub fn calibrate(
     target: &Target,
     progress: bool,
     cmdline: Vec<String>,
+    start_at: Option<std::time::SystemTime>,
 ) -> Result<Results> {
     let plan = plan.clone();
     crate::out!("{}", plan.explain(&target.path.display().to_string()));
+    let scheduled = start_at.is_some();
+    if let Some(t) = start_at {
+        crate::outln!(
+            "Fixed schedule (--start-at): every step of every phase at a fixed level (1, 2, 4, … \
+             up to each ceiling), one slot of its phase's step time each; the first measurement \
+             starts at {}",
+            crate::placement::fmt_time(t)
+        );
+    }
     let started = Instant::now();
     let base = WorkloadSpec {
         target: target.path.display().to_string(),
@@ -655,8 +690,17 @@ pub fn calibrate(
         results: Vec::new(),
         step_wall_s: 0.0,
         corrupt: false,
-        deadline: started + std::time::Duration::from_secs_f64(plan.budget_s * 1.02),
+        // A fixed schedule ends when its last slot does (waiting for the start included).
+        deadline: started
+            + std::time::Duration::from_secs_f64(
+                plan.budget_s * 1.02
+                    + start_at
+                        .and_then(|t| t.duration_since(std::time::SystemTime::now()).ok())
+                        .map_or(0.0, |d| d.as_secs_f64())
+                    + if scheduled { plan.budget_s } else { 0.0 },
+            ),
         step_no: 0,
+        slot: start_at,
     };
     let mut f = CalibrationFindings::default();
     // The procedure's own notes (skipped steps, verdicts at the best step, contradictions).
@@ -676,7 +720,11 @@ pub fn calibrate(
                     plan.plateau,
                     plan.refinements,
                 );
-                while let Some(n) = ramp.next_sessions() {
+                let mut fixed = scheduled.then(|| qd_ramp(plan.max_sessions).into_iter());
+                while let Some(n) = match fixed.as_mut() {
+                    Some(it) => it.next(),
+                    None => ramp.next_sessions(),
+                } {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         ramp.interrupt();
                         break;
@@ -698,6 +746,10 @@ pub fn calibrate(
                 }
                 curve.sort_by_key(|c| c.sessions);
                 f.stop_reason = ramp.stop;
+                if scheduled && ramp.stop != Some(StopReason::Interrupted) {
+                    // A fixed schedule measures every level up to the ceiling.
+                    f.stop_reason = Some(StopReason::Ceiling);
+                }
                 if let Some((n, _)) = ramp.best() {
                     max_iops_point = curve.iter().position(|c| c.sessions == n);
                 }
@@ -726,7 +778,7 @@ pub fn calibrate(
                         fmt_bytes(plan.large_bs)
                     );
                     let i = st.step(&pp, spec, label)?;
-                    if !ramp.record(qd, st.results[i].mb_per_s()) {
+                    if !ramp.record(qd, st.results[i].mb_per_s()) && !scheduled {
                         break;
                     }
                 }
@@ -744,6 +796,7 @@ pub fn calibrate(
                         break;
                     }
                     if plan.direct && size % lbs != 0 {
+                        st.skip_slot(&pp);
                         notes.push(Verdict::new(
                             VerdictKind::StepSkipped,
                             Severity::Info,
@@ -783,7 +836,11 @@ pub fn calibrate(
                     plan.plateau,
                     0,
                 );
-                while let Some(n) = ramp.next_sessions() {
+                let mut fixed = scheduled.then(|| qd_ramp(plan.max_sessions.min(16)).into_iter());
+                while let Some(n) = match fixed.as_mut() {
+                    Some(it) => it.next(),
+                    None => ramp.next_sessions(),
+                } {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
                     }
@@ -807,9 +864,11 @@ pub fn calibrate(
                 f.write_best = ramp.best().map(ramp_best);
             }
             Phase::Cache => {
-                let sessions = max_iops_point
-                    .map(|p: usize| curve[p].sessions)
-                    .unwrap_or(4);
+                // A fixed schedule cannot depend on what this rank measured.
+                let sessions = match max_iops_point {
+                    Some(p) if !scheduled => curve[p].sessions,
+                    _ => plan.max_sessions.min(4),
+                };
                 for share in CACHE_SHARES {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
@@ -898,7 +957,8 @@ pub fn calibrate(
         res.warnings
             .push("calibration interrupted: only the steps measured so far are reported".into());
     }
-    if overhead_s > 0.02 * plan.budget_s {
+    // (A fixed schedule waits for its start and for each slot: that is not overhead.)
+    if overhead_s > 0.02 * plan.budget_s && !scheduled {
         res.warnings.push(format!(
             "{:.2} s ({:.1} % of the budget) went to starting and stopping steps",
             overhead_s,

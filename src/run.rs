@@ -37,6 +37,8 @@ pub struct RunOptions<'a> {
     pub progress_prefix: String,
     /// Global interrupt flag (Ctrl-C): ends the run early, keeping what was measured.
     pub interrupt: &'a AtomicBool,
+    /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
@@ -119,6 +121,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         device: device.as_deref(),
         interrupt: opts.interrupt,
         thread_name: "iolens-io",
+        start_at: opts.start_at,
     };
     let (file_ref, vshared_ref) = (&file, vshared.as_ref());
     // One session: its engine is made before it reports ready, so set-up errors surface before
@@ -281,7 +284,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         name: opts.name.clone(),
         phase: opts.phase.clone(),
         spec: serde_json::to_value(spec)?,
-        started: humantime::format_rfc3339_millis(
+        started: humantime::format_rfc3339_micros(
             std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
         )
         .to_string(),

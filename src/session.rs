@@ -43,6 +43,10 @@ pub struct Plan<'a> {
     pub interrupt: &'a AtomicBool,
     /// Session threads are named `{thread_name}-{i}`.
     pub thread_name: &'a str,
+    /// Start of measurement at this wall-clock time (`--start-at`; the warm-up runs before
+    /// it): once every session is ready the driver waits for it, and calls the run off when
+    /// it has already passed.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 /// What a session gets once every session is ready.
@@ -260,11 +264,16 @@ where
                 }
             }
         }
-        let refused = if called_off {
+        let mut refused = if called_off {
             None
         } else {
             watch.starting(&ready).err()
         };
+        if let (false, None, Some(at)) = (called_off, &refused, plan.start_at) {
+            // The load starts a warm-up before the common start of measurement.
+            let load_at = at.checked_sub(plan.warmup).unwrap_or(at);
+            refused = crate::placement::sleep_until(load_at, plan.interrupt).err();
+        }
         if called_off || refused.is_some() {
             drop(gos);
             stop.store(true, Ordering::Relaxed);
@@ -389,6 +398,7 @@ mod tests {
             device: None,
             interrupt: &AtomicBool::new(false),
             thread_name: "test",
+            start_at: None,
         };
         let mut seen = Seen(Vec::new());
         let d = drive(

@@ -62,6 +62,8 @@ pub struct CalibrateArgs {
     /// Print the whole plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub launch: super::launch::LaunchArgs,
 }
 
 impl CalibrateArgs {
@@ -88,6 +90,11 @@ impl CalibrateArgs {
 
 /// `iolens calibrate`.
 pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
+    let launch = a.launch.resolve()?;
+    let a = &CalibrateArgs {
+        t: a.t.expanded(&launch)?,
+        ..a.clone()
+    };
     let o = a.options();
     let plan = Plan::new(&o)?;
     let progress = cx.progress(a.t.no_progress);
@@ -103,8 +110,15 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     // A results file that cannot be written must fail now, not after the calibration.
     crate::results::Destination::checked(a.t.json.as_deref())?;
     let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
-    let res: Results =
-        crate::calibrate::calibrate(&plan, o.verify, &target, progress, cx.cmdline.clone())?;
+    let mut res: Results = crate::calibrate::calibrate(
+        &plan,
+        o.verify,
+        &target,
+        progress,
+        cx.cmdline.clone(),
+        launch.start_at,
+    )?;
+    launch.record(&mut res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
     finish(&res, a.t.json.as_deref())

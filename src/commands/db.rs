@@ -23,7 +23,7 @@ pub enum DbCommand {
     /// Build (or resume, or verify) the SLOB-style data layout.
     Setup(SetupArgs),
     /// Run the SLOB work loop and measure it.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Remove everything `db setup` created.
     Drop(DropArgs),
 }
@@ -124,6 +124,8 @@ pub struct RunArgs {
     /// Seed of the sessions' random keys (default: time-based).
     #[arg(long)]
     pub seed: Option<u64>,
+    #[command(flatten)]
+    pub launch: super::launch::LaunchArgs,
 }
 
 /// Arguments of `db drop`.
@@ -169,12 +171,17 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        DbCommand::Run(a) => {
-            let spec = run_spec(&a, cx.quiet)?;
+        DbCommand::Run(mut a) => {
+            let launch = a.launch.resolve()?;
+            launch.expand_opt("--dir", &mut a.target.dir)?;
+            launch.expand_opt("--json", &mut a.json)?;
+            let mut spec = run_spec(&a, cx.quiet)?;
+            spec.start_at = launch.start_at;
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
             crate::results::Destination::checked(a.json.as_deref())?;
             let mut res = engine(&a.target)?.run(&spec, cmdline)?;
+            launch.record(&mut res);
             res.analysis = Some(crate::analysis::analyse(&res));
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
@@ -212,6 +219,7 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         ash_hz: a.ash_hz,
         seed,
         quiet,
+        start_at: None,
     };
     spec.validate()?;
     Ok(spec)

@@ -17,7 +17,9 @@ pub mod dev_synth;
 pub mod export;
 pub mod gen_trace;
 pub mod ingest;
+pub mod launch;
 pub mod man;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod show;
@@ -97,6 +99,9 @@ pub enum Command {
     Compare(compare::CompareArgs),
     /// Export per-interval data: CSV and/or HdrHistogram interval log.
     Export(export::ExportArgs),
+    /// Merge the results of many ranks (one per host, from Slurm, MPI, Kubernetes or ssh)
+    /// exactly: histograms summed interval by interval on a common wall-clock grid.
+    Merge(merge::MergeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff) to stdout: `iolens man | man -l -`.
@@ -172,6 +177,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Report(a) => report::main(&a),
         Command::Compare(a) => compare::main(&a, &cx),
         Command::Export(a) => export::main(&a),
+        Command::Merge(a) => merge::main(&a, &cx),
         Command::Completions(a) => completions::main(&a),
         Command::Man => man::main(),
         Command::DevSynth(a) => dev_synth::main(&a),

@@ -115,6 +115,8 @@ pub struct RunArgs {
     /// Print the plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
+    #[command(flatten)]
+    pub launch: super::launch::LaunchArgs,
 }
 
 impl RunArgs {
@@ -152,6 +154,16 @@ impl RunArgs {
 }
 
 impl TargetArgs {
+    /// These options with the rank templates ({rank}, {host}, {ranks}) of --target,
+    /// --disposable-target and --json expanded.
+    pub(crate) fn expanded(&self, l: &super::launch::Launch) -> Result<TargetArgs> {
+        let mut t = self.clone();
+        t.target = l.rank.expand("--target", &t.target)?;
+        l.expand_opt("--disposable-target", &mut t.disposable_target)?;
+        l.expand_opt("--json", &mut t.json)?;
+        Ok(t)
+    }
+
     /// How to open (and, for a new scratch file, create) the target.
     pub fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
         PrepareOptions {
@@ -167,6 +179,11 @@ impl TargetArgs {
 /// `iolens run`.
 pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     crate::interrupt::install();
+    let launch = a.launch.resolve()?;
+    let a = &RunArgs {
+        t: a.t.expanded(&launch)?,
+        ..a.clone()
+    };
     let mut spec = a.to_spec();
     if a.pattern == Pattern::Randrw && a.read_pct.is_none() {
         anyhow::bail!("--pattern randrw needs --read-pct (e.g. --read-pct 80)");
@@ -216,11 +233,13 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             progress,
             progress_prefix: String::new(),
             interrupt: crate::interrupt::flag(),
+            start_at: launch.start_at,
         },
     )?;
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
+    launch.record(&mut res);
     res.analysis = Some(crate::analysis::analyse(&res));
     finish(&res, a.t.json.as_deref())
 }

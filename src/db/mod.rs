@@ -348,6 +348,9 @@ pub struct RunSpec {
     pub seed: u64,
     #[serde(skip)]
     pub quiet: bool,
+    /// Start of measurement at this wall-clock time (`--start-at`), the warm-up before it.
+    #[serde(skip)]
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl RunSpec {
@@ -628,6 +631,7 @@ mod tests {
             ash_hz: 10.0,
             seed: 3,
             quiet: true,
+            start_at: None,
         };
         spec.validate().unwrap();
         let kp = KeyPicker::new(1000, &spec).unwrap();

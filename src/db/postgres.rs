@@ -876,6 +876,12 @@ fn run_phase(
         device,
         interrupt: crate::interrupt::flag(),
         thread_name: "iolens-pg",
+        // With a warm-up phase, that phase waits for the start (a warm-up before it).
+        start_at: if measure && spec.warmup_s > 0.0 {
+            None
+        } else {
+            spec.start_at
+        },
     };
     let mut watch = PgWatch {
         progress: measure.then(|| super::DbProgress::new(spec)),
@@ -923,7 +929,7 @@ fn run_phase(
     let mut driven = driven?;
     let (base, pids) = (driven.base, std::mem::take(&mut driven.ready));
     let end = base + secs_d;
-    let started = humantime::format_rfc3339_seconds(
+    let started = humantime::format_rfc3339_micros(
         std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
     )
     .to_string();

@@ -787,6 +787,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         device: device.as_deref(),
         interrupt: crate::interrupt::flag(),
         thread_name: "iolens-db",
+        start_at: spec.start_at,
     };
     let mut watch = super::DbProgress::new(spec).ops_set(2);
     let mut driven = session::drive(
@@ -806,7 +807,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         &mut watch,
     )?;
     let base = driven.base;
-    let started = humantime::format_rfc3339_seconds(
+    let started = humantime::format_rfc3339_micros(
         std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
     )
     .to_string();

@@ -22,6 +22,7 @@ pub mod csv;
 pub mod findings;
 pub mod heatmap;
 pub mod hlog;
+pub mod hosts;
 pub mod html;
 pub mod markdown;
 pub mod svg;

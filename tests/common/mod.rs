@@ -36,6 +36,7 @@ pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
         progress: false,
         progress_prefix: String::new(),
         interrupt,
+        start_at: None,
     }
 }
 

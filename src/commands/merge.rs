@@ -1,0 +1,46 @@
+//! `iolens merge`: the results of many ranks merged exactly into one results document.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{finish, Context};
+use crate::merge::{Input, MergeOptions};
+use crate::results::Results;
+
+/// `iolens merge` options.
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Results files of the ranks (one per rank or host, from `run`, `calibrate` or `db run`).
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged results here (`-` is standard output).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+    /// Merge results of different workloads, different world sizes, duplicate ranks or files
+    /// without ranks (each becomes a warning in the merged results).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `iolens merge`.
+pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
+    crate::render::check_distinct(
+        &a.output,
+        &a.files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+    )?;
+    crate::results::Destination::checked(Some(&a.output))?;
+    let mut inputs = Vec::with_capacity(a.files.len());
+    for f in &a.files {
+        inputs.push(Input {
+            file: f.display().to_string(),
+            res: Results::read_file(f)?,
+        });
+    }
+    let res = crate::merge::merge(inputs, &MergeOptions { force: a.force }, cx.cmdline.clone())?;
+    let style = cx.brief_style();
+    crate::out!("{}", crate::render::hosts::merge_summary(&res, &style));
+    finish(&res, Some(&a.output))
+}
