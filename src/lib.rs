@@ -17,8 +17,11 @@
 //! 3. **Results** ([`results::Results`], one versioned, serialisable model: the spec, the
 //!    environment, a [`results::RunResult`] per run with its per-interval histograms) is what
 //!    every producer writes and every reader reads.
-//! 4. **Analysis** ([`analysis`]: modes, knee, USL, Little's law, verdicts) and **renderers**
-//!    ([`render`]: terminal, HTML, SVG, CSV, hlog, compare) read only `Results`.
+//! 4. **Analysis** ([`analysis`]: modes, knee, USL, Little's law, verdicts) reads only `Results`
+//!    and is stored back in it, typed ([`results::analysis::Analysis`]); **renderers**
+//!    ([`render`]) read only `Results`: the closing summary every command prints
+//!    ([`render::brief`], [`render::brief_db`], [`render::brief_trace`]), `show`
+//!    ([`render::terminal`]), `report` ([`render::html`]), `compare`, CSV, hlog, Markdown.
 //!
 //! Nothing imports a module above it; [`units`] (parsing and formatting) and [`stamp`] (the
 //! block format) sit at the bottom. See `docs/architecture.md` for the whole map.

@@ -120,6 +120,34 @@ impl Hist {
     /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
     /// (cheap enough to check every interval histogram of a long run on load).
     pub fn checked_len(&self) -> Result<u64> {
+        thread_local! {
+            static SCAN: std::cell::RefCell<(V2Scan, Vec<(usize, u64)>)> =
+                std::cell::RefCell::new((V2Scan::new(), Vec::new()));
+        }
+        // Fast path (the standard layout): the same answer without building the histogram.
+        let fast = SCAN.with(|s| {
+            let (scan, counts) = &mut *s.borrow_mut();
+            if !scan.scan(self, counts) {
+                return None;
+            }
+            let mut len = 0u64;
+            for &(_, n) in counts.iter() {
+                len = len.checked_add(n)?;
+            }
+            let reference = standard_reference();
+            let max = counts.last().map_or(0, |&(i, _)| {
+                reference.highest_equivalent(V2Scan::value_of(i))
+            });
+            (max <= reference.highest_equivalent(reference.high())).then_some(len)
+        });
+        match fast {
+            Some(len) => Ok(len),
+            None => self.checked_len_general(),
+        }
+    }
+
+    /// [`Hist::checked_len`] by decoding the histogram (any layout; the errors).
+    fn checked_len_general(&self) -> Result<u64> {
         let Some(h) = self.decode_as_stored()? else {
             return Ok(0);
         };
@@ -177,6 +205,12 @@ impl<'de> Deserialize<'de> for Hist {
         let s = String::deserialize(d)?;
         Ok(Hist { b64: s })
     }
+}
+
+/// An empty histogram of the standard layout (equivalence ranges only; never recorded into).
+fn standard_reference() -> &'static Histogram<u64> {
+    static R: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
+    R.get_or_init(new_histogram)
 }
 
 /// Most bytes a histogram's V2 encoding may hold, compressed or decompressed. An iolens
@@ -241,6 +275,172 @@ pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
     Deserializer::new()
         .deserialize(&mut &raw[..V2_HEADER + payload])
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
+/// Reads the counts of a V2-deflate encoding of a histogram in the project's standard layout
+/// (lowest value 1 ns, 3 significant digits, at most [`HIST_MAX_NS`]) without building the
+/// histogram: one reused inflate state, no counts array allocated or cleared per call. It
+/// accepts only what [`decode_v2_bounded`] and HdrHistogram's decoder accept (and refuses
+/// anything else: callers then take that general path, which reports the error), so a
+/// long run's thousands of interval histograms are checked and merged several times faster.
+pub struct V2Scan {
+    b64: Vec<u8>,
+    raw: Vec<u8>,
+    z: flate2::Decompress,
+    /// Counts-array length of the standard layout by highest trackable value.
+    lens: Vec<(u64, usize)>,
+}
+
+impl Default for V2Scan {
+    fn default() -> Self {
+        V2Scan::new()
+    }
+}
+
+impl V2Scan {
+    /// A scanner.
+    pub fn new() -> V2Scan {
+        V2Scan {
+            b64: Vec::new(),
+            raw: Vec::new(),
+            z: flate2::Decompress::new(true),
+            lens: Vec::new(),
+        }
+    }
+
+    /// The value of counts index `i` in the standard layout (2048 sub-buckets, unit 1 ns): the
+    /// lowest value of that bucket, as HdrHistogram computes it.
+    pub fn value_of(i: usize) -> u64 {
+        const HALF_MAG: u32 = 10;
+        const HALF: u64 = 1 << HALF_MAG;
+        let bucket = (i >> HALF_MAG) as i64 - 1;
+        let sub = (i as u64 & (HALF - 1)) + HALF;
+        if bucket < 0 {
+            sub - HALF
+        } else {
+            sub << bucket
+        }
+    }
+
+    /// The non-zero `(counts index, count)` of `hist` into `out` (cleared first), ascending;
+    /// false when `hist` is not a clean V2-deflate encoding of the standard layout.
+    pub fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
+        out.clear();
+        let text = hist.as_base64();
+        if text.is_empty() {
+            return true;
+        }
+        self.b64.clear();
+        if base64::engine::general_purpose::STANDARD
+            .decode_vec(text, &mut self.b64)
+            .is_err()
+        {
+            return false;
+        }
+        let b = &self.b64;
+        let be32 = |b: &[u8], at: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+        };
+        let be64 = |b: &[u8], at: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+        };
+        if be32(b, 0) != Some(V2_DEFLATE_COOKIE) {
+            return false;
+        }
+        let Some(zdata) = be32(b, 4).and_then(|d| b.get(8..8 + d as usize)) else {
+            return false;
+        };
+        self.raw.clear();
+        self.z.reset(true);
+        loop {
+            if self.raw.len() > MAX_HIST_BYTES {
+                return false;
+            }
+            self.raw.reserve(self.raw.len().max(4096));
+            let (in0, out0) = (self.z.total_in(), self.z.total_out());
+            let rest = &zdata[in0 as usize..];
+            match self
+                .z
+                .decompress_vec(rest, &mut self.raw, flate2::FlushDecompress::Finish)
+            {
+                Ok(flate2::Status::StreamEnd) => break,
+                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
+                _ => return false,
+            }
+        }
+        if self.raw.len() > MAX_HIST_BYTES {
+            return false;
+        }
+        let r = &self.raw;
+        let (Some(V2_COOKIE), Some(payload), Some(0), Some(3), Some(1), Some(high), Some(ratio)) = (
+            be32(r, 0),
+            be32(r, 4),
+            be32(r, 8),
+            be32(r, 12),
+            be64(r, 16),
+            be64(r, 24),
+            be64(r, 32),
+        ) else {
+            return false;
+        };
+        if f64::from_bits(ratio) != 1.0 || !(2..=HIST_MAX_NS).contains(&high) {
+            return false;
+        }
+        let len = match self.lens.iter().find(|(h, _)| *h == high) {
+            Some(&(_, l)) => l,
+            None => match Histogram::<u64>::new_with_bounds(1, high, SIGFIG) {
+                Ok(h) => {
+                    if self.lens.len() >= 64 {
+                        self.lens.clear();
+                    }
+                    self.lens.push((high, h.distinct_values()));
+                    h.distinct_values()
+                }
+                Err(_) => return false,
+            },
+        };
+        let Some(mut p) = r.get(V2_HEADER..V2_HEADER + payload as usize) else {
+            return false;
+        };
+        let mut index = 0usize;
+        while !p.is_empty() {
+            // LEB128, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's).
+            let mut v: u64 = 0;
+            let mut used = 0;
+            loop {
+                let Some(&byte) = p.get(used) else {
+                    return false;
+                };
+                if used == 8 {
+                    v |= (byte as u64) << 56;
+                    used += 1;
+                    break;
+                }
+                v |= ((byte & 0x7f) as u64) << (7 * used);
+                used += 1;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            p = &p[used..];
+            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
+            if n < 0 {
+                match index.checked_add(n.unsigned_abs() as usize) {
+                    Some(i) => index = i,
+                    None => return false,
+                }
+            } else {
+                if index >= len {
+                    return false;
+                }
+                if n > 0 {
+                    out.push((index, n as u64));
+                }
+                index += 1;
+            }
+        }
+        true
+    }
 }
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
@@ -1181,6 +1381,46 @@ mod tests {
         }
         let back = Hist::encode(&h).decode().unwrap();
         assert_eq!(h, back);
+    }
+
+    #[test]
+    fn checked_len_fast_path_agrees_with_decoding_on_damaged_encodings() {
+        let mut h = new_histogram();
+        for v in [0u64, 1, 999, 2_048, 123_456, 7_000_000, 3_000_000_000_000] {
+            h.record_n(v, v % 7 + 1).unwrap();
+        }
+        let mut other = Histogram::<u64>::new_with_bounds(1, 1 << 20, 2).unwrap();
+        other.record(77).unwrap();
+        let mut small = Histogram::<u64>::new_with_max(1 << 20, SIGFIG).unwrap();
+        small.auto(true);
+        small.record(5_000_000).unwrap();
+        let mut cases = Vec::new();
+        for src in [h, new_histogram(), other, small] {
+            let good = Hist::encode(&src);
+            let bytes = good.to_bytes().unwrap();
+            cases.push(good.clone());
+            for cut in 0..bytes.len() {
+                let mut b = bytes.clone();
+                b.truncate(cut);
+                cases.push(Hist {
+                    b64: base64::engine::general_purpose::STANDARD.encode(&b),
+                });
+                let mut f = bytes.clone();
+                f[cut] ^= 1 << (cut % 8);
+                cases.push(Hist {
+                    b64: base64::engine::general_purpose::STANDARD.encode(&f),
+                });
+            }
+        }
+        let mut fast_taken = 0;
+        for (i, c) in cases.iter().enumerate() {
+            let general = c.checked_len_general().map_err(|e| e.to_string());
+            let now = c.checked_len().map_err(|e| e.to_string());
+            assert_eq!(now, general, "case {i}");
+            let mut v = Vec::new();
+            fast_taken += V2Scan::new().scan(c, &mut v) as usize;
+        }
+        assert!(fast_taken > 4, "the fast path was taken {fast_taken} times");
     }
 
     #[test]

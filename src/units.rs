@@ -28,11 +28,12 @@ pub fn fmt_ns(ns: f64) -> String {
     if ns < 0.0 {
         return format!("-{}", fmt_ns(-ns));
     }
-    let (v, unit) = if ns < 1e3 {
+    // Thresholds just below each power of 1000, so that 999.7 ns is "1 µs", never "1000 ns".
+    let (v, unit) = if ns < 999.5 {
         (ns, "ns")
-    } else if ns < 1e6 {
+    } else if ns < 999.5e3 {
         (ns / 1e3, "µs")
-    } else if ns < 1e9 {
+    } else if ns < 999.5e6 {
         (ns / 1e6, "ms")
     } else {
         (ns / 1e9, "s")
@@ -96,6 +97,10 @@ mod tests {
         assert_eq!(fmt_ns(-381_146.0), "-381 µs");
         assert_eq!(fmt_ns(90_100.0), "90.1 µs");
         assert_eq!(fmt_ns(4_100_000.0), "4.1 ms");
+        // Rounding up to the next unit says so: never "1000 ns" or "1000 µs".
+        assert_eq!(fmt_ns(999.7), "1 µs");
+        assert_eq!(fmt_ns(999_800.0), "1 ms");
+        assert_eq!(fmt_ns(999_900_000.0), "1 s");
         assert_eq!(fmt_bytes(8192), "8 KiB");
         assert_eq!(fmt_bytes(512), "512 B");
         assert_eq!(fmt_rate(1_050_000.0), "1.05M");

@@ -219,6 +219,33 @@ fn trace_ops_and_bucket_conventions_render_generically() {
     let h = std::fs::read_to_string(&out).unwrap();
     assert!(h.contains("db file sequential read latency histogram"));
     assert!(h.contains("log file sync heatmap, intensity"));
+    // Wait events carry no bytes: no column of "0 MB/s", no MB/s card. The trace says nothing
+    // of the machine: no blank environment rows; the command line wraps inside the page.
+    assert!(!h.contains("<th>MB/s</th>"), "MB/s column for wait events");
+    assert!(!h.contains("<div class=\"k\">MB/s</div>"), "MB/s card");
+    let env = &h[h.find("<section id=\"environment\">").unwrap()..];
+    let env = &env[..env.find("</section>").unwrap()];
+    assert!(!env.contains("<td></td>"), "blank environment row: {env}");
+    assert!(
+        !env.contains("<td>0 B</td>") && !env.contains("<td>0 × </td>"),
+        "{env}"
+    );
+    assert!(h.contains("#environment td{white-space:normal;overflow-wrap:anywhere"));
+    // No raw nanosecond figures of a microsecond or more.
+    for m in h.match_indices(" ns") {
+        let before: String = h[..m.0]
+            .chars()
+            .rev()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == '-')
+            .collect();
+        let v: f64 = before
+            .chars()
+            .rev()
+            .collect::<String>()
+            .parse()
+            .unwrap_or(0.0);
+        assert!(v.abs() < 1000.0, "raw nanoseconds: {v} ns");
+    }
     let text = ok(&iolens(&["show", s(&input), "--width", "90"], &[]));
     assert!(text.contains("db file sequential read latency histogram (100 operations)"));
     // Upper-bound labels 1048576 ns mean [524288, 1048576): the lowest bar starts at 524 µs.
@@ -306,6 +333,74 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr)
         .contains("a.json is a run result but cal.json is a calibrate result"));
+}
+
+#[test]
+fn compare_shows_the_analysis_of_each_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cb) = (
+        synth::calibration_results(6, 1, 200, 1),
+        synth::calibration_results(6, 1, 200, 2),
+    );
+    let (a, b) = (
+        write(dir.path(), "a.json", &ca),
+        write(dir.path(), "b.json", &cb),
+    );
+    let knee = |r: &Results| {
+        let an = iolens::analysis::analyse(r).calibration.unwrap();
+        (an.knee.unwrap().iops, an.usl.unwrap().peak_x.unwrap())
+    };
+    let text = ok(&iolens(&["compare", s(&a), s(&b), "--width", "120"], &[]));
+    let html_path = dir.path().join("cmp.html");
+    ok(&iolens(
+        &["compare", s(&a), s(&b), "-o", s(&html_path)],
+        &[],
+    ));
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let row = |text: &str, name: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} row in:\n{text}"))
+            .to_string()
+    };
+    for (r, what) in [(&ca, "a"), (&cb, "b")] {
+        let (k, peak) = knee(r);
+        let (k, peak) = (iolens::units::fmt_rate(k), iolens::units::fmt_rate(peak));
+        assert!(
+            row(&text, "knee IOPS").contains(&k),
+            "{what}: knee {k}\n{text}"
+        );
+        assert!(
+            row(&text, "USL peak IOPS").contains(&peak),
+            "{what}: {peak}\n{text}"
+        );
+        assert!(
+            html.contains(&format!("<td>{k}</td>")),
+            "{what}: knee in HTML"
+        );
+    }
+    // The modes at max IOPS of both sides, centre and share.
+    let modes = row(&text, "read modes — run");
+    assert!(modes.matches('%').count() >= 2, "{modes}");
+    assert!(html.contains("<section id=\"analysis\">"));
+    assert!(html.contains("read modes — run"));
+    // Runs: the verdicts of each side.
+    let (ra, rb) = (
+        write(dir.path(), "ra.json", &synth::run_results(10, 1.0, 1)),
+        write(dir.path(), "rb.json", &synth::run_results(10, 1.0, 2)),
+    );
+    let text = ok(&iolens(&["compare", s(&ra), s(&rb), "--width", "120"], &[]));
+    let verdicts = row(&text, "verdicts — run 0");
+    let kinds = iolens::analysis::analyse(&synth::run_results(10, 1.0, 1)).runs[0]
+        .verdicts
+        .iter()
+        .map(|v| v.kind.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    assert!(
+        !kinds.is_empty() && verdicts.contains(&kinds),
+        "{kinds}: {verdicts}"
+    );
 }
 
 #[test]

@@ -14,6 +14,7 @@ use super::heatmap::log_bins;
 use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Series};
 use super::table::Table;
 use super::{kind_name, TermStyle};
+use crate::results::analysis::CalibrationAnalysis;
 use crate::results::{Calibration, Results, RunResult};
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
@@ -360,28 +361,13 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
     };
     for (ri, run) in base.runs.iter().enumerate() {
         // Index of the matching run in every input.
-        let matches: Vec<Option<usize>> = inputs
-            .iter()
-            .map(|(_, r)| {
-                pair_runs(base, r)
-                    .into_iter()
-                    .find(|p| p.0 == ri)
-                    .map(|p| p.1)
-            })
-            .collect();
+        let matches = partners(inputs, ri);
         if matches.iter().skip(1).all(|m| m.is_none()) {
             continue;
         }
         for op in &run.ops {
-            let mut header = vec!["".to_string()];
-            for (i, (label, _)) in inputs.iter().enumerate() {
-                header.push(label.clone());
-                if i > 0 {
-                    header.push("ratio".into());
-                }
-            }
             let mut t = Table {
-                header,
+                header: ratio_header(inputs),
                 rows: vec![],
             };
             let base_m = op_metrics(run, &op.op);
@@ -419,9 +405,22 @@ pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
     out
 }
 
-/// Headline calibration figures side by side, with ratios.
-pub fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
-    let base = inputs.first()?.1.calibration.as_ref()?;
+/// The run of every input paired with run `ri` of the first (the baseline), if any.
+fn partners(inputs: &[(String, Results)], ri: usize) -> Vec<Option<usize>> {
+    let base = &inputs[0].1;
+    inputs
+        .iter()
+        .map(|(_, r)| {
+            pair_runs(base, r)
+                .into_iter()
+                .find(|p| p.0 == ri)
+                .map(|p| p.1)
+        })
+        .collect()
+}
+
+/// The header of a table with a column per input and a ratio column after each but the first.
+fn ratio_header(inputs: &[(String, Results)]) -> Vec<String> {
     let mut header = vec!["".to_string()];
     for (i, (label, _)) in inputs.iter().enumerate() {
         header.push(label.clone());
@@ -429,34 +428,189 @@ pub fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
             header.push("ratio".into());
         }
     }
+    header
+}
+
+/// A calibration figure: its name, how to get it from a calibration and its analysis, and how
+/// to print it.
+type CalRow = (
+    &'static str,
+    fn(&Calibration, &CalibrationAnalysis) -> Option<f64>,
+    fn(f64) -> String,
+);
+
+/// Headline calibration figures and what analysis found in them (knee, USL fit, the write
+/// ramp, commit latency, what CALIBRATE_IO would say) side by side, with ratios.
+pub fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
+    inputs.first()?.1.calibration.as_ref()?;
     let mut t = Table {
-        header,
+        header: ratio_header(inputs),
         rows: vec![],
     };
-    type CalRow = (
-        &'static str,
-        fn(&Calibration) -> Option<f64>,
-        fn(f64) -> String,
-    );
-    let rows: [CalRow; 3] = [
-        ("max IOPS at target", |c| c.max_iops, fmt_rate),
-        ("max MB/s", |c| c.max_mbps, sig3),
-        ("max MB/s one stream", |c| c.max_pmbps, sig3),
+    let rows: [CalRow; 12] = [
+        ("max IOPS at target", |c, _| c.max_iops, fmt_rate),
+        ("max MB/s", |c, _| c.max_mbps, sig3),
+        ("max MB/s one stream", |c, _| c.max_pmbps, sig3),
+        (
+            "knee IOPS",
+            |_, a| a.knee.as_ref().map(|k| k.iops),
+            fmt_rate,
+        ),
+        (
+            "knee sessions",
+            |_, a| a.knee.as_ref().map(|k| k.sessions as f64),
+            sig3,
+        ),
+        (
+            "knee p99",
+            |_, a| a.knee.as_ref().map(|k| k.p99_ns as f64),
+            fmt_ns,
+        ),
+        (
+            "USL peak IOPS",
+            |_, a| a.usl.as_ref().and_then(|u| u.peak_x),
+            fmt_rate,
+        ),
+        (
+            "USL peak sessions",
+            |_, a| a.usl.as_ref().and_then(|u| u.peak_n),
+            sig3,
+        ),
+        ("USL σ", |_, a| a.usl.as_ref().map(|u| u.sigma), sig3),
+        ("USL κ", |_, a| a.usl.as_ref().map(|u| u.kappa), sig3),
+        (
+            "random-write IOPS",
+            |_, a| a.write_best.map(|b| b.value),
+            fmt_rate,
+        ),
+        (
+            "commit p99",
+            |_, a| a.commit.first().map(|c| c.p99_ns as f64),
+            fmt_ns,
+        ),
     ];
+    let analyses: Vec<Option<(&Calibration, CalibrationAnalysis)>> = inputs
+        .iter()
+        .map(|(_, r)| {
+            r.calibration.as_ref().map(|c| {
+                let an = crate::analysis::of(r);
+                (c, an.calibration.clone().unwrap_or_default())
+            })
+        })
+        .collect();
     for (name, get, f) in rows {
-        let bv = get(base);
+        let vals: Vec<Option<f64>> = analyses
+            .iter()
+            .map(|x| x.as_ref().and_then(|(c, a)| get(c, a)))
+            .collect();
+        if vals.iter().all(|v| v.is_none()) {
+            continue;
+        }
+        let bv = vals[0];
         let mut row = vec![name.to_string(), bv.map(f).unwrap_or_else(|| "-".into())];
-        for (_, r) in inputs.iter().skip(1) {
-            let v = r.calibration.as_ref().and_then(get);
+        for v in vals.iter().skip(1) {
             row.push(v.map(f).unwrap_or_else(|| "-".into()));
             row.push(match (bv, v) {
-                (Some(a), Some(b)) => ratio(a, b),
+                (Some(a), Some(b)) => ratio(a, *b),
                 _ => "-".into(),
             });
         }
         t.rows.push(row);
     }
     Some(t)
+}
+
+/// Latency modes in a few columns: `102 µs 77% · 4.18 ms 23%` (centre and share, fastest first).
+fn compact_modes(modes: &[crate::results::analysis::Mode]) -> String {
+    if modes.is_empty() {
+        return "-".into();
+    }
+    modes
+        .iter()
+        .map(|m| format!("{} {:.0}%", fmt_ns(m.centre_ns), m.share * 100.0))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// What analysis found in each input, side by side (text, no ratios): the ramp's stop reason
+/// of calibrations, then for every run paired with the baseline's the
+/// latency modes of each op and the verdicts. `None` when there is nothing to show.
+pub fn analysis_table(inputs: &[(String, Results)]) -> Option<Table> {
+    let (_, base) = inputs.first()?;
+    let mut header = vec!["".to_string()];
+    header.extend(inputs.iter().map(|(l, _)| l.clone()));
+    let mut t = Table {
+        header,
+        rows: vec![],
+    };
+    let ans: Vec<_> = inputs.iter().map(|(_, r)| crate::analysis::of(r)).collect();
+    let mut push = |name: String, cells: Vec<String>| {
+        if cells.iter().any(|c| !c.is_empty() && c != "-") {
+            let mut row = vec![name];
+            row.extend(cells);
+            t.rows.push(row);
+        }
+    };
+    let cal = |i: usize| ans[i].calibration.as_ref();
+    push(
+        "ramp stopped".into(),
+        (0..inputs.len())
+            .map(|i| {
+                cal(i)
+                    .and_then(|c| c.stop_reason)
+                    .and_then(|s| serde_json::to_value(s).ok())
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_else(|| "-".into())
+            })
+            .collect(),
+    );
+    // Runs paired with the baseline's (of a calibration's many steps, only the max-IOPS step:
+    // its modes are the modes at max IOPS).
+    let focus: Vec<usize> = match base.calibration.as_ref() {
+        Some(c) => c
+            .max_iops_point
+            .and_then(|p| c.curve.get(p))
+            .map(|p| vec![p.run])
+            .unwrap_or_default(),
+        None => (0..base.runs.len()).collect(),
+    };
+    for ri in focus {
+        let Some(run) = base.runs.get(ri) else {
+            continue;
+        };
+        let pairs = partners(inputs, ri);
+        for op in &run.ops {
+            push(
+                format!("{} modes — run {ri}", op.op),
+                (0..inputs.len())
+                    .map(|i| {
+                        pairs[i]
+                            .and_then(|j| ans[i].runs.get(j))
+                            .and_then(|a| a.modes.iter().find(|m| m.op == op.op))
+                            .map(|m| compact_modes(&m.modes))
+                            .unwrap_or_else(|| "-".into())
+                    })
+                    .collect(),
+            );
+        }
+        push(
+            format!("verdicts — run {ri}"),
+            (0..inputs.len())
+                .map(|i| {
+                    let v: Vec<&str> = pairs[i]
+                        .and_then(|j| ans[i].runs.get(j))
+                        .map(|a| a.verdicts.iter().map(|v| v.kind.as_str()).collect())
+                        .unwrap_or_default();
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        v.join(", ")
+                    }
+                })
+                .collect(),
+        );
+    }
+    (!t.rows.is_empty()).then_some(t)
 }
 
 /// The terminal comparison.
@@ -495,6 +649,10 @@ pub fn terminal(
     }
     if let Some(t) = calibration_table(inputs) {
         let _ = writeln!(out, "\nCalibration");
+        out.push_str(&t.render(style));
+    }
+    if let Some(t) = analysis_table(inputs) {
+        let _ = writeln!(out, "\nAnalysis");
         out.push_str(&t.render(style));
     }
     for (title, t) in run_tables(inputs) {
@@ -609,6 +767,11 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
             ));
         }
         out.push_str(&ch.render());
+        out.push_str("</section>");
+    }
+    if let Some(t) = analysis_table(inputs) {
+        out.push_str("<section id=\"analysis\"><h2>Analysis</h2>");
+        out.push_str(&t.html());
         out.push_str("</section>");
     }
     out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");

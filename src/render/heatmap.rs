@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{fold_stub_tail, Hist, OpResult};
+use crate::results::{fold_stub_tail, Hist, OpResult, V2Scan};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -188,6 +188,108 @@ impl IntervalStat {
     }
 }
 
+/// Figures of the sparse counts `sparse` of a histogram covering `[start_s, start_s +
+/// duration_s)`; `h` is that histogram or any of the same precision (only its equivalence
+/// ranges are used); `count` is the counts' sum (callers set the stored count).
+fn stat_of(
+    h: &Histogram<u64>,
+    sparse: &[(u64, u64)],
+    start_s: f64,
+    duration_s: f64,
+    bytes: u64,
+) -> IntervalStat {
+    let q = sparse_quantiles(h, sparse, &[0.5, 0.9, 0.99, 0.999]);
+    let len: u64 = sparse.iter().map(|p| p.1).sum();
+    let n = len as f64;
+    let mean = sparse
+        .iter()
+        .map(|&(v, c)| h.median_equivalent(v) as f64 * c as f64 / n)
+        .sum::<f64>();
+    IntervalStat {
+        start_s,
+        duration_s,
+        count: len,
+        bytes,
+        mean_ns: if len == 0 { 0.0 } else { mean },
+        p50_ns: q[0],
+        p90_ns: q[1],
+        p99_ns: q[2],
+        p999_ns: q[3],
+        max_ns: sparse.last().map_or(0, |&(v, _)| h.highest_equivalent(v)),
+    }
+}
+
+/// [`stat_of`] a whole histogram.
+fn interval_stat(
+    h: &Histogram<u64>,
+    start_s: f64,
+    duration_s: f64,
+    count: u64,
+    bytes: u64,
+) -> IntervalStat {
+    let mut st = stat_of(h, &sparse_counts(h), start_s, duration_s, bytes);
+    st.count = count;
+    st
+}
+
+/// Merges interval histograms of the project's standard layout (lowest value 1 ns, 3
+/// significant digits: [`crate::results::new_histogram`]) by adding the counts of their V2
+/// encodings ([`V2Scan`]) straight into one array indexed like HdrHistogram's own counts: no
+/// histogram is allocated, cleared or walked per interval, which is what makes the display
+/// columns of a day of 1-second intervals cheap. An encoding in any other layout, or one that
+/// is damaged, is refused (nothing added) and the caller merges histograms instead.
+pub(crate) struct DenseMerge {
+    counts: Vec<u64>,
+    /// Non-zero `(index, count)` of the encoding being added.
+    pending: Vec<(usize, u64)>,
+    scan: V2Scan,
+    /// An empty histogram of the standard layout: equivalence ranges of its values.
+    pub(crate) reference: Histogram<u64>,
+    /// The general path's accumulator.
+    pub(crate) merged: Histogram<u64>,
+}
+
+impl DenseMerge {
+    pub(crate) fn new() -> DenseMerge {
+        let reference = crate::results::new_histogram();
+        DenseMerge {
+            counts: vec![0; reference.distinct_values()],
+            pending: Vec::new(),
+            scan: V2Scan::new(),
+            merged: reference.clone(),
+            reference,
+        }
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.counts.fill(0);
+    }
+
+    /// The merged counts as `(lowest equivalent value, count)`, ascending.
+    pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (V2Scan::value_of(i), c))
+            .collect()
+    }
+
+    /// Add the histogram `hist` encodes; false, with nothing added, when it is not a
+    /// V2-deflate encoding of the standard layout that decodes cleanly.
+    pub(crate) fn add(&mut self, hist: &Hist) -> bool {
+        if !self.scan.scan(hist, &mut self.pending)
+            || self.pending.iter().any(|&(i, _)| i >= self.counts.len())
+        {
+            return false;
+        }
+        for &(i, n) in &self.pending {
+            self.counts[i] = self.counts[i].saturating_add(n);
+        }
+        true
+    }
+}
+
 /// Decode a histogram keeping the bounds it was written with. Percentiles and binning do not
 /// need the project-wide bounds that [`Hist::decode`] normalises to (which costs a second
 /// allocation and a merge per interval), so this is the fast path for per-interval figures.
@@ -201,6 +303,9 @@ pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
 }
 
+/// One display column: its figures and its cells.
+type Column = (IntervalStat, Vec<Cell>);
+
 /// Every interval of one op, decoded once.
 #[derive(Clone, Debug, Default)]
 pub struct OpSeries {
@@ -211,6 +316,9 @@ pub struct OpSeries {
     pub cells: Vec<Vec<Cell>>,
     /// The source's bucket edges (`OpResult::bucket_edges_ns`), empty for exact values.
     pub edges_ns: Vec<u64>,
+    /// Intervals merged into each entry of `stats` and `cells` ([`OpSeries::decode_columns`]);
+    /// 0 or 1 for one interval per entry.
+    pub group: usize,
 }
 
 /// `op` with a stub last interval folded into the one before ([`fold_stub_tail`]): files
@@ -240,25 +348,9 @@ impl OpSeries {
             let h = decode_any_bounds(&iv.hist)
                 .with_context(|| format!("op {}: interval {i}", op.op))?;
             let sparse = sparse_counts(&h);
-            let q = sparse_quantiles(&h, &sparse, &[0.5, 0.9, 0.99, 0.999]);
-            let (p50, p90, p99, p999) = (q[0], q[1], q[2], q[3]);
-            let n = h.len() as f64;
-            let mean = sparse
-                .iter()
-                .map(|&(v, c)| h.median_equivalent(v) as f64 * c as f64 / n)
-                .sum::<f64>();
-            stats.push(IntervalStat {
-                start_s: iv.start_s,
-                duration_s: iv.duration_s,
-                count: iv.count,
-                bytes: iv.bytes,
-                mean_ns: if h.is_empty() { 0.0 } else { mean },
-                p50_ns: p50,
-                p90_ns: p90,
-                p99_ns: p99,
-                p999_ns: p999,
-                max_ns: if h.is_empty() { 0 } else { h.max() },
-            });
+            let mut st = stat_of(&h, &sparse, iv.start_s, iv.duration_s, iv.bytes);
+            st.count = iv.count;
+            stats.push(st);
             cells.push(bin_sparse(&h, &sparse, &op.bucket_edges_ns));
         }
         Ok(OpSeries {
@@ -266,6 +358,7 @@ impl OpSeries {
             stats,
             cells,
             edges_ns: source_edges(op),
+            group: 1,
         })
     }
 
@@ -329,6 +422,102 @@ impl OpSeries {
             out[*i].cells.extend(r.cells);
         }
         Ok(out)
+    }
+
+    /// Intervals merged into each entry (at least 1).
+    pub fn per_entry(&self) -> usize {
+        self.group.max(1)
+    }
+
+    /// `op` merged into at most `max_cols` display columns of equal numbers of consecutive
+    /// intervals (a stub last interval folded first). Each column's histogram is the exact merge
+    /// of its intervals' histograms (counts summed bucket by bucket), and its percentiles, mean,
+    /// max and cells are those of that merged histogram: never an average or an envelope of
+    /// per-interval figures. Its count, bytes and duration are the intervals' sums, so its rate
+    /// is the columns' exact rate. Memory is one merged histogram per worker thread, whatever
+    /// the number of intervals; the columns are computed on up to 8 threads.
+    pub fn decode_columns(op: &OpResult, max_cols: usize) -> Result<OpSeries> {
+        let op = without_stub_tail(op)?;
+        let op = op.as_ref();
+        let n = op.intervals.len();
+        let group = n.div_ceil(max_cols.max(1)).max(1);
+        let cols = n.div_ceil(group);
+        let threads = std::thread::available_parallelism()
+            .map(|t| t.get())
+            .unwrap_or(1)
+            .clamp(1, 8)
+            .min(cols.max(1));
+        let per = cols.div_ceil(threads).max(1);
+        let edges = source_edges(op);
+        let column = |c: usize, m: &mut DenseMerge| -> Result<Column> {
+            let ivs = &op.intervals[c * group..((c + 1) * group).min(n)];
+            let count: u64 = ivs.iter().map(|iv| iv.count).sum();
+            let bytes: u64 = ivs.iter().map(|iv| iv.bytes).sum();
+            let duration_s: f64 = ivs.iter().map(|iv| iv.duration_s).sum();
+            // Fast path: counts added straight from the encodings into one array.
+            m.clear();
+            if ivs.iter().all(|iv| m.add(&iv.hist)) {
+                let sparse = m.sparse();
+                let mut st = stat_of(&m.reference, &sparse, ivs[0].start_s, duration_s, bytes);
+                st.count = count;
+                return Ok((st, bin_sparse(&m.reference, &sparse, &op.bucket_edges_ns)));
+            }
+            // Anything unusual (other bounds or precision, a damaged encoding): histograms.
+            let merged = &mut m.merged;
+            merged.reset();
+            for (k, iv) in ivs.iter().enumerate() {
+                let h = decode_any_bounds(&iv.hist)
+                    .with_context(|| format!("op {}: interval {}", op.op, c * group + k))?;
+                if merged.add(&h).is_err() {
+                    for (v, n) in sparse_counts(&h) {
+                        merged.saturating_record_n(v, n);
+                    }
+                }
+            }
+            let st = interval_stat(merged, ivs[0].start_s, duration_s, count, bytes);
+            Ok((st, bin_histogram(merged, &op.bucket_edges_ns)))
+        };
+        let ranges: Vec<std::ops::Range<usize>> = (0..cols)
+            .step_by(per)
+            .map(|a| a..(a + per).min(cols))
+            .collect();
+        let parts: Vec<Result<Vec<Column>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = ranges
+                .iter()
+                .map(|r| {
+                    let r = r.clone();
+                    let column = &column;
+                    s.spawn(move || {
+                        let mut m = DenseMerge::new();
+                        r.map(|c| column(c, &mut m)).collect::<Result<Vec<_>>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("column thread panicked"))
+                .collect()
+        });
+        let mut out = OpSeries {
+            op: op.op.clone(),
+            edges_ns: edges,
+            group,
+            ..OpSeries::default()
+        };
+        for part in parts {
+            for (st, cells) in part? {
+                out.stats.push(st);
+                out.cells.push(cells);
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`OpSeries::decode_columns`] for every op of a run.
+    pub fn decode_all_columns(ops: &[OpResult], max_cols: usize) -> Result<Vec<OpSeries>> {
+        ops.iter()
+            .map(|o| OpSeries::decode_columns(o, max_cols))
+            .collect()
     }
 
     /// Lowest and highest fine row with data, if any.
@@ -636,6 +825,123 @@ mod tests {
             })
             .collect();
         OpResult::new("read", &total, total.len() * 8192, ivs)
+    }
+
+    /// Intervals whose latencies move (a slow tier that comes and goes), so that averaging
+    /// per-interval percentiles would give other figures than merging histograms.
+    fn drifting_op(n: usize) -> OpResult {
+        let vals: Vec<Vec<u64>> = (0..n)
+            .map(|i| {
+                let k = (i % 7) as u64;
+                (0..(20 + 13 * k))
+                    .map(|j| 50_000 + j * 997 * (k + 1) + if i % 5 == 0 { 9_000_000 } else { 0 })
+                    .collect()
+            })
+            .collect();
+        let refs: Vec<&[u64]> = vals.iter().map(|v| v.as_slice()).collect();
+        op_with(&refs)
+    }
+
+    #[test]
+    fn display_columns_are_exact_merges_of_their_intervals_at_any_width() {
+        let op = drifting_op(103);
+        for max_cols in [1, 2, 7, 10, 50, 103, 500] {
+            let s = OpSeries::decode_columns(&op, max_cols).unwrap();
+            let group = s.per_entry();
+            assert!(s.stats.len() <= max_cols.max(1));
+            assert_eq!(s.stats.len(), 103usize.div_ceil(group));
+            for (c, st) in s.stats.iter().enumerate() {
+                let ivs = &op.intervals[c * group..((c + 1) * group).min(103)];
+                let mut merged = new_histogram();
+                for iv in ivs {
+                    merged.add(iv.hist.decode().unwrap()).unwrap();
+                }
+                let at = format!("{max_cols} columns, column {c}");
+                assert_eq!(st.count, merged.len(), "{at}");
+                assert_eq!(st.count, ivs.iter().map(|i| i.count).sum::<u64>(), "{at}");
+                assert_eq!(st.p50_ns, merged.value_at_quantile(0.5), "{at}");
+                assert_eq!(st.p90_ns, merged.value_at_quantile(0.9), "{at}");
+                assert_eq!(st.p99_ns, merged.value_at_quantile(0.99), "{at}");
+                assert_eq!(st.p999_ns, merged.value_at_quantile(0.999), "{at}");
+                assert_eq!(st.max_ns, merged.max(), "{at}");
+                let dur: f64 = ivs.iter().map(|i| i.duration_s).sum();
+                assert_eq!(st.duration_s, dur, "{at}");
+                assert_eq!(st.start_s, ivs[0].start_s, "{at}");
+                // The cells are those of the merged histogram too.
+                assert_eq!(s.cells[c], bin_histogram(&merged, &[]), "{at}");
+            }
+            // Nothing is lost or counted twice whatever the width.
+            let total: u64 = s.stats.iter().map(|st| st.count).sum();
+            assert_eq!(total, op.count);
+        }
+        // One interval per column: the per-interval figures themselves.
+        let cols = OpSeries::decode_columns(&op, 103).unwrap();
+        let per = OpSeries::decode(&op).unwrap();
+        assert_eq!(cols.stats, per.stats);
+        assert_eq!(cols.cells, per.cells);
+    }
+
+    #[test]
+    fn dense_merge_indexes_like_hdrhistogram_and_refuses_other_layouts() {
+        let h = new_histogram();
+        for i in 0..h.distinct_values() - 1 {
+            let v = V2Scan::value_of(i);
+            assert_eq!(h.lowest_equivalent(v), v, "index {i}");
+            assert_eq!(
+                V2Scan::value_of(i + 1),
+                h.next_non_equivalent(v),
+                "index {i}"
+            );
+        }
+        // Adding encodings equals adding histograms.
+        let op = drifting_op(9);
+        let mut m = DenseMerge::new();
+        let mut want = new_histogram();
+        for iv in &op.intervals {
+            assert!(m.add(&iv.hist));
+            want.add(iv.hist.decode().unwrap()).unwrap();
+        }
+        assert_eq!(m.sparse(), sparse_counts(&want));
+        // Another precision, or a damaged encoding: refused, nothing added.
+        let mut other = Histogram::<u64>::new_with_bounds(1, 1 << 40, 2).unwrap();
+        other.record(12_345).unwrap();
+        let before = m.sparse();
+        assert!(!m.add(&Hist::encode(&other)));
+        let good = op.intervals[0].hist.as_base64();
+        let cut: Hist = serde_json::from_value(serde_json::json!(&good[..good.len() - 8])).unwrap();
+        assert!(!m.add(&cut));
+        assert_eq!(m.sparse(), before);
+        // The columns of an op in another precision still come out (the general path).
+        let mut o = op.clone();
+        for iv in &mut o.intervals {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 1 << 40, 2).unwrap();
+            h.record(iv.count * 1000 + 1).unwrap();
+            iv.hist = Hist::encode(&h);
+            iv.count = 1;
+        }
+        let s = OpSeries::decode_columns(&o, 3).unwrap();
+        assert_eq!(s.stats.iter().map(|st| st.count).sum::<u64>(), 9);
+    }
+
+    #[test]
+    fn merged_column_percentile_is_not_an_average_of_interval_percentiles() {
+        // Two intervals: 99 fast + 1 slow, then 1 fast + 99 slow. The merged p50 is the
+        // merged histogram's, which no mean of the two per-interval p50s gives.
+        let fast = 100_000u64;
+        let slow = 10_000_000u64;
+        let a: Vec<u64> = std::iter::repeat_n(fast, 99).chain([slow]).collect();
+        let b: Vec<u64> = std::iter::repeat_n(slow, 99).chain([fast]).collect();
+        let op = op_with(&[&a, &b, &a]);
+        let s = OpSeries::decode_columns(&op, 1).unwrap();
+        assert_eq!(s.stats.len(), 1);
+        let mut merged = new_histogram();
+        for iv in &op.intervals {
+            merged.add(iv.hist.decode().unwrap()).unwrap();
+        }
+        assert_eq!(s.stats[0].p50_ns, merged.value_at_quantile(0.5));
+        assert!(s.stats[0].p50_ns < 200_000, "{}", s.stats[0].p50_ns);
+        assert_eq!(s.stats[0].count, 300);
+        assert_eq!(s.stats[0].duration_s, 3.0);
     }
 
     #[test]

@@ -36,6 +36,8 @@ nav{margin:8px 0 0;font-size:13px}nav a{margin-right:12px;color:var(--accent)}
 table{border-collapse:collapse;margin:8px 0;font-size:13px;font-variant-numeric:tabular-nums}
 th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:right;white-space:nowrap}
 th:first-child,td:first-child{text-align:left}
+#environment td{white-space:normal;overflow-wrap:anywhere;text-align:left}
+.wide{overflow-x:auto;max-width:100%}
 th{background:#f3f5f7}
 pre{background:#f6f8fa;border:1px solid var(--line);padding:8px;overflow:auto;font-size:12px}
 .verdict{border-left:4px solid var(--accent);padding:4px 10px;margin:6px 0;background:#f6f9fc}
@@ -142,7 +144,9 @@ fn headline(out: &mut String, r: &Results, an: &Analysis) {
         if r.runs.len() == 1 {
             if run.rates_known() {
                 card(out, "IOPS", &fmt_rate(run.iops()));
-                card(out, "MB/s", &sig3(run.mb_per_s()));
+                if run.ops.iter().any(|o| o.bytes > 0) {
+                    card(out, "MB/s", &sig3(run.mb_per_s()));
+                }
             } else {
                 card(out, "IOPS, MB/s", crate::results::UNKNOWN_RATE);
             }
@@ -209,7 +213,8 @@ fn run_histograms(out: &mut String, run: &RunResult, ra: Option<&RunAnalysis>) -
 
 /// Latency-over-time and IOPS-over-time charts plus heatmaps of a run.
 fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
-    let series = OpSeries::decode_all(&run.ops)?;
+    // One point per plot column (~770 px) at most: each is the exact merge of its intervals.
+    let series = OpSeries::decode_all_columns(&run.ops, 770)?;
     if series.iter().all(|s| s.stats.len() < 2) {
         return Ok(());
     }
@@ -281,8 +286,8 @@ fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
                     "{} heatmap, {}{}",
                     s.op,
                     kind.title(),
-                    if m.group > 1 {
-                        format!(" — {} intervals per column", m.group)
+                    if m.group * s.per_entry() > 1 {
+                        format!(" — {} intervals per column", m.group * s.per_entry())
                     } else {
                         String::new()
                     }
@@ -470,10 +475,19 @@ fn environment_section(out: &mut String, r: &Results) {
     out.push_str("<section id=\"environment\"><h2>Environment and workload</h2>");
     let e = &r.environment;
     let mut t = Table::new(&["", ""]);
-    t.row(vec!["host".into(), e.hostname.clone()]);
-    t.row(vec!["kernel".into(), e.kernel.clone()]);
-    t.row(vec!["CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)]);
-    t.row(vec!["memory".into(), fmt_bytes(e.memory_bytes)]);
+    // A trace or ingested file says nothing of the machine: no rows for what is unknown.
+    if !e.hostname.is_empty() {
+        t.row(vec!["host".into(), e.hostname.clone()]);
+    }
+    if !e.kernel.is_empty() {
+        t.row(vec!["kernel".into(), e.kernel.clone()]);
+    }
+    if e.cpus > 0 {
+        t.row(vec!["CPU".into(), format!("{} × {}", e.cpus, e.cpu_model)]);
+    }
+    if e.memory_bytes > 0 {
+        t.row(vec!["memory".into(), fmt_bytes(e.memory_bytes)]);
+    }
     if let Some(tg) = &e.target {
         t.row(vec![
             "target".into(),
@@ -613,7 +627,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
             );
         }
     }
-    out.push_str(&summary_table(r).html());
+    let _ = write!(out, "<div class=\"wide\">{}</div>", summary_table(r).html());
     out.push_str("</section>");
     out.push_str(&super::hosts::html(r));
 
@@ -625,14 +639,20 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         let open = r.runs.len() <= 3 || best == Some(i);
         let _ = write!(
             out,
-            "<section id=\"run-{i}\"><h2>Run {i}: {}</h2><details{}><summary>{} s measured in {} s intervals{} — {} IOPS, {} MB/s</summary>",
+            "<section id=\"run-{i}\"><h2>Run {i}: {}</h2><details{}><summary>{} s measured in {} s intervals{} — {} IOPS{}</summary>",
             esc(&run.name),
             if open { " open" } else { "" },
             sig3(run.duration_s),
             sig3(run.interval_s),
             if run.warmup_s > 0.0 { format!(" after {} s warm-up", sig3(run.warmup_s)) } else { String::new() },
             if run.rates_known() { fmt_rate(run.iops()) } else { crate::results::UNKNOWN_RATE.into() },
-            if run.rates_known() { sig3(run.mb_per_s()) } else { crate::results::UNKNOWN_RATE.into() }
+            if !run.ops.iter().any(|o| o.bytes > 0) {
+                String::new()
+            } else if run.rates_known() {
+                format!(", {} MB/s", sig3(run.mb_per_s()))
+            } else {
+                format!(", {} MB/s", crate::results::UNKNOWN_RATE)
+            }
         );
         if let Some(s) = spec_line(&run.spec) {
             let _ = write!(out, "<p class=\"meta\">workload: {}</p>", esc(&s));

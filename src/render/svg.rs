@@ -480,12 +480,17 @@ impl LineChart {
         }
         for m in &self.marks {
             let (x, y) = (sx.map(m.x), sy.map(m.y));
+            // Right of the point, unless the label would leave the chart: then left of it.
+            let (lx, anchor) = if x + 8.0 + label_width(&m.label) > f.width - 4.0 {
+                (x - 8.0, "end")
+            } else {
+                (x + 8.0, "start")
+            };
+            let ly = if y - 8.0 < 12.0 { y + 18.0 } else { y - 8.0 };
             let _ = write!(
                 out,
                 "<circle class=\"mark\" cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"6\"/>\
-                 <text class=\"marklabel\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                x + 8.0,
-                y - 8.0,
+                 <text class=\"marklabel\" x=\"{lx:.1}\" y=\"{ly:.1}\" text-anchor=\"{anchor}\">{}</text>",
                 esc(&m.label)
             );
         }
@@ -573,6 +578,11 @@ pub struct Band {
 
 /// Latency histogram(s) on a log latency axis; y = share of operations per bin. One series is
 /// drawn as bars, several as overlaid outlines.
+/// Width in pixels a chart label of 11 px type takes (an estimate: no font metrics here).
+fn label_width(label: &str) -> f64 {
+    label.chars().count() as f64 * 6.2
+}
+
 pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
     let f = Frame::new(860.0, 280.0);
     // A source bucket starting at 0 (bcc's `0 -> 1`) is drawn from half its upper edge on
@@ -605,8 +615,20 @@ pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> St
         (Fmt::Latency, Fmt::Percent),
         ("latency (log scale)", "share of operations"),
     );
+    // Labels that would overlap the one before go one line lower; none leaves the plot.
+    let mut placed: Vec<(f64, f64, usize)> = Vec::new();
     for b in bands {
         let (x0, x1) = (sx.map(b.low_ns.max(lo)), sx.map(b.high_ns.min(hi)));
+        let half = label_width(&b.label) / 2.0;
+        let cx = ((x0 + x1) / 2.0).clamp(f.x0() + half, (f.x1() - half).max(f.x0() + half));
+        let line = (0..)
+            .find(|&l| {
+                !placed
+                    .iter()
+                    .any(|&(a, z, pl)| pl == l && cx - half < z && cx + half > a)
+            })
+            .unwrap_or(0);
+        placed.push((cx - half - 4.0, cx + half + 4.0, line));
         let _ = write!(
             out,
             "<rect class=\"band\" x=\"{x0:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\"><title>{}</title></rect>\
@@ -615,8 +637,8 @@ pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> St
             (x1 - x0).max(1.0),
             f.plot_height(),
             esc(&b.label),
-            (x0 + x1) / 2.0,
-            f.y1() + 12.0,
+            cx,
+            f.y1() + 12.0 + 13.0 * line as f64,
             esc(&b.label)
         );
     }
@@ -969,6 +991,17 @@ mod tests {
         assert_eq!(svg.matches("<circle").count(), 4);
         assert!(svg.contains("target 500 µs"));
         assert!(svg.contains(">knee</text>"));
+        // A label at the right edge goes left of its point, not off the chart.
+        c.marks[0] = Mark {
+            x: 4000.0,
+            y: 1e6,
+            label: "knee (queueing starts)".into(),
+        };
+        let svg = c.render();
+        assert!(
+            svg.contains("text-anchor=\"end\">knee (queueing starts)</text>"),
+            "{svg}"
+        );
         assert!(svg.contains("data-sy=\"log,"));
         let empty = LineChart::new("none", "x", "y", Fmt::Rate, Fmt::Rate).render();
         assert!(empty.contains("no data"));
@@ -991,6 +1024,37 @@ mod tests {
         assert_eq!(svg.matches("fill=\"#1f77b4\"><title>").count(), 2);
         assert!(svg.contains("class=\"band\""));
         assert!(svg.contains("mode 1.4 ms"));
+        // Labels of neighbouring modes do not overlap: the second goes one line lower, and
+        // none is cut at the plot's edge.
+        let near = [
+            Band {
+                low_ns: 1.0e4,
+                high_ns: 1.2e4,
+                label: "mode 11 µs (40%)".into(),
+            },
+            Band {
+                low_ns: 1.3e4,
+                high_ns: 1.5e4,
+                label: "mode 14 µs (60%)".into(),
+            },
+        ];
+        let svg = histogram_chart("h", std::slice::from_ref(&s), &near);
+        let label_at = |text: &str| -> (f64, f64) {
+            let end = svg.find(&format!(">{text}</text>")).unwrap();
+            let tag = &svg[svg[..end].rfind("<text").unwrap()..end];
+            let num = |k: &str| -> f64 {
+                let a = tag.find(&format!("{k}=\"")).unwrap() + k.len() + 2;
+                tag[a..a + tag[a..].find('"').unwrap()].parse().unwrap()
+            };
+            (num("x"), num("y"))
+        };
+        let ((x1, y1), (x2, y2)) = (label_at("mode 11 µs (40%)"), label_at("mode 14 µs (60%)"));
+        let f = Frame::new(860.0, 280.0);
+        assert!(y2 > y1 || (x2 - x1).abs() > 16.0 * 6.2, "{svg}");
+        assert!(
+            x1 - 16.0 * 6.2 / 2.0 >= f.x0() - 0.1,
+            "label cut at the left: {x1}"
+        );
         let two = histogram_chart(
             "h",
             &[

@@ -23,10 +23,16 @@ fn warn_line(out: &mut String, style: &TermStyle, text: &str) {
 }
 
 /// The per-run summary table (one row per run and op).
+/// The summary table of every run and op. Without bytes anywhere (wait events, ingested
+/// histograms) there is no MB/s column: a column of zeros would say nothing.
 pub fn summary_table(r: &Results) -> Table {
+    let bytes = r.runs.iter().flat_map(|x| &x.ops).any(|o| o.bytes > 0);
     let mut t = Table::new(&[
         "run", "op", "count", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "max", "errors",
     ]);
+    if !bytes {
+        t.header.remove(4);
+    }
     for (i, run) in r.runs.iter().enumerate() {
         for op in &run.ops {
             let s = &op.summary;
@@ -37,7 +43,7 @@ pub fn summary_table(r: &Results) -> Table {
                     crate::results::UNKNOWN_RATE.to_string()
                 }
             };
-            t.row(vec![
+            let mut row = vec![
                 format!("{i}: {}", run.name),
                 op.op.clone(),
                 op.count.to_string(),
@@ -49,7 +55,11 @@ pub fn summary_table(r: &Results) -> Table {
                 fmt_ns(s.p999_ns as f64),
                 fmt_ns(s.max_ns as f64),
                 op.errors.to_string(),
-            ]);
+            ];
+            if !bytes {
+                row.remove(4);
+            }
+            t.row(row);
         }
     }
     t
@@ -186,11 +196,16 @@ fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> St
 /// Characters used for heatmap levels without colour (lightest to darkest).
 const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
 
+/// Most time columns a terminal heatmap has at `style`'s width.
+pub fn heatmap_columns(style: &TermStyle) -> usize {
+    style.width.saturating_sub(10 + 2).max(10)
+}
+
 /// A terminal heatmap: one row per factor of two of latency (highest on top), one character
 /// per column, as wide as `style.width` allows.
 pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Option<String> {
     let label_w = 10;
-    let cols = style.width.saturating_sub(label_w + 2).max(10);
+    let cols = heatmap_columns(style);
     let m = Heatmap::build(series, cols, 1, 40)?;
     // Short runs: widen each column to fill the width.
     let rep = (cols / m.cols).max(1);
@@ -449,7 +464,8 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
         for v in ra.map(|a| a.verdicts.as_slice()).unwrap_or(&[]) {
             let _ = writeln!(out, "{}: {}", v.severity, v.message);
         }
-        let series = OpSeries::decode_all(&run.ops)?;
+        // Display columns merged exactly from the intervals (as many as the width holds).
+        let series = OpSeries::decode_all_columns(&run.ops, heatmap_columns(style))?;
         for (oi, s) in series.iter().enumerate() {
             if run.ops[oi].count == 0 {
                 continue;

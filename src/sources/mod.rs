@@ -700,6 +700,8 @@ struct OpAcc {
     total: Histogram<u64>,
     bytes: u64,
     cur: Option<i64>,
+    /// Times `[lo, hi)` (ns) of interval `cur`; empty when none is open.
+    cur_span: (i64, i64),
     cur_hist: Histogram<u64>,
     cur_bytes: u64,
     closed: BTreeMap<i64, Slot>,
@@ -918,6 +920,7 @@ impl Binned {
             total: new_histogram(),
             bytes: 0,
             cur: None,
+            cur_span: (0, 0),
             cur_hist: interval_histogram(),
             cur_bytes: 0,
             closed: BTreeMap::new(),
@@ -932,6 +935,7 @@ impl Binned {
     fn close(&mut self, op: usize) {
         let o = &mut self.ops[op];
         let Some(k) = o.cur.take() else { return };
+        o.cur_span = (0, 0);
         if o.cur_hist.is_empty() && o.cur_bytes == 0 {
             return;
         }
@@ -1035,12 +1039,23 @@ impl Binned {
 
     #[inline]
     fn slot_of(&mut self, op: usize, t_ns: i64) -> &mut OpAcc {
-        let k = t_ns.div_euclid(self.interval_ns as i64);
+        let (lo, hi) = self.ops[op].cur_span;
+        if lo <= t_ns && t_ns < hi {
+            // Still in the open interval: no division.
+            return &mut self.ops[op];
+        }
+        let iv = self.interval_ns as i64;
+        let k = t_ns.div_euclid(iv);
         if self.ops[op].cur != Some(k) {
             self.close(op);
             self.ops[op].cur = Some(k);
         }
-        &mut self.ops[op]
+        let o = &mut self.ops[op];
+        o.cur_span = k
+            .checked_mul(iv)
+            .and_then(|lo| Some((lo, lo.checked_add(iv)?)))
+            .unwrap_or((0, 0));
+        o
     }
 
     /// Record one latency completing at `t_ns`.

@@ -236,7 +236,8 @@ pub struct TraceParser {
     ev_index: HashMap<Vec<u8>, u32>,
     ev_names: Vec<Vec<u8>>,
     ev_op: Vec<usize>,
-    last_ev: Option<(Vec<u8>, u32)>,
+    /// The event of the previous WAIT line (consecutive waits are often of one event).
+    last_ev: Option<u32>,
     in_sql: bool,
     /// Bytes of failed-statement text still to skip after `PARSE ERROR`.
     sql_left: u64,
@@ -608,9 +609,9 @@ impl TraceParser {
     }
 
     fn event_index(&mut self, name: &[u8]) -> u32 {
-        if let Some((n, i)) = &self.last_ev {
-            if n.as_slice() == name {
-                return *i;
+        if let Some(i) = self.last_ev {
+            if self.ev_names[i as usize].as_slice() == name {
+                return i;
             }
         }
         let found = if self.out.events.len() <= 32 {
@@ -637,16 +638,13 @@ impl TraceParser {
                 i
             }
         };
-        self.last_ev = Some((name.to_vec(), i));
+        self.last_ev = Some(i);
         i
     }
 
     fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
         let rest = &line[6..];
-        let colon = rest
-            .iter()
-            .position(|&c| c == b':')
-            .ok_or("WAIT line without ':'")?;
+        let colon = memchr::memchr(b':', rest).ok_or("WAIT line without ':'")?;
         let cursor = &rest[..colon];
         let rest = &rest[colon + 1..];
         let rest = rest.trim_ascii_start();
@@ -945,6 +943,9 @@ impl TraceParser {
 
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
 /// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
+///
+/// One pass: the value's digits are accumulated while its end is found, so a plain decimal
+/// value (all of them but `obj#=-1` in practice) is never scanned twice.
 fn parse_params(p: &[u8]) -> WaitParams {
     let mut w = WaitParams::default();
     let n = p.len();
@@ -960,38 +961,62 @@ fn parse_params(p: &[u8]) -> WaitParams {
         if i >= n {
             break;
         }
-        let mut name_end = i;
+        let eq = i;
+        let mut name_end = eq;
         while name_end > name_start && p[name_end - 1] == b' ' {
             name_end -= 1;
         }
         let name = &p[name_start..name_end];
-        i += 1;
+        i = eq + 1;
         while i < n && p[i] == b' ' {
             i += 1;
         }
         let vs = i;
-        while i < n && p[i] != b' ' {
+        // Digits first (the common case, one compare per byte), then whatever else the value
+        // holds up to the next space.
+        let mut acc: u64 = 0;
+        for &c in &p[vs..] {
+            let d = c.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            acc = acc.wrapping_mul(10).wrapping_add(d as u64);
             i += 1;
         }
+        let mut digits = true;
+        if i < n && p[i] != b' ' {
+            digits = false;
+            i += p[i..].iter().position(|&c| c == b' ').unwrap_or(n - i);
+        }
         let val = &p[vs..i];
+        // Up to 19 digits cannot overflow u64: the accumulated value is the number.
+        let fast = digits && !val.is_empty() && val.len() <= 19;
+        let u = || if fast { Some(acc) } else { parse_u64(val) };
+        let s = || {
+            if fast {
+                i64::try_from(acc).ok()
+            } else {
+                parse_i64(val)
+            }
+        };
         match name {
-            b"ela" => match parse_u64(val) {
+            b"ela" => match u() {
                 Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
                 Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
                 None => w.bad = Some("ela= is not a number"),
             },
-            b"tim" => match parse_i64(val) {
+            b"tim" => match s() {
                 Some(x) => w.tim = Some(x),
                 None => w.bad = Some("tim= is not a number"),
             },
-            b"obj#" => w.obj = parse_i64(val),
-            b"file#" | b"file number" => w.file = parse_i64(val),
-            b"block#" | b"first dba" => w.block = parse_u64(val),
+            b"obj#" => w.obj = s(),
+            b"file#" | b"file number" => w.file = s(),
+            b"block#" | b"first dba" => w.block = u(),
             // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
-            b"blocks" | b"block cnt" => w.blocks = parse_u64(val).filter(|&b| b <= 1 << 32),
-            b"p1" => w.p1 = parse_i64(val),
-            b"p2" => w.p2 = parse_u64(val),
-            b"p3" => w.p3 = parse_u64(val),
+            b"blocks" | b"block cnt" => w.blocks = u().filter(|&b| b <= 1 << 32),
+            b"p1" => w.p1 = s(),
+            b"p2" => w.p2 = u(),
+            b"p3" => w.p3 = u(),
             _ => {}
         }
     }
