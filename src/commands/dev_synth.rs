@@ -25,6 +25,13 @@ pub struct SynthArgs {
     pub samples: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Record this rank (and `--ranks`) on host `synth-RANK`, as if a launcher had started it
+    /// (input for `merge` benchmarks).
+    #[arg(long)]
+    pub rank: Option<u32>,
+    /// World size recorded with `--rank`.
+    #[arg(long)]
+    pub ranks: Option<u32>,
 }
 
 /// `iolens dev-synth`.
@@ -34,6 +41,16 @@ pub(crate) fn main(args: &SynthArgs) -> Result<ExitCode> {
         "calibrate" => synth::calibration_results(8, args.seconds, args.samples, args.seed),
         other => bail!("unknown --kind {other:?}: use run or calibrate"),
     };
+    let mut r = r;
+    if let Some(rank) = args.rank {
+        let who = crate::placement::Rank::resolve(
+            Some(rank),
+            args.ranks,
+            &|_| None,
+            format!("synth-{rank}"),
+        )?;
+        r.placement = Some(who.placement());
+    }
     r.write_file(&args.output)?;
     Ok(ExitCode::SUCCESS)
 }
