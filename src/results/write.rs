@@ -99,6 +99,16 @@ impl Destination {
 
 /// Write `res` to `dest` following the rules in the module docs.
 pub fn write_results(res: &Results, dest: &Destination) -> Result<()> {
+    if let Destination::File(p) = dest {
+        // Streamed into the temp file: the document is never held as one string (a day of
+        // 1 s intervals is a few hundred MB of JSON).
+        return write_file_atomically_with(p, &mut |w| {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
+            serde_json::to_writer_pretty(&mut w, res).map_err(std::io::Error::from)?;
+            w.write_all(b"\n")?;
+            w.flush()
+        });
+    }
     let mut json = res.to_json()?;
     json.push('\n');
     match dest {
@@ -129,6 +139,14 @@ pub fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
 }
 
 fn write_file_atomically(path: &Path, data: &[u8]) -> Result<()> {
+    write_file_atomically_with(path, &mut |w| w.write_all(data))
+}
+
+/// [`write_file_atomically`] of what `write` writes.
+fn write_file_atomically_with(
+    path: &Path,
+    write: &mut dyn FnMut(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
     let place = Place::open(path)?;
     let before = place.existing()?;
     let (fd, tmp) = place.create_temp()?;
@@ -140,21 +158,18 @@ fn write_file_atomically(path: &Path, data: &[u8]) -> Result<()> {
         }
     }
     let mut file = std::fs::File::from(fd);
-    let written = file
-        .write_all(data)
-        .and_then(|_| file.sync_all())
-        .map_err(|e| {
-            anyhow!(
-                "cannot write results to {}: {}{}",
-                path.display(),
-                e,
-                if e.raw_os_error() == Some(libc::ENOSPC) {
-                    " (the partial temp file was removed)"
-                } else {
-                    ""
-                }
-            )
-        });
+    let written = write(&mut file).and_then(|_| file.sync_all()).map_err(|e| {
+        anyhow!(
+            "cannot write results to {}: {}{}",
+            path.display(),
+            e,
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                " (the partial temp file was removed)"
+            } else {
+                ""
+            }
+        )
+    });
     drop(file);
     if let Err(e) = written.and_then(|_| place.replace_with(&tmp)) {
         place.unlink(&tmp);
