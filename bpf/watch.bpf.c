@@ -234,9 +234,9 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
-	// Only the first sighting counts (block_io_start comes before block_rq_insert).
-	long err = bpf_map_update_elem(&in_block, &key, &st, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */)
+	// A start begins a new life of the request: whatever is stored under the same address
+	// belongs to an earlier request whose completion was not seen.
+	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
 }
 
@@ -247,16 +247,28 @@ static __always_inline void rq_issue(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 now = bpf_ktime_get_ns();
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
-	if (st) {
-		if (st->issue == 0)
-			st->issue = now;
+	if (st && st->issue == 0) {
+		st->issue = now;
 		return;
 	}
-	// Issued straight away, never queued where we could see it.
+	// Issued without a start we saw (flush sequences, requests issued straight away), or an
+	// entry left by a request whose completion we missed (a requeue clears `issue` first, see
+	// rq_requeue): the request starts here, attributed to whoever issues it.
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
 	if (bpf_map_update_elem(&in_block, &key, &fresh, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
+}
+
+static __always_inline void rq_requeue(struct request *rq)
+{
+	if (!want_block)
+		return;
+	__u64 key = (__u64)rq;
+	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
+	// Back in the queue: host queue time goes on, attribution stays with the submitter.
+	if (st)
+		st->issue = 0;
 }
 
 static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
@@ -289,6 +301,10 @@ SEC("tp_btf/block_rq_issue")
 int btf_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
 SEC("raw_tp/block_rq_issue")
 int raw_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
+SEC("tp_btf/block_rq_requeue")
+int btf_block_rq_requeue(__u64 *ctx) { rq_requeue((struct request *)ctx[0]); return 0; }
+SEC("raw_tp/block_rq_requeue")
+int raw_block_rq_requeue(__u64 *ctx) { rq_requeue((struct request *)ctx[0]); return 0; }
 SEC("tp_btf/block_rq_complete")
 int btf_block_rq_complete(__u64 *ctx) { rq_complete((struct request *)ctx[0], (__u32)ctx[2]); return 0; }
 SEC("raw_tp/block_rq_complete")

@@ -43,4 +43,5 @@ pub mod sys;
 pub mod target;
 pub mod units;
 pub mod verify;
+pub mod watch;
 pub mod workload;
