@@ -1080,10 +1080,13 @@ pub struct WatchSpan {
     pub oncpu_ns: u64,
 }
 
-/// One watched process's traced syscalls (by syscall) in an `iolens watch`.
+/// One watched process's (or thread's) traced syscalls (by syscall) in an `iolens watch`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct WatchProcess {
     pub pid: u32,
+    /// The thread, when the watch was asked for threads (`--threads`); else the whole process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
     pub comm: String,
     /// Syscall name → (count, bytes, summed latency ns).
     pub syscalls: BTreeMap<String, [u64; 3]>,

@@ -49,6 +49,9 @@ pub struct WatchArgs {
     /// Interval length of the per-interval histograms and of the live view.
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     pub interval: Duration,
+    /// Break the per-process syscall table down by thread.
+    #[arg(long)]
+    pub threads: bool,
     /// The layer the live heatmap shows.
     #[arg(long, value_enum, default_value_t = LayerArg::Syscall)]
     pub layer: LayerArg,
@@ -148,6 +151,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         },
         duration: a.duration,
         interval: a.interval,
+        threads: a.threads,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);

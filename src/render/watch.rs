@@ -118,11 +118,12 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     if b.processes.is_empty() {
         return;
     }
-    let mut t = Table::new(&["pid", "name", "syscall", "count", "bytes", "mean"]);
+    let mut t = Table::new(&["pid", "thread", "name", "syscall", "count", "bytes", "mean"]);
     for p in &b.processes {
         for (name, [count, bytes, ns]) in &p.syscalls {
             t.row(vec![
                 p.pid.to_string(),
+                p.tid.map(|t| t.to_string()).unwrap_or_else(|| "all".into()),
                 p.comm.clone(),
                 name.clone(),
                 count.to_string(),

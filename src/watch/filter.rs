@@ -71,9 +71,14 @@ impl Filters {
         self.devices.is_empty() || self.devices.iter().any(|d| d.dev == dev)
     }
 
+    /// Whether every process is watched (no --pid, no --comm).
+    pub fn all_processes(&self) -> bool {
+        self.pids.is_empty() && self.comms.is_empty()
+    }
+
     /// Whether process `tgid` is one of the watched ones (block-layer attribution).
     pub fn wants_process(&self, tgid: u32) -> bool {
-        if self.pids.is_empty() && self.comms.is_empty() {
+        if self.all_processes() {
             return tgid != 0 && tgid != std::process::id();
         }
         self.pids.contains(&tgid)

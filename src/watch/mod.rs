@@ -92,6 +92,8 @@ pub struct WatchOptions {
     pub duration: Option<Duration>,
     /// Length of the per-interval histograms.
     pub interval: Duration,
+    /// Break the per-process syscall table down by thread.
+    pub threads: bool,
 }
 
 /// What the live view gets at the end of every interval.
@@ -121,6 +123,7 @@ const LOST_CAUSES: [&str; 4] = [
 struct Event {
     kind: u32,
     tgid: u32,
+    tid: u32,
     sub: u32,
     a: u64,
     b: u64,
@@ -139,6 +142,7 @@ impl Event {
         Some(Event {
             kind: u32_at(0),
             tgid: u32_at(4),
+            tid: u32_at(8),
             sub: u32_at(12),
             a: u64_at(16),
             b: u64_at(24),
@@ -214,7 +218,9 @@ struct Recording {
     /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
     ops: BTreeMap<(String, &'static str), OpAcc>,
     spans: Vec<WatchSpan>,
-    processes: BTreeMap<u32, WatchProcess>,
+    /// By (pid, tid); tid 0 when threads are not asked for.
+    processes: BTreeMap<(u32, u32), WatchProcess>,
+    threads: bool,
     /// Whether a tgid belongs to the watched set (cached; for block attribution).
     watched: HashMap<u32, bool>,
     interval_layer: Vec<Histogram<u64>>,
@@ -273,11 +279,13 @@ impl Recording {
                 span.syscalls += 1;
                 span.syscall_ns += e.a;
                 self.watched.insert(e.tgid, true);
+                let tid = if self.threads { e.tid } else { 0 };
                 let p = self
                     .processes
-                    .entry(e.tgid)
+                    .entry((e.tgid, tid))
                     .or_insert_with(|| WatchProcess {
                         pid: e.tgid,
+                        tid: (tid != 0).then_some(tid),
                         comm: filter::comm_of(e.tgid).unwrap_or_else(|| "?".into()),
                         syscalls: BTreeMap::new(),
                     });
@@ -293,10 +301,7 @@ impl Recording {
                 let dev = self.device_name(e.dev);
                 let (_, queue_op, device_op) = block_ops(e.sub);
                 self.record((dev.clone(), queue_op), k, e.b, 0, false);
-                self.record((dev, device_op), k, e.a, e.bytes as u64, false);
-                if self.layer == Layer::Block {
-                    self.layer_record(k, e.a);
-                }
+                self.record((dev.clone(), device_op), k, e.a, e.bytes as u64, false);
                 let watched = match self.watched.get(&e.tgid) {
                     Some(&w) => w,
                     None => {
@@ -305,6 +310,15 @@ impl Recording {
                         w
                     }
                 };
+                if self.layer == Layer::Block && (watched || filters.all_processes()) {
+                    self.layer_record(k, e.a);
+                }
+                if watched && !filters.all_processes() {
+                    // The same device, only the requests the watched processes submitted.
+                    let mine = format!("{dev} (watched)");
+                    self.record((mine.clone(), queue_op), k, e.b, 0, false);
+                    self.record((mine, device_op), k, e.a, e.bytes as u64, false);
+                }
                 if watched {
                     let span = self.span(k);
                     span.block_requests += 1;
@@ -463,6 +477,7 @@ pub fn watch(
         ops: BTreeMap::new(),
         spans: Vec::new(),
         processes: BTreeMap::new(),
+        threads: opts.threads,
         watched: HashMap::new(),
         interval_layer: Vec::new(),
         layer: opts.layer,
