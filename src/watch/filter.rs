@@ -81,8 +81,7 @@ impl Filters {
         if self.all_processes() {
             return tgid != 0 && tgid != std::process::id();
         }
-        self.pids.contains(&tgid)
-            || comm_of(tgid).is_some_and(|c| self.comms.iter().any(|w| *w == c))
+        self.pids.contains(&tgid) || comm_of(tgid).is_some_and(|c| self.comms.contains(&c))
     }
 }
 

@@ -526,14 +526,12 @@ pub fn watch(
                 break;
             }
         }
-        if only_pids {
-            if filters.pids.iter().all(|&p| !filter::alive(p)) {
-                // Let the last events of the exited processes arrive.
-                let since = *gone_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= Duration::from_millis(100) {
-                    end_reason = "exited";
-                    break;
-                }
+        // Let the last events of the exited processes arrive before ending.
+        if only_pids && filters.pids.iter().all(|&p| !filter::alive(p)) {
+            let since = *gone_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_millis(100) {
+                end_reason = "exited";
+                break;
             }
         }
     }
@@ -550,7 +548,7 @@ pub fn watch(
     drop(ebpf);
 
     let total_s = (end_ns - start_ns) as f64 / 1e9;
-    let n = (((end_ns - start_ns) + interval_ns - 1) / interval_ns).max(1) as usize;
+    let n = (end_ns - start_ns).div_ceil(interval_ns).max(1) as usize;
     rec.span(n - 1);
     rec.spans.truncate(n);
     if let Some(last) = rec.spans.last_mut() {
