@@ -42,7 +42,8 @@ pub fn shares(s: &WatchSpan) -> WatchShares {
         runq_s: runq / 1e9,
         ..Default::default()
     };
-    if total <= 0.0 {
+    // The question is where I/O time went: without traced I/O there is no answer.
+    if sys <= 0.0 || total <= 0.0 {
         return out;
     }
     out.device = device / total;
@@ -208,5 +209,6 @@ mod tests {
         let s = shares(&span(100, 300, 100, 0));
         assert!((s.device + s.host_queue - 1.0).abs() < 1e-9 && s.above_block == 0.0);
         assert_eq!(shares(&span(0, 0, 0, 0)).verdict, None);
+        assert_eq!(shares(&span(0, 0, 0, 500)).verdict, None);
     }
 }

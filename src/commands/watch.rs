@@ -74,7 +74,7 @@ struct Live {
 impl Live {
     fn interval(&mut self, v: &IntervalView) {
         let shares = crate::analysis::watch::shares(v.span);
-        let line = crate::render::watch::interval_line(&shares, v.layer);
+        let line = crate::render::watch::interval_line(&shares, &v.series.op, v.layer);
         if !self.draw {
             return;
         }
@@ -84,10 +84,16 @@ impl Live {
             .unwrap_or(40);
         let mut frame = String::from("\x1b[H\x1b[J");
         frame.push_str(&format!("iolens watch: {} (Ctrl-C to stop)\n", self.what));
+        // Both heatmaps when the terminal is tall enough, else the frequency one.
         if let Ok(series) = OpSeries::decode(&v.series) {
-            for kind in [HeatKind::Frequency, HeatKind::Intensity] {
-                if let Some(t) = terminal::heatmap_text(&series, kind, &self.style) {
-                    frame.push_str(&t);
+            let maps: Vec<String> = [HeatKind::Frequency, HeatKind::Intensity]
+                .into_iter()
+                .filter_map(|kind| terminal::heatmap_text(&series, kind, &self.style))
+                .collect();
+            let tall: usize = maps.iter().map(|m| m.lines().count()).sum();
+            for (i, m) in maps.iter().enumerate() {
+                if i == 0 || tall + 6 <= height {
+                    frame.push_str(m);
                 }
             }
         }

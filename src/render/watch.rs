@@ -25,19 +25,32 @@ pub fn verdict_words(k: Option<VerdictKind>) -> &'static str {
     }
 }
 
+/// A verdict kind in two or three words, for the live view's lines.
+pub fn verdict_short(k: Option<VerdictKind>) -> &'static str {
+    match k {
+        Some(VerdictKind::StorageBound) => "storage slow",
+        Some(VerdictKind::HostQueueing) => "host queues",
+        Some(VerdictKind::AboveBlockLayer) => "above block layer",
+        Some(VerdictKind::CpuBound) => "CPU saturated",
+        Some(_) => "-",
+        None => "idle",
+    }
+}
+
 /// The live view's line for one interval.
-pub fn interval_line(s: &WatchShares, syscalls: &Histogram<u64>) -> String {
-    let lat = if syscalls.is_empty() {
+/// `layer` names the histogram `hist` holds (the heatmap's layer).
+pub fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> String {
+    let lat = if hist.is_empty() {
         String::new()
     } else {
         format!(
-            " p50 {} p99 {}",
-            fmt_ns(syscalls.value_at_quantile(0.5) as f64),
-            fmt_ns(syscalls.value_at_quantile(0.99) as f64)
+            " ({layer} p50 {} p99 {})",
+            fmt_ns(hist.value_at_quantile(0.5) as f64),
+            fmt_ns(hist.value_at_quantile(0.99) as f64)
         )
     };
     format!(
-        "{:>7}s  {:>7} syscalls{}  device {} queue {} above {} runq {}  → {}",
+        "{:>6}s {:>7} I/O syscalls{} device {} queue {} above {} runq {} → {}",
         sig3(s.start_s + s.duration_s),
         s.syscalls,
         lat,
@@ -45,7 +58,7 @@ pub fn interval_line(s: &WatchShares, syscalls: &Histogram<u64>) -> String {
         pct(s.host_queue),
         pct(s.above_block),
         pct(s.runq),
-        verdict_words(s.verdict)
+        verdict_short(s.verdict)
     )
 }
 
@@ -73,7 +86,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
             pct(s.host_queue),
             pct(s.above_block),
             pct(s.runq),
-            verdict_words(s.verdict).to_string(),
+            verdict_short(s.verdict).to_string(),
         ])
     };
     for s in &w.intervals {

@@ -76,8 +76,8 @@ impl Layer {
     pub fn name(self) -> &'static str {
         match self {
             Layer::Syscall => "syscalls",
-            Layer::Block => "block device service",
-            Layer::Cpu => "cpu run queue",
+            Layer::Block => "block device",
+            Layer::Cpu => "run queue",
         }
     }
 }
