@@ -13,18 +13,6 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// A verdict kind in the seeds' words, short.
-pub fn verdict_words(k: Option<VerdictKind>) -> &'static str {
-    match k {
-        Some(VerdictKind::StorageBound) => "the storage is slow",
-        Some(VerdictKind::HostQueueing) => "the host queues",
-        Some(VerdictKind::AboveBlockLayer) => "above the block layer",
-        Some(VerdictKind::CpuBound) => "the CPU is saturated; the storage may be fine",
-        Some(_) => "-",
-        None => "idle",
-    }
-}
-
 /// A verdict kind in two or three words, for the live view's lines.
 pub fn verdict_short(k: Option<VerdictKind>) -> &'static str {
     match k {
