@@ -125,6 +125,13 @@ struct {
 	__type(value, struct task_state);
 } tasks SEC(".maps");
 
+// One handler body, attached as tp_btf if the kernel takes it, else as a raw tracepoint.
+#define HANDLER(tp, body)                                                                  \
+	SEC("tp_btf/" #tp)                                                                 \
+	int btf_##tp(__u64 *ctx) { body; return 0; }                                       \
+	SEC("raw_tp/" #tp)                                                                 \
+	int raw_##tp(__u64 *ctx) { body; return 0; }
+
 static __always_inline void count_lost(__u32 slot)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
@@ -180,50 +187,42 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 
 /* ---------------------------------------------------------------- syscalls */
 
-static __always_inline int on_sys_enter(__u64 *ctx)
+static __always_inline void on_sys_enter(__u64 *ctx)
 {
 	if (!want_syscalls)
-		return 0;
+		return;
 	__u32 nr = (__u32)ctx[1];
 	__u32 *index = bpf_map_lookup_elem(&syscall_index, &nr);
 	if (!index || *index == 0)
-		return 0;
+		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tgid = id >> 32;
 	if (!current_watched(tgid))
-		return 0;
+		return;
 	__u32 tid = (__u32)id;
 	struct sys_state st = { .ts = bpf_ktime_get_ns(), .index = *index };
 	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
 		count_lost(LOST_SYSCALL_STATE);
-	return 0;
 }
 
-static __always_inline int on_sys_exit(__u64 *ctx)
+static __always_inline void on_sys_exit(__u64 *ctx)
 {
 	if (!want_syscalls)
-		return 0;
+		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
 	if (!st)
-		return 0;
+		return;
 	__u64 now = bpf_ktime_get_ns();
 	long ret = (long)ctx[1];
 	emit(EV_SYSCALL, id >> 32, tid, st->index, now - st->ts, ret > 0 ? (__u64)ret : 0, now, 0,
 	     ret < 0 ? 1 : 0);
 	bpf_map_delete_elem(&in_syscall, &tid);
-	return 0;
 }
 
-SEC("tp_btf/sys_enter")
-int btf_sys_enter(__u64 *ctx) { return on_sys_enter(ctx); }
-SEC("raw_tp/sys_enter")
-int raw_sys_enter(__u64 *ctx) { return on_sys_enter(ctx); }
-SEC("tp_btf/sys_exit")
-int btf_sys_exit(__u64 *ctx) { return on_sys_exit(ctx); }
-SEC("raw_tp/sys_exit")
-int raw_sys_exit(__u64 *ctx) { return on_sys_exit(ctx); }
+HANDLER(sys_enter, on_sys_enter(ctx))
+HANDLER(sys_exit, on_sys_exit(ctx))
 
 /* ------------------------------------------------------------- block layer */
 
@@ -289,26 +288,11 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 	bpf_map_delete_elem(&in_block, &key);
 }
 
-SEC("tp_btf/block_io_start")
-int btf_block_io_start(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
-SEC("raw_tp/block_io_start")
-int raw_block_io_start(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
-SEC("tp_btf/block_rq_insert")
-int btf_block_rq_insert(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
-SEC("raw_tp/block_rq_insert")
-int raw_block_rq_insert(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
-SEC("tp_btf/block_rq_issue")
-int btf_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
-SEC("raw_tp/block_rq_issue")
-int raw_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
-SEC("tp_btf/block_rq_requeue")
-int btf_block_rq_requeue(__u64 *ctx) { rq_requeue((struct request *)ctx[0]); return 0; }
-SEC("raw_tp/block_rq_requeue")
-int raw_block_rq_requeue(__u64 *ctx) { rq_requeue((struct request *)ctx[0]); return 0; }
-SEC("tp_btf/block_rq_complete")
-int btf_block_rq_complete(__u64 *ctx) { rq_complete((struct request *)ctx[0], (__u32)ctx[2]); return 0; }
-SEC("raw_tp/block_rq_complete")
-int raw_block_rq_complete(__u64 *ctx) { rq_complete((struct request *)ctx[0], (__u32)ctx[2]); return 0; }
+HANDLER(block_io_start, rq_start((struct request *)ctx[0]))
+HANDLER(block_rq_insert, rq_start((struct request *)ctx[0]))
+HANDLER(block_rq_issue, rq_issue((struct request *)ctx[0]))
+HANDLER(block_rq_requeue, rq_requeue((struct request *)ctx[0]))
+HANDLER(block_rq_complete, rq_complete((struct request *)ctx[0], (__u32)ctx[2]))
 
 /* --------------------------------------------------------------- scheduler */
 
@@ -389,15 +373,6 @@ static __always_inline void on_switch(__u64 *ctx)
 	}
 }
 
-SEC("tp_btf/sched_wakeup")
-int btf_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
-SEC("raw_tp/sched_wakeup")
-int raw_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
-SEC("tp_btf/sched_wakeup_new")
-int btf_sched_wakeup_new(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
-SEC("raw_tp/sched_wakeup_new")
-int raw_sched_wakeup_new(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
-SEC("tp_btf/sched_switch")
-int btf_sched_switch(__u64 *ctx) { on_switch(ctx); return 0; }
-SEC("raw_tp/sched_switch")
-int raw_sched_switch(__u64 *ctx) { on_switch(ctx); return 0; }
+HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0]))
+HANDLER(sched_wakeup_new, on_wakeup((struct task_struct *)ctx[0]))
+HANDLER(sched_switch, on_switch(ctx))

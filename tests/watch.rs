@@ -362,27 +362,20 @@ fn cpu_hogs_give_the_cpu_verdict_and_an_idle_host_does_not() {
 
 #[test]
 fn bad_filters_are_clear_errors() {
-    let out = bin()
-        .args(["watch", "--pid", "999999999", "--duration", "1s"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--pid 999999999: no such process"), "{err}");
-    let out = bin()
-        .args(["watch", "--device", "/dev/no-such-disk", "--duration", "1s"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("no such block device"), "{err}");
-    let out = bin()
-        .args(["watch", "--device", "/dev/null", "--duration", "1s"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("not a block device"), "{err}");
+    for (filter, value, says) in [
+        ("--pid", "999999999", "--pid 999999999: no such process"),
+        ("--device", "/dev/no-such-disk", "no such block device"),
+        ("--device", "/dev/null", "not a block device"),
+        ("--comm", "/usr/bin/postgres", "not a path"),
+    ] {
+        let out = bin()
+            .args(["watch", filter, value, "--duration", "1s"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{filter} {value}: {err}");
+        assert!(err.contains(says), "{filter} {value}: {err}");
+    }
 }
 
 #[test]
