@@ -43,9 +43,6 @@ struct event {
 // Set by user space before load.
 const volatile __u32 watch_all = 1;     // 0: only pids in watch_pids / comms in watch_comms
 const volatile __u32 self_tgid = 0;     // the watcher itself is never traced
-const volatile __u32 want_syscalls = 1;
-const volatile __u32 want_block = 1;
-const volatile __u32 want_cpu = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -189,8 +186,6 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 
 static __always_inline void on_sys_enter(__u64 *ctx)
 {
-	if (!want_syscalls)
-		return;
 	__u32 nr = (__u32)ctx[1];
 	__u32 *index = bpf_map_lookup_elem(&syscall_index, &nr);
 	if (!index || *index == 0)
@@ -207,8 +202,6 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 
 static __always_inline void on_sys_exit(__u64 *ctx)
 {
-	if (!want_syscalls)
-		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
@@ -228,8 +221,6 @@ HANDLER(sys_exit, on_sys_exit(ctx))
 
 static __always_inline void rq_start(struct request *rq)
 {
-	if (!want_block)
-		return;
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
@@ -241,8 +232,6 @@ static __always_inline void rq_start(struct request *rq)
 
 static __always_inline void rq_issue(struct request *rq)
 {
-	if (!want_block)
-		return;
 	__u64 key = (__u64)rq;
 	__u64 now = bpf_ktime_get_ns();
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
@@ -261,8 +250,6 @@ static __always_inline void rq_issue(struct request *rq)
 
 static __always_inline void rq_requeue(struct request *rq)
 {
-	if (!want_block)
-		return;
 	__u64 key = (__u64)rq;
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
 	// Back in the queue: host queue time goes on, attribution stays with the submitter.
@@ -272,8 +259,6 @@ static __always_inline void rq_requeue(struct request *rq)
 
 static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 {
-	if (!want_block)
-		return;
 	__u64 key = (__u64)rq;
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
 	if (!st)
@@ -314,8 +299,6 @@ static __always_inline int task_watched(struct task_struct *p, __u32 *tgid, __u3
 
 static __always_inline void on_wakeup(struct task_struct *p)
 {
-	if (!want_cpu)
-		return;
 	__u32 tgid, tid;
 	if (!task_watched(p, &tgid, &tid))
 		return;
@@ -332,8 +315,6 @@ static __always_inline void on_wakeup(struct task_struct *p)
 
 static __always_inline void on_switch(__u64 *ctx)
 {
-	if (!want_cpu)
-		return;
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	__u32 prev_state = (__u32)ctx[3];
