@@ -179,7 +179,9 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 	e->ts = ts;
 	e->dev = dev;
 	e->bytes = bytes;
-	bpf_ringbuf_submit(e, 0);
+	// No wakeup per record (on a VM each is an inter-processor interrupt): user space polls
+	// the ring every few milliseconds.
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* ---------------------------------------------------------------- syscalls */

@@ -490,14 +490,19 @@ pub fn watch(
     let mut parse_errors = 0u64;
     let end_reason;
     loop {
-        bpf::drain_ring(
+        // The programs do not wake us per record (see emit() in watch.bpf.c): read the ring
+        // in batches, every few milliseconds.
+        let n = bpf::drain_ring(
             &mut ring,
-            Duration::from_millis(50),
+            Duration::from_millis(20),
             |d| match Event::parse(d) {
                 Some(e) => rec.add(&e, filters),
                 None => parse_errors += 1,
             },
         );
+        if n > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let elapsed = t0.elapsed();
         // Show every interval that ended more than a moment ago (events of other CPUs may
         // still be on their way for a few milliseconds).
