@@ -28,11 +28,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
 
+// Set in a block event's `sub` when a watched process submitted the request.
+#define BLOCK_WATCHED (1u << 16)
+
 struct event {
 	__u32 kind;
 	__u32 tgid;
 	__u32 tid;
-	__u32 sub;  // syscall index, block op, 0 for cpu
+	__u32 sub;  // syscall index; block op | BLOCK_WATCHED; 0 for cpu
 	__u64 a;    // syscall latency, block device service, on-cpu slice, off-cpu span
 	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
 	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
@@ -100,6 +103,8 @@ struct rq_state {
 	__u64 issue;
 	__u32 tgid;
 	__u32 tid;
+	__u32 watched;
+	__u32 pad;
 };
 
 struct {
@@ -226,6 +231,7 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
+	st.watched = current_watched(st.tgid);
 	// A start begins a new life of the request: whatever is stored under the same address
 	// belongs to an earlier request whose completion was not seen.
 	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
@@ -246,6 +252,7 @@ static __always_inline void rq_issue(struct request *rq)
 	// rq_requeue): the request starts here, attributed to whoever issues it.
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
+	fresh.watched = current_watched(fresh.tgid);
 	if (bpf_map_update_elem(&in_block, &key, &fresh, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
 }
@@ -271,6 +278,8 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 	int major = BPF_CORE_READ(rq, q, disk, major);
 	int minor = BPF_CORE_READ(rq, q, disk, first_minor);
 	__u32 dev = ((__u32)major << 20) | (__u32)minor;
+	if (st->watched)
+		op |= BLOCK_WATCHED;
 	emit(EV_BLOCK, st->tgid, st->tid, op, now - issue, issue - st->start, now, dev, nr_bytes);
 	bpf_map_delete_elem(&in_block, &key);
 }

@@ -71,17 +71,18 @@ impl Filters {
         self.devices.is_empty() || self.devices.iter().any(|d| d.dev == dev)
     }
 
+    /// The one name every watched process has, when only one --comm (and no --pid) is given:
+    /// the name of a process that exited before it could be looked up.
+    pub fn only_comm(&self) -> Option<String> {
+        match (self.pids.is_empty(), self.comms.as_slice()) {
+            (true, [one]) => Some(one.clone()),
+            _ => None,
+        }
+    }
+
     /// Whether every process is watched (no --pid, no --comm).
     pub fn all_processes(&self) -> bool {
         self.pids.is_empty() && self.comms.is_empty()
-    }
-
-    /// Whether process `tgid` is one of the watched ones (block-layer attribution).
-    pub fn wants_process(&self, tgid: u32) -> bool {
-        if self.all_processes() {
-            return tgid != 0 && tgid != std::process::id();
-        }
-        self.pids.contains(&tgid) || comm_of(tgid).is_some_and(|c| self.comms.contains(&c))
     }
 }
 

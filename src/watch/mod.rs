@@ -111,6 +111,7 @@ const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
 const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
+const BLOCK_WATCHED: u32 = 1 << 16;
 const LOST_CAUSES: [&str; 4] = [
     "ring buffer full",
     "syscall state map full",
@@ -221,8 +222,6 @@ struct Recording {
     /// By (pid, tid); tid 0 when threads are not asked for.
     processes: BTreeMap<(u32, u32), WatchProcess>,
     threads: bool,
-    /// Whether a tgid belongs to the watched set (cached; for block attribution).
-    watched: HashMap<u32, bool>,
     interval_layer: Vec<Histogram<u64>>,
     layer: Layer,
     devices: HashMap<u32, String>,
@@ -278,7 +277,6 @@ impl Recording {
                 let span = self.span(k);
                 span.syscalls += 1;
                 span.syscall_ns += e.a;
-                self.watched.insert(e.tgid, true);
                 let tid = if self.threads { e.tid } else { 0 };
                 let p = self
                     .processes
@@ -286,7 +284,9 @@ impl Recording {
                     .or_insert_with(|| WatchProcess {
                         pid: e.tgid,
                         tid: (tid != 0).then_some(tid),
-                        comm: filter::comm_of(e.tgid).unwrap_or_else(|| "?".into()),
+                        comm: filter::comm_of(e.tgid)
+                            .or_else(|| filters.only_comm())
+                            .unwrap_or_else(|| "(exited)".into()),
                         syscalls: BTreeMap::new(),
                     });
                 let row = p.syscalls.entry(name.to_string()).or_insert([0; 3]);
@@ -299,17 +299,11 @@ impl Recording {
                     return;
                 }
                 let dev = self.device_name(e.dev);
-                let (_, queue_op, device_op) = block_ops(e.sub);
+                let (_, queue_op, device_op) = block_ops(e.sub & 0xffff);
                 self.record((dev.clone(), queue_op), k, e.b, 0, false);
                 self.record((dev.clone(), device_op), k, e.a, e.bytes as u64, false);
-                let watched = match self.watched.get(&e.tgid) {
-                    Some(&w) => w,
-                    None => {
-                        let w = filters.wants_process(e.tgid);
-                        self.watched.insert(e.tgid, w);
-                        w
-                    }
-                };
+                // The kernel side marks requests a watched process submitted.
+                let watched = e.sub & BLOCK_WATCHED != 0;
                 if self.layer == Layer::Block && (watched || filters.all_processes()) {
                     self.layer_record(k, e.a);
                 }
@@ -478,7 +472,6 @@ pub fn watch(
         spans: Vec::new(),
         processes: BTreeMap::new(),
         threads: opts.threads,
-        watched: HashMap::new(),
         interval_layer: Vec::new(),
         layer: opts.layer,
         devices: HashMap::new(),
