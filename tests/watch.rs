@@ -539,3 +539,25 @@ fn postgres_backends_reads_match_blks_read() {
     );
     assert!(reads > 0);
 }
+
+#[test]
+fn ctrl_c_ends_the_watch_and_writes_the_results() {
+    if !root_or_skip("ctrl_c_ends_the_watch_and_writes_the_results") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("w.json");
+    let w = start_watch(&["--interval", "200ms", "--json", json.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(700));
+    // SAFETY: kill sends a signal to the child we started.
+    unsafe { libc::kill(w.id() as i32, libc::SIGINT) };
+    let out = w.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "Ctrl-C exit status");
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(r.kind, iolens::results::Kind::Watch);
+    assert!(r.runs.iter().all(|x| x.interrupted));
+    let b = budget(&r);
+    assert!(b.intervals.len() >= 3, "{} intervals", b.intervals.len());
+    assert!(b.tracepoints.iter().any(|t| t.starts_with("sched_switch")));
+}
