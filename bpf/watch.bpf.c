@@ -141,7 +141,8 @@ static __always_inline void count_lost(__u32 slot)
 		*n += 1;
 }
 
-static __always_inline int watched(__u32 tgid, const char *comm16)
+// Whether process `tgid`, named `key` (read only when filtering), is watched.
+static __always_inline int watched(__u32 tgid, struct comm_key *key)
 {
 	if (tgid == 0 || tgid == self_tgid)
 		return 0;
@@ -149,22 +150,15 @@ static __always_inline int watched(__u32 tgid, const char *comm16)
 		return 1;
 	if (bpf_map_lookup_elem(&watch_pids, &tgid))
 		return 1;
-	struct comm_key key = {};
-	__builtin_memcpy(key.comm, comm16, 16);
-	return bpf_map_lookup_elem(&watch_comms, &key) != 0;
+	return bpf_map_lookup_elem(&watch_comms, key) != 0;
 }
 
 static __always_inline int current_watched(__u32 tgid)
 {
-	if (tgid == 0 || tgid == self_tgid)
-		return 0;
-	if (watch_all)
-		return 1;
-	if (bpf_map_lookup_elem(&watch_pids, &tgid))
-		return 1;
 	struct comm_key key = {};
-	bpf_get_current_comm(key.comm, sizeof(key.comm));
-	return bpf_map_lookup_elem(&watch_comms, &key) != 0;
+	if (!watch_all)
+		bpf_get_current_comm(key.comm, sizeof(key.comm));
+	return watched(tgid, &key);
 }
 
 static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
@@ -298,14 +292,10 @@ static __always_inline int task_watched(struct task_struct *p, __u32 *tgid, __u3
 	*tid = BPF_CORE_READ(p, pid);
 	if (*tid == 0)
 		return 0;
-	if (watch_all)
-		return *tgid != self_tgid;
-	char comm[16] = {};
-	if (!bpf_map_lookup_elem(&watch_pids, tgid))
-		bpf_probe_read_kernel(comm, sizeof(comm), &p->comm);
-	else
-		return *tgid != self_tgid;
-	return watched(*tgid, comm);
+	struct comm_key key = {};
+	if (!watch_all)
+		bpf_probe_read_kernel(key.comm, sizeof(key.comm), &p->comm);
+	return watched(*tgid, &key);
 }
 
 static __always_inline void on_wakeup(struct task_struct *p)
