@@ -19,6 +19,10 @@ command -v script >/dev/null 2>&1 || need+=(bsdutils)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurmd slurm-client munge)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+# The BPF objects (src/bpf/obj) are rebuilt from bpf/*.bpf.c to check they are not stale.
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -40,6 +44,13 @@ fi
 if [ ! -x target/k8s-validate/bin/kubernetes-validate ]; then
   python3 -m venv target/k8s-validate >/dev/null
   target/k8s-validate/bin/pip install -q kubernetes-validate >/dev/null
+fi
+
+scripts/build-bpf.sh
+if [ -n "$(git status --porcelain src/bpf/obj 2>/dev/null)" ]; then
+  echo "the committed BPF objects in src/bpf/obj are stale: run scripts/build-bpf.sh and commit them" >&2
+  git status --porcelain src/bpf/obj >&2
+  exit 1
 fi
 
 cargo fmt --all -- --check

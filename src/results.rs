@@ -1240,6 +1240,8 @@ pub enum Kind {
     Ingest,
     /// `iolens verify`: an offline check of a target's blocks.
     Verify,
+    /// `iolens watch`: live processes traced with BPF (syscalls, block layer, CPU).
+    Watch,
 }
 
 /// The whole record of one iolens invocation.
@@ -1481,4 +1483,58 @@ mod tests {
         let e = Results::from_json(&j[..j.len() / 2]).unwrap_err();
         assert!(e.to_string().contains("truncated"), "{e}");
     }
+}
+
+/// Where the watched processes' time went in one interval of `iolens watch` (the sums the
+/// verdicts rest on; stored in `Results::extra["watch"]` as a [`WatchBudget`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchSpan {
+    /// Start of the interval, seconds from the start of the watch.
+    pub start_s: f64,
+    /// Length of the interval in seconds.
+    pub duration_s: f64,
+    /// Traced I/O syscalls of watched processes that completed in the interval.
+    pub syscalls: u64,
+    /// Their summed latency (entry to exit), ns.
+    pub syscall_ns: u64,
+    /// Block requests issued by watched processes (attributed at submission).
+    pub block_requests: u64,
+    /// Their summed device service time (issue to complete), ns.
+    pub device_ns: u64,
+    /// Their summed host queue time (submission to issue), ns.
+    pub queue_ns: u64,
+    /// Summed run-queue wait of watched threads (runnable, waiting for a CPU), ns.
+    pub runq_ns: u64,
+    /// Summed on-CPU time of watched threads, ns.
+    pub oncpu_ns: u64,
+}
+
+/// One watched process's (or thread's) traced syscalls (by syscall) in an `iolens watch`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchProcess {
+    pub pid: u32,
+    /// The thread, when the watch was asked for threads (`--threads`); else the whole process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tid: Option<u32>,
+    pub comm: String,
+    /// Syscall name → (count, bytes, summed latency ns).
+    pub syscalls: BTreeMap<String, [u64; 3]>,
+}
+
+/// The measurements of an `iolens watch` that are not histograms: per-interval time sums of the
+/// watched processes, per-process syscall tables, what was attached and what was lost.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchBudget {
+    /// Per interval, in order.
+    pub intervals: Vec<WatchSpan>,
+    /// Watched processes seen, by pid.
+    pub processes: Vec<WatchProcess>,
+    /// Tracepoints attached, as `name (tp_btf|raw_tp)`.
+    pub tracepoints: Vec<String>,
+    /// Events the kernel side could not deliver (full ring buffer or state map), by cause.
+    pub lost: BTreeMap<String, u64>,
+    /// The filters: pids, process names, devices (empty: the whole host).
+    pub pids: Vec<u32>,
+    pub comms: Vec<String>,
+    pub devices: Vec<String>,
 }

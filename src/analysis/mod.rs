@@ -25,6 +25,7 @@ pub mod little;
 pub mod modes;
 pub mod usl;
 pub mod verdicts;
+pub mod watch;
 
 pub use crate::results::analysis::{Analysis, RunAnalysis};
 use crate::results::analysis::{
@@ -107,6 +108,7 @@ pub fn analyse(r: &Results) -> Analysis {
             .get("trace_profile")
             .and_then(|v| serde_json::from_value(v.clone()).ok()),
         db: db_figures(r),
+        watch: watch::watch_analysis(r),
     }
 }
 

@@ -26,6 +26,7 @@ pub mod show;
 pub mod trace;
 mod values;
 pub mod verify;
+pub mod watch;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -106,6 +107,9 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Print the manual page (roff) to stdout: `iolens man | man -l -`.
     Man,
+    /// Watch live processes with BPF: I/O syscall, block-layer and CPU run-queue latency, and
+    /// where their I/O time went (needs root or CAP_BPF + CAP_PERFMON).
+    Watch(watch::WatchArgs),
     /// Write a synthetic results file (tests, demos, benchmarks).
     #[command(name = "dev-synth", hide = true)]
     DevSynth(dev_synth::SynthArgs),
@@ -181,6 +185,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Completions(a) => completions::main(&a),
         Command::Man => man::main(),
         Command::DevSynth(a) => dev_synth::main(&a),
+        Command::Watch(a) => watch::main(&a, &cx),
     };
     if cx.verbose {
         let (user, sys) = crate::sys::rusage_self();

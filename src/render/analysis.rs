@@ -264,6 +264,7 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
     calibration_blocks(r, an, &mut out);
     trace_blocks(an, &mut out);
     db_blocks(r, an, &mut out);
+    super::watch::blocks(r, an, &mut out);
     out
 }
 

@@ -29,6 +29,7 @@ pub mod svg;
 pub mod synth;
 pub mod table;
 pub mod terminal;
+pub mod watch;
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -92,6 +93,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::Trace => "trace",
         Kind::Ingest => "ingest",
         Kind::Verify => "verify",
+        Kind::Watch => "watch",
     }
 }
 

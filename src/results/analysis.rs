@@ -28,6 +28,9 @@ pub struct Analysis {
     /// Buffer-cache figures of database runs (one per run that reports logical reads).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub db: Vec<DbFigures>,
+    /// Where a watch's processes spent their I/O time (absent unless `iolens watch` made it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchAnalysis>,
 }
 
 /// Per-run analysis: latency modes of each op and the run's verdicts.
@@ -109,6 +112,8 @@ pub enum VerdictKind {
     TailBeyondTarget,
     /// A note written as plain text by an older iolens (no kind, no figures).
     Note,
+    /// I/O syscall time not spent in the block layer: page cache, filesystem, locks.
+    AboveBlockLayer,
 }
 
 impl VerdictKind {
@@ -126,6 +131,7 @@ impl VerdictKind {
             VerdictKind::Contradiction => "contradiction",
             VerdictKind::TailBeyondTarget => "tail-beyond-target",
             VerdictKind::Note => "note",
+            VerdictKind::AboveBlockLayer => "above-block-layer",
         }
     }
 }
@@ -576,6 +582,38 @@ pub(super) fn upgrade_v1(doc: &mut serde_json::Value) {
         f.insert("cache".into(), steps.into());
     }
     cal.insert("findings".into(), f.into());
+}
+
+/// Where the watched processes' I/O time went in one span (an interval, or the whole watch):
+/// the shares of device service, host block queue, time above the block layer and CPU
+/// run-queue wait in their I/O syscall time plus run-queue time.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchShares {
+    /// Start, seconds from the start of the watch, and length of the span.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// Traced I/O syscalls completed, and their summed latency in seconds.
+    pub syscalls: u64,
+    pub syscall_s: f64,
+    /// Run-queue wait of the watched threads, seconds.
+    pub runq_s: f64,
+    /// Shares (0..1) of syscall time + run-queue time; they sum to 1 when there was any.
+    pub device: f64,
+    pub host_queue: f64,
+    pub above_block: f64,
+    pub runq: f64,
+    /// The layer that dominates, as a verdict kind (`storage-bound`, `host-queueing`,
+    /// `above-block-layer`, `cpu-bound`), or none when nothing was waited for.
+    pub verdict: Option<VerdictKind>,
+}
+
+/// The answer of an `iolens watch`: per interval and overall, where the I/O time went, and the
+/// verdicts in the seeds' terms.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchAnalysis {
+    pub overall: WatchShares,
+    pub intervals: Vec<WatchShares>,
+    pub verdicts: Vec<Verdict>,
 }
 
 #[cfg(test)]

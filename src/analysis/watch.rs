@@ -1,0 +1,214 @@
+//! The answer of `iolens watch`: where the watched processes' I/O time went.
+//!
+//! Input: the per-interval sums a watch records ([`WatchBudget`]): I/O syscall latency,
+//! device service and host queue time of the block requests those processes issued, and their
+//! threads' run-queue wait. Method (seed 000's layering, seed 003's CPU caveat): of the syscall
+//! time, the part the block layer accounts for is split into device service and host queue in
+//! their proportion (capped at the syscall time: asynchronous I/O can spend block time outside
+//! any syscall); the rest is *above the block layer* (page cache, filesystem, locks). Run-queue
+//! wait is added beside it, since a thread waiting for a CPU is not doing I/O. Shares are of
+//! syscall + run-queue time. The dominant layer is the verdict, except that a run-queue share of
+//! at least [`CPU_SHARE`] always gives "the CPU is saturated; the storage may be fine".
+
+use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
+use crate::results::{Results, WatchBudget, WatchSpan};
+
+/// Run-queue share of (I/O syscall + run-queue) time from which the CPU is the verdict.
+pub const CPU_SHARE: f64 = 0.20;
+/// Host-queue share from which a host-queueing warning is given even when it does not dominate.
+pub const QUEUE_SHARE: f64 = 0.30;
+
+/// The shares of one span.
+pub fn shares(s: &WatchSpan) -> WatchShares {
+    let sys = s.syscall_ns as f64;
+    let runq = s.runq_ns as f64;
+    let blk = (s.device_ns + s.queue_ns) as f64;
+    let in_block = blk.min(sys);
+    let (device, queue) = if blk > 0.0 {
+        (
+            in_block * s.device_ns as f64 / blk,
+            in_block * s.queue_ns as f64 / blk,
+        )
+    } else {
+        (0.0, 0.0)
+    };
+    let above = sys - in_block;
+    let total = sys + runq;
+    let mut out = WatchShares {
+        start_s: s.start_s,
+        duration_s: s.duration_s,
+        syscalls: s.syscalls,
+        syscall_s: sys / 1e9,
+        runq_s: runq / 1e9,
+        ..Default::default()
+    };
+    // The question is where I/O time went: without traced I/O there is no answer.
+    if sys <= 0.0 || total <= 0.0 {
+        return out;
+    }
+    out.device = device / total;
+    out.host_queue = queue / total;
+    out.above_block = above / total;
+    out.runq = runq / total;
+    out.verdict = Some(if out.runq >= CPU_SHARE {
+        VerdictKind::CpuBound
+    } else {
+        [
+            (out.device, VerdictKind::StorageBound),
+            (out.host_queue, VerdictKind::HostQueueing),
+            (out.above_block, VerdictKind::AboveBlockLayer),
+            (out.runq, VerdictKind::CpuBound),
+        ]
+        .into_iter()
+        .fold((-1.0, VerdictKind::StorageBound), |best, x| {
+            if x.0 > best.0 {
+                x
+            } else {
+                best
+            }
+        })
+        .1
+    });
+    out
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The verdicts of the whole watch.
+fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
+    let mut v = Vec::new();
+    let Some(kind) = o.verdict else {
+        return v;
+    };
+    let figures = [
+        ("syscalls", o.syscalls as f64),
+        ("syscall_s", o.syscall_s),
+        ("runq_s", o.runq_s),
+        ("device_share", o.device),
+        ("host_queue_share", o.host_queue),
+        ("above_block_share", o.above_block),
+        ("runq_share", o.runq),
+    ];
+    let per_request_us = |ns: u64| {
+        if all.block_requests > 0 {
+            ns as f64 / all.block_requests as f64 / 1e3
+        } else {
+            0.0
+        }
+    };
+    let message = match kind {
+        VerdictKind::CpuBound => format!(
+            "the CPU is saturated; the storage may be fine: the watched threads waited {:.3} s \
+             for a CPU, {} of their I/O and run-queue time (device service {}, above the block \
+             layer {})",
+            o.runq_s,
+            pct(o.runq),
+            pct(o.device),
+            pct(o.above_block)
+        ),
+        VerdictKind::StorageBound => format!(
+            "the storage is slow: device service is {} of the watched processes' I/O time \
+             ({:.1} µs per request over {} requests; host queue {}, above the block layer {}, \
+             CPU run queue {})",
+            pct(o.device),
+            per_request_us(all.device_ns),
+            all.block_requests,
+            pct(o.host_queue),
+            pct(o.above_block),
+            pct(o.runq)
+        ),
+        VerdictKind::HostQueueing => format!(
+            "the host queues: {} of the I/O time is spent in the host's block queue before the \
+             device sees the request ({:.1} µs per request: I/O scheduler, queue-depth limits), \
+             device service {}",
+            pct(o.host_queue),
+            per_request_us(all.queue_ns),
+            pct(o.device)
+        ),
+        _ => format!(
+            "the time is above the block layer: {} of the I/O syscall time was not spent in the \
+             block layer (page cache, filesystem, locks), device service {}, CPU run queue {}",
+            pct(o.above_block),
+            pct(o.device),
+            pct(o.runq)
+        ),
+    };
+    let severity = if kind == VerdictKind::AboveBlockLayer {
+        Severity::Info
+    } else {
+        Severity::Warning
+    };
+    v.push(Verdict::new(kind, severity, message, &figures));
+    if kind != VerdictKind::HostQueueing && o.host_queue >= QUEUE_SHARE {
+        v.push(Verdict::new(
+            VerdictKind::HostQueueing,
+            Severity::Warning,
+            format!(
+                "the host queues as well: {} of the I/O time is in the host's block queue",
+                pct(o.host_queue)
+            ),
+            &figures,
+        ));
+    }
+    v
+}
+
+/// The watch analysis of `r`, when it holds a watch's budget.
+pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
+    let budget: WatchBudget = serde_json::from_value(r.extra.get("watch")?.clone()).ok()?;
+    let mut all = WatchSpan::default();
+    for s in &budget.intervals {
+        all.syscalls += s.syscalls;
+        all.syscall_ns += s.syscall_ns;
+        all.block_requests += s.block_requests;
+        all.device_ns += s.device_ns;
+        all.queue_ns += s.queue_ns;
+        all.runq_ns += s.runq_ns;
+        all.oncpu_ns += s.oncpu_ns;
+        all.duration_s += s.duration_s;
+    }
+    let overall = shares(&all);
+    Some(WatchAnalysis {
+        verdicts: verdicts(&all, &overall),
+        intervals: budget.intervals.iter().map(shares).collect(),
+        overall,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(sys: u64, dev: u64, queue: u64, runq: u64) -> WatchSpan {
+        WatchSpan {
+            syscalls: 10,
+            syscall_ns: sys,
+            block_requests: 10,
+            device_ns: dev,
+            queue_ns: queue,
+            runq_ns: runq,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_dominant_layer_is_the_verdict() {
+        let s = shares(&span(1000, 800, 100, 0));
+        assert_eq!(s.verdict, Some(VerdictKind::StorageBound));
+        assert!((s.device - 0.8).abs() < 1e-9 && (s.above_block - 0.1).abs() < 1e-9);
+        let s = shares(&span(1000, 100, 700, 0));
+        assert_eq!(s.verdict, Some(VerdictKind::HostQueueing));
+        let s = shares(&span(1000, 0, 0, 10));
+        assert_eq!(s.verdict, Some(VerdictKind::AboveBlockLayer));
+        // Run-queue wait at 20 % makes it the CPU even though the device dominates.
+        let s = shares(&span(800, 700, 0, 200));
+        assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
+        // Block time beyond the syscall time (asynchronous I/O) is capped.
+        let s = shares(&span(100, 300, 100, 0));
+        assert!((s.device + s.host_queue - 1.0).abs() < 1e-9 && s.above_block == 0.0);
+        assert_eq!(shares(&span(0, 0, 0, 0)).verdict, None);
+        assert_eq!(shares(&span(0, 0, 0, 500)).verdict, None);
+    }
+}

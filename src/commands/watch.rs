@@ -1,0 +1,195 @@
+//! `iolens watch`: a live process's I/O and CPU, layer by layer (BPF).
+
+use std::io::IsTerminal as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Result};
+use clap::{Args, ValueEnum};
+
+use super::{finish, Context};
+use crate::render::heatmap::{HeatKind, OpSeries};
+use crate::render::{terminal, ColorChoice, TermStyle};
+use crate::watch::{Filters, IntervalView, Layer, WatchOptions};
+
+/// The layer the live heatmap shows.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum LayerArg {
+    /// I/O syscall latency (pread64, pwrite64, fsync, io_uring_enter, ...).
+    Syscall,
+    /// Block device service time (issue to completion).
+    Block,
+    /// CPU run-queue wait of the watched threads.
+    Cpu,
+}
+
+/// Arguments of `iolens watch`.
+#[derive(Args, Debug, Clone)]
+#[command(
+    after_help = "Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF. \
+    Without --pid or --comm the whole host is watched. With only --pid, the watch ends when \
+    every watched process has exited."
+)]
+pub struct WatchArgs {
+    /// Watch this process (repeatable).
+    #[arg(long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Watch every process of this name, including ones started later (repeatable), e.g.
+    /// `--comm postgres`.
+    #[arg(long = "comm", value_name = "NAME")]
+    pub comms: Vec<String>,
+    /// Record block requests of this disk only (repeatable; `/dev/vda`, `vda`, `254:0`; a
+    /// partition means its disk). Default: every disk.
+    #[arg(long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Stop after this long (default: until Ctrl-C, or until the watched pids have exited).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub duration: Option<Duration>,
+    /// Interval length of the per-interval histograms and of the live view.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Break the per-process syscall table down by thread.
+    #[arg(long)]
+    pub threads: bool,
+    /// The layer the live heatmap shows.
+    #[arg(long, value_enum, default_value_t = LayerArg::Syscall)]
+    pub layer: LayerArg,
+    /// No live view (it is drawn only when standard output is a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// The live view: a refreshing heatmap of the chosen layer and one line per interval.
+struct Live {
+    style: TermStyle,
+    lines: Vec<String>,
+    draw: bool,
+    what: String,
+}
+
+impl Live {
+    fn interval(&mut self, v: &IntervalView) {
+        let shares = crate::analysis::watch::shares(v.span);
+        let line = crate::render::watch::interval_line(&shares, &v.series.op, v.layer);
+        if !self.draw {
+            return;
+        }
+        self.lines.push(line);
+        let height = terminal_size::terminal_size()
+            .map(|(_, h)| h.0 as usize)
+            .unwrap_or(40);
+        let mut frame = String::from("\x1b[H\x1b[J");
+        frame.push_str(&format!("iolens watch: {} (Ctrl-C to stop)\n", self.what));
+        // Both heatmaps when the terminal is tall enough, else the frequency one.
+        if let Ok(series) = OpSeries::decode(&v.series) {
+            let maps: Vec<String> = [HeatKind::Frequency, HeatKind::Intensity]
+                .into_iter()
+                .filter_map(|kind| terminal::heatmap_text(&series, kind, &self.style))
+                .collect();
+            let tall: usize = maps.iter().map(|m| m.lines().count()).sum();
+            for (i, m) in maps.iter().enumerate() {
+                if i == 0 || tall + 6 <= height {
+                    frame.push_str(m);
+                }
+            }
+        }
+        let used = frame.lines().count() + 2;
+        let keep = height.saturating_sub(used).clamp(3, 30);
+        let from = self.lines.len().saturating_sub(keep);
+        for l in &self.lines[from..] {
+            frame.push_str(l);
+            frame.push('\n');
+        }
+        crate::out!("{frame}");
+    }
+}
+
+fn describe(f: &Filters) -> String {
+    let mut parts = Vec::new();
+    if !f.pids.is_empty() {
+        parts.push(format!(
+            "pid {}",
+            f.pids
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !f.comms.is_empty() {
+        parts.push(format!("processes named {}", f.comms.join(", ")));
+    }
+    if parts.is_empty() {
+        parts.push("every process".into());
+    }
+    let devices = if f.devices.is_empty() {
+        "every disk".to_string()
+    } else {
+        f.devices
+            .iter()
+            .map(|d| d.name.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("{}; block layer of {devices}", parts.join(" and "))
+}
+
+/// `iolens watch`.
+pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
+    crate::results::Destination::checked(a.json.as_deref())?;
+    if a.interval < Duration::from_millis(10) {
+        bail!("--interval must be at least 10ms");
+    }
+    if a.duration.is_some_and(|d| d.is_zero()) {
+        bail!("--duration must be longer than zero");
+    }
+    let filters = Filters::new(&a.pids, &a.comms, &a.devices)?;
+    let opts = WatchOptions {
+        filters,
+        layer: match a.layer {
+            LayerArg::Syscall => Layer::Syscall,
+            LayerArg::Block => Layer::Block,
+            LayerArg::Cpu => Layer::Cpu,
+        },
+        duration: a.duration,
+        interval: a.interval,
+        threads: a.threads,
+    };
+    let style = TermStyle::resolve(ColorChoice::Auto, None);
+    let what = describe(&opts.filters);
+    let mut live = Live {
+        style,
+        lines: Vec::new(),
+        draw: !cx.quiet && !a.no_progress && std::io::stdout().is_terminal(),
+        what: what.clone(),
+    };
+    let quiet = cx.quiet;
+    let mut results = crate::watch::watch(
+        &opts,
+        cx.cmdline.clone(),
+        &mut |tps| {
+            if !quiet {
+                eprintln!(
+                    "iolens: watching {what} ({} tracepoints attached)",
+                    tps.len()
+                );
+            }
+        },
+        &mut |v| live.interval(v),
+    )?;
+    results.analysis = Some(crate::analysis::analyse(&results));
+    results.validate()?;
+    let an = crate::analysis::of(&results);
+    let mut text = String::new();
+    text.push_str(&terminal::summary_table(&results).render(&style));
+    text.push_str(&crate::render::analysis::text(&results, &an, &style));
+    for w in &results.warnings {
+        eprintln!("iolens: warning: {w}");
+    }
+    crate::out!("{text}");
+    finish(&results, a.json.as_deref())
+}

@@ -1,0 +1,141 @@
+//! Text of `iolens watch`: the answer section (terminal and HTML, through
+//! [`super::analysis::blocks`]), the per-process table and the live view's per-interval line.
+
+use hdrhistogram::Histogram;
+
+use super::analysis::Block;
+use super::table::Table;
+use crate::results::analysis::{Analysis, VerdictKind, WatchShares};
+use crate::results::{Results, WatchBudget};
+use crate::units::{fmt_bytes, fmt_ns, sig3};
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// A verdict kind in two or three words, for the live view's lines.
+pub fn verdict_short(k: Option<VerdictKind>) -> &'static str {
+    match k {
+        Some(VerdictKind::StorageBound) => "storage slow",
+        Some(VerdictKind::HostQueueing) => "host queues",
+        Some(VerdictKind::AboveBlockLayer) => "above block layer",
+        Some(VerdictKind::CpuBound) => "CPU saturated",
+        Some(_) => "-",
+        None => "idle",
+    }
+}
+
+/// The live view's line for one interval.
+/// `layer` names the histogram `hist` holds (the heatmap's layer).
+pub fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> String {
+    let lat = if hist.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({layer} p50 {} p99 {})",
+            fmt_ns(hist.value_at_quantile(0.5) as f64),
+            fmt_ns(hist.value_at_quantile(0.99) as f64)
+        )
+    };
+    format!(
+        "{:>6}s {:>7} I/O syscalls{} device {} queue {} above {} runq {} → {}",
+        sig3(s.start_s + s.duration_s),
+        s.syscalls,
+        lat,
+        pct(s.device),
+        pct(s.host_queue),
+        pct(s.above_block),
+        pct(s.runq),
+        verdict_short(s.verdict)
+    )
+}
+
+/// The watch sections: where the time went (overall and per interval) and the processes.
+pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
+    let Some(w) = &an.watch else {
+        return;
+    };
+    let mut t = Table::new(&[
+        "interval",
+        "syscalls",
+        "syscall time",
+        "device",
+        "host queue",
+        "above block",
+        "CPU run queue",
+        "verdict",
+    ]);
+    let mut row = |label: String, s: &WatchShares| {
+        t.row(vec![
+            label,
+            s.syscalls.to_string(),
+            format!("{} s", sig3(s.syscall_s)),
+            pct(s.device),
+            pct(s.host_queue),
+            pct(s.above_block),
+            pct(s.runq),
+            verdict_short(s.verdict).to_string(),
+        ])
+    };
+    for s in &w.intervals {
+        row(
+            format!("{}–{} s", sig3(s.start_s), sig3(s.start_s + s.duration_s)),
+            s,
+        );
+    }
+    row("overall".into(), &w.overall);
+    let mut lines: Vec<String> = w
+        .verdicts
+        .iter()
+        .map(|v| format!("• {}", v.message))
+        .collect();
+    if lines.is_empty() {
+        lines.push("The watched processes did no traced I/O and did not wait for a CPU.".into());
+    }
+    let budget: Option<WatchBudget> = r
+        .extra
+        .get("watch")
+        .and_then(|v| serde_json::from_value(v.clone()).ok());
+    if let Some(b) = &budget {
+        if !b.lost.is_empty() {
+            lines.push(format!(
+                "Events lost in the kernel: {}",
+                b.lost
+                    .iter()
+                    .map(|(k, v)| format!("{v} ({k})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    out.push(Block {
+        title: "Where the watched I/O time went".into(),
+        lines,
+        table: Some(t),
+    });
+    let Some(b) = budget else {
+        return;
+    };
+    if b.processes.is_empty() {
+        return;
+    }
+    let mut t = Table::new(&["pid", "thread", "name", "syscall", "count", "bytes", "mean"]);
+    for p in &b.processes {
+        for (name, [count, bytes, ns]) in &p.syscalls {
+            t.row(vec![
+                p.pid.to_string(),
+                p.tid.map(|t| t.to_string()).unwrap_or_else(|| "all".into()),
+                p.comm.clone(),
+                name.clone(),
+                count.to_string(),
+                fmt_bytes(*bytes),
+                fmt_ns(*ns as f64 / (*count).max(1) as f64),
+            ]);
+        }
+    }
+    out.push(Block {
+        title: "Watched processes: traced syscalls".into(),
+        lines: vec![],
+        table: Some(t),
+    });
+}

@@ -1,0 +1,217 @@
+//! What `iolens watch` follows: processes by pid or name, block devices by path or name.
+//! Every filter is checked before any probe is loaded, so a typo is a clear error.
+
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+
+use anyhow::{bail, Result};
+
+/// Linux keeps the first 15 bytes of a process name (`comm`).
+pub const COMM_LEN: usize = 15;
+
+/// A block device to watch: its whole disk (partitions map to their disk).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// Kernel name of the disk (`vda`, `nvme0n1`).
+    pub name: String,
+    /// `major << 20 | minor` of the disk, as the BPF side reports it.
+    pub dev: u32,
+}
+
+/// The filters of one watch. Empty pids and comms: every process; empty devices: every device.
+#[derive(Clone, Debug, Default)]
+pub struct Filters {
+    pub pids: Vec<u32>,
+    pub comms: Vec<String>,
+    pub devices: Vec<Device>,
+}
+
+impl Filters {
+    /// Check and resolve the filters given on the command line.
+    pub fn new(pids: &[u32], comms: &[String], devices: &[String]) -> Result<Filters> {
+        for &p in pids {
+            if p == 0 || !alive(p) {
+                bail!("--pid {p}: no such process (is it still running? `ps -p {p}` shows it)");
+            }
+        }
+        let mut names = Vec::new();
+        for c in comms {
+            if c.is_empty() {
+                bail!("--comm needs a process name, e.g. --comm postgres");
+            }
+            if c.contains('/') {
+                bail!(
+                    "--comm {c}: give the process name as `ps -o comm` shows it (e.g. postgres), \
+                     not a path"
+                );
+            }
+            // The kernel truncates names; matching on the truncated form follows long names.
+            let t: String = truncate_comm(c);
+            if !names.contains(&t) {
+                names.push(t);
+            }
+        }
+        let mut devs = Vec::new();
+        for d in devices {
+            let dev = resolve_device(d)?;
+            if !devs.contains(&dev) {
+                devs.push(dev);
+            }
+        }
+        Ok(Filters {
+            pids: pids.to_vec(),
+            comms: names,
+            devices: devs,
+        })
+    }
+
+    /// Whether block requests of device `dev` (`major << 20 | minor`) are recorded.
+    pub fn wants_device(&self, dev: u32) -> bool {
+        self.devices.is_empty() || self.devices.iter().any(|d| d.dev == dev)
+    }
+
+    /// The one name every watched process has, when only one --comm (and no --pid) is given:
+    /// the name of a process that exited before it could be looked up.
+    pub fn only_comm(&self) -> Option<String> {
+        match (self.pids.is_empty(), self.comms.as_slice()) {
+            (true, [one]) => Some(one.clone()),
+            _ => None,
+        }
+    }
+
+    /// Whether every process is watched (no --pid, no --comm).
+    pub fn all_processes(&self) -> bool {
+        self.pids.is_empty() && self.comms.is_empty()
+    }
+}
+
+fn truncate_comm(c: &str) -> String {
+    let mut end = c.len().min(COMM_LEN);
+    while !c.is_char_boundary(end) {
+        end -= 1;
+    }
+    c[..end].to_string()
+}
+
+/// The 16-byte, NUL-padded key the BPF side compares `comm` with.
+pub fn comm_key(c: &str) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    let b = c.as_bytes();
+    let n = b.len().min(COMM_LEN);
+    k[..n].copy_from_slice(&b[..n]);
+    k
+}
+
+/// Whether process `pid` exists (and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => {
+            // The state follows the parenthesised name, which may itself contain ')'.
+            let state = s
+                .rfind(')')
+                .and_then(|i| s[i + 1..].split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The name (`comm`) of process `pid`, if it still exists.
+pub fn comm_of(pid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
+/// Kernel name of block device `major:minor`, or `major:minor` when sysfs does not know it.
+pub fn device_name(major: u32, minor: u32) -> String {
+    fs::read_link(format!("/sys/dev/block/{major}:{minor}"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))
+        .unwrap_or_else(|| format!("{major}:{minor}"))
+}
+
+fn parse_dev(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Resolve `/dev/vda`, `vda`, `/dev/vda1` or `254:0` to its whole disk.
+pub fn resolve_device(given: &str) -> Result<Device> {
+    let (major, minor) = if let Some(mm) = parse_dev(given) {
+        mm
+    } else {
+        let path = if given.starts_with('/') {
+            given.to_string()
+        } else {
+            format!("/dev/{given}")
+        };
+        match fs::metadata(&path) {
+            Ok(m) if m.file_type().is_block_device() => {
+                let rdev = m.rdev();
+                (libc::major(rdev), libc::minor(rdev))
+            }
+            Ok(_) => bail!(
+                "--device {given}: {path} is not a block device (name a disk such as /dev/vda; \
+                 `lsblk` lists them)"
+            ),
+            Err(_) => bail!("--device {given}: no such block device (`lsblk` lists them)"),
+        }
+    };
+    let sys = format!("/sys/dev/block/{major}:{minor}");
+    let Ok(real) = fs::canonicalize(&sys) else {
+        bail!("--device {given}: the kernel has no block device {major}:{minor}");
+    };
+    // A partition's sysfs directory sits inside its disk's and has a `partition` file.
+    let disk_dir = if real.join("partition").exists() {
+        real.parent().map(Path::to_path_buf).unwrap_or(real.clone())
+    } else {
+        real.clone()
+    };
+    let name = disk_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_else(|| given.to_string());
+    let Some((dmaj, dmin)) = fs::read_to_string(disk_dir.join("dev"))
+        .ok()
+        .and_then(|s| parse_dev(&s))
+    else {
+        bail!("--device {given}: cannot read the disk's number from sysfs");
+    };
+    Ok(Device {
+        name,
+        dev: (dmaj << 20) | dmin,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_resolve_to_their_disk_and_bad_ones_are_refused() {
+        let root = fs::metadata("/").unwrap().dev();
+        let (maj, min) = (libc::major(root), libc::minor(root));
+        if fs::canonicalize(format!("/sys/dev/block/{maj}:{min}")).is_ok() {
+            let d = resolve_device(&format!("{maj}:{min}")).unwrap();
+            assert!(!d.name.is_empty());
+            assert!(resolve_device(&format!("/dev/{}", d.name)).is_ok());
+        }
+        let e = resolve_device("/dev/no-such-disk-xyz").unwrap_err();
+        assert!(e.to_string().contains("no such block device"), "{e}");
+        let e = resolve_device("/dev/null").unwrap_err();
+        assert!(e.to_string().contains("not a block device"), "{e}");
+    }
+
+    #[test]
+    fn pids_and_names_are_checked() {
+        assert!(Filters::new(&[std::process::id()], &[], &[]).is_ok());
+        let e = Filters::new(&[999_999_999], &[], &[]).unwrap_err();
+        assert!(e.to_string().contains("no such process"), "{e}");
+        let f = Filters::new(&[], &["a-very-long-process-name".into()], &[]).unwrap();
+        assert_eq!(f.comms, vec!["a-very-long-pro".to_string()]);
+        assert_eq!(&comm_key("postgres")[..9], b"postgres\0");
+        assert!(Filters::new(&[], &["/usr/bin/x".into()], &[]).is_err());
+    }
+}

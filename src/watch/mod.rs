@@ -1,0 +1,662 @@
+//! `iolens watch`: live processes traced with BPF, layer by layer.
+//!
+//! The kernel side (`bpf/watch.bpf.c`) times, for the watched processes, every traced I/O
+//! syscall (entry to exit), every block request (submission → issue: host queue; issue →
+//! completion: device service; attributed to the submitting process) and the scheduler's view
+//! of their threads (run-queue wait after a wakeup or preemption, on-CPU slices, off-CPU spans).
+//! Each finished event comes through one ring buffer; here it becomes an exact latency in the
+//! interval of its completion, so the result is the same per-interval HdrHistogram model every
+//! other producer writes: a run `syscalls` (ops named by syscall), one run per block device
+//! (`blk:read:queue`, `blk:read:device`, ...) and a run `cpu` (`cpu:runq`, `cpu:on`, `cpu:off`),
+//! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
+
+pub mod filter;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, RingBuf};
+use hdrhistogram::Histogram;
+
+use crate::bpf::{self, Attached, Global};
+use crate::results::{
+    fold_stub_tail, new_histogram, record_ns, Hist, Interval, Kind, OpResult, Results, RunResult,
+    WatchBudget, WatchProcess, WatchSpan,
+};
+
+pub use filter::{Device, Filters};
+
+/// The syscalls traced, in result order; their op names are the syscall names.
+pub const SYSCALLS: &[(&str, libc::c_long, bool)] = &[
+    ("pread64", libc::SYS_pread64, true),
+    ("pwrite64", libc::SYS_pwrite64, true),
+    ("preadv", libc::SYS_preadv, true),
+    ("preadv2", libc::SYS_preadv2, true),
+    ("pwritev", libc::SYS_pwritev, true),
+    ("pwritev2", libc::SYS_pwritev2, true),
+    ("fsync", libc::SYS_fsync, false),
+    ("fdatasync", libc::SYS_fdatasync, false),
+    ("io_submit", libc::SYS_io_submit, false),
+    ("io_getevents", libc::SYS_io_getevents, false),
+    ("io_uring_enter", libc::SYS_io_uring_enter, false),
+];
+
+/// Names of the block-layer ops a request of kernel op `op` is recorded under: (queue, device).
+fn block_ops(op: u32) -> (&'static str, &'static str, &'static str) {
+    match op {
+        0 => ("read", "blk:read:queue", "blk:read:device"),
+        1 => ("write", "blk:write:queue", "blk:write:device"),
+        2 => ("flush", "blk:flush:queue", "blk:flush:device"),
+        3 => ("discard", "blk:discard:queue", "blk:discard:device"),
+        _ => ("other", "blk:other:queue", "blk:other:device"),
+    }
+}
+
+/// Run-queue wait of a thread that became runnable (woken or preempted), until it ran.
+pub const CPU_RUNQ: &str = "cpu:runq";
+/// One on-CPU slice of a watched thread.
+pub const CPU_ON: &str = "cpu:on";
+/// One off-CPU span of a watched thread (sleeping or waiting, run-queue wait included).
+pub const CPU_OFF: &str = "cpu:off";
+
+/// Which layer the live view's heatmap shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// I/O syscall latency.
+    Syscall,
+    /// Block device service time.
+    Block,
+    /// CPU run-queue wait.
+    Cpu,
+}
+
+impl Layer {
+    /// The name of the live series.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Syscall => "syscalls",
+            Layer::Block => "block device",
+            Layer::Cpu => "run queue",
+        }
+    }
+}
+
+/// What to watch and for how long.
+#[derive(Clone, Debug)]
+pub struct WatchOptions {
+    pub filters: Filters,
+    /// The layer of the live view's heatmap.
+    pub layer: Layer,
+    /// Stop after this long (`None`: until Ctrl-C, or until every watched pid has exited).
+    pub duration: Option<Duration>,
+    /// Length of the per-interval histograms.
+    pub interval: Duration,
+    /// Break the per-process syscall table down by thread.
+    pub threads: bool,
+}
+
+/// What the live view gets at the end of every interval.
+pub struct IntervalView<'a> {
+    /// Interval number (0-based).
+    pub index: usize,
+    pub span: &'a WatchSpan,
+    /// The chosen layer's latency histogram of the interval.
+    pub layer: &'a Histogram<u64>,
+    /// The chosen layer so far, one interval per column (heatmap material).
+    pub series: OpResult,
+}
+
+const EV_SYSCALL: u32 = 1;
+const EV_BLOCK: u32 = 2;
+const EV_CPU_ON: u32 = 3;
+const EV_CPU_OFF: u32 = 4;
+const BLOCK_WATCHED: u32 = 1 << 16;
+const LOST_CAUSES: [&str; 4] = [
+    "ring buffer full",
+    "syscall state map full",
+    "block state map full",
+    "task state map full",
+];
+
+/// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    kind: u32,
+    tgid: u32,
+    tid: u32,
+    sub: u32,
+    a: u64,
+    b: u64,
+    ts: u64,
+    dev: u32,
+    bytes: u32,
+}
+
+impl Event {
+    fn parse(d: &[u8]) -> Option<Event> {
+        if d.len() < 48 {
+            return None;
+        }
+        let u32_at = |o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap_or([0; 4]));
+        let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
+        Some(Event {
+            kind: u32_at(0),
+            tgid: u32_at(4),
+            tid: u32_at(8),
+            sub: u32_at(12),
+            a: u64_at(16),
+            b: u64_at(24),
+            ts: u64_at(32),
+            dev: u32_at(40),
+            bytes: u32_at(44),
+        })
+    }
+}
+
+/// One op's per-interval histograms.
+struct OpAcc {
+    intervals: Vec<Option<(Histogram<u64>, u64, u64)>>,
+}
+
+impl OpAcc {
+    fn new() -> OpAcc {
+        OpAcc {
+            intervals: Vec::new(),
+        }
+    }
+
+    fn record(&mut self, k: usize, ns: u64, bytes: u64, error: bool) {
+        if self.intervals.len() <= k {
+            self.intervals.resize_with(k + 1, || None);
+        }
+        let slot = self.intervals[k].get_or_insert_with(|| (new_histogram(), 0, 0));
+        if error {
+            slot.2 += 1;
+        } else {
+            record_ns(&mut slot.0, ns);
+            slot.1 += bytes;
+        }
+    }
+
+    /// The op as a result over intervals `0..n` with the given bounds.
+    fn finish(&self, name: &str, spans: &[(f64, f64)]) -> Result<OpResult> {
+        let empty = Hist::encode(&new_histogram());
+        let mut total = new_histogram();
+        let (mut bytes, mut errors) = (0, 0);
+        let mut ivs = Vec::with_capacity(spans.len());
+        for (k, (start_s, duration_s)) in spans.iter().enumerate() {
+            let (hist, count, b) = match self.intervals.get(k).and_then(|s| s.as_ref()) {
+                Some((h, b, e)) => {
+                    total
+                        .add(h)
+                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                    bytes += b;
+                    errors += e;
+                    (Hist::encode(h), h.len(), *b)
+                }
+                None => (empty.clone(), 0, 0),
+            };
+            ivs.push(Interval {
+                start_s: *start_s,
+                duration_s: *duration_s,
+                count,
+                bytes: b,
+                hist,
+            });
+        }
+        fold_stub_tail(&mut ivs)?;
+        let mut r = OpResult::new(name, &total, bytes, ivs);
+        r.errors = errors;
+        Ok(r)
+    }
+}
+
+/// Everything recorded so far.
+struct Recording {
+    interval_ns: u64,
+    start_ns: u64,
+    /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
+    ops: BTreeMap<(String, &'static str), OpAcc>,
+    spans: Vec<WatchSpan>,
+    /// By (pid, tid); tid 0 when threads are not asked for.
+    processes: BTreeMap<(u32, u32), WatchProcess>,
+    threads: bool,
+    interval_layer: Vec<Histogram<u64>>,
+    layer: Layer,
+    devices: HashMap<u32, String>,
+}
+
+impl Recording {
+    fn interval_of(&self, ts: u64) -> usize {
+        (ts.saturating_sub(self.start_ns) / self.interval_ns) as usize
+    }
+
+    fn span(&mut self, k: usize) -> &mut WatchSpan {
+        while self.spans.len() <= k {
+            let i = self.spans.len() as f64;
+            let len = self.interval_ns as f64 / 1e9;
+            self.spans.push(WatchSpan {
+                start_s: i * len,
+                duration_s: len,
+                ..Default::default()
+            });
+        }
+        &mut self.spans[k]
+    }
+
+    fn record(&mut self, op: (String, &'static str), k: usize, ns: u64, bytes: u64, err: bool) {
+        self.ops
+            .entry(op)
+            .or_insert_with(OpAcc::new)
+            .record(k, ns, bytes, err);
+    }
+
+    fn device_name(&mut self, dev: u32) -> String {
+        self.devices
+            .entry(dev)
+            .or_insert_with(|| filter::device_name(dev >> 20, dev & 0xfffff))
+            .clone()
+    }
+
+    fn add(&mut self, e: &Event, filters: &Filters) {
+        if e.ts < self.start_ns {
+            return;
+        }
+        let k = self.interval_of(e.ts);
+        match e.kind {
+            EV_SYSCALL => {
+                let Some(&(name, _, _)) = SYSCALLS.get((e.sub as usize).wrapping_sub(1)) else {
+                    return;
+                };
+                let error = e.bytes != 0;
+                self.record((String::new(), name), k, e.a, e.b, error);
+                if !error && self.layer == Layer::Syscall {
+                    self.layer_record(k, e.a);
+                }
+                let span = self.span(k);
+                span.syscalls += 1;
+                span.syscall_ns += e.a;
+                let tid = if self.threads { e.tid } else { 0 };
+                let p = self
+                    .processes
+                    .entry((e.tgid, tid))
+                    .or_insert_with(|| WatchProcess {
+                        pid: e.tgid,
+                        tid: (tid != 0).then_some(tid),
+                        comm: filter::comm_of(e.tgid)
+                            .or_else(|| filters.only_comm())
+                            .unwrap_or_else(|| "(exited)".into()),
+                        syscalls: BTreeMap::new(),
+                    });
+                let row = p.syscalls.entry(name.to_string()).or_insert([0; 3]);
+                row[0] += 1;
+                row[1] += e.b;
+                row[2] += e.a;
+            }
+            EV_BLOCK => {
+                if !filters.wants_device(e.dev) {
+                    return;
+                }
+                let dev = self.device_name(e.dev);
+                let (_, queue_op, device_op) = block_ops(e.sub & 0xffff);
+                self.record((dev.clone(), queue_op), k, e.b, 0, false);
+                self.record((dev.clone(), device_op), k, e.a, e.bytes as u64, false);
+                // The kernel side marks requests a watched process submitted.
+                let watched = e.sub & BLOCK_WATCHED != 0;
+                if self.layer == Layer::Block && (watched || filters.all_processes()) {
+                    self.layer_record(k, e.a);
+                }
+                if watched && !filters.all_processes() {
+                    // The same device, only the requests the watched processes submitted.
+                    let mine = format!("{dev} (watched)");
+                    self.record((mine.clone(), queue_op), k, e.b, 0, false);
+                    self.record((mine, device_op), k, e.a, e.bytes as u64, false);
+                }
+                if watched {
+                    let span = self.span(k);
+                    span.block_requests += 1;
+                    span.device_ns += e.a;
+                    span.queue_ns += e.b;
+                }
+            }
+            EV_CPU_ON => {
+                self.record(("cpu".into(), CPU_ON), k, e.a, 0, false);
+                self.span(k).oncpu_ns += e.a;
+            }
+            EV_CPU_OFF => {
+                self.record(("cpu".into(), CPU_OFF), k, e.a, 0, false);
+                if e.b > 0 {
+                    self.record(("cpu".into(), CPU_RUNQ), k, e.b, 0, false);
+                    if self.layer == Layer::Cpu {
+                        self.layer_record(k, e.b);
+                    }
+                    self.span(k).runq_ns += e.b;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn layer_record(&mut self, k: usize, ns: u64) {
+        while self.interval_layer.len() <= k {
+            self.interval_layer.push(new_histogram());
+        }
+        record_ns(&mut self.interval_layer[k], ns);
+    }
+
+    /// The live layer as it stands, for the heatmap.
+    fn syscall_series(&self, upto: usize) -> Result<OpResult> {
+        let mut acc = OpAcc::new();
+        for h in self.interval_layer.iter().take(upto + 1) {
+            acc.intervals.push(Some((h.clone(), 0, 0)));
+        }
+        let spans: Vec<(f64, f64)> = (0..=upto)
+            .map(|i| {
+                let len = self.interval_ns as f64 / 1e9;
+                (i as f64 * len, len)
+            })
+            .collect();
+        acc.finish(self.layer.name(), &spans)
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the struct we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Load and attach the watch programs for `filters`. Returns the loaded object and what was
+/// attached, as `name (tp_btf|raw_tp)`.
+fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
+    let mut ebpf = bpf::load(
+        bpf::WATCH_OBJECT,
+        &[
+            Global {
+                name: "watch_all",
+                value: u32::from(filters.pids.is_empty() && filters.comms.is_empty()),
+            },
+            Global {
+                name: "self_tgid",
+                value: std::process::id(),
+            },
+        ],
+    )?;
+    {
+        let mut idx: Array<&mut MapData, u32> = Array::try_from(
+            ebpf.map_mut("syscall_index")
+                .context("BPF object lacks syscall_index")?,
+        )?;
+        for (i, (_, nr, _)) in SYSCALLS.iter().enumerate() {
+            idx.set(*nr as u32, i as u32 + 1, 0)?;
+        }
+    }
+    {
+        let mut pids: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
+            ebpf.map_mut("watch_pids")
+                .context("BPF object lacks watch_pids")?,
+        )?;
+        for &p in &filters.pids {
+            pids.insert(p, 1, 0)?;
+        }
+    }
+    {
+        let mut comms: BpfHashMap<&mut MapData, [u8; 16], u8> = BpfHashMap::try_from(
+            ebpf.map_mut("watch_comms")
+                .context("BPF object lacks watch_comms")?,
+        )?;
+        for c in &filters.comms {
+            comms.insert(filter::comm_key(c), 1, 0)?;
+        }
+    }
+    let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
+    let mut attached = Vec::new();
+    let mut add = |ebpf: &mut aya::Ebpf, tp: &str, required: bool| -> Result<bool> {
+        match bpf::attach_tracepoint(ebpf, &btf, tp) {
+            Ok(how) => {
+                attached.push(format!(
+                    "{tp} ({})",
+                    if how == Attached::Btf {
+                        "tp_btf"
+                    } else {
+                        "raw_tp"
+                    }
+                ));
+                Ok(true)
+            }
+            Err(e) if required => Err(e.into()),
+            Err(_) => Ok(false),
+        }
+    };
+    add(&mut ebpf, "sys_enter", true)?;
+    add(&mut ebpf, "sys_exit", true)?;
+    // Newer kernels (6.5+) mark a request's start where it is accounted; older ones only
+    // show the insert into a scheduler queue.
+    if !add(&mut ebpf, "block_io_start", false)? {
+        add(&mut ebpf, "block_rq_insert", true)?;
+    }
+    add(&mut ebpf, "block_rq_issue", true)?;
+    add(&mut ebpf, "block_rq_requeue", true)?;
+    add(&mut ebpf, "block_rq_complete", true)?;
+    add(&mut ebpf, "sched_wakeup", true)?;
+    add(&mut ebpf, "sched_wakeup_new", true)?;
+    add(&mut ebpf, "sched_switch", true)?;
+    Ok((ebpf, attached))
+}
+
+/// Watch until the duration ends, Ctrl-C, or (when only pids are watched) every pid has exited.
+/// `on_attached` is called once the probes are in place; `view` at the end of every interval.
+pub fn watch(
+    opts: &WatchOptions,
+    command_line: Vec<String>,
+    on_attached: &mut dyn FnMut(&[String]),
+    view: &mut dyn FnMut(&IntervalView),
+) -> Result<Results> {
+    let filters = &opts.filters;
+    let (mut ebpf, tracepoints) = attach(filters)?;
+    let mut ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
+    crate::interrupt::install();
+    let started_wall = std::time::SystemTime::now();
+    let interval_ns = opts.interval.as_nanos().max(1_000_000) as u64;
+    let start_ns = monotonic_ns();
+    let t0 = Instant::now();
+    let mut rec = Recording {
+        interval_ns,
+        start_ns,
+        ops: BTreeMap::new(),
+        spans: Vec::new(),
+        processes: BTreeMap::new(),
+        threads: opts.threads,
+        interval_layer: Vec::new(),
+        layer: opts.layer,
+        devices: HashMap::new(),
+    };
+    on_attached(&tracepoints);
+    let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
+    let mut shown = 0usize;
+    let mut gone_since: Option<Instant> = None;
+    let mut parse_errors = 0u64;
+    let end_reason;
+    loop {
+        // The programs do not wake us per record (see emit() in watch.bpf.c): read the ring
+        // in batches, every few milliseconds.
+        let n = bpf::drain_ring(
+            &mut ring,
+            Duration::from_millis(20),
+            |d| match Event::parse(d) {
+                Some(e) => rec.add(&e, filters),
+                None => parse_errors += 1,
+            },
+        );
+        if n > 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let elapsed = t0.elapsed();
+        // Show every interval that ended more than a moment ago (events of other CPUs may
+        // still be on their way for a few milliseconds).
+        let now_k = ((monotonic_ns() - start_ns).saturating_sub(20_000_000) / interval_ns) as usize;
+        while shown < now_k {
+            rec.span(shown);
+            while rec.interval_layer.len() <= shown {
+                rec.interval_layer.push(new_histogram());
+            }
+            let series = rec.syscall_series(shown)?;
+            view(&IntervalView {
+                index: shown,
+                span: &rec.spans[shown],
+                layer: &rec.interval_layer[shown],
+                series,
+            });
+            shown += 1;
+        }
+        if crate::interrupt::interrupted() {
+            end_reason = "interrupted";
+            break;
+        }
+        if let Some(d) = opts.duration {
+            if elapsed >= d {
+                end_reason = "duration";
+                break;
+            }
+        }
+        // Let the last events of the exited processes arrive before ending.
+        if only_pids && filters.pids.iter().all(|&p| !filter::alive(p)) {
+            let since = *gone_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= Duration::from_millis(100) {
+                end_reason = "exited";
+                break;
+            }
+        }
+    }
+    let end_ns = monotonic_ns();
+    // Whatever is still in the ring buffer happened before the end.
+    while let Some(item) = ring.next() {
+        match Event::parse(&item) {
+            Some(e) if e.ts <= end_ns => rec.add(&e, filters),
+            Some(_) => {}
+            None => parse_errors += 1,
+        }
+    }
+    let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
+    drop(ebpf);
+
+    let total_s = (end_ns - start_ns) as f64 / 1e9;
+    let n = (end_ns - start_ns).div_ceil(interval_ns).max(1) as usize;
+    rec.span(n - 1);
+    rec.spans.truncate(n);
+    if let Some(last) = rec.spans.last_mut() {
+        last.duration_s = (total_s - last.start_s).max(1e-6);
+    }
+    let bounds: Vec<(f64, f64)> = rec
+        .spans
+        .iter()
+        .map(|s| (s.start_s, s.duration_s))
+        .collect();
+
+    let mut lost = BTreeMap::new();
+    for (i, &v) in lost_counts.iter().enumerate() {
+        if v > 0 {
+            lost.insert(LOST_CAUSES.get(i).unwrap_or(&"other").to_string(), v);
+        }
+    }
+    if parse_errors > 0 {
+        lost.insert("malformed records".into(), parse_errors);
+    }
+
+    let mut res = Results::new(Kind::Watch, command_line);
+    res.environment = crate::sys::environment();
+    let started = humantime::format_rfc3339_millis(started_wall).to_string();
+    let spec = serde_json::json!({
+        "source": "watch",
+        "pids": filters.pids,
+        "comms": filters.comms,
+        "devices": filters.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
+        "interval_s": interval_ns as f64 / 1e9,
+    });
+    let mut runs: BTreeMap<String, Vec<OpResult>> = BTreeMap::new();
+    let mut order: Vec<String> = Vec::new();
+    // Syscall ops in the order of SYSCALLS, then devices, then CPU.
+    let mut keys: Vec<&(String, &'static str)> = rec.ops.keys().collect();
+    let rank = |k: &(String, &'static str)| -> (u8, String, usize) {
+        if k.0.is_empty() {
+            let i = SYSCALLS.iter().position(|s| s.0 == k.1).unwrap_or(99);
+            (0, String::new(), i)
+        } else if k.0 == "cpu" {
+            let i = [CPU_RUNQ, CPU_ON, CPU_OFF]
+                .iter()
+                .position(|s| *s == k.1)
+                .unwrap_or(9);
+            (2, String::new(), i)
+        } else {
+            (1, k.0.clone(), 0)
+        }
+    };
+    keys.sort_by_key(|k| (rank(k), k.1));
+    for key in keys {
+        let run = if key.0.is_empty() {
+            "syscalls".to_string()
+        } else if key.0 == "cpu" {
+            "cpu".to_string()
+        } else {
+            format!("block {}", key.0)
+        };
+        if !runs.contains_key(&run) {
+            order.push(run.clone());
+        }
+        runs.entry(run)
+            .or_default()
+            .push(rec.ops[key].finish(key.1, &bounds)?);
+    }
+    let interrupted = end_reason == "interrupted";
+    let mut warnings = Vec::new();
+    if !lost.is_empty() {
+        warnings.push(format!(
+            "events were lost in the kernel: {}",
+            lost.iter()
+                .map(|(k, v)| format!("{v} ({k})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if !runs.contains_key("syscalls") {
+        warnings.push(
+            "no traced I/O syscall of a watched process completed while watching".to_string(),
+        );
+    }
+    for name in order {
+        let ops = runs.remove(&name).unwrap_or_default();
+        res.runs.push(RunResult {
+            name: name.clone(),
+            phase: "watch".into(),
+            spec: spec.clone(),
+            started: started.clone(),
+            duration_s: total_s,
+            interval_s: interval_ns as f64 / 1e9,
+            ops,
+            interrupted,
+            counters: lost
+                .iter()
+                .map(|(k, v)| (format!("lost: {k}"), *v as f64))
+                .collect(),
+            ..Default::default()
+        });
+    }
+    res.warnings = warnings;
+    let budget = WatchBudget {
+        intervals: rec.spans.clone(),
+        processes: rec.processes.into_values().collect(),
+        tracepoints,
+        lost,
+        pids: filters.pids.clone(),
+        comms: filters.comms.clone(),
+        devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
+    };
+    res.extra
+        .insert("watch".into(), serde_json::to_value(&budget)?);
+    Ok(res)
+}
