@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
+pub mod profile;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
@@ -872,6 +873,8 @@ pub enum Kind {
     Ingest,
     /// `iolens verify`: an offline check of a target's blocks.
     Verify,
+    /// `iolens profile`: on- and off-CPU stacks of running processes.
+    Profile,
 }
 
 /// The whole record of one iolens invocation.
@@ -903,6 +906,9 @@ pub struct Results {
     /// Absent in version 1 files (renderers then compute it on reading).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<analysis::Analysis>,
+    /// On- and off-CPU stacks (`iolens profile`, `ingest --format perf-script|folded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<profile::StackProfile>,
 }
 
 impl Results {
@@ -921,6 +927,7 @@ impl Results {
             extra: BTreeMap::new(),
             warnings: Vec::new(),
             analysis: None,
+            profile: None,
         }
     }
 
@@ -978,6 +985,9 @@ impl Results {
     /// command that loads results (`show`, `report`, `compare`, `export`) goes through this,
     /// so they all refuse the same files with the same message.
     pub fn validate(&self) -> Result<()> {
+        if let Some(p) = &self.profile {
+            p.validate().context("its stack profile is not valid")?;
+        }
         for (i, run) in self.runs.iter().enumerate() {
             run.validate()
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;

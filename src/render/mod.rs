@@ -89,6 +89,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::Trace => "trace",
         Kind::Ingest => "ingest",
         Kind::Verify => "verify",
+        Kind::Profile => "profile",
     }
 }
 
