@@ -264,6 +264,7 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
     calibration_blocks(r, an, &mut out);
     trace_blocks(an, &mut out);
     db_blocks(r, an, &mut out);
+    super::stacks::blocks(r, an.stack_profile.as_ref(), &mut out);
     out
 }
 
