@@ -15,6 +15,10 @@ command -v losetup >/dev/null 2>&1 || need+=(mount)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v mkswap >/dev/null 2>&1 || need+=(util-linux)
 command -v script >/dev/null 2>&1 || need+=(bsdutils)
+# The BPF objects (src/bpf/obj) are rebuilt from bpf/*.bpf.c to check they are not stale.
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
+[ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
@@ -28,6 +32,13 @@ if [ -x scripts/pg-test-server.sh ]; then
   export IOLENS_PG_TESTS=1
 fi
 export IOLENS_BROWSER_TESTS=1
+
+scripts/build-bpf.sh
+if [ -n "$(git status --porcelain src/bpf/obj 2>/dev/null)" ]; then
+  echo "the committed BPF objects in src/bpf/obj are stale: run scripts/build-bpf.sh and commit them" >&2
+  git status --porcelain src/bpf/obj >&2
+  exit 1
+fi
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

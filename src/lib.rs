@@ -23,6 +23,7 @@
 //! Nothing imports a module above it; [`units`] (parsing and formatting) and [`stamp`] (the
 //! block format) sit at the bottom. See `docs/architecture.md` for the whole map.
 pub mod analysis;
+pub mod bpf;
 pub mod calibrate;
 pub mod commands;
 pub mod db;

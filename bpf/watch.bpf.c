@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// iolens watch: syscall, block-layer and scheduler probes for watched processes.
+//
+// Every finished I/O or scheduling interval becomes one fixed-size `struct event` in a ring
+// buffer; user space turns them into per-interval histograms. Nothing is dropped silently:
+// a full ring buffer or a full state map increments a counter in `lost`.
+//
+// Each handler exists twice, as a BTF-typed tracepoint (tp_btf) and as a raw tracepoint; user
+// space loads whichever the kernel accepts. Both see the same `u64 *ctx` argument array, and
+// every kernel structure is read with BPF_CORE_READ, so one body serves both.
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+#define EV_SYSCALL 1
+#define EV_BLOCK 2
+#define EV_CPU_ON 3
+#define EV_CPU_OFF 4
+
+#define LOST_RINGBUF 0
+#define LOST_SYSCALL_STATE 1
+#define LOST_BLOCK_STATE 2
+#define LOST_TASK_STATE 3
+#define LOST_SLOTS 4
+
+#define TASK_RUNNING 0
+
+struct event {
+	__u32 kind;
+	__u32 tgid;
+	__u32 tid;
+	__u32 sub;  // syscall index, block op, 0 for cpu
+	__u64 a;    // syscall latency, block device service, on-cpu slice, off-cpu span
+	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
+	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
+	__u32 dev;  // block: disk major << 20 | first_minor
+	__u32 bytes; // block: completed bytes
+};
+
+// Set by user space before load.
+const volatile __u32 watch_all = 1;     // 0: only pids in watch_pids / comms in watch_comms
+const volatile __u32 self_tgid = 0;     // the watcher itself is never traced
+const volatile __u32 want_syscalls = 1;
+const volatile __u32 want_block = 1;
+const volatile __u32 want_cpu = 1;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOST_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+// syscall number -> 1 + index in user space's list; 0: not traced.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} syscall_index SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} watch_pids SEC(".maps");
+
+struct comm_key {
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct comm_key);
+	__type(value, __u8);
+} watch_comms SEC(".maps");
+
+struct sys_state {
+	__u64 ts;
+	__u32 index;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sys_state);
+} in_syscall SEC(".maps");
+
+struct rq_state {
+	__u64 start;
+	__u64 issue;
+	__u32 tgid;
+	__u32 tid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct rq_state);
+} in_block SEC(".maps");
+
+struct task_state {
+	__u64 on_ts;   // switched in
+	__u64 off_ts;  // switched out
+	__u64 wake_ts; // became runnable (woken, or preempted while running)
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+static __always_inline void count_lost(__u32 slot)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline int watched(__u32 tgid, const char *comm16)
+{
+	if (tgid == 0 || tgid == self_tgid)
+		return 0;
+	if (watch_all)
+		return 1;
+	if (bpf_map_lookup_elem(&watch_pids, &tgid))
+		return 1;
+	struct comm_key key = {};
+	__builtin_memcpy(key.comm, comm16, 16);
+	return bpf_map_lookup_elem(&watch_comms, &key) != 0;
+}
+
+static __always_inline int current_watched(__u32 tgid)
+{
+	if (tgid == 0 || tgid == self_tgid)
+		return 0;
+	if (watch_all)
+		return 1;
+	if (bpf_map_lookup_elem(&watch_pids, &tgid))
+		return 1;
+	struct comm_key key = {};
+	bpf_get_current_comm(key.comm, sizeof(key.comm));
+	return bpf_map_lookup_elem(&watch_comms, &key) != 0;
+}
+
+static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
+				 __u64 ts, __u32 dev, __u32 bytes)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	e->kind = kind;
+	e->tgid = tgid;
+	e->tid = tid;
+	e->sub = sub;
+	e->a = a;
+	e->b = b;
+	e->ts = ts;
+	e->dev = dev;
+	e->bytes = bytes;
+	bpf_ringbuf_submit(e, 0);
+}
+
+/* ---------------------------------------------------------------- syscalls */
+
+static __always_inline int on_sys_enter(__u64 *ctx)
+{
+	if (!want_syscalls)
+		return 0;
+	__u32 nr = (__u32)ctx[1];
+	__u32 *index = bpf_map_lookup_elem(&syscall_index, &nr);
+	if (!index || *index == 0)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!current_watched(tgid))
+		return 0;
+	__u32 tid = (__u32)id;
+	struct sys_state st = { .ts = bpf_ktime_get_ns(), .index = *index };
+	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
+		count_lost(LOST_SYSCALL_STATE);
+	return 0;
+}
+
+static __always_inline int on_sys_exit(__u64 *ctx)
+{
+	if (!want_syscalls)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
+	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
+	if (!st)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	long ret = (long)ctx[1];
+	emit(EV_SYSCALL, id >> 32, tid, st->index, now - st->ts, ret > 0 ? (__u64)ret : 0, now, 0,
+	     ret < 0 ? 1 : 0);
+	bpf_map_delete_elem(&in_syscall, &tid);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int btf_sys_enter(__u64 *ctx) { return on_sys_enter(ctx); }
+SEC("raw_tp/sys_enter")
+int raw_sys_enter(__u64 *ctx) { return on_sys_enter(ctx); }
+SEC("tp_btf/sys_exit")
+int btf_sys_exit(__u64 *ctx) { return on_sys_exit(ctx); }
+SEC("raw_tp/sys_exit")
+int raw_sys_exit(__u64 *ctx) { return on_sys_exit(ctx); }
+
+/* ------------------------------------------------------------- block layer */
+
+static __always_inline void rq_start(struct request *rq)
+{
+	if (!want_block)
+		return;
+	__u64 key = (__u64)rq;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
+	// Only the first sighting counts (block_io_start comes before block_rq_insert).
+	long err = bpf_map_update_elem(&in_block, &key, &st, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */)
+		count_lost(LOST_BLOCK_STATE);
+}
+
+static __always_inline void rq_issue(struct request *rq)
+{
+	if (!want_block)
+		return;
+	__u64 key = (__u64)rq;
+	__u64 now = bpf_ktime_get_ns();
+	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
+	if (st) {
+		if (st->issue == 0)
+			st->issue = now;
+		return;
+	}
+	// Issued straight away, never queued where we could see it.
+	__u64 id = bpf_get_current_pid_tgid();
+	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
+	if (bpf_map_update_elem(&in_block, &key, &fresh, BPF_ANY))
+		count_lost(LOST_BLOCK_STATE);
+}
+
+static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
+{
+	if (!want_block)
+		return;
+	__u64 key = (__u64)rq;
+	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
+	if (!st)
+		return; // started before we attached
+	__u64 now = bpf_ktime_get_ns();
+	__u64 issue = st->issue ? st->issue : now;
+	__u32 op = BPF_CORE_READ(rq, cmd_flags) & 0xff;
+	int major = BPF_CORE_READ(rq, q, disk, major);
+	int minor = BPF_CORE_READ(rq, q, disk, first_minor);
+	__u32 dev = ((__u32)major << 20) | (__u32)minor;
+	emit(EV_BLOCK, st->tgid, st->tid, op, now - issue, issue - st->start, now, dev, nr_bytes);
+	bpf_map_delete_elem(&in_block, &key);
+}
+
+SEC("tp_btf/block_io_start")
+int btf_block_io_start(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
+SEC("raw_tp/block_io_start")
+int raw_block_io_start(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
+SEC("tp_btf/block_rq_insert")
+int btf_block_rq_insert(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
+SEC("raw_tp/block_rq_insert")
+int raw_block_rq_insert(__u64 *ctx) { rq_start((struct request *)ctx[0]); return 0; }
+SEC("tp_btf/block_rq_issue")
+int btf_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
+SEC("raw_tp/block_rq_issue")
+int raw_block_rq_issue(__u64 *ctx) { rq_issue((struct request *)ctx[0]); return 0; }
+SEC("tp_btf/block_rq_complete")
+int btf_block_rq_complete(__u64 *ctx) { rq_complete((struct request *)ctx[0], (__u32)ctx[2]); return 0; }
+SEC("raw_tp/block_rq_complete")
+int raw_block_rq_complete(__u64 *ctx) { rq_complete((struct request *)ctx[0], (__u32)ctx[2]); return 0; }
+
+/* --------------------------------------------------------------- scheduler */
+
+static __always_inline int task_watched(struct task_struct *p, __u32 *tgid, __u32 *tid)
+{
+	*tgid = BPF_CORE_READ(p, tgid);
+	*tid = BPF_CORE_READ(p, pid);
+	if (*tid == 0)
+		return 0;
+	if (watch_all)
+		return *tgid != self_tgid;
+	char comm[16] = {};
+	if (!bpf_map_lookup_elem(&watch_pids, tgid))
+		bpf_probe_read_kernel(comm, sizeof(comm), &p->comm);
+	else
+		return *tgid != self_tgid;
+	return watched(*tgid, comm);
+}
+
+static __always_inline void on_wakeup(struct task_struct *p)
+{
+	if (!want_cpu)
+		return;
+	__u32 tgid, tid;
+	if (!task_watched(p, &tgid, &tid))
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (st) {
+		st->wake_ts = now;
+		return;
+	}
+	struct task_state fresh = { .wake_ts = now };
+	if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
+		count_lost(LOST_TASK_STATE);
+}
+
+static __always_inline void on_switch(__u64 *ctx)
+{
+	if (!want_cpu)
+		return;
+	struct task_struct *prev = (struct task_struct *)ctx[1];
+	struct task_struct *next = (struct task_struct *)ctx[2];
+	__u32 prev_state = (__u32)ctx[3];
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tgid, tid;
+
+	if (task_watched(prev, &tgid, &tid)) {
+		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+		if (st) {
+			if (st->on_ts)
+				emit(EV_CPU_ON, tgid, tid, 0, now - st->on_ts, 0, now, 0, 0);
+			st->on_ts = 0;
+			st->off_ts = now;
+			st->wake_ts = prev_state == TASK_RUNNING ? now : 0;
+		} else {
+			struct task_state fresh = { .off_ts = now,
+						    .wake_ts = prev_state == TASK_RUNNING ? now : 0 };
+			if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
+				count_lost(LOST_TASK_STATE);
+		}
+	}
+	if (task_watched(next, &tgid, &tid)) {
+		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+		if (st) {
+			if (st->off_ts) {
+				__u64 runq = st->wake_ts && st->wake_ts <= now ? now - st->wake_ts : 0;
+				emit(EV_CPU_OFF, tgid, tid, 0, now - st->off_ts, runq, now, 0, 0);
+			}
+			st->on_ts = now;
+			st->off_ts = 0;
+			st->wake_ts = 0;
+		} else {
+			struct task_state fresh = { .on_ts = now };
+			if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
+				count_lost(LOST_TASK_STATE);
+		}
+	}
+}
+
+SEC("tp_btf/sched_wakeup")
+int btf_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
+SEC("raw_tp/sched_wakeup")
+int raw_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
+SEC("tp_btf/sched_wakeup_new")
+int btf_sched_wakeup_new(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
+SEC("raw_tp/sched_wakeup_new")
+int raw_sched_wakeup_new(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
+SEC("tp_btf/sched_switch")
+int btf_sched_switch(__u64 *ctx) { on_switch(ctx); return 0; }
+SEC("raw_tp/sched_switch")
+int raw_sched_switch(__u64 *ctx) { on_switch(ctx); return 0; }

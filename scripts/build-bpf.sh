@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Regenerates every committed BPF object src/bpf/obj/<name>.bpf.o from bpf/<name>.bpf.c.
+# Needs clang and libbpf-dev (for <bpf/bpf_helpers.h>); bpf/vmlinux.h is committed, so bpftool
+# is not needed. The objects are committed so that building iolens needs only Rust and gcc;
+# scripts/test.sh runs this and fails when the committed objects are stale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p src/bpf/obj
+for src in bpf/*.bpf.c; do
+  name=$(basename "$src" .c)
+  # -g keeps BTF (needed for CO-RE relocation and tp_btf); strip DWARF so the object is small
+  # and does not embed this machine's paths.
+  clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Ibpf -c "$src" -o "src/bpf/obj/$name.o.tmp"
+  llvm-strip -g "src/bpf/obj/$name.o.tmp"
+  mv "src/bpf/obj/$name.o.tmp" "src/bpf/obj/$name.o"
+done
