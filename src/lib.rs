@@ -31,6 +31,7 @@ pub mod engine;
 pub mod interrupt;
 pub mod journal;
 pub mod out;
+pub mod profile;
 pub mod progress;
 pub mod recorder;
 pub mod render;

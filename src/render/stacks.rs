@@ -1,8 +1,11 @@
 //! The stack-profile sections `show` and `report` print: the on/off-CPU split (off-CPU time by
 //! reason), the top functions and the database and kernel layers the time went through.
 
+use std::fmt::Write as _;
+
 use super::analysis::Block;
 use super::table::Table;
+use super::TermStyle;
 use crate::results::analysis::StackProfileAnalysis;
 use crate::results::profile::OffCpuReason;
 use crate::results::Results;
@@ -134,4 +137,32 @@ pub fn blocks(r: &Results, an: Option<&StackProfileAnalysis>, out: &mut Vec<Bloc
             table: Some(t),
         });
     }
+}
+
+/// The sections as terminal text, with at most `rows` rows per table (the brief `profile`
+/// prints as it ends; `show` prints them whole).
+pub fn text(
+    r: &Results,
+    an: Option<&StackProfileAnalysis>,
+    style: &TermStyle,
+    rows: usize,
+) -> String {
+    let mut blocks = Vec::new();
+    let mut an = an.cloned();
+    if let Some(a) = an.as_mut() {
+        a.top_functions.truncate(rows);
+        a.layers.truncate(rows);
+    }
+    self::blocks(r, an.as_ref(), &mut blocks);
+    let mut out = String::new();
+    for b in blocks {
+        super::table::heading(&mut out, style, &b.title);
+        for l in &b.lines {
+            let _ = writeln!(out, "{l}");
+        }
+        if let Some(t) = &b.table {
+            out.push_str(&t.render(style));
+        }
+    }
+    out
 }
