@@ -36,7 +36,7 @@ def run(profile_args, name):
     if profile_args is not None:
         prof = subprocess.Popen([bin_, "-q", "profile", "--pid", str(run.pid),
                                  "--duration", f"{secs + 2}s", "--no-progress"] + profile_args,
-                                stdout=subprocess.DEVNULL)
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run.wait()
     if prof:
         prof.send_signal(2)
