@@ -4,7 +4,7 @@
 //!
 //! Symbolisation uses blazesym (libbpf project, BSD-3-Clause): user addresses through the
 //! process's own mappings (`/proc/PID/maps` and `map_files`: ELF symbol tables, DWARF where the
-//! binary has it, perf maps of JIT runtimes), kernel addresses through `/proc/kallsyms`; Rust
+//! binary has readable debug sections, perf maps of JIT runtimes), kernel addresses through `/proc/kallsyms`; Rust
 //! and C++ names are demangled by rustc-demangle and cpp_demangle ([`demangle`]). It runs while the profiled processes are still alive (a process
 //! that exited before the end keeps its stacks, as `[unknown]` frames, with a warning).
 //! Return addresses (every frame but the leaf) are looked up one byte earlier, inside the call
@@ -266,21 +266,28 @@ fn symbolise(raw: &[RawStack], b: &mut ProfileBuilder, warnings: &mut Vec<String
         if addrs.is_empty() {
             continue;
         }
+        // DWARF first; a file whose debug sections cannot be read (compressed ones: blazesym's
+        // zlib support is left out, see Cargo.toml) falls back to the ELF symbol tables.
         let src = Source::Process(Process::new(Pid::from(pid)));
-        match names(&sym, &src, &addrs) {
+        let mut plain = Process::new(Pid::from(pid));
+        plain.debug_syms = false;
+        let found =
+            names(&sym, &src, &addrs).or_else(|_| names(&sym, &Source::Process(plain), &addrs));
+        match found {
             Ok(n) => {
                 for (a, n) in addrs.into_iter().zip(n) {
                     unames.insert((pid, a), n);
                 }
             }
-            Err(_) => gone.push(pid),
+            Err(e) => gone.push(format!("{pid} ({e})")),
         }
     }
     if !gone.is_empty() {
         gone.sort_unstable();
         warnings.push(format!(
-            "process(es) {gone:?} exited before their stacks could be symbolised: their user \
-             frames are [unknown]"
+            "the user stacks of process(es) {} could not be symbolised (exited before the end of \
+             the profile?): their user frames are [unknown]",
+            gone.join(", ")
         ));
     }
     for s in raw {

@@ -1,7 +1,8 @@
 //! Folded stacks (Brendan Gregg's format, as `render::folded` writes it and stackcollapse-*.pl
 //! produce it) into a stack profile: `comm;outer;…;leaf WEIGHT` per line.
 //!
-//! The first frame is taken as the process name. A `_[k]` suffix marks a kernel frame
+//! The first frame is taken as the process name; a line needs at least one `;`, and a file
+//! with more lines not understood than stacks is not read as folded stacks. A `_[k]` suffix marks a kernel frame
 //! (`_[j]`, `_[i]` — JIT, inlined — are dropped: the frames are user code). A last frame
 //! `[off-cpu REASON]` marks an off-CPU stack. Weights are sample counts, or microseconds when
 //! the file has off-CPU stacks (as iolens writes them).
@@ -35,6 +36,10 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
             r.unparsed("not UTF-8 text");
             continue;
         };
+        if !stack.contains(';') {
+            r.unparsed("no `;` between frames");
+            continue;
+        }
         let mut parts = stack.split(';');
         let comm = parts.next().unwrap_or_default().to_string();
         let mut names: Vec<&str> = parts.collect();
@@ -67,6 +72,10 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
             .collect();
         rows.push((comm, frames, state, w));
         r.parsed();
+    }
+    // Text that merely has a few lines of this shape (a trace, a log) is not folded stacks.
+    if r.stats.unparsed > r.stats.parsed {
+        rows.clear();
     }
     let us = rows.iter().any(|r| r.2 != StackState::OnCpu);
     for (comm, frames, state, w) in rows {

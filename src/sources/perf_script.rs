@@ -7,7 +7,7 @@
 //!          e5f70 read (/lib/x86_64-linux-gnu/libc-2.15.so)
 //! ```
 //! The header is `comm pid[/tid] [cpu] time: [period] event:` (the command name may hold
-//! spaces). Frames are `address symbol[+offset] (module)`; the offset is dropped, an unknown
+//! spaces; the time is required). Frames are `address symbol[+offset] (module)`; the offset is dropped, an unknown
 //! symbol becomes `[module file name]` (or `[unknown]`), and a frame is a kernel frame when its
 //! module is `[kernel.kallsyms]`, another `[module]` or a `vmlinux` file, or its address lies in
 //! the kernel half. Names are tidied as Brendan Gregg's stackcollapse-perf does by default (`;`
@@ -62,20 +62,15 @@ fn is_pid(t: &[u8]) -> bool {
 fn header(line: &[u8]) -> Option<Header<'_>> {
     let toks: Vec<(usize, &[u8])> = tokens(line);
     let ts = toks.iter().position(|(_, t)| is_ts(t).is_some());
-    let (pid_at, time_s, rest) = match ts {
-        Some(i) => {
-            // Before the time: optional `[cpu]`, then pid[/tid].
-            let mut j = i.checked_sub(1)?;
-            if toks[j].1.starts_with(b"[") && toks[j].1.ends_with(b"]") {
-                j = j.checked_sub(1)?;
-            }
-            (j, is_ts(toks[i].1), &toks[i + 1..])
-        }
-        None => {
-            let j = toks.iter().rposition(|(_, t)| is_pid(t))?;
-            (j, None, &toks[j + 1..])
-        }
-    };
+    // Every `perf script` header has the sample's time (`12345.678901:`); requiring it keeps
+    // other text with numbers in it from passing for a header.
+    let i = ts?;
+    // Before the time: optional `[cpu]`, then pid[/tid].
+    let mut pid_at = i.checked_sub(1)?;
+    if toks[pid_at].1.starts_with(b"[") && toks[pid_at].1.ends_with(b"]") {
+        pid_at = pid_at.checked_sub(1)?;
+    }
+    let (time_s, rest) = (is_ts(toks[i].1), &toks[i + 1..]);
     if pid_at == 0 || !is_pid(toks[pid_at].1) {
         return None;
     }
