@@ -249,6 +249,23 @@ fn start_profile(args: &[&str]) -> Killed {
     Killed(child)
 }
 
+/// Start a test program with `args` and wait for its first line of output (the spin program's
+/// CPU time, the reader's `reading`).
+fn start_program(exe: &Path, args: &[&std::ffi::OsStr]) -> (Killed, String) {
+    let mut prog = Killed(
+        Command::new(exe)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(prog.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (prog, line.trim().to_string())
+}
+
 fn wait_ok(k: &mut Killed, limit: Duration) {
     let start = Instant::now();
     loop {
@@ -293,18 +310,8 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
         "--no-progress",
     ]);
     // The program burns 3 s of its own CPU time, prints it, then sleeps off CPU until killed.
-    let mut prog = Killed(
-        Command::new(&exe)
-            .arg("3")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(prog.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let cpu_ns: f64 = line.trim().parse().unwrap();
+    let (prog, line) = start_program(&exe, &["3".as_ref()]);
+    let cpu_ns: f64 = line.parse().unwrap();
     wait_ok(&mut prof, Duration::from_secs(60));
     drop(prog);
 
@@ -364,18 +371,8 @@ fn off_cpu_profile_of_direct_preads_is_the_read_path_in_io_wait() {
     // A file on a real filesystem (not tmpfs), read with O_DIRECT: every read waits for the disk.
     let data = dir.path().join("data");
     std::fs::write(&data, vec![7u8; 64 << 20]).unwrap();
-    let mut prog = Killed(
-        Command::new(&exe)
-            .arg(&data)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(prog.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "reading");
+    let (prog, line) = start_program(&exe, &[data.as_os_str()]);
+    assert_eq!(line, "reading");
     let json = dir.path().join("off.json");
     let folded = dir.path().join("off.folded");
     let pid = prog.0.id().to_string();
@@ -502,17 +499,7 @@ fn perf_record_of_the_same_program_ingests_to_the_same_stacks() {
         ours.to_str().unwrap(),
         "--no-progress",
     ]);
-    let mut prog = Killed(
-        Command::new(&exe)
-            .arg("2")
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut line = String::new();
-    BufReader::new(prog.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let (prog, _) = start_program(&exe, &["2".as_ref()]);
     wait_ok(&mut prof, Duration::from_secs(60));
     drop(prog);
     // perf's profile of the same program.

@@ -270,8 +270,13 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
 
 /// The sections as terminal text.
 pub fn text(r: &Results, an: &Analysis, style: &TermStyle) -> String {
+    blocks_text(blocks(r, an), style)
+}
+
+/// Sections as terminal text: heading, lines, table.
+pub(crate) fn blocks_text(blocks: Vec<Block>, style: &TermStyle) -> String {
     let mut out = String::new();
-    for b in blocks(r, an) {
+    for b in blocks {
         super::table::heading(&mut out, style, &b.title);
         for l in &b.lines {
             let _ = writeln!(out, "{l}");

@@ -1,8 +1,6 @@
 //! The stack-profile sections `show` and `report` print: the on/off-CPU split (off-CPU time by
 //! reason), the top functions and the database and kernel layers the time went through.
 
-use std::fmt::Write as _;
-
 use super::analysis::Block;
 use super::table::Table;
 use super::TermStyle;
@@ -154,15 +152,5 @@ pub fn text(
         a.layers.truncate(rows);
     }
     self::blocks(r, an.as_ref(), &mut blocks);
-    let mut out = String::new();
-    for b in blocks {
-        super::table::heading(&mut out, style, &b.title);
-        for l in &b.lines {
-            let _ = writeln!(out, "{l}");
-        }
-        if let Some(t) = &b.table {
-            out.push_str(&t.render(style));
-        }
-    }
-    out
+    super::analysis::blocks_text(blocks, style)
 }
