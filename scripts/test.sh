@@ -23,6 +23,9 @@ python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+# tests/profile.rs builds its test programs with gcc and compares with `perf record`.
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

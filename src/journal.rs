@@ -160,7 +160,7 @@ impl Header {
             flushes: rd64(b, 72),
             updated: rd64(b, 80),
         };
-        if h.granule == 0 || h.granule % UNIT as u64 != 0 || h.runs > MAX_RUNS {
+        if h.granule == 0 || !h.granule.is_multiple_of(UNIT as u64) || h.runs > MAX_RUNS {
             return Err(format!(
                 "its header holds impossible values (granule {}, runs {})",
                 h.granule, h.runs
@@ -303,7 +303,10 @@ impl RunJournal {
             .metadata()
             .with_context(|| format!("cannot examine {}", target.display()))?;
         let (dev, ino) = (m.dev(), m.ino());
-        if g.block_size == 0 || g.block_size % UNIT as u64 != 0 || g.region_offset % 512 != 0 {
+        if g.block_size == 0
+            || !g.block_size.is_multiple_of(UNIT as u64)
+            || !g.region_offset.is_multiple_of(512)
+        {
             bail!("internal: journaled writes must be whole 512-byte units");
         }
         let want_granule = gcd(g.block_size, g.region_offset);

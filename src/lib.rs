@@ -36,6 +36,7 @@ pub mod journal;
 pub mod merge;
 pub mod out;
 pub mod placement;
+pub mod profile;
 pub mod progress;
 pub mod recorder;
 pub mod render;

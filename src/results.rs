@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod analysis;
 pub mod hosts;
+pub mod profile;
 mod write;
 pub use write::{write_atomically, write_results, Destination};
 
@@ -1242,6 +1243,8 @@ pub enum Kind {
     Verify,
     /// `iolens watch`: live processes traced with BPF (syscalls, block layer, CPU).
     Watch,
+    /// `iolens profile`: on- and off-CPU stacks of running processes.
+    Profile,
 }
 
 /// The whole record of one iolens invocation.
@@ -1280,6 +1283,9 @@ pub struct Results {
     /// Set by `iolens merge`: the ranks merged, windows, per-rank series, stragglers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<hosts::MergeInfo>,
+    /// On- and off-CPU stacks (`iolens profile`, `ingest --format perf-script|folded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<profile::StackProfile>,
 }
 
 impl Results {
@@ -1300,6 +1306,7 @@ impl Results {
             analysis: None,
             placement: None,
             merge: None,
+            profile: None,
         }
     }
 
@@ -1369,6 +1376,9 @@ impl Results {
     /// command that loads results (`show`, `report`, `compare`, `export`) goes through this,
     /// so they all refuse the same files with the same message.
     pub fn validate(&self) -> Result<()> {
+        if let Some(p) = &self.profile {
+            p.validate().context("its stack profile is not valid")?;
+        }
         for (i, run) in self.runs.iter().enumerate() {
             run.validate()
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;

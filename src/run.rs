@@ -54,7 +54,8 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let stamped = target.kind == TargetKind::Scratch;
     if writes
         && stamped
-        && (spec.block_size % UNIT as u64 != 0 || spec.region_offset % UNIT as u64 != 0)
+        && (!spec.block_size.is_multiple_of(UNIT as u64)
+            || !spec.region_offset.is_multiple_of(UNIT as u64))
     {
         bail!(
             "writes to an iolens scratch file must be whole 512-byte units (its blocks are \
@@ -67,7 +68,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     if spec
         .region_offset
         .checked_add(spec.working_set())
-        .map_or(true, |end| end > target.data_size)
+        .is_none_or(|end| end > target.data_size)
     {
         bail!("the working set does not fit in the target's data area");
     }

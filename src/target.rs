@@ -1120,14 +1120,14 @@ impl Target {
             return Ok(());
         }
         let lbs = crate::sys::logical_block_size(&self.path) as u64;
-        if spec.block_size % lbs != 0 {
+        if !spec.block_size.is_multiple_of(lbs) {
             bail!(
                 "--bs {} is not a multiple of the device's logical block size ({lbs} bytes), \
                  which O_DIRECT requires; use a multiple of {lbs} or --buffered",
                 spec.block_size
             );
         }
-        if (self.data_offset + spec.region_offset) % lbs != 0 {
+        if !(self.data_offset + spec.region_offset).is_multiple_of(lbs) {
             bail!("--offset must be a multiple of the device's logical block size ({lbs} bytes)");
         }
         Ok(())

@@ -39,7 +39,7 @@ pub fn verify_target(
     use crate::results::{new_histogram, record_ns, Hist, Interval, OpResult, RunResult};
     use crate::target::HEADER_AREA;
 
-    if o.chunk == 0 || o.chunk % UNIT != 0 || o.chunk > 256 << 20 {
+    if o.chunk == 0 || !o.chunk.is_multiple_of(UNIT) || o.chunk > 256 << 20 {
         bail!("--bs must be a multiple of 512 bytes, at most 256 MiB");
     }
     // Opened once, by descriptor; a damaged header is corruption (exit 3), left as found.
@@ -418,7 +418,7 @@ pub struct BenchFigures {
 /// Measure stamping and verification of `bs`-byte blocks: hot (one block, in CPU cache, as
 /// right after a buffered read) and cold (a 256 MiB region, from memory, as after DMA).
 pub fn bench(bs: u64) -> Result<BenchFigures> {
-    if bs == 0 || bs % UNIT as u64 != 0 || bs > 64 << 20 {
+    if bs == 0 || !bs.is_multiple_of(UNIT as u64) || bs > 64 << 20 {
         bail!("--bench-bs must be a multiple of 512 bytes, at most 64 MiB");
     }
     let bs = bs as usize;

@@ -271,7 +271,7 @@ impl WorkloadSpec {
                 fmt_bytes(self.block_size)
             );
         }
-        if self.direct && self.engine != EngineKind::Null && self.block_size % 512 != 0 {
+        if self.direct && self.engine != EngineKind::Null && !self.block_size.is_multiple_of(512) {
             bail!(
                 "--bs {} is not a multiple of 512 bytes, which O_DIRECT requires; \
                  use a multiple of the device's logical block size or --buffered",
@@ -342,7 +342,7 @@ impl WorkloadSpec {
         if self
             .region_offset
             .checked_add(self.working_set())
-            .map_or(true, |end| end > self.target_size)
+            .is_none_or(|end| end > self.target_size)
         {
             bail!(
                 "the working set ({} at offset {}) does not fit in the target ({})",
@@ -363,7 +363,7 @@ impl WorkloadSpec {
         {
             bail!("the working set is too small to give each sequential stream its own blocks");
         }
-        if self.direct && self.region_offset % 512 != 0 {
+        if self.direct && !self.region_offset.is_multiple_of(512) {
             bail!("--offset must be a multiple of 512 bytes with O_DIRECT");
         }
         match self.distribution {

@@ -230,3 +230,143 @@ fn reports_load_and_draw_in_headless_chromium() {
         );
     }
 }
+
+/// Appended to a flame graph after its own script: errors, and the frames left visible.
+const FLAME_PROBE: &str = r#"<script><![CDATA[
+(function(){var svg=document.getElementById('iolens-flame'),vis=[],gs=svg.querySelectorAll('g.f');
+var act=location.search.slice(1);
+if(act==='click'){var a=null;for(var i=0;i<gs.length;i++){if(gs[i].getAttribute('data-n')==='a')a=gs[i];}
+ a.querySelector('rect').dispatchEvent(new MouseEvent('click',{bubbles:true}));}
+for(var i=0;i<gs.length;i++){var g=gs[i];if(g.style.display!=='none')vis.push([g.getAttribute('data-n'),+g.querySelector('rect').getAttribute('width'),g.querySelector('rect').getAttribute('fill')]);}
+var t=document.createElementNS('http://www.w3.org/2000/svg','text');t.setAttribute('id','probe');
+t.textContent='FLAMEPROBE'+JSON.stringify({errors:window.__errs||[],vis:vis,hash:location.hash,matched:svg.querySelector('#matched').textContent,plot:+svg.getAttribute('data-plot')})+'EBORPEMALF';
+svg.appendChild(t);})();
+]]></script>"#;
+
+/// Load a probed copy of a flame graph (`query` picks an action, `fragment` the URL fragment).
+fn flame_probe(
+    bin: &Path,
+    dir: &Path,
+    svg: &Path,
+    query: &str,
+    fragment: &str,
+) -> serde_json::Value {
+    let text = std::fs::read_to_string(svg).unwrap();
+    let open_end =
+        text.find("<svg").unwrap() + text[text.find("<svg").unwrap()..].find('>').unwrap() + 1;
+    let hook = "<script><![CDATA[window.__errs=[];window.addEventListener('error',function(e){window.__errs.push(String(e.message||e));});]]></script>";
+    let probed = format!(
+        "{}{hook}{}",
+        &text[..open_end],
+        text[open_end..].replacen("</svg>", &format!("{FLAME_PROBE}</svg>"), 1)
+    );
+    let path = dir.join("probe.svg");
+    std::fs::write(&path, probed).unwrap();
+    let dom = run_chromium(
+        bin,
+        &dir.join("profile-flame"),
+        &["--dump-dom".into(), "--window-size=1300,600".into()],
+        &format!("file://{}?{query}{fragment}", path.display()),
+    );
+    let a = dom.rfind("FLAMEPROBE").expect("probe output") + "FLAMEPROBE".len();
+    let b = a + dom[a..].find("EBORPEMALF").unwrap();
+    let json = dom[a..b].replace("&quot;", "\"").replace("&amp;", "&");
+    serde_json::from_str(&json).unwrap()
+}
+
+#[test]
+fn flame_graph_opens_zooms_and_searches_in_headless_chromium() {
+    let Some(bin) = chromium() else {
+        if std::env::var("IOLENS_BROWSER_TESTS").as_deref() == Ok("1") {
+            panic!("IOLENS_BROWSER_TESTS=1 but chromium is not installed");
+        }
+        eprintln!("note: skipping the flame graph browser test: chromium not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/recorded/perf-script-spin_ab.txt");
+    let json = dir.path().join("p.json");
+    let svg = dir.path().join("p.svg");
+    let iolens = |args: &[&std::ffi::OsStr]| {
+        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    iolens(&[
+        "-q".as_ref(),
+        "ingest".as_ref(),
+        "--format".as_ref(),
+        "perf-script".as_ref(),
+        fixture.as_os_str(),
+        "--json".as_ref(),
+        json.as_os_str(),
+    ]);
+    iolens(&[
+        "export".as_ref(),
+        json.as_os_str(),
+        "--flame".as_ref(),
+        svg.as_os_str(),
+    ]);
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let id_of = |name: &str| -> String {
+        let at = text.find(&format!("data-n=\"{name}\"")).unwrap();
+        let g = text[..at].rfind("data-id=\"").unwrap() + "data-id=\"".len();
+        text[g..g + text[g..].find('"').unwrap()].to_string()
+    };
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v["vis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f[0].as_str().unwrap().to_string())
+            .collect()
+    };
+    let width = |v: &serde_json::Value, n: &str| -> f64 {
+        v["vis"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f[0] == n)
+            .map(|f| f[1].as_f64().unwrap())
+            .sum()
+    };
+
+    // Plain load: no errors, both hot functions drawn, b about twice as wide as a.
+    let p = flame_probe(&bin, dir.path(), &svg, "", "");
+    assert_eq!(p["errors"].as_array().unwrap().len(), 0, "{p}");
+    let (wa, wb) = (width(&p, "a"), width(&p, "b"));
+    assert!(
+        wa > 100.0 && (1.6..2.5).contains(&(wb / wa)),
+        "a {wa} px, b {wb} px"
+    );
+
+    // The URL fragment zooms: b fills the width, a is gone, b's callers stay (as ancestors).
+    let p = flame_probe(&bin, dir.path(), &svg, "", &format!("#zoom={}", id_of("b")));
+    assert_eq!(p["errors"].as_array().unwrap().len(), 0, "{p}");
+    let plot = p["plot"].as_f64().unwrap();
+    assert!((width(&p, "b") - plot).abs() < 0.5, "{p}");
+    assert!(!names(&p).contains(&"a".to_string()), "{p}");
+    assert!(names(&p).contains(&"main".to_string()), "{p}");
+
+    // A click zooms and writes the fragment.
+    let p = flame_probe(&bin, dir.path(), &svg, "click", "");
+    assert!((width(&p, "a") - plot).abs() < 0.5, "{p}");
+    assert_eq!(p["hash"], format!("#zoom={}", id_of("a")), "{p}");
+
+    // Search from the fragment highlights matches and reports their share.
+    let p = flame_probe(&bin, dir.path(), &svg, "", "#search=%5Eb%24");
+    let hit: Vec<&serde_json::Value> = p["vis"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f[2] == "rgb(230,0,230)")
+        .collect();
+    assert_eq!(hit.len(), 1, "{p}");
+    assert!(
+        p["matched"].as_str().unwrap().starts_with("Matched: 6"),
+        "{p}"
+    );
+}

@@ -10,7 +10,7 @@
 //! print. [`analyse`] gathers them into one typed [`Analysis`] that producers store in
 //! [`Results::analysis`] (types in [`crate::results::analysis`]) and renderers show:
 //! ```text
-//! Results ──► analyse ──► Analysis { runs, calibration, trace_profile, db }
+//! Results ──► analyse ──► Analysis { runs, calibration, trace_profile, db, stack_profile }
 //! RunResult ──► analyse_run ──► RunAnalysis { modes per op, verdicts }
 //!                 ├─ modes::find_modes (per op histogram)
 //!                 └─ verdicts::run_verdicts (CpuStats, DeviceStats, op summaries)
@@ -20,9 +20,11 @@
 //! ```
 //! Each submodule documents its method and thresholds.
 
+pub mod dblayers;
 pub mod knee;
 pub mod little;
 pub mod modes;
+pub mod stacks;
 pub mod usl;
 pub mod verdicts;
 pub mod watch;
@@ -109,6 +111,7 @@ pub fn analyse(r: &Results) -> Analysis {
             .and_then(|v| serde_json::from_value(v.clone()).ok()),
         db: db_figures(r),
         watch: watch::watch_analysis(r),
+        stack_profile: r.profile.as_ref().map(stacks::analyse),
     }
 }
 

@@ -22,6 +22,8 @@ use aya::maps::{MapData, PerCpuArray, RingBuf};
 use aya::programs::{BtfTracePoint, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 
+pub mod profile;
+
 /// The watch programs (syscalls, block layer, scheduler): `bpf/watch.bpf.c`.
 pub static WATCH_OBJECT: &[u8] = aya::include_bytes_aligned!("obj/watch.bpf.o");
 

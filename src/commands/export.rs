@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::{check_distinct, csv, hlog, markdown, write_output};
+use crate::render::{check_distinct, csv, flame, folded, hlog, markdown, write_output};
 use crate::results::Results;
 
 /// `iolens export`: per-interval data for other tools.
@@ -26,20 +26,38 @@ pub struct ExportArgs {
     /// standard output).
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// Write the stack profile's interactive flame graph (SVG).
+    #[arg(long, value_name = "FILE")]
+    pub flame: Option<PathBuf>,
+    /// Write the stack profile as folded stacks (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
 }
 
 /// `iolens export`.
 pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
-    let outputs = [&args.csv, &args.hlog, &args.markdown];
+    let outputs = [
+        &args.csv,
+        &args.hlog,
+        &args.markdown,
+        &args.flame,
+        &args.folded,
+    ];
     if outputs.iter().all(|o| o.is_none()) {
-        bail!("nothing to export: give --csv FILE, --hlog FILE and/or --markdown FILE");
+        bail!(
+            "nothing to export: give --csv FILE, --hlog FILE, --markdown FILE, --flame FILE \
+             and/or --folded FILE"
+        );
     }
     let to_stdout = outputs
         .iter()
         .filter(|o| o.as_deref().is_some_and(|p| p.as_os_str() == "-"))
         .count();
     if to_stdout > 1 {
-        bail!("only one of --csv, --hlog and --markdown can write to standard output");
+        bail!(
+            "only one of --csv, --hlog, --markdown, --flame and --folded can write to \
+             standard output"
+        );
     }
     let r = Results::read_file(&args.file)?;
     if let Some(p) = &args.csv {
@@ -53,6 +71,23 @@ pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
     if let Some(p) = &args.markdown {
         check_distinct(p, &[&args.file])?;
         write_output(p, &markdown::summary(&r))?;
+    }
+    if args.flame.is_some() || args.folded.is_some() {
+        let Some(prof) = &r.profile else {
+            bail!(
+                "{} holds no stack profile (write one with `iolens profile` or \
+                 `iolens ingest --format perf-script`)",
+                args.file.display()
+            );
+        };
+        if let Some(p) = &args.flame {
+            check_distinct(p, &[&args.file])?;
+            write_output(p, &flame::flame_svg(prof, &flame::title(&r), true))?;
+        }
+        if let Some(p) = &args.folded {
+            check_distinct(p, &[&args.file])?;
+            write_output(p, &folded::folded(prof))?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

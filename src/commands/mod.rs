@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod launch;
 pub mod man;
 pub mod merge;
+pub mod profile;
 pub mod report;
 pub mod run;
 pub mod show;
@@ -89,6 +90,9 @@ pub enum Command {
     Trace(trace::TraceArgs),
     /// Read histogram snapshots and latency logs (event histograms, bcc/bpftrace, fio, hlog…).
     Ingest(ingest::IngestArgs),
+    /// Flame graphs of running processes: stacks sampled on CPU and, with --off-cpu, where
+    /// they block (I/O wait, other sleep, waiting for a CPU), annotated with database layers.
+    Profile(profile::ProfileArgs),
     /// Write a synthetic 10046 trace (benchmark input).
     #[command(hide = true)]
     GenTrace(gen_trace::GenTraceArgs),
@@ -176,6 +180,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Db(a) => db::main(a, &cx),
         Command::Trace(a) => trace::main(&a, &cx),
         Command::Ingest(a) => ingest::main(&a, &cx),
+        Command::Profile(a) => profile::main(&a, &cx),
         Command::GenTrace(a) => gen_trace::main(&a),
         Command::Show(a) => show::main(&a, &cx),
         Command::Report(a) => report::main(&a),

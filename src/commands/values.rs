@@ -72,6 +72,8 @@ value_enum!(Format {
     FioHist => "fio-hist": "fio histogram log (write_hist_log)",
     Hlog => "hlog": "HdrHistogram interval log (.hlog)",
     TimeLatency => "time-latency": "Two columns: time latency (Brendan Gregg's heatmap input)",
+    PerfScript => "perf-script": "`perf script` output (sampled stacks) into a stack profile and flame graph",
+    Folded => "folded": "Folded stacks (comm;outer;…;leaf weight) into a stack profile and flame graph",
 });
 
 value_enum!(Unit {

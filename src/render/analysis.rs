@@ -265,13 +265,19 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
     trace_blocks(an, &mut out);
     db_blocks(r, an, &mut out);
     super::watch::blocks(r, an, &mut out);
+    super::stacks::blocks(r, an.stack_profile.as_ref(), &mut out);
     out
 }
 
 /// The sections as terminal text.
 pub fn text(r: &Results, an: &Analysis, style: &TermStyle) -> String {
+    blocks_text(blocks(r, an), style)
+}
+
+/// Sections as terminal text: heading, lines, table.
+pub(crate) fn blocks_text(blocks: Vec<Block>, style: &TermStyle) -> String {
     let mut out = String::new();
-    for b in blocks(r, an) {
+    for b in blocks {
         super::table::heading(&mut out, style, &b.title);
         for l in &b.lines {
             let _ = writeln!(out, "{l}");

@@ -586,7 +586,7 @@ impl Heatmap {
     ) -> Option<Heatmap> {
         let (lo, hi) = series.row_range()?;
         let mut per_octave = per_octave.clamp(1, FINE_PER_OCTAVE);
-        while FINE_PER_OCTAVE % per_octave != 0 {
+        while !FINE_PER_OCTAVE.is_multiple_of(per_octave) {
             per_octave -= 1;
         }
         let (mut f, mut row0, mut rows);
@@ -735,7 +735,7 @@ pub fn log_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> 
     let (Some(first), Some(last)) = (cells.first(), cells.last()) else {
         return vec![];
     };
-    let per_octave = if FINE_PER_OCTAVE % per_octave.max(1) == 0 {
+    let per_octave = if FINE_PER_OCTAVE.is_multiple_of(per_octave.max(1)) {
         per_octave.max(1)
     } else {
         1

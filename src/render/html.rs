@@ -588,6 +588,9 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
     if r.calibration.is_some() {
         out.push_str("<a href=\"#calibration\">Calibration</a>");
     }
+    if r.profile.is_some() {
+        out.push_str("<a href=\"#flame\">Flame graph</a>");
+    }
     for (i, run) in r.runs.iter().enumerate().take(12) {
         let _ = write!(out, "<a href=\"#run-{i}\">{}</a>", esc(&run.name));
     }
@@ -633,6 +636,11 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));
+    if let Some(p) = &r.profile {
+        out.push_str("<section id=\"flame\"><h2>Flame graph</h2><div style=\"overflow-x:auto\">");
+        out.push_str(&super::flame::flame_svg(p, &super::flame::title(r), false));
+        out.push_str("</div></section>");
+    }
 
     // Runs: details open for single runs and the calibration's best step.
     for (i, run) in r.runs.iter().enumerate() {

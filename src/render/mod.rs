@@ -11,6 +11,8 @@
 //!   several renderers share.
 //! - [`findings`]: analysis results as the renderers draw them.
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
+//! - [`flame`]: the interactive flame graph of a stack profile (SVG); [`folded`]: its folded
+//!   stacks.
 //! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
 pub mod analysis;
@@ -20,11 +22,14 @@ pub mod brief_trace;
 pub mod compare;
 pub mod csv;
 pub mod findings;
+pub mod flame;
+pub mod folded;
 pub mod heatmap;
 pub mod hlog;
 pub mod hosts;
 pub mod html;
 pub mod markdown;
+pub mod stacks;
 pub mod svg;
 pub mod synth;
 pub mod table;
@@ -94,6 +99,7 @@ pub fn kind_name(k: Kind) -> &'static str {
         Kind::Ingest => "ingest",
         Kind::Verify => "verify",
         Kind::Watch => "watch",
+        Kind::Profile => "profile",
     }
 }
 

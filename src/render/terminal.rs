@@ -397,8 +397,11 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             t.device_model
         );
     }
-    heading(&mut out, style, "Summary");
-    out.push_str(&summary_table(r).render(style));
+    // A stack profile alone (`profile`, perf-script ingest) has no runs to summarise.
+    if !r.runs.is_empty() || r.profile.is_none() {
+        heading(&mut out, style, "Summary");
+        out.push_str(&summary_table(r).render(style));
+    }
     out.push_str(&super::hosts::text(r, style));
     let an = crate::analysis::of(r);
     calibration_text(r, &an, style, &mut out);

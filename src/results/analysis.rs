@@ -31,6 +31,9 @@ pub struct Analysis {
     /// Where a watch's processes spent their I/O time (absent unless `iolens watch` made it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchAnalysis>,
+    /// Functions and layers of a stack profile (absent unless the document has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_profile: Option<StackProfileAnalysis>,
 }
 
 /// Per-run analysis: latency modes of each op and the run's verdicts.
@@ -582,6 +585,77 @@ pub(super) fn upgrade_v1(doc: &mut serde_json::Value) {
         f.insert("cache".into(), steps.into());
     }
     cal.insert("findings".into(), f.into());
+}
+
+/// One function of a stack profile: its own weight (leaf frames) and its inclusive weight.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct FunctionRow {
+    pub name: String,
+    /// True for a kernel function.
+    pub kernel: bool,
+    /// `System: layer` from the layer table, when the name is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<String>,
+    /// Weight (ns) of stacks where this function is the leaf, on CPU.
+    pub self_on_cpu_ns: u64,
+    /// Weight (ns) of stacks where this function is the leaf, off CPU.
+    pub self_off_cpu_ns: u64,
+    /// Weight (ns) of stacks that contain this function (counted once per stack).
+    pub total_ns: u64,
+    /// `total_ns` as a share (0..1) of the profile's weight.
+    pub total_share: f64,
+    /// On-CPU samples where this function is the leaf.
+    pub self_samples: u64,
+}
+
+/// One layer (database or kernel) of a stack profile.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct LayerRow {
+    /// `Oracle`, `PostgreSQL` or `Linux kernel`.
+    pub system: String,
+    pub layer: String,
+    /// Weight (ns) of stacks that pass through the layer (counted once per stack).
+    pub total_ns: u64,
+    /// Weight (ns) of stacks whose innermost known layer it is (these add up to at most 100 %).
+    pub innermost_ns: u64,
+    /// Share of the innermost weight that was off CPU (0..1).
+    pub off_cpu_share: f64,
+    /// `total_ns` as a share (0..1) of the profile's weight.
+    pub total_share: f64,
+    /// The functions of the layer seen in the profile, heaviest first (at most 5).
+    pub functions: Vec<String>,
+}
+
+/// Off-CPU weight of one reason.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct OffCpuRow {
+    /// `io-wait`, `sleep` or `runnable`.
+    pub reason: String,
+    pub weight_ns: u64,
+    /// Times a thread blocked for this reason.
+    pub count: u64,
+    /// Share (0..1) of all off-CPU weight.
+    pub share: f64,
+}
+
+/// What analysis found in a stack profile: the split between on and off CPU, the heaviest
+/// functions and the database and kernel layers the time went through.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct StackProfileAnalysis {
+    /// On-CPU samples.
+    pub samples: u64,
+    /// CPU time (ns) the samples stand for.
+    pub on_cpu_ns: u64,
+    /// Blocked time (ns).
+    pub off_cpu_ns: u64,
+    /// Off-CPU time by reason, largest first.
+    pub off_cpu: Vec<OffCpuRow>,
+    /// Distinct stacks.
+    pub stacks: u64,
+    /// Heaviest functions by own (leaf) weight, then inclusive weight (at most 25).
+    pub top_functions: Vec<FunctionRow>,
+    /// Layers, by inclusive weight.
+    pub layers: Vec<LayerRow>,
 }
 
 /// Where the watched processes' I/O time went in one span (an interval, or the whole watch):

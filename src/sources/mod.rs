@@ -8,6 +8,8 @@
 //! - [`fio`]: fio per-I/O latency logs (`write_lat_log`) and histogram logs (`write_hist_log`).
 //! - [`hlog`]: HdrHistogram interval logs (`.hlog`, V2 encodings).
 //! - [`pairs`]: two-column `time latency` text (the input of Brendan Gregg's heatmap tool).
+//! - [`perf_script`], [`folded`]: `perf script` samples and folded stacks into a stack profile
+//!   (`Results::profile`) rather than latency runs.
 //!
 //! Data flow: a reader streams its input line by line through [`LineReader`] (gzip detected by
 //! magic bytes, one reused buffer, no per-line allocation), feeds latencies into a
@@ -32,9 +34,11 @@
 pub mod bcc;
 pub mod event_histogram;
 pub mod fio;
+pub mod folded;
 pub mod hlog;
 pub mod oracle_trace;
 pub mod pairs;
+pub mod perf_script;
 pub mod pylatencymap;
 pub mod sniff;
 
@@ -46,6 +50,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::results::profile::{ProfileSource, StackProfile};
 use crate::results::{
     new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
 };
@@ -92,6 +97,10 @@ pub enum Format {
     Hlog,
     /// Two columns: time latency (Brendan Gregg's heatmap input).
     TimeLatency,
+    /// `perf script` output (sampled stacks) into a stack profile.
+    PerfScript,
+    /// Folded stacks (`comm;outer;…;leaf weight`) into a stack profile.
+    Folded,
 }
 
 /// What `iolens ingest` reads and how.
@@ -147,8 +156,21 @@ impl Unit {
 pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results> {
     let mut results = Results::new(Kind::Ingest, command_line);
     let mut stats = Vec::new();
+    let mut stacks: Option<(crate::results::profile::ProfileBuilder, ProfileSource)> = None;
     for path in &args.files {
         let mut reader = LineReader::open(path)?;
+        let mut read_stacks = |p: Result<StackProfile>| -> Result<Vec<RunResult>> {
+            let p = p?;
+            if !p.stacks.is_empty() {
+                let (b, src) = stacks.get_or_insert_with(|| (Default::default(), p.source.clone()));
+                src.duration_s = match (src.duration_s, p.source.duration_s) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                b.merge(&p);
+            }
+            Ok(Vec::new())
+        };
         let runs = match args.format {
             Format::EventHistogram => event_histogram::read(&mut reader, args),
             Format::Pylatencymap => pylatencymap::read(&mut reader, args),
@@ -159,6 +181,8 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
             Format::FioHist => fio::read_hist_log(&mut reader, args),
             Format::Hlog => hlog::read(&mut reader, args),
             Format::TimeLatency => pairs::read(&mut reader, args),
+            Format::PerfScript => read_stacks(perf_script::read(&mut reader)),
+            Format::Folded => read_stacks(folded::read(&mut reader)),
         }
         .map_err(|e| {
             // Errors of the line reader already name the file.
@@ -172,7 +196,8 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         for w in reader.warnings.drain(..) {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
-        if runs.is_empty() {
+        let stacks_read = reader.stats.parsed > 0 && stacks.is_some();
+        if runs.is_empty() && !stacks_read {
             // Nothing read is an error, not an empty results document (exit non-zero even with
             // -q, and say why), with the likely format when it is another.
             let mut msg = format!(
@@ -217,6 +242,9 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         "source".into(),
         serde_json::json!({"format": format_name(args.format), "files": stats}),
     );
+    if let Some((b, src)) = stacks {
+        results.profile = Some(b.finish(src));
+    }
     Ok(results)
 }
 
@@ -308,6 +336,8 @@ pub fn format_name(f: Format) -> &'static str {
         Format::FioHist => "fio-hist",
         Format::Hlog => "hlog",
         Format::TimeLatency => "time-latency",
+        Format::PerfScript => "perf-script",
+        Format::Folded => "folded",
     }
 }
 

@@ -6,7 +6,8 @@
 //! header and `lo -> hi : count` rows, bpftrace's `@map:` headers and `[lo, hi)` rows,
 //! HdrHistogram's `#[StartTime:`/`HIST…` lines, fio's all-numeric comma rows (histogram logs have
 //! hundreds of columns, latency logs four to six), `V$EVENT_HISTOGRAM` spools' `EVENT` header,
-//! and the 10046 trace's `WAIT #`/`PARSING IN CURSOR` lines.
+//! the 10046 trace's `WAIT #`/`PARSING IN CURSOR` lines, `perf script`'s indented
+//! `address symbol (module)` frames and folded stacks' `a;b;c 42` lines.
 
 use std::path::Path;
 
@@ -68,6 +69,22 @@ pub fn sniff(path: &Path) -> Option<Guess> {
             || t.starts_with(b"*** SESSION ID")
         {
             vote(Guess::OracleTrace, 10);
+        } else if line.first().is_some_and(|c| c.is_ascii_whitespace())
+            && t.ends_with(b")")
+            && has(b" (")
+            && t.iter()
+                .take_while(|c| !c.is_ascii_whitespace())
+                .all(|c| c.is_ascii_hexdigit())
+        {
+            // A `perf script` frame: indented `address symbol (module)`.
+            vote(Guess::Ingest(Format::PerfScript), 2);
+        } else if has(b";")
+            && t.rsplit(|&c| c == b' ')
+                .next()
+                .is_some_and(|w| super::parse_u64(w).is_some())
+            && !has(b",")
+        {
+            vote(Guess::Ingest(Format::Folded), 2);
         } else if t.to_ascii_uppercase().windows(5).any(|w| w == b"EVENT") && has(b",") {
             vote(Guess::Ingest(Format::EventHistogram), 5);
         } else {
@@ -122,5 +139,7 @@ fn describe(f: Format) -> &'static str {
         Format::FioHist => "fio histogram log",
         Format::Hlog => "HdrHistogram log",
         Format::TimeLatency => "time/latency pairs",
+        Format::PerfScript => "perf script",
+        Format::Folded => "folded stacks",
     }
 }

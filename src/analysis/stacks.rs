@@ -1,0 +1,229 @@
+//! Analysis of a stack profile: on-CPU versus off-CPU time (by reason), the heaviest functions
+//! (own and inclusive weight) and the database and kernel layers the time went through, as the
+//! layer table in [`super::dblayers`] names them.
+//!
+//! Weights are nanoseconds (see [`crate::results::profile`]). A function's inclusive weight
+//! counts each stack once even when the function recurses; a layer's "innermost" weight goes to
+//! the layer of the leaf-most frame that has one, so those shares add up to at most 100 %.
+
+use std::collections::HashMap;
+
+use super::dblayers::{classify, Layer};
+use crate::results::analysis::{FunctionRow, LayerRow, OffCpuRow, StackProfileAnalysis};
+use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState};
+
+/// How many functions the analysis lists.
+pub const TOP_FUNCTIONS: usize = 25;
+
+/// The `System: layer` label of a frame, when the table knows it.
+pub fn layer_label(name: &str, kind: FrameKind) -> Option<String> {
+    classify(name, kind == FrameKind::Kernel).map(|l| format!("{}: {}", l.system.as_str(), l.layer))
+}
+
+/// Analyse a stack profile.
+pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
+    let total = p.total_weight_ns().max(1) as f64;
+    let layer_of: Vec<Option<&'static Layer>> = p
+        .frames
+        .iter()
+        .map(|f| classify(&f.name, f.kind == FrameKind::Kernel))
+        .collect();
+    // Functions are keyed by (name, kernel): the same name in two modules is one function.
+    let mut fn_ids: HashMap<(&str, bool), usize> = HashMap::new();
+    let frame_fn: Vec<usize> = p
+        .frames
+        .iter()
+        .map(|f| {
+            let n = fn_ids.len();
+            *fn_ids
+                .entry((f.name.as_str(), f.kind == FrameKind::Kernel))
+                .or_insert(n)
+        })
+        .collect();
+    let mut fns: Vec<FunctionRow> = vec![FunctionRow::default(); fn_ids.len()];
+    for (&(name, kernel), &i) in &fn_ids {
+        fns[i].name = name.to_string();
+        fns[i].kernel = kernel;
+        fns[i].layer = layer_label(
+            name,
+            if kernel {
+                FrameKind::Kernel
+            } else {
+                FrameKind::User
+            },
+        );
+    }
+    #[derive(Default)]
+    struct LayerAcc {
+        total: u64,
+        innermost: u64,
+        innermost_off: u64,
+        functions: HashMap<usize, u64>,
+    }
+    let mut layers: HashMap<(&'static str, &'static str), LayerAcc> = HashMap::new();
+    let mut off: HashMap<OffCpuReason, (u64, u64)> = HashMap::new();
+    let mut seen_fn: Vec<u32> = vec![u32::MAX; fns.len()];
+    let mut seen_layer: Vec<(&'static str, &'static str)> = Vec::new();
+    for (k, s) in p.stacks.iter().enumerate() {
+        let w = s.weight_ns;
+        if let StackState::OffCpu(r) = s.state {
+            let e = off.entry(r).or_default();
+            e.0 = e.0.saturating_add(w);
+            e.1 = e.1.saturating_add(s.count);
+        }
+        if let Some(&leaf) = s.frames.last() {
+            let f = &mut fns[frame_fn[leaf as usize]];
+            match s.state {
+                StackState::OnCpu => {
+                    f.self_on_cpu_ns += w;
+                    f.self_samples += s.count;
+                }
+                StackState::OffCpu(_) => f.self_off_cpu_ns += w,
+            }
+        }
+        seen_layer.clear();
+        for &fi in &s.frames {
+            let id = frame_fn[fi as usize];
+            if seen_fn[id] != k as u32 {
+                seen_fn[id] = k as u32;
+                fns[id].total_ns += w;
+            }
+            if let Some(l) = layer_of[fi as usize] {
+                let key = (l.system.as_str(), l.layer);
+                let acc = layers.entry(key).or_default();
+                *acc.functions.entry(id).or_default() += w;
+                if !seen_layer.contains(&key) {
+                    seen_layer.push(key);
+                    acc.total += w;
+                }
+            }
+        }
+        if let Some(l) = s.frames.iter().rev().find_map(|&fi| layer_of[fi as usize]) {
+            let acc = layers.entry((l.system.as_str(), l.layer)).or_default();
+            acc.innermost += w;
+            if s.state != StackState::OnCpu {
+                acc.innermost_off += w;
+            }
+        }
+    }
+    for f in &mut fns {
+        f.total_share = f.total_ns as f64 / total;
+    }
+    fns.sort_by(|a, b| {
+        (b.self_on_cpu_ns + b.self_off_cpu_ns)
+            .cmp(&(a.self_on_cpu_ns + a.self_off_cpu_ns))
+            .then(b.total_ns.cmp(&a.total_ns))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    fns.truncate(TOP_FUNCTIONS);
+    let names: Vec<String> = {
+        let mut v = vec![String::new(); fn_ids.len()];
+        for (&(name, _), &i) in &fn_ids {
+            v[i] = name.to_string();
+        }
+        v
+    };
+    let mut layer_rows: Vec<LayerRow> = layers
+        .into_iter()
+        .map(|((system, layer), acc)| {
+            let mut f: Vec<(usize, u64)> = acc.functions.into_iter().collect();
+            f.sort_by(|a, b| b.1.cmp(&a.1).then(names[a.0].cmp(&names[b.0])));
+            LayerRow {
+                system: system.to_string(),
+                layer: layer.to_string(),
+                total_ns: acc.total,
+                innermost_ns: acc.innermost,
+                off_cpu_share: if acc.innermost > 0 {
+                    acc.innermost_off as f64 / acc.innermost as f64
+                } else {
+                    0.0
+                },
+                total_share: acc.total as f64 / total,
+                functions: f
+                    .into_iter()
+                    .take(5)
+                    .map(|(i, _)| names[i].clone())
+                    .collect(),
+            }
+        })
+        .collect();
+    layer_rows.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.system.cmp(&b.system))
+            .then_with(|| a.layer.cmp(&b.layer))
+    });
+    let off_total: u64 = off.values().map(|v| v.0).sum();
+    let mut off_rows: Vec<OffCpuRow> = off
+        .into_iter()
+        .map(|(r, (w, n))| OffCpuRow {
+            reason: r.as_str().to_string(),
+            weight_ns: w,
+            count: n,
+            share: if off_total > 0 {
+                w as f64 / off_total as f64
+            } else {
+                0.0
+            },
+        })
+        .collect();
+    off_rows.sort_by(|a, b| b.weight_ns.cmp(&a.weight_ns).then(a.reason.cmp(&b.reason)));
+    StackProfileAnalysis {
+        samples: p.on_cpu_samples(),
+        on_cpu_ns: p.weight_ns(StackState::OnCpu),
+        off_cpu_ns: off_total,
+        off_cpu: off_rows,
+        stacks: p.stacks.len() as u64,
+        top_functions: fns,
+        layers: layer_rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::profile::{ProfileBuilder, ProfileSource};
+
+    #[test]
+    fn layers_and_functions_of_an_oracle_read() {
+        let mut b = ProfileBuilder::new();
+        let u = |b: &mut ProfileBuilder, n: &str| b.frame(n, FrameKind::User, "oracle");
+        let k = |b: &mut ProfileBuilder, n: &str| b.frame(n, FrameKind::Kernel, "");
+        let read = vec![
+            u(&mut b, "opifch2"),
+            u(&mut b, "qertbFetch"),
+            u(&mut b, "kdsttgr"),
+            u(&mut b, "kcbgtcr"),
+            u(&mut b, "kcbzib"),
+            u(&mut b, "ksfdread"),
+            u(&mut b, "skgfqio"),
+            u(&mut b, "pread64"),
+            k(&mut b, "io_schedule"),
+        ];
+        let cpu = vec![
+            u(&mut b, "opifch2"),
+            u(&mut b, "qertbFetch"),
+            u(&mut b, "kdsttgr"),
+            u(&mut b, "kcbgtcr"),
+        ];
+        b.add(
+            "oracle",
+            read,
+            StackState::OffCpu(OffCpuReason::IoWait),
+            10,
+            3_000,
+        );
+        b.add("oracle", cpu, StackState::OnCpu, 1, 1_000);
+        let a = analyse(&b.finish(ProfileSource::default()));
+        assert_eq!((a.on_cpu_ns, a.off_cpu_ns, a.samples), (1_000, 3_000, 1));
+        assert_eq!(a.off_cpu[0].reason, "io-wait");
+        assert_eq!(a.top_functions[0].name, "io_schedule");
+        let l = |name: &str| a.layers.iter().find(|l| l.layer == name).unwrap();
+        assert_eq!(l("row sources").total_ns, 4_000);
+        assert_eq!(l("buffer cache").total_ns, 4_000);
+        assert_eq!(l("buffer cache").innermost_ns, 1_000);
+        assert_eq!(l("scheduler (I/O wait)").innermost_ns, 3_000);
+        assert_eq!(l("scheduler (I/O wait)").off_cpu_share, 1.0);
+        assert_eq!(l("buffer cache").functions, vec!["kcbgtcr", "kcbzib"]);
+    }
+}

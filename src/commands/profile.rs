@@ -1,0 +1,101 @@
+//! `iolens profile`: on- and off-CPU stacks of running processes, as a flame graph, folded
+//! stacks and results.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::{finish, Context};
+use crate::profile::{profile, ProfileOptions};
+use crate::render::{check_distinct, flame, folded, write_output, ColorChoice, TermStyle};
+
+/// Arguments of `iolens profile`.
+#[derive(Args, Debug, Clone)]
+pub struct ProfileArgs {
+    /// Process ids to profile (all their threads).
+    #[arg(long, num_args = 1.., required_unless_present = "comm", conflicts_with = "comm")]
+    pub pid: Vec<u32>,
+    /// Profile every process with this name (the kernel's 15-byte command name).
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// How long to sample; Ctrl-C ends earlier and keeps what was sampled.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub duration: std::time::Duration,
+    /// Samples per second of CPU time of each running thread (software clock; 99 avoids
+    /// beating with 100 Hz timers).
+    #[arg(long, default_value_t = 99)]
+    pub frequency: u32,
+    /// Also record where threads block (off CPU), weighted by how long, split into I/O wait,
+    /// other sleep and waiting for a CPU.
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// Write the interactive flame graph (SVG) here.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Write the folded stacks (Brendan Gregg's format) here (`-` for standard output).
+    #[arg(long, value_name = "FILE")]
+    pub folded: Option<PathBuf>,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Do not draw progress.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+impl ProfileArgs {
+    /// The domain options these arguments describe.
+    pub(crate) fn options(&self, cx: &Context) -> ProfileOptions {
+        ProfileOptions {
+            pids: self.pid.clone(),
+            comm: self.comm.clone(),
+            duration: self.duration,
+            frequency_hz: self.frequency,
+            off_cpu: self.off_cpu,
+            progress: cx.progress(self.no_progress),
+        }
+    }
+}
+
+/// `iolens profile`.
+pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
+    crate::results::Destination::checked(a.json.as_deref())?;
+    let opts = a.options(cx);
+    opts.validate()?;
+    if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-")
+        && a.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
+    {
+        anyhow::bail!("only one of --folded and --json can write to standard output");
+    }
+    if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+        crate::out::reserve_stdout();
+    }
+    let res = profile(&opts, cx.cmdline.clone())?;
+    for w in &res.warnings {
+        eprintln!("iolens: warning: {w}");
+    }
+    let prof = res
+        .profile
+        .as_ref()
+        .expect("profile producer writes a profile");
+    if let Some(p) = &a.output {
+        check_distinct(p, &[])?;
+        write_output(p, &flame::flame_svg(prof, &flame::title(&res), true))?;
+        crate::outln!("Flame graph written to {}", p.display());
+    }
+    if let Some(p) = &a.folded {
+        write_output(p, &folded::folded(prof))?;
+        if p.as_os_str() != "-" {
+            crate::outln!("Folded stacks written to {}", p.display());
+        }
+    }
+    let style = TermStyle::resolve(ColorChoice::Auto, None);
+    let an = crate::analysis::of(&res);
+    crate::out!(
+        "{}",
+        crate::render::stacks::text(&res, an.stack_profile.as_ref(), &style, 10)
+    );
+    finish(&res, a.json.as_deref())
+}

@@ -1,0 +1,548 @@
+//! `iolens profile` and the stack-profile readers, on real programs and real `perf script` files.
+//!
+//! - perf script ingest against stackcollapse-perf.pl's own expected output (FlameGraph's test
+//!   files), and folded stacks round-tripping through `ingest --format folded`;
+//! - a C program with hot functions `a` and `b` (b twice as long, by its own CPU time), profiled
+//!   live with BPF: both in the folded stacks and the SVG in a 1:2 ratio, and the samples' total
+//!   matching the program's CPU time × frequency (the CPU time it got: this machine is shared,
+//!   so a busy thread does not always get a whole CPU for the whole duration);
+//! - a process blocked in O_DIRECT `pread`: the read path carries most of its off-CPU weight,
+//!   as I/O wait;
+//! - `perf record` of the same program ingested next to iolens' own profile: the same stacks
+//!   in the same proportions, modulo sampling.
+//!
+//! The live tests need root (BPF) and gcc; they skip with a note without them, and fail under CI.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::bin;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Whether a test needing root (BPF) may run; under CI a missing privilege is a failure.
+fn root_or_skip(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(!ci(), "{what} needs root, and CI is set");
+    eprintln!("skipped: {what} needs root (BPF)");
+    false
+}
+
+/// Run iolens, asserting success; returns stdout.
+fn iolens(args: &[&str]) -> String {
+    let out = bin().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "iolens {args:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Folded text as `stack → weight`.
+fn parse_folded(text: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let (s, w) = l.rsplit_once(' ').unwrap();
+        *m.entry(s.to_string()).or_insert(0) += w.parse::<u64>().unwrap();
+    }
+    m
+}
+
+/// Ingest a perf script file and return its folded stacks.
+fn ingest_folded(dir: &Path, input: &Path) -> String {
+    let json = dir.join("ingest.json");
+    iolens(&[
+        "-q",
+        "ingest",
+        "--format",
+        "perf-script",
+        input.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    iolens(&["export", json.to_str().unwrap(), "--folded", "-"])
+}
+
+#[test]
+fn perf_script_ingest_matches_stackcollapse_perf() {
+    let dir = tempfile::tempdir().unwrap();
+    // dd: kernel frames, software-clock periods, [unknown] frames and a module-only frame.
+    let ours = parse_folded(&ingest_folded(
+        dir.path(),
+        &fixture("real/flamegraph-perf-dd-stacks-01.txt"),
+    ));
+    let theirs: BTreeMap<String, u64> = parse_folded(
+        &std::fs::read_to_string(fixture(
+            "real/flamegraph-perf-dd-stacks-01-collapsed-kernel.txt",
+        ))
+        .unwrap(),
+    )
+    .into_iter()
+    .map(|(k, v)| (k, v / 10_101_010)) // periods in theirs, samples in ours
+    .collect();
+    // stackcollapse-perf.pl drops the file's last sample (it has no blank line after it); iolens
+    // keeps it: the only difference.
+    let mut expected = theirs.clone();
+    expected.insert("dd;[unknown];system_call_[k]".into(), 1);
+    assert_eq!(ours, expected);
+
+    // func_ab: frequency from the `# cmdline` header, no periods.
+    let ours = ingest_folded(
+        dir.path(),
+        &fixture("real/flamegraph-perf-funcab-cmd-01.txt"),
+    );
+    let theirs = std::fs::read_to_string(fixture(
+        "real/flamegraph-perf-funcab-cmd-01-collapsed-kernel.txt",
+    ))
+    .unwrap();
+    assert_eq!(parse_folded(&ours), parse_folded(&theirs));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("ingest.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["profile"]["source"]["frequency_hz"], 99.0);
+    assert_eq!(json["profile"]["source"]["period_ns"], 10_101_010);
+}
+
+#[test]
+fn folded_stacks_round_trip_and_sniffing_names_the_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let folded = ingest_folded(dir.path(), &fixture("recorded/perf-script-spin_ab.txt"));
+    let f = dir.path().join("a.folded");
+    std::fs::write(&f, &folded).unwrap();
+    let json = dir.path().join("folded.json");
+    iolens(&[
+        "-q",
+        "ingest",
+        "--format",
+        "folded",
+        f.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let again = iolens(&["export", json.to_str().unwrap(), "--folded", "-"]);
+    assert_eq!(parse_folded(&again), parse_folded(&folded));
+    // Read with the wrong format, each file's error names the right one.
+    let out = bin()
+        .args(["ingest", "--format", "biolatency"])
+        .arg(fixture("recorded/perf-script-spin_ab.txt"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--format perf-script"), "{err}");
+    let out = bin()
+        .args(["ingest", "--format", "biolatency"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--format folded"), "{err}");
+}
+
+/// Sum of weights of folded stacks whose frames include `frame`.
+fn weight_through(folded: &BTreeMap<String, u64>, frame: &str) -> u64 {
+    folded
+        .iter()
+        .filter(|(s, _)| s.split(';').any(|f| f == frame))
+        .map(|(_, w)| w)
+        .sum()
+}
+
+#[test]
+fn recorded_perf_script_of_the_test_program_has_a_and_b_in_one_to_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = parse_folded(&ingest_folded(
+        dir.path(),
+        &fixture("recorded/perf-script-spin_ab.txt"),
+    ));
+    let (a, b) = (weight_through(&f, "a"), weight_through(&f, "b"));
+    let ratio = b as f64 / a as f64;
+    assert!((1.6..2.5).contains(&ratio), "b/a = {b}/{a}");
+}
+
+/// Compile a test program from tests/profile_progs with frame pointers.
+fn compile(dir: &Path, src: &str, exe: &str) -> Option<PathBuf> {
+    let out = dir.join(exe);
+    let st = Command::new("gcc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-fno-inline", "-o"])
+        .arg(&out)
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/profile_progs")
+                .join(src),
+        )
+        .status();
+    match st {
+        Ok(s) if s.success() => Some(out),
+        _ => {
+            assert!(!ci(), "gcc could not build {src}, and CI is set");
+            eprintln!("skipped: gcc could not build {src}");
+            None
+        }
+    }
+}
+
+/// The live tests run one at a time: each measures CPU time that another would disturb.
+static LIVE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Kills a child when dropped.
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start `iolens profile ARGS` and wait until it says it is sampling.
+fn start_profile(args: &[&str]) -> Killed {
+    let mut child = bin()
+        .arg("profile")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let start = Instant::now();
+    while !line.starts_with("Sampling") {
+        line.clear();
+        if out.read_line(&mut line).unwrap() == 0 {
+            let st = child.wait().unwrap();
+            panic!("iolens profile ended before sampling: {st}");
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no sampling line"
+        );
+    }
+    // Keep draining stdout so the profiler never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        while out.read_line(&mut s).unwrap_or(0) > 0 {
+            s.clear();
+        }
+    });
+    Killed(child)
+}
+
+/// Start a test program with `args` and wait for its first line of output (the spin program's
+/// CPU time, the reader's `reading`).
+fn start_program(exe: &Path, args: &[&std::ffi::OsStr]) -> (Killed, String) {
+    let mut prog = Killed(
+        Command::new(exe)
+            .args(args)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(prog.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (prog, line.trim().to_string())
+}
+
+fn wait_ok(k: &mut Killed, limit: Duration) {
+    let start = Instant::now();
+    loop {
+        if let Some(st) = k.0.try_wait().unwrap() {
+            assert!(st.success(), "iolens profile failed: {st}");
+            return;
+        }
+        assert!(start.elapsed() < limit, "iolens profile did not finish");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
+    if !root_or_skip("live profiling") {
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile(dir.path(), "spin_ab.c", "iolens-spinab") else {
+        return;
+    };
+    let (folded, svg, json) = (
+        dir.path().join("p.folded"),
+        dir.path().join("p.svg"),
+        dir.path().join("p.json"),
+    );
+    let hz = 199u32;
+    let mut prof = start_profile(&[
+        "--comm",
+        "iolens-spinab",
+        "--duration",
+        "9s",
+        "--frequency",
+        &hz.to_string(),
+        "--folded",
+        folded.to_str().unwrap(),
+        "-o",
+        svg.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    // The program burns 3 s of its own CPU time, prints it, then sleeps off CPU until killed.
+    let (prog, line) = start_program(&exe, &["3".as_ref()]);
+    let cpu_ns: f64 = line.parse().unwrap();
+    wait_ok(&mut prof, Duration::from_secs(60));
+    drop(prog);
+
+    let f = parse_folded(&std::fs::read_to_string(&folded).unwrap());
+    let (a, b) = (weight_through(&f, "a"), weight_through(&f, "b"));
+    assert!(a > 0 && b > 0, "a and b both sampled: {f:?}");
+    let ratio = b as f64 / a as f64;
+    assert!((1.75..2.3).contains(&ratio), "b/a = {b}/{a} = {ratio}");
+    // Every sample of the program is counted: samples ≈ its CPU time × frequency.
+    let total: u64 = f.values().sum();
+    let expected = cpu_ns / 1e9 * hz as f64;
+    let err = (total as f64 - expected).abs() / expected;
+    assert!(
+        err < 0.05,
+        "{total} samples for {expected:.0} expected ({cpu_ns} ns of CPU)"
+    );
+    // The flame graph has both frames, with widths in the same ratio.
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let width = |name: &str| -> u64 {
+        svg.split("<g class=\"f\"")
+            .filter(|g| g.contains(&format!("data-n=\"{name}\"")))
+            .map(|g| {
+                let w = g.split("data-w=\"").nth(1).unwrap();
+                w[..w.find('"').unwrap()].parse::<u64>().unwrap()
+            })
+            .sum()
+    };
+    let (wa, wb) = (width("a"), width("b"));
+    assert!(
+        wa > 0 && (wb as f64 / wa as f64 - ratio).abs() < 0.01,
+        "{wa} {wb}"
+    );
+    // The results say what was sampled.
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r["kind"], "profile");
+    assert_eq!(r["profile"]["source"]["frequency_hz"], hz as f64);
+    assert_eq!(r["analysis"]["stack_profile"]["samples"], total);
+    // `show` prints the top functions.
+    let shown = iolens(&["show", json.to_str().unwrap()]);
+    assert!(
+        shown.contains("Top functions") && shown.contains("spin_until"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn off_cpu_profile_of_direct_preads_is_the_read_path_in_io_wait() {
+    if !root_or_skip("live off-CPU profiling") {
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let Some(exe) = compile(dir.path(), "direct_read.c", "iolens-dread") else {
+        return;
+    };
+    // A file on a real filesystem (not tmpfs), read with O_DIRECT: every read waits for the disk.
+    let data = dir.path().join("data");
+    std::fs::write(&data, vec![7u8; 64 << 20]).unwrap();
+    let (prog, line) = start_program(&exe, &[data.as_os_str()]);
+    assert_eq!(line, "reading");
+    let json = dir.path().join("off.json");
+    let folded = dir.path().join("off.folded");
+    let pid = prog.0.id().to_string();
+    let mut prof = start_profile(&[
+        "--pid",
+        &pid,
+        "--off-cpu",
+        "--duration",
+        "3s",
+        "--json",
+        json.to_str().unwrap(),
+        "--folded",
+        folded.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    wait_ok(&mut prof, Duration::from_secs(60));
+    drop(prog);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let a = &r["analysis"]["stack_profile"];
+    let off = a["off_cpu_ns"].as_u64().unwrap();
+    assert!(off > 1_000_000_000, "blocked for most of 3 s: {a}");
+    // Every read blocked in I/O wait; after each, on this shared machine, the thread may also
+    // wait for a CPU (counted as runnable, on the same stack).
+    let reasons = a["off_cpu"].as_array().unwrap();
+    let io = reasons
+        .iter()
+        .find(|r| r["reason"] == "io-wait")
+        .expect("io-wait");
+    assert!(io["count"].as_u64().unwrap() > 100, "{a}");
+    // Most off-CPU weight sits in stacks through pread → the kernel's read path → io_schedule.
+    let f = parse_folded(&std::fs::read_to_string(&folded).unwrap());
+    let off_total: u64 = f
+        .iter()
+        .filter(|(s, _)| s.contains("[off-cpu"))
+        .map(|(_, w)| w)
+        .sum();
+    let read_path = |marker: &str| -> u64 {
+        f.iter()
+            .filter(|(s, _)| {
+                // (read_blocks itself is not always there: libc's pread has no frame pointer,
+                // so a frame-pointer walk from it skips its caller.)
+                s.ends_with(marker)
+                    && s.starts_with("iolens-dread;")
+                    && s.contains("pread")
+                    && s.contains("vfs_read_[k]")
+                    && s.contains("io_schedule")
+            })
+            .map(|(_, w)| w)
+            .sum()
+    };
+    let on_path = read_path("[off-cpu io-wait]") + read_path("[off-cpu runnable]");
+    assert!(
+        on_path as f64 > 0.7 * off_total as f64,
+        "{on_path} of {off_total} µs off CPU in the read path: {f:#?}"
+    );
+    // All the I/O wait is in the read path.
+    let io_us = io["weight_ns"].as_u64().unwrap() / 1000;
+    assert!(
+        read_path("[off-cpu io-wait]") as f64 > 0.95 * io_us as f64,
+        "{io_us} µs of I/O wait: {f:#?}"
+    );
+    // The kernel layers of that path are named.
+    let layers: Vec<String> = a["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["layer"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        layers.iter().any(|l| l == "scheduler (I/O wait)"),
+        "{layers:?}"
+    );
+}
+
+/// User-space part of each stack from `main` on (kernel frames and markers dropped), first
+/// `depth` frames. (Below `main`, libc's static start-up functions are named by perf from
+/// libc's separate, compressed debug file, which iolens does not read.)
+fn user_paths(f: &BTreeMap<String, u64>, depth: usize) -> BTreeMap<String, f64> {
+    let total: u64 = f.values().sum();
+    let mut m = BTreeMap::new();
+    for (s, w) in f {
+        let p: Vec<&str> = s
+            .split(';')
+            .skip_while(|x| *x != "main")
+            .filter(|x| !x.ends_with("_[k]") && !x.starts_with('['))
+            .take(depth)
+            .collect();
+        *m.entry(p.join(";")).or_insert(0.0) += *w as f64 / total as f64;
+    }
+    m
+}
+
+#[test]
+fn perf_record_of_the_same_program_ingests_to_the_same_stacks() {
+    if !root_or_skip("comparing with perf") {
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let perf_ok = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !perf_ok {
+        assert!(!ci(), "perf is not installed, and CI is set");
+        eprintln!("skipped: perf is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(exe) = compile(dir.path(), "spin_ab.c", "iolens-spinpf") else {
+        return;
+    };
+    let hz = "199";
+    // iolens' own profile.
+    let ours = dir.path().join("ours.folded");
+    let mut prof = start_profile(&[
+        "--comm",
+        "iolens-spinpf",
+        "--duration",
+        "6s",
+        "--frequency",
+        hz,
+        "--folded",
+        ours.to_str().unwrap(),
+        "--no-progress",
+    ]);
+    let (prog, _) = start_program(&exe, &["2".as_ref()]);
+    wait_ok(&mut prof, Duration::from_secs(60));
+    drop(prog);
+    // perf's profile of the same program.
+    let data = dir.path().join("perf.data");
+    let mut rec = Killed(
+        Command::new("perf")
+            .args(["record", "-q", "-e", "cpu-clock", "-F", hz, "-g", "-o"])
+            .arg(&data)
+            .arg("--")
+            .arg(&exe)
+            .arg("2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut line = String::new();
+    BufReader::new(rec.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    // The program now sleeps: end it, and perf writes its file.
+    let _ = Command::new("pkill").args(["-x", "iolens-spinpf"]).status();
+    let _ = rec.0.wait();
+    let script = Command::new("perf")
+        .args(["script", "--header", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(script.status.success());
+    let script_file = dir.path().join("perf.txt");
+    std::fs::write(&script_file, &script.stdout).unwrap();
+    let theirs = parse_folded(&ingest_folded(dir.path(), &script_file));
+    let ours = parse_folded(&std::fs::read_to_string(&ours).unwrap());
+    // The same user-space stacks (main;a and main;b), in the same shares within sampling error.
+    let (po, pt) = (user_paths(&ours, 2), user_paths(&theirs, 2));
+    for path in ["main;a", "main;b"] {
+        let (o, t) = (
+            po.get(path).copied().unwrap_or(0.0),
+            pt.get(path).copied().unwrap_or(0.0),
+        );
+        assert!(
+            o > 0.2 && t > 0.2 && (o - t).abs() < 0.08,
+            "{path}: iolens {o}, perf {t}\n{po:?}\n{pt:?}"
+        );
+    }
+}
