@@ -893,7 +893,7 @@ fn merge_calibration(
         } else {
             h.value_at_quantile(pct / 100.0)
         };
-        if lat <= target && best.map_or(true, |b| p.iops > curve[b].iops) {
+        if lat <= target && best.is_none_or(|b| p.iops > curve[b].iops) {
             best = Some(k);
         }
     }
