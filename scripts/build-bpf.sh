@@ -9,8 +9,9 @@ mkdir -p src/bpf/obj
 for src in bpf/*.bpf.c; do
   name=$(basename "$src" .c)
   # -g keeps BTF (needed for CO-RE relocation and tp_btf); strip DWARF so the object is small
-  # and does not embed this machine's paths.
-  clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Ibpf -c "$src" -o "src/bpf/obj/$name.o.tmp"
+  # and does not embed this machine's paths (the prefix maps keep the BTF line info free of the
+  # checkout's path, so a checkout anywhere rebuilds byte-identical objects).
+  clang -O2 -g -fdebug-prefix-map="$PWD"=. -ffile-prefix-map="$PWD"=. -target bpf -D__TARGET_ARCH_x86 -Ibpf -c "$src" -o "src/bpf/obj/$name.o.tmp"
   llvm-strip -g "src/bpf/obj/$name.o.tmp"
   mv "src/bpf/obj/$name.o.tmp" "src/bpf/obj/$name.o"
 done
