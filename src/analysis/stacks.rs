@@ -75,10 +75,10 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
             let f = &mut fns[frame_fn[leaf as usize]];
             match s.state {
                 StackState::OnCpu => {
-                    f.self_on_cpu_ns += w;
-                    f.self_samples += s.count;
+                    f.self_on_cpu_ns = f.self_on_cpu_ns.saturating_add(w);
+                    f.self_samples = f.self_samples.saturating_add(s.count);
                 }
-                StackState::OffCpu(_) => f.self_off_cpu_ns += w,
+                StackState::OffCpu(_) => f.self_off_cpu_ns = f.self_off_cpu_ns.saturating_add(w),
             }
         }
         seen_layer.clear();
@@ -86,23 +86,26 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
             let id = frame_fn[fi as usize];
             if seen_fn[id] != k as u32 {
                 seen_fn[id] = k as u32;
-                fns[id].total_ns += w;
+                fns[id].total_ns = fns[id].total_ns.saturating_add(w);
             }
             if let Some(l) = layer_of[fi as usize] {
                 let key = (l.system.as_str(), l.layer);
                 let acc = layers.entry(key).or_default();
-                *acc.functions.entry(id).or_default() += w;
+                {
+                    let e = acc.functions.entry(id).or_default();
+                    *e = e.saturating_add(w);
+                }
                 if !seen_layer.contains(&key) {
                     seen_layer.push(key);
-                    acc.total += w;
+                    acc.total = acc.total.saturating_add(w);
                 }
             }
         }
         if let Some(l) = s.frames.iter().rev().find_map(|&fi| layer_of[fi as usize]) {
             let acc = layers.entry((l.system.as_str(), l.layer)).or_default();
-            acc.innermost += w;
+            acc.innermost = acc.innermost.saturating_add(w);
             if s.state != StackState::OnCpu {
-                acc.innermost_off += w;
+                acc.innermost_off = acc.innermost_off.saturating_add(w);
             }
         }
     }
@@ -110,8 +113,8 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
         f.total_share = f.total_ns as f64 / total;
     }
     fns.sort_by(|a, b| {
-        (b.self_on_cpu_ns + b.self_off_cpu_ns)
-            .cmp(&(a.self_on_cpu_ns + a.self_off_cpu_ns))
+        (b.self_on_cpu_ns.saturating_add(b.self_off_cpu_ns))
+            .cmp(&(a.self_on_cpu_ns.saturating_add(a.self_off_cpu_ns)))
             .then(b.total_ns.cmp(&a.total_ns))
             .then_with(|| a.name.cmp(&b.name))
     });
@@ -153,7 +156,7 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
             .then_with(|| a.system.cmp(&b.system))
             .then_with(|| a.layer.cmp(&b.layer))
     });
-    let off_total: u64 = off.values().map(|v| v.0).sum();
+    let off_total: u64 = off.values().fold(0u64, |t, v| t.saturating_add(v.0));
     let mut off_rows: Vec<OffCpuRow> = off
         .into_iter()
         .map(|(r, (w, n))| OffCpuRow {

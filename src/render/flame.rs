@@ -54,7 +54,9 @@ struct Node {
 
 impl Node {
     fn weight(&self) -> u64 {
-        self.on_ns + self.off_ns.iter().sum::<u64>()
+        self.off_ns
+            .iter()
+            .fold(self.on_ns, |t, &w| t.saturating_add(w))
     }
 }
 
@@ -115,10 +117,13 @@ impl Tree {
             let mut at = 0u32;
             let add = |n: &mut Node| match s.state {
                 StackState::OnCpu => {
-                    n.on_ns += s.weight_ns;
-                    n.on_samples += s.count;
+                    n.on_ns = n.on_ns.saturating_add(s.weight_ns);
+                    n.on_samples = n.on_samples.saturating_add(s.count);
                 }
-                StackState::OffCpu(r) => n.off_ns[reason_index(r)] += s.weight_ns,
+                StackState::OffCpu(r) => {
+                    let w = &mut n.off_ns[reason_index(r)];
+                    *w = w.saturating_add(s.weight_ns);
+                }
             };
             add(&mut nodes[0]);
             for l in path {
@@ -222,7 +227,7 @@ fn tooltip(p: &StackProfile, tree: &Tree, n: &Node, total: u64, timed: bool) -> 
         amount(w, n.on_samples, timed),
         sig3(share)
     );
-    let off: u64 = n.off_ns.iter().sum();
+    let off: u64 = n.off_ns.iter().fold(0u64, |t, &w| t.saturating_add(w));
     if off > 0 || p.has_off_cpu() {
         let _ = write!(
             t,

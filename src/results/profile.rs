@@ -167,7 +167,7 @@ impl StackProfile {
             .iter()
             .filter(|s| s.state == StackState::OnCpu)
             .map(|s| s.count)
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
     /// Sum of weights (ns) of stacks in `state`.
     pub fn weight_ns(&self, state: StackState) -> u64 {
@@ -203,6 +203,17 @@ impl StackProfile {
                     k + 1
                 );
             }
+        }
+        // Every sum drawn from a profile (totals, a frame's inclusive weight, a flame graph's
+        // widths) is at most the sum of all stacks; refuse a profile where that overflows.
+        let (mut weight, mut count) = (0u64, 0u64);
+        for s in &self.stacks {
+            weight = weight.checked_add(s.weight_ns).ok_or_else(|| {
+                anyhow::anyhow!("profile weights add up to more than 2^64 ns (about 584 years)")
+            })?;
+            count = count
+                .checked_add(s.count)
+                .ok_or_else(|| anyhow::anyhow!("profile sample counts add up to more than 2^64"))?;
         }
         if let Some(f) = self.source.frequency_hz {
             if !f.is_finite() || f <= 0.0 {

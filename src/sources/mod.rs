@@ -243,7 +243,10 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         serde_json::json!({"format": format_name(args.format), "files": stats}),
     );
     if let Some((b, src)) = stacks {
-        results.profile = Some(b.finish(src));
+        let p = b.finish(src);
+        p.validate()
+            .context("the stacks read cannot be used as a profile")?;
+        results.profile = Some(p);
     }
     Ok(results)
 }
