@@ -246,7 +246,10 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     };
     let device_bytes = interval_bytes(&watched, &format!("block {disk}"), "blk:read:device");
     let run_bytes = interval_bytes(&ran, &ran.runs[0].name, "read");
-    assert!(run_bytes >= ios * 4096, "the run read {run_bytes} bytes in {ios} reads");
+    assert!(
+        run_bytes >= ios * 4096,
+        "the run read {run_bytes} bytes in {ios} reads"
+    );
     assert!(
         device_bytes >= run_bytes,
         "{device_bytes} bytes read from the device < {run_bytes} read by the run"
