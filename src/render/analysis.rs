@@ -7,18 +7,12 @@
 use std::fmt::Write as _;
 
 use super::svg::{colour, esc, Fmt, LineChart, Series};
-use super::table::Table;
+pub use super::table::Block;
+use super::table::{blocks_text, Table};
 use super::TermStyle;
 use crate::results::analysis::{Analysis, Knee, Profile, UslFit};
 use crate::results::{CurvePoint, Results};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
-
-/// One section: a title, lines of text and an optional table.
-pub struct Block {
-    pub title: String,
-    pub lines: Vec<String>,
-    pub table: Option<Table>,
-}
 
 fn opt_num(v: Option<u64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
@@ -272,21 +266,6 @@ pub fn blocks(r: &Results, an: &Analysis) -> Vec<Block> {
 /// The sections as terminal text.
 pub fn text(r: &Results, an: &Analysis, style: &TermStyle) -> String {
     blocks_text(blocks(r, an), style)
-}
-
-/// Sections as terminal text: heading, lines, table.
-pub(crate) fn blocks_text(blocks: Vec<Block>, style: &TermStyle) -> String {
-    let mut out = String::new();
-    for b in blocks {
-        super::table::heading(&mut out, style, &b.title);
-        for l in &b.lines {
-            let _ = writeln!(out, "{l}");
-        }
-        if let Some(t) = &b.table {
-            out.push_str(&t.render(style));
-        }
-    }
-    out
 }
 
 /// A chart of one ramp: `y` against `x` for each named series.

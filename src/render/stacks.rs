@@ -1,7 +1,7 @@
 //! The stack-profile sections `show` and `report` print: the on/off-CPU split (off-CPU time by
 //! reason), the top functions and the database and kernel layers the time went through.
 
-use super::analysis::Block;
+use super::table::Block;
 use super::table::Table;
 use super::TermStyle;
 use crate::results::analysis::StackProfileAnalysis;
@@ -152,5 +152,5 @@ pub fn text(
         a.layers.truncate(rows);
     }
     self::blocks(r, an.as_ref(), &mut blocks);
-    super::analysis::blocks_text(blocks, style)
+    super::table::blocks_text(blocks, style)
 }

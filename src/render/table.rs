@@ -274,6 +274,28 @@ pub(crate) fn heading(out: &mut String, style: &TermStyle, text: &str) {
     }
 }
 
+/// One section: a title, lines of text and an optional table.
+pub struct Block {
+    pub title: String,
+    pub lines: Vec<String>,
+    pub table: Option<Table>,
+}
+
+/// Sections as terminal text: heading, lines, table.
+pub(crate) fn blocks_text(blocks: Vec<Block>, style: &TermStyle) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        heading(&mut out, style, &b.title);
+        for l in &b.lines {
+            let _ = writeln!(out, "{l}");
+        }
+        if let Some(t) = &b.table {
+            out.push_str(&t.render(style));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) fn plain(width: usize) -> TermStyle {
     TermStyle {

@@ -3,7 +3,7 @@
 
 use hdrhistogram::Histogram;
 
-use super::analysis::Block;
+use super::table::Block;
 use super::table::Table;
 use crate::results::analysis::{Analysis, VerdictKind, WatchShares};
 use crate::results::{Results, WatchBudget};
