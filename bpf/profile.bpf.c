@@ -34,9 +34,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define MAX_DEPTH 127
 
+#include "common.h"
+
 // Set by user space before load.
-const volatile __u32 filter_all = 0;     // 1: every process (tests only); 0: watch_pids/comms
-const volatile __u32 self_tgid = 0;      // the profiler itself is never profiled
 const volatile __u32 period_ns = 10000000;
 const volatile __u32 want_off_cpu = 0;
 
@@ -84,51 +84,6 @@ struct {
 	__type(value, struct prof_off);
 } off_cpu SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LOST_SLOTS);
-	__type(key, __u32);
-	__type(value, __u64);
-} lost SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} watch_pids SEC(".maps");
-
-struct prof_comm {
-	char comm[16];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, struct prof_comm);
-	__type(value, __u8);
-} watch_comms SEC(".maps");
-
-static __always_inline void count_lost(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
-	if (n)
-		*n += 1;
-}
-
-static __always_inline int chosen(__u32 tgid, const char *comm16)
-{
-	if (tgid == 0 || tgid == self_tgid)
-		return 0;
-	if (filter_all)
-		return 1;
-	if (bpf_map_lookup_elem(&watch_pids, &tgid))
-		return 1;
-	struct prof_comm key = {};
-	__builtin_memcpy(key.comm, comm16, 16);
-	return bpf_map_lookup_elem(&watch_comms, &key) != 0;
-}
-
 static __always_inline void add(struct prof_key *k, __u64 count, __u64 ns)
 {
 	struct prof_weight *w = bpf_map_lookup_elem(&counts, k);
@@ -160,7 +115,7 @@ int on_sample(struct bpf_perf_event_data *ctx)
 		return 0;  // idle
 	struct prof_key k = {};
 	bpf_get_current_comm(k.comm, sizeof(k.comm));
-	if (!chosen(tgid, k.comm))
+	if (!watched(tgid, (const struct comm_key *)k.comm))
 		return 0;
 	k.tgid = tgid;
 	k.state = STATE_ON_CPU;
@@ -185,7 +140,7 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 		return;
 	struct prof_off s = {};
 	bpf_probe_read_kernel(s.comm, sizeof(s.comm), &prev->comm);
-	if (!chosen(tgid, s.comm))
+	if (!watched(tgid, (const struct comm_key *)s.comm))
 		return;
 	s.ts = bpf_ktime_get_ns();
 	s.tgid = tgid;
@@ -251,11 +206,5 @@ static __always_inline void on_wakeup(struct task_struct *p)
 		s->wake_ts = bpf_ktime_get_ns();
 }
 
-SEC("tp_btf/sched_switch")
-int btf_sched_switch(__u64 *ctx) { on_switch(ctx, ctx); return 0; }
-SEC("raw_tp/sched_switch")
-int raw_sched_switch(__u64 *ctx) { on_switch(ctx, ctx); return 0; }
-SEC("tp_btf/sched_wakeup")
-int btf_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
-SEC("raw_tp/sched_wakeup")
-int raw_sched_wakeup(__u64 *ctx) { on_wakeup((struct task_struct *)ctx[0]); return 0; }
+HANDLER(sched_switch, on_switch(ctx, ctx))
+HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0]))

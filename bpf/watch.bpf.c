@@ -28,6 +28,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
 
+#include "common.h"
+
 // Set in a block event's `sub` when a watched process submitted the request.
 #define BLOCK_WATCHED (1u << 16)
 
@@ -43,21 +45,11 @@ struct event {
 	__u32 bytes; // block: completed bytes
 };
 
-// Set by user space before load.
-const volatile __u32 watch_all = 1;     // 0: only pids in watch_pids / comms in watch_comms
-const volatile __u32 self_tgid = 0;     // the watcher itself is never traced
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, LOST_SLOTS);
-	__type(key, __u32);
-	__type(value, __u64);
-} lost SEC(".maps");
 
 // syscall number -> 1 + index in user space's list; 0: not traced.
 struct {
@@ -66,24 +58,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } syscall_index SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} watch_pids SEC(".maps");
-
-struct comm_key {
-	char comm[16];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, struct comm_key);
-	__type(value, __u8);
-} watch_comms SEC(".maps");
 
 struct sys_state {
 	__u64 ts;
@@ -126,32 +100,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_state);
 } tasks SEC(".maps");
-
-// One handler body, attached as tp_btf if the kernel takes it, else as a raw tracepoint.
-#define HANDLER(tp, body)                                                                  \
-	SEC("tp_btf/" #tp)                                                                 \
-	int btf_##tp(__u64 *ctx) { body; return 0; }                                       \
-	SEC("raw_tp/" #tp)                                                                 \
-	int raw_##tp(__u64 *ctx) { body; return 0; }
-
-static __always_inline void count_lost(__u32 slot)
-{
-	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
-	if (n)
-		*n += 1;
-}
-
-// Whether process `tgid`, named `key` (read only when filtering), is watched.
-static __always_inline int watched(__u32 tgid, struct comm_key *key)
-{
-	if (tgid == 0 || tgid == self_tgid)
-		return 0;
-	if (watch_all)
-		return 1;
-	if (bpf_map_lookup_elem(&watch_pids, &tgid))
-		return 1;
-	return bpf_map_lookup_elem(&watch_comms, key) != 0;
-}
 
 static __always_inline int current_watched(__u32 tgid)
 {

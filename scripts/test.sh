@@ -49,12 +49,15 @@ if [ ! -x target/k8s-validate/bin/kubernetes-validate ]; then
   target/k8s-validate/bin/pip install -q kubernetes-validate >/dev/null
 fi
 
-scripts/build-bpf.sh
-if [ -n "$(git status --porcelain src/bpf/obj 2>/dev/null)" ]; then
-  echo "the committed BPF objects in src/bpf/obj are stale: run scripts/build-bpf.sh and commit them" >&2
-  git status --porcelain src/bpf/obj >&2
+# The BPF objects in src/bpf/obj must be what bpf/*.bpf.c compiles to (built aside, compared).
+bpf_fresh=$(mktemp -d)
+scripts/build-bpf.sh "$bpf_fresh"
+if ! diff -r "$bpf_fresh" src/bpf/obj >&2; then
+  echo "the BPF objects in src/bpf/obj are stale: run scripts/build-bpf.sh and commit them" >&2
+  rm -rf "$bpf_fresh"
   exit 1
 fi
+rm -rf "$bpf_fresh"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings

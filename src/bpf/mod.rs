@@ -249,6 +249,42 @@ pub fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, name: &str) -> Result<Attac
     })
 }
 
+/// Linux keeps the first 15 bytes of a process name (`comm`; 16 with the NUL).
+pub const COMM_LEN: usize = 15;
+
+/// The 16-byte, NUL-padded key the BPF side compares `comm` with (the name cut as the kernel
+/// cuts it).
+pub fn comm_key(name: &str) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    let b = name.as_bytes();
+    let n = b.len().min(COMM_LEN);
+    k[..n].copy_from_slice(&b[..n]);
+    k
+}
+
+/// Fill the process filter every iolens BPF program shares (`bpf/common.h`): the maps
+/// `watch_pids` (process ids) and `watch_comms` (process names, see [`comm_key`]).
+pub fn set_process_filter(ebpf: &mut Ebpf, pids: &[u32], comms: &[String]) -> Result<(), BpfError> {
+    let load = |e: &dyn std::error::Error| BpfError::Load(describe(e));
+    let mut map: aya::maps::HashMap<&mut MapData, u32, u8> = aya::maps::HashMap::try_from(
+        ebpf.map_mut("watch_pids")
+            .ok_or_else(|| BpfError::Load("the object has no map watch_pids".into()))?,
+    )
+    .map_err(|e| load(&e))?;
+    for &p in pids {
+        map.insert(p, 1, 0).map_err(|e| load(&e))?;
+    }
+    let mut map: aya::maps::HashMap<&mut MapData, [u8; 16], u8> = aya::maps::HashMap::try_from(
+        ebpf.map_mut("watch_comms")
+            .ok_or_else(|| BpfError::Load("the object has no map watch_comms".into()))?,
+    )
+    .map_err(|e| load(&e))?;
+    for c in comms {
+        map.insert(comm_key(c), 1, 0).map_err(|e| load(&e))?;
+    }
+    Ok(())
+}
+
 /// Sum over CPUs of every slot of a per-CPU `u64` array map (lost-event counters).
 pub fn sum_per_cpu(ebpf: &Ebpf, map: &str) -> Result<Vec<u64>, BpfError> {
     let m = ebpf

@@ -94,14 +94,6 @@ pub struct Sampler {
     pub cpus: u32,
 }
 
-fn comm_key(name: &str) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    let b = name.as_bytes();
-    let n = b.len().min(15);
-    k[..n].copy_from_slice(&b[..n]);
-    k
-}
-
 fn err(e: impl std::fmt::Display) -> BpfError {
     BpfError::Load(e.to_string())
 }
@@ -127,26 +119,7 @@ impl Sampler {
             },
         ];
         let mut ebpf = load(PROFILE_OBJECT, &globals)?;
-        {
-            let mut pids: BpfHashMap<_, u32, u8> = BpfHashMap::try_from(
-                ebpf.map_mut("watch_pids")
-                    .ok_or_else(|| err("no map watch_pids"))?,
-            )
-            .map_err(err)?;
-            for &p in &o.pids {
-                pids.insert(p, 1, 0).map_err(err)?;
-            }
-        }
-        {
-            let mut comms: BpfHashMap<_, [u8; 16], u8> = BpfHashMap::try_from(
-                ebpf.map_mut("watch_comms")
-                    .ok_or_else(|| err("no map watch_comms"))?,
-            )
-            .map_err(err)?;
-            for c in &o.comms {
-                comms.insert(comm_key(c), 1, 0).map_err(err)?;
-            }
-        }
+        super::set_process_filter(&mut ebpf, &o.pids, &o.comms)?;
         if o.off_cpu {
             let btf = Btf::from_sys_fs().map_err(|_| BpfError::NoBtf)?;
             attach_tracepoint(&mut ebpf, &btf, "sched_wakeup")?;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{finish, Context};
+use super::{finish_evidence, Context};
 use crate::sources::{ingest, Format, IngestOptions, Unit};
 
 /// Arguments of `iolens ingest`.
@@ -57,15 +57,6 @@ impl IngestArgs {
 /// `iolens ingest`.
 pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(a.json.as_deref())?;
-    let mut results = ingest(&a.options(), cx.cmdline.clone())?;
-    results.analysis = Some(crate::analysis::analyse(&results));
-    // The checks `show`/`report`/`compare`/`export` apply when loading: never write a document
-    // they would refuse (overflowed counts, histograms that cannot be encoded).
-    results.validate()?;
-    let style = cx.brief_style();
-    crate::out!(
-        "{}",
-        crate::render::brief_trace::sources_summary(&results, &style)
-    );
-    finish(&results, a.json.as_deref())
+    let results = ingest(&a.options(), cx.cmdline.clone())?;
+    finish_evidence(results, a.json.as_deref(), cx)
 }

@@ -209,6 +209,25 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
 /// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
 /// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
 /// early, 0 otherwise.
+/// The ending of `trace` and `ingest`, which read evidence others wrote: analyse it, apply the
+/// checks every loader (`show`, `report`, `compare`, `export`) applies so that no document they
+/// would refuse is written, print the summary (text for people never fails the command, see
+/// `crate::out`), then [`finish`].
+pub(crate) fn finish_evidence(
+    mut results: Results,
+    json: Option<&Path>,
+    cx: &Context,
+) -> Result<ExitCode> {
+    results.analysis = Some(crate::analysis::analyse(&results));
+    results.validate()?;
+    let style = cx.brief_style();
+    crate::out!(
+        "{}",
+        crate::render::brief_trace::sources_summary(&results, &style)
+    );
+    finish(&results, json)
+}
+
 pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
     if let Some(p) = json {
         let dest = Destination::new(p);

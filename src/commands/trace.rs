@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{finish, Context};
+use super::{finish_evidence, Context};
 use crate::sources::{oracle_trace, peak_rss, TraceOptions};
 
 /// Arguments of `iolens trace`.
@@ -44,18 +44,8 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
         interval: a.interval,
         top: a.top,
     };
-    let mut results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
-    results.analysis = Some(crate::analysis::analyse(&results));
-    // The checks every loader applies: never write a document `show` would refuse.
-    results.validate()?;
-    // The text for people never fails the command (see `crate::out`); the JSON is written
-    // even when stdout is closed.
-    let style = cx.brief_style();
-    crate::out!(
-        "{}",
-        crate::render::brief_trace::sources_summary(&results, &style)
-    );
-    let code = finish(&results, a.json.as_deref())?;
+    let results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
+    let code = finish_evidence(results, a.json.as_deref(), cx)?;
     if a.print_peak_rss {
         crate::outln!(
             "peak RSS: {}",

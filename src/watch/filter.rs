@@ -7,8 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-/// Linux keeps the first 15 bytes of a process name (`comm`).
-pub const COMM_LEN: usize = 15;
+pub use crate::bpf::COMM_LEN;
 
 /// A block device to watch: its whole disk (partitions map to their disk).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,15 +91,6 @@ fn truncate_comm(c: &str) -> String {
         end -= 1;
     }
     c[..end].to_string()
-}
-
-/// The 16-byte, NUL-padded key the BPF side compares `comm` with.
-pub fn comm_key(c: &str) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    let b = c.as_bytes();
-    let n = b.len().min(COMM_LEN);
-    k[..n].copy_from_slice(&b[..n]);
-    k
 }
 
 /// Whether process `pid` exists (and is not a zombie).
@@ -211,7 +201,7 @@ mod tests {
         assert!(e.to_string().contains("no such process"), "{e}");
         let f = Filters::new(&[], &["a-very-long-process-name".into()], &[]).unwrap();
         assert_eq!(f.comms, vec!["a-very-long-pro".to_string()]);
-        assert_eq!(&comm_key("postgres")[..9], b"postgres\0");
+        assert_eq!(&crate::bpf::comm_key("postgres")[..9], b"postgres\0");
         assert!(Filters::new(&[], &["/usr/bin/x".into()], &[]).is_err());
     }
 }

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, RingBuf};
+use aya::maps::{Array, MapData, RingBuf};
 use hdrhistogram::Histogram;
 
 use crate::bpf::{self, Attached, Global};
@@ -396,24 +396,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
             idx.set(*nr as u32, i as u32 + 1, 0)?;
         }
     }
-    {
-        let mut pids: BpfHashMap<&mut MapData, u32, u8> = BpfHashMap::try_from(
-            ebpf.map_mut("watch_pids")
-                .context("BPF object lacks watch_pids")?,
-        )?;
-        for &p in &filters.pids {
-            pids.insert(p, 1, 0)?;
-        }
-    }
-    {
-        let mut comms: BpfHashMap<&mut MapData, [u8; 16], u8> = BpfHashMap::try_from(
-            ebpf.map_mut("watch_comms")
-                .context("BPF object lacks watch_comms")?,
-        )?;
-        for c in &filters.comms {
-            comms.insert(filter::comm_key(c), 1, 0)?;
-        }
-    }
+    bpf::set_process_filter(&mut ebpf, &filters.pids, &filters.comms)?;
     let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
     let mut attached = Vec::new();
     let mut add = |ebpf: &mut aya::Ebpf, tp: &str, required: bool| -> Result<bool> {

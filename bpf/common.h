@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: MIT OR Apache-2.0
+// What every iolens BPF program shares: the process filter user space fills
+// (src/bpf/mod.rs: set_process_filter), the per-CPU lost-event counters, and the macro that
+// builds one handler as a tp_btf and a raw_tp program (user space attaches what the kernel takes).
+// Include after vmlinux.h and the libbpf headers, with LOST_SLOTS defined.
+#ifndef IOLENS_COMMON_H
+#define IOLENS_COMMON_H
+
+#ifndef LOST_SLOTS
+#error "define LOST_SLOTS before including common.h"
+#endif
+
+// Set by user space before load.
+const volatile __u32 watch_all = 0;   // 1: every process; 0: only watch_pids / watch_comms
+const volatile __u32 self_tgid = 0;   // iolens itself is never traced
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LOST_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u8);
+} watch_pids SEC(".maps");
+
+struct comm_key {
+	char comm[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, struct comm_key);
+	__type(value, __u8);
+} watch_comms SEC(".maps");
+
+// One handler body, attached as tp_btf if the kernel takes it, else as a raw tracepoint.
+#define HANDLER(tp, body)                                                                  \
+	SEC("tp_btf/" #tp)                                                                 \
+	int btf_##tp(__u64 *ctx) { body; return 0; }                                       \
+	SEC("raw_tp/" #tp)                                                                 \
+	int raw_##tp(__u64 *ctx) { body; return 0; }
+
+static __always_inline void count_lost(__u32 slot)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
+	if (n)
+		*n += 1;
+}
+
+// Whether process `tgid`, named `key` (read only when filtering by name), is watched.
+static __always_inline int watched(__u32 tgid, const struct comm_key *key)
+{
+	if (tgid == 0 || tgid == self_tgid)
+		return 0;
+	if (watch_all)
+		return 1;
+	if (bpf_map_lookup_elem(&watch_pids, &tgid))
+		return 1;
+	return bpf_map_lookup_elem(&watch_comms, key) != 0;
+}
+
+#endif
