@@ -32,12 +32,17 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 // Set in a block event's `sub` when a watched process submitted the request.
 #define BLOCK_WATCHED (1u << 16)
+// Set in a cpu-off event's `sub`: the thread was inside a traced syscall while it waited.
+#define CPU_IN_IO 1u
+// Set in a cpu-off event's `sub`: the CPU it got was running another task, not idle (the wait
+// was contention for the CPU, not the time an idle CPU takes to wake).
+#define CPU_CONTENDED 2u
 
 struct event {
 	__u32 kind;
 	__u32 tgid;
 	__u32 tid;
-	__u32 sub;  // syscall index; block op | BLOCK_WATCHED; 0 for cpu
+	__u32 sub;  // syscall index; block op | BLOCK_WATCHED; cpu off: CPU_IN_IO | CPU_CONTENDED
 	__u64 a;    // syscall latency, block device service, on-cpu slice, off-cpu span
 	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
 	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
@@ -290,7 +295,12 @@ static __always_inline void on_switch(__u64 *ctx)
 		if (st) {
 			if (st->off_ts) {
 				__u64 runq = st->wake_ts && st->wake_ts <= now ? now - st->wake_ts : 0;
-				emit(EV_CPU_OFF, tgid, tid, 0, now - st->off_ts, runq, now, 0, 0);
+				// Waiting for a CPU inside a traced syscall (after its I/O completed)
+				// inflates that syscall's latency: the case seed 003 warns about.
+				__u32 flags = bpf_map_lookup_elem(&in_syscall, &tid) ? CPU_IN_IO : 0;
+				if (BPF_CORE_READ(prev, pid) != 0)
+					flags |= CPU_CONTENDED;
+				emit(EV_CPU_OFF, tgid, tid, flags, now - st->off_ts, runq, now, 0, 0);
 			}
 			st->on_ts = now;
 			st->off_ts = 0;

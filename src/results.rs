@@ -1286,6 +1286,10 @@ pub struct Results {
     /// On- and off-CPU stacks (`iolens profile`, `ingest --format perf-script|folded`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<profile::StackProfile>,
+    /// The time budget of an `iolens watch` (files written before this field held it in
+    /// `extra["watch"]`; reading moves it here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchBudget>,
 }
 
 impl Results {
@@ -1307,6 +1311,7 @@ impl Results {
             placement: None,
             merge: None,
             profile: None,
+            watch: None,
         }
     }
 
@@ -1356,7 +1361,7 @@ impl Results {
         if ver == 0 {
             bail!("results file has no valid schema version");
         }
-        let r: Results = if ver == 1 {
+        let mut r: Results = if ver == 1 {
             // Older files are upgraded as a JSON tree first.
             let mut v: serde_json::Value = serde_json::from_str(text)?;
             analysis::upgrade_v1(&mut v);
@@ -1366,6 +1371,14 @@ impl Results {
             // (for a day of 1 s intervals that tree alone was hundreds of MB).
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
+        if r.watch.is_none() {
+            if let Some(v) = r.extra.remove("watch") {
+                r.watch = Some(
+                    serde_json::from_value(v)
+                        .context("its watch budget (extra.watch) is not valid")?,
+                );
+            }
+        }
         r.validate()?;
         Ok(r)
     }
@@ -1427,6 +1440,24 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watch_budget_in_extra_is_read_into_watch() {
+        let mut r = Results::new(Kind::Watch, vec!["iolens".into(), "watch".into()]);
+        r.watch = Some(WatchBudget {
+            pids: vec![42],
+            ..Default::default()
+        });
+        let mut v = serde_json::to_value(&r).unwrap();
+        let budget = v.as_object_mut().unwrap().remove("watch").unwrap();
+        v["extra"]["watch"] = budget;
+        let back = Results::from_json(&v.to_string()).unwrap();
+        assert_eq!(back.watch.unwrap().pids, vec![42]);
+        assert!(back.extra.is_empty());
+        v["extra"]["watch"] = serde_json::json!({"intervals": 3});
+        let err = Results::from_json(&v.to_string()).unwrap_err();
+        assert!(format!("{err:#}").contains("watch budget"), "{err:#}");
+    }
 
     #[test]
     fn hist_roundtrip_exact() {
@@ -1496,7 +1527,7 @@ mod tests {
 }
 
 /// Where the watched processes' time went in one interval of `iolens watch` (the sums the
-/// verdicts rest on; stored in `Results::extra["watch"]` as a [`WatchBudget`]).
+/// verdicts rest on; stored in [`Results::watch`] as a [`WatchBudget`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct WatchSpan {
     /// Start of the interval, seconds from the start of the watch.
@@ -1515,6 +1546,12 @@ pub struct WatchSpan {
     pub queue_ns: u64,
     /// Summed run-queue wait of watched threads (runnable, waiting for a CPU), ns.
     pub runq_ns: u64,
+    /// The part of `runq_ns` spent inside a traced I/O syscall (woken by the I/O's completion,
+    /// waiting for a CPU before the syscall could return) while that CPU ran another task: CPU
+    /// contention inflating I/O latency (an idle CPU's wake-up time is not counted), ns.
+    /// Included in `syscall_ns`.
+    #[serde(default)]
+    pub runq_io_ns: u64,
     /// Summed on-CPU time of watched threads, ns.
     pub oncpu_ns: u64,
 }

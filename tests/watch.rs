@@ -146,7 +146,7 @@ fn hist(r: &Results, run: &str, op: &str) -> Option<Histogram<u64>> {
 }
 
 fn budget(r: &Results) -> WatchBudget {
-    serde_json::from_value(r.extra["watch"].clone()).unwrap()
+    r.watch.clone().expect("a watch budget")
 }
 
 /// The whole disk under `path` (`vda`), as the watch names its block runs.
@@ -354,6 +354,7 @@ fn cpu_hogs_give_the_cpu_verdict_and_an_idle_host_does_not() {
     std::thread::sleep(Duration::from_millis(200));
     let (busy, busy_runq) = watched_run_verdict(tmp.path(), &data, "busy");
     drop(hogs);
+    eprintln!("with hogs: {busy:?}, CPU wait share of I/O time {busy_runq:.3}");
     assert_eq!(
         busy,
         Some(VerdictKind::CpuBound),
@@ -371,6 +372,7 @@ fn cpu_hogs_give_the_cpu_verdict_and_an_idle_host_does_not() {
         return;
     }
     let (idle, idle_runq) = watched_run_verdict(tmp.path(), &data, "idle");
+    eprintln!("idle: {idle:?}, CPU wait share of I/O time {idle_runq:.3}");
     assert_ne!(
         idle,
         Some(VerdictKind::CpuBound),

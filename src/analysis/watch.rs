@@ -2,18 +2,21 @@
 //!
 //! Input: the per-interval sums a watch records ([`WatchBudget`]): I/O syscall latency,
 //! device service and host queue time of the block requests those processes issued, and their
-//! threads' run-queue wait. Method (seed 000's layering, seed 003's CPU caveat): of the syscall
-//! time, the part the block layer accounts for is split into device service and host queue in
-//! their proportion (capped at the syscall time: asynchronous I/O can spend block time outside
-//! any syscall); the rest is *above the block layer* (page cache, filesystem, locks). Run-queue
-//! wait is added beside it, since a thread waiting for a CPU is not doing I/O. Shares are of
-//! syscall + run-queue time. The dominant layer is the verdict, except that a run-queue share of
-//! at least [`CPU_SHARE`] always gives "the CPU is saturated; the storage may be fine".
+//! threads' run-queue wait, with the part of it spent inside a traced I/O syscall. Method (seed
+//! 000's layering, seed 003's CPU caveat): the syscall time is the whole. The part the block
+//! layer accounts for is split into device service and host queue in their proportion (capped at
+//! the syscall time: asynchronous I/O can spend block time outside any syscall); the run-queue
+//! wait inside the syscalls (the I/O had completed, the thread waited for a CPU to return) is the
+//! CPU's share; the rest is *above the block layer* (page cache, filesystem, locks). Run-queue
+//! wait outside I/O syscalls (after a sleep, a lock, a timer) is reported beside it but is not
+//! I/O time: a rate-limited or mostly idle process always has some, even on an idle host. The
+//! dominant layer is the verdict, except that a CPU share of at least [`CPU_SHARE`] always gives
+//! "the CPU is saturated; the storage may be fine".
 
 use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
 use crate::results::{Results, WatchBudget, WatchSpan};
 
-/// Run-queue share of (I/O syscall + run-queue) time from which the CPU is the verdict.
+/// Share of I/O syscall time spent waiting for a CPU from which the CPU is the verdict.
 pub const CPU_SHARE: f64 = 0.20;
 /// Host-queue share from which a host-queueing warning is given even when it does not dominate.
 pub const QUEUE_SHARE: f64 = 0.30;
@@ -21,7 +24,6 @@ pub const QUEUE_SHARE: f64 = 0.30;
 /// The shares of one span.
 pub fn shares(s: &WatchSpan) -> WatchShares {
     let sys = s.syscall_ns as f64;
-    let runq = s.runq_ns as f64;
     let blk = (s.device_ns + s.queue_ns) as f64;
     let in_block = blk.min(sys);
     let (device, queue) = if blk > 0.0 {
@@ -32,24 +34,25 @@ pub fn shares(s: &WatchSpan) -> WatchShares {
     } else {
         (0.0, 0.0)
     };
-    let above = sys - in_block;
-    let total = sys + runq;
+    let runq_io = (s.runq_io_ns as f64).min(sys - in_block);
+    let above = sys - in_block - runq_io;
     let mut out = WatchShares {
         start_s: s.start_s,
         duration_s: s.duration_s,
         syscalls: s.syscalls,
         syscall_s: sys / 1e9,
-        runq_s: runq / 1e9,
+        runq_s: s.runq_ns as f64 / 1e9,
+        runq_io_s: runq_io / 1e9,
         ..Default::default()
     };
     // The question is where I/O time went: without traced I/O there is no answer.
-    if sys <= 0.0 || total <= 0.0 {
+    if sys <= 0.0 {
         return out;
     }
-    out.device = device / total;
-    out.host_queue = queue / total;
-    out.above_block = above / total;
-    out.runq = runq / total;
+    out.device = device / sys;
+    out.host_queue = queue / sys;
+    out.above_block = above / sys;
+    out.runq = runq_io / sys;
     out.verdict = Some(if out.runq >= CPU_SHARE {
         VerdictKind::CpuBound
     } else {
@@ -86,6 +89,7 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
         ("syscalls", o.syscalls as f64),
         ("syscall_s", o.syscall_s),
         ("runq_s", o.runq_s),
+        ("runq_io_s", o.runq_io_s),
         ("device_share", o.device),
         ("host_queue_share", o.host_queue),
         ("above_block_share", o.above_block),
@@ -101,9 +105,9 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
     let message = match kind {
         VerdictKind::CpuBound => format!(
             "the CPU is saturated; the storage may be fine: the watched threads waited {:.3} s \
-             for a CPU, {} of their I/O and run-queue time (device service {}, above the block \
-             layer {})",
-            o.runq_s,
+             for a CPU after their I/O had completed, {} of their I/O syscall time (device \
+             service {}, above the block layer {})",
+            o.runq_io_s,
             pct(o.runq),
             pct(o.device),
             pct(o.above_block)
@@ -157,7 +161,7 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
 
 /// The watch analysis of `r`, when it holds a watch's budget.
 pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
-    let budget: WatchBudget = serde_json::from_value(r.extra.get("watch")?.clone()).ok()?;
+    let budget: &WatchBudget = r.watch.as_ref()?;
     let mut all = WatchSpan::default();
     for s in &budget.intervals {
         all.syscalls += s.syscalls;
@@ -166,6 +170,7 @@ pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
         all.device_ns += s.device_ns;
         all.queue_ns += s.queue_ns;
         all.runq_ns += s.runq_ns;
+        all.runq_io_ns += s.runq_io_ns;
         all.oncpu_ns += s.oncpu_ns;
         all.duration_s += s.duration_s;
     }
@@ -181,14 +186,15 @@ pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
 mod tests {
     use super::*;
 
-    fn span(sys: u64, dev: u64, queue: u64, runq: u64) -> WatchSpan {
+    fn span(sys: u64, dev: u64, queue: u64, runq_io: u64) -> WatchSpan {
         WatchSpan {
             syscalls: 10,
             syscall_ns: sys,
             block_requests: 10,
             device_ns: dev,
             queue_ns: queue,
-            runq_ns: runq,
+            runq_ns: runq_io + 5000,
+            runq_io_ns: runq_io,
             ..Default::default()
         }
     }
@@ -202,9 +208,16 @@ mod tests {
         assert_eq!(s.verdict, Some(VerdictKind::HostQueueing));
         let s = shares(&span(1000, 0, 0, 10));
         assert_eq!(s.verdict, Some(VerdictKind::AboveBlockLayer));
-        // Run-queue wait at 20 % makes it the CPU even though the device dominates.
-        let s = shares(&span(800, 700, 0, 200));
+        // Run-queue wait inside the syscalls at 20 % makes it the CPU even though the device
+        // dominates; run-queue wait outside them (5 µs in every span here, five times the
+        // syscall time of some) is not I/O time and never decides.
+        let s = shares(&span(1000, 700, 0, 200));
         assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
+        assert!((s.runq - 0.2).abs() < 1e-9 && (s.above_block - 0.1).abs() < 1e-9);
+        let s = shares(&span(1000, 800, 0, 150));
+        assert_eq!(s.verdict, Some(VerdictKind::StorageBound));
+        let sum = s.device + s.host_queue + s.above_block + s.runq;
+        assert!((sum - 1.0).abs() < 1e-9, "{sum}");
         // Block time beyond the syscall time (asynchronous I/O) is capped.
         let s = shares(&span(100, 300, 100, 0));
         assert!((s.device + s.host_queue - 1.0).abs() < 1e-9 && s.above_block == 0.0);

@@ -6,7 +6,7 @@ use hdrhistogram::Histogram;
 use super::table::Block;
 use super::table::Table;
 use crate::results::analysis::{Analysis, VerdictKind, WatchShares};
-use crate::results::{Results, WatchBudget};
+use crate::results::Results;
 use crate::units::{fmt_bytes, fmt_ns, sig3};
 
 fn pct(x: f64) -> String {
@@ -38,7 +38,7 @@ pub fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> Str
         )
     };
     format!(
-        "{:>6}s {:>7} I/O syscalls{} device {} queue {} above {} runq {} → {}",
+        "{:>6}s {:>7} I/O syscalls{} device {} queue {} above {} CPU wait {} → {}",
         sig3(s.start_s + s.duration_s),
         s.syscalls,
         lat,
@@ -62,7 +62,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         "device",
         "host queue",
         "above block",
-        "CPU run queue",
+        "CPU wait in I/O",
         "verdict",
     ]);
     let mut row = |label: String, s: &WatchShares| {
@@ -90,13 +90,18 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         .map(|v| format!("• {}", v.message))
         .collect();
     if lines.is_empty() {
-        lines.push("The watched processes did no traced I/O and did not wait for a CPU.".into());
+        lines.push("The watched processes did no traced I/O.".into());
     }
-    let budget: Option<WatchBudget> = r
-        .extra
-        .get("watch")
-        .and_then(|v| serde_json::from_value(v.clone()).ok());
-    if let Some(b) = &budget {
+    let o = &w.overall;
+    if o.runq_s > o.runq_io_s {
+        lines.push(format!(
+            "Outside I/O syscalls the watched threads waited {} s for a CPU (not I/O time; \
+             after sleeps, locks and timers).",
+            sig3(o.runq_s - o.runq_io_s)
+        ));
+    }
+    let budget = r.watch.as_ref();
+    if let Some(b) = budget {
         if !b.lost.is_empty() {
             lines.push(format!(
                 "Events lost in the kernel: {}",

@@ -669,9 +669,13 @@ pub struct WatchShares {
     /// Traced I/O syscalls completed, and their summed latency in seconds.
     pub syscalls: u64,
     pub syscall_s: f64,
-    /// Run-queue wait of the watched threads, seconds.
+    /// Run-queue wait of the watched threads, seconds (inside and outside I/O syscalls).
     pub runq_s: f64,
-    /// Shares (0..1) of syscall time + run-queue time; they sum to 1 when there was any.
+    /// The part of it inside traced I/O syscalls (after the I/O completed), seconds.
+    #[serde(default)]
+    pub runq_io_s: f64,
+    /// Shares (0..1) of the I/O syscall time; they sum to 1 when there was any. `runq` is the
+    /// share spent waiting for a CPU inside the syscalls.
     pub device: f64,
     pub host_queue: f64,
     pub above_block: f64,

@@ -111,6 +111,10 @@ const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
 const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
+/// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
+/// was running another task (contention, not an idle CPU waking).
+const CPU_IN_IO: u32 = 1;
+const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
 const LOST_CAUSES: [&str; 4] = [
     "ring buffer full",
@@ -331,7 +335,11 @@ impl Recording {
                     if self.layer == Layer::Cpu {
                         self.layer_record(k, e.b);
                     }
-                    self.span(k).runq_ns += e.b;
+                    let span = self.span(k);
+                    span.runq_ns += e.b;
+                    if e.sub & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
+                        span.runq_io_ns += e.b;
+                    }
                 }
             }
             _ => {}
@@ -639,7 +647,6 @@ pub fn watch(
         comms: filters.comms.clone(),
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
     };
-    res.extra
-        .insert("watch".into(), serde_json::to_value(&budget)?);
+    res.watch = Some(budget);
     Ok(res)
 }
