@@ -243,6 +243,11 @@ pub fn merge(mut inputs: Vec<Input>, o: &MergeOptions, cmdline: Vec<String>) -> 
         summarise_hosts(&inputs)
     );
     res.extra = first.res.extra.clone();
+    res.db = first.res.db.clone();
+    res.source = first.res.source.clone();
+    res.trace_profile = first.res.trace_profile.clone();
+    res.trace_io = first.res.trace_io.clone();
+    res.trace_slowest = first.res.trace_slowest.clone();
     for (i, r) in inputs.iter().zip(&ranks) {
         for w in &i.res.warnings {
             warnings.push(format!("rank {r} ({}): {w}", host_of(&i.res)));

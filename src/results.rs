@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
+pub mod evidence;
 pub mod hosts;
 pub mod profile;
 mod write;
@@ -1266,8 +1267,10 @@ pub struct Results {
     pub runs: Vec<RunResult>,
     #[serde(default)]
     pub calibration: Option<Calibration>,
-    /// Producer-specific extras (trace profiles, database statistics, ...).
-    #[serde(default)]
+    /// Keys this version of iolens does not know (written by a newer one), kept as read so
+    /// that they survive a round trip. Older files kept the typed fields below here; reading
+    /// moves them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -1290,6 +1293,22 @@ pub struct Results {
     /// `extra["watch"]`; reading moves it here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchBudget>,
+    /// The database of a `db run` (older files: `extra.engine`, `extra.layout`,
+    /// `extra.wait_profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<evidence::DbInfo>,
+    /// How a reader of evidence (`trace`, `ingest`) used every input line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<evidence::SourceInfo>,
+    /// A trace's Method R response-time profile, all files and each file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_profile: Option<analysis::TraceProfile>,
+    /// A trace's I/O waits by file#, obj# and block range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_io: Option<evidence::TraceIo>,
+    /// A trace's slowest single waits, slowest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_slowest: Vec<evidence::SlowWait>,
 }
 
 impl Results {
@@ -1312,6 +1331,11 @@ impl Results {
             merge: None,
             profile: None,
             watch: None,
+            db: None,
+            source: None,
+            trace_profile: None,
+            trace_io: None,
+            trace_slowest: Vec::new(),
         }
     }
 
@@ -1371,14 +1395,7 @@ impl Results {
             // (for a day of 1 s intervals that tree alone was hundreds of MB).
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
-        if r.watch.is_none() {
-            if let Some(v) = r.extra.remove("watch") {
-                r.watch = Some(
-                    serde_json::from_value(v)
-                        .context("its watch budget (extra.watch) is not valid")?,
-                );
-            }
-        }
+        evidence::upgrade_extra(&mut r)?;
         r.validate()?;
         Ok(r)
     }
@@ -1440,6 +1457,40 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_extras_are_read_into_db_and_unknown_keys_kept() {
+        let r = Results::new(Kind::Db, vec!["iolens".into()]);
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["extra"] = serde_json::json!({
+            "engine": "postgres",
+            "layout": {"schemas": 2, "rows": 1000, "seed": 7},
+            "wait_profile": {"hz": 10.0, "samples": 20, "session_samples": 40,
+                             "events": [{"event": "IO:DataFileRead", "count": 30, "share": 0.75}]},
+            "from_a_newer_iolens": {"x": [1, 2]},
+        });
+        let back = Results::from_json(&v.to_string()).unwrap();
+        let db = back.db.as_ref().unwrap();
+        assert_eq!(db.engine, evidence::DbEngine::Postgres);
+        assert_eq!(db.layout.rows, 1000);
+        let w = db.wait_profile.as_ref().unwrap();
+        assert_eq!((w.samples, w.events[0].count), (20, 30));
+        assert_eq!(
+            back.extra.keys().collect::<Vec<_>>(),
+            ["from_a_newer_iolens"]
+        );
+        // Written again: typed fields in their place, the unknown key kept as it was.
+        let again: serde_json::Value = serde_json::from_str(&back.to_json().unwrap()).unwrap();
+        assert_eq!(again["db"]["engine"], "postgres");
+        assert_eq!(
+            again["extra"],
+            serde_json::json!({"from_a_newer_iolens": {"x": [1, 2]}})
+        );
+        assert_eq!(Results::from_json(&again.to_string()).unwrap(), back);
+        v["extra"]["layout"] = serde_json::json!("big");
+        let err = Results::from_json(&v.to_string()).unwrap_err();
+        assert!(format!("{err:#}").contains("database layout"), "{err:#}");
+    }
 
     #[test]
     fn a_watch_budget_in_extra_is_read_into_watch() {

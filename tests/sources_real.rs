@@ -71,7 +71,7 @@ fn op_counts(run: &RunResult) -> Vec<(String, u64)> {
 }
 
 fn unparsed(r: &Results) -> u64 {
-    r.extra["source"]["files"][0]["unparsed"].as_u64().unwrap()
+    r.source.as_ref().expect("line accounting").files[0].unparsed
 }
 
 /// `q`-quantile bucket of bcc rows (lo, hi inclusive) in the rows' unit.

@@ -105,10 +105,7 @@ pub fn analyse(r: &Results) -> Analysis {
     Analysis {
         runs: r.runs.iter().map(analyse_run).collect(),
         calibration: r.calibration.as_ref().map(|c| calibration(r, c)),
-        trace_profile: r
-            .extra
-            .get("trace_profile")
-            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        trace_profile: r.trace_profile.clone(),
         db: db_figures(r),
         watch: watch::watch_analysis(r),
         stack_profile: r.profile.as_ref().map(stacks::analyse),

@@ -35,9 +35,9 @@
 //!   wait (negative values are reported as they are: they reveal double-counted or
 //!   clock-granular time).
 //!
-//! `Results.extra` keys: `"trace_profile"` `{total, files:[{path, session, profile}]}`,
-//! `"trace_io"` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
-//! `"trace_slowest"` (list of waits) and `"source"` (line accounting, see [`super`]).
+//! Typed `Results` fields: `trace_profile` `{total, files:[{path, session, profile}]}`,
+//! `trace_io` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
+//! `trace_slowest` (list of waits) and `source` (line accounting, see [`super`]).
 //! Files of one session (same `SESSION ID`, or linked by `TRACE CONTINUED FROM FILE`, or the
 //! same process id when neither is present) become one [`RunResult`].
 
@@ -1435,9 +1435,7 @@ pub fn build_results(
             .sum();
         run.counters.insert("unparsed_lines".into(), unparsed);
     }
-    results.extra.insert(
-        "trace_profile".into(),
-        json!({
+    results.trace_profile = serde_json::from_value(json!({
             "total": profile_json(ProfileIn {
                 events: &all_events,
                 calls: &all_calls,
@@ -1447,19 +1445,11 @@ pub fn build_results(
                 span_us: all_span,
             }),
             "files": file_profiles,
-        }),
-    );
-    results.extra.insert(
-        "trace_io".into(),
-        io_json(&all_events, io_files, io_objs, io_ranges, &keep),
-    );
-    results
-        .extra
-        .insert("trace_slowest".into(), serde_json::to_value(&slowest)?);
-    results.extra.insert(
-        "source".into(),
-        json!({"format": "oracle-10046", "files": sources}),
-    );
+    }))?;
+    results.trace_io =
+        serde_json::from_value(io_json(&all_events, io_files, io_objs, io_ranges, &keep))?;
+    results.trace_slowest = serde_json::from_value(serde_json::to_value(&slowest)?)?;
+    results.source = serde_json::from_value(json!({"format": "oracle-10046", "files": sources}))?;
     Ok(results)
 }
 
