@@ -667,6 +667,68 @@ pub struct SessionSummary {
     pub p99_ns: u64,
 }
 
+/// The description of a measured series ([`RunResult::spec`]): the fields renderers, analysis
+/// and merging read, typed, and the rest of what the producer wrote (engine runs: the
+/// `workload::WorkloadSpec`; `db run`: engine, layout, settings and the db run's own spec;
+/// `verify`, `watch`, readers of evidence: what was read) kept as written. The JSON is one
+/// object with all of them, as in files written before the spec was typed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Spec {
+    /// Where a series that iolens did not drive came from: `oracle-10046`, an ingest format,
+    /// `watch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// I/O size, bytes (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
+    /// Concurrent sessions (engine and database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u32>,
+    /// Bytes of the target the run addressed (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_size: Option<u64>,
+    /// Queue depth per session (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qd: Option<u32>,
+    /// Share of operations that update, % (database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_pct: Option<f64>,
+    /// Rows per operation (database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_unit: Option<u32>,
+    /// The trace files of a traced session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// The input file of an ingested series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Why a bucketed source's buckets are read as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_convention_basis: Option<String>,
+    /// Everything else the producer wrote.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Spec {
+    /// The spec of a producer's description (anything that serialises to a JSON object; `null`
+    /// is no spec). An error names the field whose type does not fit.
+    pub fn of(description: impl Serialize) -> Result<Option<Spec>> {
+        let v = serde_json::to_value(description)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        Ok(Some(
+            serde_json::from_value(v).context("a run's spec does not fit the results model")?,
+        ))
+    }
+
+    /// The spec as one JSON object (typed fields and the rest together), as written.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// One measured series: a `run`, one calibration step, one database run, or one ingested source.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RunResult {
@@ -675,10 +737,10 @@ pub struct RunResult {
     /// Phase this series belongs to (calibration phase, `run`, `trace`, ...).
     #[serde(default)]
     pub phase: String,
-    /// The full workload spec for engine-driven runs (free-form JSON so every producer can
-    /// describe itself; engine runs write `workload::WorkloadSpec`).
+    /// What was measured, as the producer describes it (engine runs write
+    /// `workload::WorkloadSpec`); `null` when the producer gave none.
     #[serde(default)]
-    pub spec: serde_json::Value,
+    pub spec: Option<Spec>,
     /// Wall-clock start of measurement, RFC 3339.
     #[serde(default)]
     pub started: String,
@@ -871,6 +933,11 @@ fn check_non_negative(what: &str, x: f64) -> Result<()> {
 pub const MAX_COUNT: u64 = i64::MAX as u64;
 
 impl RunResult {
+    /// The spec as one JSON object (`null` when there is none), for comparing specs key by key.
+    pub fn spec_value(&self) -> serde_json::Value {
+        self.spec.as_ref().map(Spec::to_value).unwrap_or_default()
+    }
+
     /// The checks of [`Results::validate`] for one run.
     pub fn validate(&self) -> Result<()> {
         // A source without time information (`duration_unknown`) has counts, not rates: its

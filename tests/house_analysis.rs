@@ -279,6 +279,28 @@ fn trace_profile_is_typed_and_shown_as_tables() {
     assert!(html.contains(&format!("<td>{}</td>", src.files[0].lines)));
 }
 
+#[test]
+fn an_engine_run_written_before_the_spec_was_typed_reads_unchanged() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/results/run_spec_before_typing.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let old: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let r = Results::from_json(&text).unwrap();
+    let spec = r.runs[0].spec.as_ref().expect("a spec");
+    assert_eq!(
+        (spec.block_size, spec.sessions, spec.qd, spec.region_size),
+        (Some(8192), Some(1), Some(1), Some(0))
+    );
+    assert_eq!(spec.other["pattern"], "randread");
+    // Written again, the spec is the same JSON object, key for key (nulls included).
+    assert_eq!(r.runs[0].spec_value(), old["runs"][0]["spec"]);
+    let again = Results::from_json(&r.to_json().unwrap()).unwrap();
+    assert_eq!(again, r);
+    // What the renderers read from it.
+    let text = run_ok(&["show", s(&p)]);
+    assert!(text.contains("block_size=8192"), "{text}");
+}
+
 /// The value of `v` with every number as f64 (old files wrote some integers that the typed
 /// fields write as floats).
 fn numbers_as_f64(v: &serde_json::Value) -> serde_json::Value {
@@ -322,6 +344,14 @@ fn committed_files_with_extras_read_into_the_typed_fields_unchanged() {
         };
         assert!(r.extra.is_empty(), "{}: {:?}", p.display(), r.extra.keys());
         let now = serde_json::to_value(&r).unwrap();
+        for (i, run) in old["runs"].as_array().unwrap().iter().enumerate() {
+            assert_eq!(
+                now["runs"][i]["spec"],
+                run["spec"],
+                "{}: run {i}",
+                p.display()
+            );
+        }
         for (k, v) in old_extra {
             assert_eq!(
                 numbers_as_f64(&now[k]),

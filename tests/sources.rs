@@ -243,7 +243,7 @@ fn trace_without_header_uses_relative_time() {
     let r = trace(&[fixture("noheader_fragment.trc")], &[]);
     let run = &r.runs[0];
     assert_eq!(run.started, "");
-    assert_eq!(run.spec["anchored"], false);
+    assert_eq!(run.spec_value()["anchored"], false);
     assert!(run.warnings.iter().any(|w| w.contains("relative")));
     // The first 0.444 s sliver joins the next interval.
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
@@ -269,7 +269,7 @@ fn trace_continued_files_join_one_session_even_gzipped() {
     let d = doc(&r);
     assert_eq!(r.runs.len(), 1, "one session");
     let run = &r.runs[0];
-    assert_eq!(run.spec["files"].as_array().unwrap().len(), 2);
+    assert_eq!(run.spec_value()["files"].as_array().unwrap().len(), 2);
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
     assert_eq!(counts, vec![2, 1, 2]);
     // The first wait began 1 ms before the first tim, anchored at 10:00:00.000.
@@ -458,7 +458,7 @@ proptest! {
                 prop_assert_eq!(f["count"].as_u64(), Some(n as u64));
             }
         }
-        prop_assert_eq!(run.spec["anchored"].as_bool(), Some(header));
+        prop_assert_eq!(run.spec_value()["anchored"].as_bool(), Some(header));
     }
 
     /// Fuzz: arbitrary line soup never panics and every line is accounted for.
@@ -596,7 +596,7 @@ fn biolatency_per_disk_sections_with_timestamps() {
         o.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
         vec![100, 51]
     );
-    assert_eq!(sda.spec["timestamps"], true);
+    assert_eq!(sda.spec_value()["timestamps"], true);
     let h = o.hist.decode().unwrap();
     // Row "8192 -> 16383" holds [8192, 16384) µs.
     assert_eq!(count_in(&h, 8_192_000, 16_384_000), 1);
@@ -690,7 +690,7 @@ fn fio_histogram_log_coarse_bins() {
     assert_eq!(count_in(&read, 196_608, 204_800), 12);
     // Coarse bin 100 = fine bins 400..403: 2048 + 16·32 = 2560 up to 2048 + 20·32 = 2688 ns.
     assert_eq!(count_in(&read, 2_560, 2_688), 3);
-    assert_eq!(run.spec["coarseness_stride"], 4);
+    assert_eq!(run.spec_value()["coarseness_stride"], 4);
     assert_eq!(run.op("write").unwrap().count, 2);
 }
 

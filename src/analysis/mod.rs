@@ -177,11 +177,7 @@ fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
             let (p50_ns, p99_ns, modes) = merged_latency(rr);
             Some(CacheProbeResult {
                 share: s.share,
-                working_set_bytes: rr
-                    .spec
-                    .get("region_size")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0),
+                working_set_bytes: rr.spec.as_ref().and_then(|s| s.region_size).unwrap_or(0),
                 run: s.run,
                 iops: rr.rates_known().then(|| rr.iops()),
                 p50_ns,

@@ -1296,7 +1296,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             spec.sessions, spec.update_pct, spec.work_unit
         ),
         phase: "db".to_string(),
-        spec: spec_json,
+        spec: crate::results::Spec::of(&spec_json)?,
         started: ph.started,
         duration_s: m,
         duration_unknown: false,

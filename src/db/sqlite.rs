@@ -950,7 +950,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
             spec.sessions, spec.update_pct, spec.work_unit
         ),
         phase: "db".to_string(),
-        spec: spec_json.clone(),
+        spec: crate::results::Spec::of(&spec_json)?,
         started: started.clone(),
         duration_s: measured,
         duration_unknown: false,
@@ -970,7 +970,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
     let run1 = RunResult {
         name: "sqlite operations (select / update+commit)".to_string(),
         phase: "db-ops".to_string(),
-        spec: spec_json,
+        spec: crate::results::Spec::of(&spec_json)?,
         started,
         duration_s: measured,
         interval_s: spec.interval_s,

@@ -305,7 +305,7 @@ fn phase_charts(r: &Results, an: &Analysis) -> String {
                     .runs
                     .iter()
                     .filter(|x| x.phase == phase)
-                    .filter_map(|x| Some((x.spec.get("qd")?.as_f64()?, x.mb_per_s())))
+                    .filter_map(|x| Some((x.spec.as_ref()?.qd? as f64, x.mb_per_s())))
                     .collect::<Vec<_>>();
                 (name, pts)
             })

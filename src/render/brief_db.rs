@@ -22,19 +22,14 @@ pub fn db_summary(res: &Results, style: &TermStyle) -> String {
     };
     let engine = res.db.as_ref().map(|d| d.engine.name()).unwrap_or("db");
     let _ = writeln!(s, "== iolens db run ({engine}): {} ==", r.name);
+    let spec = r.spec.clone().unwrap_or_default();
     let _ = writeln!(
         s,
         "  {:.1} s measured, {} sessions, update {}%, work unit {} rows",
         r.duration_s,
-        r.spec.get("sessions").and_then(|v| v.as_u64()).unwrap_or(0),
-        r.spec
-            .get("update_pct")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0),
-        r.spec
-            .get("work_unit")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0),
+        spec.sessions.unwrap_or(0),
+        spec.update_pct.unwrap_or(0.0),
+        spec.work_unit.unwrap_or(0),
     );
     let _ = writeln!(
         s,

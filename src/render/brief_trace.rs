@@ -69,8 +69,8 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
         let mut tail = String::new();
         if let Some(why) = run
             .spec
-            .get("bucket_convention_basis")
-            .and_then(|v| v.as_str())
+            .as_ref()
+            .and_then(|s| s.bucket_convention_basis.as_deref())
         {
             let _ = writeln!(tail, "  buckets: {why}");
         }

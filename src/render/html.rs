@@ -537,7 +537,7 @@ fn environment_section(out: &mut String, r: &Results) {
             .replace("<thead><tr><th></th><th></th></tr></thead>", ""),
     );
     for (i, run) in r.runs.iter().enumerate() {
-        if run.spec.is_null() && run.counters.is_empty() {
+        if run.spec.is_none() && run.counters.is_empty() {
             continue;
         }
         let _ = write!(
@@ -663,7 +663,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
                 format!(", {} MB/s", crate::results::UNKNOWN_RATE)
             }
         );
-        if let Some(s) = spec_line(&run.spec) {
+        if let Some(s) = spec_line(run.spec.as_ref()) {
             let _ = write!(out, "<p class=\"meta\">workload: {}</p>", esc(&s));
         }
         if run.interrupted {

@@ -219,8 +219,8 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         }
         for mut r in runs {
             apply_duration(&mut r, args.duration);
-            if let serde_json::Value::Object(m) = &mut r.spec {
-                m.insert("file".into(), path.display().to_string().into());
+            if let Some(s) = &mut r.spec {
+                s.file = Some(path.display().to_string());
             }
             results.runs.push(r);
         }
@@ -1424,9 +1424,14 @@ pub fn ingest_run(
     interval_s: f64,
     spec: serde_json::Value,
 ) -> RunResult {
-    let mut spec = spec;
-    if let serde_json::Value::Object(m) = &mut spec {
-        m.insert("source".into(), format_name(format).into());
+    // The readers describe their series with fixed keys and types: a description that does
+    // not fit is a bug, said in the run's warnings rather than written into the file.
+    let (mut spec, warnings) = match crate::results::Spec::of(spec) {
+        Ok(s) => (s, Vec::new()),
+        Err(e) => (None, vec![format!("{e:#}")]),
+    };
+    if let Some(s) = &mut spec {
+        s.source = Some(format_name(format).to_string());
     }
     RunResult {
         name: name.to_string(),
@@ -1436,6 +1441,7 @@ pub fn ingest_run(
         duration_s,
         interval_s,
         ops,
+        warnings,
         ..Default::default()
     }
 }

@@ -54,7 +54,7 @@ use super::{
     count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
     LineStats, TraceOptions,
 };
-use crate::results::{BucketConvention, Kind, Results, RunResult};
+use crate::results::{BucketConvention, Kind, Results, RunResult, Spec};
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
@@ -1373,8 +1373,10 @@ pub fn build_results(
         let mut run = RunResult {
             name: format!("trace {session}"),
             phase: "trace".into(),
-            spec: json!({"source": "oracle-10046", "files": paths, "session": session,
+            spec: Spec::of(
+                json!({"source": "oracle-10046", "files": paths, "session": session,
                          "anchored": offset.is_some()}),
+            )?,
             started,
             duration_s: fin.duration_s,
             interval_s: fin.interval_s,
@@ -1390,13 +1392,10 @@ pub fn build_results(
     }
     // Fill counters from the per-file profiles (covers every file of each session).
     for run in &mut results.runs {
-        let paths: Vec<String> = run.spec["files"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
+        let paths: Vec<String> = run
+            .spec
+            .as_ref()
+            .map(|s| s.files.clone())
             .unwrap_or_default();
         let mut waits = 0.0;
         let mut calls = 0.0;
