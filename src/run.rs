@@ -284,7 +284,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let mut r = RunResult {
         name: opts.name.clone(),
         phase: opts.phase.clone(),
-        spec: serde_json::to_value(spec)?,
+        spec: crate::results::Spec::of(spec)?,
         started: humantime::format_rfc3339_micros(
             std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
         )

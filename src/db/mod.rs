@@ -211,6 +211,15 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout as stored in the results ([`Results::db`]).
+    pub fn stored(&self) -> crate::results::evidence::DbLayout {
+        crate::results::evidence::DbLayout {
+            schemas: self.schemas,
+            rows: self.rows,
+            seed: self.seed,
+        }
+    }
+
     /// Bytes of table data (one block per row).
     pub fn data_bytes(&self) -> u64 {
         self.schemas as u64 * self.rows * BLOCK

@@ -624,7 +624,7 @@ pub fn watch(
         res.runs.push(RunResult {
             name: name.clone(),
             phase: "watch".into(),
-            spec: spec.clone(),
+            spec: crate::results::Spec::of(&spec)?,
             started: started.clone(),
             duration_s: total_s,
             interval_s: interval_ns as f64 / 1e9,
