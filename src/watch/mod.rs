@@ -11,6 +11,7 @@
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
 
 pub mod filter;
+pub mod own;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
