@@ -735,6 +735,11 @@ pub struct BlockLayer {
     /// Events the kernel side could not deliver, by cause (empty: none lost).
     #[serde(default)]
     pub lost: BTreeMap<String, u64>,
+    /// The run's bios that merged into a request already queued (in the plug or the I/O
+    /// scheduler, possibly another process's request) instead of becoming a request of their
+    /// own: block requests + merged bios = the I/Os that reached the block layer.
+    #[serde(default)]
+    pub merged: u64,
 }
 
 impl BlockLayer {

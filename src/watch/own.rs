@@ -43,6 +43,9 @@ struct State {
     /// The kernel's lost-event counters after the last cycle, and when the run was armed.
     lost: Vec<u64>,
     lost_at_arm: Vec<u64>,
+    /// Bios of this process merged into a queued request: now, and when the run was armed.
+    merges: u64,
+    merges_at_arm: u64,
     /// The drain thread stopped on an error.
     failed: Option<String>,
 }
@@ -134,6 +137,7 @@ impl OwnWatch {
         let mut st = lock(&self.shared.0);
         st.ops.clear();
         st.lost_at_arm = st.lost.clone();
+        st.merges_at_arm = st.merges;
         st.armed = Some(armed);
     }
 
@@ -162,6 +166,7 @@ impl OwnWatch {
             bail!("--watch: the run was never armed (internal error)");
         };
         let ops = std::mem::take(&mut st.ops);
+        let merged = st.merges.saturating_sub(st.merges_at_arm);
         let mut lost = BTreeMap::new();
         for (i, (&now, &then)) in st
             .lost
@@ -186,6 +191,7 @@ impl OwnWatch {
             device: self.device.name.clone(),
             ops: out,
             lost,
+            merged,
         })
     }
 }
@@ -274,7 +280,13 @@ fn drain(
         if bpf::attach_tracepoint(&mut ebpf, &btf, "block_io_start").is_err() {
             bpf::attach_tracepoint(&mut ebpf, &btf, "block_rq_insert")?;
         }
-        for tp in ["block_rq_issue", "block_rq_requeue", "block_rq_complete"] {
+        for tp in [
+            "block_rq_issue",
+            "block_rq_requeue",
+            "block_rq_complete",
+            "block_bio_backmerge",
+            "block_bio_frontmerge",
+        ] {
             bpf::attach_tracepoint(&mut ebpf, &btf, tp)?;
         }
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
@@ -300,10 +312,14 @@ fn drain(
             }
         });
         let lost = bpf::sum_per_cpu(&ebpf, "lost");
+        let merges = bpf::sum_per_cpu(&ebpf, "merges");
         let mut st = lock(m);
-        match lost {
-            Ok(l) => st.lost = l,
-            Err(e) => st.failed = Some(e.to_string()),
+        match (lost, merges) {
+            (Ok(l), Ok(n)) => {
+                st.lost = l;
+                st.merges = n.iter().sum();
+            }
+            (Err(e), _) | (_, Err(e)) => st.failed = Some(e.to_string()),
         }
         if let Some(a) = st.armed {
             for e in batch.drain(..) {
