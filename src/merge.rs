@@ -724,6 +724,7 @@ fn merge_run(
         warnings: Vec::new(),
         verify: None,
         corruption,
+        block: None,
     };
     let m = RunMerge {
         name: p0.name.clone(),

@@ -780,6 +780,36 @@ pub struct RunResult {
     /// Corrupt blocks found (empty when none). A non-empty list makes the run exit with 3.
     #[serde(default)]
     pub corruption: Vec<CorruptionReport>,
+    /// The block layer under the run's own I/O, traced with BPF (`--watch`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockLayer>,
+}
+
+/// The block requests of a run's own I/O on its target's disk, traced with BPF (`run`,
+/// `calibrate`, `db run` with `--watch`): per op, `blk:<op>:queue` (submission → issue: the
+/// host's block queue) and `blk:<op>:device` (issue → completion: the device's service time),
+/// on the run's own interval grid (a request counts in the interval of its completion).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct BlockLayer {
+    /// Kernel name of the disk traced (`vda`, `nvme0n1`).
+    pub device: String,
+    /// `blk:read:queue`, `blk:read:device`, `blk:write:queue`, ... (only ops seen).
+    pub ops: Vec<OpResult>,
+    /// Events the kernel side could not deliver, by cause (empty: none lost).
+    #[serde(default)]
+    pub lost: BTreeMap<String, u64>,
+    /// The run's bios that merged into a request already queued (in the plug or the I/O
+    /// scheduler, possibly another process's request) instead of becoming a request of their
+    /// own: block requests + merged bios = the I/Os that reached the block layer.
+    #[serde(default)]
+    pub merged: u64,
+}
+
+impl BlockLayer {
+    /// The op named `name` (e.g. `blk:read:device`), if any request of it was seen.
+    pub fn op(&self, name: &str) -> Option<&OpResult> {
+        self.ops.iter().find(|o| o.op == name && o.count > 0)
+    }
 }
 
 /// How reads are verified: asked for on the command line, and (never `auto`) as recorded in

@@ -883,6 +883,8 @@ fn run_phase(
         } else {
             spec.start_at
         },
+        // `db run --watch` traces iolens' own I/O: PostgreSQL's is its server's.
+        block_watch: None,
     };
     let mut watch = PgWatch {
         progress: measure.then(|| super::DbProgress::new(spec)),
@@ -1312,6 +1314,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         warnings,
         verify: None,
         corruption: Vec::new(),
+        block: None,
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();

@@ -789,6 +789,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         interrupt: crate::interrupt::flag(),
         thread_name: "iolens-db",
         start_at: spec.start_at,
+        block_watch: spec.block_watch.as_deref(),
     };
     let mut watch = super::DbProgress::new(spec).ops_set(2);
     let mut driven = session::drive(
@@ -966,7 +967,12 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         warnings: warnings.clone(),
         verify: None,
         corruption: Vec::new(),
+        block: None,
     };
+    let mut run0 = run0;
+    if let Some(w) = &spec.block_watch {
+        run0.block = Some(w.take(&run0)?);
+    }
     let run1 = RunResult {
         name: "sqlite operations (select / update+commit)".to_string(),
         phase: "db-ops".to_string(),
