@@ -445,6 +445,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     add(&mut ebpf, "sched_wakeup", true)?;
     add(&mut ebpf, "sched_wakeup_new", true)?;
     add(&mut ebpf, "sched_switch", true)?;
+    add(&mut ebpf, "sched_process_exit", true)?;
     Ok((ebpf, attached))
 }
 
