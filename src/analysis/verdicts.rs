@@ -205,19 +205,7 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
         ("device_await_us", dev.read_await_us),
     ];
     if ratio < CACHE_RATIO {
-        let msg = format!(
-            "only {} % of the read {what} of {} application reads reached {name}; the rest were \
-             served from the page cache, so the device's service time cannot be compared with \
-             the application's latency",
-            pct(ratio),
-            fmt_rate(read.count as f64)
-        );
-        return Some(Verdict::new(
-            VerdictKind::PageCache,
-            Severity::Info,
-            msg,
-            &figures,
-        ));
+        return Some(page_cache(ratio, what, read.count, &name, &figures));
     }
     if ratio > FOREIGN_RATIO {
         let msg = format!(
@@ -337,6 +325,19 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     }
 }
 
+/// Most reads never reached the device: `ratio` of the application's read `what` (bytes or
+/// requests) of `reads` reads reached `name`.
+fn page_cache(ratio: f64, what: &str, reads: u64, name: &str, figures: &[(&str, f64)]) -> Verdict {
+    let msg = format!(
+        "only {} % of the read {what} of {} application reads reached {name}; the rest were \
+         served from the page cache, so the device's service time cannot be compared with the \
+         application's latency",
+        pct(ratio),
+        fmt_rate(reads as f64)
+    );
+    Verdict::new(VerdictKind::PageCache, Severity::Info, msg, figures)
+}
+
 /// Host versus device from the traced block layer (`--watch`): distributions, not means. See
 /// the module docs. `None` without a traced read on the device or an application read.
 pub fn block_verdict(run: &RunResult) -> Option<Verdict> {
@@ -363,19 +364,8 @@ pub fn block_verdict(run: &RunResult) -> Option<Verdict> {
         ("device_read_ratio", ratio),
     ];
     if ratio < CACHE_RATIO {
-        let msg = format!(
-            "only {} % of the read {what} of {} application reads reached {name} (traced block \
-             requests); the rest were served from the page cache, so the device's service time \
-             cannot be compared with the application's latency",
-            pct(ratio),
-            fmt_rate(read.count as f64)
-        );
-        return Some(Verdict::new(
-            VerdictKind::PageCache,
-            Severity::Info,
-            msg,
-            &figures,
-        ));
+        let traced = format!("{name} (traced block requests)");
+        return Some(page_cache(ratio, what, read.count, &traced, &figures));
     }
     // The application reads that reached the device: all, or the slowest `served` share.
     let served = ratio.min(1.0);

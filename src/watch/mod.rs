@@ -126,6 +126,10 @@ const LOST_CAUSES: [&str; 7] = [
     "block issue without a start seen",
     "block issue again without a completion seen",
 ];
+/// Slots of `lost` from this one on count block requests the probes could not follow from
+/// start to completion (not lost events: requests in flight when the probes attached, flush
+/// sequences issued without a start); they become counters of the block runs, not warnings.
+const UNFOLLOWED_FROM: usize = 4;
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
 #[derive(Clone, Copy, Debug)]
@@ -441,6 +445,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     add(&mut ebpf, "sched_wakeup", true)?;
     add(&mut ebpf, "sched_wakeup_new", true)?;
     add(&mut ebpf, "sched_switch", true)?;
+    add(&mut ebpf, "sched_process_exit", true)?;
     Ok((ebpf, attached))
 }
 
@@ -554,9 +559,15 @@ pub fn watch(
         .collect();
 
     let mut lost = BTreeMap::new();
+    let mut unfollowed = BTreeMap::new();
     for (i, &v) in lost_counts.iter().enumerate() {
         if v > 0 {
-            lost.insert(LOST_CAUSES.get(i).unwrap_or(&"other").to_string(), v);
+            let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
+            if i < UNFOLLOWED_FROM {
+                lost.insert(cause, v);
+            } else {
+                unfollowed.insert(cause, v as f64);
+            }
         }
     }
     if parse_errors > 0 {
@@ -637,6 +648,12 @@ pub fn watch(
             counters: lost
                 .iter()
                 .map(|(k, v)| (format!("lost: {k}"), *v as f64))
+                .chain(
+                    unfollowed
+                        .iter()
+                        .filter(|_| name.starts_with("block "))
+                        .map(|(k, v)| (k.clone(), *v)),
+                )
                 .collect(),
             ..Default::default()
         });

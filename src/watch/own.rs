@@ -174,7 +174,9 @@ impl OwnWatch {
             .zip(st.lost_at_arm.iter().chain(std::iter::repeat(&0)))
             .enumerate()
         {
-            if now > then {
+            // Slots past UNFOLLOWED_FROM count requests of the whole host the probes could
+            // not follow (flushes, requests in flight at attach), not this run's losses.
+            if now > then && i < super::UNFOLLOWED_FROM {
                 let cause = LOST_CAUSES.get(i).unwrap_or(&"other");
                 lost.insert(cause.to_string(), now - then);
             }
