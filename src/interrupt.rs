@@ -14,17 +14,17 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 
 /// The process-wide interrupt flag (set by the first SIGINT, SIGTERM or SIGHUP).
-pub fn flag() -> &'static AtomicBool {
+pub(crate) fn flag() -> &'static AtomicBool {
     &INTERRUPTED
 }
 
 /// Whether the work was interrupted by a signal.
-pub fn interrupted() -> bool {
+pub(crate) fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::SeqCst)
 }
 
 /// The signal that interrupted the work, if one did.
-pub fn signal() -> Option<i32> {
+pub(crate) fn signal() -> Option<i32> {
     match SIGNAL.load(Ordering::SeqCst) {
         0 => None,
         s => Some(s),
@@ -34,7 +34,7 @@ pub fn signal() -> Option<i32> {
 /// The exit status of a command that a signal ended early: 128 + the signal number (130 for
 /// Ctrl-C, 143 for SIGTERM, 129 for SIGHUP); 130 when the work stopped early without a signal
 /// being recorded (the flag set directly).
-pub fn exit_code() -> u8 {
+pub(crate) fn exit_code() -> u8 {
     signal()
         .and_then(|s| u8::try_from(128 + s).ok())
         .unwrap_or(130)
@@ -50,7 +50,7 @@ fn say(msg: &[u8]) {
 ///
 /// The handler does only async-signal-safe work: atomic loads and stores, write(2) of a fixed
 /// message, and `_exit` on the second signal.
-pub fn install() {
+pub(crate) fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for sig in [SIGINT, SIGTERM, SIGHUP] {

@@ -26,26 +26,26 @@
 //! Nothing imports a module above it; [`units`] (parsing and formatting) and [`stamp`] (the
 //! block format) sit at the bottom. See `docs/architecture.md` for the whole map.
 pub mod analysis;
-pub mod bpf;
+pub(crate) mod bpf;
 pub mod calibrate;
 pub mod commands;
 pub mod db;
-pub mod engine;
-pub mod interrupt;
+pub(crate) mod engine;
+pub(crate) mod interrupt;
 pub mod journal;
-pub mod merge;
+pub(crate) mod merge;
 pub mod out;
 pub mod placement;
-pub mod profile;
-pub mod progress;
+pub(crate) mod profile;
+pub(crate) mod progress;
 pub mod recorder;
 pub mod render;
 pub mod results;
 pub mod run;
-pub mod session;
+pub(crate) mod session;
 pub mod sources;
 pub mod stamp;
-pub mod sys;
+pub(crate) mod sys;
 pub mod target;
 pub mod units;
 pub mod verify;

@@ -26,16 +26,16 @@ use crate::units::{fmt_ns, fmt_rate};
 
 /// What `merge` is told besides its inputs.
 #[derive(Clone, Debug, Default)]
-pub struct MergeOptions {
+pub(crate) struct MergeOptions {
     /// Merge results of different workloads (the differences become warnings).
-    pub force: bool,
+    pub(crate) force: bool,
 }
 
 /// One results file to merge.
-pub struct Input {
+pub(crate) struct Input {
     /// The path as given (recorded, and named in errors).
-    pub file: String,
-    pub res: Results,
+    pub(crate) file: String,
+    pub(crate) res: Results,
 }
 
 /// Spec fields that may differ between ranks of one workload (per-rank target, its size and
@@ -55,10 +55,14 @@ const PER_RANK_FIELDS: &[&str] = &[
 
 /// A rank whose start lies further than this share of an interval from the others is called
 /// late, and starts that disagree by more are warned about.
-pub const START_TOLERANCE: f64 = 0.1;
+pub(crate) const START_TOLERANCE: f64 = 0.1;
 
 /// Merge `inputs` into one results document (see the module doc).
-pub fn merge(mut inputs: Vec<Input>, o: &MergeOptions, cmdline: Vec<String>) -> Result<Results> {
+pub(crate) fn merge(
+    mut inputs: Vec<Input>,
+    o: &MergeOptions,
+    cmdline: Vec<String>,
+) -> Result<Results> {
     if inputs.is_empty() {
         bail!("merge needs at least one results file");
     }

@@ -25,27 +25,27 @@ use crate::results::{Kind, Results};
 
 /// What `iolens profile` samples and for how long.
 #[derive(Clone, Debug)]
-pub struct ProfileOptions {
+pub(crate) struct ProfileOptions {
     /// Processes by id.
-    pub pids: Vec<u32>,
+    pub(crate) pids: Vec<u32>,
     /// Processes by name.
-    pub comm: Option<String>,
+    pub(crate) comm: Option<String>,
     /// How long to sample (Ctrl-C ends earlier and keeps what was sampled).
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     /// Samples per second of CPU time of each running thread.
-    pub frequency_hz: u32,
+    pub(crate) frequency_hz: u32,
     /// Also record off-CPU stacks.
-    pub off_cpu: bool,
+    pub(crate) off_cpu: bool,
     /// Draw a progress line on a terminal.
-    pub progress: bool,
+    pub(crate) progress: bool,
 }
 
 /// Highest sampling frequency accepted (a sample every 10 µs of CPU time).
-pub const MAX_FREQUENCY_HZ: u32 = 100_000;
+pub(crate) const MAX_FREQUENCY_HZ: u32 = 100_000;
 
 impl ProfileOptions {
     /// Check the options before anything is loaded.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.pids.is_empty() && self.comm.is_none() {
             bail!("say what to profile: --pid PID (one or more) or --comm NAME");
         }
@@ -73,13 +73,13 @@ impl ProfileOptions {
     }
 
     /// CPU time between samples, ns.
-    pub fn period_ns(&self) -> u64 {
+    pub(crate) fn period_ns(&self) -> u64 {
         (1e9 / self.frequency_hz as f64).round() as u64
     }
 }
 
 /// Profile the chosen processes into a results document.
-pub fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<Results> {
+pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<Results> {
     o.validate()?;
     let mut warnings = Vec::new();
     let comm = o.comm.as_ref().map(|c| {
@@ -194,7 +194,7 @@ fn names(sym: &Symbolizer, src: &Source, addrs: &[u64]) -> Result<Vec<Option<(St
 /// A symbol as people read it: Rust (`_R…`, and legacy `_ZN…E` with its hash) and C++
 /// (`_Z…`, without the parameter list, as flame graphs show it) names demangled; any other
 /// name as it is.
-pub fn demangle(name: &str) -> String {
+pub(crate) fn demangle(name: &str) -> String {
     if name.starts_with("_R") || name.starts_with("_ZN") {
         if let Ok(d) = rustc_demangle::try_demangle(name) {
             // `{:#}` leaves out the legacy hash suffix.

@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// True when progress should be drawn (stderr is a terminal).
-pub fn wanted() -> bool {
+pub(crate) fn wanted() -> bool {
     std::io::stderr().is_terminal()
 }
 
@@ -18,7 +18,7 @@ fn target(enabled: bool) -> ProgressDrawTarget {
 }
 
 /// A byte-progress bar (e.g. filling a scratch file).
-pub fn bar(enabled: bool, len: u64, msg: &str) -> ProgressBar {
+pub(crate) fn bar(enabled: bool, len: u64, msg: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(Some(len), target(enabled));
     pb.set_style(
         ProgressStyle::with_template(
@@ -32,7 +32,7 @@ pub fn bar(enabled: bool, len: u64, msg: &str) -> ProgressBar {
 }
 
 /// A one-line status display whose message the caller updates.
-pub fn line(enabled: bool) -> ProgressBar {
+pub(crate) fn line(enabled: bool) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(None, target(enabled));
     pb.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
     pb

@@ -26,42 +26,42 @@ use crate::results::OpResult;
 use crate::sys::SysSnapshot;
 
 /// What to drive.
-pub struct Plan<'a> {
+pub(crate) struct Plan<'a> {
     /// Number of sessions (threads).
-    pub sessions: usize,
+    pub(crate) sessions: usize,
     /// The recorders each session gets, one per set (e.g. main file I/O, log I/O, statements).
-    pub ops: &'a [OpSet],
+    pub(crate) ops: &'a [OpSet],
     /// Time after the start before anything is recorded.
-    pub warmup: Duration,
+    pub(crate) warmup: Duration,
     /// Measured time after the warm-up; `None` runs until the sessions end (e.g. an I/O quota).
-    pub duration: Option<Duration>,
+    pub(crate) duration: Option<Duration>,
     /// Length of one recorded interval.
-    pub interval: Duration,
+    pub(crate) interval: Duration,
     /// Block device whose counters the snapshots read.
-    pub device: Option<&'a str>,
+    pub(crate) device: Option<&'a str>,
     /// Global interrupt flag (Ctrl-C): sets the stop flag, keeping what was measured.
-    pub interrupt: &'a AtomicBool,
+    pub(crate) interrupt: &'a AtomicBool,
     /// Session threads are named `{thread_name}-{i}`.
-    pub thread_name: &'a str,
+    pub(crate) thread_name: &'a str,
     /// Start of measurement at this wall-clock time (`--start-at`; the warm-up runs before
     /// it): once every session is ready the driver waits for it, and calls the run off when
     /// it has already passed.
-    pub start_at: Option<std::time::SystemTime>,
+    pub(crate) start_at: Option<std::time::SystemTime>,
     /// Block-layer watch of this process's own I/O (`--watch`): armed with the run's
     /// measurement base, interval and planned end as the start line opens.
-    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
+    pub(crate) block_watch: Option<&'a crate::watch::own::OwnWatch>,
 }
 
 /// What a session gets once every session is ready.
-pub struct Start {
+pub(crate) struct Start {
     /// One recorder per [`Plan::ops`] set, in that order.
-    pub recs: Vec<SessionRecorder>,
+    pub(crate) recs: Vec<SessionRecorder>,
     /// Measurement base: completions before it are warm-up.
-    pub base: Instant,
+    pub(crate) base: Instant,
     /// Planned end of measurement, if the run has a duration.
-    pub end: Option<Instant>,
+    pub(crate) end: Option<Instant>,
     /// Set by the driver at the end, on Ctrl-C, or when a session failed to get ready.
-    pub stop: Arc<AtomicBool>,
+    pub(crate) stop: Arc<AtomicBool>,
 }
 
 /// Where every session waits until the driver opens it: the measurement base and planned
@@ -90,7 +90,7 @@ impl StartLine {
 }
 
 /// A session's handle to the start line.
-pub struct Gate<R> {
+pub(crate) struct Gate<R> {
     ready: Option<Sender<Option<R>>>,
     go: Receiver<Start>,
     line: Arc<StartLine>,
@@ -100,7 +100,7 @@ impl<R> Gate<R> {
     /// Report this session ready (with what the driver should know of it, e.g. a server
     /// process id) and wait for the start. `None`: the run was called off before it started
     /// (another session failed to get ready).
-    pub fn ready(mut self, r: R) -> Option<Start> {
+    pub(crate) fn ready(mut self, r: R) -> Option<Start> {
         if let Some(tx) = self.ready.take() {
             let _ = tx.send(Some(r));
         }
@@ -126,7 +126,7 @@ impl<R> Drop for Gate<R> {
 
 /// Live view of the driven sessions (progress display, hooks); `R` is what sessions report
 /// with [`Gate::ready`].
-pub trait Watch<R = ()> {
+pub(crate) trait Watch<R = ()> {
     /// Every session is ready (`ready` in session order); measurement starts when this returns.
     /// An error calls the run off (the sessions are stopped and joined) and is returned.
     fn starting(&mut self, _ready: &[R]) -> Result<()> {
@@ -146,24 +146,24 @@ pub trait Watch<R = ()> {
 impl<R> Watch<R> for () {}
 
 /// What [`drive`] hands back.
-pub struct Driven<R, O> {
+pub(crate) struct Driven<R, O> {
     /// What each session reported with [`Gate::ready`], in session order.
-    pub ready: Vec<R>,
+    pub(crate) ready: Vec<R>,
     /// Each session's outcome, in session order (a panic becomes an error).
-    pub outs: Vec<Result<O>>,
+    pub(crate) outs: Vec<Result<O>>,
     /// The measurement base.
-    pub base: Instant,
+    pub(crate) base: Instant,
     /// System snapshots at the base and once every session stopped recording.
-    pub snaps: (SysSnapshot, SysSnapshot),
+    pub(crate) snaps: (SysSnapshot, SysSnapshot),
     /// Ctrl-C ended the run before its planned end.
-    pub interrupted: bool,
+    pub(crate) interrupted: bool,
     collectors: Vec<Collector>,
 }
 
 impl<R, O> Driven<R, O> {
     /// The results of each set's operations (in [`Plan::ops`] order), over `measured_s`.
     /// (Once: a second call has nothing left to hand back.)
-    pub fn ops(&mut self, measured_s: f64) -> Vec<Vec<OpResult>> {
+    pub(crate) fn ops(&mut self, measured_s: f64) -> Vec<Vec<OpResult>> {
         std::mem::take(&mut self.collectors)
             .into_iter()
             .map(|c| c.finish(measured_s))
@@ -216,7 +216,11 @@ impl Aligner {
 }
 
 /// Run `plan.sessions` sessions of `body` and measure them (see the module doc).
-pub fn drive<R, O, F>(plan: &Plan<'_>, body: F, watch: &mut dyn Watch<R>) -> Result<Driven<R, O>>
+pub(crate) fn drive<R, O, F>(
+    plan: &Plan<'_>,
+    body: F,
+    watch: &mut dyn Watch<R>,
+) -> Result<Driven<R, O>>
 where
     R: Send,
     O: Send,

@@ -13,7 +13,7 @@ use std::time::Instant;
 use crate::results::{CpuStats, DeviceStats, Environment, TargetInfo};
 
 /// User and system CPU seconds of this process (getrusage RUSAGE_SELF).
-pub fn rusage_self() -> (f64, f64) {
+pub(crate) fn rusage_self() -> (f64, f64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
@@ -23,14 +23,14 @@ pub fn rusage_self() -> (f64, f64) {
 
 /// System-wide CPU jiffies from the first line of /proc/stat.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CpuTimes {
-    pub busy: u64,
-    pub iowait: u64,
-    pub total: u64,
+pub(crate) struct CpuTimes {
+    pub(crate) busy: u64,
+    pub(crate) iowait: u64,
+    pub(crate) total: u64,
 }
 
 /// Read /proc/stat's aggregate cpu line.
-pub fn cpu_times() -> Option<CpuTimes> {
+pub(crate) fn cpu_times() -> Option<CpuTimes> {
     let s = fs::read_to_string("/proc/stat").ok()?;
     let line = s.lines().next()?;
     let v: Vec<u64> = line
@@ -53,13 +53,13 @@ pub fn cpu_times() -> Option<CpuTimes> {
 }
 
 /// Kernel thread id of the calling thread.
-pub fn gettid() -> i32 {
+pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }
 }
 
 /// (time on CPU ns, time runnable but waiting on a run queue ns) of a thread of this process.
-pub fn schedstat(tid: i32) -> Option<(u64, u64)> {
+pub(crate) fn schedstat(tid: i32) -> Option<(u64, u64)> {
     let s = fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let mut it = s.split_whitespace().map(|x| x.parse::<u64>().ok());
     Some((it.next()??, it.next()??))
@@ -67,20 +67,19 @@ pub fn schedstat(tid: i32) -> Option<(u64, u64)> {
 
 /// Counters of one block device from /proc/diskstats.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DiskCounters {
-    pub reads: u64,
-    pub read_sectors: u64,
-    pub read_ms: u64,
-    pub writes: u64,
-    pub write_sectors: u64,
-    pub write_ms: u64,
-    pub in_flight: u64,
-    pub io_ticks_ms: u64,
-    pub weighted_ms: u64,
+pub(crate) struct DiskCounters {
+    pub(crate) reads: u64,
+    pub(crate) read_sectors: u64,
+    pub(crate) read_ms: u64,
+    pub(crate) writes: u64,
+    pub(crate) write_sectors: u64,
+    pub(crate) write_ms: u64,
+    pub(crate) io_ticks_ms: u64,
+    pub(crate) weighted_ms: u64,
 }
 
 /// Read /proc/diskstats for the named device (e.g. `vda`, `nvme0n1p2`).
-pub fn disk_counters(dev: &str) -> Option<DiskCounters> {
+pub(crate) fn disk_counters(dev: &str) -> Option<DiskCounters> {
     let s = fs::read_to_string("/proc/diskstats").ok()?;
     for line in s.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -93,7 +92,6 @@ pub fn disk_counters(dev: &str) -> Option<DiskCounters> {
                 writes: n(7),
                 write_sectors: n(9),
                 write_ms: n(10),
-                in_flight: n(11),
                 io_ticks_ms: n(12),
                 weighted_ms: n(13),
             });
@@ -104,15 +102,15 @@ pub fn disk_counters(dev: &str) -> Option<DiskCounters> {
 
 /// A block device as found under /sys/dev/block.
 #[derive(Clone, Debug, Default)]
-pub struct BlockDev {
+pub(crate) struct BlockDev {
     /// Kernel name of the device holding the data (a partition or a whole disk).
-    pub name: String,
+    pub(crate) name: String,
     /// The whole disk whose queue settings apply (same as `name` for a whole disk).
-    pub disk: String,
+    pub(crate) disk: String,
 }
 
 /// Find the block device behind a path (a file on a filesystem, or a block device node).
-pub fn block_dev_for(path: &Path) -> Option<BlockDev> {
+pub(crate) fn block_dev_for(path: &Path) -> Option<BlockDev> {
     let md = fs::metadata(path).ok()?;
     let dev = if md.file_type().is_block_device() {
         md.rdev()
@@ -132,11 +130,10 @@ pub fn block_dev_for(path: &Path) -> Option<BlockDev> {
 
 /// One line of /proc/self/mountinfo.
 #[derive(Clone, Debug, Default)]
-pub struct Mount {
-    pub mount_point: String,
-    pub fstype: String,
-    pub source: String,
-    pub options: String,
+pub(crate) struct Mount {
+    pub(crate) mount_point: String,
+    pub(crate) fstype: String,
+    pub(crate) options: String,
 }
 
 fn unescape_mount(s: &str) -> String {
@@ -146,7 +143,7 @@ fn unescape_mount(s: &str) -> String {
 }
 
 /// The mount holding `path` (longest matching mount point).
-pub fn mount_for(path: &Path) -> Option<Mount> {
+pub(crate) fn mount_for(path: &Path) -> Option<Mount> {
     let abs = fs::canonicalize(path)
         .or_else(|_| {
             path.parent()
@@ -173,51 +170,11 @@ pub fn mount_for(path: &Path) -> Option<Mount> {
             best = Some(Mount {
                 mount_point: mp,
                 fstype: r[0].to_string(),
-                source: r[1].to_string(),
                 options: format!("{},{}", l[5], r.get(2).copied().unwrap_or("")),
             });
         }
     }
     best
-}
-
-/// True when the block device at `path` (or any partition of it) is mounted.
-pub fn is_mounted_device(path: &Path) -> bool {
-    let Some(bd) = block_dev_for(path) else {
-        return false;
-    };
-    let Ok(s) = fs::read_to_string("/proc/self/mountinfo") else {
-        return true; // cannot tell: treat as mounted (refuse writes)
-    };
-    let Ok(md) = fs::metadata(path) else {
-        return true;
-    };
-    let rdev = md.rdev();
-    let (maj, min) = (libc::major(rdev), libc::minor(rdev));
-    let whole = bd.name == bd.disk;
-    s.lines().any(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 3 {
-            return false;
-        }
-        let Some((a, b)) = f[2].split_once(':') else {
-            return false;
-        };
-        let (a, b): (u32, u32) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
-        if a == maj && b == min {
-            return true;
-        }
-        // A mounted partition of a whole disk also makes writing to the disk destructive.
-        whole
-            && fs::canonicalize(format!("/sys/dev/block/{a}:{b}"))
-                .ok()
-                .and_then(|p| {
-                    p.parent()
-                        .and_then(|p| p.file_name())
-                        .map(|n| n.to_string_lossy() == bd.disk)
-                })
-                .unwrap_or(false)
-    })
 }
 
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
@@ -229,7 +186,7 @@ fn read_num<T: std::str::FromStr>(p: impl AsRef<Path>) -> Option<T> {
 }
 
 /// Total memory of the host in bytes (/proc/meminfo MemTotal; 0 when unknown).
-pub fn memory_bytes() -> u64 {
+pub(crate) fn memory_bytes() -> u64 {
     fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| {
@@ -243,7 +200,7 @@ pub fn memory_bytes() -> u64 {
 }
 
 /// Host facts: hostname, kernel, CPU model and count, memory.
-pub fn environment() -> Environment {
+pub(crate) fn environment() -> Environment {
     let cpuinfo = fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_model = cpuinfo
         .lines()
@@ -262,14 +219,14 @@ pub fn environment() -> Environment {
 }
 
 /// Number of online CPUs.
-pub fn online_cpus() -> u32 {
+pub(crate) fn online_cpus() -> u32 {
     std::thread::available_parallelism()
         .map(|n| n.get() as u32)
         .unwrap_or(1)
 }
 
 /// Facts about a target path and its backing device.
-pub fn target_info(path: &Path, kind: crate::results::StorageKind, size: u64) -> TargetInfo {
+pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: u64) -> TargetInfo {
     let mut t = TargetInfo {
         path: path.display().to_string(),
         kind,
@@ -298,7 +255,7 @@ pub fn target_info(path: &Path, kind: crate::results::StorageKind, size: u64) ->
 }
 
 /// Logical block size of the device behind `path` (512 when unknown).
-pub fn logical_block_size(path: &Path) -> u32 {
+pub(crate) fn logical_block_size(path: &Path) -> u32 {
     block_dev_for(path)
         .and_then(|bd| read_num(format!("/sys/block/{}/queue/logical_block_size", bd.disk)))
         .unwrap_or(512)
@@ -306,7 +263,7 @@ pub fn logical_block_size(path: &Path) -> u32 {
 
 /// Counters taken at one instant, to be differenced against a later snapshot.
 #[derive(Clone, Debug)]
-pub struct SysSnapshot {
+pub(crate) struct SysSnapshot {
     at: Instant,
     rusage: (f64, f64),
     cpu: Option<CpuTimes>,
@@ -316,7 +273,7 @@ pub struct SysSnapshot {
 
 impl SysSnapshot {
     /// Take a snapshot; `device` is the /proc/diskstats name, `tids` the session threads.
-    pub fn take(device: Option<&str>, tids: &[i32]) -> SysSnapshot {
+    pub(crate) fn take(device: Option<&str>, tids: &[i32]) -> SysSnapshot {
         let mut sched = (0, 0);
         for &t in tids {
             if let Some((r, w)) = schedstat(t) {
@@ -335,12 +292,12 @@ impl SysSnapshot {
 
     /// Replace the run-queue figures with (run ns, wait ns) summed by the session threads
     /// themselves (they read their own schedstat just before exiting).
-    pub fn set_sched(&mut self, sched: (u64, u64)) {
+    pub(crate) fn set_sched(&mut self, sched: (u64, u64)) {
         self.sched = sched;
     }
 
     /// Seconds between two snapshots.
-    pub fn elapsed_s(&self, later: &SysSnapshot) -> f64 {
+    pub(crate) fn elapsed_s(&self, later: &SysSnapshot) -> f64 {
         later.at.duration_since(self.at).as_secs_f64()
     }
 
@@ -348,7 +305,7 @@ impl SysSnapshot {
     ///
     /// Threads that exited before `later` keep their schedstat only in `self`; callers that
     /// need exact run-queue figures take `later` while session threads are still alive.
-    pub fn delta(
+    pub(crate) fn delta(
         &self,
         later: &SysSnapshot,
         ios: u64,
@@ -417,7 +374,7 @@ impl SysSnapshot {
 }
 
 /// Free bytes available to this user on the filesystem holding `dir`.
-pub fn free_space(dir: &Path) -> std::io::Result<u64> {
+pub(crate) fn free_space(dir: &Path) -> std::io::Result<u64> {
     use std::ffi::CString;
     let c = CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| std::io::Error::other("path contains NUL"))?;
@@ -431,7 +388,7 @@ pub fn free_space(dir: &Path) -> std::io::Result<u64> {
 }
 
 /// Capacity and free bytes (available to this user) of the filesystem holding `dir`.
-pub fn fs_space(dir: &Path) -> std::io::Result<(u64, u64)> {
+pub(crate) fn fs_space(dir: &Path) -> std::io::Result<(u64, u64)> {
     use std::ffi::CString;
     let c = CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| std::io::Error::other("path contains NUL"))?;

@@ -27,7 +27,7 @@ pub enum IoOp {
 impl IoOp {
     /// The recorded operation of this kind.
     #[inline]
-    pub fn op(self) -> crate::recorder::Op {
+    pub(crate) fn op(self) -> crate::recorder::Op {
         match self {
             IoOp::Read => crate::recorder::READ,
             IoOp::Write => crate::recorder::WRITE,

@@ -663,10 +663,7 @@ fn run_watch_sees_one_block_request_per_direct_read() {
     let read = run.op("read").unwrap();
     assert!(read.count > 1000, "the run did {} reads", read.count);
     let block = run.block.as_ref().unwrap();
-    assert_eq!(
-        block.device,
-        iolens::sys::block_dev_for(&target).unwrap().disk
-    );
+    assert_eq!(block.device, disk_of(&target));
     assert!(block.lost.is_empty(), "lost: {:?}", block.lost);
     let dev = block.op("blk:read:device").expect("device reads traced");
     let queue = block.op("blk:read:queue").expect("queue times traced");

@@ -22,17 +22,17 @@ use aya::maps::{MapData, PerCpuArray, RingBuf};
 use aya::programs::{BtfTracePoint, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 
-pub mod profile;
+pub(crate) mod profile;
 
 /// The watch programs (syscalls, block layer, scheduler): `bpf/watch.bpf.c`.
-pub static WATCH_OBJECT: &[u8] = aya::include_bytes_aligned!("obj/watch.bpf.o");
+pub(crate) static WATCH_OBJECT: &[u8] = aya::include_bytes_aligned!("obj/watch.bpf.o");
 
 /// Where the kernel publishes its own BTF (type information CO-RE and tp_btf need).
-pub const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
+pub(crate) const KERNEL_BTF: &str = "/sys/kernel/btf/vmlinux";
 
 /// Why BPF cannot be used, phrased for the person running iolens.
 #[derive(Debug, thiserror::Error)]
-pub enum BpfError {
+pub(crate) enum BpfError {
     /// The process lacks the capabilities BPF tracing needs.
     #[error(
         "tracing with BPF needs root, or the capabilities {missing} (this process has neither): \
@@ -96,7 +96,7 @@ fn lockdown_mode() -> Option<String> {
 }
 
 /// Check, before loading anything, that this process may use BPF tracing here.
-pub fn check_access() -> Result<(), BpfError> {
+pub(crate) fn check_access() -> Result<(), BpfError> {
     let caps = effective_caps();
     let has = |c: u32| caps & (1u64 << c) != 0;
     // SAFETY: geteuid has no preconditions.
@@ -136,9 +136,9 @@ pub fn check_access() -> Result<(), BpfError> {
 }
 
 /// A value for one `const volatile` global of a BPF object, set before it is loaded.
-pub struct Global<'a> {
-    pub name: &'a str,
-    pub value: u32,
+pub(crate) struct Global<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) value: u32,
 }
 
 fn is_permission(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -172,7 +172,7 @@ fn describe(e: &dyn std::error::Error) -> String {
 }
 
 /// Load an embedded object with its globals set (after [`check_access`]).
-pub fn load(object: &[u8], globals: &[Global]) -> Result<Ebpf, BpfError> {
+pub(crate) fn load(object: &[u8], globals: &[Global]) -> Result<Ebpf, BpfError> {
     check_access()?;
     // Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lifting it is harmless after.
     let unlimited = libc::rlimit {
@@ -201,7 +201,7 @@ pub fn load(object: &[u8], globals: &[Global]) -> Result<Ebpf, BpfError> {
 
 /// How a tracepoint handler ended up attached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attached {
+pub(crate) enum Attached {
     /// As a BTF-typed tracepoint (`tp_btf`).
     Btf,
     /// As a raw tracepoint.
@@ -210,7 +210,11 @@ pub enum Attached {
 
 /// Load and attach the handler of tracepoint `name`: `btf_<name>` (tp_btf) if the kernel takes
 /// it, else `raw_<name>` (raw tracepoint). The handler stays attached while `ebpf` lives.
-pub fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, name: &str) -> Result<Attached, BpfError> {
+pub(crate) fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    btf: &Btf,
+    name: &str,
+) -> Result<Attached, BpfError> {
     let mut errors = Vec::new();
     if let Some(prog) = ebpf.program_mut(&format!("btf_{name}")) {
         let r: Result<(), aya::programs::ProgramError> = (|| {
@@ -250,11 +254,11 @@ pub fn attach_tracepoint(ebpf: &mut Ebpf, btf: &Btf, name: &str) -> Result<Attac
 }
 
 /// Linux keeps the first 15 bytes of a process name (`comm`; 16 with the NUL).
-pub const COMM_LEN: usize = 15;
+pub(crate) const COMM_LEN: usize = 15;
 
 /// The 16-byte, NUL-padded key the BPF side compares `comm` with (the name cut as the kernel
 /// cuts it).
-pub fn comm_key(name: &str) -> [u8; 16] {
+pub(crate) fn comm_key(name: &str) -> [u8; 16] {
     let mut k = [0u8; 16];
     let b = name.as_bytes();
     let n = b.len().min(COMM_LEN);
@@ -264,7 +268,11 @@ pub fn comm_key(name: &str) -> [u8; 16] {
 
 /// Fill the process filter every iolens BPF program shares (`bpf/common.h`): the maps
 /// `watch_pids` (process ids) and `watch_comms` (process names, see [`comm_key`]).
-pub fn set_process_filter(ebpf: &mut Ebpf, pids: &[u32], comms: &[String]) -> Result<(), BpfError> {
+pub(crate) fn set_process_filter(
+    ebpf: &mut Ebpf,
+    pids: &[u32],
+    comms: &[String],
+) -> Result<(), BpfError> {
     let load = |e: &dyn std::error::Error| BpfError::Load(describe(e));
     let mut map: aya::maps::HashMap<&mut MapData, u32, u8> = aya::maps::HashMap::try_from(
         ebpf.map_mut("watch_pids")
@@ -286,7 +294,7 @@ pub fn set_process_filter(ebpf: &mut Ebpf, pids: &[u32], comms: &[String]) -> Re
 }
 
 /// Sum over CPUs of every slot of a per-CPU `u64` array map (lost-event counters).
-pub fn sum_per_cpu(ebpf: &Ebpf, map: &str) -> Result<Vec<u64>, BpfError> {
+pub(crate) fn sum_per_cpu(ebpf: &Ebpf, map: &str) -> Result<Vec<u64>, BpfError> {
     let m = ebpf
         .map(map)
         .ok_or_else(|| BpfError::Load(format!("the object has no map {map}")))?;
@@ -302,7 +310,7 @@ pub fn sum_per_cpu(ebpf: &Ebpf, map: &str) -> Result<Vec<u64>, BpfError> {
 
 /// Wait up to `timeout` for a ring buffer to have data, then hand every record to `f`.
 /// Returns the number of records read.
-pub fn drain_ring(
+pub(crate) fn drain_ring(
     ring: &mut RingBuf<MapData>,
     timeout: Duration,
     mut f: impl FnMut(&[u8]),

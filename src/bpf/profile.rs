@@ -12,27 +12,27 @@ use aya::{Btf, Ebpf, Pod};
 use super::{attach_tracepoint, load, sum_per_cpu, BpfError, Global};
 
 /// The profile programs: `bpf/profile.bpf.c`.
-pub static PROFILE_OBJECT: &[u8] = aya::include_bytes_aligned!("obj/profile.bpf.o");
+pub(crate) static PROFILE_OBJECT: &[u8] = aya::include_bytes_aligned!("obj/profile.bpf.o");
 
 /// `PERF_COUNT_SW_CPU_CLOCK`.
 const SW_CPU_CLOCK: u64 = 0;
 
 /// What to sample.
 #[derive(Clone, Debug, Default)]
-pub struct SamplerOptions {
+pub(crate) struct SamplerOptions {
     /// Process ids (thread-group ids) to profile.
-    pub pids: Vec<u32>,
+    pub(crate) pids: Vec<u32>,
     /// Process names (the first 15 bytes, as the kernel keeps them) to profile.
-    pub comms: Vec<String>,
+    pub(crate) comms: Vec<String>,
     /// CPU time between two samples of a running thread, ns.
-    pub period_ns: u64,
+    pub(crate) period_ns: u64,
     /// Also record off-CPU stacks.
-    pub off_cpu: bool,
+    pub(crate) off_cpu: bool,
 }
 
 /// The state a stack was recorded in (as `bpf/profile.bpf.c` numbers them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RawState {
+pub(crate) enum RawState {
     OnCpu,
     IoWait,
     Sleep,
@@ -41,29 +41,29 @@ pub enum RawState {
 
 /// One aggregated stack as the kernel recorded it.
 #[derive(Clone, Debug)]
-pub struct RawStack {
-    pub tgid: u32,
-    pub comm: String,
-    pub state: RawState,
+pub(crate) struct RawStack {
+    pub(crate) tgid: u32,
+    pub(crate) comm: String,
+    pub(crate) state: RawState,
     /// User-space return addresses, leaf first (empty when not walked).
-    pub user: Vec<u64>,
+    pub(crate) user: Vec<u64>,
     /// Kernel addresses, leaf first (empty in user mode).
-    pub kernel: Vec<u64>,
-    pub count: u64,
-    pub ns: u64,
+    pub(crate) kernel: Vec<u64>,
+    pub(crate) count: u64,
+    pub(crate) ns: u64,
 }
 
 /// Losses, counted by the programs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Lost {
+pub(crate) struct Lost {
     /// Stacks not counted because the counts map was full.
-    pub counts_full: u64,
+    pub(crate) counts_full: u64,
     /// User stacks the kernel could not walk (or whose id collided).
-    pub user_stack: u64,
+    pub(crate) user_stack: u64,
     /// Kernel stacks the kernel could not walk.
-    pub kernel_stack: u64,
+    pub(crate) kernel_stack: u64,
     /// Off-CPU starts not recorded (map full).
-    pub off_state: u64,
+    pub(crate) off_state: u64,
 }
 
 #[repr(C)]
@@ -88,10 +88,10 @@ struct Weight {
 unsafe impl Pod for Weight {}
 
 /// A running sampler: the programs stay attached while it lives.
-pub struct Sampler {
+pub(crate) struct Sampler {
     ebpf: Ebpf,
     /// CPUs with a sampling event.
-    pub cpus: u32,
+    pub(crate) cpus: u32,
 }
 
 fn err(e: impl std::fmt::Display) -> BpfError {
@@ -100,7 +100,7 @@ fn err(e: impl std::fmt::Display) -> BpfError {
 
 impl Sampler {
     /// Load, fill the process filters and attach everything.
-    pub fn start(o: &SamplerOptions) -> Result<Sampler, BpfError> {
+    pub(crate) fn start(o: &SamplerOptions) -> Result<Sampler, BpfError> {
         let period = u32::try_from(o.period_ns).map_err(|_| {
             err("the sampling period must be below 4.29 s (a frequency of 1 Hz or more)")
         })?;
@@ -152,7 +152,7 @@ impl Sampler {
     }
 
     /// Stop sampling (detach every program) and read the stacks and losses.
-    pub fn finish(mut self) -> Result<(Vec<RawStack>, Lost), BpfError> {
+    pub(crate) fn finish(mut self) -> Result<(Vec<RawStack>, Lost), BpfError> {
         // Detach first so the maps no longer change while they are read.
         if let Some(p) = self.ebpf.program_mut("on_sample") {
             if let Ok(p) = <&mut PerfEvent>::try_from(p) {

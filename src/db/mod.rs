@@ -29,13 +29,13 @@ use crate::units::{fmt_ns, fmt_rate};
 /// Database block (page) size of every iolens layout.
 pub const BLOCK: u64 = 8192;
 /// A SLOB select, timed from issue to its row.
-pub const SELECT: Op = Op::new(0, "select");
+pub(crate) const SELECT: Op = Op::new(0, "select");
 /// A SLOB update with its commit, timed from `BEGIN` to the end of the commit.
-pub const UPDATE: Op = Op::new(1, "update");
+pub(crate) const UPDATE: Op = Op::new(1, "update");
 /// The commit of an update alone (a flush: the log write the update waits for).
-pub const COMMIT: Op = Op::flush(2, "commit");
+pub(crate) const COMMIT: Op = Op::flush(2, "commit");
 /// The operations a database session records.
-pub const DB_OPS: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT]);
+pub(crate) const DB_OPS: OpSet = OpSet::new(&[SELECT, UPDATE, COMMIT]);
 
 /// What a `setup` call did.
 #[derive(Clone, Debug)]
@@ -87,7 +87,7 @@ impl DbProgress {
     }
 
     /// The line for one interval (`snaps` in plan order).
-    pub fn line(&self, snaps: &[crate::recorder::IntervalSnapshot]) -> Option<String> {
+    pub(crate) fn line(&self, snaps: &[crate::recorder::IntervalSnapshot]) -> Option<String> {
         let o = snaps.get(self.ops_set)?;
         let secs = self.interval_s;
         let at = ((o.index + 1) as f64 * secs).min(self.duration_s);

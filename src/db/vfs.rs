@@ -72,18 +72,18 @@ impl IoCounts {
 }
 
 /// The log (WAL, rollback journal) file's reads.
-pub const LOG_READ: Op = Op::new(0, "log read");
+pub(crate) const LOG_READ: Op = Op::new(0, "log read");
 /// The log file's writes.
-pub const LOG_WRITE: Op = Op::new(1, "log write");
+pub(crate) const LOG_WRITE: Op = Op::new(1, "log write");
 /// The log file's syncs.
-pub const LOG_SYNC: Op = Op::flush(2, "log sync");
+pub(crate) const LOG_SYNC: Op = Op::flush(2, "log sync");
 /// The operations of the log file ([`crate::recorder::IO_OPS`] are the main database file's).
-pub const LOG_OPS: OpSet = OpSet::new(&[LOG_READ, LOG_WRITE, LOG_SYNC]);
+pub(crate) const LOG_OPS: OpSet = OpSet::new(&[LOG_READ, LOG_WRITE, LOG_SYNC]);
 
 /// One session's recording context: main-database I/O, log I/O, and counters.
 pub struct IoCtx {
-    pub main: SessionRecorder,
-    pub log: SessionRecorder,
+    pub(crate) main: SessionRecorder,
+    pub(crate) log: SessionRecorder,
     pub counts: IoCounts,
 }
 

@@ -16,9 +16,9 @@
 //! Engines: `sync` (pread/pwrite, one in flight), `uring` (io_uring, queue depth per session),
 //! `null` (no I/O: the tool's own cost).
 
-pub mod null;
-pub mod sync;
-pub mod uring;
+pub(crate) mod null;
+pub(crate) mod sync;
+pub(crate) mod uring;
 
 use std::fs::File;
 use std::io;
@@ -32,7 +32,7 @@ use crate::stamp::{OnCorruption, VerifyShared, VerifyTally, WriteTicket};
 use crate::workload::{IoOp, OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.
-pub trait IoEngine {
+pub(crate) trait IoEngine {
     /// Queue one I/O of `len` bytes at absolute `offset` using the buffer of `slot`.
     fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize);
     /// Issue queued I/Os, wait for at least one completion — or, when `until` is given, no
@@ -52,7 +52,7 @@ pub trait IoEngine {
 }
 
 /// A page-aligned buffer for O_DIRECT, one block per slot.
-pub struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     layout: std::alloc::Layout,
     block: usize,
@@ -64,7 +64,7 @@ unsafe impl Send for AlignedBuf {}
 impl AlignedBuf {
     /// `slots` blocks of `block` bytes, 4 KiB aligned, filled with pseudo-random bytes so
     /// written data is incompressible.
-    pub fn new(slots: usize, block: usize, seed: u64) -> AlignedBuf {
+    pub(crate) fn new(slots: usize, block: usize, seed: u64) -> AlignedBuf {
         let size = (slots * block).max(4096);
         let layout = std::alloc::Layout::from_size_align(size, 4096).expect("valid layout");
         // SAFETY: non-zero size layout.
@@ -79,17 +79,17 @@ impl AlignedBuf {
     }
     /// Pointer to the buffer of `slot`.
     #[inline]
-    pub fn slot(&self, slot: u32) -> *mut u8 {
+    pub(crate) fn slot(&self, slot: u32) -> *mut u8 {
         // SAFETY: slot < slots by construction of the caller.
         unsafe { self.ptr.add(slot as usize * self.block) }
     }
     /// Whole buffer.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for layout.size() bytes.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
     }
     /// Base pointer and length (for io_uring buffer registration).
-    pub fn raw(&self) -> (*mut u8, usize) {
+    pub(crate) fn raw(&self) -> (*mut u8, usize) {
         (self.ptr, self.layout.size())
     }
 }
@@ -102,35 +102,35 @@ impl Drop for AlignedBuf {
 }
 
 /// Everything a session needs besides its engine and recorder.
-pub struct SessionCtx<'a> {
-    pub spec: &'a WorkloadSpec,
-    pub session: u32,
+pub(crate) struct SessionCtx<'a> {
+    pub(crate) spec: &'a WorkloadSpec,
+    pub(crate) session: u32,
     /// Absolute byte offset of the target's data area.
-    pub data_offset: u64,
+    pub(crate) data_offset: u64,
     /// I/Os this session should complete (`u64::MAX` for a duration-bound run).
-    pub quota: u64,
+    pub(crate) quota: u64,
     /// Set to end the run (deadline, Ctrl-C, or another session's error).
-    pub stop: &'a AtomicBool,
+    pub(crate) stop: &'a AtomicBool,
     /// Planned end of measurement: the session issues nothing after it (it does not wait for
     /// the driver's stop flag, which at hundreds of busy sessions may come late).
-    pub end: Option<Instant>,
+    pub(crate) end: Option<Instant>,
     /// Stamping and verification (targets whose blocks iolens stamps).
-    pub verify: Option<&'a VerifyShared>,
+    pub(crate) verify: Option<&'a VerifyShared>,
 }
 
 /// How a session ended.
 #[derive(Debug)]
-pub struct SessionOutcome {
+pub(crate) struct SessionOutcome {
     /// When the session's last I/O completed (when it ended, if it completed none).
-    pub end: Instant,
+    pub(crate) end: Instant,
     /// The session thread's own schedstat (run ns, run-queue wait ns) at exit.
-    pub sched: Option<(u64, u64)>,
+    pub(crate) sched: Option<(u64, u64)>,
     /// First I/O error, if any (the run stops on it).
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// I/Os completed (including warm-up).
-    pub completed: u64,
+    pub(crate) completed: u64,
     /// Verification figures and corruption found by this session.
-    pub verify: VerifyTally,
+    pub(crate) verify: VerifyTally,
 }
 
 #[derive(Clone, Copy)]
@@ -161,7 +161,7 @@ fn wait_until(t: Instant) {
 }
 
 /// The session loop: keep `qd` I/Os in flight until stopped or the quota is done.
-pub fn run_session<E: IoEngine>(
+pub(crate) fn run_session<E: IoEngine>(
     eng: &mut E,
     ctx: &SessionCtx<'_>,
     rec: &mut SessionRecorder,
@@ -418,7 +418,7 @@ pub fn run_session<E: IoEngine>(
 }
 
 /// Run one session with an engine made by [`make_engine`].
-pub fn run_engine_session(
+pub(crate) fn run_engine_session(
     ctx: &SessionCtx<'_>,
     rec: &mut SessionRecorder,
     engine: EngineBox,
@@ -432,14 +432,14 @@ pub fn run_engine_session(
 
 /// An engine instance created before the session threads start (so set-up errors are
 /// reported before any I/O).
-pub enum EngineBox {
+pub(crate) enum EngineBox {
     Sync(sync::SyncEngine),
     Uring(Box<uring::UringEngine>),
     Null(null::NullEngine),
 }
 
 /// Create one engine instance for a session.
-pub fn make_engine(spec: &WorkloadSpec, file: &File) -> anyhow::Result<EngineBox> {
+pub(crate) fn make_engine(spec: &WorkloadSpec, file: &File) -> anyhow::Result<EngineBox> {
     use crate::workload::EngineKind;
     Ok(match spec.engine {
         EngineKind::Sync => EngineBox::Sync(sync::SyncEngine::new(file)?),

@@ -8,7 +8,7 @@ use crate::workload::IoOp;
 
 /// Completes pushed I/Os immediately with their full length.
 #[derive(Default)]
-pub struct NullEngine {
+pub(crate) struct NullEngine {
     pending: Vec<(u32, usize)>,
 }
 

@@ -9,7 +9,7 @@ use super::IoEngine;
 use crate::workload::IoOp;
 
 /// pread/pwrite on a shared file descriptor (pread is safe to use from many threads).
-pub struct SyncEngine {
+pub(crate) struct SyncEngine {
     fd: RawFd,
     pending: Option<(u32, IoOp, u64, *mut u8, usize)>,
 }
@@ -20,7 +20,7 @@ unsafe impl Send for SyncEngine {}
 
 impl SyncEngine {
     /// An engine over `file`, which must outlive the run.
-    pub fn new(file: &File) -> anyhow::Result<SyncEngine> {
+    pub(crate) fn new(file: &File) -> anyhow::Result<SyncEngine> {
         Ok(SyncEngine {
             fd: file.as_raw_fd(),
             pending: None,

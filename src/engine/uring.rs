@@ -13,7 +13,7 @@ use super::{AlignedBuf, IoEngine};
 use crate::workload::IoOp;
 
 /// One ring per session.
-pub struct UringEngine {
+pub(crate) struct UringEngine {
     ring: IoUring,
     fd: i32,
     fixed_file: bool,
@@ -57,7 +57,7 @@ impl UringEngine {
     /// A ring with room for `qd` I/Os on `file`, which must outlive the run. With
     /// `batch_submit`, queued I/Os are submitted together in one system call; otherwise each
     /// is submitted as it is queued, so the device sees a steady stream rather than bursts.
-    pub fn new(file: &File, qd: u32, batch_submit: bool) -> anyhow::Result<UringEngine> {
+    pub(crate) fn new(file: &File, qd: u32, batch_submit: bool) -> anyhow::Result<UringEngine> {
         let entries = qd.next_power_of_two().max(2);
         let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
             Ok(r) => r,

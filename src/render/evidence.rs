@@ -101,78 +101,72 @@ pub(crate) fn blocks(r: &Results) -> Vec<Block> {
     out
 }
 
-/// The cells every I/O breakdown row ends with.
-fn io_cells(io: &IoFigures) -> Vec<String> {
-    vec![
-        io.count.to_string(),
-        sig3(io.seconds),
-        fmt_ns(io.mean_us * 1e3),
-        fmt_ns(io.max_us as f64 * 1e3),
-        io.blocks.to_string(),
-    ]
-}
-
-/// The header of an I/O breakdown table whose first columns are `first`.
-fn io_header<'a>(first: &[&'a str]) -> Vec<&'a str> {
-    let mut h = first.to_vec();
-    h.extend(["waits", "seconds", "mean", "max", "blocks"]);
-    h
+/// One I/O breakdown section: `first` columns (the key of each row) then the wait figures.
+fn io_block<'a>(
+    title: String,
+    line: Option<String>,
+    first: &[&str],
+    rows: impl Iterator<Item = (Vec<String>, &'a IoFigures)>,
+) -> Block {
+    let mut header = first.to_vec();
+    header.extend(["waits", "seconds", "mean", "max", "blocks"]);
+    let mut t = Table::new(&header);
+    for (mut cells, io) in rows {
+        cells.extend([
+            io.count.to_string(),
+            sig3(io.seconds),
+            fmt_ns(io.mean_us * 1e3),
+            fmt_ns(io.max_us as f64 * 1e3),
+            io.blocks.to_string(),
+        ]);
+        t.row(cells);
+    }
+    Block {
+        title,
+        lines: line.into_iter().collect(),
+        table: Some(t),
+    }
 }
 
 /// One wait event's I/O by file#, obj# and block range.
 fn io_blocks(e: &TraceIoEvent, range_blocks: u64, out: &mut Vec<Block>) {
-    let mut t = Table::new(&io_header(&["file#", "blocks touched"]));
-    for f in &e.files {
-        let mut row = vec![
-            f.file.to_string(),
-            match (f.min_block, f.max_block) {
+    out.push(io_block(
+        format!("{}: by file", e.event),
+        None,
+        &["file#", "blocks touched"],
+        e.files.iter().map(|f| {
+            let span = match (f.min_block, f.max_block) {
                 (Some(lo), Some(hi)) => format!("{lo}–{hi}"),
                 _ => String::new(),
-            },
-        ];
-        row.extend(io_cells(&f.io));
-        t.row(row);
-    }
-    out.push(Block {
-        title: format!("{}: by file", e.event),
-        lines: vec![],
-        table: Some(t),
-    });
+            };
+            (vec![f.file.to_string(), span], &f.io)
+        }),
+    ));
     if !e.objects.is_empty() {
-        let mut t = Table::new(&io_header(&["obj#"]));
-        for o in &e.objects {
-            let mut row = vec![o.obj.to_string()];
-            row.extend(io_cells(&o.io));
-            t.row(row);
-        }
-        out.push(Block {
-            title: format!("{}: by object", e.event),
-            lines: vec![format!(
+        out.push(io_block(
+            format!("{}: by object", e.event),
+            Some(format!(
                 "the busiest {} of {} objects",
                 e.objects.len(),
                 e.objects_total
-            )],
-            table: Some(t),
-        });
+            )),
+            &["obj#"],
+            e.objects.iter().map(|o| (vec![o.obj.to_string()], &o.io)),
+        ));
     }
     if !e.block_ranges.is_empty() {
-        let mut t = Table::new(&io_header(&["file#", "blocks"]));
-        for g in &e.block_ranges {
-            let mut row = vec![
-                g.file.to_string(),
-                format!("{}–{}", g.first_block, g.last_block),
-            ];
-            row.extend(io_cells(&g.io));
-            t.row(row);
-        }
-        out.push(Block {
-            title: format!("{}: by block range", e.event),
-            lines: vec![format!(
+        out.push(io_block(
+            format!("{}: by block range", e.event),
+            Some(format!(
                 "the busiest {} of {} ranges of {range_blocks} blocks",
                 e.block_ranges.len(),
                 e.block_ranges_total
-            )],
-            table: Some(t),
-        });
+            )),
+            &["file#", "blocks"],
+            e.block_ranges.iter().map(|g| {
+                let span = format!("{}–{}", g.first_block, g.last_block);
+                (vec![g.file.to_string(), span], &g.io)
+            }),
+        ));
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
-pub use crate::bpf::COMM_LEN;
+pub(crate) use crate::bpf::COMM_LEN;
 
 /// A block device to watch: its whole disk (partitions map to their disk).
 #[derive(Clone, Debug, PartialEq, Eq)]
