@@ -1749,7 +1749,7 @@ mod tests {
                         seed ^= seed >> 7;
                         seed ^= seed << 17;
                         // Mostly digits, sometimes any byte of the alphabet.
-                        if seed % 5 != 0 {
+                        if !seed.is_multiple_of(5) {
                             b'0' + (seed >> 8) as u8 % 10
                         } else {
                             alphabet[(seed >> 8) as usize % alphabet.len()]
