@@ -721,6 +721,10 @@ fn record_interval(h: &mut Histogram<u64>, ns: u64, n: u64) {
     let _ = h.record_n(ns.min(crate::results::HIST_MAX_NS), n);
 }
 
+/// Most latencies an open interval holds as a list before they go into its histogram: 16,384
+/// values take 128 KiB, the size of an interval histogram that spans 1 µs to 20 ms.
+const MAX_CUR_VALS: usize = 1 << 14;
+
 struct Slot {
     hist: Hist,
     count: u64,
@@ -736,6 +740,10 @@ struct OpAcc {
     /// Times `[lo, hi)` (ns) of interval `cur`; empty when none is open.
     cur_span: (i64, i64),
     cur_hist: Histogram<u64>,
+    /// Latencies (ns) of the open interval not yet in `cur_hist`: appending is cheaper than
+    /// recording into a histogram that was last touched on the encoder thread (a cache miss
+    /// per value); the encoder records them. At most [`MAX_CUR_VALS`].
+    cur_vals: Vec<u64>,
     cur_bytes: u64,
     closed: BTreeMap<i64, Slot>,
     /// Edges of the source buckets spread into this op (see `OpResult::bucket_edges_ns`).
@@ -768,18 +776,37 @@ impl HistEncoder {
             v2: hdrhistogram::serialization::V2Serializer::new(),
             raw: Vec::new(),
             out: Vec::new(),
-            z: flate2::Compress::new(flate2::Compression::default(), true),
+            z: flate2::Compress::new(flate2::Compression::fast(), true),
         }
     }
 
     /// Encode a histogram; decodes with [`Hist::decode`] to an equal histogram.
     pub fn encode(&mut self, h: &Histogram<u64>) -> Hist {
-        use base64::Engine as _;
         use hdrhistogram::serialization::Serializer as _;
         self.raw.clear();
         if self.v2.serialize(h, &mut self.raw).is_err() {
             return Hist::encode(h);
         }
+        self.deflate().unwrap_or_else(|| Hist::encode(h))
+    }
+
+    /// Encode the counts of `c` (V2-deflate of the standard layout, like [`Self::encode`] of
+    /// the histogram holding the same values) and clear it; touches only the indices in use.
+    fn encode_counts(&mut self, c: &mut IndexCounts) -> Hist {
+        use base64::Engine as _;
+        c.write_v2(&mut self.raw);
+        self.deflate().unwrap_or_else(|| {
+            // Deflate into memory does not fail; should it, the uncompressed V2 bytes (which
+            // every reader accepts) rather than nothing.
+            let b64 = base64::engine::general_purpose::STANDARD.encode(&self.raw);
+            serde_json::from_value(serde_json::Value::String(b64))
+                .expect("a string deserialises into Hist")
+        })
+    }
+
+    /// V2-deflate of the V2 bytes in `raw`.
+    fn deflate(&mut self) -> Option<Hist> {
+        use base64::Engine as _;
         self.out.clear();
         self.out.extend_from_slice(&V2_DEFLATE_COOKIE.to_be_bytes());
         self.out.extend_from_slice(&[0; 4]);
@@ -794,15 +821,120 @@ impl HistEncoder {
             ) {
                 Ok(flate2::Status::StreamEnd) => break,
                 Ok(_) => self.out.reserve(self.out.len().max(64)),
-                Err(_) => return Hist::encode(h),
+                Err(_) => return None,
             }
         }
         let len = (self.out.len() - 8) as u32;
         self.out[4..8].copy_from_slice(&len.to_be_bytes());
         let b64 = base64::engine::general_purpose::STANDARD.encode(&self.out);
-        serde_json::from_value(serde_json::Value::String(b64))
-            .expect("a string deserialises into Hist")
+        Some(
+            serde_json::from_value(serde_json::Value::String(b64))
+                .expect("a string deserialises into Hist"),
+        )
     }
+}
+
+/// Counts of latencies at HdrHistogram counts indices of the standard layout (lowest value
+/// 1 ns, 3 significant digits: 2048 sub-buckets; values clamped to `HIST_MAX_NS`), with a
+/// bitmap of the indices in use, so that writing the V2 encoding and clearing touch only those
+/// instead of walking and zeroing a whole counts array (128 KiB for values up to 20 ms) per
+/// interval. Holds at most [`MAX_CUR_VALS`] values between encodings (the counts are `u32`).
+struct IndexCounts {
+    counts: Vec<u32>,
+    used: Vec<u64>,
+    len: u64,
+    max_value: u64,
+}
+
+/// HdrHistogram's counts index of `v` in the standard layout (`index_for` with unit magnitude
+/// 0 and sub-bucket half-count magnitude 10).
+#[inline]
+fn std_index(v: u64) -> usize {
+    let bucket = 53 - (v | 2047).leading_zeros();
+    ((((bucket as u64) + 1) << 10) + (v >> bucket) - 1024) as usize
+}
+
+impl IndexCounts {
+    fn new() -> IndexCounts {
+        let n = std_index(crate::results::HIST_MAX_NS) + 1;
+        IndexCounts {
+            counts: vec![0; n],
+            used: vec![0; n.div_ceil(64)],
+            len: 0,
+            max_value: 0,
+        }
+    }
+
+    #[inline]
+    fn record(&mut self, v: u64) {
+        let v = v.min(crate::results::HIST_MAX_NS);
+        let i = std_index(v);
+        if self.counts[i] == 0 {
+            self.used[i >> 6] |= 1 << (i & 63);
+        }
+        self.counts[i] += 1;
+        self.len += 1;
+        self.max_value = self.max_value.max(v);
+    }
+
+    /// Write the V2 (uncompressed) encoding into `raw` (cleared first) and clear the counts:
+    /// the bytes HdrHistogram's serializer writes for a histogram holding these values, but
+    /// for the highest trackable value in the header (here the smallest 2^k − 1 ≥ the largest
+    /// value, so that readers see few distinct layouts).
+    fn write_v2(&mut self, raw: &mut Vec<u8>) {
+        raw.clear();
+        let high = (self.max_value + 1)
+            .next_power_of_two()
+            .saturating_sub(1)
+            .clamp(2, crate::results::HIST_MAX_NS);
+        raw.extend_from_slice(&0x1c84_9313u32.to_be_bytes()); // V2 cookie
+        raw.extend_from_slice(&[0; 4]); // payload length, below
+        raw.extend_from_slice(&0u32.to_be_bytes()); // normalizing index offset
+        raw.extend_from_slice(&(crate::results::SIGFIG as u32).to_be_bytes());
+        raw.extend_from_slice(&1u64.to_be_bytes()); // lowest discernible value
+        raw.extend_from_slice(&high.to_be_bytes());
+        raw.extend_from_slice(&1.0f64.to_bits().to_be_bytes()); // integer to double ratio
+        let start = raw.len();
+        // Counts from index 0 to that of the largest value; a run of zeros longer than one is
+        // written as its negated length, a single zero as 0 (as HdrHistogram does).
+        let mut next = 0usize;
+        let mut w = 0;
+        while w < self.used.len() {
+            let mut bits = std::mem::take(&mut self.used[w]);
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let gap = (i - next) as i64;
+                if gap == 1 {
+                    push_zigzag(raw, 0);
+                } else if gap > 1 {
+                    push_zigzag(raw, -gap);
+                }
+                push_zigzag(raw, std::mem::take(&mut self.counts[i]) as i64);
+                next = i + 1;
+            }
+            w += 1;
+        }
+        let payload = (raw.len() - start) as u32;
+        raw[4..8].copy_from_slice(&payload.to_be_bytes());
+        self.len = 0;
+        self.max_value = 0;
+    }
+}
+
+/// HdrHistogram's ZigZag LEB128 (at most 9 bytes, the 9th holding 8 bits).
+#[inline]
+fn push_zigzag(out: &mut Vec<u8>, n: i64) {
+    let mut v = ((n << 1) ^ (n >> 63)) as u64;
+    for _ in 0..8 {
+        if v < 0x80 {
+            out.push(v as u8);
+            return;
+        }
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// A closed interval histogram on its way to (or back from) the encoder thread.
@@ -810,7 +942,19 @@ struct Job {
     op: usize,
     k: i64,
     hist: Histogram<u64>,
+    /// Latencies (ns) still to be recorded into `hist`.
+    vals: Vec<u64>,
     bytes: u64,
+}
+
+impl Job {
+    /// Record the pending latencies into the histogram.
+    fn settle(&mut self) {
+        for &v in &self.vals {
+            record_interval(&mut self.hist, v, 1);
+        }
+        self.vals.clear();
+    }
 }
 
 struct Done {
@@ -819,13 +963,16 @@ struct Done {
     slot: Slot,
 }
 
-/// Encodes closed interval histograms (V2-deflate) and clears them for reuse on a helper
-/// thread, so the parsing thread only swaps histograms at interval boundaries. The job queue
+/// Encodes closed intervals (V2-deflate) on a helper thread, so the parsing thread only appends
+/// latencies to a list and hands it over at interval boundaries: the helper counts them by
+/// HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an interval that also
+/// holds spread buckets or more than [`MAX_CUR_VALS`] values) records them into the interval's
+/// histogram and encodes and clears that. Lists and histograms go back for reuse; the job queue
 /// is bounded, which bounds memory.
 struct Encoder {
     tx: Option<std::sync::mpsc::SyncSender<Job>>,
     done: std::sync::mpsc::Receiver<Done>,
-    spare: std::sync::mpsc::Receiver<Histogram<u64>>,
+    spare: std::sync::mpsc::Receiver<(Histogram<u64>, Vec<u64>)>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -838,11 +985,30 @@ impl Encoder {
             .name("iolens-encode".into())
             .spawn(move || {
                 let mut enc = HistEncoder::new();
+                // The latencies of an interval whose histogram is still empty (the common
+                // case) are counted here, touching only the counts in use.
+                let mut own = IndexCounts::new();
                 for mut job in rx {
-                    let slot = Slot {
-                        hist: enc.encode(&job.hist),
-                        count: job.hist.len(),
-                        bytes: job.bytes,
+                    let slot = if job.hist.is_empty() && !job.vals.is_empty() {
+                        for &v in &job.vals {
+                            own.record(v);
+                        }
+                        job.vals.clear();
+                        let count = own.len;
+                        Slot {
+                            hist: enc.encode_counts(&mut own),
+                            count,
+                            bytes: job.bytes,
+                        }
+                    } else {
+                        job.settle();
+                        let slot = Slot {
+                            hist: enc.encode(&job.hist),
+                            count: job.hist.len(),
+                            bytes: job.bytes,
+                        };
+                        job.hist.reset();
+                        slot
                     };
                     if done_tx
                         .send(Done {
@@ -854,8 +1020,7 @@ impl Encoder {
                     {
                         break;
                     }
-                    job.hist.reset();
-                    let _ = spare_tx.send(job.hist);
+                    let _ = spare_tx.send((job.hist, job.vals));
                 }
             })
             .ok();
@@ -955,6 +1120,7 @@ impl Binned {
             cur: None,
             cur_span: (0, 0),
             cur_hist: interval_histogram(),
+            cur_vals: Vec::new(),
             cur_bytes: 0,
             closed: BTreeMap::new(),
             edges: Default::default(),
@@ -969,17 +1135,24 @@ impl Binned {
         let o = &mut self.ops[op];
         let Some(k) = o.cur.take() else { return };
         o.cur_span = (0, 0);
-        if o.cur_hist.is_empty() && o.cur_bytes == 0 {
+        if o.cur_hist.is_empty() && o.cur_vals.is_empty() && o.cur_bytes == 0 {
             return;
         }
         let enc = self.encoder.get_or_insert_with(Encoder::start);
-        let fresh = enc
+        let (fresh, fresh_vals) = enc
             .spare
             .try_recv()
-            .unwrap_or_else(|_| interval_histogram());
+            .unwrap_or_else(|_| (interval_histogram(), Vec::new()));
         let hist = std::mem::replace(&mut o.cur_hist, fresh);
+        let vals = std::mem::replace(&mut o.cur_vals, fresh_vals);
         let bytes = std::mem::take(&mut o.cur_bytes);
-        let job = Job { op, k, hist, bytes };
+        let job = Job {
+            op,
+            k,
+            hist,
+            vals,
+            bytes,
+        };
         let job = match &enc.tx {
             Some(tx) => match tx.send(job) {
                 Ok(()) => None,
@@ -987,8 +1160,9 @@ impl Binned {
             },
             None => Some(job),
         };
-        if let Some(job) = job {
+        if let Some(mut job) = job {
             // No encoder thread: encode here.
+            job.settle();
             let slot = Slot {
                 hist: Hist::encode(&job.hist),
                 count: job.hist.len(),
@@ -1096,7 +1270,13 @@ impl Binned {
     pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
         self.observe(t_ns);
         let o = self.slot_of(op, t_ns);
-        record_interval(&mut o.cur_hist, lat_ns, 1);
+        if o.cur_vals.len() >= MAX_CUR_VALS {
+            for &v in &o.cur_vals {
+                record_interval(&mut o.cur_hist, v, 1);
+            }
+            o.cur_vals.clear();
+        }
+        o.cur_vals.push(lat_ns);
         o.total.saturating_record(lat_ns);
         o.cur_bytes = o.cur_bytes.saturating_add(bytes);
         o.bytes = o.bytes.saturating_add(bytes);
@@ -1491,6 +1671,54 @@ mod tests {
             want.add(&h).unwrap();
             assert_eq!(e.decode().unwrap(), want);
             assert_eq!(Hist::encode(&h).decode().unwrap(), want);
+        }
+    }
+
+    /// The sparse counts write the very counts bytes HdrHistogram's serializer writes for the
+    /// same values (zero runs, single zeros, 0 ns, values past 1 h clamped), and decode to the
+    /// same histogram.
+    #[test]
+    fn index_counts_encode_as_hdrhistogram_does() {
+        use hdrhistogram::serialization::Serializer as _;
+        let mut enc = HistEncoder::new();
+        let mut c = IndexCounts::new();
+        let mut v2 = hdrhistogram::serialization::V2Serializer::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let sets: Vec<Vec<u64>> = vec![
+            vec![0],
+            vec![1, 2, 4],
+            vec![2047, 2048, 2049, 2050, 4095, 4096],
+            vec![80_000, 80_000, 81_000, 399_000, 20_000_000],
+            vec![crate::results::HIST_MAX_NS, u64::MAX, 7],
+            (0..5000)
+                .map(|_| {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    ((seed % 30_000) * 1000) >> (seed % 7)
+                })
+                .collect(),
+        ];
+        for vals in sets {
+            let mut h = interval_histogram();
+            for &v in &vals {
+                record_interval(&mut h, v, 1);
+                c.record(v);
+            }
+            assert_eq!(c.len, h.len());
+            let mut want = Vec::new();
+            v2.serialize(&h, &mut want).unwrap();
+            let mut raw = Vec::new();
+            c.write_v2(&mut raw);
+            assert_eq!(raw[40..], want[40..], "counts of {vals:?}");
+            assert_eq!(raw[..24], want[..24]);
+            for &v in &vals {
+                c.record(v);
+            }
+            let mut all = new_histogram();
+            all.add(&h).unwrap();
+            assert_eq!(enc.encode_counts(&mut c).decode().unwrap(), all);
+            assert!(c.counts.iter().all(|&n| n == 0) && c.used.iter().all(|&w| w == 0));
         }
     }
 

@@ -644,7 +644,11 @@ impl TraceParser {
 
     fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
         let rest = &line[6..];
-        let colon = memchr::memchr(b':', rest).ok_or("WAIT line without ':'")?;
+        // The cursor number and the event name are short: a plain scan beats a memchr call.
+        let colon = rest
+            .iter()
+            .position(|&c| c == b':')
+            .ok_or("WAIT line without ':'")?;
         let cursor = &rest[..colon];
         let rest = &rest[colon + 1..];
         let rest = rest.trim_ascii_start();
@@ -656,7 +660,10 @@ impl TraceParser {
                 &rest[nam + 5..]
             }
         };
-        let q = memchr::memchr(b'\'', after).ok_or("WAIT line with unterminated nam='")?;
+        let q = after
+            .iter()
+            .position(|&c| c == b'\'')
+            .ok_or("WAIT line with unterminated nam='")?;
         let name = &after[..q];
         let params = parse_params(&after[q + 1..]);
         if let Some(b) = params.bad {
@@ -797,18 +804,26 @@ impl TraceParser {
         let mut e = None;
         let mut dep = 0u64;
         let mut tim = None;
+        // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
+        // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
+        // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
+        // by their first byte.
         for kv in line[start..].split(|&b| b == b',') {
             let kv = trim(kv);
-            let Some(eq) = memchr::memchr(b'=', kv) else {
-                continue;
+            let v = match kv.first() {
+                Some(b'c') => kv.strip_prefix(b"c=").map(|v| (0, v)),
+                Some(b'e') => kv.strip_prefix(b"e=").map(|v| (1, v)),
+                Some(b'd') => kv.strip_prefix(b"dep=").map(|v| (2, v)),
+                Some(b't') => kv.strip_prefix(b"tim=").map(|v| (3, v)),
+                _ => None,
             };
-            let (k, v) = (&kv[..eq], trim(&kv[eq + 1..]));
+            let Some((k, v)) = v else { continue };
+            let v = trim(v);
             match k {
-                b"c" => c = parse_u64(v),
-                b"e" => e = parse_u64(v),
-                b"dep" => dep = parse_u64(v).unwrap_or(0),
-                b"tim" => tim = parse_i64(v),
-                _ => {}
+                0 => c = parse_u64(v),
+                1 => e = parse_u64(v),
+                2 => dep = parse_u64(v).unwrap_or(0),
+                _ => tim = parse_i64(v),
             }
         }
         let in_range = |x: &u64| *x <= MAX_TRACE_US;
@@ -972,17 +987,10 @@ fn parse_params(p: &[u8]) -> WaitParams {
             i += 1;
         }
         let vs = i;
-        // Digits first (the common case, one compare per byte), then whatever else the value
-        // holds up to the next space.
-        let mut acc: u64 = 0;
-        for &c in &p[vs..] {
-            let d = c.wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            acc = acc.wrapping_mul(10).wrapping_add(d as u64);
-            i += 1;
-        }
+        // Digits first (the common case, eight at a time), then whatever else the value holds
+        // up to the next space.
+        let (acc, nd) = leading_digits(&p[vs..]);
+        i += nd;
         let mut digits = true;
         if i < n && p[i] != b' ' {
             digits = false;
@@ -1022,6 +1030,62 @@ fn parse_params(p: &[u8]) -> WaitParams {
     }
     w
 }
+
+/// The decimal digits that `p` begins with: their value (wrapping past 2^64, so exact for up
+/// to 19 digits) and how many there are. Eight bytes at a time while eight are left (SWAR:
+/// the first non-digit byte is found and the digits before it converted with three
+/// multiplications), the rest one by one.
+#[inline]
+fn leading_digits(p: &[u8]) -> (u64, usize) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let mut acc: u64 = 0;
+    let mut i = 0;
+    while let Some(chunk) = p.get(i..i + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        // Per byte: high nibble of b ^ '0' set, or low nibble above 9, marks a non-digit. A
+        // carry out of a byte (only from a non-digit byte) can only mark bytes after it.
+        let a = w ^ (0x30 * ONES);
+        let t = (a & (0xf0 * ONES)) | (a.wrapping_add(0x06 * ONES) & (0xf0 * ONES));
+        let non_digit = ((t >> 1) + 0x78 * ONES) & (0x80 * ONES);
+        let k = (non_digit.trailing_zeros() / 8) as usize;
+        if k == 0 {
+            return (acc, i);
+        }
+        // The k digits, preceded by 8 − k zeros, as the 8-digit number they make.
+        let d = if k == 8 { a } else { a << (8 * (8 - k)) };
+        let d = d.wrapping_mul(10).wrapping_add(d >> 8);
+        let d = ((d & 0x0000_00ff_0000_00ff)
+            .wrapping_mul(100 + (1_000_000 << 32))
+            .wrapping_add(((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
+            >> 32;
+        acc = acc.wrapping_mul(POW10[k]).wrapping_add(d);
+        i += k;
+        if k < 8 {
+            return (acc, i);
+        }
+    }
+    for &c in &p[i..] {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        acc = acc.wrapping_mul(10).wrapping_add(d as u64);
+        i += 1;
+    }
+    (acc, i)
+}
+
+const POW10: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
 
 /// `7F1C70A4D6D8 C3020C03 …  [....]`: a line of a memory dump.
 fn is_hex_dump_line(line: &[u8]) -> bool {
@@ -1648,6 +1712,47 @@ mod tests {
         let p = parse_params(b" ela=7 file#=6 block#=4 blocks=1 obj#=4294967295 tim=5");
         assert_eq!((p.ela, p.obj), (Some(7), Some(4294967295)));
         assert!(parse_params(b" ela= x tim=5").bad.is_some());
+    }
+
+    #[test]
+    fn leading_digits_as_one_by_one() {
+        let one_by_one = |p: &[u8]| {
+            let mut acc = 0u64;
+            let mut n = 0;
+            for &c in p {
+                if !c.is_ascii_digit() {
+                    break;
+                }
+                acc = acc.wrapping_mul(10).wrapping_add((c - b'0') as u64);
+                n += 1;
+            }
+            (acc, n)
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let alphabet = b"0123456789 =/:-9x\xff\xfa\x2f\x3a";
+        for len in 0..40 {
+            for _ in 0..200 {
+                let s: Vec<u8> = (0..len)
+                    .map(|_| {
+                        seed ^= seed << 13;
+                        seed ^= seed >> 7;
+                        seed ^= seed << 17;
+                        // Mostly digits, sometimes any byte of the alphabet.
+                        if !seed.is_multiple_of(5) {
+                            b'0' + (seed >> 8) as u8 % 10
+                        } else {
+                            alphabet[(seed >> 8) as usize % alphabet.len()]
+                        }
+                    })
+                    .collect();
+                assert_eq!(leading_digits(&s), one_by_one(&s), "{s:?}");
+            }
+        }
+        assert_eq!(leading_digits(b"2707602560910 x"), (2707602560910, 13));
+        assert_eq!(
+            leading_digits(b"99999999999999999999999"),
+            one_by_one(b"99999999999999999999999")
+        );
     }
 
     #[test]
