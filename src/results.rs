@@ -429,52 +429,88 @@ impl V2Scan {
         let Some(p) = r.get(V2_HEADER..V2_HEADER + payload as usize) else {
             return false;
         };
+        // LEB128 values, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's),
+        // zig-zag signed: a count (>= 0) at the next index, or a run of zeros (< 0). Nearly all
+        // are one byte: eight of those are read at a time, without a branch on their values.
         let mut at = 0usize;
         let mut index = 0usize;
-        while let Some(&first) = p.get(at) {
-            // LEB128, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's); most
-            // counts and runs of zeros are one byte.
-            let v = if first < 0x80 {
-                at += 1;
-                first as u64
-            } else {
-                let mut v: u64 = 0;
-                let mut used = 0;
-                loop {
-                    let Some(&byte) = p.get(at + used) else {
-                        return false;
-                    };
-                    if used == 8 {
-                        v |= (byte as u64) << 56;
-                        used += 1;
-                        break;
-                    }
-                    v |= ((byte & 0x7f) as u64) << (7 * used);
-                    used += 1;
-                    if byte & 0x80 == 0 {
-                        break;
-                    }
-                }
-                at += used;
-                v
-            };
+        let mut buf = [(0usize, 0u64); 64];
+        let mut k = 0usize;
+        let mut beyond = false;
+        /// One value into `buf[k]` (kept when a non-zero count): false when it moves the
+        /// index past `usize`; a count beyond the layout's `len` sets `beyond`.
+        #[inline(always)]
+        fn put(
+            v: u64,
+            (index, k): (&mut usize, &mut usize),
+            buf: &mut [(usize, u64); 64],
+            beyond: &mut bool,
+            len: usize,
+        ) -> bool {
             let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            if n < 0 {
-                match index.checked_add(n.unsigned_abs() as usize) {
-                    Some(i) => index = i,
-                    None => return false,
+            let count = n >= 0;
+            *beyond |= count & (*index >= len);
+            buf[*k & 63] = (*index, n as u64);
+            *k += (n > 0) as usize;
+            let step = if count { 1 } else { n.unsigned_abs() as usize };
+            match index.checked_add(step) {
+                Some(i) => {
+                    *index = i;
+                    true
                 }
-            } else {
-                if index >= len {
-                    return false;
-                }
-                if n > 0 {
-                    out.push((index, n as u64));
-                }
-                index += 1;
+                None => false,
             }
         }
-        true
+        loop {
+            if k > 64 - 8 {
+                out.extend_from_slice(&buf[..k]);
+                k = 0;
+            }
+            if let Some(w) = p.get(at..at + 8).and_then(|w| w.try_into().ok()) {
+                let w = u64::from_le_bytes(w);
+                if w & 0x8080_8080_8080_8080 == 0 {
+                    for j in 0..8 {
+                        if !put(
+                            (w >> (8 * j)) & 0xff,
+                            (&mut index, &mut k),
+                            &mut buf,
+                            &mut beyond,
+                            len,
+                        ) {
+                            return false;
+                        }
+                    }
+                    at += 8;
+                    continue;
+                }
+            }
+            if at >= p.len() {
+                break;
+            }
+            let mut v: u64 = 0;
+            let mut used = 0;
+            loop {
+                let Some(&byte) = p.get(at + used) else {
+                    return false;
+                };
+                if used == 8 {
+                    v |= (byte as u64) << 56;
+                    used += 1;
+                    break;
+                }
+                v |= ((byte & 0x7f) as u64) << (7 * used);
+                used += 1;
+                if byte & 0x80 == 0 {
+                    break;
+                }
+            }
+            at += used;
+            if !put(v, (&mut index, &mut k), &mut buf, &mut beyond, len) {
+                return false;
+            }
+        }
+        out.extend_from_slice(&buf[..k]);
+        !beyond
     }
 }
 
@@ -523,8 +559,13 @@ impl DenseCounts {
     /// [`Hist::checked_len`] returns); `None`, with nothing added, when it is not a
     /// V2-deflate encoding of the standard layout that decodes cleanly and lies in range.
     pub fn add(&mut self, hist: &Hist) -> Option<u64> {
+        // (`scan` keeps the indices ascending and within its layout, which is never longer
+        // than the standard one: checking the last is a guard.)
         if !self.scan.scan(hist, &mut self.pending)
-            || self.pending.iter().any(|&(i, _)| i >= self.counts.len())
+            || self
+                .pending
+                .last()
+                .is_some_and(|&(i, _)| i >= self.counts.len())
         {
             return None;
         }

@@ -316,6 +316,16 @@ impl LoadedColumns {
         }
     }
 
+    /// How many columns validation merged that no renderer has taken yet.
+    pub fn merged(&self) -> usize {
+        self.columns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|c| c.iter().filter(|c| c.is_some()).count())
+            .sum()
+    }
+
     /// The columns of op `op` of run `run` for a renderer drawing `max_cols` (none when this
     /// was made for another number).
     fn take(&self, run: usize, op: usize, max_cols: usize) -> Option<Vec<Option<Column>>> {
