@@ -293,6 +293,9 @@ fn column_of(
     (st, bin_sparse(reference, sparse, edges))
 }
 
+/// The columns of one op merged on loading (`None`: left to the renderer).
+type LoadedOp = Vec<Option<Column>>;
+
 /// Display columns merged while a results file is validated
 /// ([`crate::results::Results::read_file_merging`]
 /// with this as its [`IntervalGroups`]): every interval histogram is decoded once, by
@@ -303,7 +306,7 @@ pub struct LoadedColumns {
     reference: Histogram<u64>,
     /// `(run, op)` → per column, its figures (before the intervals' own count, bytes, start
     /// and duration are set) and cells.
-    columns: std::sync::Mutex<std::collections::HashMap<(usize, usize), Vec<Option<Column>>>>,
+    columns: std::sync::Mutex<std::collections::HashMap<(usize, usize), LoadedOp>>,
 }
 
 impl LoadedColumns {
@@ -328,7 +331,7 @@ impl LoadedColumns {
 
     /// The columns of op `op` of run `run` for a renderer drawing `max_cols` (none when this
     /// was made for another number).
-    fn take(&self, run: usize, op: usize, max_cols: usize) -> Option<Vec<Option<Column>>> {
+    fn take(&self, run: usize, op: usize, max_cols: usize) -> Option<LoadedOp> {
         if max_cols != self.max_cols {
             return None;
         }
@@ -518,7 +521,7 @@ impl OpSeries {
     fn decode_columns_with(
         op: &OpResult,
         max_cols: usize,
-        loaded: Option<Vec<Option<Column>>>,
+        loaded: Option<LoadedOp>,
     ) -> Result<OpSeries> {
         let (group, cols) = interval_groups(&op.intervals, max_cols);
         let op = without_stub_tail(op)?;
