@@ -24,7 +24,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define LOST_SYSCALL_STATE 1
 #define LOST_BLOCK_STATE 2
 #define LOST_TASK_STATE 3
-#define LOST_SLOTS 4
+// Not lost events but requests the block-layer state machine could not follow: counted so
+// that a shortfall of completions is never silent.
+#define LOST_BLOCK_NO_START 4
+#define LOST_BLOCK_ISSUE_NO_START 5
+#define LOST_BLOCK_RESTART 6
+#define LOST_SLOTS 7
 
 #define TASK_RUNNING 0
 
@@ -197,6 +202,7 @@ static __always_inline void rq_issue(struct request *rq)
 	// Issued without a start we saw (flush sequences, requests issued straight away), or an
 	// entry left by a request whose completion we missed (a requeue clears `issue` first, see
 	// rq_requeue): the request starts here, attributed to whoever issues it.
+	count_lost(st ? LOST_BLOCK_RESTART : LOST_BLOCK_ISSUE_NO_START);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
 	fresh.watched = current_watched(fresh.tgid);
@@ -217,8 +223,11 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 {
 	__u64 key = (__u64)rq;
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
-	if (!st)
-		return; // started before we attached
+	if (!st) {
+		// Started before we attached, or a completion path we do not follow.
+		count_lost(LOST_BLOCK_NO_START);
+		return;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	__u64 issue = st->issue ? st->issue : now;
 	__u32 op = BPF_CORE_READ(rq, cmd_flags) & 0xff;
@@ -231,6 +240,28 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 	bpf_map_delete_elem(&in_block, &key);
 }
 
+// A watched process's bio merged into a request already queued (in its plug or the I/O
+// scheduler, possibly another process's request): one I/O the block layer sees no request of.
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} merges SEC(".maps");
+
+static __always_inline void bio_merge(void)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	if (!current_watched(id >> 32))
+		return;
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&merges, &zero);
+	if (n)
+		*n += 1;
+}
+
+HANDLER(block_bio_backmerge, bio_merge())
+HANDLER(block_bio_frontmerge, bio_merge())
 HANDLER(block_io_start, rq_start((struct request *)ctx[0]))
 HANDLER(block_rq_insert, rq_start((struct request *)ctx[0]))
 HANDLER(block_rq_issue, rq_issue((struct request *)ctx[0]))

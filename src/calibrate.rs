@@ -569,6 +569,8 @@ fn curve_point_of(
 /// Runs steps, keeping the wall-clock accounting of time spent between them.
 struct Stepper<'a> {
     target: &'a Target,
+    /// Block-layer watch of each step's own I/O (`--watch`).
+    block_watch: Option<&'a crate::watch::own::OwnWatch>,
     base: WorkloadSpec,
     progress: bool,
     results: Vec<RunResult>,
@@ -639,6 +641,7 @@ impl Stepper<'_> {
                 ),
                 interrupt: crate::interrupt::flag(),
                 start_at,
+                block_watch: self.block_watch,
             },
         )
         .with_context(|| format!("calibration step `{label}`"))?;
@@ -663,6 +666,7 @@ pub fn calibrate(
     progress: bool,
     cmdline: Vec<String>,
     start_at: Option<std::time::SystemTime>,
+    block_watch: Option<&crate::watch::own::OwnWatch>,
 ) -> Result<Results> {
     let plan = plan.clone();
     crate::out!("{}", plan.explain(&target.path.display().to_string()));
@@ -685,6 +689,7 @@ pub fn calibrate(
     };
     let mut st = Stepper {
         target,
+        block_watch,
         base,
         progress,
         results: Vec::new(),

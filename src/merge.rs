@@ -243,6 +243,11 @@ pub fn merge(mut inputs: Vec<Input>, o: &MergeOptions, cmdline: Vec<String>) -> 
         summarise_hosts(&inputs)
     );
     res.extra = first.res.extra.clone();
+    res.db = first.res.db.clone();
+    res.source = first.res.source.clone();
+    res.trace_profile = first.res.trace_profile.clone();
+    res.trace_io = first.res.trace_io.clone();
+    res.trace_slowest = first.res.trace_slowest.clone();
     for (i, r) in inputs.iter().zip(&ranks) {
         for w in &i.res.warnings {
             warnings.push(format!("rank {r} ({}): {w}", host_of(&i.res)));
@@ -316,7 +321,7 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
         if x.name != y.name {
             out.push(format!("run \"{}\" against \"{}\"", x.name, y.name));
         }
-        spec_differences("", &x.spec, &y.spec, &mut out);
+        spec_differences("", &x.spec_value(), &y.spec_value(), &mut out);
         if out.len() > 6 {
             break;
         }
@@ -719,6 +724,7 @@ fn merge_run(
         warnings: Vec::new(),
         verify: None,
         corruption,
+        block: None,
     };
     let m = RunMerge {
         name: p0.name.clone(),
@@ -909,11 +915,7 @@ fn merge_calibration(
     let seq1 = phase_best("seqread1");
     if let (Some(b), Some((k, v))) = (findings.seq_best.as_mut(), seq) {
         b.value = v;
-        b.level = runs[k]
-            .spec
-            .get("qd")
-            .and_then(|x| x.as_u64())
-            .unwrap_or(b.level as u64) as u32;
+        b.level = runs[k].spec.as_ref().and_then(|s| s.qd).unwrap_or(b.level);
     }
     if let (Some(b), Some((_, v))) = (findings.seq1_best.as_mut(), seq1) {
         b.value = v;

@@ -243,10 +243,12 @@ pub fn sleep_until(at: SystemTime, interrupt: &std::sync::atomic::AtomicBool) ->
     }
     loop {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            bail!(
+            // Exits as any interrupted work does (130 for Ctrl-C, 143 for SIGTERM).
+            return Err(crate::target::Interrupted(format!(
                 "interrupted while waiting for the start time {}",
                 fmt_time(at)
-            );
+            ))
+            .into());
         }
         match at.duration_since(SystemTime::now()) {
             Ok(left) if !left.is_zero() => {

@@ -17,6 +17,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod analysis;
+pub mod evidence;
 pub mod hosts;
 pub mod profile;
 mod write;
@@ -847,6 +848,68 @@ pub struct SessionSummary {
     pub p99_ns: u64,
 }
 
+/// The description of a measured series ([`RunResult::spec`]): the fields renderers, analysis
+/// and merging read, typed, and the rest of what the producer wrote (engine runs: the
+/// `workload::WorkloadSpec`; `db run`: engine, layout, settings and the db run's own spec;
+/// `verify`, `watch`, readers of evidence: what was read) kept as written. The JSON is one
+/// object with all of them, as in files written before the spec was typed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Spec {
+    /// Where a series that iolens did not drive came from: `oracle-10046`, an ingest format,
+    /// `watch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// I/O size, bytes (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<u64>,
+    /// Concurrent sessions (engine and database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<u32>,
+    /// Bytes of the target the run addressed (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region_size: Option<u64>,
+    /// Queue depth per session (engine runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qd: Option<u32>,
+    /// Share of operations that update, % (database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_pct: Option<f64>,
+    /// Rows per operation (database runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work_unit: Option<u32>,
+    /// The trace files of a traced session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// The input file of an ingested series.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Why a bucketed source's buckets are read as they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket_convention_basis: Option<String>,
+    /// Everything else the producer wrote.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl Spec {
+    /// The spec of a producer's description (anything that serialises to a JSON object; `null`
+    /// is no spec). An error names the field whose type does not fit.
+    pub fn of(description: impl Serialize) -> Result<Option<Spec>> {
+        let v = serde_json::to_value(description)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        Ok(Some(
+            serde_json::from_value(v).context("a run's spec does not fit the results model")?,
+        ))
+    }
+
+    /// The spec as one JSON object (typed fields and the rest together), as written.
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
 /// One measured series: a `run`, one calibration step, one database run, or one ingested source.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct RunResult {
@@ -855,10 +918,10 @@ pub struct RunResult {
     /// Phase this series belongs to (calibration phase, `run`, `trace`, ...).
     #[serde(default)]
     pub phase: String,
-    /// The full workload spec for engine-driven runs (free-form JSON so every producer can
-    /// describe itself; engine runs write `workload::WorkloadSpec`).
+    /// What was measured, as the producer describes it (engine runs write
+    /// `workload::WorkloadSpec`); `null` when the producer gave none.
     #[serde(default)]
-    pub spec: serde_json::Value,
+    pub spec: Option<Spec>,
     /// Wall-clock start of measurement, RFC 3339.
     #[serde(default)]
     pub started: String,
@@ -898,6 +961,36 @@ pub struct RunResult {
     /// Corrupt blocks found (empty when none). A non-empty list makes the run exit with 3.
     #[serde(default)]
     pub corruption: Vec<CorruptionReport>,
+    /// The block layer under the run's own I/O, traced with BPF (`--watch`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockLayer>,
+}
+
+/// The block requests of a run's own I/O on its target's disk, traced with BPF (`run`,
+/// `calibrate`, `db run` with `--watch`): per op, `blk:<op>:queue` (submission → issue: the
+/// host's block queue) and `blk:<op>:device` (issue → completion: the device's service time),
+/// on the run's own interval grid (a request counts in the interval of its completion).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct BlockLayer {
+    /// Kernel name of the disk traced (`vda`, `nvme0n1`).
+    pub device: String,
+    /// `blk:read:queue`, `blk:read:device`, `blk:write:queue`, ... (only ops seen).
+    pub ops: Vec<OpResult>,
+    /// Events the kernel side could not deliver, by cause (empty: none lost).
+    #[serde(default)]
+    pub lost: BTreeMap<String, u64>,
+    /// The run's bios that merged into a request already queued (in the plug or the I/O
+    /// scheduler, possibly another process's request) instead of becoming a request of their
+    /// own: block requests + merged bios = the I/Os that reached the block layer.
+    #[serde(default)]
+    pub merged: u64,
+}
+
+impl BlockLayer {
+    /// The op named `name` (e.g. `blk:read:device`), if any request of it was seen.
+    pub fn op(&self, name: &str) -> Option<&OpResult> {
+        self.ops.iter().find(|o| o.op == name && o.count > 0)
+    }
 }
 
 /// How reads are verified: asked for on the command line, and (never `auto`) as recorded in
@@ -1051,6 +1144,11 @@ fn check_non_negative(what: &str, x: f64) -> Result<()> {
 pub const MAX_COUNT: u64 = i64::MAX as u64;
 
 impl RunResult {
+    /// The spec as one JSON object (`null` when there is none), for comparing specs key by key.
+    pub fn spec_value(&self) -> serde_json::Value {
+        self.spec.as_ref().map(Spec::to_value).unwrap_or_default()
+    }
+
     /// The checks of [`Results::validate`] for one run.
     pub fn validate(&self) -> Result<()> {
         self.validate_merging(None)
@@ -1509,8 +1607,10 @@ pub struct Results {
     pub runs: Vec<RunResult>,
     #[serde(default)]
     pub calibration: Option<Calibration>,
-    /// Producer-specific extras (trace profiles, database statistics, ...).
-    #[serde(default)]
+    /// Keys this version of iolens does not know (written by a newer one), kept as read so
+    /// that they survive a round trip. Older files kept the typed fields below here; reading
+    /// moves them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     pub warnings: Vec<String>,
@@ -1533,6 +1633,22 @@ pub struct Results {
     /// `extra["watch"]`; reading moves it here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<WatchBudget>,
+    /// The database of a `db run` (older files: `extra.engine`, `extra.layout`,
+    /// `extra.wait_profile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db: Option<evidence::DbInfo>,
+    /// How a reader of evidence (`trace`, `ingest`) used every input line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<evidence::SourceInfo>,
+    /// A trace's Method R response-time profile, all files and each file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_profile: Option<analysis::TraceProfile>,
+    /// A trace's I/O waits by file#, obj# and block range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_io: Option<evidence::TraceIo>,
+    /// A trace's slowest single waits, slowest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trace_slowest: Vec<evidence::SlowWait>,
 }
 
 impl Results {
@@ -1555,6 +1671,11 @@ impl Results {
             merge: None,
             profile: None,
             watch: None,
+            db: None,
+            source: None,
+            trace_profile: None,
+            trace_io: None,
+            trace_slowest: Vec::new(),
         }
     }
 
@@ -1621,14 +1742,7 @@ impl Results {
             // (for a day of 1 s intervals that tree alone was hundreds of MB).
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
-        if r.watch.is_none() {
-            if let Some(v) = r.extra.remove("watch") {
-                r.watch = Some(
-                    serde_json::from_value(v)
-                        .context("its watch budget (extra.watch) is not valid")?,
-                );
-            }
-        }
+        evidence::upgrade_extra(&mut r)?;
         r.validate_merging(groups)?;
         Ok(r)
     }
@@ -1704,6 +1818,40 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn database_extras_are_read_into_db_and_unknown_keys_kept() {
+        let r = Results::new(Kind::Db, vec!["iolens".into()]);
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["extra"] = serde_json::json!({
+            "engine": "postgres",
+            "layout": {"schemas": 2, "rows": 1000, "seed": 7},
+            "wait_profile": {"hz": 10.0, "samples": 20, "session_samples": 40,
+                             "events": [{"event": "IO:DataFileRead", "count": 30, "share": 0.75}]},
+            "from_a_newer_iolens": {"x": [1, 2]},
+        });
+        let back = Results::from_json(&v.to_string()).unwrap();
+        let db = back.db.as_ref().unwrap();
+        assert_eq!(db.engine, evidence::DbEngine::Postgres);
+        assert_eq!(db.layout.rows, 1000);
+        let w = db.wait_profile.as_ref().unwrap();
+        assert_eq!((w.samples, w.events[0].count), (20, 30));
+        assert_eq!(
+            back.extra.keys().collect::<Vec<_>>(),
+            ["from_a_newer_iolens"]
+        );
+        // Written again: typed fields in their place, the unknown key kept as it was.
+        let again: serde_json::Value = serde_json::from_str(&back.to_json().unwrap()).unwrap();
+        assert_eq!(again["db"]["engine"], "postgres");
+        assert_eq!(
+            again["extra"],
+            serde_json::json!({"from_a_newer_iolens": {"x": [1, 2]}})
+        );
+        assert_eq!(Results::from_json(&again.to_string()).unwrap(), back);
+        v["extra"]["layout"] = serde_json::json!("big");
+        let err = Results::from_json(&v.to_string()).unwrap_err();
+        assert!(format!("{err:#}").contains("database layout"), "{err:#}");
+    }
 
     #[test]
     fn a_watch_budget_in_extra_is_read_into_watch() {

@@ -39,6 +39,8 @@ pub struct RunOptions<'a> {
     pub interrupt: &'a AtomicBool,
     /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
     pub start_at: Option<std::time::SystemTime>,
+    /// Trace the block layer under this run's own I/O (`--watch`) with this watch.
+    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
 }
 
 /// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
@@ -123,6 +125,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         interrupt: opts.interrupt,
         thread_name: "iolens-io",
         start_at: opts.start_at,
+        block_watch: opts.block_watch,
     };
     let (file_ref, vshared_ref) = (&file, vshared.as_ref());
     // One session: its engine is made before it reports ready, so set-up errors surface before
@@ -284,7 +287,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let mut r = RunResult {
         name: opts.name.clone(),
         phase: opts.phase.clone(),
-        spec: serde_json::to_value(spec)?,
+        spec: crate::results::Spec::of(spec)?,
         started: humantime::format_rfc3339_micros(
             std::time::SystemTime::now() - Instant::now().saturating_duration_since(base),
         )
@@ -313,11 +316,15 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         warnings: Vec::new(),
         verify: (spec.engine != EngineKind::Null).then_some(vstats),
         corruption,
+        block: None,
     };
     r.counters.insert(
         "ios_completed_incl_warmup".into(),
         outcomes.iter().map(|o| o.completed).sum::<u64>() as f64,
     );
+    if let Some(w) = opts.block_watch {
+        r.block = Some(w.take(&r)?);
+    }
     r.warnings = run_warnings(&r, spec);
     Ok(r)
 }

@@ -47,6 +47,9 @@ pub struct Plan<'a> {
     /// it): once every session is ready the driver waits for it, and calls the run off when
     /// it has already passed.
     pub start_at: Option<std::time::SystemTime>,
+    /// Block-layer watch of this process's own I/O (`--watch`): armed with the run's
+    /// measurement base, interval and planned end as the start line opens.
+    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
 }
 
 /// What a session gets once every session is ready.
@@ -314,6 +317,9 @@ where
         drop(gos);
         let base = Instant::now() + plan.warmup;
         let deadline = plan.duration.map(|d| base + d);
+        if let Some(w) = plan.block_watch {
+            w.arm(base, plan.interval, deadline);
+        }
         line.open(base, deadline);
         let mut start_snap: Option<SysSnapshot> = None;
         let mut interrupted = false;
@@ -399,6 +405,7 @@ mod tests {
             interrupt: &AtomicBool::new(false),
             thread_name: "test",
             start_at: None,
+            block_watch: None,
         };
         let mut seen = Seen(Vec::new());
         let d = drive(

@@ -61,17 +61,19 @@ const MARK_EVERY: u64 = 256 << 20;
 #[error("{0}")]
 pub struct Corrupt(pub String);
 
-/// The scratch-file fill was stopped by Ctrl-C or SIGTERM; what was filled is kept and the
-/// next fill resumes there. The command exits with status 130.
+/// Work before the measurement was stopped by Ctrl-C or SIGTERM (a scratch-file fill, whose
+/// filled part is kept and resumed by the next fill; the wait for `--start-at`). The command
+/// exits with 128 + the signal, as an interrupted run does.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct FillInterrupted(pub String);
+pub struct Interrupted(pub String);
 
-/// The exit status an error calls for: 3 for corruption, 130 for an interrupted fill, 2 else.
+/// The exit status an error calls for: 3 for corruption, 130 (143 for SIGTERM) for interrupted
+/// preparation, 2 else.
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<Corrupt>()) {
         crate::stamp::EXIT_CORRUPTION
-    } else if e.chain().any(|c| c.is::<FillInterrupted>()) {
+    } else if e.chain().any(|c| c.is::<Interrupted>()) {
         // 130 for Ctrl-C, 143 for SIGTERM, as for an interrupted run.
         crate::interrupt::exit_code().max(130)
     } else {
@@ -1248,7 +1250,7 @@ fn prove_ownership(f: &File, h: &Header, len: u64, path: &Path) -> Result<()> {
 
 /// Fill the data area from `filled_upto` to `data_size` through `f` (opened for writing,
 /// with the lock held), recording progress in the header so an interrupted fill resumes.
-/// Returns the bytes filled. Ctrl-C/SIGTERM (`stop`) ends it cleanly with [`FillInterrupted`].
+/// Returns the bytes filled. Ctrl-C/SIGTERM (`stop`) ends it cleanly with [`Interrupted`].
 fn fill(f: &File, path: &Path, mut h: Header, progress: bool, stop: &AtomicBool) -> Result<u64> {
     let start = h.filled_upto;
     if h.filled_upto >= h.data_size {
@@ -1268,7 +1270,7 @@ fn fill(f: &File, path: &Path, mut h: Header, progress: bool, stop: &AtomicBool)
             f.write_all_at(&h.encode(), 0)?;
             f.sync_data()?;
             pb.finish_and_clear();
-            return Err(FillInterrupted(format!(
+            return Err(Interrupted(format!(
                 "interrupted while filling {} ({} of {} done). Nothing is lost: the fill \
                  resumes where it stopped with the next command that writes to it, asks for \
                  its --size, or is given --refill",

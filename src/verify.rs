@@ -224,7 +224,7 @@ pub fn verify_target(
     let mut r = RunResult {
         name: format!("verify {}", path.display()),
         phase: "verify".into(),
-        spec: serde_json::json!({
+        spec: crate::results::Spec::of(serde_json::json!({
             "target": path.display().to_string(),
             "mode": stats.mode,
             "read_size": chunk,
@@ -232,7 +232,7 @@ pub fn verify_target(
             "target_id": format!("{:016x}", h.id),
             "data_size": h.data_size,
             "filled_upto": h.filled_upto,
-        }),
+        }))?,
         started: humantime::format_rfc3339_millis(
             std::time::SystemTime::now() - Duration::from_secs_f64(dur),
         )

@@ -207,14 +207,12 @@ fn postgres_setup_and_run_end_to_end() {
         cpu.us_per_io > 0.0 && cpu.user_s + cpu.sys_s > 0.0,
         "server CPU measured"
     );
-    let w = r.extra.get("wait_profile").expect("wait profile");
-    assert!(w["samples"].as_u64().unwrap() >= 15);
-    let share_sum: f64 = w["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["share"].as_f64().unwrap())
-        .sum();
+    let w =
+        r.db.as_ref()
+            .and_then(|d| d.wait_profile.as_ref())
+            .expect("wait profile");
+    assert!(w.samples >= 15);
+    let share_sum: f64 = w.events.iter().map(|e| e.share).sum();
     assert!((share_sum - 1.0).abs() < 1e-9);
     assert!(so.contains("wait profile"), "{so}");
 

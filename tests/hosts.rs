@@ -399,6 +399,46 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a merged result"));
 }
 
+/// Ctrl-C while a rank waits for its `--start-at` ends it at once, as an interrupted run: exit
+/// 130, nothing measured, no results file.
+#[test]
+fn ctrl_c_while_waiting_for_the_start_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let json = d.join("r.json");
+    let child = bin()
+        .current_dir(d)
+        .args([
+            "-q",
+            "run",
+            "--size",
+            "8M",
+            "--duration",
+            "1s",
+            "--start-at",
+            "+60s",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending SIGINT to our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "it kept waiting");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{e}");
+    assert!(
+        e.contains("interrupted while waiting for the start time"),
+        "{e}"
+    );
+    assert!(!json.exists());
+}
+
 #[test]
 fn start_at_and_templates_refuse_bad_input() {
     let dir = tempfile::tempdir().unwrap();

@@ -288,9 +288,14 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a.json", &synth::run_results(10, 1.0, 1));
     let mut rb = synth::run_results(20, 1.0, 2);
-    rb.runs[0].spec["target"] = "/other/place".into();
+    rb.runs[0]
+        .spec
+        .as_mut()
+        .unwrap()
+        .other
+        .insert("target".into(), "/other/place".into());
     // 1 vs 2 sessions is what a comparison is for: no --force, the difference said.
-    rb.runs[0].spec["sessions"] = 2.into();
+    rb.runs[0].spec.as_mut().unwrap().sessions = Some(2);
     let b = write(dir.path(), "b.json", &rb);
     let text = ok(&iolens(&["compare", s(&a), s(&b)], &[]));
     assert!(text.contains("ratios are against a.json"));
@@ -311,7 +316,7 @@ fn compare_shows_ratios_and_refuses_different_workloads() {
     assert_eq!(count(&h, "<polyline class=\"series\""), 12);
 
     let mut rc = synth::run_results(10, 1.0, 3);
-    rc.runs[0].spec["block_size"] = 4096.into();
+    rc.runs[0].spec.as_mut().unwrap().block_size = Some(4096);
     let c = write(dir.path(), "c.json", &rc);
     let o = iolens(&["compare", s(&a), s(&c)], &[]);
     assert_eq!(o.status.code(), Some(2));

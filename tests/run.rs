@@ -178,7 +178,7 @@ fn json_round_trip_through_the_binary() {
     assert!(r.environment.target.as_ref().unwrap().kind == "scratch");
     let again = Results::from_json(&r.to_json().unwrap()).unwrap();
     assert_eq!(again, r, "JSON round trip is lossless");
-    let spec: WorkloadSpec = serde_json::from_value(r.runs[0].spec.clone()).unwrap();
+    let spec: WorkloadSpec = serde_json::from_value(r.runs[0].spec_value()).unwrap();
     assert_eq!(spec.block_size, 8192);
     assert!(r.runs[0].ops[0].intervals.len() >= 4);
 }

@@ -13,6 +13,11 @@ use iolens::sources::{ingest, Format, IngestOptions, LineReader, Unit};
 use proptest::prelude::*;
 use serde_json::Value;
 
+/// The results document as its JSON (what `jq` sees).
+fn doc(r: &Results) -> Value {
+    serde_json::to_value(r).unwrap()
+}
+
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sources")
@@ -101,6 +106,7 @@ fn assert_intervals_consistent(r: &RunResult) {
 #[test]
 fn trace_10g_epoch_tim_method_r_profile() {
     let r = trace(&[fixture("ora10g_accmeas2_j004_32116.trc")], &[]);
+    let d = doc(&r);
     assert_eq!(r.runs.len(), 1);
     let run = &r.runs[0];
     assert_eq!(run.name, "trace accmeas2 session 213.1177");
@@ -108,7 +114,7 @@ fn trace_10g_epoch_tim_method_r_profile() {
     // The span starts when the first line's wait began (tim − ela), 20:35:14.577959.
     assert_eq!(run.started, "2007-10-29T20:35:14.577Z");
     assert_eq!(run.op("db file sequential read").unwrap().count, 2);
-    let p = &r.extra["trace_profile"]["total"];
+    let p = &d["trace_profile"]["total"];
     // R = the traced span: last tim 1193690114930200 − first start (1193690114589134 − 11175).
     assert!(close(p["response_time_s"].as_f64().unwrap(), 0.352241));
     // CPU of the outermost calls: the dep=0 EXEC (5000 µs, including its dep=1 children) and
@@ -123,19 +129,20 @@ fn trace_10g_epoch_tim_method_r_profile() {
         dfsr["between_calls_count"], 0,
         "waits inside EXEC are within the call"
     );
-    let slow = r.extra["trace_slowest"].as_array().unwrap();
+    let slow = d["trace_slowest"].as_array().unwrap();
     assert_eq!(slow[0]["line"], 31);
     assert_eq!(slow[1]["line"], 26);
     assert_eq!(slow[1]["file"], 13);
     assert_eq!(slow[1]["time"], "2007-10-29T20:35:14.589Z");
     // The first line (the file's path) is recognised as header, nothing unparsed.
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
 }
 
 #[test]
 fn trace_9i_p1_p2_p3_without_tim() {
     let r = trace(&[fixture("ora9i_orcl_ora_4321.trc")], &[]);
-    let p = &r.extra["trace_profile"]["total"];
+    let d = doc(&r);
+    let p = &d["trace_profile"]["total"];
     // No tim on WAIT lines: 'SQL*Net message from client' is between calls by name.
     assert!(close(
         profile_row(p, "SQL*Net message from client")["between_calls_seconds"]
@@ -147,7 +154,7 @@ fn trace_9i_p1_p2_p3_without_tim() {
     assert!(close(p["response_time_s"].as_f64().unwrap(), 1.572366));
     assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.013228));
     // p1/p2/p3 of db file events are file#/block#/blocks.
-    let io = r.extra["trace_io"]["events"].as_array().unwrap();
+    let io = d["trace_io"]["events"].as_array().unwrap();
     let scattered = io
         .iter()
         .find(|e| e["event"] == "db file scattered read")
@@ -155,7 +162,7 @@ fn trace_9i_p1_p2_p3_without_tim() {
     assert_eq!(scattered["files"][0]["file"], 7);
     assert_eq!(scattered["files"][0]["blocks"], 8);
     assert_eq!(scattered["files"][0]["min_block"], 12345);
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
     // The first tim is anchored to the '*** 2008-01-30 12:00:00.001' line before it.
     assert_eq!(r.runs[0].started, "2008-01-30T12:00:00.001Z");
 }
@@ -163,14 +170,15 @@ fn trace_9i_p1_p2_p3_without_tim() {
 #[test]
 fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
     let r = trace(&[fixture("ora11g_orcl_ora_5555.trc")], &[]);
-    let f = &r.extra["source"]["files"][0];
+    let d = doc(&r);
+    let f = &d["source"]["files"][0];
     assert_eq!(f["unparsed"], 0, "{f}");
     assert_eq!(f["ignored"]["ERROR"], 1);
     assert_eq!(f["ignored"]["PARSE ERROR"], 1);
     assert_eq!(f["ignored"]["binds"], 5);
     assert_eq!(f["ignored"]["BINDS"], 1);
     assert_eq!(f["ignored"]["XCTEND"], 1);
-    let p = &r.extra["trace_profile"]["total"];
+    let p = &d["trace_profile"]["total"];
     assert_eq!(p["calls"]["LOBREAD"]["count"], 1);
     assert_eq!(p["errors"]["ORA-01403"], 1);
     assert!(close(p["response_time_s"].as_f64().unwrap(), 0.0183));
@@ -184,7 +192,7 @@ fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
         2
     );
     // obj#=4294967295 means "no object", like -1.
-    let io = r.extra["trace_io"]["events"].as_array().unwrap();
+    let io = d["trace_io"]["events"].as_array().unwrap();
     let dpr = io
         .iter()
         .find(|e| e["event"] == "direct path read")
@@ -199,6 +207,7 @@ fn trace_11g_counter_tim_lob_error_binds_and_object_sentinel() {
 #[test]
 fn trace_12c_iso_timestamps_and_parameter_names_with_spaces() {
     let r = trace(&[fixture("ora12c_cdb1_ora_9876.trc")], &[]);
+    let d = doc(&r);
     let run = &r.runs[0];
     assert_eq!(run.name, "trace cdb1 session 152.56419");
     assert_eq!(run.started, "2017-09-12T08:32:11.123Z");
@@ -211,7 +220,7 @@ fn trace_12c_iso_timestamps_and_parameter_names_with_spaces() {
     let dpr = run.op("direct path read").unwrap();
     assert_eq!(dpr.count, 2);
     assert!(near(dpr.summary.max_ns, 2_345_000));
-    let io = r.extra["trace_io"]["events"].as_array().unwrap();
+    let io = d["trace_io"]["events"].as_array().unwrap();
     let e = io
         .iter()
         .find(|e| e["event"] == "direct path read")
@@ -220,13 +229,13 @@ fn trace_12c_iso_timestamps_and_parameter_names_with_spaces() {
     assert_eq!(e["files"][0]["blocks"], 29);
     assert_eq!(e["files"][0]["min_block"], 131);
     assert_eq!(e["files"][0]["max_block"], 144);
-    let slow = r.extra["trace_slowest"].as_array().unwrap();
+    let slow = d["trace_slowest"].as_array().unwrap();
     assert_eq!(slow[0]["line"], 43);
     assert_eq!(slow[0]["time"], "2017-09-12T08:32:13.448Z");
-    let p = &r.extra["trace_profile"]["total"];
+    let p = &d["trace_profile"]["total"];
     assert!(close(p["response_time_s"].as_f64().unwrap(), 2.324994));
     assert!(close(p["unaccounted_s"].as_f64().unwrap(), 0.000562));
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
 }
 
 #[test]
@@ -234,7 +243,7 @@ fn trace_without_header_uses_relative_time() {
     let r = trace(&[fixture("noheader_fragment.trc")], &[]);
     let run = &r.runs[0];
     assert_eq!(run.started, "");
-    assert_eq!(run.spec["anchored"], false);
+    assert_eq!(run.spec_value()["anchored"], false);
     assert!(run.warnings.iter().any(|w| w.contains("relative")));
     // The first 0.444 s sliver joins the next interval.
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
@@ -257,14 +266,15 @@ fn trace_continued_files_join_one_session_even_gzipped() {
         .unwrap();
     e.finish().unwrap();
     let r = trace(&[gz.clone(), fixture("orcl_ora_777.trc")], &[]);
+    let d = doc(&r);
     assert_eq!(r.runs.len(), 1, "one session");
     let run = &r.runs[0];
-    assert_eq!(run.spec["files"].as_array().unwrap().len(), 2);
+    assert_eq!(run.spec_value()["files"].as_array().unwrap().len(), 2);
     let counts: Vec<u64> = run.ops[0].intervals.iter().map(|i| i.count).collect();
     assert_eq!(counts, vec![2, 1, 2]);
     // The first wait began 1 ms before the first tim, anchored at 10:00:00.000.
     assert_eq!(run.started, "2024-03-01T09:59:59.999Z");
-    let files = r.extra["source"]["files"].as_array().unwrap();
+    let files = d["source"]["files"].as_array().unwrap();
     let g = files
         .iter()
         .find(|f| f["path"] == gz.to_str().unwrap())
@@ -276,7 +286,8 @@ fn trace_continued_files_join_one_session_even_gzipped() {
 #[test]
 fn trace_damaged_lines_are_counted_with_line_numbers() {
     let r = trace(&[fixture("damaged.trc")], &[]);
-    let f = &r.extra["source"]["files"][0];
+    let d = doc(&r);
+    let f = &d["source"]["files"][0];
     assert_eq!(f["unparsed"], 5);
     let lines: Vec<u64> = f["unparsed_first"]
         .as_array()
@@ -295,11 +306,12 @@ fn trace_event_filter_limits_histograms_not_profile() {
         &[fixture("ora12c_cdb1_ora_9876.trc")],
         &["db file sequential read"],
     );
+    let d = doc(&r);
     let ops: Vec<&str> = r.runs[0].ops.iter().map(|o| o.op.as_str()).collect();
     assert_eq!(ops, vec!["db file sequential read"]);
-    let p = &r.extra["trace_profile"]["total"];
+    let p = &d["trace_profile"]["total"];
     profile_row(p, "direct path read");
-    let slow = r.extra["trace_slowest"].as_array().unwrap();
+    let slow = d["trace_slowest"].as_array().unwrap();
     assert!(slow.iter().all(|w| w["event"] == "db file sequential read"));
 }
 
@@ -414,7 +426,8 @@ proptest! {
         header in any::<bool>(),
     ) {
         let r = parse_text(&render_trace(&waits, header));
-        prop_assert_eq!(r.extra["source"]["files"][0]["unparsed"].as_u64(), Some(0));
+        let d = doc(&r);
+        prop_assert_eq!(d["source"]["files"][0]["unparsed"].as_u64(), Some(0));
         let run = &r.runs[0];
         for (i, name) in EVENTS.iter().enumerate() {
             let mine: Vec<u64> =
@@ -428,7 +441,7 @@ proptest! {
                     }
                     prop_assert_eq!(o.count, mine.len() as u64);
                     prop_assert_eq!(o.hist.decode().unwrap(), want);
-                    let row = profile_row(&r.extra["trace_profile"]["total"], name);
+                    let row = profile_row(&d["trace_profile"]["total"], name);
                     prop_assert_eq!(row["count"].as_u64(), Some(mine.len() as u64));
                     let total: u64 = mine.iter().sum();
                     prop_assert!(close(row["seconds"].as_f64().unwrap(), total as f64 / 1e6));
@@ -437,7 +450,7 @@ proptest! {
         }
         assert_intervals_consistent(run);
         // I/O breakdown: per-file counts of single-block reads.
-        let io = r.extra["trace_io"]["events"].as_array().unwrap();
+        let io = d["trace_io"]["events"].as_array().unwrap();
         if let Some(e) = io.iter().find(|e| e["event"] == EVENTS[0]) {
             for f in e["files"].as_array().unwrap() {
                 let file = f["file"].as_u64().unwrap() as u32;
@@ -445,7 +458,7 @@ proptest! {
                 prop_assert_eq!(f["count"].as_u64(), Some(n as u64));
             }
         }
-        prop_assert_eq!(run.spec["anchored"].as_bool(), Some(header));
+        prop_assert_eq!(run.spec_value()["anchored"].as_bool(), Some(header));
     }
 
     /// Fuzz: arbitrary line soup never panics and every line is accounted for.
@@ -465,7 +478,8 @@ proptest! {
     ) {
         let text = lines.join("\n");
         let r = parse_text(&text);
-        let f = &r.extra["source"]["files"][0];
+        let d = doc(&r);
+        let f = &d["source"]["files"][0];
         let ignored: u64 = f["ignored"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
         prop_assert_eq!(
             f["lines"].as_u64().unwrap(),
@@ -524,6 +538,7 @@ fn event_histogram_milli_sqlplus_colsep_spool() {
         &[fixture("event_histogram_milli.lst")],
         None,
     );
+    let d = doc(&r);
     assert_eq!(r.runs.len(), 1);
     let h = hist(&r.runs[0], "db file sequential read");
     assert_eq!(h.len(), 1000);
@@ -531,7 +546,7 @@ fn event_histogram_milli_sqlplus_colsep_spool() {
     assert_eq!(count_in(&h, 0, 1_000_000), 600);
     assert_eq!(count_in(&h, 1_000_000, 2_000_000), 100);
     assert_eq!(count_in(&h, 4_000_000, 8_000_000), 300);
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
     assert_eq!(r.runs[0].duration_s, 60.0);
 }
 
@@ -572,6 +587,7 @@ fn pylatencymap_records_both_conventions() {
 #[test]
 fn biolatency_per_disk_sections_with_timestamps() {
     let r = ingest_files(Format::Biolatency, &[fixture("biolatency_TD.txt")], None);
+    let d = doc(&r);
     assert_eq!(r.runs.len(), 2);
     let sda = r.runs.iter().find(|r| r.name.ends_with("sda")).unwrap();
     let o = sda.op("block I/O").unwrap();
@@ -580,14 +596,14 @@ fn biolatency_per_disk_sections_with_timestamps() {
         o.intervals.iter().map(|i| i.count).collect::<Vec<_>>(),
         vec![100, 51]
     );
-    assert_eq!(sda.spec["timestamps"], true);
+    assert_eq!(sda.spec_value()["timestamps"], true);
     let h = o.hist.decode().unwrap();
     // Row "8192 -> 16383" holds [8192, 16384) µs.
     assert_eq!(count_in(&h, 8_192_000, 16_384_000), 1);
     assert_eq!(count_in(&h, 64_000, 128_000), 100);
     let nvme = r.runs.iter().find(|r| r.name.ends_with("nvme0n1")).unwrap();
     assert_eq!(nvme.ops[0].count, 1012);
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
 }
 
 #[test]
@@ -674,7 +690,7 @@ fn fio_histogram_log_coarse_bins() {
     assert_eq!(count_in(&read, 196_608, 204_800), 12);
     // Coarse bin 100 = fine bins 400..403: 2048 + 16·32 = 2560 up to 2048 + 20·32 = 2688 ns.
     assert_eq!(count_in(&read, 2_560, 2_688), 3);
-    assert_eq!(run.spec["coarseness_stride"], 4);
+    assert_eq!(run.spec_value()["coarseness_stride"], 4);
     assert_eq!(run.op("write").unwrap().count, 2);
 }
 
@@ -815,14 +831,15 @@ fn every_format_round_trips_through_json() {
         let mut args = vec!["ingest", "--format", fmt.as_str(), "-q"];
         args.extend(files.iter().map(|s| s.as_str()));
         let r = roundtrip(&args, &json);
+        let d = doc(&r);
         assert_eq!(r.kind, iolens::results::Kind::Ingest);
-        assert_eq!(r.extra["source"]["format"], fmt.as_str());
+        assert_eq!(d["source"]["format"], fmt.as_str());
     }
     let json = dir.path().join("trace.json");
     let t12 = f("ora12c_cdb1_ora_9876.trc");
     let r = roundtrip(&["trace", "-q", &t12], &json);
     assert_eq!(r.kind, iolens::results::Kind::Trace);
-    assert!(r.extra.contains_key("trace_profile"));
+    assert!(r.trace_profile.is_some());
 }
 
 #[test]

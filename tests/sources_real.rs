@@ -71,7 +71,7 @@ fn op_counts(run: &RunResult) -> Vec<(String, u64)> {
 }
 
 fn unparsed(r: &Results) -> u64 {
-    r.extra["source"]["files"][0]["unparsed"].as_u64().unwrap()
+    r.source.as_ref().expect("line accounting").files[0].unparsed
 }
 
 /// `q`-quantile bucket of bcc rows (lo, hi inclusive) in the rows' unit.
@@ -372,7 +372,11 @@ fn pylatencymap_conventions_inferred_and_stated() {
         run.ops[0].bucket_convention,
         iolens::results::BucketConvention::LowerBound
     );
-    let why = run.spec["bucket_convention_basis"].as_str().unwrap();
+    let why = run
+        .spec
+        .as_ref()
+        .and_then(|s| s.bucket_convention_basis.clone())
+        .unwrap();
     assert!(why.contains("DTrace"), "{why}");
     // Counts are cumulative: the run holds last record minus first.
     let t = text("pylatencymap_test_DTrace_data.txt");
@@ -404,13 +408,13 @@ fn pylatencymap_conventions_inferred_and_stated() {
         run.ops[0].bucket_convention,
         iolens::results::BucketConvention::UpperBound
     );
-    assert!(run.spec["bucket_convention_basis"]
+    assert!(run.spec_value()["bucket_convention_basis"]
         .as_str()
         .unwrap()
         .contains("event_histogram"));
     // SystemTap with its datasource line.
     let r = read(Format::Pylatencymap, "pylatencymap_test_SystemTap_data.txt");
-    assert!(r.runs[0].spec["bucket_convention_basis"]
+    assert!(r.runs[0].spec_value()["bucket_convention_basis"]
         .as_str()
         .unwrap()
         .contains("datasource"));

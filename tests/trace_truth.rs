@@ -22,6 +22,11 @@ use iolens::sources::oracle_trace::{build_results, parse_trace, ParseOptions};
 use iolens::sources::{ingest, Format, IngestOptions, LineReader};
 use serde_json::Value;
 
+/// The results document as its JSON (what `jq` sees).
+fn doc(r: &Results) -> Value {
+    serde_json::to_value(r).unwrap()
+}
+
 fn real(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/real")
@@ -69,7 +74,8 @@ fn trace_that_begins_inside_plsql_counts_its_calls_cpu_and_waits() {
     // The real 12.2 trace below, cut to begin inside the PL/SQL block's EXEC: only dep=1 calls,
     // and the block's dbms_lock.sleep waits ('PL/SQL lock timer') lie in no call of the file.
     let r = trace(&real("js122a1_ora_9854_inside_plsql.trc"));
-    let p = &r.extra["trace_profile"]["total"];
+    let d = doc(&r);
+    let p = &d["trace_profile"]["total"];
     assert_eq!(profile(p), (5_134_287, 6_514, 5_097_232, 30_541));
     assert_eq!(p["outermost_calls_by_depth"]["1"], 87);
     assert_eq!(us(&p["outermost_elapsed_s"]), 109_347);
@@ -89,14 +95,15 @@ fn trace_that_begins_inside_plsql_counts_its_calls_cpu_and_waits() {
     );
     assert!(r.runs[0].warnings.iter().any(|w| w.contains("dep=1")));
     assert_eq!(r.runs[0].counters["outermost_calls"], 87.0);
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
 }
 
 #[test]
 fn parent_call_includes_its_recursive_children() {
     // The whole trace: the PL/SQL EXEC (dep=0, c=23944) includes its 87 dep=1 calls.
     let r = trace(&real("js122a1_ora_9854.trc"));
-    let p = &r.extra["trace_profile"]["total"];
+    let d = doc(&r);
+    let p = &d["trace_profile"]["total"];
     assert_eq!(profile(p), (5_501_002, 29_858, 5_369_709, 101_435));
     assert_eq!(p["outermost_calls_by_depth"], serde_json::json!({"0": 6}));
     assert_eq!(p["recursive_calls"], 87);
@@ -122,19 +129,21 @@ fn nested_calls_without_parents_count_once_at_every_depth() {
     // A slice of a real trace inside a hard parse's recursion: dep=2 calls, some claiming
     // dep=3 children, and dep=3 calls whose dep=2 parent comes after the slice.
     let r = trace(&real("js122a1_ora_9850_dep2_dep3.trc"));
-    let p = &r.extra["trace_profile"]["total"];
+    let d = doc(&r);
+    let p = &d["trace_profile"]["total"];
     assert_eq!(profile(p), (7_890, 6_659, 0, 1_231));
     assert_eq!(
         p["outermost_calls_by_depth"],
         serde_json::json!({"2": 35, "3": 3})
     );
-    assert_eq!(r.extra["source"]["files"][0]["unparsed"], 0);
+    assert_eq!(d["source"]["files"][0]["unparsed"], 0);
 }
 
 #[test]
 fn trcsess_markers_are_recognised_not_unparsed() {
     let r = trace(&real("trcsess_main_js122a1.trc"));
-    let f = &r.extra["source"]["files"][0];
+    let d = doc(&r);
+    let f = &d["source"]["files"][0];
     assert_eq!(f["unparsed"], 0, "{f}");
     assert_eq!(f["ignored"]["trcsess marker"], 7);
 }
@@ -166,7 +175,8 @@ fn header_markers_and_memory_dumps_are_recognised() {
     )
     .unwrap();
     let r = trace(&p);
-    let f = &r.extra["source"]["files"][0];
+    let d = doc(&r);
+    let f = &d["source"]["files"][0];
     assert_eq!(f["unparsed"], 0, "{f}");
     assert_eq!(f["parsed"], 2);
 }

@@ -353,7 +353,7 @@ fn foreign_targets_are_not_verified_and_refuse_explicit_verification() {
     assert_eq!(v.mode, "none");
     assert!(v.note.contains("did not create"), "{}", v.note);
     assert!(r.corruption.is_empty());
-    let stored: WorkloadSpec = serde_json::from_value(r.spec.clone()).unwrap();
+    let stored: WorkloadSpec = serde_json::from_value(r.spec_value()).unwrap();
     assert_eq!(
         stored.verify,
         VerifyMode::None,

@@ -105,10 +105,7 @@ pub fn analyse(r: &Results) -> Analysis {
     Analysis {
         runs: r.runs.iter().map(analyse_run).collect(),
         calibration: r.calibration.as_ref().map(|c| calibration(r, c)),
-        trace_profile: r
-            .extra
-            .get("trace_profile")
-            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        trace_profile: r.trace_profile.clone(),
         db: db_figures(r),
         watch: watch::watch_analysis(r),
         stack_profile: r.profile.as_ref().map(stacks::analyse),
@@ -180,11 +177,7 @@ fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
             let (p50_ns, p99_ns, modes) = merged_latency(rr);
             Some(CacheProbeResult {
                 share: s.share,
-                working_set_bytes: rr
-                    .spec
-                    .get("region_size")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(0),
+                working_set_bytes: rr.spec.as_ref().and_then(|s| s.region_size).unwrap_or(0),
                 run: s.run,
                 iops: rr.rates_known().then(|| rr.iops()),
                 p50_ns,

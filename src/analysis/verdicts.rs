@@ -34,6 +34,16 @@
 //!   `host-queueing`: the time was spent above the block layer (submission, scheduling,
 //!   filesystem, host queue), not in the storage;
 //! - else → info `storage-bound`: the device accounts for most of the latency.
+//!
+//! With the run's own block requests traced (`--watch`, [`RunResult::block`]), the comparison
+//! is distribution against distribution instead ([`block_verdict`]): the application's read
+//! latency, the device's service time (issue → completion) and the host block queue (submission
+//! → issue) at p50 and p99, the application's taken over the reads that reached the device
+//! (all of them, or when fewer bytes reached it than were read, the slowest share, as above).
+//! The host part at a percentile is the application's latency less the device's; either
+//! percentile above [`HOST_SHARE_WARN`] and [`HOST_US_MIN`] gives `host-queueing`, else
+//! `storage-bound`; fewer than [`CACHE_RATIO`] of the bytes reaching the device gives
+//! `page-cache`.
 
 use super::positive;
 pub use crate::results::analysis::{Severity, Verdict, VerdictKind};
@@ -166,6 +176,9 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
 /// docs. `None` without a `read` op or device statistics.
 pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
+    if let Some(v) = block_verdict(run) {
+        return Some(v);
+    }
     let dev = run.device.as_ref()?;
     let app_ns = read.summary.mean_ns;
     if !positive(app_ns) {
@@ -314,6 +327,131 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
             pct(1.0 - share),
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
+        );
+        Some(Verdict::new(
+            VerdictKind::StorageBound,
+            Severity::Info,
+            msg,
+            &figures,
+        ))
+    }
+}
+
+/// Host versus device from the traced block layer (`--watch`): distributions, not means. See
+/// the module docs. `None` without a traced read on the device or an application read.
+pub fn block_verdict(run: &RunResult) -> Option<Verdict> {
+    let read = run.op("read").filter(|o| o.count > 0)?;
+    let block = run.block.as_ref()?;
+    let dev_op = block.op("blk:read:device")?;
+    let app = read.hist.decode().ok()?;
+    let dev = dev_op.hist.decode().ok()?;
+    let queue = block
+        .op("blk:read:queue")
+        .and_then(|o| o.hist.decode().ok())
+        .unwrap_or_else(crate::results::new_histogram);
+    let name = &block.device;
+    let by_bytes = dev_op.bytes > 0 && read.bytes > 0;
+    let ratio = if by_bytes {
+        dev_op.bytes as f64 / read.bytes as f64
+    } else {
+        dev_op.count as f64 / read.count as f64
+    };
+    let what = if by_bytes { "bytes" } else { "requests" };
+    let mut figures = vec![
+        ("app_reads", read.count as f64),
+        ("block_read_requests", dev_op.count as f64),
+        ("device_read_ratio", ratio),
+    ];
+    if ratio < CACHE_RATIO {
+        let msg = format!(
+            "only {} % of the read {what} of {} application reads reached {name} (traced block \
+             requests); the rest were served from the page cache, so the device's service time \
+             cannot be compared with the application's latency",
+            pct(ratio),
+            fmt_rate(read.count as f64)
+        );
+        return Some(Verdict::new(
+            VerdictKind::PageCache,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
+    }
+    // The application reads that reached the device: all, or the slowest `served` share.
+    let served = ratio.min(1.0);
+    let all = served >= DEVICE_ALL_RATIO;
+    let app_q = |q: f64| {
+        let q = if all { q } else { 1.0 - served * (1.0 - q) };
+        app.value_at_quantile(q) as f64
+    };
+    let (a50, a99) = (app_q(0.5), app_q(0.99));
+    let (d50, d99) = (
+        dev.value_at_quantile(0.5) as f64,
+        dev.value_at_quantile(0.99) as f64,
+    );
+    let (q50, q99) = (
+        queue.value_at_quantile(0.5) as f64,
+        queue.value_at_quantile(0.99) as f64,
+    );
+    if !positive(a50) || !positive(a99) {
+        return None;
+    }
+    let (h50, h99) = ((a50 - d50).max(0.0), (a99 - d99).max(0.0));
+    let (s50, s99) = (h50 / a50, h99 / a99);
+    figures.extend([
+        ("app_p50_us", a50 / 1e3),
+        ("app_p99_us", a99 / 1e3),
+        ("device_p50_us", d50 / 1e3),
+        ("device_p99_us", d99 / 1e3),
+        ("queue_p50_us", q50 / 1e3),
+        ("queue_p99_us", q99 / 1e3),
+        ("host_share_p50", s50),
+        ("host_share_p99", s99),
+    ]);
+    let compared = if all {
+        format!("all {} application reads", fmt_rate(read.count as f64))
+    } else {
+        figures.push(("device_served_share", served));
+        format!(
+            "the slowest {} % of {} application reads, as many as reached {name} by {what}",
+            pct(served),
+            fmt_rate(read.count as f64)
+        )
+    };
+    let dists = format!(
+        "application reads p50 {} / p99 {}, {name}'s service time p50 {} / p99 {}, host block \
+         queue p50 {} / p99 {} ({} traced block requests; compared: {compared})",
+        fmt_ns(a50),
+        fmt_ns(a99),
+        fmt_ns(d50),
+        fmt_ns(d99),
+        fmt_ns(q50),
+        fmt_ns(q99),
+        fmt_rate(dev_op.count as f64),
+    );
+    let queued = |s: f64, h: f64| s > HOST_SHARE_WARN && h > HOST_US_MIN * 1e3;
+    if queued(s50, h50) || queued(s99, h99) {
+        let msg = format!(
+            "{} % of the median read ({}) and {} % of the p99 read ({}) was spent in the host \
+             above the device (block queue, submission, scheduling, filesystem), not in the \
+             storage: {dists}",
+            pct(s50),
+            fmt_ns(h50),
+            pct(s99),
+            fmt_ns(h99),
+        );
+        Some(Verdict::new(
+            VerdictKind::HostQueueing,
+            Severity::Warning,
+            msg,
+            &figures,
+        ))
+    } else {
+        let msg = format!(
+            "{name} accounts for {} % of the median read and {} % of the p99 read: the time is \
+             spent in the storage, not the host: {dists}",
+            pct(1.0 - s50),
+            pct(1.0 - s99),
         );
         Some(Verdict::new(
             VerdictKind::StorageBound,

@@ -373,7 +373,7 @@ mod tests {
             attach_tracepoint(&mut ebpf, &btf, tp).unwrap_or_else(|e| panic!("{tp}: {e}"));
         }
         let lost = sum_per_cpu(&ebpf, "lost").unwrap();
-        assert_eq!(lost.len(), 4);
+        assert_eq!(lost.len(), 7);
         assert!(matches!(
             attach_tracepoint(&mut ebpf, &btf, "no_such_tracepoint"),
             Err(BpfError::Attach { .. })

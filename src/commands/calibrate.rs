@@ -109,7 +109,12 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     crate::interrupt::install();
     // A results file that cannot be written must fail now, not after the calibration.
     crate::results::Destination::checked(a.t.json.as_deref())?;
+    if a.t.watch {
+        // Refused before any I/O when BPF cannot be used here.
+        crate::watch::own::check()?;
+    }
     let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
+    let block_watch = a.t.own_watch(&target)?;
     let mut res: Results = crate::calibrate::calibrate(
         &plan,
         o.verify,
@@ -117,6 +122,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         progress,
         cx.cmdline.clone(),
         launch.start_at,
+        block_watch.as_ref(),
     )?;
     launch.record(&mut res);
     let style = cx.brief_style();

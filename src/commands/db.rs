@@ -118,6 +118,11 @@ pub struct RunArgs {
     /// PostgreSQL: wait-event samples per second (ASH-style).
     #[arg(long, default_value_t = 10.0)]
     pub ash_hz: f64,
+    /// SQLite: also trace, with BPF, the block requests the sessions' own I/O makes on the
+    /// database's disk (host queue and device service time per interval; needs root or
+    /// CAP_BPF+CAP_PERFMON and a kernel with BTF).
+    #[arg(long)]
+    pub watch: bool,
     /// Write the results document here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -177,9 +182,26 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             launch.expand_opt("--json", &mut a.json)?;
             let mut spec = run_spec(&a, cx.quiet)?;
             spec.start_at = launch.start_at;
+            if a.watch {
+                if a.target.engine == EngineKind::Postgres {
+                    bail!(
+                        "--watch traces iolens' own I/O, and PostgreSQL's reads are made by its \
+                         server processes: watch those with `iolens watch --comm postgres` \
+                         during the run"
+                    );
+                }
+                // Refused before any I/O when BPF cannot be used here.
+                crate::watch::own::check()?;
+            }
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
             crate::results::Destination::checked(a.json.as_deref())?;
+            if a.watch {
+                let dir = sqlite_dir(&a.target)?;
+                spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
+                    &dir,
+                )?));
+            }
             let mut res = engine(&a.target)?.run(&spec, cmdline)?;
             launch.record(&mut res);
             res.analysis = Some(crate::analysis::analyse(&res));
@@ -220,6 +242,7 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         seed,
         quiet,
         start_at: None,
+        block_watch: None,
     };
     spec.validate()?;
     Ok(spec)

@@ -43,6 +43,12 @@ pub struct TargetArgs {
     /// (a regular file or a new path; `-` writes them to standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also trace, with BPF, the block requests this load makes on the target's disk: host
+    /// queue (submission → issue) and device service time (issue → completion) per interval,
+    /// compared with the application's latency at p50 and p99. Needs root (or CAP_BPF and
+    /// CAP_PERFMON) and a kernel with BTF.
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// `iolens run`.
@@ -164,6 +170,14 @@ impl TargetArgs {
         Ok(t)
     }
 
+    /// The block-layer watch of this load's own I/O on `target`'s disk, with `--watch`.
+    pub fn own_watch(&self, target: &Target) -> Result<Option<crate::watch::own::OwnWatch>> {
+        if !self.watch {
+            return Ok(None);
+        }
+        crate::watch::own::OwnWatch::start(&target.path).map(Some)
+    }
+
     /// How to open (and, for a new scratch file, create) the target.
     pub fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
         PrepareOptions {
@@ -213,7 +227,12 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     }
     // A results file that cannot be written must fail now, not after the measurement.
     crate::results::Destination::checked(a.t.json.as_deref())?;
+    if a.t.watch {
+        // Refused before any I/O when BPF cannot be used here.
+        crate::watch::own::check()?;
+    }
     let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
+    let block_watch = a.t.own_watch(&target)?;
     spec.target_size = target.data_size;
     spec.validate()?;
     crate::outln!("Plan: {}", spec.explain());
@@ -234,6 +253,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             progress_prefix: String::new(),
             interrupt: crate::interrupt::flag(),
             start_at: launch.start_at,
+            block_watch: block_watch.as_ref(),
         },
     )?;
     let style = cx.brief_style();

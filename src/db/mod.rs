@@ -211,6 +211,15 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The layout as stored in the results ([`Results::db`]).
+    pub fn stored(&self) -> crate::results::evidence::DbLayout {
+        crate::results::evidence::DbLayout {
+            schemas: self.schemas,
+            rows: self.rows,
+            seed: self.seed,
+        }
+    }
+
     /// Bytes of table data (one block per row).
     pub fn data_bytes(&self) -> u64 {
         self.schemas as u64 * self.rows * BLOCK
@@ -351,6 +360,9 @@ pub struct RunSpec {
     /// Start of measurement at this wall-clock time (`--start-at`), the warm-up before it.
     #[serde(skip)]
     pub start_at: Option<std::time::SystemTime>,
+    /// Trace the block layer under the sessions' own I/O (`--watch`, SQLite only).
+    #[serde(skip)]
+    pub block_watch: Option<std::sync::Arc<crate::watch::own::OwnWatch>>,
 }
 
 impl RunSpec {
@@ -632,6 +644,7 @@ mod tests {
             seed: 3,
             quiet: true,
             start_at: None,
+            block_watch: None,
         };
         spec.validate().unwrap();
         let kp = KeyPicker::new(1000, &spec).unwrap();

@@ -32,6 +32,7 @@ use serde_json::json;
 
 use super::{host, redact_dsn, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
 use crate::recorder::{self, IntervalSnapshot, SessionRecorder};
+use crate::results::evidence::{DbEngine, DbInfo, WaitProfile, WaitShare};
 use crate::results::{CpuStats, Kind, OpResult, Results, RunResult, SessionSummary, TargetInfo};
 use crate::session::{self, Gate, Plan, Watch};
 use crate::sys::SysSnapshot;
@@ -882,6 +883,8 @@ fn run_phase(
         } else {
             spec.start_at
         },
+        // `db run --watch` traces iolens' own I/O: PostgreSQL's is its server's.
+        block_watch: None,
     };
     let mut watch = PgWatch {
         progress: measure.then(|| super::DbProgress::new(spec)),
@@ -1257,25 +1260,24 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         }
     }
     let c = c;
-    let mut extra = BTreeMap::new();
-    if let Some((samples, counts)) = &ph.ash {
+    let wait_profile = ph.ash.as_ref().map(|(samples, counts)| {
         let total: u64 = counts.values().sum();
         let mut evs: Vec<(&String, &u64)> = counts.iter().collect();
         evs.sort_by(|a, b| b.1.cmp(a.1));
-        extra.insert(
-            "wait_profile".to_string(),
-            json!({
-                "hz": spec.ash_hz,
-                "samples": samples,
-                "session_samples": total,
-                "events": evs.iter().map(|(e, n)| json!({
-                    "event": e,
-                    "count": n,
-                    "share": **n as f64 / total.max(1) as f64,
-                })).collect::<Vec<_>>(),
-            }),
-        );
-    }
+        WaitProfile {
+            hz: spec.ash_hz,
+            samples: *samples,
+            session_samples: total,
+            events: evs
+                .iter()
+                .map(|(e, n)| WaitShare {
+                    event: e.to_string(),
+                    count: **n,
+                    share: **n as f64 / total.max(1) as f64,
+                })
+                .collect(),
+        }
+    });
     let ops_res: Vec<OpResult> = ph.ops;
     let spec_json = json!({
         "engine": "postgres",
@@ -1296,7 +1298,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             spec.sessions, spec.update_pct, spec.work_unit
         ),
         phase: "db".to_string(),
-        spec: spec_json,
+        spec: crate::results::Spec::of(&spec_json)?,
         started: ph.started,
         duration_s: m,
         duration_unknown: false,
@@ -1312,6 +1314,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         warnings,
         verify: None,
         corruption: Vec::new(),
+        block: None,
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();
@@ -1329,8 +1332,10 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         },
     });
     res.runs = vec![run0];
-    res.extra = extra;
-    res.extra.insert("engine".to_string(), json!("postgres"));
-    res.extra.insert("layout".to_string(), json!(layout));
+    res.db = Some(DbInfo {
+        engine: DbEngine::Postgres,
+        layout: layout.stored(),
+        wait_profile,
+    });
     Ok(res)
 }

@@ -27,6 +27,7 @@ use serde_json::json;
 use super::vfs::{self, IoCounts, IoCtx};
 use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
 use crate::recorder::{self, SessionRecorder, IO_OPS};
+use crate::results::evidence::{DbEngine, DbInfo};
 use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
 use crate::session::{self, Gate, Plan};
 use crate::units::fmt_bytes;
@@ -788,6 +789,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         interrupt: crate::interrupt::flag(),
         thread_name: "iolens-db",
         start_at: spec.start_at,
+        block_watch: spec.block_watch.as_deref(),
     };
     let mut watch = super::DbProgress::new(spec).ops_set(2);
     let mut driven = session::drive(
@@ -949,7 +951,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
             spec.sessions, spec.update_pct, spec.work_unit
         ),
         phase: "db".to_string(),
-        spec: spec_json.clone(),
+        spec: crate::results::Spec::of(&spec_json)?,
         started: started.clone(),
         duration_s: measured,
         duration_unknown: false,
@@ -965,11 +967,16 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         warnings: warnings.clone(),
         verify: None,
         corruption: Vec::new(),
+        block: None,
     };
+    let mut run0 = run0;
+    if let Some(w) = &spec.block_watch {
+        run0.block = Some(w.take(&run0)?);
+    }
     let run1 = RunResult {
         name: "sqlite operations (select / update+commit)".to_string(),
         phase: "db-ops".to_string(),
-        spec: spec_json,
+        spec: crate::results::Spec::of(&spec_json)?,
         started,
         duration_s: measured,
         interval_s: spec.interval_s,
@@ -986,8 +993,11 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
     ));
     res.runs = vec![run0, run1];
-    res.extra.insert("engine".to_string(), json!("sqlite"));
-    res.extra.insert("layout".to_string(), json!(layout));
+    res.db = Some(DbInfo {
+        engine: DbEngine::Sqlite,
+        layout: layout.stored(),
+        wait_profile: None,
+    });
     Ok(res)
 }
 

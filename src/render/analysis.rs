@@ -4,9 +4,7 @@
 //! as tables, and database buffer-cache figures. The sections are built once as [`Block`]s and
 //! written by the terminal and the HTML back ends, so both show the same words and numbers.
 
-use std::fmt::Write as _;
-
-use super::svg::{colour, esc, Fmt, LineChart, Series};
+use super::svg::{colour, Fmt, LineChart, Series};
 pub use super::table::Block;
 use super::table::{blocks_text, Table};
 use super::TermStyle;
@@ -307,7 +305,7 @@ fn phase_charts(r: &Results, an: &Analysis) -> String {
                     .runs
                     .iter()
                     .filter(|x| x.phase == phase)
-                    .filter_map(|x| Some((x.spec.get("qd")?.as_f64()?, x.mb_per_s())))
+                    .filter_map(|x| Some((x.spec.as_ref()?.qd? as f64, x.mb_per_s())))
                     .collect::<Vec<_>>();
                 (name, pts)
             })
@@ -395,15 +393,7 @@ pub fn html(r: &Results, an: &Analysis) -> String {
     }
     let mut out = String::from("<section id=\"analysis\"><h2>Analysis</h2>");
     out.push_str(&charts);
-    for b in blocks {
-        let _ = write!(out, "<h3>{}</h3>", esc(&b.title));
-        for l in &b.lines {
-            let _ = write!(out, "<p>{}</p>", esc(l));
-        }
-        if let Some(t) = &b.table {
-            out.push_str(&t.html());
-        }
-    }
+    out.push_str(&super::table::blocks_html(blocks));
     out.push_str("</section>");
     out
 }

@@ -213,8 +213,7 @@ pub fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
                 fmt_rate(iops),
                 res.runs
                     .get(pt.run)
-                    .and_then(|r| r.spec.get("block_size"))
-                    .and_then(|v| v.as_u64())
+                    .and_then(|r| r.spec.as_ref()?.block_size)
                     .map(fmt_bytes)
                     .unwrap_or_default(),
                 pt.sessions,
@@ -324,8 +323,7 @@ pub fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
             "\nLoad curve ({} random reads, sync engine):",
             res.runs
                 .get(c.curve[0].run)
-                .and_then(|r| r.spec.get("block_size"))
-                .and_then(|v| v.as_u64())
+                .and_then(|r| r.spec.as_ref()?.block_size)
                 .map(fmt_bytes)
                 .unwrap_or_default(),
         );

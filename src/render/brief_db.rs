@@ -20,25 +20,16 @@ pub fn db_summary(res: &Results, style: &TermStyle) -> String {
     let Some(r) = res.runs.first() else {
         return s;
     };
-    let engine = res
-        .extra
-        .get("engine")
-        .and_then(|v| v.as_str())
-        .unwrap_or("db");
+    let engine = res.db.as_ref().map(|d| d.engine.name()).unwrap_or("db");
     let _ = writeln!(s, "== iolens db run ({engine}): {} ==", r.name);
+    let spec = r.spec.clone().unwrap_or_default();
     let _ = writeln!(
         s,
         "  {:.1} s measured, {} sessions, update {}%, work unit {} rows",
         r.duration_s,
-        r.spec.get("sessions").and_then(|v| v.as_u64()).unwrap_or(0),
-        r.spec
-            .get("update_pct")
-            .and_then(|v| v.as_f64())
-            .unwrap_or(0.0),
-        r.spec
-            .get("work_unit")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0),
+        spec.sessions.unwrap_or(0),
+        spec.update_pct.unwrap_or(0.0),
+        spec.work_unit.unwrap_or(0),
     );
     let _ = writeln!(
         s,
@@ -113,21 +104,10 @@ pub fn db_summary(res: &Results, style: &TermStyle) -> String {
             ctr(r, "os_cache_served_share") * 100.0
         );
     }
-    if let Some(w) = res.extra.get("wait_profile") {
-        if let Some(evs) = w.get("events").and_then(|e| e.as_array()) {
-            let _ = writeln!(
-                s,
-                "  wait profile ({} samples):",
-                w.get("samples").and_then(|v| v.as_u64()).unwrap_or(0)
-            );
-            for e in evs.iter().take(8) {
-                let _ = writeln!(
-                    s,
-                    "    {:<40} {:>5.1}%",
-                    e.get("event").and_then(|v| v.as_str()).unwrap_or("?"),
-                    e.get("share").and_then(|v| v.as_f64()).unwrap_or(0.0) * 100.0
-                );
-            }
+    if let Some(w) = res.db.as_ref().and_then(|d| d.wait_profile.as_ref()) {
+        let _ = writeln!(s, "  wait profile ({} samples):", w.samples);
+        for e in w.events.iter().take(8) {
+            let _ = writeln!(s, "    {:<40} {:>5.1}%", e.event, e.share * 100.0);
         }
     }
     for w in r.warnings.iter().chain(res.warnings.iter()) {

@@ -8,6 +8,7 @@ use std::path::Path;
 use super::table::Table;
 use super::TermStyle;
 use crate::out::fit;
+use crate::results::evidence::SlowWait;
 use crate::results::{BucketConvention, Results, UNKNOWN_RATE};
 use crate::units::{fmt_ns, sig3};
 
@@ -68,8 +69,8 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
         let mut tail = String::new();
         if let Some(why) = run
             .spec
-            .get("bucket_convention_basis")
-            .and_then(|v| v.as_str())
+            .as_ref()
+            .and_then(|s| s.bucket_convention_basis.as_deref())
         {
             let _ = writeln!(tail, "  buckets: {why}");
         }
@@ -79,9 +80,7 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
         s.push_str(&fit(&tail, style.width));
     }
     let mut tail = String::new();
-    if let Some(sl) = r.extra.get("trace_slowest") {
-        slowest(sl, &mut tail);
-    }
+    slowest(&r.trace_slowest, &mut tail);
     files(r, &mut tail);
     for w in &r.warnings {
         let _ = writeln!(tail, "warning: {w}");
@@ -90,80 +89,55 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
     s
 }
 
-/// The slowest single waits of a trace (`extra["trace_slowest"]`), at most ten.
-fn slowest(list: &serde_json::Value, out: &mut String) {
-    let Some(list) = list.as_array().filter(|l| !l.is_empty()) else {
+/// The slowest single waits of a trace ([`Results::trace_slowest`]), at most ten.
+fn slowest(list: &[SlowWait], out: &mut String) {
+    if list.is_empty() {
         return;
-    };
+    }
     let _ = writeln!(out, "\nSlowest waits:");
     for w in list.iter().take(10) {
-        let opt = |k: &str| {
-            w[k].as_i64()
-                .map(|v| format!(" {k}={v}"))
-                .unwrap_or_default()
-        };
-        let path = w["path"].as_str().unwrap_or("?");
+        let opt = |k: &str, v: Option<i64>| v.map(|v| format!(" {k}={v}")).unwrap_or_default();
         let _ = writeln!(
             out,
             "  {:>9}  {}  {}:{}{}{}{}{}",
-            fmt_ns(w["ela_us"].as_f64().unwrap_or(0.0) * 1e3),
-            w["event"].as_str().unwrap_or("?"),
-            Path::new(path)
+            fmt_ns(w.ela_us as f64 * 1e3),
+            w.event,
+            Path::new(&w.path)
                 .file_name()
                 .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_else(|| path.to_string()),
-            w["line"],
-            opt("file"),
-            opt("block"),
-            opt("obj"),
-            w["time"]
-                .as_str()
-                .filter(|t| !t.is_empty())
-                .map(|t| format!(" at {t}"))
-                .unwrap_or_default(),
+                .unwrap_or_else(|| w.path.clone()),
+            w.line,
+            opt("file", w.file),
+            opt("block", w.block.and_then(|b| i64::try_from(b).ok())),
+            opt("obj", w.obj),
+            if w.time.is_empty() {
+                String::new()
+            } else {
+                format!(" at {}", w.time)
+            },
         );
     }
 }
 
-/// How each input file's lines were used (`extra["source"]["files"]`), with the first lines
-/// that could not be parsed.
+/// How each input file's lines were used ([`Results::source`]), with the first lines that
+/// could not be parsed.
 fn files(r: &Results, out: &mut String) {
-    let Some(files) = r
-        .extra
-        .get("source")
-        .and_then(|s| s.get("files"))
-        .and_then(|f| f.as_array())
-    else {
+    let Some(src) = &r.source else {
         return;
     };
     let _ = writeln!(out);
-    for f in files {
-        let g = |k: &str| f.get(k).and_then(|v| v.as_u64()).unwrap_or(0);
+    for f in &src.files {
         let _ = writeln!(
             out,
             "{}: {} lines, {} used, {} ignored, {} unparsed",
-            f.get("path").and_then(|v| v.as_str()).unwrap_or("?"),
-            g("lines"),
-            g("parsed"),
-            f.get("ignored")
-                .and_then(|v| v.as_object())
-                .map(|m| m.values().filter_map(|v| v.as_u64()).sum::<u64>())
-                .unwrap_or(0),
-            g("unparsed")
+            f.path,
+            f.lines,
+            f.parsed,
+            f.ignored.values().sum::<u64>(),
+            f.unparsed
         );
-        for u in f
-            .get("unparsed_first")
-            .and_then(|v| v.as_array())
-            .into_iter()
-            .flatten()
-        {
-            let _ = writeln!(
-                out,
-                "  line {}: {} ({})",
-                u.get("line").and_then(|v| v.as_u64()).unwrap_or(0),
-                u.get("text").and_then(|v| v.as_str()).unwrap_or(""),
-                u.get("reason").and_then(|v| v.as_str()).unwrap_or("")
-            );
+        for u in &f.unparsed_first {
+            let _ = writeln!(out, "  line {}: {} ({})", u.line, u.text, u.reason);
         }
     }
 }

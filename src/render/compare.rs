@@ -172,7 +172,7 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
         }
         for (i, (ra, rb)) in pair_runs(base, r).into_iter().enumerate() {
             let (stop, other): (Vec<String>, Vec<String>) =
-                spec_differences(&base.runs[ra].spec, &r.runs[rb].spec)
+                spec_differences(&base.runs[ra].spec_value(), &r.runs[rb].spec_value())
                     .into_iter()
                     .partition(|d| blocking(d));
             if !stop.is_empty() {
@@ -888,7 +888,7 @@ mod tests {
     fn session_counts_differ_without_force_block_sizes_do_not() {
         let a = crate::render::synth::run_results(5, 1.0, 1);
         let mut b = a.clone();
-        b.runs[0].spec["sessions"] = 99.into();
+        b.runs[0].spec.as_mut().unwrap().sessions = Some(99);
         let inputs = vec![("a.json".to_string(), a.clone()), ("b.json".to_string(), b)];
         assert!(incompatibilities(&inputs).is_empty());
         let d = differences(&inputs);
@@ -897,7 +897,7 @@ mod tests {
             "{d:?}"
         );
         let mut c = a.clone();
-        c.runs[0].spec["block_size"] = 4096.into();
+        c.runs[0].spec.as_mut().unwrap().block_size = Some(4096);
         let inputs = vec![("a.json".to_string(), a), ("c.json".to_string(), c)];
         let bad = incompatibilities(&inputs);
         assert!(

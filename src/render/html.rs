@@ -547,7 +547,7 @@ fn environment_section(out: &mut String, r: &Results) {
             .replace("<thead><tr><th></th><th></th></tr></thead>", ""),
     );
     for (i, run) in r.runs.iter().enumerate() {
-        if run.spec.is_null() && run.counters.is_empty() {
+        if run.spec.is_none() && run.counters.is_empty() {
             continue;
         }
         let _ = write!(
@@ -564,11 +564,6 @@ fn environment_section(out: &mut String, r: &Results) {
             }
             out.push_str(&t.html());
         }
-    }
-    if !r.extra.is_empty() {
-        out.push_str("<h3>Producer extras</h3>");
-        let extra = serde_json::to_string_pretty(&r.extra).unwrap_or_default();
-        let _ = write!(out, "<pre>{}</pre>", esc(&extra));
     }
     out.push_str("</section>");
 }
@@ -652,6 +647,12 @@ pub fn report_loaded(r: &Results, source: &str, loaded: Option<&LoadedColumns>) 
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));
+    let evidence = super::evidence::blocks(r);
+    if !evidence.is_empty() {
+        out.push_str("<section id=\"evidence\"><h2>Evidence</h2>");
+        out.push_str(&super::table::blocks_html(evidence));
+        out.push_str("</section>");
+    }
     if let Some(p) = &r.profile {
         out.push_str("<section id=\"flame\"><h2>Flame graph</h2><div style=\"overflow-x:auto\">");
         out.push_str(&super::flame::flame_svg(p, &super::flame::title(r), false));
@@ -678,7 +679,7 @@ pub fn report_loaded(r: &Results, source: &str, loaded: Option<&LoadedColumns>) 
                 format!(", {} MB/s", crate::results::UNKNOWN_RATE)
             }
         );
-        if let Some(s) = spec_line(&run.spec) {
+        if let Some(s) = spec_line(run.spec.as_ref()) {
             let _ = write!(out, "<p class=\"meta\">workload: {}</p>", esc(&s));
         }
         if run.interrupted {

@@ -21,6 +21,7 @@ pub mod brief_db;
 pub mod brief_trace;
 pub mod compare;
 pub mod csv;
+mod evidence;
 pub mod findings;
 pub mod flame;
 pub mod folded;

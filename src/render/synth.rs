@@ -146,10 +146,12 @@ pub fn run_results_with(seconds: usize, interval_s: f64, samples: usize, seed: u
     let mut run = RunResult {
         name: "randrw 8k sessions=4 (synthetic)".into(),
         phase: "run".into(),
-        spec: serde_json::json!({
+        spec: crate::results::Spec::of(serde_json::json!({
             "pattern": "random", "block_size": 8192, "read_pct": 80, "sessions": 4,
             "engine": "sync", "direct": true, "duration_s": dur, "target": "/data/iolens-scratch"
-        }),
+        }))
+        .ok()
+        .flatten(),
         started: "2025-01-01T00:00:00Z".into(),
         duration_s: dur,
         interval_s,
@@ -205,7 +207,9 @@ pub fn calibration_results(steps: usize, seconds: usize, samples: usize, seed: u
         let run = RunResult {
             name: format!("randread 8k sessions={sessions}"),
             phase: "curve".into(),
-            spec: serde_json::json!({"pattern": "random", "block_size": 8192, "sessions": sessions, "read_pct": 100}),
+            spec: crate::results::Spec::of(serde_json::json!({"pattern": "random", "block_size": 8192, "sessions": sessions, "read_pct": 100}))
+                .ok()
+                .flatten(),
             started: format!("2025-01-01T00:{:02}:00Z", s),
             duration_s: seconds as f64,
             interval_s: 1.0,

@@ -296,6 +296,21 @@ pub(crate) fn blocks_text(blocks: Vec<Block>, style: &TermStyle) -> String {
     out
 }
 
+/// Sections as HTML: `<h3>` title, paragraphs, table.
+pub(crate) fn blocks_html(blocks: Vec<Block>) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        let _ = write!(out, "<h3>{}</h3>", esc(&b.title));
+        for l in &b.lines {
+            let _ = write!(out, "<p>{}</p>", esc(l));
+        }
+        if let Some(t) = &b.table {
+            out.push_str(&t.html());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) fn plain(width: usize) -> TermStyle {
     TermStyle {

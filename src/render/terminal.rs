@@ -119,7 +119,8 @@ pub fn host_lines(run: &RunResult) -> Vec<String> {
 }
 
 /// Key=value summary of the top-level scalar fields of a workload spec.
-pub fn spec_line(spec: &serde_json::Value) -> Option<String> {
+pub fn spec_line(spec: Option<&crate::results::Spec>) -> Option<String> {
+    let spec = spec?.to_value();
     let obj = spec.as_object()?;
     let parts: Vec<String> = obj
         .iter()
@@ -447,7 +448,7 @@ pub fn render_loaded(
                 sig3(run.interval_s)
             ),
         );
-        if let Some(s) = spec_line(&run.spec) {
+        if let Some(s) = spec_line(run.spec.as_ref()) {
             let _ = writeln!(out, "workload: {s}");
         }
         let _ = writeln!(

@@ -494,6 +494,27 @@ pub struct ProfileRow {
     /// Longest single wait, µs (waits only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_us: Option<f64>,
+    /// Of a wait event: time and waits between database calls (idle waits such as
+    /// `SQL*Net message from client`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between_calls_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between_calls_count: Option<u64>,
+    /// Of a wait event: time and waits in no traced call (tracing began or ended inside one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_calls_seconds: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_calls_count: Option<u64>,
+}
+
+/// The outermost database calls of one kind (`PARSE`, `EXEC`, `FETCH`, ...) in a trace.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CallFigures {
+    pub count: u64,
+    /// Σ c (CPU), µs; includes the calls' recursive children.
+    pub cpu_us: u64,
+    /// Σ e (elapsed), µs.
+    pub elapsed_us: u64,
 }
 
 /// A Method R response-time profile: R = CPU + waits + unaccounted-for.
@@ -512,9 +533,18 @@ pub struct Profile {
     pub cpu_s: f64,
     pub wait_s: f64,
     pub unaccounted_s: f64,
+    /// Outermost calls by kind.
+    #[serde(default)]
+    pub calls: BTreeMap<String, CallFigures>,
     /// Outermost calls by their `dep=` depth.
     #[serde(default)]
     pub outermost_calls_by_depth: BTreeMap<String, u64>,
+    /// Calls made by other calls (`dep` > 0 and claimed by a parent).
+    #[serde(default)]
+    pub recursive_calls: u64,
+    /// `ERROR #` lines by error code.
+    #[serde(default)]
+    pub errors: BTreeMap<String, u64>,
     /// Largest components first.
     #[serde(default)]
     pub rows: Vec<ProfileRow>,
@@ -524,6 +554,9 @@ pub struct Profile {
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct FileProfile {
     pub path: String,
+    /// The session the file was grouped into.
+    #[serde(default)]
+    pub session: String,
     pub profile: Profile,
 }
 

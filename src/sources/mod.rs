@@ -26,10 +26,10 @@
 //! becomes values in [4, 8) ms and a bcc row `4 -> 7` µs values in [4, 8) µs; counts are exact,
 //! the shape inside a bucket is log-uniform.
 //!
-//! `Results.extra` keys written here (documented in `docs/results-schema.md` terms):
-//! - `"source"`: `{format, files:[{path, lines, parsed, ignored:{kind:n}, unparsed, unparsed_first:[{line,text}]}]}`
+//! Typed `Results` fields written here (documented in `docs/results-schema.md`):
+//! - `source` ([`SourceInfo`]): `{format, files:[{path, lines, parsed, ignored:{kind:n}, unparsed, unparsed_first:[{line,text}]}]}`
 //!   for every reader: how many lines were read, used, knowingly ignored and not understood.
-//! - `"trace_profile"`, `"trace_io"`, `"trace_slowest"`: see [`oracle_trace`].
+//! - `trace_profile`, `trace_io`, `trace_slowest`: see [`oracle_trace`].
 
 pub mod bcc;
 pub mod event_histogram;
@@ -50,6 +50,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::results::evidence::{SourceFile, SourceInfo};
 use crate::results::profile::{ProfileSource, StackProfile};
 use crate::results::{
     new_histogram, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
@@ -218,8 +219,8 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         }
         for mut r in runs {
             apply_duration(&mut r, args.duration);
-            if let serde_json::Value::Object(m) = &mut r.spec {
-                m.insert("file".into(), path.display().to_string().into());
+            if let Some(s) = &mut r.spec {
+                s.file = Some(path.display().to_string());
             }
             results.runs.push(r);
         }
@@ -238,10 +239,10 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         }
         stats.push(reader.file_stats(path));
     }
-    results.extra.insert(
-        "source".into(),
-        serde_json::json!({"format": format_name(args.format), "files": stats}),
-    );
+    results.source = Some(SourceInfo {
+        format: format_name(args.format).to_string(),
+        files: stats,
+    });
     if let Some((b, src)) = stacks {
         let p = b.finish(src);
         p.validate()
@@ -370,13 +371,7 @@ pub struct LineStats {
     pub unparsed_first: Vec<UnparsedLine>,
 }
 
-/// An unparsed line quoted in the report.
-#[derive(Debug, Clone, Serialize)]
-pub struct UnparsedLine {
-    pub line: u64,
-    pub text: String,
-    pub reason: String,
-}
+pub use crate::results::evidence::UnparsedLine;
 
 /// Streams lines of a (possibly gzip-compressed) file through one reused buffer: lines are
 /// returned as slices of the buffer (no per-line copy or allocation).
@@ -548,9 +543,9 @@ impl LineReader {
         count_unparsed(&mut self.stats, self.line_no, &self.buf[a..b], reason);
     }
 
-    /// The per-file statistics as JSON.
-    pub fn file_stats(&self, path: &Path) -> serde_json::Value {
-        file_stats_json(&self.stats, &path.display().to_string(), self.gzip)
+    /// The per-file line accounting.
+    pub fn file_stats(&self, path: &Path) -> SourceFile {
+        source_file(&self.stats, &path.display().to_string(), self.gzip)
     }
 }
 
@@ -575,17 +570,22 @@ pub fn count_unparsed(stats: &mut LineStats, line: u64, text: &[u8], reason: &st
     }
 }
 
-/// JSON form of [`LineStats`].
+/// The line accounting of one file, as stored in [`Results::source`].
+pub fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
+    SourceFile {
+        path: path.to_string(),
+        gzip,
+        lines: s.lines,
+        parsed: s.parsed,
+        ignored: s.ignored.clone(),
+        unparsed: s.unparsed,
+        unparsed_first: s.unparsed_first.clone(),
+    }
+}
+
+/// JSON form of [`LineStats`] (a [`SourceFile`]).
 pub fn file_stats_json(s: &LineStats, path: &str, gzip: bool) -> serde_json::Value {
-    serde_json::json!({
-        "path": path,
-        "gzip": gzip,
-        "lines": s.lines,
-        "parsed": s.parsed,
-        "ignored": s.ignored,
-        "unparsed": s.unparsed,
-        "unparsed_first": s.unparsed_first,
-    })
+    serde_json::to_value(source_file(s, path, gzip)).unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1426,9 +1426,14 @@ pub fn ingest_run(
     interval_s: f64,
     spec: serde_json::Value,
 ) -> RunResult {
-    let mut spec = spec;
-    if let serde_json::Value::Object(m) = &mut spec {
-        m.insert("source".into(), format_name(format).into());
+    // The readers describe their series with fixed keys and types: a description that does
+    // not fit is a bug, said in the run's warnings rather than written into the file.
+    let (mut spec, warnings) = match crate::results::Spec::of(spec) {
+        Ok(s) => (s, Vec::new()),
+        Err(e) => (None, vec![format!("{e:#}")]),
+    };
+    if let Some(s) = &mut spec {
+        s.source = Some(format_name(format).to_string());
     }
     RunResult {
         name: name.to_string(),
@@ -1438,6 +1443,7 @@ pub fn ingest_run(
         duration_s,
         interval_s,
         ops,
+        warnings,
         ..Default::default()
     }
 }

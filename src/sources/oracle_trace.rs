@@ -35,9 +35,9 @@
 //!   wait (negative values are reported as they are: they reveal double-counted or
 //!   clock-granular time).
 //!
-//! `Results.extra` keys: `"trace_profile"` `{total, files:[{path, session, profile}]}`,
-//! `"trace_io"` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
-//! `"trace_slowest"` (list of waits) and `"source"` (line accounting, see [`super`]).
+//! Typed `Results` fields: `trace_profile` `{total, files:[{path, session, profile}]}`,
+//! `trace_io` `{block_range_blocks, events:[{event, files, objects, block_ranges}]}`,
+//! `trace_slowest` (list of waits) and `source` (line accounting, see [`super`]).
 //! Files of one session (same `SESSION ID`, or linked by `TRACE CONTINUED FROM FILE`, or the
 //! same process id when neither is present) become one [`RunResult`].
 
@@ -54,7 +54,7 @@ use super::{
     count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
     LineStats, TraceOptions,
 };
-use crate::results::{BucketConvention, Kind, Results, RunResult};
+use crate::results::{BucketConvention, Kind, Results, RunResult, Spec};
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
 pub const BLOCK_RANGE: u64 = 1 << 17;
@@ -1373,8 +1373,10 @@ pub fn build_results(
         let mut run = RunResult {
             name: format!("trace {session}"),
             phase: "trace".into(),
-            spec: json!({"source": "oracle-10046", "files": paths, "session": session,
+            spec: Spec::of(
+                json!({"source": "oracle-10046", "files": paths, "session": session,
                          "anchored": offset.is_some()}),
+            )?,
             started,
             duration_s: fin.duration_s,
             interval_s: fin.interval_s,
@@ -1390,13 +1392,10 @@ pub fn build_results(
     }
     // Fill counters from the per-file profiles (covers every file of each session).
     for run in &mut results.runs {
-        let paths: Vec<String> = run.spec["files"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
+        let paths: Vec<String> = run
+            .spec
+            .as_ref()
+            .map(|s| s.files.clone())
             .unwrap_or_default();
         let mut waits = 0.0;
         let mut calls = 0.0;
@@ -1435,9 +1434,7 @@ pub fn build_results(
             .sum();
         run.counters.insert("unparsed_lines".into(), unparsed);
     }
-    results.extra.insert(
-        "trace_profile".into(),
-        json!({
+    results.trace_profile = serde_json::from_value(json!({
             "total": profile_json(ProfileIn {
                 events: &all_events,
                 calls: &all_calls,
@@ -1447,19 +1444,11 @@ pub fn build_results(
                 span_us: all_span,
             }),
             "files": file_profiles,
-        }),
-    );
-    results.extra.insert(
-        "trace_io".into(),
-        io_json(&all_events, io_files, io_objs, io_ranges, &keep),
-    );
-    results
-        .extra
-        .insert("trace_slowest".into(), serde_json::to_value(&slowest)?);
-    results.extra.insert(
-        "source".into(),
-        json!({"format": "oracle-10046", "files": sources}),
-    );
+    }))?;
+    results.trace_io =
+        serde_json::from_value(io_json(&all_events, io_files, io_objs, io_ranges, &keep))?;
+    results.trace_slowest = serde_json::from_value(serde_json::to_value(&slowest)?)?;
+    results.source = serde_json::from_value(json!({"format": "oracle-10046", "files": sources}))?;
     Ok(results)
 }
 

@@ -11,6 +11,7 @@
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
 
 pub mod filter;
+pub mod own;
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -116,11 +117,14 @@ const EV_CPU_OFF: u32 = 4;
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
-const LOST_CAUSES: [&str; 4] = [
+const LOST_CAUSES: [&str; 7] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
     "task state map full",
+    "block completion without a start seen",
+    "block issue without a start seen",
+    "block issue again without a completion seen",
 ];
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
@@ -624,7 +628,7 @@ pub fn watch(
         res.runs.push(RunResult {
             name: name.clone(),
             phase: "watch".into(),
-            spec: spec.clone(),
+            spec: crate::results::Spec::of(&spec)?,
             started: started.clone(),
             duration_s: total_s,
             interval_s: interval_ns as f64 / 1e9,

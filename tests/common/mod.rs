@@ -37,6 +37,7 @@ pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
         progress_prefix: String::new(),
         interrupt,
         start_at: None,
+        block_watch: None,
     }
 }
 

@@ -1,0 +1,346 @@
+//! The block layer under iolens' own load: `--watch` on `run`, `calibrate` and `db run`.
+//!
+//! [`OwnWatch::start`] loads the block-layer probes of `bpf/watch.bpf.c` (no syscall or
+//! scheduler probes) with the process filter set to this process, and drains their ring
+//! buffer on a thread of its own for as long as it lives. Only requests this process submitted
+//! to the target's disk are kept. The session driver [arms](OwnWatch::arm) it when it fixes a
+//! run's measurement base, so each request counts in the run's own interval grid (the interval
+//! of its completion; completions before the base or at/after the planned end are left out, as
+//! the recorder leaves out I/Os), and the producer [takes](OwnWatch::take) the run's
+//! [`BlockLayer`] once the run has ended. A calibration arms and takes it once per step.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _, Result};
+use aya::maps::RingBuf;
+
+use super::{block_ops, filter, monotonic_ns, Event, OpAcc, BLOCK_WATCHED, EV_BLOCK, LOST_CAUSES};
+use crate::bpf::{self, Global};
+use crate::results::{BlockLayer, RunResult};
+
+/// One armed run: where its interval grid starts and ends (CLOCK_MONOTONIC ns).
+#[derive(Clone, Copy)]
+struct Armed {
+    base_ns: u64,
+    interval_ns: u64,
+    end_ns: u64,
+}
+
+#[derive(Default)]
+struct State {
+    armed: Option<Armed>,
+    /// Kernel op (0 read, 1 write, ...) → (host queue, device service) per interval.
+    ops: BTreeMap<u32, (OpAcc, OpAcc)>,
+    /// Drain cycles completed (each a full read of the ring buffer).
+    cycles: u64,
+    /// The kernel's lost-event counters after the last cycle, and when the run was armed.
+    lost: Vec<u64>,
+    lost_at_arm: Vec<u64>,
+    /// Bios of this process merged into a queued request: now, and when the run was armed.
+    merges: u64,
+    merges_at_arm: u64,
+    /// The drain thread stopped on an error.
+    failed: Option<String>,
+}
+
+/// A block-layer watch of this process's own I/O on one disk (see the module docs).
+pub struct OwnWatch {
+    device: filter::Device,
+    shared: Arc<(Mutex<State>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for OwnWatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OwnWatch")
+            .field("device", &self.device.name)
+            .finish()
+    }
+}
+
+/// Check, before any I/O, that `--watch` can work here (privilege, lockdown, BTF).
+pub fn check() -> Result<()> {
+    bpf::check_access().context("--watch traces the block layer with BPF")?;
+    Ok(())
+}
+
+impl OwnWatch {
+    /// Attach the block-layer probes for this process's requests to the disk holding `path`.
+    pub fn start(path: &Path) -> Result<OwnWatch> {
+        let Some(bd) = crate::sys::block_dev_for(path) else {
+            bail!(
+                "--watch: {} is on no block device (overlay, tmpfs or network filesystem?), so \
+                 there is no block layer to trace",
+                path.display()
+            );
+        };
+        let device = filter::resolve_device(&bd.disk)
+            .with_context(|| format!("--watch: the disk of {}", path.display()))?;
+        let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let thread = {
+            let (shared, stop, dev) = (shared.clone(), stop.clone(), device.dev);
+            std::thread::Builder::new()
+                .name("iolens-blkwatch".into())
+                .spawn(move || drain(dev, &shared, &stop, tx))
+                .context("cannot start the block-layer watch thread")?
+        };
+        match rx.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e.context("--watch: cannot trace the block layer"));
+            }
+            Err(_) => {
+                let _ = thread.join();
+                bail!("--watch: the block-layer watch thread ended before attaching");
+            }
+        }
+        Ok(OwnWatch {
+            device,
+            shared,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The disk watched (kernel name).
+    pub fn device(&self) -> &str {
+        &self.device.name
+    }
+
+    /// Start a run's grid: requests completing from `base` on, before `end` (the planned end,
+    /// if any), in intervals of `interval`. Whatever an earlier run left is dropped.
+    pub fn arm(&self, base: Instant, interval: Duration, end: Option<Instant>) {
+        let to_ns = |t: Instant| {
+            let (now, mono) = (Instant::now(), monotonic_ns());
+            if t >= now {
+                mono + (t - now).as_nanos() as u64
+            } else {
+                mono.saturating_sub((now - t).as_nanos() as u64)
+            }
+        };
+        let armed = Armed {
+            base_ns: to_ns(base),
+            interval_ns: (interval.as_nanos() as u64).max(1),
+            end_ns: end.map_or(u64::MAX, to_ns),
+        };
+        let mut st = lock(&self.shared.0);
+        st.ops.clear();
+        st.lost_at_arm = st.lost.clone();
+        st.merges_at_arm = st.merges;
+        st.armed = Some(armed);
+    }
+
+    /// The block layer of the run just ended, on `run`'s interval grid; disarms.
+    pub fn take(&self, run: &RunResult) -> Result<BlockLayer> {
+        // Every request of the run has completed; let the drain thread read the ring twice
+        // more so that the last ones (from other CPUs, a few ms late) are in.
+        let (m, cv) = &*self.shared;
+        let mut st = lock(m);
+        let want = st.cycles + 2;
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while st.cycles < want && st.failed.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!("--watch: the block-layer watch stopped draining its events");
+            }
+            st = cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        if let Some(e) = &st.failed {
+            bail!("--watch: reading the block-layer events failed: {e}");
+        }
+        let Some(armed) = st.armed.take() else {
+            bail!("--watch: the run was never armed (internal error)");
+        };
+        let ops = std::mem::take(&mut st.ops);
+        let merged = st.merges.saturating_sub(st.merges_at_arm);
+        let mut lost = BTreeMap::new();
+        for (i, (&now, &then)) in st
+            .lost
+            .iter()
+            .zip(st.lost_at_arm.iter().chain(std::iter::repeat(&0)))
+            .enumerate()
+        {
+            if now > then {
+                let cause = LOST_CAUSES.get(i).unwrap_or(&"other");
+                lost.insert(cause.to_string(), now - then);
+            }
+        }
+        drop(st);
+        let bounds = grid(run, armed.interval_ns);
+        let mut out = Vec::new();
+        for (op, (queue, device)) in ops {
+            let (_, queue_op, device_op) = block_ops(op);
+            out.push(fold_to(queue, &bounds, armed.interval_ns).finish(queue_op, &bounds)?);
+            out.push(fold_to(device, &bounds, armed.interval_ns).finish(device_op, &bounds)?);
+        }
+        Ok(BlockLayer {
+            device: self.device.name.clone(),
+            ops: out,
+            lost,
+            merged,
+        })
+    }
+}
+
+impl Drop for OwnWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock(m: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The run's interval bounds (start, duration in s): those of its ops (all share one grid),
+/// else `duration_s` cut into intervals.
+fn grid(run: &RunResult, interval_ns: u64) -> Vec<(f64, f64)> {
+    if let Some(o) = run.ops.iter().max_by_key(|o| o.intervals.len()) {
+        if !o.intervals.is_empty() {
+            return o
+                .intervals
+                .iter()
+                .map(|i| (i.start_s, i.duration_s))
+                .collect();
+        }
+    }
+    let iv = interval_ns as f64 / 1e9;
+    let n = (run.duration_s / iv).ceil().max(1.0) as usize;
+    (0..n)
+        .map(|k| {
+            let start = k as f64 * iv;
+            (start, iv.min(run.duration_s - start).max(1e-6))
+        })
+        .collect()
+}
+
+/// `acc` with every interval past the grid's last folded into it, as the recorder folds a
+/// stub tail into the interval before (an interval that starts after the grid ends is left out).
+fn fold_to(mut acc: OpAcc, bounds: &[(f64, f64)], interval_ns: u64) -> OpAcc {
+    let n = bounds.len().max(1);
+    let end_s = bounds.last().map_or(0.0, |(s, d)| s + d);
+    while acc.intervals.len() > n {
+        let k = acc.intervals.len() - 1;
+        let tail = acc.intervals.pop().flatten();
+        let starts_s = k as f64 * interval_ns as f64 / 1e9;
+        if let Some((h, bytes, errors)) = tail.filter(|_| starts_s < end_s - 1e-9) {
+            let slot =
+                acc.intervals[n - 1].get_or_insert_with(|| (crate::results::new_histogram(), 0, 0));
+            // Both histograms have the same bounds: adding cannot fail.
+            let _ = slot.0.add(&h);
+            slot.1 += bytes;
+            slot.2 += errors;
+        }
+    }
+    acc
+}
+
+/// The drain thread: load and attach, report that on `ready`, then bin this process's block
+/// requests on the target's disk until stopped.
+fn drain(
+    dev: u32,
+    shared: &Arc<(Mutex<State>, Condvar)>,
+    stop: &AtomicBool,
+    ready: mpsc::Sender<Result<()>>,
+) {
+    let loaded = (|| -> Result<(aya::Ebpf, RingBuf<aya::maps::MapData>)> {
+        let mut ebpf = bpf::load(
+            bpf::WATCH_OBJECT,
+            &[
+                Global {
+                    name: "watch_all",
+                    value: 0,
+                },
+                // This process is the one watched: nothing is excluded as "self".
+                Global {
+                    name: "self_tgid",
+                    value: 0,
+                },
+            ],
+        )?;
+        bpf::set_process_filter(&mut ebpf, &[std::process::id()], &[])?;
+        let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
+        if bpf::attach_tracepoint(&mut ebpf, &btf, "block_io_start").is_err() {
+            bpf::attach_tracepoint(&mut ebpf, &btf, "block_rq_insert")?;
+        }
+        for tp in [
+            "block_rq_issue",
+            "block_rq_requeue",
+            "block_rq_complete",
+            "block_bio_backmerge",
+            "block_bio_frontmerge",
+        ] {
+            bpf::attach_tracepoint(&mut ebpf, &btf, tp)?;
+        }
+        let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
+        Ok((ebpf, ring))
+    })();
+    let (ebpf, mut ring) = match loaded {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    let _ = ready.send(Ok(()));
+    let (m, cv) = &**shared;
+    let mut batch: Vec<Event> = Vec::new();
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        bpf::drain_ring(&mut ring, Duration::from_millis(10), |d| {
+            if let Some(e) = Event::parse(d) {
+                if e.kind == EV_BLOCK && e.sub & BLOCK_WATCHED != 0 && e.dev == dev {
+                    batch.push(e);
+                }
+            }
+        });
+        let lost = bpf::sum_per_cpu(&ebpf, "lost");
+        let merges = bpf::sum_per_cpu(&ebpf, "merges");
+        let mut st = lock(m);
+        match (lost, merges) {
+            (Ok(l), Ok(n)) => {
+                st.lost = l;
+                st.merges = n.iter().sum();
+            }
+            (Err(e), _) | (_, Err(e)) => st.failed = Some(e.to_string()),
+        }
+        if let Some(a) = st.armed {
+            for e in batch.drain(..) {
+                if e.ts < a.base_ns || e.ts >= a.end_ns {
+                    continue;
+                }
+                let k = ((e.ts - a.base_ns) / a.interval_ns) as usize;
+                let (q, d) = st
+                    .ops
+                    .entry(e.sub & 0xffff)
+                    .or_insert_with(|| (OpAcc::new(), OpAcc::new()));
+                q.record(k, e.b, 0, false);
+                d.record(k, e.a, e.bytes as u64, false);
+            }
+        }
+        batch.clear();
+        st.cycles += 1;
+        cv.notify_all();
+        drop(st);
+        if stopping {
+            break;
+        }
+    }
+}
