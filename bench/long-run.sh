@@ -8,6 +8,7 @@
 #   bench/long-run.sh                 # 86,400 s, 2,000 read latencies per interval
 #   SECONDS_RUN=3600 bench/long-run.sh
 #   SAMPLES=500 bench/long-run.sh     # fewer distinct latencies per interval: smaller file
+#   BEFORE=/path/to/older/iolens bench/long-run.sh   # also that build's show and report, same file
 #
 # The results file is written to a temporary directory (about 250 MB) and deleted on exit.
 set -euo pipefail
@@ -34,6 +35,14 @@ bytes=$(stat -c %s "$TMP/day.json")
 read -r show_wall show_cpu show_rss < <(measure "$BIN" show "$TMP/day.json" --color never --width 120)
 read -r rep_wall rep_cpu rep_rss < <(measure "$BIN" report "$TMP/day.json" -o "$TMP/day.html")
 html=$(stat -c %s "$TMP/day.html")
+if [ -n "${BEFORE:-}" ]; then
+  read -r bshow_wall bshow_cpu bshow_rss < <(measure "$BEFORE" show "$TMP/day.json" --color never --width 120)
+  read -r brep_wall brep_cpu brep_rss < <(measure "$BEFORE" report "$TMP/day.json" -o "$TMP/before.html")
+  "$BEFORE" show "$TMP/day.json" --color never --width 120 > "$TMP/before.txt"
+  "$BIN" show "$TMP/day.json" --color never --width 120 > "$TMP/after.txt"
+  same=$(cmp -s "$TMP/before.txt" "$TMP/after.txt" && cmp -s "$TMP/before.html" "$TMP/day.html" \
+    && echo "identical" || echo "DIFFERENT")
+fi
 
 mb() { echo "scale=1; $1 / 1000000" | bc -l; }
 mib() { echo "$(( $1 / 1024 ))"; }
@@ -48,4 +57,9 @@ printf '%-22s %10s %14s %16s   %s\n' "iolens show" "$show_wall" "$show_cpu" "$(m
   "<= 2 s: $(verdict "$show_wall" 2), <= 1024 MiB: $(verdict "$(mib "$show_rss")" 1024)"
 printf '%-22s %10s %14s %16s   %s\n' "iolens report" "$rep_wall" "$rep_cpu" "$(mib "$rep_rss")" \
   "<= 5 s: $(verdict "$rep_wall" 5), <= 1024 MiB: $(verdict "$(mib "$rep_rss")" 1024)"
+if [ -n "${BEFORE:-}" ]; then
+  printf '%-22s %10s %14s %16s\n' "before: iolens show" "$bshow_wall" "$bshow_cpu" "$(mib "$bshow_rss")"
+  printf '%-22s %10s %14s %16s\n' "before: iolens report" "$brep_wall" "$brep_cpu" "$(mib "$brep_rss")"
+  echo "  (show and report output of the two builds: $same)"
+fi
 echo "  (report HTML $(mb "$html") MB; $(nproc) CPUs, load average $(cut -d' ' -f1 /proc/loadavg))"

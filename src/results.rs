@@ -129,18 +129,8 @@ impl Hist {
         // Fast path (the standard layout): the same answer without building the histogram.
         let fast = SCAN.with(|s| {
             let (scan, counts) = &mut *s.borrow_mut();
-            if !scan.scan(self, counts) {
-                return None;
-            }
-            let mut len = 0u64;
-            for &(_, n) in counts.iter() {
-                len = len.checked_add(n)?;
-            }
-            let reference = standard_reference();
-            let max = counts.last().map_or(0, |&(i, _)| {
-                reference.highest_equivalent(V2Scan::value_of(i))
-            });
-            (max <= reference.highest_equivalent(reference.high())).then_some(len)
+            scan.scan(self, counts)
+                .then(|| V2Scan::len_in_range(counts))?
         });
         match fast {
             Some(len) => Ok(len),
@@ -281,14 +271,20 @@ pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
 
 /// Reads the counts of a V2-deflate encoding of a histogram in the project's standard layout
 /// (lowest value 1 ns, 3 significant digits, at most [`HIST_MAX_NS`]) without building the
-/// histogram: one reused inflate state, no counts array allocated or cleared per call. It
-/// accepts only what [`decode_v2_bounded`] and HdrHistogram's decoder accept (and refuses
-/// anything else: callers then take that general path, which reports the error), so a
+/// histogram: one reused inflate state and output buffer, no counts array allocated or cleared
+/// per call. It accepts only what [`decode_v2_bounded`] and HdrHistogram's decoder accept (and
+/// refuses anything else: callers then take that general path, which reports the error), so a
 /// long run's thousands of interval histograms are checked and merged several times faster.
+///
+/// It inflates with zlib-rs (the deflate streams are those any zlib writes; its inflater is
+/// about 1.5 times as fast as miniz_oxide's on these small streams, which are mostly Huffman
+/// table set-up), and reads the counts' LEB128 with a one-byte fast path.
 pub struct V2Scan {
     b64: Vec<u8>,
+    /// The inflated V2 encoding is `raw[..raw_len]`; `raw` only grows.
     raw: Vec<u8>,
-    z: flate2::Decompress,
+    raw_len: usize,
+    z: zlib_rs::Inflate,
     /// Counts-array length of the standard layout by highest trackable value.
     lens: Vec<(u64, usize)>,
 }
@@ -305,7 +301,8 @@ impl V2Scan {
         V2Scan {
             b64: Vec::new(),
             raw: Vec::new(),
-            z: flate2::Decompress::new(true),
+            raw_len: 0,
+            z: zlib_rs::Inflate::new(true, 15),
             lens: Vec::new(),
         }
     }
@@ -324,6 +321,54 @@ impl V2Scan {
         }
     }
 
+    /// How many values the counts [`V2Scan::scan`] read hold, when that sum does not overflow
+    /// and the highest of them lies within the project-wide range ([`HIST_MAX_NS`]); `None`
+    /// otherwise (the general path then reports why).
+    pub fn len_in_range(counts: &[(usize, u64)]) -> Option<u64> {
+        static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let reference = standard_reference();
+        let limit = *LIMIT.get_or_init(|| reference.highest_equivalent(reference.high()));
+        let mut len = 0u64;
+        for &(_, n) in counts {
+            len = len.checked_add(n)?;
+        }
+        let max = counts.last().map_or(0, |&(i, _)| {
+            reference.highest_equivalent(V2Scan::value_of(i))
+        });
+        (max <= limit).then_some(len)
+    }
+
+    /// Inflate the zlib stream `zdata` into `raw[..raw_len]`: false unless it ends cleanly
+    /// (checksum verified) within [`MAX_HIST_BYTES`].
+    fn inflate(&mut self, zdata: &[u8]) -> bool {
+        self.z.reset(true);
+        let mut out = 0usize;
+        loop {
+            if out == self.raw.len() {
+                if self.raw.len() > MAX_HIST_BYTES {
+                    return false;
+                }
+                let grow = (self.raw.len() * 2).clamp(1 << 16, MAX_HIST_BYTES + 1);
+                self.raw.resize(grow, 0);
+            }
+            let (in0, out0) = (self.z.total_in(), self.z.total_out());
+            let Some(rest) = zdata.get(in0 as usize..) else {
+                return false;
+            };
+            let status =
+                self.z
+                    .decompress(rest, &mut self.raw[out..], zlib_rs::InflateFlush::Finish);
+            out = self.z.total_out() as usize;
+            match status {
+                Ok(zlib_rs::Status::StreamEnd) => break,
+                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
+                _ => return false,
+            }
+        }
+        self.raw_len = out;
+        out <= MAX_HIST_BYTES
+    }
+
     /// The non-zero `(counts index, count)` of `hist` into `out` (cleared first), ascending;
     /// false when `hist` is not a clean V2-deflate encoding of the standard layout.
     pub fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
@@ -339,41 +384,22 @@ impl V2Scan {
         {
             return false;
         }
-        let b = &self.b64;
         let be32 = |b: &[u8], at: usize| -> Option<u32> {
             Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
         };
         let be64 = |b: &[u8], at: usize| -> Option<u64> {
             Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
         };
-        if be32(b, 0) != Some(V2_DEFLATE_COOKIE) {
+        let b = std::mem::take(&mut self.b64);
+        let inflated = be32(&b, 0) == Some(V2_DEFLATE_COOKIE)
+            && be32(&b, 4)
+                .and_then(|d| b.get(8..8 + d as usize))
+                .is_some_and(|zdata| self.inflate(zdata));
+        self.b64 = b;
+        if !inflated {
             return false;
         }
-        let Some(zdata) = be32(b, 4).and_then(|d| b.get(8..8 + d as usize)) else {
-            return false;
-        };
-        self.raw.clear();
-        self.z.reset(true);
-        loop {
-            if self.raw.len() > MAX_HIST_BYTES {
-                return false;
-            }
-            self.raw.reserve(self.raw.len().max(4096));
-            let (in0, out0) = (self.z.total_in(), self.z.total_out());
-            let rest = &zdata[in0 as usize..];
-            match self
-                .z
-                .decompress_vec(rest, &mut self.raw, flate2::FlushDecompress::Finish)
-            {
-                Ok(flate2::Status::StreamEnd) => break,
-                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
-                _ => return false,
-            }
-        }
-        if self.raw.len() > MAX_HIST_BYTES {
-            return false;
-        }
-        let r = &self.raw;
+        let r = &self.raw[..self.raw_len];
         let (Some(V2_COOKIE), Some(payload), Some(0), Some(3), Some(1), Some(high), Some(ratio)) = (
             be32(r, 0),
             be32(r, 4),
@@ -401,16 +427,71 @@ impl V2Scan {
                 Err(_) => return false,
             },
         };
-        let Some(mut p) = r.get(V2_HEADER..V2_HEADER + payload as usize) else {
+        let Some(p) = r.get(V2_HEADER..V2_HEADER + payload as usize) else {
             return false;
         };
+        // LEB128 values, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's),
+        // zig-zag signed: a count (>= 0) at the next index, or a run of zeros (< 0). Nearly all
+        // are one byte: eight of those are read at a time, without a branch on their values.
+        let mut at = 0usize;
         let mut index = 0usize;
-        while !p.is_empty() {
-            // LEB128, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's).
+        let mut buf = [(0usize, 0u64); 64];
+        let mut k = 0usize;
+        let mut beyond = false;
+        /// One value into `buf[k]` (kept when a non-zero count): false when it moves the
+        /// index past `usize`; a count beyond the layout's `len` sets `beyond`.
+        #[inline(always)]
+        fn put(
+            v: u64,
+            (index, k): (&mut usize, &mut usize),
+            buf: &mut [(usize, u64); 64],
+            beyond: &mut bool,
+            len: usize,
+        ) -> bool {
+            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
+            let count = n >= 0;
+            *beyond |= count & (*index >= len);
+            buf[*k & 63] = (*index, n as u64);
+            *k += (n > 0) as usize;
+            let step = if count { 1 } else { n.unsigned_abs() as usize };
+            match index.checked_add(step) {
+                Some(i) => {
+                    *index = i;
+                    true
+                }
+                None => false,
+            }
+        }
+        loop {
+            if k > 64 - 8 {
+                out.extend_from_slice(&buf[..k]);
+                k = 0;
+            }
+            if let Some(w) = p.get(at..at + 8).and_then(|w| w.try_into().ok()) {
+                let w = u64::from_le_bytes(w);
+                if w & 0x8080_8080_8080_8080 == 0 {
+                    for j in 0..8 {
+                        if !put(
+                            (w >> (8 * j)) & 0xff,
+                            (&mut index, &mut k),
+                            &mut buf,
+                            &mut beyond,
+                            len,
+                        ) {
+                            return false;
+                        }
+                    }
+                    at += 8;
+                    continue;
+                }
+            }
+            if at >= p.len() {
+                break;
+            }
             let mut v: u64 = 0;
             let mut used = 0;
             loop {
-                let Some(&byte) = p.get(used) else {
+                let Some(&byte) = p.get(at + used) else {
                     return false;
                 };
                 if used == 8 {
@@ -424,25 +505,123 @@ impl V2Scan {
                     break;
                 }
             }
-            p = &p[used..];
-            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            if n < 0 {
-                match index.checked_add(n.unsigned_abs() as usize) {
-                    Some(i) => index = i,
-                    None => return false,
-                }
-            } else {
-                if index >= len {
-                    return false;
-                }
-                if n > 0 {
-                    out.push((index, n as u64));
-                }
-                index += 1;
+            at += used;
+            if !put(v, (&mut index, &mut k), &mut buf, &mut beyond, len) {
+                return false;
             }
         }
-        true
+        out.extend_from_slice(&buf[..k]);
+        !beyond
     }
+}
+
+/// The counts of many standard-layout histograms added into one array indexed like
+/// HdrHistogram's own counts, straight from their V2 encodings ([`V2Scan`]): no histogram is
+/// allocated, cleared or walked per interval, and clearing touches only the indices used.
+/// This is how validation merges a long run's intervals into display columns
+/// ([`IntervalGroups`]) and how renderers merge them otherwise.
+pub struct DenseCounts {
+    counts: Vec<u64>,
+    /// Lowest and highest index added since the last clear (`lo > hi`: none).
+    lo: usize,
+    hi: usize,
+    /// Non-zero `(index, count)` of the encoding being added.
+    pending: Vec<(usize, u64)>,
+    scan: V2Scan,
+}
+
+impl Default for DenseCounts {
+    fn default() -> Self {
+        DenseCounts::new()
+    }
+}
+
+impl DenseCounts {
+    /// Empty counts.
+    pub fn new() -> DenseCounts {
+        DenseCounts {
+            counts: vec![0; standard_reference().distinct_values()],
+            lo: usize::MAX,
+            hi: 0,
+            pending: Vec::new(),
+            scan: V2Scan::new(),
+        }
+    }
+
+    /// Back to empty.
+    pub fn clear(&mut self) {
+        if self.lo <= self.hi {
+            self.counts[self.lo..=self.hi].fill(0);
+        }
+        (self.lo, self.hi) = (usize::MAX, 0);
+    }
+
+    /// Add the histogram `hist` encodes and return how many values it holds (what
+    /// [`Hist::checked_len`] returns); `None`, with nothing added, when it is not a
+    /// V2-deflate encoding of the standard layout that decodes cleanly and lies in range.
+    pub fn add(&mut self, hist: &Hist) -> Option<u64> {
+        // (`scan` keeps the indices ascending and within its layout, which is never longer
+        // than the standard one: checking the last is a guard.)
+        if !self.scan.scan(hist, &mut self.pending)
+            || self
+                .pending
+                .last()
+                .is_some_and(|&(i, _)| i >= self.counts.len())
+        {
+            return None;
+        }
+        let len = V2Scan::len_in_range(&self.pending)?;
+        if let (Some(&(lo, _)), Some(&(hi, _))) = (self.pending.first(), self.pending.last()) {
+            self.lo = self.lo.min(lo);
+            self.hi = self.hi.max(hi);
+        }
+        for &(i, n) in &self.pending {
+            self.counts[i] = self.counts[i].saturating_add(n);
+        }
+        Some(len)
+    }
+
+    /// The counts as `(lowest equivalent value, count)`, ascending.
+    pub fn sparse(&self) -> Vec<(u64, u64)> {
+        if self.lo > self.hi {
+            return Vec::new();
+        }
+        self.counts[self.lo..=self.hi]
+            .iter()
+            .enumerate()
+            .filter(|(_, &c)| c > 0)
+            .map(|(i, &c)| (V2Scan::value_of(self.lo + i), c))
+            .collect()
+    }
+}
+
+/// A reader of the interval histograms that validation decodes ([`Results::from_json_merging`]),
+/// handed each op's intervals merged into groups of consecutive intervals, the groups of
+/// [`interval_groups`] (display columns): a renderer then decodes no interval a second time.
+pub trait IntervalGroups: Sync {
+    /// At most how many groups op `op` of run `run` is wanted in (0: not wanted).
+    fn max_groups(&self, run: usize, op: &OpResult) -> usize;
+    /// Group `g` of op `op` (index `op_index`) of run `run`: the exact merge of its intervals'
+    /// counts as `(lowest equivalent value, count)` ascending, or `None` when one of them is
+    /// not a clean encoding of the standard layout (the reader then merges that group itself).
+    /// Called from validation's threads, in any order.
+    fn group(
+        &self,
+        run: usize,
+        op_index: usize,
+        op: &OpResult,
+        g: usize,
+        counts: Option<&[(u64, u64)]>,
+    );
+}
+
+/// How display columns group `ivs`: a stub last interval folded into the one before
+/// ([`fold_stub_tail`]), then at most `max_groups` groups of `per` consecutive intervals (the
+/// last may hold fewer; it also holds the folded stub). Returns `(per, groups)`.
+pub fn interval_groups(ivs: &[Interval], max_groups: usize) -> (usize, usize) {
+    let n = ivs.len() - has_stub_tail(ivs) as usize;
+    let per = n.div_ceil(max_groups.max(1)).max(1);
+    (per, n.div_ceil(per))
 }
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
@@ -522,16 +701,11 @@ pub struct Interval {
 /// become one interval with their summed real duration and exactly merged histogram, so no rate
 /// is ever computed over a sliver. Returns whether it folded.
 pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
+    if !has_stub_tail(intervals) {
+        return Ok(false);
+    }
     let n = intervals.len();
-    if n < 2 {
-        return Ok(false);
-    }
     let (prev, last) = (&intervals[n - 2], &intervals[n - 1]);
-    // (NaN durations never fold.)
-    let stub = last.duration_s < 0.5 * prev.duration_s;
-    if !stub {
-        return Ok(false);
-    }
     let merged = if last.count > 0 {
         let mut h = prev.hist.decode()?;
         h.add(last.hist.decode()?)
@@ -553,6 +727,13 @@ pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
     prev.bytes += last.bytes;
     prev.duration_s += last.duration_s;
     Ok(true)
+}
+
+/// Whether [`fold_stub_tail`] folds the last of `intervals`: it is shorter than half of the one
+/// before (NaN durations never fold).
+pub fn has_stub_tail(intervals: &[Interval]) -> bool {
+    let n = intervals.len();
+    n >= 2 && intervals[n - 1].duration_s < 0.5 * intervals[n - 2].duration_s
 }
 
 /// All measurements of one operation type (read, write, sync, or a named wait event).
@@ -970,6 +1151,12 @@ impl RunResult {
 
     /// The checks of [`Results::validate`] for one run.
     pub fn validate(&self) -> Result<()> {
+        self.validate_merging(None)
+    }
+
+    /// [`RunResult::validate`] of run `run`, handing the interval histograms it decodes to
+    /// `groups`.
+    pub fn validate_merging(&self, groups: Option<(&dyn IntervalGroups, usize)>) -> Result<()> {
         // A source without time information (`duration_unknown`) has counts, not rates: its
         // duration may be 0, never negative or not finite.
         let unknown_ok = self.duration_unknown && self.duration_s == 0.0;
@@ -982,8 +1169,8 @@ impl RunResult {
         check_non_negative("its interval length", self.interval_s)?;
         check_non_negative("its warm-up", self.warmup_s)?;
         let mut total: u64 = 0;
-        for o in &self.ops {
-            o.validate()
+        for (k, o) in self.ops.iter().enumerate() {
+            o.validate_merging(groups.map(|(g, run)| (g, run, k)))
                 .with_context(|| format!("op \"{}\" is not valid", o.op))?;
             total = total
                 .checked_add(o.count)
@@ -1007,6 +1194,15 @@ impl RunResult {
 impl OpResult {
     /// The checks of [`Results::validate`] for one op: counts, histograms and percentiles.
     pub fn validate(&self) -> Result<()> {
+        self.validate_merging(None)
+    }
+
+    /// [`OpResult::validate`] of op `op_index` of run `run`, handing its interval histograms,
+    /// decoded once, to `groups`.
+    pub fn validate_merging(
+        &self,
+        groups: Option<(&dyn IntervalGroups, usize, usize)>,
+    ) -> Result<()> {
         if self.count > MAX_COUNT {
             bail!(
                 "its count {} is an overflow (more than 2^63 operations)",
@@ -1071,7 +1267,7 @@ impl OpResult {
         }
         if !self.intervals.is_empty() {
             let (mut n, mut bytes) = (0u64, 0u64);
-            let mut held_all = checked_lens(&self.intervals).into_iter();
+            let mut held_all = checked_lens(self, groups).into_iter();
             for (k, iv) in self.intervals.iter().enumerate() {
                 let at = || format!("interval {} (at {} s)", k + 1, iv.start_s);
                 if !iv.start_s.is_finite() || !iv.duration_s.is_finite() || iv.duration_s < 0.0 {
@@ -1115,27 +1311,74 @@ impl OpResult {
     }
 }
 
-/// [`Hist::checked_len`] of every interval, in order; spread over up to 8 threads when there
-/// are many (a day of 1-second intervals is 86,400 per op).
-fn checked_lens(ivs: &[Interval]) -> Vec<Result<u64>> {
+/// [`Hist::checked_len`] of every interval of `op`, in order; spread over up to 8 threads when
+/// there are many (a day of 1-second intervals is 86,400 per op). With `groups`, the intervals
+/// are also merged by the groups of [`interval_groups`] as they are decoded, each group on one
+/// thread, and every group is handed to it.
+fn checked_lens(
+    op: &OpResult,
+    groups: Option<(&dyn IntervalGroups, usize, usize)>,
+) -> Vec<Result<u64>> {
+    let ivs = &op.intervals;
+    let groups = groups.and_then(|(g, run, k)| {
+        let max = g.max_groups(run, op);
+        (max > 0 && !ivs.is_empty()).then_some((g, run, k, max))
+    });
+    // Units of work: the groups, or single intervals.
+    let (per, units) = match groups {
+        Some((.., max)) => interval_groups(ivs, max),
+        None => (1, ivs.len()),
+    };
+    // The intervals of unit `u` (the last unit also holds a folded stub tail).
+    let span = |u: usize| {
+        u * per..if u + 1 == units {
+            ivs.len()
+        } else {
+            (u + 1) * per
+        }
+    };
+    let run_units = |us: std::ops::Range<usize>| -> Vec<Result<u64>> {
+        let Some((g, run, k, _)) = groups else {
+            return ivs[span(us.start).start..span(us.end - 1).end]
+                .iter()
+                .map(|iv| iv.hist.checked_len())
+                .collect();
+        };
+        let mut dense = DenseCounts::new();
+        let mut out = Vec::new();
+        for u in us {
+            dense.clear();
+            let mut clean = true;
+            for iv in &ivs[span(u)] {
+                out.push(match dense.add(&iv.hist) {
+                    Some(n) => Ok(n),
+                    None => {
+                        clean = false;
+                        iv.hist.checked_len_general()
+                    }
+                });
+            }
+            g.group(run, k, op, u, clean.then(|| dense.sparse()).as_deref());
+        }
+        out
+    };
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(8);
-    if threads <= 1 || ivs.len() < 1024 {
-        return ivs.iter().map(|iv| iv.hist.checked_len()).collect();
+    if units == 0 {
+        return Vec::new();
     }
-    let per = ivs.len().div_ceil(threads);
+    if threads <= 1 || ivs.len() < 1024 {
+        return run_units(0..units);
+    }
+    let chunk = units.div_ceil(threads);
     std::thread::scope(|s| {
-        let handles: Vec<_> = ivs
-            .chunks(per)
-            .map(|chunk| {
-                s.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|iv| iv.hist.checked_len())
-                        .collect::<Vec<_>>()
-                })
+        let handles: Vec<_> = (0..units)
+            .step_by(chunk)
+            .map(|a| {
+                let run_units = &run_units;
+                s.spawn(move || run_units(a..(a + chunk).min(units)))
             })
             .collect();
         handles
@@ -1449,6 +1692,13 @@ impl Results {
 
     /// Parse a results document, with clear errors for foreign, truncated or newer files.
     pub fn from_json(text: &str) -> Result<Results> {
+        Results::from_json_merging(text, None)
+    }
+
+    /// [`Results::from_json`], handing the interval histograms that validation decodes to
+    /// `groups` merged into its groups ([`IntervalGroups`]), so that a renderer drawing display
+    /// columns decodes each interval once (a day of 1 s intervals is 86,400 per op).
+    pub fn from_json_merging(text: &str, groups: Option<&dyn IntervalGroups>) -> Result<Results> {
         /// The fields that say what a document is (the rest is skipped, not built).
         #[derive(Deserialize)]
         struct Head {
@@ -1493,7 +1743,7 @@ impl Results {
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
         evidence::upgrade_extra(&mut r)?;
-        r.validate()?;
+        r.validate_merging(groups)?;
         Ok(r)
     }
 
@@ -1503,11 +1753,16 @@ impl Results {
     /// command that loads results (`show`, `report`, `compare`, `export`) goes through this,
     /// so they all refuse the same files with the same message.
     pub fn validate(&self) -> Result<()> {
+        self.validate_merging(None)
+    }
+
+    /// [`Results::validate`], handing the interval histograms it decodes to `groups`.
+    pub fn validate_merging(&self, groups: Option<&dyn IntervalGroups>) -> Result<()> {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }
         for (i, run) in self.runs.iter().enumerate() {
-            run.validate()
+            run.validate_merging(groups.map(|g| (g, i)))
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;
         }
         if let Some(c) = &self.calibration {
@@ -1545,9 +1800,18 @@ impl Results {
 
     /// Read a results file from disk.
     pub fn read_file(path: &std::path::Path) -> Result<Results> {
+        Results::read_file_merging(path, None)
+    }
+
+    /// [`Results::read_file`], handing the interval histograms that validation decodes to
+    /// `groups` ([`Results::from_json_merging`]).
+    pub fn read_file_merging(
+        path: &std::path::Path,
+        groups: Option<&dyn IntervalGroups>,
+    ) -> Result<Results> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        Results::from_json(&text).with_context(|| format!("{}", path.display()))
+        Results::from_json_merging(&text, groups).with_context(|| format!("{}", path.display()))
     }
 }
 

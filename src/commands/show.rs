@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use crate::render::heatmap::LoadedColumns;
 use crate::render::{print_out, terminal, ColorChoice, TermStyle};
 use crate::results::Results;
 
@@ -24,9 +25,11 @@ pub struct ShowArgs {
 
 /// `iolens show`.
 pub(crate) fn main(args: &ShowArgs, cx: &super::Context) -> Result<ExitCode> {
-    let r = Results::read_file(&args.file)?;
     let style = TermStyle::resolve(args.color, cx.width);
-    let text = terminal::render(&r, &style, args.run)?;
+    // Validation merges the display columns as it decodes the interval histograms.
+    let columns = LoadedColumns::new(terminal::heatmap_columns(&style));
+    let r = Results::read_file_merging(&args.file, Some(&columns))?;
+    let text = terminal::render_loaded(&r, &style, args.run, Some(&columns))?;
     print_out(&text)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -12,7 +12,10 @@ use anyhow::{Context, Result};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
-use crate::results::{fold_stub_tail, Hist, OpResult, V2Scan};
+use crate::results::{
+    fold_stub_tail, has_stub_tail, interval_groups, DenseCounts, Hist, Interval, IntervalGroups,
+    OpResult,
+};
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
 pub const FINE_PER_OCTAVE: u32 = 4;
@@ -234,15 +237,12 @@ fn interval_stat(
 
 /// Merges interval histograms of the project's standard layout (lowest value 1 ns, 3
 /// significant digits: [`crate::results::new_histogram`]) by adding the counts of their V2
-/// encodings ([`V2Scan`]) straight into one array indexed like HdrHistogram's own counts: no
-/// histogram is allocated, cleared or walked per interval, which is what makes the display
-/// columns of a day of 1-second intervals cheap. An encoding in any other layout, or one that
-/// is damaged, is refused (nothing added) and the caller merges histograms instead.
+/// encodings straight into one array ([`DenseCounts`]): no histogram is allocated, cleared or
+/// walked per interval, which is what makes the display columns of a day of 1-second intervals
+/// cheap. An encoding in any other layout, or one that is damaged, is refused (nothing added)
+/// and the caller merges histograms instead.
 pub(crate) struct DenseMerge {
-    counts: Vec<u64>,
-    /// Non-zero `(index, count)` of the encoding being added.
-    pending: Vec<(usize, u64)>,
-    scan: V2Scan,
+    dense: DenseCounts,
     /// An empty histogram of the standard layout: equivalence ranges of its values.
     pub(crate) reference: Histogram<u64>,
     /// The general path's accumulator.
@@ -253,40 +253,117 @@ impl DenseMerge {
     pub(crate) fn new() -> DenseMerge {
         let reference = crate::results::new_histogram();
         DenseMerge {
-            counts: vec![0; reference.distinct_values()],
-            pending: Vec::new(),
-            scan: V2Scan::new(),
+            dense: DenseCounts::new(),
             merged: reference.clone(),
             reference,
         }
     }
 
     pub(crate) fn clear(&mut self) {
-        self.counts.fill(0);
+        self.dense.clear();
     }
 
     /// The merged counts as `(lowest equivalent value, count)`, ascending.
     pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (V2Scan::value_of(i), c))
-            .collect()
+        self.dense.sparse()
     }
 
     /// Add the histogram `hist` encodes; false, with nothing added, when it is not a
     /// V2-deflate encoding of the standard layout that decodes cleanly.
     pub(crate) fn add(&mut self, hist: &Hist) -> bool {
-        if !self.scan.scan(hist, &mut self.pending)
-            || self.pending.iter().any(|&(i, _)| i >= self.counts.len())
-        {
-            return false;
+        self.dense.add(hist).is_some()
+    }
+}
+
+/// The figures and cells of a display column from its merged counts (`(lowest equivalent
+/// value, count)`, ascending, of the standard layout whose equivalence ranges `reference`
+/// holds), for an op whose source buckets are `edges` (empty for exact values).
+fn column_of(
+    reference: &Histogram<u64>,
+    sparse: &[(u64, u64)],
+    ivs: &[Interval],
+    edges: &[u64],
+) -> Column {
+    let count: u64 = ivs.iter().map(|iv| iv.count).sum();
+    let bytes: u64 = ivs.iter().map(|iv| iv.bytes).sum();
+    let duration_s: f64 = ivs.iter().map(|iv| iv.duration_s).sum();
+    let start_s = ivs.first().map_or(0.0, |iv| iv.start_s);
+    let mut st = stat_of(reference, sparse, start_s, duration_s, bytes);
+    st.count = count;
+    (st, bin_sparse(reference, sparse, edges))
+}
+
+/// The columns of one op merged on loading (`None`: left to the renderer).
+type LoadedOp = Vec<Option<Column>>;
+
+/// Display columns merged while a results file is validated
+/// ([`crate::results::Results::read_file_merging`]
+/// with this as its [`IntervalGroups`]): every interval histogram is decoded once, by
+/// validation, and [`OpSeries::decode_all_columns_loaded`] takes the columns from here. A
+/// column holding an interval in another layout is left to the renderer's general path.
+pub struct LoadedColumns {
+    max_cols: usize,
+    reference: Histogram<u64>,
+    /// `(run, op)` → per column, its figures (before the intervals' own count, bytes, start
+    /// and duration are set) and cells.
+    columns: std::sync::Mutex<std::collections::HashMap<(usize, usize), LoadedOp>>,
+}
+
+impl LoadedColumns {
+    /// Columns for renderers that draw at most `max_cols` per op.
+    pub fn new(max_cols: usize) -> LoadedColumns {
+        LoadedColumns {
+            max_cols,
+            reference: crate::results::new_histogram(),
+            columns: Default::default(),
         }
-        for &(i, n) in &self.pending {
-            self.counts[i] = self.counts[i].saturating_add(n);
+    }
+
+    /// How many columns validation merged that no renderer has taken yet.
+    pub fn merged(&self) -> usize {
+        self.columns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|c| c.iter().filter(|c| c.is_some()).count())
+            .sum()
+    }
+
+    /// The columns of op `op` of run `run` for a renderer drawing `max_cols` (none when this
+    /// was made for another number).
+    fn take(&self, run: usize, op: usize, max_cols: usize) -> Option<LoadedOp> {
+        if max_cols != self.max_cols {
+            return None;
         }
-        true
+        self.columns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(run, op))
+    }
+}
+
+impl IntervalGroups for LoadedColumns {
+    fn max_groups(&self, _run: usize, _op: &OpResult) -> usize {
+        self.max_cols
+    }
+
+    fn group(
+        &self,
+        run: usize,
+        op_index: usize,
+        op: &OpResult,
+        g: usize,
+        counts: Option<&[(u64, u64)]>,
+    ) {
+        let col = counts.map(|c| column_of(&self.reference, c, &[], &op.bucket_edges_ns));
+        let (_, groups) = interval_groups(&op.intervals, self.max_cols);
+        let mut all = self.columns.lock().unwrap_or_else(|e| e.into_inner());
+        let cols = all
+            .entry((run, op_index))
+            .or_insert_with(|| vec![None; groups]);
+        if let Some(slot) = cols.get_mut(g) {
+            *slot = col;
+        }
     }
 }
 
@@ -324,8 +401,7 @@ pub struct OpSeries {
 /// `op` with a stub last interval folded into the one before ([`fold_stub_tail`]): files
 /// written before runs folded it themselves still never show a rate over a sliver.
 fn without_stub_tail(op: &OpResult) -> Result<std::borrow::Cow<'_, OpResult>> {
-    let n = op.intervals.len();
-    if n < 2 || op.intervals[n - 1].duration_s >= 0.5 * op.intervals[n - 2].duration_s {
+    if !has_stub_tail(&op.intervals) {
         return Ok(std::borrow::Cow::Borrowed(op));
     }
     let mut o = op.clone();
@@ -437,32 +513,48 @@ impl OpSeries {
     /// is the columns' exact rate. Memory is one merged histogram per worker thread, whatever
     /// the number of intervals; the columns are computed on up to 8 threads.
     pub fn decode_columns(op: &OpResult, max_cols: usize) -> Result<OpSeries> {
+        OpSeries::decode_columns_with(op, max_cols, None)
+    }
+
+    /// [`OpSeries::decode_columns`], taking the columns `loaded` holds (merged by validation,
+    /// [`LoadedColumns`]) and computing the others.
+    fn decode_columns_with(
+        op: &OpResult,
+        max_cols: usize,
+        loaded: Option<LoadedOp>,
+    ) -> Result<OpSeries> {
+        let (group, cols) = interval_groups(&op.intervals, max_cols);
         let op = without_stub_tail(op)?;
         let op = op.as_ref();
         let n = op.intervals.len();
-        let group = n.div_ceil(max_cols.max(1)).max(1);
-        let cols = n.div_ceil(group);
-        let threads = std::thread::available_parallelism()
-            .map(|t| t.get())
-            .unwrap_or(1)
-            .clamp(1, 8)
-            .min(cols.max(1));
-        let per = cols.div_ceil(threads).max(1);
+        let loaded = loaded.filter(|l| l.len() == cols);
         let edges = source_edges(op);
-        let column = |c: usize, m: &mut DenseMerge| -> Result<Column> {
+        let column = |c: usize, m: &mut Option<DenseMerge>| -> Result<Column> {
             let ivs = &op.intervals[c * group..((c + 1) * group).min(n)];
-            let count: u64 = ivs.iter().map(|iv| iv.count).sum();
-            let bytes: u64 = ivs.iter().map(|iv| iv.bytes).sum();
-            let duration_s: f64 = ivs.iter().map(|iv| iv.duration_s).sum();
+            if let Some(Some((st, cells))) = loaded.as_ref().map(|l| &l[c]) {
+                // Merged by validation: only the intervals' own figures are set here.
+                let mut st = st.clone();
+                st.count = ivs.iter().map(|iv| iv.count).sum();
+                st.bytes = ivs.iter().map(|iv| iv.bytes).sum();
+                st.duration_s = ivs.iter().map(|iv| iv.duration_s).sum();
+                st.start_s = ivs[0].start_s;
+                return Ok((st, cells.clone()));
+            }
+            let m = m.get_or_insert_with(DenseMerge::new);
             // Fast path: counts added straight from the encodings into one array.
             m.clear();
             if ivs.iter().all(|iv| m.add(&iv.hist)) {
-                let sparse = m.sparse();
-                let mut st = stat_of(&m.reference, &sparse, ivs[0].start_s, duration_s, bytes);
-                st.count = count;
-                return Ok((st, bin_sparse(&m.reference, &sparse, &op.bucket_edges_ns)));
+                return Ok(column_of(
+                    &m.reference,
+                    &m.sparse(),
+                    ivs,
+                    &op.bucket_edges_ns,
+                ));
             }
             // Anything unusual (other bounds or precision, a damaged encoding): histograms.
+            let count: u64 = ivs.iter().map(|iv| iv.count).sum();
+            let bytes: u64 = ivs.iter().map(|iv| iv.bytes).sum();
+            let duration_s: f64 = ivs.iter().map(|iv| iv.duration_s).sum();
             let merged = &mut m.merged;
             merged.reset();
             for (k, iv) in ivs.iter().enumerate() {
@@ -477,32 +569,47 @@ impl OpSeries {
             let st = interval_stat(merged, ivs[0].start_s, duration_s, count, bytes);
             Ok((st, bin_histogram(merged, &op.bucket_edges_ns)))
         };
-        let ranges: Vec<std::ops::Range<usize>> = (0..cols)
-            .step_by(per)
-            .map(|a| a..(a + per).min(cols))
-            .collect();
-        let parts: Vec<Result<Vec<Column>>> = std::thread::scope(|s| {
-            let handles: Vec<_> = ranges
-                .iter()
-                .map(|r| {
-                    let r = r.clone();
-                    let column = &column;
-                    s.spawn(move || {
-                        let mut m = DenseMerge::new();
-                        r.map(|c| column(c, &mut m)).collect::<Result<Vec<_>>>()
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("column thread panicked"))
-                .collect()
-        });
         let mut out = OpSeries {
             op: op.op.clone(),
             edges_ns: edges,
             group,
             ..OpSeries::default()
+        };
+        let parts: Vec<Result<Vec<Column>>> = if loaded
+            .as_ref()
+            .is_some_and(|l| l.iter().all(Option::is_some))
+        {
+            // Every column merged already: nothing to spread over threads.
+            let mut none = None;
+            vec![(0..cols).map(|c| column(c, &mut none)).collect()]
+        } else {
+            let threads = std::thread::available_parallelism()
+                .map(|t| t.get())
+                .unwrap_or(1)
+                .clamp(1, 8)
+                .min(cols.max(1));
+            let per = cols.div_ceil(threads).max(1);
+            let ranges: Vec<std::ops::Range<usize>> = (0..cols)
+                .step_by(per)
+                .map(|a| a..(a + per).min(cols))
+                .collect();
+            std::thread::scope(|s| {
+                let handles: Vec<_> = ranges
+                    .iter()
+                    .map(|r| {
+                        let r = r.clone();
+                        let column = &column;
+                        s.spawn(move || {
+                            let mut m = None;
+                            r.map(|c| column(c, &mut m)).collect::<Result<Vec<_>>>()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("column thread panicked"))
+                    .collect()
+            })
         };
         for part in parts {
             for (st, cells) in part? {
@@ -517,6 +624,22 @@ impl OpSeries {
     pub fn decode_all_columns(ops: &[OpResult], max_cols: usize) -> Result<Vec<OpSeries>> {
         ops.iter()
             .map(|o| OpSeries::decode_columns(o, max_cols))
+            .collect()
+    }
+
+    /// [`OpSeries::decode_all_columns`] of run `run`, taking the columns validation merged
+    /// into `loaded` when it holds them for `max_cols`.
+    pub fn decode_all_columns_loaded(
+        ops: &[OpResult],
+        max_cols: usize,
+        loaded: Option<(&LoadedColumns, usize)>,
+    ) -> Result<Vec<OpSeries>> {
+        ops.iter()
+            .enumerate()
+            .map(|(k, o)| {
+                let cols = loaded.and_then(|(l, run)| l.take(run, k, max_cols));
+                OpSeries::decode_columns_with(o, max_cols, cols)
+            })
             .collect()
     }
 
@@ -802,7 +925,7 @@ fn source_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{new_histogram, record_ns, Interval};
+    use crate::results::{new_histogram, record_ns, V2Scan};
 
     fn op_with(intervals: &[&[u64]]) -> OpResult {
         let mut total = new_histogram();

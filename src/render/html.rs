@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::findings::{knee_of, mode_bands};
-use super::heatmap::{log_bins, HeatKind, Heatmap, OpSeries};
+use super::heatmap::{log_bins, HeatKind, Heatmap, LoadedColumns, OpSeries};
 use super::kind_name;
 use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Mark, Series};
 use super::table::{calibration_curve, Table};
@@ -211,10 +211,20 @@ fn run_histograms(out: &mut String, run: &RunResult, ra: Option<&RunAnalysis>) -
     Ok(())
 }
 
-/// Latency-over-time and IOPS-over-time charts plus heatmaps of a run.
-fn run_time_charts(out: &mut String, run: &RunResult, id: &str) -> Result<()> {
-    // One point per plot column (~770 px) at most: each is the exact merge of its intervals.
-    let series = OpSeries::decode_all_columns(&run.ops, 770)?;
+/// Points of the charts over time per op: one per plot column (~770 px) at most, each the exact
+/// merge of its intervals.
+pub const TIME_COLUMNS: usize = 770;
+
+/// Latency-over-time and IOPS-over-time charts plus heatmaps of run `ri`.
+fn run_time_charts(
+    out: &mut String,
+    run: &RunResult,
+    ri: usize,
+    loaded: Option<&LoadedColumns>,
+) -> Result<()> {
+    let id = &format!("r{ri}");
+    let series =
+        OpSeries::decode_all_columns_loaded(&run.ops, TIME_COLUMNS, loaded.map(|l| (l, ri)))?;
     if series.iter().all(|s| s.stats.len() < 2) {
         return Ok(());
     }
@@ -560,6 +570,12 @@ fn environment_section(out: &mut String, r: &Results) {
 
 /// Render the HTML report of one results document.
 pub fn report(r: &Results, source: &str) -> Result<String> {
+    report_loaded(r, source, None)
+}
+
+/// [`report`], taking the display columns validation merged on loading (`loaded`, made for
+/// [`TIME_COLUMNS`]): the same page, each interval histogram decoded once.
+pub fn report_loaded(r: &Results, source: &str, loaded: Option<&LoadedColumns>) -> Result<String> {
     let mut out = String::with_capacity(1 << 20);
     page_start(
         &mut out,
@@ -686,7 +702,7 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
         out.push_str("<h3>Latency distribution</h3>");
         run_histograms(&mut out, run, an.runs.get(i))?;
         out.push_str("<h3>Over time</h3>");
-        run_time_charts(&mut out, run, &format!("r{i}"))?;
+        run_time_charts(&mut out, run, i, loaded)?;
         if !run.sessions.is_empty() {
             let mut t = Table::new(&["session", "count", "mean", "p99"]);
             for s in &run.sessions {

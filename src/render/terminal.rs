@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use anyhow::{bail, Result};
 
-use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, OpSeries};
+use super::heatmap::{level_for, log_bins, HeatKind, Heatmap, LoadedColumns, OpSeries};
 use super::table::{calibration_curve, heading, Table};
 use super::{kind_name, TermStyle};
 use crate::results::analysis::{Analysis, OpModes};
@@ -352,6 +352,17 @@ fn calibration_text(r: &Results, an: &Analysis, style: &TermStyle, out: &mut Str
 
 /// Render the whole terminal view. `only_run` limits the per-run details to one run.
 pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result<String> {
+    render_loaded(r, style, only_run, None)
+}
+
+/// [`render`], taking the display columns validation merged on loading (`loaded`, made for
+/// [`heatmap_columns`] of `style`): the same text, each interval histogram decoded once.
+pub fn render_loaded(
+    r: &Results,
+    style: &TermStyle,
+    only_run: Option<usize>,
+    loaded: Option<&LoadedColumns>,
+) -> Result<String> {
     if let Some(i) = only_run {
         if i >= r.runs.len() {
             bail!(
@@ -469,7 +480,11 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
             let _ = writeln!(out, "{}: {}", v.severity, v.message);
         }
         // Display columns merged exactly from the intervals (as many as the width holds).
-        let series = OpSeries::decode_all_columns(&run.ops, heatmap_columns(style))?;
+        let series = OpSeries::decode_all_columns_loaded(
+            &run.ops,
+            heatmap_columns(style),
+            loaded.map(|l| (l, i)),
+        )?;
         for (oi, s) in series.iter().enumerate() {
             if run.ops[oi].count == 0 {
                 continue;

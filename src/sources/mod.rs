@@ -1440,8 +1440,10 @@ impl Binned {
     }
 }
 
-/// Most intervals a [`Binned`] series keeps (about 2.8 hours of 1 s intervals).
-pub const MAX_INTERVALS: i64 = 10_000;
+/// Most intervals a [`Binned`] series keeps: two days of 1 s intervals, so that a day-long
+/// source keeps its 1 s intervals (display columns merge them exactly, whatever their number);
+/// beyond, the interval is widened (with a warning).
+pub const MAX_INTERVALS: i64 = 172_800;
 
 /// What [`Binned::finish`] returns.
 pub struct Finished {
@@ -1809,12 +1811,26 @@ mod tests {
         let mut a = Binned::new(1_000_000_000);
         let r = a.op("read");
         a.record(r, 0, 1000, 0);
-        a.record(r, 50_000 * 1_000_000_000, 1000, 0); // 50000 s later
+        a.record(r, 500_000 * 1_000_000_000, 1000, 0); // 500,000 s later
         let f = a.finish(BucketConvention::Exact, &|_| true);
         assert!(f.warning.is_some());
-        assert_eq!(f.interval_s, 6.0);
+        assert_eq!(f.interval_s, 3.0);
         assert!(f.ops[0].intervals.len() as i64 <= MAX_INTERVALS);
         assert_eq!(f.ops[0].count, 2);
+    }
+
+    #[test]
+    fn a_day_of_one_second_intervals_keeps_them() {
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        for s in 0..86_400i64 {
+            a.record(r, s * 1_000_000_000 + 500_000_000, 1000 + s as u64, 0);
+        }
+        let f = a.finish(BucketConvention::Exact, &|_| true);
+        assert!(f.warning.is_none(), "{:?}", f.warning);
+        assert_eq!(f.interval_s, 1.0);
+        assert_eq!(f.ops[0].intervals.len(), 86_400);
+        assert!(f.ops[0].intervals.iter().all(|iv| iv.count == 1));
     }
 
     #[test]
