@@ -875,3 +875,147 @@ fn watch_is_refused_before_any_io() {
     let text = String::from_utf8_lossy(&err.stderr);
     assert!(text.contains("iolens watch --comm postgres"), "{text}");
 }
+
+/// On a terminal, keys switch the live heatmap's layer (s, b, c), and the terminal is set back
+/// as it was when the watch ends. The watch runs on a pseudo-terminal, as a user's would.
+#[test]
+fn keys_switch_the_live_layer_and_the_terminal_is_restored() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    if !root_or_skip("keys_switch_the_live_layer_and_the_terminal_is_restored") {
+        return;
+    }
+    let _serial = serial();
+    let (mut master_fd, mut slave_fd) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty fills two descriptors, which are owned below.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master_fd,
+            &mut slave_fd,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned nowhere else.
+    let (master, slave) = unsafe {
+        (
+            OwnedFd::from_raw_fd(master_fd),
+            OwnedFd::from_raw_fd(slave_fd),
+        )
+    };
+    let mut child = bin()
+        .args(["watch", "--duration", "6s", "--interval", "200ms"])
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave.try_clone().unwrap()))
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::File::from(master.try_clone().unwrap());
+    let mut reader = std::fs::File::from(master);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    });
+    let wait_for = |what: &str| {
+        let t = Instant::now();
+        while !seen.lock().unwrap().contains(what) {
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "never showed {what:?}: {}",
+                seen.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for("heatmap: syscalls (keys: s syscalls, b block, c run queue)");
+    writer.write_all(b"b").unwrap();
+    wait_for("heatmap: block device");
+    writer.write_all(b"c").unwrap();
+    wait_for("heatmap: run queue");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{}", seen.lock().unwrap());
+    // Canonical mode and echo are back on the terminal.
+    // SAFETY: termios is plain data; tcgetattr fills it for the terminal.
+    let mut t: libc::termios = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::tcgetattr(slave_fd, &mut t) }, 0);
+    assert_ne!(
+        t.c_lflag & libc::ICANON,
+        0,
+        "the terminal was left without ICANON"
+    );
+    assert_ne!(
+        t.c_lflag & libc::ECHO,
+        0,
+        "the terminal was left without ECHO"
+    );
+    drop(slave);
+}
+
+/// A watch keeps finished intervals encoded, as the results file does: a whole-host watch of
+/// 300 intervals stays small (each interval histogram kept decoded was 270 KB per op; a 10 s
+/// watch at 10 ms intervals once reached 6 GB).
+#[test]
+fn memory_stays_flat_over_many_intervals() {
+    if !root_or_skip("memory_stays_flat_over_many_intervals") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("w.json");
+    let data = data_file(tmp.path(), 8);
+    // Some I/O to watch, beside it.
+    let mut load = bin()
+        .args([
+            "run",
+            "--target",
+            data.to_str().unwrap(),
+            "--duration",
+            "3s",
+        ])
+        .args(["--verify", "none", "-q"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = bin()
+        .args(["watch", "--duration", "3s", "--interval", "10ms", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    load.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // SAFETY: rusage is plain data filled by getrusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) },
+        0
+    );
+    let peak_mib = ru.ru_maxrss as f64 / 1024.0;
+    let r = Results::read_file(&json).unwrap();
+    let intervals = r.runs[0].ops[0].intervals.len();
+    let ops: usize = r.runs.iter().map(|x| x.ops.len()).sum();
+    assert!(intervals >= 250, "{intervals} intervals");
+    assert!(
+        peak_mib < 250.0,
+        "peak RSS of a child {peak_mib:.0} MiB for {ops} ops × {intervals} intervals"
+    );
+}

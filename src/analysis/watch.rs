@@ -159,11 +159,13 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
     v
 }
 
-/// The watch analysis of `r`, when it holds a watch's budget.
-pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
-    let budget: &WatchBudget = r.watch.as_ref()?;
-    let mut all = WatchSpan::default();
-    for s in &budget.intervals {
+/// The sum of consecutive spans: one span from the first one's start, as long as all together.
+fn sum(spans: &[WatchSpan]) -> WatchSpan {
+    let mut all = WatchSpan {
+        start_s: spans.first().map_or(0.0, |s| s.start_s),
+        ..Default::default()
+    };
+    for s in spans {
         all.syscalls += s.syscalls;
         all.syscall_ns += s.syscall_ns;
         all.block_requests += s.block_requests;
@@ -174,6 +176,20 @@ pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
         all.oncpu_ns += s.oncpu_ns;
         all.duration_s += s.duration_s;
     }
+    all
+}
+
+/// The shares of `spans` in at most `rows` rows, each row the exact sum of `per` consecutive
+/// spans (the last may hold fewer); `per` is returned with them. For tables of long watches.
+pub fn merged_shares(spans: &[WatchSpan], rows: usize) -> (usize, Vec<WatchShares>) {
+    let per = spans.len().div_ceil(rows.max(1)).max(1);
+    (per, spans.chunks(per).map(|c| shares(&sum(c))).collect())
+}
+
+/// The watch analysis of `r`, when it holds a watch's budget.
+pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
+    let budget: &WatchBudget = r.watch.as_ref()?;
+    let all = sum(&budget.intervals);
     let overall = shares(&all);
     Some(WatchAnalysis {
         verdicts: verdicts(&all, &overall),
@@ -223,5 +239,24 @@ mod tests {
         assert!((s.device + s.host_queue - 1.0).abs() < 1e-9 && s.above_block == 0.0);
         assert_eq!(shares(&span(0, 0, 0, 0)).verdict, None);
         assert_eq!(shares(&span(0, 0, 0, 500)).verdict, None);
+    }
+
+    #[test]
+    fn merged_rows_are_exact_sums() {
+        let spans: Vec<WatchSpan> = (0..10)
+            .map(|k| WatchSpan {
+                start_s: k as f64,
+                duration_s: 1.0,
+                ..span(1000 * (k + 1), 500 * (k + 1), 100, 0)
+            })
+            .collect();
+        let (per, rows) = merged_shares(&spans, 4);
+        assert_eq!((per, rows.len()), (3, 4));
+        assert_eq!(rows[0].syscalls, 30);
+        assert_eq!(rows[0].syscall_s, (1000 + 2000 + 3000) as f64 / 1e9);
+        assert_eq!((rows[3].start_s, rows[3].duration_s), (9.0, 1.0));
+        let (per, rows) = merged_shares(&spans, 40);
+        assert_eq!((per, rows.len()), (1, 10));
+        assert_eq!(rows[4], shares(&spans[4]));
     }
 }

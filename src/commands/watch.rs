@@ -52,7 +52,7 @@ pub struct WatchArgs {
     /// Break the per-process syscall table down by thread.
     #[arg(long)]
     pub threads: bool,
-    /// The layer the live heatmap shows.
+    /// The layer the live heatmap shows first (keys switch it: s, b, c; space or tab: next).
     #[arg(long, value_enum, default_value_t = LayerArg::Syscall)]
     pub layer: LayerArg,
     /// No live view (it is drawn only when standard output is a terminal).
@@ -63,29 +63,63 @@ pub struct WatchArgs {
     pub json: Option<PathBuf>,
 }
 
-/// The live view: a refreshing heatmap of the chosen layer and one line per interval.
+/// The live view: a refreshing heatmap of the chosen layer and one line per interval. Keys
+/// switch the layer (`s` syscalls, `b` block device, `c` CPU run queue, space or tab: the next).
 struct Live {
     style: TermStyle,
     lines: Vec<String>,
     draw: bool,
     what: String,
+    layer: Layer,
+    keys: Option<Keys>,
 }
 
 impl Live {
     fn interval(&mut self, v: &IntervalView) {
-        let shares = crate::analysis::watch::shares(v.span);
-        let line = crate::render::watch::interval_line(&shares, &v.series.op, v.layer);
         if !self.draw {
             return;
         }
+        if let Some(keys) = &self.keys {
+            while let Ok(k) = keys.rx.try_recv() {
+                self.layer = match k {
+                    b's' | b'S' => Layer::Syscall,
+                    b'b' | b'B' => Layer::Block,
+                    b'c' | b'C' => Layer::Cpu,
+                    b' ' | b'\t' => match self.layer {
+                        Layer::Syscall => Layer::Block,
+                        Layer::Block => Layer::Cpu,
+                        Layer::Cpu => Layer::Syscall,
+                    },
+                    _ => self.layer,
+                };
+            }
+        }
+        let shares = crate::analysis::watch::shares(v.span);
+        let Ok(hist) = v.layer_hist(self.layer) else {
+            return;
+        };
+        let line = crate::render::watch::interval_line(&shares, self.layer.name(), &hist);
         self.lines.push(line);
-        let height = terminal_size::terminal_size()
-            .map(|(_, h)| h.0 as usize)
-            .unwrap_or(40);
+        let (width, height) = terminal_size::terminal_size()
+            .map(|(w, h)| (w.0 as usize, h.0 as usize))
+            .unwrap_or((80, 40));
         let mut frame = String::from("\x1b[H\x1b[J");
-        frame.push_str(&format!("iolens watch: {} (Ctrl-C to stop)\n", self.what));
-        // Both heatmaps when the terminal is tall enough, else the frequency one.
-        if let Ok(series) = OpSeries::decode(&v.series) {
+        frame.push_str(&format!(
+            "iolens watch: {} (Ctrl-C to stop)\nheatmap: {}{}\n",
+            self.what,
+            self.layer.name(),
+            if self.keys.is_some() {
+                " (keys: s syscalls, b block, c run queue)"
+            } else {
+                ""
+            }
+        ));
+        // Both heatmaps when the terminal is tall enough, else the frequency one. Newest
+        // interval on the right; as many as the terminal has columns.
+        if let Ok(series) = v
+            .series(self.layer, width)
+            .and_then(|r| OpSeries::decode(&r))
+        {
             let maps: Vec<String> = [HeatKind::Frequency, HeatKind::Intensity]
                 .into_iter()
                 .filter_map(|kind| terminal::heatmap_text(&series, kind, &self.style))
@@ -105,6 +139,56 @@ impl Live {
             frame.push('\n');
         }
         crate::out!("{frame}");
+    }
+}
+
+/// Key presses on the terminal, one byte each, while the live view runs: the terminal is put in
+/// non-canonical mode without echo (signals stay on, so Ctrl-C still ends the watch) and set
+/// back as it was when this is dropped.
+struct Keys {
+    rx: std::sync::mpsc::Receiver<u8>,
+    saved: libc::termios,
+}
+
+impl Keys {
+    /// `None` when standard input is not a terminal.
+    fn start() -> Option<Keys> {
+        use std::io::Read as _;
+        if !std::io::stdin().is_terminal() {
+            return None;
+        }
+        // SAFETY: termios is plain data; tcgetattr fills it for a terminal file descriptor.
+        let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+        if unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } != 0 {
+            return None;
+        }
+        let mut raw = saved;
+        raw.c_lflag &= !(libc::ICANON | libc::ECHO);
+        raw.c_cc[libc::VMIN] = 1;
+        raw.c_cc[libc::VTIME] = 0;
+        // SAFETY: setting attributes read from the same descriptor.
+        if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &raw) } != 0 {
+            return None;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The reader blocks on standard input; it ends with the process.
+        std::thread::spawn(move || {
+            let mut b = [0u8; 1];
+            let mut stdin = std::io::stdin();
+            while let Ok(1) = stdin.read(&mut b) {
+                if tx.send(b[0]).is_err() {
+                    break;
+                }
+            }
+        });
+        Some(Keys { rx, saved })
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        // SAFETY: restoring the attributes saved in start().
+        unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.saved) };
     }
 }
 
@@ -150,25 +234,27 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     let filters = Filters::new(&a.pids, &a.comms, &a.devices)?;
     let opts = WatchOptions {
         filters,
-        layer: match a.layer {
-            LayerArg::Syscall => Layer::Syscall,
-            LayerArg::Block => Layer::Block,
-            LayerArg::Cpu => Layer::Cpu,
-        },
         duration: a.duration,
         interval: a.interval,
         threads: a.threads,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);
+    let draw = !cx.quiet && !a.no_progress && std::io::stdout().is_terminal();
     let mut live = Live {
         style,
         lines: Vec::new(),
-        draw: !cx.quiet && !a.no_progress && std::io::stdout().is_terminal(),
+        draw,
         what: what.clone(),
+        layer: match a.layer {
+            LayerArg::Syscall => Layer::Syscall,
+            LayerArg::Block => Layer::Block,
+            LayerArg::Cpu => Layer::Cpu,
+        },
+        keys: if draw { Keys::start() } else { None },
     };
     let quiet = cx.quiet;
-    let mut results = crate::watch::watch(
+    let results = crate::watch::watch(
         &opts,
         cx.cmdline.clone(),
         &mut |tps| {
@@ -180,7 +266,10 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
             }
         },
         &mut |v| live.interval(v),
-    )?;
+    );
+    // The terminal as it was before the summary is printed (or the error reported).
+    drop(live.keys.take());
+    let mut results = results?;
     results.analysis = Some(crate::analysis::analyse(&results));
     results.validate()?;
     let an = crate::analysis::of(&results);

@@ -408,8 +408,16 @@ pub(crate) fn run_session<E: IoEngine>(
         (Some(a), Some(b)) => Some((b.0.saturating_sub(a.0), b.1.saturating_sub(a.1))),
         _ => None,
     };
+    // Stopped by the driver (the planned end, Ctrl-C) rather than by its quota: the session was
+    // measuring until it noticed, even when its last I/O completed a moment before (a thread
+    // descheduled across the end would otherwise shorten the measured span).
+    let end = match last_end {
+        Some(e) if error.is_none() && ctx.stop.load(Ordering::Relaxed) => e.max(Instant::now()),
+        Some(e) => e,
+        None => Instant::now(),
+    };
     SessionOutcome {
-        end: last_end.unwrap_or_else(Instant::now),
+        end,
         sched,
         error,
         completed,

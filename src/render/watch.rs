@@ -50,6 +50,9 @@ pub fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> Str
     )
 }
 
+/// Rows of the per-interval table; longer watches are shown with intervals merged.
+const MAX_ROWS: usize = 48;
+
 /// The watch sections: where the time went (overall and per interval) and the processes.
 pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     let Some(w) = &an.watch else {
@@ -77,7 +80,14 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
             verdict_short(s.verdict).to_string(),
         ])
     };
-    for s in &w.intervals {
+    // A long watch's intervals are merged for the table, exactly (sums of whole intervals).
+    let (per, merged) = match r.watch.as_ref() {
+        Some(b) if b.intervals.len() > MAX_ROWS => {
+            crate::analysis::watch::merged_shares(&b.intervals, MAX_ROWS)
+        }
+        _ => (1, Vec::new()),
+    };
+    for s in if per > 1 { &merged } else { &w.intervals } {
         row(
             format!("{}–{} s", sig3(s.start_s), sig3(s.start_s + s.duration_s)),
             s,
@@ -98,6 +108,11 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
             "Outside I/O syscalls the watched threads waited {} s for a CPU (not I/O time; \
              after sleeps, locks and timers).",
             sig3(o.runq_s - o.runq_io_s)
+        ));
+    }
+    if per > 1 {
+        lines.push(format!(
+            "Each row sums {per} intervals (the results file keeps every one)."
         ));
     }
     let budget = r.watch.as_ref();

@@ -10,6 +10,8 @@
 //! (`blk:read:queue`, `blk:read:device`, ...) and a run `cpu` (`cpu:runq`, `cpu:on`, `cpu:off`),
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
 
+mod acc;
+pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
 
@@ -21,10 +23,7 @@ use aya::maps::{Array, MapData, RingBuf};
 use hdrhistogram::Histogram;
 
 use crate::bpf::{self, Attached, Global};
-use crate::results::{
-    fold_stub_tail, new_histogram, record_ns, Hist, Interval, Kind, OpResult, Results, RunResult,
-    WatchBudget, WatchProcess, WatchSpan,
-};
+use crate::results::{Kind, OpResult, Results, RunResult, WatchBudget, WatchProcess, WatchSpan};
 
 pub use filter::{Device, Filters};
 
@@ -65,11 +64,11 @@ pub const CPU_OFF: &str = "cpu:off";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layer {
     /// I/O syscall latency.
-    Syscall,
+    Syscall = 0,
     /// Block device service time.
-    Block,
+    Block = 1,
     /// CPU run-queue wait.
-    Cpu,
+    Cpu = 2,
 }
 
 impl Layer {
@@ -87,8 +86,6 @@ impl Layer {
 #[derive(Clone, Debug)]
 pub struct WatchOptions {
     pub filters: Filters,
-    /// The layer of the live view's heatmap.
-    pub layer: Layer,
     /// Stop after this long (`None`: until Ctrl-C, or until every watched pid has exited).
     pub duration: Option<Duration>,
     /// Length of the per-interval histograms.
@@ -97,15 +94,29 @@ pub struct WatchOptions {
     pub threads: bool,
 }
 
-/// What the live view gets at the end of every interval.
+/// What the live view gets at the end of every interval: the interval's time budget, and each
+/// layer's histograms on demand (built only when drawn).
 pub struct IntervalView<'a> {
     /// Interval number (0-based).
     pub index: usize,
     pub span: &'a WatchSpan,
-    /// The chosen layer's latency histogram of the interval.
-    pub layer: &'a Histogram<u64>,
-    /// The chosen layer so far, one interval per column (heatmap material).
-    pub series: OpResult,
+    rec: &'a Recording,
+}
+
+impl IntervalView<'_> {
+    /// The layer's latency histogram of this interval.
+    pub fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
+        self.rec.layers[layer as usize].hist_at(self.index)
+    }
+
+    /// The layer over the last `columns` intervals up to this one, one interval per column
+    /// (heatmap material, newest on the right).
+    pub fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
+        let from = (self.index + 1).saturating_sub(columns.max(1));
+        let len = self.rec.interval_ns as f64 / 1e9;
+        let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
+        self.rec.layers[layer as usize].finish_range(layer.name(), from, &spans)
+    }
 }
 
 const EV_SYSCALL: u32 = 1;
@@ -166,64 +177,6 @@ impl Event {
     }
 }
 
-/// One op's per-interval histograms.
-struct OpAcc {
-    intervals: Vec<Option<(Histogram<u64>, u64, u64)>>,
-}
-
-impl OpAcc {
-    fn new() -> OpAcc {
-        OpAcc {
-            intervals: Vec::new(),
-        }
-    }
-
-    fn record(&mut self, k: usize, ns: u64, bytes: u64, error: bool) {
-        if self.intervals.len() <= k {
-            self.intervals.resize_with(k + 1, || None);
-        }
-        let slot = self.intervals[k].get_or_insert_with(|| (new_histogram(), 0, 0));
-        if error {
-            slot.2 += 1;
-        } else {
-            record_ns(&mut slot.0, ns);
-            slot.1 += bytes;
-        }
-    }
-
-    /// The op as a result over intervals `0..n` with the given bounds.
-    fn finish(&self, name: &str, spans: &[(f64, f64)]) -> Result<OpResult> {
-        let empty = Hist::encode(&new_histogram());
-        let mut total = new_histogram();
-        let (mut bytes, mut errors) = (0, 0);
-        let mut ivs = Vec::with_capacity(spans.len());
-        for (k, (start_s, duration_s)) in spans.iter().enumerate() {
-            let (hist, count, b) = match self.intervals.get(k).and_then(|s| s.as_ref()) {
-                Some((h, b, e)) => {
-                    total
-                        .add(h)
-                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
-                    bytes += b;
-                    errors += e;
-                    (Hist::encode(h), h.len(), *b)
-                }
-                None => (empty.clone(), 0, 0),
-            };
-            ivs.push(Interval {
-                start_s: *start_s,
-                duration_s: *duration_s,
-                count,
-                bytes: b,
-                hist,
-            });
-        }
-        fold_stub_tail(&mut ivs)?;
-        let mut r = OpResult::new(name, &total, bytes, ivs);
-        r.errors = errors;
-        Ok(r)
-    }
-}
-
 /// Everything recorded so far.
 struct Recording {
     interval_ns: u64,
@@ -234,9 +187,11 @@ struct Recording {
     /// By (pid, tid); tid 0 when threads are not asked for.
     processes: BTreeMap<(u32, u32), WatchProcess>,
     threads: bool,
-    interval_layer: Vec<Histogram<u64>>,
-    layer: Layer,
+    /// The live view's layers (indexed by [`Layer`]), all recorded so that keys can switch.
+    layers: [OpAcc; 3],
     devices: HashMap<u32, String>,
+    /// The first failure to record (a histogram that would not decode): ends the watch.
+    failed: Option<anyhow::Error>,
 }
 
 impl Recording {
@@ -258,10 +213,25 @@ impl Recording {
     }
 
     fn record(&mut self, op: (String, &'static str), k: usize, ns: u64, bytes: u64, err: bool) {
-        self.ops
+        let r = self
+            .ops
             .entry(op)
             .or_insert_with(OpAcc::new)
             .record(k, ns, bytes, err);
+        self.keep_failure(r);
+    }
+
+    fn keep_failure(&mut self, r: Result<()>) {
+        if let Err(e) = r {
+            self.failed.get_or_insert(e);
+        }
+    }
+
+    /// Encode every interval before `k`: the watch has moved past them.
+    fn close_before(&mut self, k: usize) {
+        for acc in self.ops.values_mut().chain(self.layers.iter_mut()) {
+            acc.close_before(k);
+        }
     }
 
     fn device_name(&mut self, dev: u32) -> String {
@@ -283,8 +253,8 @@ impl Recording {
                 };
                 let error = e.bytes != 0;
                 self.record((String::new(), name), k, e.a, e.b, error);
-                if !error && self.layer == Layer::Syscall {
-                    self.layer_record(k, e.a);
+                if !error {
+                    self.layer_record(Layer::Syscall, k, e.a);
                 }
                 let span = self.span(k);
                 span.syscalls += 1;
@@ -316,8 +286,8 @@ impl Recording {
                 self.record((dev.clone(), device_op), k, e.a, e.bytes as u64, false);
                 // The kernel side marks requests a watched process submitted.
                 let watched = e.sub & BLOCK_WATCHED != 0;
-                if self.layer == Layer::Block && (watched || filters.all_processes()) {
-                    self.layer_record(k, e.a);
+                if watched || filters.all_processes() {
+                    self.layer_record(Layer::Block, k, e.a);
                 }
                 if watched && !filters.all_processes() {
                     // The same device, only the requests the watched processes submitted.
@@ -340,9 +310,7 @@ impl Recording {
                 self.record(("cpu".into(), CPU_OFF), k, e.a, 0, false);
                 if e.b > 0 {
                     self.record(("cpu".into(), CPU_RUNQ), k, e.b, 0, false);
-                    if self.layer == Layer::Cpu {
-                        self.layer_record(k, e.b);
-                    }
+                    self.layer_record(Layer::Cpu, k, e.b);
                     let span = self.span(k);
                     span.runq_ns += e.b;
                     if e.sub & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
@@ -354,26 +322,9 @@ impl Recording {
         }
     }
 
-    fn layer_record(&mut self, k: usize, ns: u64) {
-        while self.interval_layer.len() <= k {
-            self.interval_layer.push(new_histogram());
-        }
-        record_ns(&mut self.interval_layer[k], ns);
-    }
-
-    /// The live layer as it stands, for the heatmap.
-    fn syscall_series(&self, upto: usize) -> Result<OpResult> {
-        let mut acc = OpAcc::new();
-        for h in self.interval_layer.iter().take(upto + 1) {
-            acc.intervals.push(Some((h.clone(), 0, 0)));
-        }
-        let spans: Vec<(f64, f64)> = (0..=upto)
-            .map(|i| {
-                let len = self.interval_ns as f64 / 1e9;
-                (i as f64 * len, len)
-            })
-            .collect();
-        acc.finish(self.layer.name(), &spans)
+    fn layer_record(&mut self, layer: Layer, k: usize, ns: u64) {
+        let r = self.layers[layer as usize].record(k, ns, 0, false);
+        self.keep_failure(r);
     }
 }
 
@@ -472,9 +423,9 @@ pub fn watch(
         spans: Vec::new(),
         processes: BTreeMap::new(),
         threads: opts.threads,
-        interval_layer: Vec::new(),
-        layer: opts.layer,
+        layers: [OpAcc::new(), OpAcc::new(), OpAcc::new()],
         devices: HashMap::new(),
+        failed: None,
     };
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
@@ -502,17 +453,17 @@ pub fn watch(
         let now_k = ((monotonic_ns() - start_ns).saturating_sub(20_000_000) / interval_ns) as usize;
         while shown < now_k {
             rec.span(shown);
-            while rec.interval_layer.len() <= shown {
-                rec.interval_layer.push(new_histogram());
-            }
-            let series = rec.syscall_series(shown)?;
             view(&IntervalView {
                 index: shown,
                 span: &rec.spans[shown],
-                layer: &rec.interval_layer[shown],
-                series,
+                rec: &rec,
             });
             shown += 1;
+        }
+        // Intervals shown are done: keep them encoded (a late event reopens one).
+        rec.close_before(shown);
+        if let Some(e) = rec.failed.take() {
+            return Err(e.context("cannot record the watch's histograms"));
         }
         if crate::interrupt::interrupted() {
             end_reason = "interrupted";
@@ -544,6 +495,9 @@ pub fn watch(
     }
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
+    if let Some(e) = rec.failed.take() {
+        return Err(e.context("cannot record the watch's histograms"));
+    }
 
     let total_s = (end_ns - start_ns) as f64 / 1e9;
     let n = (end_ns - start_ns).div_ceil(interval_ns).max(1) as usize;

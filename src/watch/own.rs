@@ -186,8 +186,8 @@ impl OwnWatch {
         let mut out = Vec::new();
         for (op, (queue, device)) in ops {
             let (_, queue_op, device_op) = block_ops(op);
-            out.push(fold_to(queue, &bounds, armed.interval_ns).finish(queue_op, &bounds)?);
-            out.push(fold_to(device, &bounds, armed.interval_ns).finish(device_op, &bounds)?);
+            out.push(fold_to(queue, &bounds, armed.interval_ns)?.finish(queue_op, &bounds)?);
+            out.push(fold_to(device, &bounds, armed.interval_ns)?.finish(device_op, &bounds)?);
         }
         Ok(BlockLayer {
             device: self.device.name.clone(),
@@ -235,23 +235,12 @@ fn grid(run: &RunResult, interval_ns: u64) -> Vec<(f64, f64)> {
 
 /// `acc` with every interval past the grid's last folded into it, as the recorder folds a
 /// stub tail into the interval before (an interval that starts after the grid ends is left out).
-fn fold_to(mut acc: OpAcc, bounds: &[(f64, f64)], interval_ns: u64) -> OpAcc {
-    let n = bounds.len().max(1);
+fn fold_to(mut acc: OpAcc, bounds: &[(f64, f64)], interval_ns: u64) -> Result<OpAcc> {
     let end_s = bounds.last().map_or(0.0, |(s, d)| s + d);
-    while acc.intervals.len() > n {
-        let k = acc.intervals.len() - 1;
-        let tail = acc.intervals.pop().flatten();
-        let starts_s = k as f64 * interval_ns as f64 / 1e9;
-        if let Some((h, bytes, errors)) = tail.filter(|_| starts_s < end_s - 1e-9) {
-            let slot =
-                acc.intervals[n - 1].get_or_insert_with(|| (crate::results::new_histogram(), 0, 0));
-            // Both histograms have the same bounds: adding cannot fail.
-            let _ = slot.0.add(&h);
-            slot.1 += bytes;
-            slot.2 += errors;
-        }
-    }
-    acc
+    acc.fold_from(bounds.len(), |k| {
+        (k as f64 * interval_ns as f64 / 1e9) < end_s - 1e-9
+    })?;
+    Ok(acc)
 }
 
 /// The drain thread: load and attach, report that on `ready`, then bin this process's block
@@ -333,8 +322,21 @@ fn drain(
                     .ops
                     .entry(e.sub & 0xffff)
                     .or_insert_with(|| (OpAcc::new(), OpAcc::new()));
-                q.record(k, e.b, 0, false);
-                d.record(k, e.a, e.bytes as u64, false);
+                let r = q
+                    .record(k, e.b, 0, false)
+                    .and_then(|_| d.record(k, e.a, e.bytes as u64, false));
+                if let Err(e) = r {
+                    st.failed.get_or_insert(e.to_string());
+                }
+            }
+            // Intervals the run has moved past are kept encoded (a late event reopens one).
+            let now = monotonic_ns();
+            if now > a.base_ns + a.interval_ns {
+                let done = ((now - a.base_ns) / a.interval_ns) as usize;
+                for (q, d) in st.ops.values_mut() {
+                    q.close_before(done.saturating_sub(1));
+                    d.close_before(done.saturating_sub(1));
+                }
             }
         }
         batch.clear();
