@@ -353,6 +353,10 @@ fn committed_files_with_extras_read_into_the_typed_fields_unchanged() {
             );
         }
         for (k, v) in old_extra {
+            // An empty list (a trace without waits has no slowest waits) is written as absent.
+            if v.as_array().is_some_and(|a| a.is_empty()) && now[k].is_null() {
+                continue;
+            }
             assert_eq!(
                 numbers_as_f64(&now[k]),
                 numbers_as_f64(v),

@@ -524,3 +524,54 @@ fn binary_exits_non_zero_with_a_hint_and_prints_unknown_rates() {
     assert!(r.runs[0].duration_unknown);
     assert!(!r.runs[0].rates_known());
 }
+
+/// Every real 10046 trace committed here traces to a file that `show` reads: a session whose
+/// calls carry no waits still covers the span of its `tim` values (one of them was written
+/// with a duration of 0 s, which `trace` then refused to write and `show` to read).
+#[test]
+fn every_real_trace_traces_to_a_file_show_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut n = 0;
+    for e in std::fs::read_dir(real("")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_none_or(|x| x != "trc") {
+            continue;
+        }
+        n += 1;
+        let json = dir.path().join("t.json");
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .args(["trace", "-q"])
+            .arg(&p)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = Results::read_file(&json).unwrap();
+        for run in &r.runs {
+            assert!(
+                run.duration_s > 0.0 || run.duration_unknown,
+                "{}: {} has no duration",
+                p.display(),
+                run.name
+            );
+        }
+        let show = std::process::Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .arg("show")
+            .arg(&json)
+            .output()
+            .unwrap();
+        assert!(
+            show.status.success(),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&show.stderr)
+        );
+    }
+    assert!(n >= 4, "{n} real traces");
+}

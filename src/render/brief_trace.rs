@@ -30,8 +30,8 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
                 format!("{n_iv} histogram(s), duration unknown: IOPS, MB/s {UNKNOWN_RATE}")
             } else {
                 format!(
-                    "{:.1} s, {n_iv} interval(s) of {} s",
-                    run.duration_s,
+                    "{} s, {n_iv} interval(s) of {} s",
+                    sig3(run.duration_s),
                     sig3(run.interval_s)
                 )
             }

@@ -1340,10 +1340,15 @@ impl Binned {
             lo.zip(hi)
         };
         let Some((mut lo, mut hi)) = range(&kept) else {
+            // No values, but the source's own times (a trace of calls without waits) still
+            // give the span it covers.
+            let (start_ns, duration_s) = self
+                .span
+                .map_or((0, 0.0), |(a, b)| (a, b.saturating_sub(a) as f64 / 1e9));
             return Finished {
                 ops: Vec::new(),
-                start_ns: 0,
-                duration_s: 0.0,
+                start_ns,
+                duration_s,
                 interval_s: self.interval_ns as f64 / 1e9,
                 warning: None,
             };

@@ -915,7 +915,7 @@ impl TraceParser {
         }
         if let Some(d) = self.out.outermost_by_depth.keys().find(|d| **d > 0) {
             self.out.warnings.push(format!(
-                "{}: the trace holds calls at dep={d} whose parent is not in it (tracing began                  or ended inside a call): their c= and e= are counted as outermost calls",
+                "{}: the trace holds calls at dep={d} whose parent is not in it (tracing began or ended inside a call): their c= and e= are counted as outermost calls",
                 self.out.path
             ));
         }
@@ -1451,6 +1451,16 @@ pub fn build_results(
         if run.ops.is_empty() {
             run.warnings
                 .push("no wait events (after --event filtering)".into());
+        }
+        if run.duration_s <= 0.0 {
+            // One timestamp, or none: the session covers no span, so it has counts, not rates.
+            run.duration_s = 0.0;
+            run.duration_unknown = true;
+            run.warnings.push(
+                "the session's trace lines cover no time span (one timestamp or none): counts \
+                 only, no rates"
+                    .into(),
+            );
         }
         results.runs.push(run);
     }
