@@ -137,6 +137,7 @@ for m in modes:
     added = (us - base_us) + tr if m != "none" else 0.0
     print(f"{m:16} {iops:10.0f} {iops / base_iops:7.3f} {us:10.2f} {tr:13.2f} {added:12.2f}")
 w = json.load(open(os.path.join(tmp, "w.json")))
-lost = w["extra"]["watch"]["lost"]
+# The budget is `watch` (older builds wrote it under `extra`).
+lost = (w.get("watch") or w.get("extra", {}).get("watch", {})).get("lost", {})
 print("iolens watch lost events:", lost if lost else "none")
 PY
