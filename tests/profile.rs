@@ -21,31 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bin;
+use common::{bin, ci, root_or_skip};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-fn ci() -> bool {
-    std::env::var_os("CI").is_some()
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Whether a test needing root (BPF) may run; under CI a missing privilege is a failure.
-fn root_or_skip(what: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(!ci(), "{what} needs root, and CI is set");
-    eprintln!("skipped: {what} needs root (BPF)");
-    false
 }
 
 /// Run iolens, asserting success; returns stdout.

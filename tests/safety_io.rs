@@ -10,25 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::bin;
+use common::{bin, root_or_skip};
 use iolens::results::Results;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Whether a root-only test may go on; under CI a missing privilege is a failure.
-fn root_or_skip(what: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} needs root, and CI runs as root");
-    }
-    eprintln!("note: {what} skipped (needs root)");
-    false
-}
 
 /// A short null-engine run (no I/O on the target beyond creating a 1 MiB scratch file).
 fn null_run(dir: &Path, duration: &str) -> Command {

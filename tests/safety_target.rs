@@ -12,26 +12,9 @@ use std::time::Duration;
 use iolens::target::{Header, PrepareOptions, Target, FORMAT_VERSION, HEADER_AREA};
 
 mod common;
-use common::bin;
+use common::{bin, root_or_skip};
 
 const MB: u64 = 1 << 20;
-
-fn is_root() -> bool {
-    // SAFETY: plain syscall.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// True when the test may go on as root; otherwise prints why it is skipped (fails under CI).
-fn need_root(what: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("{what} needs root, and CI is set");
-    }
-    eprintln!("note: {what} needs root; skipped");
-    false
-}
 
 fn foreign(path: &Path, len: u64) -> Vec<u8> {
     let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
@@ -267,7 +250,7 @@ fn a_read_only_run_never_fills_a_partly_filled_scratch_file() {
     let dir = tempfile::tempdir().unwrap();
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
-    let small = need_root("a 64 MiB tmpfs")
+    let small = root_or_skip("a 64 MiB tmpfs")
         && Command::new("mount")
             .args(["-t", "tmpfs", "-o", "size=64M", "tmpfs"])
             .arg(&mnt)
@@ -481,7 +464,7 @@ fn write_run(dev: &str) -> Output {
 
 /// A 16 MiB image behind a loop device, or `None` (with a note) where that cannot be had.
 fn loop_image() -> Option<(tempfile::TempDir, PathBuf, Loop)> {
-    if !need_root("loop devices") {
+    if !root_or_skip("loop devices") {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();

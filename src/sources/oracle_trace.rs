@@ -54,6 +54,7 @@ use super::{
     count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
     LineStats, TraceOptions,
 };
+use crate::results::evidence::SlowWait;
 use crate::results::{BucketConvention, Kind, Results, RunResult, Spec};
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
@@ -156,23 +157,6 @@ impl IoAgg {
         self.min_block = self.min_block.min(o.min_block);
         self.max_block = self.max_block.max(o.max_block);
     }
-}
-
-/// One of the slowest waits.
-#[derive(Clone, Debug, Serialize)]
-pub struct SlowWait {
-    pub event: String,
-    pub ela_us: u64,
-    pub path: String,
-    pub line: u64,
-    pub cursor: String,
-    /// Wall-clock time (RFC 3339) when anchored, else empty.
-    pub time: String,
-    pub tim: Option<i64>,
-    pub file: Option<i64>,
-    pub block: Option<u64>,
-    pub blocks: Option<u64>,
-    pub obj: Option<i64>,
 }
 
 /// What one trace file yielded.
@@ -1521,7 +1505,7 @@ pub fn build_results(
     }))?;
     results.trace_io =
         serde_json::from_value(io_json(&all_events, io_files, io_objs, io_ranges, &keep))?;
-    results.trace_slowest = serde_json::from_value(serde_json::to_value(&slowest)?)?;
+    results.trace_slowest = slowest;
     results.source = serde_json::from_value(json!({"format": "oracle-10046", "files": sources}))?;
     Ok(results)
 }

@@ -338,6 +338,54 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Attach tracepoint `tp`, noting it in `attached` as `name (tp_btf|raw_tp)`; a tracepoint
+/// that is not `required` may be missing (false).
+fn attach_one(
+    ebpf: &mut aya::Ebpf,
+    btf: &aya::Btf,
+    tp: &str,
+    required: bool,
+    attached: &mut Vec<String>,
+) -> Result<bool> {
+    match bpf::attach_tracepoint(ebpf, btf, tp) {
+        Ok(how) => {
+            let kind = if how == Attached::Btf {
+                "tp_btf"
+            } else {
+                "raw_tp"
+            };
+            attached.push(format!("{tp} ({kind})"));
+            Ok(true)
+        }
+        Err(e) if required => Err(e.into()),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Attach the block-layer programs (for the whole-host watch and for `--watch` on iolens' own
+/// load): a request's start, issue, requeue and completion, and with `merges` the bio merges.
+pub(crate) fn attach_block(
+    ebpf: &mut aya::Ebpf,
+    btf: &aya::Btf,
+    merges: bool,
+    attached: &mut Vec<String>,
+) -> Result<()> {
+    // Newer kernels (6.5+) mark a request's start where it is accounted; older ones only
+    // show the insert into a scheduler queue.
+    if !attach_one(ebpf, btf, "block_io_start", false, attached)? {
+        attach_one(ebpf, btf, "block_rq_insert", true, attached)?;
+    }
+    for tp in ["block_rq_issue", "block_rq_requeue", "block_rq_complete"] {
+        attach_one(ebpf, btf, tp, true, attached)?;
+    }
+    if merges {
+        for tp in ["block_bio_backmerge", "block_bio_frontmerge"] {
+            attach_one(ebpf, btf, tp, true, attached)?;
+        }
+    }
+    Ok(())
+}
+
 /// Load and attach the watch programs for `filters`. Returns the loaded object and what was
 /// attached, as `name (tp_btf|raw_tp)`.
 fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
@@ -366,37 +414,18 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     bpf::set_process_filter(&mut ebpf, &filters.pids, &filters.comms)?;
     let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
     let mut attached = Vec::new();
-    let mut add = |ebpf: &mut aya::Ebpf, tp: &str, required: bool| -> Result<bool> {
-        match bpf::attach_tracepoint(ebpf, &btf, tp) {
-            Ok(how) => {
-                attached.push(format!(
-                    "{tp} ({})",
-                    if how == Attached::Btf {
-                        "tp_btf"
-                    } else {
-                        "raw_tp"
-                    }
-                ));
-                Ok(true)
-            }
-            Err(e) if required => Err(e.into()),
-            Err(_) => Ok(false),
-        }
-    };
-    add(&mut ebpf, "sys_enter", true)?;
-    add(&mut ebpf, "sys_exit", true)?;
-    // Newer kernels (6.5+) mark a request's start where it is accounted; older ones only
-    // show the insert into a scheduler queue.
-    if !add(&mut ebpf, "block_io_start", false)? {
-        add(&mut ebpf, "block_rq_insert", true)?;
+    for tp in ["sys_enter", "sys_exit"] {
+        attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
     }
-    add(&mut ebpf, "block_rq_issue", true)?;
-    add(&mut ebpf, "block_rq_requeue", true)?;
-    add(&mut ebpf, "block_rq_complete", true)?;
-    add(&mut ebpf, "sched_wakeup", true)?;
-    add(&mut ebpf, "sched_wakeup_new", true)?;
-    add(&mut ebpf, "sched_switch", true)?;
-    add(&mut ebpf, "sched_process_exit", true)?;
+    attach_block(&mut ebpf, &btf, false, &mut attached)?;
+    for tp in [
+        "sched_wakeup",
+        "sched_wakeup_new",
+        "sched_switch",
+        "sched_process_exit",
+    ] {
+        attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
+    }
     Ok((ebpf, attached))
 }
 

@@ -268,18 +268,7 @@ fn drain(
         )?;
         bpf::set_process_filter(&mut ebpf, &[std::process::id()], &[])?;
         let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
-        if bpf::attach_tracepoint(&mut ebpf, &btf, "block_io_start").is_err() {
-            bpf::attach_tracepoint(&mut ebpf, &btf, "block_rq_insert")?;
-        }
-        for tp in [
-            "block_rq_issue",
-            "block_rq_requeue",
-            "block_rq_complete",
-            "block_bio_backmerge",
-            "block_bio_frontmerge",
-        ] {
-            bpf::attach_tracepoint(&mut ebpf, &btf, tp)?;
-        }
+        super::attach_block(&mut ebpf, &btf, true, &mut Vec::new())?;
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
         Ok((ebpf, ring))
     })();

@@ -9,6 +9,23 @@ use std::sync::atomic::AtomicBool;
 use iolens::run::RunOptions;
 use iolens::target::{PrepareOptions, Target};
 
+/// Whether CI is running the tests (then a test that cannot run here must fail, not skip).
+pub fn ci() -> bool {
+    std::env::var_os("CI").is_some()
+}
+
+/// Whether a test that needs root (BPF, loop devices, mounts) may go on: true as root; else it
+/// is skipped with a note naming `what`, or fails under CI, which runs as root.
+pub fn root_or_skip(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(!ci(), "{what} needs root, and CI is set");
+    eprintln!("note: {what} skipped: it needs root");
+    false
+}
+
 /// The `iolens` binary built for these tests.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_iolens"))
