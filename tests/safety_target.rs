@@ -430,6 +430,19 @@ struct Loop(String);
 impl Drop for Loop {
     fn drop(&mut self) {
         let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        // The kernel detaches a loop device still in use (just unmounted, udev probing it)
+        // only when its last user closes it: wait for that, so the next check does not see
+        // a device this test already let go.
+        let sys = format!(
+            "/sys/block/{}/loop/backing_file",
+            self.0.trim_start_matches("/dev/")
+        );
+        for _ in 0..200 {
+            if !Path::new(&sys).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 }
 
