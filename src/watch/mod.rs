@@ -128,7 +128,7 @@ const EV_CPU_OFF: u32 = 4;
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
-const LOST_CAUSES: [&str; 7] = [
+const LOST_CAUSES: [&str; 8] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
@@ -136,11 +136,18 @@ const LOST_CAUSES: [&str; 7] = [
     "block completion without a start seen",
     "block issue without a start seen",
     "block issue again without a completion seen",
+    UNSEEN_COMPLETION,
 ];
-/// Slots of `lost` from this one on count block requests the probes could not follow from
-/// start to completion (not lost events: requests in flight when the probes attached, flush
-/// sequences issued without a start); they become counters of the block runs, not warnings.
-const UNFOLLOWED_FROM: usize = 4;
+/// A watched process's block request whose completion the probe never saw (the kernel did not
+/// run it; see `LOST_BLOCK_UNSEEN_COMPLETION` in `bpf/watch.bpf.c`): lost, and said so.
+const UNSEEN_COMPLETION: &str = "block completion of a watched request not seen";
+
+/// Whether slot `i` of `lost` counts block requests the probes could not follow from start to
+/// completion (not lost events: requests in flight when the probes attached, flush sequences
+/// issued without a start); those become counters of the block runs, not warnings.
+fn unfollowed_slot(i: usize) -> bool {
+    (4..=6).contains(&i)
+}
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
 #[derive(Clone, Copy, Debug)]
@@ -546,10 +553,10 @@ pub fn watch(
     for (i, &v) in lost_counts.iter().enumerate() {
         if v > 0 {
             let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
-            if i < UNFOLLOWED_FROM {
-                lost.insert(cause, v);
-            } else {
+            if unfollowed_slot(i) {
                 unfollowed.insert(cause, v as f64);
+            } else {
+                lost.insert(cause, v);
             }
         }
     }
