@@ -85,7 +85,7 @@ impl Layer {
 /// What to watch and for how long.
 #[derive(Clone, Debug)]
 pub struct WatchOptions {
-    pub filters: Filters,
+    pub(crate) filters: Filters,
     /// Stop after this long (`None`: until Ctrl-C, or until every watched pid has exited).
     pub duration: Option<Duration>,
     /// Length of the per-interval histograms.
@@ -96,7 +96,7 @@ pub struct WatchOptions {
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
-pub struct IntervalView<'a> {
+pub(crate) struct IntervalView<'a> {
     /// Interval number (0-based).
     pub index: usize,
     pub span: &'a WatchSpan,
@@ -105,13 +105,13 @@ pub struct IntervalView<'a> {
 
 impl IntervalView<'_> {
     /// The layer's latency histogram of this interval.
-    pub fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
+    pub(crate) fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
         self.rec.layers[layer as usize].hist_at(self.index)
     }
 
     /// The layer over the last `columns` intervals up to this one, one interval per column
     /// (heatmap material, newest on the right).
-    pub fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
+    pub(crate) fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
         let len = self.rec.interval_ns as f64 / 1e9;
         let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
@@ -438,7 +438,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
 
 /// Watch until the duration ends, Ctrl-C, or (when only pids are watched) every pid has exited.
 /// `on_attached` is called once the probes are in place; `view` at the end of every interval.
-pub fn watch(
+pub(crate) fn watch(
     opts: &WatchOptions,
     command_line: Vec<String>,
     on_attached: &mut dyn FnMut(&[String]),

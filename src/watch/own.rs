@@ -144,7 +144,7 @@ impl OwnWatch {
 
     /// Start a run's grid: requests completing from `base` on, before `end` (the planned end,
     /// if any), in intervals of `interval`. Whatever an earlier run left is dropped.
-    pub fn arm(&self, base: Instant, interval: Duration, end: Option<Instant>) {
+    pub(crate) fn arm(&self, base: Instant, interval: Duration, end: Option<Instant>) {
         let to_ns = |t: Instant| {
             let (now, mono) = (Instant::now(), monotonic_ns());
             if t >= now {
