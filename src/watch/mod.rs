@@ -572,7 +572,9 @@ pub(crate) fn watch(
     let end_ns = monotonic_ns();
     // No syscall completes into a batch from now on; then whatever is still in the ring
     // buffer, and last what the per-CPU batches still hold, happened before the end.
-    bpf::detach_tracepoint(&mut ebpf, "sys_exit")?;
+    // Failing that, the measurement so far is still written, with a warning.
+    let mut end_warnings = Vec::new();
+    let detached = bpf::detach_tracepoint(&mut ebpf, "sys_exit");
     let mut late = |e: Event| {
         if e.ts <= end_ns {
             rec.add(&e, filters)
@@ -583,13 +585,29 @@ pub(crate) fn watch(
             parse_errors += 1;
         }
     }
-    let batches: PerCpuArray<&MapData, [u8; BATCH_LEN]> = PerCpuArray::try_from(
-        ebpf.map("sys_batches")
-            .context("BPF object lacks sys_batches")?,
-    )?;
-    for b in batches.get(&0, 0)?.iter() {
-        if !Event::each(b, &mut late) {
-            parse_errors += 1;
+    match detached {
+        Err(e) => end_warnings.push(format!(
+            "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: {e}"
+        )),
+        Ok(()) => {
+            let batches = ebpf
+                .map("sys_batches")
+                .context("BPF object lacks sys_batches")
+                .and_then(|m| Ok(PerCpuArray::<&MapData, [u8; BATCH_LEN]>::try_from(m)?))
+                .and_then(|b| Ok(b.get(&0, 0)?));
+            match batches {
+                Ok(values) => {
+                    for b in values.iter() {
+                        if !Event::each(b, &mut late) {
+                            parse_errors += 1;
+                        }
+                    }
+                }
+                Err(e) => end_warnings.push(format!(
+                    "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: \
+                     cannot read them: {e:#}"
+                )),
+            }
         }
     }
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
@@ -676,7 +694,7 @@ pub(crate) fn watch(
             .push(rec.ops[key.0][key.1].finish(key.1, &bounds)?);
     }
     let interrupted = end_reason == "interrupted";
-    let mut warnings = Vec::new();
+    let mut warnings = end_warnings;
     if !lost.is_empty() {
         warnings.push(format!(
             "events were lost in the kernel: {}",
