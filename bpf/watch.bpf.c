@@ -38,8 +38,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
 
-// Syscall events are batched per CPU and written to the ring SYS_BATCH at a time (or when the
-// oldest is SYS_BATCH_NS old): see `sys_batches`.
+// Syscall events are batched per CPU and written to the ring SYS_BATCH at a time, when the
+// oldest is SYS_BATCH_NS old, or when a thread leaves the CPU (sched_switch): see `sys_batches`.
 #define SYS_BATCH 16
 #define SYS_BATCH_NS 5000000ULL
 
@@ -222,6 +222,23 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	c->ts = bpf_ktime_get_ns();
 }
 
+// Write this CPU's batch to the ring and empty it.
+static __always_inline void flush_sys(struct sys_batch *b)
+{
+	__u32 n = b->n;
+	if (n > SYS_BATCH)
+		n = SYS_BATCH;
+	// Only the events held: the header (16 bytes) and n events.
+	__u64 size = 16 + (__u64)n * sizeof(struct event);
+	if (bpf_ringbuf_output(&events, b, size, BPF_RB_NO_WAKEUP)) {
+		__u32 slot = LOST_RINGBUF;
+		__u64 *lost_n = bpf_map_lookup_elem(&lost, &slot);
+		if (lost_n)
+			*lost_n += n;
+	}
+	b->n = 0;
+}
+
 static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
 				     __u64 now, __u32 error)
 {
@@ -248,13 +265,7 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
 		return;
-	if (bpf_ringbuf_output(&events, b, sizeof(*b), BPF_RB_NO_WAKEUP)) {
-		__u32 slot = LOST_RINGBUF;
-		__u64 *lost_n = bpf_map_lookup_elem(&lost, &slot);
-		if (lost_n)
-			*lost_n += n;
-	}
-	b->n = 0;
+	flush_sys(b);
 }
 
 static __always_inline void on_sys_exit(__u64 *ctx)
@@ -427,6 +438,12 @@ static __always_inline void on_switch(__u64 *ctx)
 	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
 	if (c && c->ts && c->tid == BPF_CORE_READ(prev, pid))
 		park(c);
+	// A thread leaving the CPU (to block, sleep or yield) takes its syscalls' batch out with
+	// it: events wait in a batch only while syscalls come back to back on one CPU, so the live
+	// view is not left without the last ones of a burst.
+	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
+	if (batch && batch->n)
+		flush_sys(batch);
 
 	if (task_watched(prev, &tgid, &tid)) {
 		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);

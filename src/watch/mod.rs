@@ -167,33 +167,36 @@ struct Event {
 
 /// Events in one syscall batch record (`SYS_BATCH` in `bpf/watch.bpf.c`).
 const SYS_BATCH: usize = 16;
-/// Bytes of one event record, and of one batch record (`struct sys_batch`: count, pad,
-/// first timestamp, then `SYS_BATCH` events).
+/// Bytes of one event record, of a batch record's header (`struct sys_batch`: count, pad,
+/// first timestamp; the events it holds follow), and of a whole batch.
 const EVENT_LEN: usize = 48;
-const BATCH_LEN: usize = 16 + SYS_BATCH * EVENT_LEN;
+const BATCH_HEADER: usize = 16;
+const BATCH_LEN: usize = BATCH_HEADER + SYS_BATCH * EVENT_LEN;
 
 impl Event {
-    /// Every event of one ring-buffer record (a single event, or a batch of syscall events);
-    /// false when the record is neither.
+    /// Every event of one ring-buffer record (a single event; a batch of syscall events, as
+    /// written to the ring with only the events it holds, or as read whole from the per-CPU
+    /// map); false when the record is neither.
     fn each(d: &[u8], mut f: impl FnMut(Event)) -> bool {
-        match d.len() {
-            EVENT_LEN => Event::parse(d).map(f).is_some(),
-            BATCH_LEN => {
-                let n = u32::from_ne_bytes(d[..4].try_into().unwrap_or([0; 4])) as usize;
-                if n > SYS_BATCH {
-                    return false;
-                }
-                for k in 0..n {
-                    let at = 16 + k * EVENT_LEN;
-                    match Event::parse(&d[at..at + EVENT_LEN]) {
-                        Some(e) => f(e),
-                        None => return false,
-                    }
-                }
-                true
-            }
-            _ => false,
+        if d.len() == EVENT_LEN {
+            return Event::parse(d).map(f).is_some();
         }
+        if d.len() < BATCH_HEADER || d.len() > BATCH_LEN {
+            return false;
+        }
+        let n = u32::from_ne_bytes(d[..4].try_into().unwrap_or([0; 4])) as usize;
+        let held = BATCH_HEADER + n * EVENT_LEN;
+        if n > SYS_BATCH || !(d.len() == held || d.len() == BATCH_LEN) {
+            return false;
+        }
+        for k in 0..n {
+            let at = BATCH_HEADER + k * EVENT_LEN;
+            match Event::parse(&d[at..at + EVENT_LEN]) {
+                Some(e) => f(e),
+                None => return false,
+            }
+        }
+        true
     }
 
     fn parse(d: &[u8]) -> Option<Event> {
@@ -570,11 +573,13 @@ pub(crate) fn watch(
         }
     }
     let end_ns = monotonic_ns();
-    // No syscall completes into a batch from now on; then whatever is still in the ring
-    // buffer, and last what the per-CPU batches still hold, happened before the end.
-    // Failing that, the measurement so far is still written, with a warning.
+    // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
+    // then whatever is still in the ring buffer, and last what the batches still hold,
+    // happened before the end. Failing that, the measurement so far is still written, with a
+    // warning.
     let mut end_warnings = Vec::new();
-    let detached = bpf::detach_tracepoint(&mut ebpf, "sys_exit");
+    let detached = bpf::detach_tracepoint(&mut ebpf, "sched_switch")
+        .and_then(|()| bpf::detach_tracepoint(&mut ebpf, "sys_exit"));
     let mut late = |e: Event| {
         if e.ts <= end_ns {
             rec.add(&e, filters)
@@ -745,4 +750,53 @@ pub(crate) fn watch(
     };
     res.watch = Some(budget);
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(ts: u64) -> Vec<u8> {
+        let mut v = Vec::new();
+        for x in [EV_SYSCALL, 7, 8, 1] {
+            v.extend_from_slice(&x.to_ne_bytes());
+        }
+        for x in [1000u64, 8192, ts] {
+            v.extend_from_slice(&x.to_ne_bytes());
+        }
+        v.extend_from_slice(&[0; 8]);
+        v
+    }
+
+    fn batch(n: u32, whole: bool) -> Vec<u8> {
+        let mut v = n.to_ne_bytes().to_vec();
+        v.extend_from_slice(&[0; 12]);
+        for k in 0..n {
+            v.extend(event(100 + k as u64));
+        }
+        if whole {
+            v.resize(BATCH_LEN, 0xee);
+        }
+        v
+    }
+
+    #[test]
+    fn ring_records_hold_one_event_or_a_batch() {
+        let mut ts = Vec::new();
+        assert!(Event::each(&event(5), |e| ts.push(e.ts)));
+        // As written to the ring (only the events held) and as read from the per-CPU map.
+        assert!(Event::each(&batch(3, false), |e| ts.push(e.ts)));
+        assert!(Event::each(&batch(2, true), |e| ts.push(e.ts)));
+        assert!(Event::each(&batch(SYS_BATCH as u32, false), |_| {}));
+        assert_eq!(ts, vec![5, 100, 101, 102, 100, 101]);
+        // A count that disagrees with the record's length, or beyond a batch: malformed.
+        let mut bad = batch(3, false);
+        bad[0] = 4;
+        assert!(!Event::each(&bad, |_| {}));
+        let mut big = batch(2, true);
+        big[0] = SYS_BATCH as u8 + 1;
+        assert!(!Event::each(&big, |_| {}));
+        assert!(!Event::each(&[0; 20], |_| {}));
+        assert!(!Event::each(&[], |_| {}));
+    }
 }
