@@ -583,11 +583,6 @@ pub fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
     }
 }
 
-/// JSON form of [`LineStats`] (a [`SourceFile`]).
-pub fn file_stats_json(s: &LineStats, path: &str, gzip: bool) -> serde_json::Value {
-    serde_json::to_value(source_file(s, path, gzip)).unwrap_or_default()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Small byte parsers shared by the readers
 

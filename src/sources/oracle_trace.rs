@@ -47,14 +47,16 @@ use std::path::Path;
 
 use anyhow::Result;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use serde_json::json;
 
 use super::{
-    count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
+    count_unparsed, parse_i64, parse_u64, rfc3339_ns, source_file, trim, Binned, LineReader,
     LineStats, TraceOptions,
 };
-use crate::results::evidence::SlowWait;
+use crate::results::analysis::{CallFigures, FileProfile, Profile, ProfileRow, TraceProfile};
+use crate::results::evidence::{
+    IoByFile, IoByObject, IoByRange, IoFigures, SlowWait, SourceInfo, TraceIo, TraceIoEvent,
+};
 use crate::results::{BucketConvention, Kind, Results, RunResult, Spec};
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
@@ -111,14 +113,6 @@ pub struct EventTotals {
     io: bool,
 }
 
-/// Totals of one kind of outermost call (a call whose parent is not in the trace).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CallTotals {
-    pub count: u64,
-    pub cpu_us: u64,
-    pub elapsed_us: u64,
-}
-
 /// I/O aggregate for a file, object or block range.
 #[derive(Clone, Debug, Default)]
 struct IoAgg {
@@ -173,7 +167,7 @@ pub struct TraceFile {
     pub gzip: bool,
     pub events: Vec<EventTotals>,
     /// Outermost calls by kind: their `c` and `e` include their children's.
-    pub calls: BTreeMap<String, CallTotals>,
+    pub calls: BTreeMap<String, CallFigures>,
     /// Outermost calls by depth (`dep=`): depth 0 only, unless the trace begins or ends
     /// inside a call.
     pub outermost_by_depth: BTreeMap<u64, u64>,
@@ -233,7 +227,7 @@ pub struct TraceParser {
     pending: VecDeque<Pending>,
     untimed: Vec<(usize, u64)>,
     /// Calls not yet claimed by a parent, by depth then kind (index into `call_kinds`).
-    open_calls: Vec<Vec<CallTotals>>,
+    open_calls: Vec<Vec<CallFigures>>,
     call_kinds: Vec<String>,
     /// Inside a `Dump of memory` block (hex lines of a bind value).
     in_dump: bool,
@@ -845,7 +839,7 @@ impl TraceParser {
         };
         let row = &mut self.open_calls[d];
         if row.len() <= k {
-            row.resize_with(k + 1, CallTotals::default);
+            row.resize_with(k + 1, CallFigures::default);
         }
         let t = &mut row[k];
         t.count += 1;
@@ -1155,7 +1149,7 @@ pub fn parse_trace(r: &mut LineReader, opts: &ParseOptions) -> Result<TraceFile>
 /// reveals double-counted time (e.g. a first line whose wait began before the first `tim`).
 struct ProfileIn<'a> {
     events: &'a [EventTotals],
-    calls: &'a BTreeMap<String, CallTotals>,
+    calls: &'a BTreeMap<String, CallFigures>,
     outermost_by_depth: &'a BTreeMap<u64, u64>,
     recursive: u64,
     errors: &'a BTreeMap<String, u64>,
@@ -1163,7 +1157,7 @@ struct ProfileIn<'a> {
     span_us: Option<i64>,
 }
 
-fn profile_json(p: ProfileIn) -> serde_json::Value {
+fn profile(p: ProfileIn) -> Profile {
     let ProfileIn {
         events,
         calls,
@@ -1181,57 +1175,62 @@ fn profile_json(p: ProfileIn) -> serde_json::Value {
     let unaccounted = r - cpu as i64 - waits as i64;
     let share = |x: f64| if r > 0 { x / r as f64 } else { 0.0 };
     let ncalls: u64 = calls.values().map(|c| c.count).sum();
-    let mut rows = vec![json!({
-        "component": "CPU service (outermost calls)",
-        "seconds": cpu as f64 / 1e6,
-        "share": share(cpu as f64),
-        "count": ncalls,
-        "mean_us": if ncalls == 0 { 0.0 } else { cpu as f64 / ncalls as f64 },
-    })];
+    let mut rows = vec![ProfileRow {
+        component: "CPU service (outermost calls)".into(),
+        seconds: cpu as f64 / 1e6,
+        share: share(cpu as f64),
+        count: Some(ncalls),
+        mean_us: Some(if ncalls == 0 {
+            0.0
+        } else {
+            cpu as f64 / ncalls as f64
+        }),
+        ..Default::default()
+    }];
     for e in events {
-        rows.push(json!({
-            "component": e.name,
-            "seconds": e.ela_us as f64 / 1e6,
-            "share": share(e.ela_us as f64),
-            "count": e.count,
-            "mean_us": e.ela_us as f64 / e.count.max(1) as f64,
-            "max_us": e.max_us,
-            "between_calls_seconds": e.between_us as f64 / 1e6,
-            "between_calls_count": e.between_count,
-            "outside_calls_seconds": e.outside_us as f64 / 1e6,
-            "outside_calls_count": e.outside_count,
-        }));
+        rows.push(ProfileRow {
+            component: e.name.clone(),
+            seconds: e.ela_us as f64 / 1e6,
+            share: share(e.ela_us as f64),
+            count: Some(e.count),
+            mean_us: Some(e.ela_us as f64 / e.count.max(1) as f64),
+            max_us: Some(e.max_us as f64),
+            between_calls_seconds: Some(e.between_us as f64 / 1e6),
+            between_calls_count: Some(e.between_count),
+            outside_calls_seconds: Some(e.outside_us as f64 / 1e6),
+            outside_calls_count: Some(e.outside_count),
+        });
     }
-    rows.push(json!({
-        "component": "unaccounted-for",
-        "seconds": unaccounted as f64 / 1e6,
-        "share": share(unaccounted as f64),
-        "count": serde_json::Value::Null,
-        "mean_us": serde_json::Value::Null,
-    }));
-    rows.sort_by(|a, b| {
-        let f = |v: &serde_json::Value| v["seconds"].as_f64().unwrap_or(0.0).abs();
-        f(b).total_cmp(&f(a))
+    rows.push(ProfileRow {
+        component: "unaccounted-for".into(),
+        seconds: unaccounted as f64 / 1e6,
+        share: share(unaccounted as f64),
+        ..Default::default()
     });
-    let by_depth: BTreeMap<String, u64> = outermost_by_depth
-        .iter()
-        .map(|(d, n)| (d.to_string(), *n))
-        .collect();
-    json!({
-        "response_time_s": r as f64 / 1e6,
-        "response_time_basis": if span_us.is_some() { "span of tim" } else { "calls and between-call waits" },
-        "outermost_elapsed_s": elapsed as f64 / 1e6,
-        "between_calls_wait_s": between as f64 / 1e6,
-        "outside_calls_wait_s": outside as f64 / 1e6,
-        "cpu_s": cpu as f64 / 1e6,
-        "wait_s": waits as f64 / 1e6,
-        "unaccounted_s": unaccounted as f64 / 1e6,
-        "calls": calls,
-        "outermost_calls_by_depth": by_depth,
-        "recursive_calls": recursive,
-        "errors": errors,
-        "rows": rows,
-    })
+    rows.sort_by(|a, b| b.seconds.abs().total_cmp(&a.seconds.abs()));
+    Profile {
+        response_time_s: r as f64 / 1e6,
+        response_time_basis: if span_us.is_some() {
+            "span of tim"
+        } else {
+            "calls and between-call waits"
+        }
+        .into(),
+        outermost_elapsed_s: elapsed as f64 / 1e6,
+        between_calls_wait_s: between as f64 / 1e6,
+        outside_calls_wait_s: outside as f64 / 1e6,
+        cpu_s: cpu as f64 / 1e6,
+        wait_s: waits as f64 / 1e6,
+        unaccounted_s: unaccounted as f64 / 1e6,
+        calls: calls.clone(),
+        outermost_calls_by_depth: outermost_by_depth
+            .iter()
+            .map(|(d, n)| (d.to_string(), *n))
+            .collect(),
+        recursive_calls: recursive,
+        errors: errors.clone(),
+        rows,
+    }
 }
 
 fn merge_events(into: &mut Vec<EventTotals>, from: &[EventTotals]) {
@@ -1308,7 +1307,7 @@ pub fn build_results(
     });
     let mut file_profiles = Vec::new();
     let mut all_events: Vec<EventTotals> = Vec::new();
-    let mut all_calls: BTreeMap<String, CallTotals> = BTreeMap::new();
+    let mut all_calls: BTreeMap<String, CallFigures> = BTreeMap::new();
     let mut all_errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut all_recursive = 0;
     let mut all_depths: BTreeMap<u64, u64> = BTreeMap::new();
@@ -1323,10 +1322,10 @@ pub fn build_results(
     // Sessions in order of first appearance.
     let mut sessions: Vec<(String, Vec<TraceFile>)> = Vec::new();
     for f in files {
-        file_profiles.push(json!({
-            "path": f.path,
-            "session": f.session,
-            "profile": profile_json(ProfileIn {
+        file_profiles.push(FileProfile {
+            path: f.path.clone(),
+            session: f.session.clone(),
+            profile: profile(ProfileIn {
                 events: &f.events,
                 calls: &f.calls,
                 outermost_by_depth: &f.outermost_by_depth,
@@ -1334,7 +1333,7 @@ pub fn build_results(
                 errors: &f.errors,
                 span_us: f.tim_range.map(|(lo, hi)| hi.saturating_sub(lo)),
             }),
-        }));
+        });
         if let Some((lo, hi)) = f.tim_range {
             all_span = Some(all_span.unwrap_or(0).saturating_add(hi.saturating_sub(lo)));
         }
@@ -1367,7 +1366,7 @@ pub fn build_results(
         for ((e, k, r), a) in &f.io_ranges {
             io_ranges.entry((ev_name(*e), *k, *r)).or_default().merge(a);
         }
-        sources.push(file_stats_json(&f.stats, &f.path, f.gzip));
+        sources.push(source_file(&f.stats, &f.path, f.gzip));
         if f.stats.unparsed > 0 {
             results.warnings.push(format!(
                 "{}: {} line(s) could not be parsed (first at line {})",
@@ -1457,56 +1456,42 @@ pub fn build_results(
             .unwrap_or_default();
         let mut waits = 0.0;
         let mut calls = 0.0;
-        for p in file_profiles.iter().filter(|p| {
-            p["path"]
-                .as_str()
-                .map(|s| paths.iter().any(|x| x == s))
-                .unwrap_or(false)
-        }) {
-            let prof = &p["profile"];
-            calls += prof["calls"]
-                .as_object()
-                .map(|m| m.values().filter_map(|c| c["count"].as_f64()).sum::<f64>())
-                .unwrap_or(0.0);
-            waits += prof["rows"]
-                .as_array()
-                .map(|rows| {
-                    rows.iter()
-                        .filter(|r| r["between_calls_count"].is_u64())
-                        .filter_map(|r| r["count"].as_f64())
-                        .sum::<f64>()
-                })
-                .unwrap_or(0.0);
+        for p in file_profiles.iter().filter(|p| paths.contains(&p.path)) {
+            calls += p.profile.calls.values().map(|c| c.count as f64).sum::<f64>();
+            waits += p
+                .profile
+                .rows
+                .iter()
+                .filter(|r| r.between_calls_count.is_some())
+                .filter_map(|r| r.count.map(|c| c as f64))
+                .sum::<f64>();
         }
         run.counters.insert("waits".into(), waits);
         run.counters.insert("outermost_calls".into(), calls);
         let unparsed: f64 = sources
             .iter()
-            .filter(|s| {
-                s["path"]
-                    .as_str()
-                    .map(|x| paths.iter().any(|p| p == x))
-                    .unwrap_or(false)
-            })
-            .filter_map(|s| s["unparsed"].as_f64())
+            .filter(|s| paths.contains(&s.path))
+            .map(|s| s.unparsed as f64)
             .sum();
         run.counters.insert("unparsed_lines".into(), unparsed);
     }
-    results.trace_profile = serde_json::from_value(json!({
-            "total": profile_json(ProfileIn {
-                events: &all_events,
-                calls: &all_calls,
-                outermost_by_depth: &all_depths,
-                recursive: all_recursive,
-                errors: &all_errors,
-                span_us: all_span,
-            }),
-            "files": file_profiles,
-    }))?;
-    results.trace_io =
-        serde_json::from_value(io_json(&all_events, io_files, io_objs, io_ranges, &keep))?;
+    results.trace_profile = Some(TraceProfile {
+        total: profile(ProfileIn {
+            events: &all_events,
+            calls: &all_calls,
+            outermost_by_depth: &all_depths,
+            recursive: all_recursive,
+            errors: &all_errors,
+            span_us: all_span,
+        }),
+        files: file_profiles,
+    });
+    results.trace_io = Some(trace_io(&all_events, io_files, io_objs, io_ranges, &keep));
     results.trace_slowest = slowest;
-    results.source = serde_json::from_value(json!({"format": "oracle-10046", "files": sources}))?;
+    results.source = Some(SourceInfo {
+        format: "oracle-10046".into(),
+        files: sources,
+    });
     Ok(results)
 }
 
@@ -1517,22 +1502,20 @@ fn base_name(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
-fn io_json(
+fn trace_io(
     events: &[EventTotals],
     files: HashMap<(String, i64), IoAgg>,
     objs: HashMap<(String, i64), IoAgg>,
     ranges: HashMap<(String, i64, u64), IoAgg>,
     keep: &dyn Fn(&str) -> bool,
-) -> serde_json::Value {
+) -> TraceIo {
     const TOP: usize = 50;
-    let agg = |a: &IoAgg| {
-        json!({
-            "count": a.count,
-            "seconds": a.ela_us as f64 / 1e6,
-            "mean_us": a.ela_us as f64 / a.count.max(1) as f64,
-            "max_us": a.max_us,
-            "blocks": a.blocks,
-        })
+    let figures = |a: &IoAgg| IoFigures {
+        count: a.count,
+        seconds: a.ela_us as f64 / 1e6,
+        mean_us: a.ela_us as f64 / a.count.max(1) as f64,
+        max_us: a.max_us,
+        blocks: a.blocks,
     };
     let mut out = Vec::new();
     for e in events.iter().filter(|e| e.io && keep(&e.name)) {
@@ -1542,16 +1525,16 @@ fn io_json(
             .map(|((_, k), a)| (k, a))
             .collect();
         fl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let fl: Vec<_> = fl
+        let fl = fl
             .iter()
             .map(|(k, a)| {
-                let mut v = agg(a);
-                v["file"] = json!(k);
-                if a.min_block != u64::MAX {
-                    v["min_block"] = json!(a.min_block);
-                    v["max_block"] = json!(a.max_block);
+                let blocks = a.min_block != u64::MAX;
+                IoByFile {
+                    file: **k,
+                    min_block: blocks.then_some(a.min_block),
+                    max_block: blocks.then_some(a.max_block),
+                    io: figures(a),
                 }
-                v
             })
             .collect();
         let mut ol: Vec<(&i64, &IoAgg)> = objs
@@ -1559,44 +1542,46 @@ fn io_json(
             .filter(|((n, _), _)| *n == e.name)
             .map(|((_, k), a)| (k, a))
             .collect();
-        let objects_total = ol.len();
+        let objects_total = ol.len() as u64;
         ol.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let ol: Vec<_> = ol
+        let ol = ol
             .iter()
             .take(TOP)
-            .map(|(k, a)| {
-                let mut v = agg(a);
-                v["obj"] = json!(k);
-                v
+            .map(|(k, a)| IoByObject {
+                obj: **k,
+                io: figures(a),
             })
             .collect();
         let mut rl: Vec<(&(String, i64, u64), &IoAgg)> = ranges
             .iter()
             .filter(|((n, _, _), _)| *n == e.name)
             .collect();
-        let ranges_total = rl.len();
+        let block_ranges_total = rl.len() as u64;
         rl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let rl: Vec<_> = rl
+        let rl = rl
             .iter()
             .take(TOP)
-            .map(|((_, f, r), a)| {
-                let mut v = agg(a);
-                v["file"] = json!(f);
-                v["first_block"] = json!(r * BLOCK_RANGE);
-                v["last_block"] = json!((r + 1).saturating_mul(BLOCK_RANGE) - 1);
-                v
+            .map(|((_, f, r), a)| IoByRange {
+                file: *f,
+                first_block: r * BLOCK_RANGE,
+                last_block: (r + 1).saturating_mul(BLOCK_RANGE) - 1,
+                io: figures(a),
             })
             .collect();
-        out.push(json!({
-            "event": e.name,
-            "files": fl,
-            "objects": ol,
-            "objects_total": objects_total,
-            "block_ranges": rl,
-            "block_ranges_total": ranges_total,
-        }));
+        out.push(TraceIoEvent {
+            event: e.name.clone(),
+            files: fl,
+            objects: ol,
+            objects_total,
+            block_ranges: rl,
+            block_ranges_total,
+        });
     }
-    json!({"block_range_blocks": BLOCK_RANGE, "top": TOP, "events": out})
+    TraceIo {
+        block_range_blocks: BLOCK_RANGE,
+        top: TOP as u64,
+        events: out,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
