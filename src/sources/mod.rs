@@ -789,14 +789,17 @@ impl HistEncoder {
     /// the histogram holding the same values) and clear it; touches only the indices in use.
     fn encode_counts(&mut self, c: &mut IndexCounts) -> Hist {
         use base64::Engine as _;
+        // The counts hold values clamped to the project-wide range: their number is known.
+        let n = c.len;
         c.write_v2(&mut self.raw);
-        self.deflate().unwrap_or_else(|| {
+        let h = self.deflate().unwrap_or_else(|| {
             // Deflate into memory does not fail; should it, the uncompressed V2 bytes (which
             // every reader accepts) rather than nothing.
             let b64 = base64::engine::general_purpose::STANDARD.encode(&self.raw);
             serde_json::from_value(serde_json::Value::String(b64))
                 .expect("a string deserialises into Hist")
-        })
+        });
+        h.counted(n)
     }
 
     /// V2-deflate of the V2 bytes in `raw`.
@@ -958,72 +961,109 @@ struct Done {
     slot: Slot,
 }
 
+impl Job {
+    /// Encode the job's interval with `enc` (counting its latencies in `own` when its
+    /// histogram is still empty, the common case: only the counts in use are touched), leaving
+    /// its histogram and list empty for reuse.
+    fn encode(&mut self, enc: &mut HistEncoder, own: &mut IndexCounts) -> Done {
+        let slot = if self.hist.is_empty() && !self.vals.is_empty() {
+            for &v in &self.vals {
+                own.record(v);
+            }
+            self.vals.clear();
+            let count = own.len;
+            Slot {
+                hist: enc.encode_counts(own),
+                count,
+                bytes: self.bytes,
+            }
+        } else {
+            self.settle();
+            let slot = Slot {
+                hist: enc.encode(&self.hist),
+                count: self.hist.len(),
+                bytes: self.bytes,
+            };
+            self.hist.reset();
+            slot
+        };
+        Done {
+            op: self.op,
+            k: self.k,
+            slot,
+        }
+    }
+}
+
+/// Closed intervals handed over at once: one message (and at most one wake-up of the helper)
+/// per batch rather than per interval.
+const BATCH_JOBS: usize = 64;
+/// A batch is handed over early once its lists hold this many latencies (bounds memory).
+const BATCH_VALS: usize = 1 << 16;
+/// Batches queued for the helper before the parser waits for it (bounds memory: with the one
+/// being encoded and the one being filled, at most (2 + 2) · [`BATCH_JOBS`] intervals and
+/// about (2 + 2) · ([`BATCH_VALS`] + [`MAX_CUR_VALS`]) latencies are in flight).
+const BATCHES_QUEUED: usize = 2;
+
 /// Encodes closed intervals (V2-deflate) on a helper thread, so the parsing thread only appends
-/// latencies to a list and hands it over at interval boundaries: the helper counts them by
-/// HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an interval that also
-/// holds spread buckets or more than [`MAX_CUR_VALS`] values) records them into the interval's
-/// histogram and encodes and clears that. Lists and histograms go back for reuse; the job queue
-/// is bounded, which bounds memory.
+/// latencies to a list and hands the lists over in batches at interval boundaries: the helper
+/// counts them by HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an
+/// interval that also holds spread buckets or more than [`MAX_CUR_VALS`] values) records them
+/// into the interval's histogram and encodes and clears that. Lists and histograms come back
+/// with the encoded batch for reuse; the batch queue is bounded, which bounds memory.
 struct Encoder {
-    tx: Option<std::sync::mpsc::SyncSender<Job>>,
-    done: std::sync::mpsc::Receiver<Done>,
-    spare: std::sync::mpsc::Receiver<(Histogram<u64>, Vec<u64>)>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<Job>>>,
+    /// Encoded intervals, and the emptied jobs of their batch (for reuse).
+    done: std::sync::mpsc::Receiver<(Vec<Done>, Vec<Job>)>,
+    /// The batch being filled.
+    batch: Vec<Job>,
+    batch_vals: usize,
+    /// Emptied histograms and lists to reuse.
+    spare: Vec<(Histogram<u64>, Vec<u64>)>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Encoder {
     fn start() -> Encoder {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(32);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(BATCHES_QUEUED);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let (spare_tx, spare) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("iolens-encode".into())
             .spawn(move || {
                 let mut enc = HistEncoder::new();
-                // The latencies of an interval whose histogram is still empty (the common
-                // case) are counted here, touching only the counts in use.
                 let mut own = IndexCounts::new();
-                for mut job in rx {
-                    let slot = if job.hist.is_empty() && !job.vals.is_empty() {
-                        for &v in &job.vals {
-                            own.record(v);
-                        }
-                        job.vals.clear();
-                        let count = own.len;
-                        Slot {
-                            hist: enc.encode_counts(&mut own),
-                            count,
-                            bytes: job.bytes,
-                        }
-                    } else {
-                        job.settle();
-                        let slot = Slot {
-                            hist: enc.encode(&job.hist),
-                            count: job.hist.len(),
-                            bytes: job.bytes,
-                        };
-                        job.hist.reset();
-                        slot
-                    };
-                    if done_tx
-                        .send(Done {
-                            op: job.op,
-                            k: job.k,
-                            slot,
-                        })
-                        .is_err()
-                    {
+                for mut batch in rx {
+                    let out: Vec<Done> = batch
+                        .iter_mut()
+                        .map(|job| job.encode(&mut enc, &mut own))
+                        .collect();
+                    if done_tx.send((out, batch)).is_err() {
                         break;
                     }
-                    let _ = spare_tx.send((job.hist, job.vals));
                 }
             })
             .ok();
         Encoder {
             tx: handle.as_ref().map(|_| tx),
             done,
-            spare,
+            batch: Vec::with_capacity(BATCH_JOBS),
+            batch_vals: 0,
+            spare: Vec::new(),
             handle,
+        }
+    }
+
+    /// Hand the batch being filled to the helper. `Err` gives the batch back when there is no
+    /// helper (it could not be started, or it has stopped).
+    fn flush(&mut self) -> std::result::Result<(), Vec<Job>> {
+        self.batch_vals = 0;
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_JOBS));
+        match &self.tx {
+            Some(tx) => tx.send(batch).map_err(|e| e.0),
+            None => Err(batch),
         }
     }
 }
@@ -1136,34 +1176,41 @@ impl Binned {
         let enc = self.encoder.get_or_insert_with(Encoder::start);
         let (fresh, fresh_vals) = enc
             .spare
-            .try_recv()
-            .unwrap_or_else(|_| (interval_histogram(), Vec::new()));
+            .pop()
+            .unwrap_or_else(|| (interval_histogram(), Vec::new()));
         let hist = std::mem::replace(&mut o.cur_hist, fresh);
         let vals = std::mem::replace(&mut o.cur_vals, fresh_vals);
         let bytes = std::mem::take(&mut o.cur_bytes);
-        let job = Job {
+        enc.batch_vals += vals.len();
+        enc.batch.push(Job {
             op,
             k,
             hist,
             vals,
             bytes,
+        });
+        if enc.batch.len() >= BATCH_JOBS || enc.batch_vals >= BATCH_VALS {
+            self.flush();
+        }
+    }
+
+    /// Hand the batch of closed intervals to the encoder thread (encoding it here when there is
+    /// none) and collect what it has encoded.
+    fn flush(&mut self) {
+        let Some(enc) = self.encoder.as_mut() else {
+            return;
         };
-        let job = match &enc.tx {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => None,
-                Err(e) => Some(e.0),
-            },
-            None => Some(job),
-        };
-        if let Some(mut job) = job {
+        if let Err(batch) = enc.flush() {
             // No encoder thread: encode here.
-            job.settle();
-            let slot = Slot {
-                hist: Hist::encode(&job.hist),
-                count: job.hist.len(),
-                bytes: job.bytes,
-            };
-            merge_slot(&mut self.ops[op].closed, k, slot);
+            for mut job in batch {
+                job.settle();
+                let slot = Slot {
+                    hist: Hist::encode(&job.hist),
+                    count: job.hist.len(),
+                    bytes: job.bytes,
+                };
+                merge_slot(&mut self.ops[job.op].closed, job.k, slot);
+            }
         }
         self.drain(false);
     }
@@ -1173,6 +1220,9 @@ impl Binned {
         if all {
             for i in 0..self.ops.len() {
                 self.close(i);
+            }
+            if self.encoder.as_ref().is_some_and(|e| !e.batch.is_empty()) {
+                self.flush();
             }
         }
         let Some(enc) = self.encoder.as_mut() else {
@@ -1184,8 +1234,14 @@ impl Binned {
                 let _ = h.join();
             }
         }
-        while let Ok(d) = enc.done.try_recv() {
-            merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+        while let Ok((done, jobs)) = enc.done.try_recv() {
+            for d in done {
+                merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+            }
+            if !all {
+                enc.spare
+                    .extend(jobs.into_iter().map(|j| (j.hist, j.vals)));
+            }
         }
         if all {
             self.encoder = None;

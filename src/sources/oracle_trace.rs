@@ -113,6 +113,16 @@ pub struct EventTotals {
     io: bool,
 }
 
+/// The finest grouping of I/O waits: event (index), file#, obj# (when given) and block range
+/// (when a block is given). Every aggregate of [`IoAgg`] sums exactly over it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct IoKey {
+    ev: u32,
+    file: i64,
+    obj: Option<i64>,
+    range: Option<u64>,
+}
+
 /// I/O aggregate for a file, object or block range.
 #[derive(Clone, Debug, Default)]
 struct IoAgg {
@@ -173,9 +183,9 @@ pub struct TraceFile {
     pub outermost_by_depth: BTreeMap<u64, u64>,
     pub recursive_calls: u64,
     pub errors: BTreeMap<String, u64>,
-    io_files: FxHashMap<(u32, i64), IoAgg>,
-    io_objs: FxHashMap<(u32, i64), IoAgg>,
-    io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
+    /// I/O waits by event, file, object and block range: the finest grouping (one lookup per
+    /// wait), summed into the by-file, by-object and by-range breakdowns when results are built.
+    io: FxHashMap<IoKey, IoAgg>,
     pub slowest: Vec<SlowWait>,
     pub warnings: Vec<String>,
     pub first_tim: Option<i64>,
@@ -213,6 +223,8 @@ pub struct TraceParser {
     out: TraceFile,
     ev_index: HashMap<Vec<u8>, u32>,
     ev_names: Vec<Vec<u8>>,
+    /// [`name_key`] of each of `ev_names`: most names differ in it, so few are compared whole.
+    ev_keys: Vec<(usize, u64)>,
     ev_op: Vec<usize>,
     /// The event of the previous WAIT line (consecutive waits are often of one event).
     last_ev: Option<u32>,
@@ -257,9 +269,7 @@ impl TraceParser {
                 outermost_by_depth: BTreeMap::new(),
                 recursive_calls: 0,
                 errors: BTreeMap::new(),
-                io_files: FxHashMap::default(),
-                io_objs: FxHashMap::default(),
-                io_ranges: FxHashMap::default(),
+                io: FxHashMap::default(),
                 slowest: Vec::new(),
                 warnings: Vec::new(),
                 first_tim: None,
@@ -269,6 +279,7 @@ impl TraceParser {
             opts,
             ev_index: HashMap::new(),
             ev_names: Vec::new(),
+            ev_keys: Vec::new(),
             ev_op: Vec::new(),
             last_ev: None,
             in_sql: false,
@@ -587,16 +598,15 @@ impl TraceParser {
     }
 
     fn event_index(&mut self, name: &[u8]) -> u32 {
+        let key = name_key(name);
+        let same = |i: usize| self.ev_keys[i] == key && self.ev_names[i].as_slice() == name;
         if let Some(i) = self.last_ev {
-            if self.ev_names[i as usize].as_slice() == name {
+            if same(i as usize) {
                 return i;
             }
         }
         let found = if self.out.events.len() <= 32 {
-            self.ev_names
-                .iter()
-                .position(|n| n.as_slice() == name)
-                .map(|i| i as u32)
+            (0..self.ev_names.len()).find(|&i| same(i)).map(|i| i as u32)
         } else {
             self.ev_index.get(name).copied()
         };
@@ -613,6 +623,7 @@ impl TraceParser {
                 });
                 self.ev_index.insert(name.to_vec(), i);
                 self.ev_names.push(name.to_vec());
+                self.ev_keys.push(key);
                 i
             }
         };
@@ -622,11 +633,9 @@ impl TraceParser {
 
     fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
         let rest = &line[6..];
-        // The cursor number and the event name are short: a plain scan beats a memchr call.
-        let colon = rest
-            .iter()
-            .position(|&c| c == b':')
-            .ok_or("WAIT line without ':'")?;
+        // The cursor number and the event name are short: an eight-byte scan beats a memchr
+        // call.
+        let colon = find_byte(rest, b':').ok_or("WAIT line without ':'")?;
         let cursor = &rest[..colon];
         let rest = &rest[colon + 1..];
         let rest = rest.trim_ascii_start();
@@ -638,10 +647,7 @@ impl TraceParser {
                 &rest[nam + 5..]
             }
         };
-        let q = after
-            .iter()
-            .position(|&c| c == b'\'')
-            .ok_or("WAIT line with unterminated nam='")?;
+        let q = find_byte(after, b'\'').ok_or("WAIT line with unterminated nam='")?;
         let name = &after[..q];
         let params = parse_params(&after[q + 1..]);
         if let Some(b) = params.bad {
@@ -701,26 +707,17 @@ impl TraceParser {
             .map(|o| if o == u32::MAX as i64 { -1 } else { o });
         if let Some(f) = file {
             e.io = true;
-            let nb = blocks.unwrap_or(1);
+            let key = IoKey {
+                ev,
+                file: f,
+                obj,
+                range: block.map(|b| b / BLOCK_RANGE),
+            };
             self.out
-                .io_files
-                .entry((ev, f))
+                .io
+                .entry(key)
                 .or_default()
-                .add(ela, block, nb);
-            if let Some(o) = obj {
-                self.out
-                    .io_objs
-                    .entry((ev, o))
-                    .or_default()
-                    .add(ela, block, nb);
-            }
-            if let Some(b) = block {
-                self.out
-                    .io_ranges
-                    .entry((ev, f, b / BLOCK_RANGE))
-                    .or_default()
-                    .add(ela, block, nb);
-            }
+                .add(ela, block, blocks.unwrap_or(1));
         }
         // Slowest waits.
         if self.opts.top > 0 && (ela > self.slow_min || self.out.slowest.len() < self.opts.top) {
@@ -785,23 +782,51 @@ impl TraceParser {
         // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
         // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
         // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
-        // by their first byte.
-        for kv in line[start..].split(|&b| b == b',') {
-            let kv = trim(kv);
-            let v = match kv.first() {
-                Some(b'c') => kv.strip_prefix(b"c=").map(|v| (0, v)),
-                Some(b'e') => kv.strip_prefix(b"e=").map(|v| (1, v)),
-                Some(b'd') => kv.strip_prefix(b"dep=").map(|v| (2, v)),
-                Some(b't') => kv.strip_prefix(b"tim=").map(|v| (3, v)),
+        // by their first byte. A value is the trimmed rest of its field; plain digits up to the
+        // comma (the rule) are taken as they are accumulated.
+        let b = &line[start..];
+        let len = b.len();
+        let mut i = 0;
+        while i <= len {
+            while i < len && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            let rest = &b[i..];
+            let key = match rest.first() {
+                Some(b'c') if rest.get(1) == Some(&b'=') => Some((0, 2)),
+                Some(b'e') if rest.get(1) == Some(&b'=') => Some((1, 2)),
+                Some(b'd') if rest.starts_with(b"dep=") => Some((2, 4)),
+                Some(b't') if rest.starts_with(b"tim=") => Some((3, 4)),
                 _ => None,
             };
-            let Some((k, v)) = v else { continue };
-            let v = trim(v);
+            let Some((k, skip)) = key else {
+                i += find_byte(rest, b',').map_or(rest.len(), |c| c + 1);
+                if i >= len {
+                    break;
+                }
+                continue;
+            };
+            let vs = i + skip;
+            let (acc, nd) = leading_digits(&b[vs..]);
+            let ve = vs + nd;
+            let (u, s) = if (ve == len || b[ve] == b',') && (1..=19).contains(&nd) {
+                i = ve + 1;
+                (Some(acc), i64::try_from(acc).ok())
+            } else {
+                let end = vs + find_byte(&b[vs..], b',').unwrap_or(len - vs);
+                i = end + 1;
+                let v = trim(&b[vs..end]);
+                if k == 3 {
+                    (None, parse_i64(v))
+                } else {
+                    (parse_u64(v), None)
+                }
+            };
             match k {
-                0 => c = parse_u64(v),
-                1 => e = parse_u64(v),
-                2 => dep = parse_u64(v).unwrap_or(0),
-                _ => tim = parse_i64(v),
+                0 => c = u,
+                1 => e = u,
+                2 => dep = u.unwrap_or(0),
+                _ => tim = s,
             }
         }
         let in_range = |x: &u64| *x <= MAX_TRACE_US;
@@ -937,8 +962,11 @@ impl TraceParser {
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
 /// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
 ///
-/// One pass: the value's digits are accumulated while its end is found, so a plain decimal
-/// value (all of them but `obj#=-1` in practice) is never scanned twice.
+/// One pass: a name of up to seven bytes (all the common ones) is found and told apart with
+/// one eight-byte load (the bytes before the first `=`, as a number, with the name's length in
+/// the top byte); longer names are scanned for and compared as bytes. The value's digits are
+/// accumulated while its end is found, so a plain decimal value (all of them but `obj#=-1` in
+/// practice) is never scanned twice.
 fn parse_params(p: &[u8]) -> WaitParams {
     let mut w = WaitParams::default();
     let n = p.len();
@@ -948,21 +976,71 @@ fn parse_params(p: &[u8]) -> WaitParams {
             i += 1;
         }
         let name_start = i;
-        while i < n && p[i] != b'=' {
-            i += 1;
-        }
-        if i >= n {
-            break;
-        }
-        let eq = i;
-        let mut name_end = eq;
-        while name_end > name_start && p[name_end - 1] == b' ' {
-            name_end -= 1;
-        }
-        let name = &p[name_start..name_end];
+        // `key`: the name as a short key (see [`short_key`]), when it is one.
+        let (key, eq) = match p.get(i..i + 8) {
+            Some(chunk) => {
+                let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                match first_byte_eq(x, b'=') {
+                    Some(k) => {
+                        // A name ending in a space is trimmed below (the general way).
+                        let spaced = k > 0 && chunk[k - 1] == b' ';
+                        let key = (!spaced).then(|| {
+                            let mask = if k == 0 { 0 } else { u64::MAX >> (64 - 8 * k) };
+                            (x & mask) | (k as u64) << 56
+                        });
+                        (key, i + k)
+                    }
+                    None => match find_byte(&p[i + 8..], b'=') {
+                        Some(k) => (None, i + 8 + k),
+                        None => break,
+                    },
+                }
+            }
+            None => match find_byte(&p[i..], b'=') {
+                Some(k) => (None, i + k),
+                None => break,
+            },
+        };
+        let param = match key {
+            Some(k) => match k {
+                K_ELA => Param::Ela,
+                K_TIM => Param::Tim,
+                K_OBJ => Param::Obj,
+                K_FILE => Param::File,
+                K_BLOCK => Param::Block,
+                K_BLOCKS => Param::Blocks,
+                K_P1 => Param::P1,
+                K_P2 => Param::P2,
+                K_P3 => Param::P3,
+                _ => Param::Other,
+            },
+            None => {
+                let mut name_end = eq;
+                while name_end > name_start && p[name_end - 1] == b' ' {
+                    name_end -= 1;
+                }
+                match &p[name_start..name_end] {
+                    b"ela" => Param::Ela,
+                    b"tim" => Param::Tim,
+                    b"obj#" => Param::Obj,
+                    b"file#" | b"file number" => Param::File,
+                    b"block#" | b"first dba" => Param::Block,
+                    b"blocks" | b"block cnt" => Param::Blocks,
+                    b"p1" => Param::P1,
+                    b"p2" => Param::P2,
+                    b"p3" => Param::P3,
+                    _ => Param::Other,
+                }
+            }
+        };
         i = eq + 1;
         while i < n && p[i] == b' ' {
             i += 1;
+        }
+        if let Param::Other = param {
+            // A value that is not kept: only its end matters.
+            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
+            continue;
         }
         let vs = i;
         // Digits first (the common case, eight at a time), then whatever else the value holds
@@ -972,7 +1050,7 @@ fn parse_params(p: &[u8]) -> WaitParams {
         let mut digits = true;
         if i < n && p[i] != b' ' {
             digits = false;
-            i += p[i..].iter().position(|&c| c == b' ').unwrap_or(n - i);
+            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
         }
         let val = &p[vs..i];
         // Up to 19 digits cannot overflow u64: the accumulated value is the number.
@@ -985,28 +1063,106 @@ fn parse_params(p: &[u8]) -> WaitParams {
                 parse_i64(val)
             }
         };
-        match name {
-            b"ela" => match u() {
+        match param {
+            Param::Ela => match u() {
                 Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
                 Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
                 None => w.bad = Some("ela= is not a number"),
             },
-            b"tim" => match s() {
+            Param::Tim => match s() {
                 Some(x) => w.tim = Some(x),
                 None => w.bad = Some("tim= is not a number"),
             },
-            b"obj#" => w.obj = s(),
-            b"file#" | b"file number" => w.file = s(),
-            b"block#" | b"first dba" => w.block = u(),
+            Param::Obj => w.obj = s(),
+            Param::File => w.file = s(),
+            Param::Block => w.block = u(),
             // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
-            b"blocks" | b"block cnt" => w.blocks = u().filter(|&b| b <= 1 << 32),
-            b"p1" => w.p1 = s(),
-            b"p2" => w.p2 = u(),
-            b"p3" => w.p3 = u(),
-            _ => {}
+            Param::Blocks => w.blocks = u().filter(|&b| b <= 1 << 32),
+            Param::P1 => w.p1 = s(),
+            Param::P2 => w.p2 = u(),
+            Param::P3 => w.p3 = u(),
+            Param::Other => {}
         }
     }
     w
+}
+
+/// A name's length and first eight bytes (zero-padded): names that differ in it differ.
+#[inline]
+fn name_key(name: &[u8]) -> (usize, u64) {
+    let head = match name.get(..8) {
+        Some(h) => u64::from_le_bytes(h.try_into().expect("8 bytes")),
+        None => {
+            let mut b = [0u8; 8];
+            b[..name.len()].copy_from_slice(name);
+            u64::from_le_bytes(b)
+        }
+    };
+    (name.len(), head)
+}
+
+/// The WAIT parameters [`parse_params`] keeps.
+#[derive(Clone, Copy)]
+enum Param {
+    Ela,
+    Tim,
+    Obj,
+    File,
+    Block,
+    Blocks,
+    P1,
+    P2,
+    P3,
+    Other,
+}
+
+/// A name of up to seven bytes as one number: its bytes (little-endian) and its length in the
+/// top byte, so that names of different lengths never compare equal.
+const fn short_key(name: &[u8]) -> u64 {
+    let mut k = (name.len() as u64) << 56;
+    let mut i = 0;
+    while i < name.len() {
+        k |= (name[i] as u64) << (8 * i);
+        i += 1;
+    }
+    k
+}
+
+const K_ELA: u64 = short_key(b"ela");
+const K_TIM: u64 = short_key(b"tim");
+const K_OBJ: u64 = short_key(b"obj#");
+const K_FILE: u64 = short_key(b"file#");
+const K_BLOCK: u64 = short_key(b"block#");
+const K_BLOCKS: u64 = short_key(b"blocks");
+const K_P1: u64 = short_key(b"p1");
+const K_P2: u64 = short_key(b"p2");
+const K_P3: u64 = short_key(b"p3");
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// Index of the first byte of the eight in `x` (little-endian) equal to `b`, if any. Exact:
+/// no carry crosses a byte.
+#[inline]
+fn first_byte_eq(x: u64, b: u8) -> Option<usize> {
+    let t = x ^ (b as u64 * ONES);
+    let low = 0x7f * ONES;
+    let zero = !(((t & low) + low) | t) & (0x80 * ONES);
+    (zero != 0).then(|| (zero.trailing_zeros() / 8) as usize)
+}
+
+/// Index of the first `b` in `h`: eight bytes at a time (the fields of a trace line are short,
+/// so this beats setting up a vector search).
+#[inline]
+fn find_byte(h: &[u8], b: u8) -> Option<usize> {
+    let mut i = 0;
+    while let Some(chunk) = h.get(i..i + 8) {
+        if let Some(k) = first_byte_eq(u64::from_le_bytes(chunk.try_into().expect("8 bytes")), b)
+        {
+            return Some(i + k);
+        }
+        i += 8;
+    }
+    h[i..].iter().position(|&c| c == b).map(|k| i + k)
 }
 
 /// The decimal digits that `p` begins with: their value (wrapping past 2^64, so exact for up
@@ -1015,7 +1171,6 @@ fn parse_params(p: &[u8]) -> WaitParams {
 /// multiplications), the rest one by one.
 #[inline]
 fn leading_digits(p: &[u8]) -> (u64, usize) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
     let mut acc: u64 = 0;
     let mut i = 0;
     while let Some(chunk) = p.get(i..i + 8) {
@@ -1356,15 +1511,21 @@ pub fn build_results(
                 insert_slowest(&mut slowest, w.clone(), opts.top);
             }
         }
-        let ev_name = |i: u32| f.events[i as usize].name.clone();
-        for ((e, k), a) in &f.io_files {
-            io_files.entry((ev_name(*e), *k)).or_default().merge(a);
-        }
-        for ((e, k), a) in &f.io_objs {
-            io_objs.entry((ev_name(*e), *k)).or_default().merge(a);
-        }
-        for ((e, k, r), a) in &f.io_ranges {
-            io_ranges.entry((ev_name(*e), *k, *r)).or_default().merge(a);
+        for (k, a) in &f.io {
+            let name = &f.events[k.ev as usize].name;
+            io_files
+                .entry((name.clone(), k.file))
+                .or_default()
+                .merge(a);
+            if let Some(o) = k.obj {
+                io_objs.entry((name.clone(), o)).or_default().merge(a);
+            }
+            if let Some(r) = k.range {
+                io_ranges
+                    .entry((name.clone(), k.file, r))
+                    .or_default()
+                    .merge(a);
+            }
         }
         sources.push(source_file(&f.stats, &f.path, f.gzip));
         if f.stats.unparsed > 0 {
