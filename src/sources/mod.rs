@@ -730,6 +730,8 @@ struct Slot {
 struct OpAcc {
     name: String,
     total: Histogram<u64>,
+    /// Latencies of `total` not yet in it (added when the accumulator is drained).
+    total_counts: TotalCounts,
     bytes: u64,
     cur: Option<i64>,
     /// Times `[lo, hi)` (ns) of interval `cur`; empty when none is open.
@@ -743,6 +745,43 @@ struct OpAcc {
     closed: BTreeMap<i64, Slot>,
     /// Edges of the source buckets spread into this op (see `OpResult::bucket_edges_ns`).
     edges: std::collections::BTreeSet<u64>,
+}
+
+/// Latencies counted by HdrHistogram counts index in the layout of [`new_histogram`] (the
+/// standard layout of [`std_index`]), to be added into such a histogram later: one increment
+/// per value rather than a call of `Histogram::saturating_record`, with the same result (a
+/// value beyond the counts is clamped to the highest trackable value, as that does; a value is
+/// added back as the lowest of its bucket, which every figure read from the histogram treats
+/// alike).
+#[derive(Default)]
+struct TotalCounts {
+    /// Empty until the first value.
+    counts: Vec<u64>,
+}
+
+impl TotalCounts {
+    #[inline]
+    fn record(&mut self, v: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; new_histogram().distinct_values()];
+        }
+        let i = std_index(v);
+        let i = if i < self.counts.len() {
+            i
+        } else {
+            std_index(crate::results::HIST_MAX_NS)
+        };
+        self.counts[i] += 1;
+    }
+
+    /// Add the counted values into `h` (of the layout of [`new_histogram`]) and clear them.
+    fn add_into(&mut self, h: &mut Histogram<u64>) {
+        for (i, c) in self.counts.iter_mut().enumerate() {
+            if *c != 0 {
+                let _ = h.record_n(crate::results::V2Scan::value_of(i), std::mem::take(c));
+            }
+        }
+    }
 }
 
 /// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
@@ -1151,6 +1190,7 @@ impl Binned {
         self.ops.push(OpAcc {
             name: name.to_string(),
             total: new_histogram(),
+            total_counts: TotalCounts::default(),
             bytes: 0,
             cur: None,
             cur_span: (0, 0),
@@ -1220,6 +1260,8 @@ impl Binned {
         if all {
             for i in 0..self.ops.len() {
                 self.close(i);
+                let o = &mut self.ops[i];
+                o.total_counts.add_into(&mut o.total);
             }
             if self.encoder.as_ref().is_some_and(|e| !e.batch.is_empty()) {
                 self.flush();
@@ -1328,7 +1370,7 @@ impl Binned {
             o.cur_vals.clear();
         }
         o.cur_vals.push(lat_ns);
-        o.total.saturating_record(lat_ns);
+        o.total_counts.record(lat_ns);
         o.cur_bytes = o.cur_bytes.saturating_add(bytes);
         o.bytes = o.bytes.saturating_add(bytes);
     }

@@ -113,16 +113,6 @@ pub struct EventTotals {
     io: bool,
 }
 
-/// The finest grouping of I/O waits: event (index), file#, obj# (when given) and block range
-/// (when a block is given). Every aggregate of [`IoAgg`] sums exactly over it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct IoKey {
-    ev: u32,
-    file: i64,
-    obj: Option<i64>,
-    range: Option<u64>,
-}
-
 /// I/O aggregate for a file, object or block range.
 #[derive(Clone, Debug, Default)]
 struct IoAgg {
@@ -183,9 +173,9 @@ pub struct TraceFile {
     pub outermost_by_depth: BTreeMap<u64, u64>,
     pub recursive_calls: u64,
     pub errors: BTreeMap<String, u64>,
-    /// I/O waits by event, file, object and block range: the finest grouping (one lookup per
-    /// wait), summed into the by-file, by-object and by-range breakdowns when results are built.
-    io: FxHashMap<IoKey, IoAgg>,
+    io_files: FxHashMap<(u32, i64), IoAgg>,
+    io_objs: FxHashMap<(u32, i64), IoAgg>,
+    io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
     pub slowest: Vec<SlowWait>,
     pub warnings: Vec<String>,
     pub first_tim: Option<i64>,
@@ -269,7 +259,9 @@ impl TraceParser {
                 outermost_by_depth: BTreeMap::new(),
                 recursive_calls: 0,
                 errors: BTreeMap::new(),
-                io: FxHashMap::default(),
+                io_files: FxHashMap::default(),
+                io_objs: FxHashMap::default(),
+                io_ranges: FxHashMap::default(),
                 slowest: Vec::new(),
                 warnings: Vec::new(),
                 first_tim: None,
@@ -599,7 +591,7 @@ impl TraceParser {
 
     fn event_index(&mut self, name: &[u8]) -> u32 {
         let key = name_key(name);
-        let same = |i: usize| self.ev_keys[i] == key && self.ev_names[i].as_slice() == name;
+        let same = |i: usize| self.ev_keys[i] == key && same_tail(&self.ev_names[i], name);
         if let Some(i) = self.last_ev {
             if same(i as usize) {
                 return i;
@@ -707,17 +699,26 @@ impl TraceParser {
             .map(|o| if o == u32::MAX as i64 { -1 } else { o });
         if let Some(f) = file {
             e.io = true;
-            let key = IoKey {
-                ev,
-                file: f,
-                obj,
-                range: block.map(|b| b / BLOCK_RANGE),
-            };
+            let nb = blocks.unwrap_or(1);
             self.out
-                .io
-                .entry(key)
+                .io_files
+                .entry((ev, f))
                 .or_default()
-                .add(ela, block, blocks.unwrap_or(1));
+                .add(ela, block, nb);
+            if let Some(o) = obj {
+                self.out
+                    .io_objs
+                    .entry((ev, o))
+                    .or_default()
+                    .add(ela, block, nb);
+            }
+            if let Some(b) = block {
+                self.out
+                    .io_ranges
+                    .entry((ev, f, b / BLOCK_RANGE))
+                    .or_default()
+                    .add(ela, block, nb);
+            }
         }
         // Slowest waits.
         if self.opts.top > 0 && (ela > self.slow_min || self.out.slowest.len() < self.opts.top) {
@@ -1099,6 +1100,20 @@ fn name_key(name: &[u8]) -> (usize, u64) {
         }
     };
     (name.len(), head)
+}
+
+/// Whether two names of the same [`name_key`] (so of one length) are equal: their bytes after
+/// the first eight, compared eight at a time (names are short; this beats a call of `memcmp`).
+#[inline]
+fn same_tail(a: &[u8], b: &[u8]) -> bool {
+    let (Some(a), Some(b)) = (a.get(8..), b.get(8..)) else {
+        return true;
+    };
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    let mut x = a.chunks_exact(8);
+    let mut y = b.chunks_exact(8);
+    x.by_ref().zip(y.by_ref()).all(|(p, q)| word(p) == word(q))
+        && x.remainder().iter().zip(y.remainder()).all(|(p, q)| p == q)
 }
 
 /// The WAIT parameters [`parse_params`] keeps.
@@ -1511,21 +1526,15 @@ pub fn build_results(
                 insert_slowest(&mut slowest, w.clone(), opts.top);
             }
         }
-        for (k, a) in &f.io {
-            let name = &f.events[k.ev as usize].name;
-            io_files
-                .entry((name.clone(), k.file))
-                .or_default()
-                .merge(a);
-            if let Some(o) = k.obj {
-                io_objs.entry((name.clone(), o)).or_default().merge(a);
-            }
-            if let Some(r) = k.range {
-                io_ranges
-                    .entry((name.clone(), k.file, r))
-                    .or_default()
-                    .merge(a);
-            }
+        let ev_name = |i: u32| f.events[i as usize].name.clone();
+        for ((e, k), a) in &f.io_files {
+            io_files.entry((ev_name(*e), *k)).or_default().merge(a);
+        }
+        for ((e, k), a) in &f.io_objs {
+            io_objs.entry((ev_name(*e), *k)).or_default().merge(a);
+        }
+        for ((e, k, r), a) in &f.io_ranges {
+            io_ranges.entry((ev_name(*e), *k, *r)).or_default().merge(a);
         }
         sources.push(source_file(&f.stats, &f.path, f.gzip));
         if f.stats.unparsed > 0 {
