@@ -1281,8 +1281,7 @@ impl Binned {
                 merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
             }
             if !all {
-                enc.spare
-                    .extend(jobs.into_iter().map(|j| (j.hist, j.vals)));
+                enc.spare.extend(jobs.into_iter().map(|j| (j.hist, j.vals)));
             }
         }
         if all {

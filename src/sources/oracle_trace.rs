@@ -598,7 +598,9 @@ impl TraceParser {
             }
         }
         let found = if self.out.events.len() <= 32 {
-            (0..self.ev_names.len()).find(|&i| same(i)).map(|i| i as u32)
+            (0..self.ev_names.len())
+                .find(|&i| same(i))
+                .map(|i| i as u32)
         } else {
             self.ev_index.get(name).copied()
         };
@@ -961,7 +963,7 @@ impl TraceParser {
 }
 
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
-/// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
+/// contain spaces (`file number=`, `first dba=`); values are the next space-free token.
 ///
 /// One pass: a name of up to seven bytes (all the common ones) is found and told apart with
 /// one eight-byte load (the bytes before the first `=`, as a number, with the name's length in
@@ -982,15 +984,7 @@ fn parse_params(p: &[u8]) -> WaitParams {
             Some(chunk) => {
                 let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
                 match first_byte_eq(x, b'=') {
-                    Some(k) => {
-                        // A name ending in a space is trimmed below (the general way).
-                        let spaced = k > 0 && chunk[k - 1] == b' ';
-                        let key = (!spaced).then(|| {
-                            let mask = if k == 0 { 0 } else { u64::MAX >> (64 - 8 * k) };
-                            (x & mask) | (k as u64) << 56
-                        });
-                        (key, i + k)
-                    }
+                    Some(k) => (name_key_at(p, i, i + k), i + k),
                     None => match find_byte(&p[i + 8..], b'=') {
                         Some(k) => (None, i + 8 + k),
                         None => break,
@@ -1002,38 +996,7 @@ fn parse_params(p: &[u8]) -> WaitParams {
                 None => break,
             },
         };
-        let param = match key {
-            Some(k) => match k {
-                K_ELA => Param::Ela,
-                K_TIM => Param::Tim,
-                K_OBJ => Param::Obj,
-                K_FILE => Param::File,
-                K_BLOCK => Param::Block,
-                K_BLOCKS => Param::Blocks,
-                K_P1 => Param::P1,
-                K_P2 => Param::P2,
-                K_P3 => Param::P3,
-                _ => Param::Other,
-            },
-            None => {
-                let mut name_end = eq;
-                while name_end > name_start && p[name_end - 1] == b' ' {
-                    name_end -= 1;
-                }
-                match &p[name_start..name_end] {
-                    b"ela" => Param::Ela,
-                    b"tim" => Param::Tim,
-                    b"obj#" => Param::Obj,
-                    b"file#" | b"file number" => Param::File,
-                    b"block#" | b"first dba" => Param::Block,
-                    b"blocks" | b"block cnt" => Param::Blocks,
-                    b"p1" => Param::P1,
-                    b"p2" => Param::P2,
-                    b"p3" => Param::P3,
-                    _ => Param::Other,
-                }
-            }
-        };
+        let param = param_of(key, &p[name_start..eq]);
         i = eq + 1;
         while i < n && p[i] == b' ' {
             i += 1;
@@ -1055,37 +1018,111 @@ fn parse_params(p: &[u8]) -> WaitParams {
         }
         let val = &p[vs..i];
         // Up to 19 digits cannot overflow u64: the accumulated value is the number.
-        let fast = digits && !val.is_empty() && val.len() <= 19;
-        let u = || if fast { Some(acc) } else { parse_u64(val) };
-        let s = || {
-            if fast {
-                i64::try_from(acc).ok()
-            } else {
-                parse_i64(val)
-            }
-        };
-        match param {
-            Param::Ela => match u() {
-                Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
-                Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
-                None => w.bad = Some("ela= is not a number"),
-            },
-            Param::Tim => match s() {
-                Some(x) => w.tim = Some(x),
-                None => w.bad = Some("tim= is not a number"),
-            },
-            Param::Obj => w.obj = s(),
-            Param::File => w.file = s(),
-            Param::Block => w.block = u(),
-            // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
-            Param::Blocks => w.blocks = u().filter(|&b| b <= 1 << 32),
-            Param::P1 => w.p1 = s(),
-            Param::P2 => w.p2 = u(),
-            Param::P3 => w.p3 = u(),
-            Param::Other => {}
-        }
+        let fast = (digits && !val.is_empty() && val.len() <= 19).then_some(acc);
+        keep_param(&mut w, param, val, fast);
     }
     w
+}
+
+/// The name `p[start..eq]` (shorter than eight bytes) as a [`short_key`], unless it ends in a
+/// space (then it is trimmed and compared as bytes by [`param_of`]).
+#[inline]
+fn name_key_at(p: &[u8], start: usize, eq: usize) -> Option<u64> {
+    let k = eq - start;
+    if k > 0 && p[eq - 1] == b' ' {
+        return None;
+    }
+    let x = match p.get(start..start + 8) {
+        Some(chunk) => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+        None => {
+            let mut b = [0u8; 8];
+            b[..k].copy_from_slice(&p[start..eq]);
+            u64::from_le_bytes(b)
+        }
+    };
+    let mask = if k == 0 { 0 } else { u64::MAX >> (64 - 8 * k) };
+    Some((x & mask) | (k as u64) << 56)
+}
+
+/// Which parameter the name before a `=` is: by its short key when it has one, else by its
+/// bytes with trailing spaces trimmed.
+#[inline]
+fn param_of(key: Option<u64>, name: &[u8]) -> Param {
+    match key {
+        Some(k) => match k {
+            K_ELA => Param::Ela,
+            K_TIM => Param::Tim,
+            K_OBJ => Param::Obj,
+            K_FILE => Param::File,
+            K_BLOCK => Param::Block,
+            K_BLOCKS => Param::Blocks,
+            K_P1 => Param::P1,
+            K_P2 => Param::P2,
+            K_P3 => Param::P3,
+            _ => Param::Other,
+        },
+        None => match trim_end_spaces(name) {
+            b"ela" => Param::Ela,
+            b"tim" => Param::Tim,
+            b"obj#" => Param::Obj,
+            b"file#" | b"file number" => Param::File,
+            b"block#" | b"first dba" => Param::Block,
+            b"blocks" | b"block cnt" => Param::Blocks,
+            b"p1" => Param::P1,
+            b"p2" => Param::P2,
+            b"p3" => Param::P3,
+            _ => Param::Other,
+        },
+    }
+}
+
+/// `name` without the spaces it ends in.
+fn trim_end_spaces(name: &[u8]) -> &[u8] {
+    let end = name.iter().rposition(|&c| c != b' ').map_or(0, |e| e + 1);
+    &name[..end]
+}
+
+/// Keep the value `val` of `param`; `fast` is its number when it is plain digits (up to 19).
+#[inline]
+fn keep_param(w: &mut WaitParams, param: Param, val: &[u8], fast: Option<u64>) {
+    let u = || fast.or_else(|| parse_u64(val));
+    let s = || match fast {
+        Some(x) => i64::try_from(x).ok(),
+        None => parse_i64(val),
+    };
+    match param {
+        Param::Ela => match u() {
+            Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+            Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
+            None => w.bad = Some("ela= is not a number"),
+        },
+        Param::Tim => match s() {
+            Some(x) => w.tim = Some(x),
+            None => w.bad = Some("tim= is not a number"),
+        },
+        Param::Obj => w.obj = s(),
+        Param::File => w.file = s(),
+        Param::Block => w.block = u(),
+        // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
+        Param::Blocks => w.blocks = u().filter(|&b| b <= 1 << 32),
+        Param::P1 => w.p1 = s(),
+        Param::P2 => w.p2 = u(),
+        Param::P3 => w.p3 = u(),
+        Param::Other => {}
+    }
+}
+
+/// The number written by the first `k` (1 to 8) bytes of `a` (little-endian), each already a
+/// digit's value (0 to 9): the `k` digits, preceded by 8 − k zeros, as the 8-digit number they
+/// make, with three multiplications.
+#[inline]
+fn swar_digits(a: u64, k: usize) -> u64 {
+    let d = if k == 8 { a } else { a << (8 * (8 - k)) };
+    let d = d.wrapping_mul(10).wrapping_add(d >> 8);
+    ((d & 0x0000_00ff_0000_00ff)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
+        >> 32
 }
 
 /// A name's length and first eight bytes (zero-padded): names that differ in it differ.
@@ -1171,8 +1208,7 @@ fn first_byte_eq(x: u64, b: u8) -> Option<usize> {
 fn find_byte(h: &[u8], b: u8) -> Option<usize> {
     let mut i = 0;
     while let Some(chunk) = h.get(i..i + 8) {
-        if let Some(k) = first_byte_eq(u64::from_le_bytes(chunk.try_into().expect("8 bytes")), b)
-        {
+        if let Some(k) = first_byte_eq(u64::from_le_bytes(chunk.try_into().expect("8 bytes")), b) {
             return Some(i + k);
         }
         i += 8;
@@ -1199,14 +1235,7 @@ fn leading_digits(p: &[u8]) -> (u64, usize) {
         if k == 0 {
             return (acc, i);
         }
-        // The k digits, preceded by 8 − k zeros, as the 8-digit number they make.
-        let d = if k == 8 { a } else { a << (8 * (8 - k)) };
-        let d = d.wrapping_mul(10).wrapping_add(d >> 8);
-        let d = ((d & 0x0000_00ff_0000_00ff)
-            .wrapping_mul(100 + (1_000_000 << 32))
-            .wrapping_add(((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
-            >> 32;
-        acc = acc.wrapping_mul(POW10[k]).wrapping_add(d);
+        acc = acc.wrapping_mul(POW10[k]).wrapping_add(swar_digits(a, k));
         i += k;
         if k < 8 {
             return (acc, i);
@@ -1627,7 +1656,12 @@ pub fn build_results(
         let mut waits = 0.0;
         let mut calls = 0.0;
         for p in file_profiles.iter().filter(|p| paths.contains(&p.path)) {
-            calls += p.profile.calls.values().map(|c| c.count as f64).sum::<f64>();
+            calls += p
+                .profile
+                .calls
+                .values()
+                .map(|c| c.count as f64)
+                .sum::<f64>();
             waits += p
                 .profile
                 .rows
