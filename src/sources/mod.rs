@@ -1773,6 +1773,90 @@ mod tests {
         }
     }
 
+    /// Totals counted by index hold what `saturating_record` records: the same encoding and
+    /// the same figures, for 0 ns, values near and past the highest trackable one, and many.
+    #[test]
+    fn total_counts_as_saturating_record() {
+        let top = crate::results::HIST_MAX_NS;
+        let mut vals = vec![
+            0,
+            1,
+            2047,
+            2048,
+            123_456_789,
+            top - 1,
+            top,
+            top + 1,
+            top * 6 / 5,
+        ];
+        vals.extend([top * 2, u64::MAX / 2, u64::MAX]);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..50_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            vals.push(seed >> (seed % 64));
+        }
+        let mut want = new_histogram();
+        let mut counts = TotalCounts::default();
+        for &v in &vals {
+            want.saturating_record(v);
+            counts.record(v);
+        }
+        let mut got = new_histogram();
+        counts.add_into(&mut got);
+        assert_eq!(Hist::encode(&got), Hist::encode(&want));
+        assert_eq!(
+            (got.len(), got.min(), got.max(), got.mean(), got.stdev()),
+            (
+                want.len(),
+                want.min(),
+                want.max(),
+                want.mean(),
+                want.stdev()
+            )
+        );
+        for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(got.value_at_quantile(q), want.value_at_quantile(q));
+        }
+        // Emptied: adding again adds nothing.
+        counts.add_into(&mut got);
+        assert_eq!(got.len(), want.len());
+    }
+
+    /// The interval histograms of a [`Binned`] say how many values they hold without being
+    /// decoded, and that number is the one decoding finds.
+    #[test]
+    fn counted_intervals_hold_what_they_say() {
+        let mut b = Binned::new(1_000_000_000);
+        let op = b.op("x");
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut n = 0;
+        for t in 0..3_000i64 {
+            for _ in 0..(t % 7) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                b.record(op, t * 5_000_000, seed >> (seed % 64), 0);
+                n += 1;
+            }
+        }
+        let fin = b.finish(BucketConvention::Exact, &|_| true);
+        let ivs = &fin.ops[0].intervals;
+        assert!(ivs.len() > 10);
+        let mut sum = 0;
+        for iv in ivs {
+            let decoded = Hist::from_base64(iv.hist.as_base64()).unwrap();
+            assert_eq!(
+                iv.hist.checked_len().unwrap(),
+                decoded.checked_len().unwrap()
+            );
+            assert_eq!(iv.hist.checked_len().unwrap(), iv.count);
+            sum += iv.count;
+        }
+        assert_eq!(sum, n);
+    }
+
     /// The sparse counts write the very counts bytes HdrHistogram's serializer writes for the
     /// same values (zero runs, single zeros, 0 ns, values past 1 h clamped), and decode to the
     /// same histogram.

@@ -193,7 +193,7 @@ struct Pending {
 }
 
 /// Parameters of one WAIT line.
-#[derive(Default)]
+#[derive(Default, Debug, PartialEq)]
 struct WaitParams {
     ela: Option<u64>,
     tim: Option<i64>,
@@ -778,60 +778,7 @@ impl TraceParser {
     /// lie between calls.
     fn call_named(&mut self, line: &[u8], start: usize, kind: &str, n: u64, st: &mut LineStats) {
         self.in_header = false;
-        let mut c = None;
-        let mut e = None;
-        let mut dep = 0u64;
-        let mut tim = None;
-        // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
-        // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
-        // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
-        // by their first byte. A value is the trimmed rest of its field; plain digits up to the
-        // comma (the rule) are taken as they are accumulated.
-        let b = &line[start..];
-        let len = b.len();
-        let mut i = 0;
-        while i <= len {
-            while i < len && b[i].is_ascii_whitespace() {
-                i += 1;
-            }
-            let rest = &b[i..];
-            let key = match rest.first() {
-                Some(b'c') if rest.get(1) == Some(&b'=') => Some((0, 2)),
-                Some(b'e') if rest.get(1) == Some(&b'=') => Some((1, 2)),
-                Some(b'd') if rest.starts_with(b"dep=") => Some((2, 4)),
-                Some(b't') if rest.starts_with(b"tim=") => Some((3, 4)),
-                _ => None,
-            };
-            let Some((k, skip)) = key else {
-                i += find_byte(rest, b',').map_or(rest.len(), |c| c + 1);
-                if i >= len {
-                    break;
-                }
-                continue;
-            };
-            let vs = i + skip;
-            let (acc, nd) = leading_digits(&b[vs..]);
-            let ve = vs + nd;
-            let (u, s) = if (ve == len || b[ve] == b',') && (1..=19).contains(&nd) {
-                i = ve + 1;
-                (Some(acc), i64::try_from(acc).ok())
-            } else {
-                let end = vs + find_byte(&b[vs..], b',').unwrap_or(len - vs);
-                i = end + 1;
-                let v = trim(&b[vs..end]);
-                if k == 3 {
-                    (None, parse_i64(v))
-                } else {
-                    (parse_u64(v), None)
-                }
-            };
-            match k {
-                0 => c = u,
-                1 => e = u,
-                2 => dep = u.unwrap_or(0),
-                _ => tim = s,
-            }
-        }
+        let CallFields { c, e, dep, tim } = call_fields(&line[start..]);
         let in_range = |x: &u64| *x <= MAX_TRACE_US;
         let (Some(c), Some(e)) = (c.filter(in_range), e.filter(in_range)) else {
             return count_unparsed(
@@ -960,6 +907,75 @@ impl TraceParser {
         };
         self.out
     }
+}
+
+/// The `c`, `e`, `dep` and `tim` fields of a database call line (after its colon).
+#[derive(Debug, PartialEq)]
+struct CallFields {
+    c: Option<u64>,
+    e: Option<u64>,
+    dep: u64,
+    tim: Option<i64>,
+}
+
+/// Read the fields of a database call line: `c=…,e=…,p=…,…,dep=…,…,tim=…`.
+fn call_fields(b: &[u8]) -> CallFields {
+    let mut f = CallFields {
+        c: None,
+        e: None,
+        dep: 0,
+        tim: None,
+    };
+    // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
+    // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
+    // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
+    // by their first byte. A value is the trimmed rest of its field; plain digits up to the
+    // comma (the rule) are taken as they are accumulated.
+    let len = b.len();
+    let mut i = 0;
+    while i <= len {
+        while i < len && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let rest = &b[i..];
+        let key = match rest.first() {
+            Some(b'c') if rest.get(1) == Some(&b'=') => Some((0, 2)),
+            Some(b'e') if rest.get(1) == Some(&b'=') => Some((1, 2)),
+            Some(b'd') if rest.starts_with(b"dep=") => Some((2, 4)),
+            Some(b't') if rest.starts_with(b"tim=") => Some((3, 4)),
+            _ => None,
+        };
+        let Some((k, skip)) = key else {
+            i += find_byte(rest, b',').map_or(rest.len(), |c| c + 1);
+            if i >= len {
+                break;
+            }
+            continue;
+        };
+        let vs = i + skip;
+        let (acc, nd) = leading_digits(&b[vs..]);
+        let ve = vs + nd;
+        let (u, s) = if (ve == len || b[ve] == b',') && (1..=19).contains(&nd) {
+            i = ve + 1;
+            (Some(acc), i64::try_from(acc).ok())
+        } else {
+            let end = vs + find_byte(&b[vs..], b',').unwrap_or(len - vs);
+            i = end + 1;
+            let v = trim(&b[vs..end]);
+            if k == 3 {
+                (None, parse_i64(v))
+            } else {
+                (parse_u64(v), None)
+            }
+        };
+        match k {
+            0 => f.c = u,
+            1 => f.e = u,
+            2 => f.dep = u.unwrap_or(0),
+            _ => f.tim = s,
+        }
+    }
+    f
 }
 
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
@@ -1895,6 +1911,171 @@ mod tests {
         let p = parse_params(b" ela=7 file#=6 block#=4 blocks=1 obj#=4294967295 tim=5");
         assert_eq!((p.ela, p.obj), (Some(7), Some(4294967295)));
         assert!(parse_params(b" ela= x tim=5").bad.is_some());
+    }
+
+    /// Random lines made of `pieces` (xorshift, fixed seed).
+    fn random_lines(pieces: &[&[u8]], n: usize, max_len: usize) -> Vec<Vec<u8>> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        (0..n)
+            .map(|_| {
+                let len = next() as usize % max_len;
+                let mut l = Vec::new();
+                while l.len() < len {
+                    l.extend_from_slice(pieces[(next() >> 32) as usize % pieces.len()]);
+                }
+                l
+            })
+            .collect()
+    }
+
+    #[test]
+    fn params_as_the_plain_reading() {
+        // The plain reading of `name=value …`: spaces skipped, a name up to the next `=` with
+        // its trailing spaces trimmed, then the value up to the next space; numbers parsed
+        // whole.
+        fn plain(p: &[u8]) -> WaitParams {
+            let mut w = WaitParams::default();
+            let mut rest = p;
+            loop {
+                let start = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+                rest = &rest[start..];
+                let Some(eq) = rest.iter().position(|&c| c == b'=') else {
+                    break;
+                };
+                let name = trim_end_spaces(&rest[..eq]);
+                let name = name.to_vec();
+                rest = &rest[eq + 1..];
+                let vs = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+                rest = &rest[vs..];
+                let ve = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+                let v = &rest[..ve];
+                rest = &rest[ve..];
+                match name.as_slice() {
+                    b"ela" => match parse_u64(v) {
+                        Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+                        Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
+                        None => w.bad = Some("ela= is not a number"),
+                    },
+                    b"tim" => match parse_i64(v) {
+                        Some(x) => w.tim = Some(x),
+                        None => w.bad = Some("tim= is not a number"),
+                    },
+                    b"obj#" => w.obj = parse_i64(v),
+                    b"file#" | b"file number" => w.file = parse_i64(v),
+                    b"block#" | b"first dba" => w.block = parse_u64(v),
+                    b"blocks" | b"block cnt" => w.blocks = parse_u64(v).filter(|&b| b <= 1 << 32),
+                    b"p1" => w.p1 = parse_i64(v),
+                    b"p2" => w.p2 = parse_u64(v),
+                    b"p3" => w.p3 = parse_u64(v),
+                    _ => {}
+                }
+            }
+            w
+        }
+        let pieces: [&[u8]; 26] = [
+            b" ",
+            b"  ",
+            b"=",
+            b"ela",
+            b"ela ",
+            b"tim",
+            b"obj#",
+            b"file#",
+            b"file number",
+            b"block#",
+            b"first dba",
+            b"blocks",
+            b"block cnt",
+            b"p1",
+            b"p2",
+            b"p3",
+            b"driver id",
+            b"-1",
+            b"+7",
+            b"12345678901234567890",
+            b"2707602560910",
+            b"9",
+            b"x\xff",
+            b"0",
+            b"\0",
+            b"4294967297",
+        ];
+        let mut lines = random_lines(&pieces, 20_000, 150);
+        lines.push(b" ela= 23 file number=5 first dba=1234 block cnt=16 obj#=-1 tim=99".to_vec());
+        lines.push(b" ela =7 file# =6 p1=x p2=99999999999999999999 tim=-5".to_vec());
+        for l in &lines {
+            assert_eq!(
+                parse_params(l),
+                plain(l),
+                "{:?}",
+                String::from_utf8_lossy(l)
+            );
+        }
+    }
+
+    #[test]
+    fn call_fields_as_the_plain_reading() {
+        // The plain reading: fields split at commas and trimmed, values trimmed and parsed
+        // whole, a later field overriding an earlier one.
+        fn plain(b: &[u8]) -> CallFields {
+            let mut f = CallFields {
+                c: None,
+                e: None,
+                dep: 0,
+                tim: None,
+            };
+            for kv in b.split(|&x| x == b',') {
+                let kv = kv.trim_ascii();
+                if let Some(v) = kv.strip_prefix(b"c=") {
+                    f.c = parse_u64(v.trim_ascii());
+                } else if let Some(v) = kv.strip_prefix(b"e=") {
+                    f.e = parse_u64(v.trim_ascii());
+                } else if let Some(v) = kv.strip_prefix(b"dep=") {
+                    f.dep = parse_u64(v.trim_ascii()).unwrap_or(0);
+                } else if let Some(v) = kv.strip_prefix(b"tim=") {
+                    f.tim = parse_i64(v.trim_ascii());
+                }
+            }
+            f
+        }
+        let pieces: [&[u8]; 22] = [
+            b",",
+            b" ",
+            b"\t",
+            b"c=",
+            b"e=",
+            b"dep=",
+            b"tim=",
+            b"cr=",
+            b"p=",
+            b"c =",
+            b"d",
+            b"t",
+            b"1",
+            b"42",
+            b"-3",
+            b"+4",
+            b"2707602560910",
+            b"12345678901234567890",
+            b"99999999999999999999",
+            b"x",
+            b"\xff",
+            b"=",
+        ];
+        let mut lines = random_lines(&pieces, 20_000, 100);
+        lines.push(
+            b"c=120,e=150,p=0,cr=0,cu=0,mis=1,r=0,dep=0,og=1,plh=0,tim=2707602560910".to_vec(),
+        );
+        lines.push(b" c = 1, e=2 ,dep= 3,tim=-9,c=5,".to_vec());
+        for l in &lines {
+            assert_eq!(call_fields(l), plain(l), "{:?}", String::from_utf8_lossy(l));
+        }
     }
 
     #[test]
