@@ -978,19 +978,24 @@ fn push_zigzag(out: &mut Vec<u8>, n: i64) {
 struct Job {
     op: usize,
     k: i64,
-    hist: Histogram<u64>,
+    /// The interval's histogram, when values were recorded into it (spread buckets, or more
+    /// than [`MAX_CUR_VALS`] latencies); `None` (the common case) when they are all in `vals`.
+    hist: Option<Histogram<u64>>,
     /// Latencies (ns) still to be recorded into `hist`.
     vals: Vec<u64>,
     bytes: u64,
 }
 
 impl Job {
-    /// Record the pending latencies into the histogram.
-    fn settle(&mut self) {
+    /// The interval's histogram with the pending latencies recorded into it (a fresh one when
+    /// it had none).
+    fn settled(&mut self) -> &mut Histogram<u64> {
+        let h = self.hist.get_or_insert_with(interval_histogram);
         for &v in &self.vals {
-            record_interval(&mut self.hist, v, 1);
+            record_interval(h, v, 1);
         }
         self.vals.clear();
+        h
     }
 }
 
@@ -1001,11 +1006,11 @@ struct Done {
 }
 
 impl Job {
-    /// Encode the job's interval with `enc` (counting its latencies in `own` when its
-    /// histogram is still empty, the common case: only the counts in use are touched), leaving
-    /// its histogram and list empty for reuse.
+    /// Encode the job's interval with `enc` (counting its latencies in `own` when it has no
+    /// histogram, the common case: only the counts in use are touched), leaving its list empty
+    /// for reuse.
     fn encode(&mut self, enc: &mut HistEncoder, own: &mut IndexCounts) -> Done {
-        let slot = if self.hist.is_empty() && !self.vals.is_empty() {
+        let slot = if self.hist.is_none() && !self.vals.is_empty() {
             for &v in &self.vals {
                 own.record(v);
             }
@@ -1017,14 +1022,13 @@ impl Job {
                 bytes: self.bytes,
             }
         } else {
-            self.settle();
-            let slot = Slot {
-                hist: enc.encode(&self.hist),
-                count: self.hist.len(),
-                bytes: self.bytes,
-            };
-            self.hist.reset();
-            slot
+            let bytes = self.bytes;
+            let h = self.settled();
+            Slot {
+                hist: enc.encode(h),
+                count: h.len(),
+                bytes,
+            }
         };
         Done {
             op: self.op,
@@ -1036,7 +1040,7 @@ impl Job {
 
 /// Closed intervals handed over at once: one message (and at most one wake-up of the helper)
 /// per batch rather than per interval.
-const BATCH_JOBS: usize = 64;
+const BATCH_JOBS: usize = 32;
 /// A batch is handed over early once its lists hold this many latencies (bounds memory).
 const BATCH_VALS: usize = 1 << 16;
 /// Batches queued for the helper before the parser waits for it (bounds memory: with the one
@@ -1057,8 +1061,9 @@ struct Encoder {
     /// The batch being filled.
     batch: Vec<Job>,
     batch_vals: usize,
-    /// Emptied histograms and lists to reuse.
-    spare: Vec<(Histogram<u64>, Vec<u64>)>,
+    /// Emptied lists to reuse. (Histograms are not reused: one that grew would encode with a
+    /// larger highest trackable value than a fresh one.)
+    spare: Vec<Vec<u64>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -1214,12 +1219,11 @@ impl Binned {
             return;
         }
         let enc = self.encoder.get_or_insert_with(Encoder::start);
-        let (fresh, fresh_vals) = enc
-            .spare
-            .pop()
-            .unwrap_or_else(|| (interval_histogram(), Vec::new()));
-        let hist = std::mem::replace(&mut o.cur_hist, fresh);
-        let vals = std::mem::replace(&mut o.cur_vals, fresh_vals);
+        // An empty histogram stays (it is fresh: any value recorded would have made it
+        // non-empty); only the list of latencies goes, in the common case.
+        let hist = (!o.cur_hist.is_empty())
+            .then(|| std::mem::replace(&mut o.cur_hist, interval_histogram()));
+        let vals = std::mem::replace(&mut o.cur_vals, enc.spare.pop().unwrap_or_default());
         let bytes = std::mem::take(&mut o.cur_bytes);
         enc.batch_vals += vals.len();
         enc.batch.push(Job {
@@ -1243,11 +1247,12 @@ impl Binned {
         if let Err(batch) = enc.flush() {
             // No encoder thread: encode here.
             for mut job in batch {
-                job.settle();
+                let bytes = job.bytes;
+                let h = job.settled();
                 let slot = Slot {
-                    hist: Hist::encode(&job.hist),
-                    count: job.hist.len(),
-                    bytes: job.bytes,
+                    hist: Hist::encode(h),
+                    count: h.len(),
+                    bytes,
                 };
                 merge_slot(&mut self.ops[job.op].closed, job.k, slot);
             }
@@ -1281,7 +1286,7 @@ impl Binned {
                 merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
             }
             if !all {
-                enc.spare.extend(jobs.into_iter().map(|j| (j.hist, j.vals)));
+                enc.spare.extend(jobs.into_iter().map(|j| j.vals));
             }
         }
         if all {
