@@ -1052,8 +1052,8 @@ const BATCHES_QUEUED: usize = 2;
 /// latencies to a list and hands the lists over in batches at interval boundaries: the helper
 /// counts them by HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an
 /// interval that also holds spread buckets or more than [`MAX_CUR_VALS`] values) records them
-/// into the interval's histogram and encodes and clears that. Lists and histograms come back
-/// with the encoded batch for reuse; the batch queue is bounded, which bounds memory.
+/// into the interval's histogram and encodes that. The lists come back with the encoded batch
+/// for reuse; the batch queue is bounded, which bounds memory.
 struct Encoder {
     tx: Option<std::sync::mpsc::SyncSender<Vec<Job>>>,
     /// Encoded intervals, and the emptied jobs of their batch (for reuse).
