@@ -29,7 +29,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define LOST_BLOCK_NO_START 4
 #define LOST_BLOCK_ISSUE_NO_START 5
 #define LOST_BLOCK_RESTART 6
-#define LOST_SLOTS 7
+// A watched process's request whose completion the probe never saw: its entry was still there
+// when the same request started again. On the development VM (6.18) the kernel skipped the
+// completion program for about 0.3 % of completions, in bursts, without counting a recursion
+// miss; user space also counts the entries left at the end (src/watch/own.rs).
+#define LOST_BLOCK_UNSEEN_COMPLETION 7
+#define LOST_SLOTS 8
 
 #define TASK_RUNNING 0
 
@@ -196,6 +201,9 @@ static __always_inline void rq_start(struct request *rq)
 	st.watched = current_watched(st.tgid);
 	// A start begins a new life of the request: whatever is stored under the same address
 	// belongs to an earlier request whose completion was not seen.
+	struct rq_state *old = bpf_map_lookup_elem(&in_block, &key);
+	if (old && old->watched)
+		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
 	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
 }
@@ -211,11 +219,16 @@ static __always_inline void rq_issue(struct request *rq)
 	}
 	// Issued without a start we saw (flush sequences, requests issued straight away), or an
 	// entry left by a request whose completion we missed (a requeue clears `issue` first, see
-	// rq_requeue): the request starts here, attributed to whoever issues it.
+	// rq_requeue): the request starts here.
 	count_lost(st ? LOST_BLOCK_RESTART : LOST_BLOCK_ISSUE_NO_START);
+	if (st && st->watched)
+		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
-	fresh.watched = current_watched(fresh.tgid);
+	// Whoever issues a request whose start was not seen need not be who submitted it (a
+	// watched thread running the dispatch queue issues other processes' requests): only a
+	// whole-host watch attributes it to the issuer.
+	fresh.watched = watch_all && current_watched(fresh.tgid);
 	if (bpf_map_update_elem(&in_block, &key, &fresh, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
 }

@@ -52,21 +52,21 @@ pub struct CalibrateOptions {
     /// Total time budget for all steps.
     pub budget: f64,
     /// Latency target of single-block reads at `percentile`.
-    pub max_latency: f64,
+    pub(crate) max_latency: f64,
     /// Percentile the latency target applies to.
     pub percentile: f64,
     /// Block size of the single-block reads.
     pub bs: u64,
     /// Block size of the large sequential reads.
-    pub large_bs: u64,
+    pub(crate) large_bs: u64,
     /// Session ceiling of the random-read ramp.
-    pub max_sessions: u32,
+    pub(crate) max_sessions: u32,
     /// Queue-depth ceiling of the sequential-read ramps.
-    pub max_qd: u32,
+    pub(crate) max_qd: u32,
     /// Streams of the many-streams sequential phase.
     pub streams: u32,
     /// IOPS growth below which the ramp is called a plateau, percent.
-    pub plateau_pct: f64,
+    pub(crate) plateau_pct: f64,
     /// Phases to run; `None`: randread, seqread, seqread1.
     pub phases: Option<Vec<Phase>>,
     /// Add the write phase.

@@ -94,17 +94,17 @@ fn rd32(b: &[u8], at: usize) -> u32 {
 /// The journal's header page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
-    pub target_id: u64,
+    pub(crate) target_id: u64,
     pub dev: u64,
-    pub ino: u64,
+    pub(crate) ino: u64,
     /// Bytes of the data area per entry (a multiple of 512).
-    pub granule: u64,
+    pub(crate) granule: u64,
     pub entries: u64,
     /// Runs that took a nonce from this journal (the last nonce handed out).
     pub runs: u64,
     pub flushes: u64,
     /// Unix time of the last flush.
-    pub updated: u64,
+    pub(crate) updated: u64,
 }
 
 impl Header {
@@ -174,7 +174,7 @@ impl Header {
     }
 
     /// Bytes the journal file must have.
-    pub fn file_len(&self) -> u64 {
+    pub(crate) fn file_len(&self) -> u64 {
         (1 + self.pages()) * PAGE as u64
     }
 }
@@ -268,7 +268,7 @@ fn check_binding(h: &Header, jpath: &Path, id: u64, dev: u64, ino: u64) -> Resul
 // A run's side
 
 /// The journal as one run writing a scratch file uses it.
-pub struct RunJournal {
+pub(crate) struct RunJournal {
     file: File,
     path: PathBuf,
     h: Header,
@@ -286,7 +286,7 @@ pub struct RunJournal {
 
 /// Geometry of a writing run (data-area offsets).
 #[derive(Clone, Copy, Debug)]
-pub struct RunGeometry {
+pub(crate) struct RunGeometry {
     pub data_size: u64,
     pub region_offset: u64,
     pub block_size: u64,
@@ -297,7 +297,7 @@ impl RunJournal {
     /// Open (or create) the journal of scratch file `target` (held open as `data`, with id
     /// `id`) for a run that writes, re-grain it when the run's blocks are finer, and take this
     /// run's nonce. Call with the target locked exclusively, before any write.
-    pub fn open(target: &Path, data: &File, id: u64, g: RunGeometry) -> Result<RunJournal> {
+    pub(crate) fn open(target: &Path, data: &File, id: u64, g: RunGeometry) -> Result<RunJournal> {
         let jpath = path_for(target);
         let m = data
             .metadata()
@@ -456,18 +456,18 @@ impl RunJournal {
     }
 
     /// This run's nonce (the 24 high bits of its generations).
-    pub fn nonce(&self) -> u64 {
+    pub(crate) fn nonce(&self) -> u64 {
         self.nonce
     }
 
     /// Journal path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Record the generations of writes completed so far: collect from `gens`, make the
     /// target's data durable, then write and sync the changed pages. Allocates nothing.
-    pub fn flush(&mut self, gens: &GenMap, data: &File) -> Result<()> {
+    pub(crate) fn flush(&mut self, gens: &GenMap, data: &File) -> Result<()> {
         if !self.tracked {
             return Ok(());
         }
@@ -598,7 +598,7 @@ fn regrain(old: &File, jpath: &Path, h: Header, granule: u64) -> Result<(File, H
 // `iolens verify`'s side
 
 /// What `iolens verify` found where the journal should be.
-pub enum VerifyJournal {
+pub(crate) enum VerifyJournal {
     /// No journal file.
     Missing(PathBuf),
     /// A journal that cannot be used at all (header torn, truncated, not a journal).
@@ -609,7 +609,7 @@ pub enum VerifyJournal {
 
 /// Open the journal of scratch file `target` (open as `data`, id `id`) for reading. A journal
 /// bound to another target or file is an error.
-pub fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<VerifyJournal> {
+pub(crate) fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<VerifyJournal> {
     let jpath = path_for(target);
     let m = data
         .metadata()
@@ -647,7 +647,7 @@ pub fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<VerifyJour
 }
 
 /// Reads a journal's entries a page at a time (sequential access reads each page once).
-pub struct JournalReader {
+pub(crate) struct JournalReader {
     file: File,
     pub path: PathBuf,
     len: u64,
@@ -656,13 +656,13 @@ pub struct JournalReader {
     page_no: u64,
     page_ok: bool,
     /// Entry pages that are torn, damaged or missing.
-    pub damaged_pages: Vec<u64>,
+    pub(crate) damaged_pages: Vec<u64>,
 }
 
 impl JournalReader {
     /// The bound for data-area offset `off`: `None` where the journal has no usable entry
     /// (damaged page, or beyond its entries).
-    pub fn bound(&mut self, off: u64) -> Option<u64> {
+    pub(crate) fn bound(&mut self, off: u64) -> Option<u64> {
         let e = off / self.h.granule;
         if e >= self.h.entries {
             return None;
@@ -682,13 +682,13 @@ impl JournalReader {
     }
 
     /// Data-area byte range an entry page covers.
-    pub fn page_range(&self, no: u64) -> (u64, u64) {
+    pub(crate) fn page_range(&self, no: u64) -> (u64, u64) {
         let g = self.h.granule;
         (no * PER_PAGE * g, (no + 1) * PER_PAGE * g)
     }
 
     /// One line describing the journal.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         format!(
             "generation journal {}: {} runs, {} entries of {} B, last updated {}",
             self.path.display(),

@@ -25,6 +25,7 @@
 //!
 //! Nothing imports a module above it; [`units`] (parsing and formatting) and [`stamp`] (the
 //! block format) sit at the bottom. See `docs/architecture.md` for the whole map.
+#![warn(unreachable_pub)]
 pub mod analysis;
 pub(crate) mod bpf;
 pub mod calibrate;
@@ -38,7 +39,7 @@ pub mod out;
 pub mod placement;
 pub(crate) mod profile;
 pub(crate) mod progress;
-pub mod recorder;
+pub(crate) mod recorder;
 pub mod render;
 pub mod results;
 pub mod run;

@@ -21,7 +21,7 @@ static FIRST_ERROR: Mutex<Option<String>> = Mutex::new(None);
 static WIDTH: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
 
 /// Fit the text for people to `width` columns (a command's `--width`); call before printing.
-pub fn set_width(width: Option<usize>) {
+pub(crate) fn set_width(width: Option<usize>) {
     let _ = WIDTH.set(width.map(|w| w.clamp(40, 400)));
 }
 
@@ -43,28 +43,23 @@ fn width() -> Option<usize> {
 }
 
 /// Send the text for people to stderr from now on: stdout carries the results (`--json -`).
-pub fn reserve_stdout() {
+pub(crate) fn reserve_stdout() {
     TO_STDERR.store(true, Ordering::SeqCst);
 }
 
 /// Print no text for people from now on (`-q/--quiet`); errors still go to stderr.
-pub fn silence() {
+pub(crate) fn silence() {
     SILENT.store(true, Ordering::SeqCst);
-}
-
-/// Whether stdout is reserved for the results.
-pub fn stdout_reserved() -> bool {
-    TO_STDERR.load(Ordering::SeqCst)
 }
 
 /// A writer for the text meant for people: stdout (stderr when stdout carries the results).
 /// Errors are recorded (see [`status`]) and swallowed; after the first, nothing more is tried.
-pub fn human() -> Human {
+pub(crate) fn human() -> Human {
     Human
 }
 
 /// See [`human`].
-pub struct Human;
+pub(crate) struct Human;
 
 impl Write for Human {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
@@ -127,7 +122,7 @@ pub fn note(text: &str) {
 }
 
 /// [`note`] of a warning: `iolens: warning: …`.
-pub fn warn(text: &str) {
+pub(crate) fn warn(text: &str) {
     note(&format!("warning: {text}"));
 }
 

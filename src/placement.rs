@@ -120,14 +120,14 @@ impl Rank {
     }
 
     /// Resolve from the process's own environment and host name.
-    pub fn from_env(rank: Option<u32>, ranks: Option<u32>) -> Result<Rank> {
+    pub(crate) fn from_env(rank: Option<u32>, ranks: Option<u32>) -> Result<Rank> {
         Rank::resolve(rank, ranks, &|k| std::env::var(k).ok(), hostname())
     }
 
     /// Expand `{rank}`, `{host}` and `{ranks}` in a path given on the command line. Any other
     /// `{name}` is refused (a misspelt template must not become a literal file name); `{ranks}`
     /// needs a known world size.
-    pub fn expand(&self, what: &str, p: &Path) -> Result<PathBuf> {
+    pub(crate) fn expand(&self, what: &str, p: &Path) -> Result<PathBuf> {
         let Some(s) = p.to_str() else {
             return Ok(p.to_path_buf());
         };
@@ -195,7 +195,7 @@ pub fn fmt_time(t: SystemTime) -> String {
 }
 
 /// Parse an RFC 3339 time (any offset, fractional seconds allowed) into a `SystemTime`.
-pub fn parse_time(s: &str) -> Result<SystemTime> {
+pub(crate) fn parse_time(s: &str) -> Result<SystemTime> {
     let t = chrono::DateTime::parse_from_rfc3339(s.trim())
         .with_context(|| format!("{s:?} is not an RFC 3339 time (e.g. 2026-03-01T12:00:00Z)"))?;
     let ns = t.timestamp_nanos_opt().context("time out of range")?;
@@ -209,7 +209,7 @@ pub fn parse_time(s: &str) -> Result<SystemTime> {
 /// past is refused. (`+DURATION` is resolved by each rank when it starts; ranks launched
 /// together agree to within the launcher's start-up skew. For an exact common start, resolve it
 /// once — `date -u -d '+30 sec' +%FT%T.%NZ` in the batch script — and pass the time.)
-pub fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
+pub(crate) fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
     let s = s.trim();
     let t = if let Some(rel) = s.strip_prefix('+') {
         let d = crate::units::parse_duration(rel)
@@ -231,7 +231,7 @@ pub fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
 
 /// Sleep until `at` (in slices, so Ctrl-C is honoured); an error when `at` has already passed
 /// (the preparation took longer than the time left) or on Ctrl-C.
-pub fn sleep_until(at: SystemTime, interrupt: &std::sync::atomic::AtomicBool) -> Result<()> {
+pub(crate) fn sleep_until(at: SystemTime, interrupt: &std::sync::atomic::AtomicBool) -> Result<()> {
     let now = SystemTime::now();
     if let Err(e) = at.duration_since(now) {
         bail!(
@@ -269,7 +269,7 @@ pub fn hostname() -> String {
 }
 
 /// The clock's synchronisation state from `adjtimex(2)` (read only: `modes` is 0).
-pub fn clock_sync() -> ClockSync {
+pub(crate) fn clock_sync() -> ClockSync {
     // SAFETY: an all-zero timex is a valid argument; modes 0 only reads.
     let mut tx: libc::timex = unsafe { std::mem::zeroed() };
     // SAFETY: `tx` is a valid, exclusively borrowed timex.

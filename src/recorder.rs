@@ -38,7 +38,7 @@ use crate::results::{
 /// One named operation a recorder records: its position in its [`OpSet`] and its name in the
 /// results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Op {
+pub(crate) struct Op {
     index: u8,
     name: &'static str,
     flush: bool,
@@ -46,7 +46,7 @@ pub struct Op {
 
 impl Op {
     /// Operation number `index` of its set, named `name` in the results.
-    pub const fn new(index: u8, name: &'static str) -> Op {
+    pub(crate) const fn new(index: u8, name: &'static str) -> Op {
         Op {
             index,
             name,
@@ -56,7 +56,7 @@ impl Op {
 
     /// A flush (fdatasync, commit): recorded like any operation, but left out of the latency
     /// percentiles of [`IntervalSnapshot`], which describe the reads and writes.
-    pub const fn flush(index: u8, name: &'static str) -> Op {
+    pub(crate) const fn flush(index: u8, name: &'static str) -> Op {
         Op {
             index,
             name,
@@ -65,18 +65,18 @@ impl Op {
     }
 
     /// Name used in results.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         self.name
     }
 }
 
 /// The operations one set of recorders records, in result order (`ops[i].index == i`).
 #[derive(Clone, Copy, Debug)]
-pub struct OpSet(&'static [Op]);
+pub(crate) struct OpSet(&'static [Op]);
 
 impl OpSet {
     /// A set of `ops`, numbered 0, 1, ... in order (checked when the constant is built).
-    pub const fn new(ops: &'static [Op]) -> OpSet {
+    pub(crate) const fn new(ops: &'static [Op]) -> OpSet {
         let mut i = 0;
         while i < ops.len() {
             assert!(
@@ -89,7 +89,7 @@ impl OpSet {
     }
 
     /// The operations, in result order.
-    pub fn ops(self) -> &'static [Op] {
+    pub(crate) fn ops(self) -> &'static [Op] {
         self.0
     }
 
@@ -99,13 +99,13 @@ impl OpSet {
 }
 
 /// Block I/O: a read.
-pub const READ: Op = Op::new(0, "read");
+pub(crate) const READ: Op = Op::new(0, "read");
 /// Block I/O: a write.
-pub const WRITE: Op = Op::new(1, "write");
+pub(crate) const WRITE: Op = Op::new(1, "write");
 /// A flush: fdatasync/fsync, `log file sync`-shaped.
-pub const SYNC: Op = Op::flush(2, "sync");
+pub(crate) const SYNC: Op = Op::flush(2, "sync");
 /// The operations of block I/O (the engine's sessions, a database's file I/O).
-pub const IO_OPS: OpSet = OpSet::new(&[READ, WRITE, SYNC]);
+pub(crate) const IO_OPS: OpSet = OpSet::new(&[READ, WRITE, SYNC]);
 
 /// Counter type of a session's interval histograms: 16 bits, a quarter of the memory of 64
 /// (66 KiB a histogram instead of 264 KiB; the range stays the project's: 1 ns to one hour at
@@ -176,7 +176,7 @@ impl Set {
 /// allocated at its first completion; the session's running total is kept sparse (its
 /// non-empty buckets). At an interval boundary the session sends its non-empty buckets to the
 /// collector and clears its histograms in place, so no spare histograms are kept anywhere.
-pub struct SessionRecorder {
+pub(crate) struct SessionRecorder {
     session: u32,
     ops: OpSet,
     base: Instant,
@@ -203,7 +203,7 @@ impl SessionRecorder {
     /// when it was meant to be issued); `end` is when its completion was reaped. `op` is one of
     /// this recorder's [`OpSet`].
     #[inline]
-    pub fn record(&mut self, op: Op, start: Instant, end: Instant, bytes: u64) {
+    pub(crate) fn record(&mut self, op: Op, start: Instant, end: Instant, bytes: u64) {
         debug_assert_eq!(
             self.ops.0[op.index as usize], op,
             "op of this recorder's set"
@@ -228,7 +228,7 @@ impl SessionRecorder {
 
     /// Count a failed operation (not timed).
     #[inline]
-    pub fn error(&mut self, op: Op) {
+    pub(crate) fn error(&mut self, op: Op) {
         debug_assert_eq!(
             self.ops.0[op.index as usize], op,
             "op of this recorder's set"
@@ -238,18 +238,20 @@ impl SessionRecorder {
     }
 
     /// Completions seen before the measurement base.
-    pub fn warmup_ops(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn warmup_ops(&self) -> u64 {
         self.warmup_ops
     }
 
     /// Completions seen at or after the planned end (not recorded).
-    pub fn late_ops(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn late_ops(&self) -> u64 {
         self.late_ops
     }
 
     /// Move the measurement base (before any completion is recorded), e.g. once all sessions
     /// are ready to start together.
-    pub fn set_base(&mut self, base: Instant) {
+    pub(crate) fn set_base(&mut self, base: Instant) {
         self.base = base;
         self.cur = 0;
         self.boundary = self.next_boundary(0);
@@ -257,7 +259,7 @@ impl SessionRecorder {
 
     /// Set the planned end of measurement (before any completion is recorded): completions at
     /// or after it are counted but not recorded.
-    pub fn set_end(&mut self, end: Option<Instant>) {
+    pub(crate) fn set_end(&mut self, end: Option<Instant>) {
         self.end = end;
         self.boundary = self.next_boundary(self.cur);
     }
@@ -268,7 +270,7 @@ impl SessionRecorder {
     }
 
     /// The measurement base of this recorder.
-    pub fn base(&self) -> Instant {
+    pub(crate) fn base(&self) -> Instant {
         self.base
     }
 
@@ -384,7 +386,7 @@ impl Drop for SessionRecorder {
 /// A closed interval, for live progress: all operations' counts and bytes, and the latency
 /// percentiles of the operations that are not flushes.
 #[derive(Clone, Debug)]
-pub struct IntervalSnapshot {
+pub(crate) struct IntervalSnapshot {
     pub index: u64,
     pub count: u64,
     /// Of `count`, the flushes (syncs, commits).
@@ -396,7 +398,7 @@ pub struct IntervalSnapshot {
 
 /// Merges sessions' batches into per-interval and total histograms. Lives off the hot path
 /// (typically in the thread that also drives progress display).
-pub struct Collector {
+pub(crate) struct Collector {
     ops: OpSet,
     rx: Receiver<Batch>,
     interval: Duration,
@@ -415,7 +417,7 @@ pub struct Collector {
 
 /// Create `sessions` recorders of the operations `ops`, sharing one collector. Latencies of
 /// completions at or after `base` are recorded, in intervals of `interval`.
-pub fn recorders(
+pub(crate) fn recorders(
     ops: OpSet,
     sessions: usize,
     base: Instant,
@@ -464,7 +466,7 @@ pub fn recorders(
 
 impl Collector {
     /// Process incoming batches for up to `timeout`. Returns true while some session is live.
-    pub fn poll(&mut self, timeout: Duration) -> bool {
+    pub(crate) fn poll(&mut self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -482,12 +484,12 @@ impl Collector {
     }
 
     /// Every interval closed since the last call, oldest first (each exactly once).
-    pub fn take_closed(&mut self) -> impl Iterator<Item = IntervalSnapshot> + '_ {
+    pub(crate) fn take_closed(&mut self) -> impl Iterator<Item = IntervalSnapshot> + '_ {
         self.unread.drain(..)
     }
 
     /// Total completed operations so far (closed intervals only).
-    pub fn total_count(&self) -> u64 {
+    pub(crate) fn total_count(&self) -> u64 {
         self.totals.hists.iter().flatten().map(|h| h.len()).sum()
     }
 
@@ -585,7 +587,7 @@ impl Collector {
     /// Drain every remaining batch (all recorders must have been dropped) and build the
     /// results of the operations that completed or failed at least once, in the set's order.
     /// `measured_s` is the measured duration (trims the last interval's length).
-    pub fn finish(mut self, measured_s: f64) -> Vec<OpResult> {
+    pub(crate) fn finish(mut self, measured_s: f64) -> Vec<OpResult> {
         while let Ok(b) = self.rx.recv() {
             self.take(b);
         }
@@ -620,7 +622,7 @@ impl Collector {
 }
 
 /// Per-session summaries, gathered from recorders before they are dropped.
-pub fn session_summary(rec: &SessionRecorder) -> SessionSummary {
+pub(crate) fn session_summary(rec: &SessionRecorder) -> SessionSummary {
     // One scratch histogram per set of recorders: sessions ending together do not each
     // allocate a full one.
     let mut guard = rec.scratch.lock().unwrap_or_else(|e| e.into_inner());

@@ -143,7 +143,7 @@ impl Hist {
     /// Number of values the histogram holds, checking that it decodes and fits the
     /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
     /// (cheap enough to check every interval histogram of a long run on load).
-    pub fn checked_len(&self) -> Result<u64> {
+    pub(crate) fn checked_len(&self) -> Result<u64> {
         if let Some(n) = self.counted {
             return Ok(n);
         }
@@ -185,7 +185,7 @@ impl Hist {
 
     /// Add this histogram's values into `h` exactly, decoding it with its stored bounds (no
     /// full-range histogram is built: cheap enough for millions of interval histograms).
-    pub fn add_to(&self, h: &mut Histogram<u64>) -> Result<()> {
+    pub(crate) fn add_to(&self, h: &mut Histogram<u64>) -> Result<()> {
         if let Some(x) = self.decode_as_stored()? {
             h.add(&x)
                 .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
@@ -194,23 +194,13 @@ impl Hist {
     }
 
     /// The raw base64 text (as it appears in JSON).
-    pub fn as_base64(&self) -> &str {
+    pub(crate) fn as_base64(&self) -> &str {
         &self.b64
     }
 
     /// Raw V2-deflate bytes (for `.hlog` export).
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>> {
         Ok(base64::engine::general_purpose::STANDARD.decode(self.b64.as_bytes())?)
-    }
-
-    /// Build from base64 text, checking that it decodes.
-    pub fn from_base64(s: &str) -> Result<Hist> {
-        let h = Hist {
-            b64: s.to_string(),
-            counted: None,
-        };
-        h.decode()?;
-        Ok(h)
     }
 }
 
@@ -249,7 +239,7 @@ const V2_HEADER: usize = 40;
 /// Decode an HdrHistogram V2 or V2-deflate encoding, checking every declared length against
 /// the bytes actually present (and decompressing at most [`MAX_HIST_BYTES`]) before anything
 /// is allocated: a crafted header cannot make the decoder allocate gigabytes.
-pub fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
+pub(crate) fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
     use std::io::Read as _;
     let be32 = |b: &[u8], at: usize| -> Option<u32> {
         b.get(at..at + 4)
@@ -328,7 +318,7 @@ impl Default for V2Scan {
 
 impl V2Scan {
     /// A scanner.
-    pub fn new() -> V2Scan {
+    pub(crate) fn new() -> V2Scan {
         V2Scan {
             b64: Vec::new(),
             raw: Vec::new(),
@@ -340,7 +330,7 @@ impl V2Scan {
 
     /// The value of counts index `i` in the standard layout (2048 sub-buckets, unit 1 ns): the
     /// lowest value of that bucket, as HdrHistogram computes it.
-    pub fn value_of(i: usize) -> u64 {
+    pub(crate) fn value_of(i: usize) -> u64 {
         const HALF_MAG: u32 = 10;
         const HALF: u64 = 1 << HALF_MAG;
         let bucket = (i >> HALF_MAG) as i64 - 1;
@@ -355,7 +345,7 @@ impl V2Scan {
     /// How many values the counts [`V2Scan::scan`] read hold, when that sum does not overflow
     /// and the highest of them lies within the project-wide range ([`HIST_MAX_NS`]); `None`
     /// otherwise (the general path then reports why).
-    pub fn len_in_range(counts: &[(usize, u64)]) -> Option<u64> {
+    pub(crate) fn len_in_range(counts: &[(usize, u64)]) -> Option<u64> {
         static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
         let reference = standard_reference();
         let limit = *LIMIT.get_or_init(|| reference.highest_equivalent(reference.high()));
@@ -402,7 +392,7 @@ impl V2Scan {
 
     /// The non-zero `(counts index, count)` of `hist` into `out` (cleared first), ascending;
     /// false when `hist` is not a clean V2-deflate encoding of the standard layout.
-    pub fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
+    pub(crate) fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
         out.clear();
         let text = hist.as_base64();
         if text.is_empty() {
@@ -569,7 +559,7 @@ impl Default for DenseCounts {
 
 impl DenseCounts {
     /// Empty counts.
-    pub fn new() -> DenseCounts {
+    pub(crate) fn new() -> DenseCounts {
         DenseCounts {
             counts: vec![0; standard_reference().distinct_values()],
             lo: usize::MAX,
@@ -580,7 +570,7 @@ impl DenseCounts {
     }
 
     /// Back to empty.
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         if self.lo <= self.hi {
             self.counts[self.lo..=self.hi].fill(0);
         }
@@ -590,7 +580,7 @@ impl DenseCounts {
     /// Add the histogram `hist` encodes and return how many values it holds (what
     /// [`Hist::checked_len`] returns); `None`, with nothing added, when it is not a
     /// V2-deflate encoding of the standard layout that decodes cleanly and lies in range.
-    pub fn add(&mut self, hist: &Hist) -> Option<u64> {
+    pub(crate) fn add(&mut self, hist: &Hist) -> Option<u64> {
         // (`scan` keeps the indices ascending and within its layout, which is never longer
         // than the standard one: checking the last is a guard.)
         if !self.scan.scan(hist, &mut self.pending)
@@ -613,7 +603,7 @@ impl DenseCounts {
     }
 
     /// The counts as `(lowest equivalent value, count)`, ascending.
-    pub fn sparse(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
         if self.lo > self.hi {
             return Vec::new();
         }
@@ -731,7 +721,7 @@ pub struct Interval {
 /// half of the one before (a run ends a few milliseconds after an interval boundary), the two
 /// become one interval with their summed real duration and exactly merged histogram, so no rate
 /// is ever computed over a sliver. Returns whether it folded.
-pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
+pub(crate) fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
     if !has_stub_tail(intervals) {
         return Ok(false);
     }
@@ -762,7 +752,7 @@ pub fn fold_stub_tail(intervals: &mut Vec<Interval>) -> Result<bool> {
 
 /// Whether [`fold_stub_tail`] folds the last of `intervals`: it is shorter than half of the one
 /// before (NaN durations never fold).
-pub fn has_stub_tail(intervals: &[Interval]) -> bool {
+pub(crate) fn has_stub_tail(intervals: &[Interval]) -> bool {
     let n = intervals.len();
     n >= 2 && intervals[n - 1].duration_s < 0.5 * intervals[n - 2].duration_s
 }
@@ -1187,7 +1177,10 @@ impl RunResult {
 
     /// [`RunResult::validate`] of run `run`, handing the interval histograms it decodes to
     /// `groups`.
-    pub fn validate_merging(&self, groups: Option<(&dyn IntervalGroups, usize)>) -> Result<()> {
+    pub(crate) fn validate_merging(
+        &self,
+        groups: Option<(&dyn IntervalGroups, usize)>,
+    ) -> Result<()> {
         // A source without time information (`duration_unknown`) has counts, not rates: its
         // duration may be 0, never negative or not finite.
         let unknown_ok = self.duration_unknown && self.duration_s == 0.0;
@@ -1230,7 +1223,7 @@ impl OpResult {
 
     /// [`OpResult::validate`] of op `op_index` of run `run`, handing its interval histograms,
     /// decoded once, to `groups`.
-    pub fn validate_merging(
+    pub(crate) fn validate_merging(
         &self,
         groups: Option<(&dyn IntervalGroups, usize, usize)>,
     ) -> Result<()> {
@@ -1455,7 +1448,7 @@ impl RunResult {
         self.ops.iter().find(|o| o.op == name)
     }
     /// True when the run read corrupt data (block verification).
-    pub fn found_corruption(&self) -> bool {
+    pub(crate) fn found_corruption(&self) -> bool {
         !self.corruption.is_empty() || self.verify.as_ref().is_some_and(|v| v.errors > 0)
     }
 
@@ -1729,7 +1722,10 @@ impl Results {
     /// [`Results::from_json`], handing the interval histograms that validation decodes to
     /// `groups` merged into its groups ([`IntervalGroups`]), so that a renderer drawing display
     /// columns decodes each interval once (a day of 1 s intervals is 86,400 per op).
-    pub fn from_json_merging(text: &str, groups: Option<&dyn IntervalGroups>) -> Result<Results> {
+    pub(crate) fn from_json_merging(
+        text: &str,
+        groups: Option<&dyn IntervalGroups>,
+    ) -> Result<Results> {
         /// The fields that say what a document is (the rest is skipped, not built).
         #[derive(Deserialize)]
         struct Head {
@@ -1788,7 +1784,7 @@ impl Results {
     }
 
     /// [`Results::validate`], handing the interval histograms it decodes to `groups`.
-    pub fn validate_merging(&self, groups: Option<&dyn IntervalGroups>) -> Result<()> {
+    pub(crate) fn validate_merging(&self, groups: Option<&dyn IntervalGroups>) -> Result<()> {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }

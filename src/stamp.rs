@@ -372,7 +372,7 @@ const TAG_MASK: u64 = TAG_NONE << TAG_SHIFT;
 pub(crate) const MAX_SLOTS: u64 = 1 << 22;
 
 /// Per-block generations of the writes of one run, in bounded memory, without locks.
-pub struct GenMap {
+pub(crate) struct GenMap {
     slots: Box<[AtomicU64]>,
     shift: u32,
     nonce: u64,
@@ -380,7 +380,7 @@ pub struct GenMap {
 
 /// What a registered write needs to settle on completion.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct WriteTicket {
+pub(crate) struct WriteTicket {
     slot: u32,
     tag: u64,
     cnt: u64,
@@ -389,7 +389,7 @@ pub struct WriteTicket {
 impl GenMap {
     /// A map for `blocks` blocks (capped at [`MAX_SLOTS`] slots); `nonce` (24 bits, non-zero)
     /// distinguishes this run's generations from every earlier run's.
-    pub fn new(blocks: u64, nonce: u64) -> GenMap {
+    pub(crate) fn new(blocks: u64, nonce: u64) -> GenMap {
         let n = blocks.clamp(1, MAX_SLOTS).next_power_of_two();
         GenMap {
             slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
@@ -399,7 +399,7 @@ impl GenMap {
     }
 
     /// Number of slots.
-    pub fn slots(&self) -> u64 {
+    pub(crate) fn slots(&self) -> u64 {
         self.slots.len() as u64
     }
 
@@ -412,13 +412,13 @@ impl GenMap {
 
     /// The on-disk generation of a ticket.
     #[inline]
-    pub fn generation(&self, t: &WriteTicket) -> u64 {
+    pub(crate) fn generation(&self, t: &WriteTicket) -> u64 {
         (self.nonce << 40) | t.cnt
     }
 
     /// Register a write of `block` before its buffer is stamped and issued.
     #[inline]
-    pub fn register(&self, block: u64) -> WriteTicket {
+    pub(crate) fn register(&self, block: u64) -> WriteTicket {
         let (slot, tag) = self.locate(block);
         let a = &self.slots[slot];
         let mut v = a.load(Ordering::SeqCst);
@@ -458,7 +458,7 @@ impl GenMap {
 
     /// Settle a registered write; `ok` is false when it failed (its data is then unknown).
     #[inline]
-    pub fn complete(&self, t: &WriteTicket, ok: bool) {
+    pub(crate) fn complete(&self, t: &WriteTicket, ok: bool) {
         let a = &self.slots[t.slot as usize];
         let mut v = a.load(Ordering::SeqCst);
         loop {
@@ -489,14 +489,14 @@ impl GenMap {
 
     /// Snapshot of `block`'s slot, taken before a read is issued.
     #[inline]
-    pub fn snapshot(&self, block: u64) -> u64 {
+    pub(crate) fn snapshot(&self, block: u64) -> u64 {
         self.slots[self.locate(block).0].load(Ordering::SeqCst)
     }
 
     /// The generation a read of `block` must find, given the snapshot taken before it was
     /// issued (`None` when not known: never written, overlapping writes, or evicted).
     #[inline]
-    pub fn expected(&self, block: u64, snap: u64) -> Option<u64> {
+    pub(crate) fn expected(&self, block: u64, snap: u64) -> Option<u64> {
         let (_, tag) = self.locate(block);
         let clean = snap & KNOWN != 0
             && snap & (POISON | AMBIG | INFL_MASK) == 0
@@ -507,7 +507,7 @@ impl GenMap {
 
     /// True when a write to `block`'s slot was in flight at the snapshot or started since.
     #[inline]
-    pub fn overlapped(&self, block: u64, snap: u64) -> bool {
+    pub(crate) fn overlapped(&self, block: u64, snap: u64) -> bool {
         let now = self.snapshot(block);
         snap & INFL_MASK != 0 || (now & CNT_MASK) != (snap & CNT_MASK)
     }
@@ -522,9 +522,9 @@ pub struct VerifyShared {
     pub mode: VerifyMode,
     /// Stamp written blocks.
     pub stamp: bool,
-    pub target_id: u64,
+    pub(crate) target_id: u64,
     /// Generations of this run's writes (runs that write).
-    pub gens: Option<GenMap>,
+    pub(crate) gens: Option<GenMap>,
     pub region_offset: u64,
     pub block_size: u64,
     /// Absolute offset of the data area.
@@ -536,20 +536,20 @@ pub struct VerifyShared {
 pub struct VerifyTally {
     pub reads: u64,
     pub units: u64,
-    pub timed_reads: u64,
-    pub timed_ns: u64,
+    pub(crate) timed_reads: u64,
+    pub(crate) timed_ns: u64,
     /// Sampled verification time per read (ns), weighted by reads: the median is robust to
     /// the session being preempted inside a timed batch.
-    pub read_cost: Option<Histogram<u64>>,
-    pub batches: u64,
+    pub(crate) read_cost: Option<Histogram<u64>>,
+    pub(crate) batches: u64,
     pub writes: u64,
-    pub timed_writes: u64,
-    pub stamp_ns: u64,
+    pub(crate) timed_writes: u64,
+    pub(crate) stamp_ns: u64,
     /// Sampled stamping time per write (ns).
-    pub stamp_cost: Option<Histogram<u64>>,
-    pub gen_checks: u64,
-    pub skipped_concurrent: u64,
-    pub problems: u64,
+    pub(crate) stamp_cost: Option<Histogram<u64>>,
+    pub(crate) gen_checks: u64,
+    pub(crate) skipped_concurrent: u64,
+    pub(crate) problems: u64,
     pub reports: Vec<CorruptionReport>,
 }
 
@@ -565,7 +565,7 @@ impl VerifyTally {
 
     /// Account one timed batch of `n` reads verified in `ns`.
     #[inline]
-    pub fn timed_reads(&mut self, n: u64, ns: u64) {
+    pub(crate) fn timed_reads(&mut self, n: u64, ns: u64) {
         self.timed_reads += n;
         self.timed_ns += ns;
         if let Some(h) = &mut self.read_cost {
@@ -575,7 +575,7 @@ impl VerifyTally {
 
     /// Account one timed stamping of a write.
     #[inline]
-    pub fn timed_write(&mut self, ns: u64) {
+    pub(crate) fn timed_write(&mut self, ns: u64) {
         self.timed_writes += 1;
         self.stamp_ns += ns;
         if let Some(h) = &mut self.stamp_cost {
@@ -599,13 +599,13 @@ impl VerifyShared {
 
     /// Block index (for the generation map) of an I/O at data-area offset `off`.
     #[inline]
-    pub fn block_of(&self, off: u64) -> u64 {
+    pub(crate) fn block_of(&self, off: u64) -> u64 {
         (off - self.region_offset) / self.block_size
     }
 
     /// Prepare a write of `buf` at data-area offset `off`: register it and stamp it.
     #[inline]
-    pub fn stamp_write(&self, buf: &mut [u8], off: u64, seq: u64) -> Option<WriteTicket> {
+    pub(crate) fn stamp_write(&self, buf: &mut [u8], off: u64, seq: u64) -> Option<WriteTicket> {
         let abs = self.data_offset + off;
         let (ticket, gen) = match &self.gens {
             Some(g) => {
@@ -626,7 +626,7 @@ impl VerifyShared {
 
     /// Settle a write on completion.
     #[inline]
-    pub fn write_done(&self, t: &WriteTicket, ok: bool) {
+    pub(crate) fn write_done(&self, t: &WriteTicket, ok: bool) {
         if let Some(g) = &self.gens {
             g.complete(t, ok);
         }
@@ -634,7 +634,7 @@ impl VerifyShared {
 
     /// Snapshot to take before issuing a read at data-area offset `off`.
     #[inline]
-    pub fn read_snapshot(&self, off: u64) -> u64 {
+    pub(crate) fn read_snapshot(&self, off: u64) -> u64 {
         match &self.gens {
             Some(g) => g.snapshot(self.block_of(off)),
             None => 0,
@@ -644,7 +644,7 @@ impl VerifyShared {
     /// Verify a completed read of `data` at data-area offset `off`. Returns true when a
     /// problem was reported.
     #[inline]
-    pub fn verify_read(
+    pub(crate) fn verify_read(
         &self,
         tally: &mut VerifyTally,
         data: &[u8],
@@ -723,7 +723,7 @@ impl VerifyShared {
 
     /// Record a short read (the target ends early).
     #[cold]
-    pub fn short_read(
+    pub(crate) fn short_read(
         &self,
         tally: &mut VerifyTally,
         off: u64,
@@ -817,7 +817,7 @@ pub fn merge(
 /// Take an advisory lock on a target for the duration of a run: exclusive for runs that write,
 /// shared for runs that verify reads. Concurrent writers would make verification report false
 /// corruption (torn reads, generations this run does not know).
-pub fn lock<'a>(file: &'a File, exclusive: bool, path: &Path) -> Result<TargetLock<'a>> {
+pub(crate) fn lock<'a>(file: &'a File, exclusive: bool, path: &Path) -> Result<TargetLock<'a>> {
     use std::os::fd::AsRawFd;
     let how = if exclusive {
         libc::LOCK_EX
@@ -847,7 +847,7 @@ pub fn lock<'a>(file: &'a File, exclusive: bool, path: &Path) -> Result<TargetLo
 
 /// Releases the target lock when dropped. Explicitly, because an io_uring instance that
 /// registered the file keeps it open until the kernel tears the ring down, later.
-pub struct TargetLock<'a>(&'a File);
+pub(crate) struct TargetLock<'a>(&'a File);
 
 impl Drop for TargetLock<'_> {
     fn drop(&mut self) {

@@ -66,7 +66,7 @@ pub struct Corrupt(pub String);
 /// exits with 128 + the signal, as an interrupted run does.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct Interrupted(pub String);
+pub(crate) struct Interrupted(pub String);
 
 /// The exit status an error calls for: 3 for corruption, 130 (143 for SIGTERM) for interrupted
 /// preparation, 2 else.
@@ -1117,7 +1117,7 @@ impl Target {
     }
 
     /// Check O_DIRECT alignment of the spec against the device's logical block size.
-    pub fn check_alignment(&self, spec: &WorkloadSpec) -> Result<()> {
+    pub(crate) fn check_alignment(&self, spec: &WorkloadSpec) -> Result<()> {
         if !spec.direct {
             return Ok(());
         }
@@ -1307,7 +1307,7 @@ fn fill(f: &File, path: &Path, mut h: Header, progress: bool, stop: &AtomicBool)
 /// `O_NOFOLLOW` unless a link was named, `O_DIRECT` when asked and allowed. A damaged header
 /// is corruption ([`Corrupt`]); a file that is not a scratch file, or of another format, is
 /// refused. Returns the descriptor, the header and the file's length.
-pub fn open_for_verify(path: &Path, direct: bool) -> Result<(File, Header, u64)> {
+pub(crate) fn open_for_verify(path: &Path, direct: bool) -> Result<(File, Header, u64)> {
     let Some(f) = open_once(path)? else {
         bail!("cannot open {}: no such file", path.display());
     };
@@ -1373,7 +1373,7 @@ pub fn open_for_verify(path: &Path, direct: bool) -> Result<(File, Header, u64)>
 }
 
 /// posix_fadvise(DONTNEED) on a range (len 0 = to the end).
-pub fn drop_cache(f: &File, offset: u64, len: u64) {
+pub(crate) fn drop_cache(f: &File, offset: u64, len: u64) {
     use std::os::fd::AsRawFd;
     // SAFETY: advisory call on a valid fd.
     unsafe {

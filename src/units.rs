@@ -2,7 +2,7 @@
 //! and human formatting of latencies, sizes and rates, shared by every command and renderer.
 
 /// Parse a size such as `8k`, `4G`, `1.5GiB` (k/M/G are binary: 1k = 1024).
-pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
     parse_size::Config::new()
         .with_binary()
         .parse_size(s)
@@ -10,7 +10,7 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 }
 
 /// Parse a duration such as `30s`, `500ms`, `2m` or a plain number of seconds.
-pub fn parse_duration(s: &str) -> std::result::Result<f64, String> {
+pub(crate) fn parse_duration(s: &str) -> std::result::Result<f64, String> {
     if let Ok(v) = s.parse::<f64>() {
         if v.is_finite() && v >= 0.0 {
             return Ok(v);
@@ -42,7 +42,7 @@ pub fn fmt_ns(ns: f64) -> String {
 }
 
 /// Format bytes in binary units: `512 B`, `8 KiB`, `1.5 GiB`.
-pub fn fmt_bytes(b: u64) -> String {
+pub(crate) fn fmt_bytes(b: u64) -> String {
     const U: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = b as f64;
     let mut i = 0;

@@ -407,12 +407,12 @@ fn read_full(f: &File, buf: &mut [u8], mut pos: u64) -> std::io::Result<usize> {
 /// Stamping and verification cost measured in memory, ns per block.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchFigures {
-    pub block_bytes: u64,
-    pub stamp_ns: f64,
-    pub header_hot_ns: f64,
+    pub(crate) block_bytes: u64,
+    pub(crate) stamp_ns: f64,
+    pub(crate) header_hot_ns: f64,
     pub full_hot_ns: f64,
-    pub header_cold_ns: f64,
-    pub full_cold_ns: f64,
+    pub(crate) header_cold_ns: f64,
+    pub(crate) full_cold_ns: f64,
 }
 
 /// Measure stamping and verification of `bs`-byte blocks: hot (one block, in CPU cache, as

@@ -17,11 +17,9 @@ use crate::units::fmt_bytes;
 /// What one I/O of a session does; each kind is recorded as the block-I/O operation of the same
 /// name ([`crate::recorder::IO_OPS`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum IoOp {
+pub(crate) enum IoOp {
     Read,
     Write,
-    /// A flush: fdatasync/fsync.
-    Sync,
 }
 
 impl IoOp {
@@ -31,7 +29,6 @@ impl IoOp {
         match self {
             IoOp::Read => crate::recorder::READ,
             IoOp::Write => crate::recorder::WRITE,
-            IoOp::Sync => crate::recorder::SYNC,
         }
     }
 }
@@ -565,7 +562,7 @@ impl WorkloadSpec {
 }
 
 /// Per-session generator of (op, offset-in-data-area) pairs.
-pub struct OffsetGen {
+pub(crate) struct OffsetGen {
     rng: SmallRng,
     bs: u64,
     base: u64,
@@ -598,7 +595,7 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 impl OffsetGen {
     /// Generator for session `session` of `spec` (deterministic given the spec's seed).
-    pub fn new(spec: &WorkloadSpec, session: u32) -> OffsetGen {
+    pub(crate) fn new(spec: &WorkloadSpec, session: u32) -> OffsetGen {
         let nblocks = spec.blocks().max(1);
         let streams = spec.sessions as u64;
         let per = (nblocks / streams).max(1);
@@ -651,7 +648,7 @@ impl OffsetGen {
 
     /// Next I/O: op and byte offset within the target's data area.
     #[inline]
-    pub fn next_io(&mut self) -> (IoOp, u64) {
+    pub(crate) fn next_io(&mut self) -> (IoOp, u64) {
         let block = match self.pattern {
             Pattern::Read | Pattern::Write => {
                 let b = self.seq_start + self.seq_pos;

@@ -15,6 +15,9 @@ use hdrhistogram::Histogram;
 use iolens::results::analysis::VerdictKind;
 use iolens::results::{Results, RunResult, WatchBudget};
 
+/// The loss a block-layer watch may report: completions the kernel did not run the probe for.
+const UNSEEN: &str = "block completion of a watched request not seen";
+
 /// The BPF tests run one at a time: the CPU test's hogs would slow the others' runs.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -196,7 +199,12 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     assert!(ios > 4000, "the run did {ios} reads");
     let watched = Results::read_file(&watch_json).unwrap();
     let b = budget(&watched);
-    assert!(b.lost.is_empty(), "lost events: {:?}", b.lost);
+    // The one loss allowed: completions the kernel did not run the probe for (see below).
+    assert!(
+        b.lost.keys().all(|k| k == UNSEEN),
+        "lost events: {:?}",
+        b.lost
+    );
     // The run's I/O is done by its session thread; the main thread only reads the target's
     // first blocks when it opens it. Per thread, the count is exact.
     let threads: Vec<(u32, u64)> = b
@@ -224,9 +232,10 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
         .sum();
     assert_eq!(per_interval, all);
 
-    // O_DIRECT: every read reaches the device. Seen on this shared VM (not explained yet, see
-    // the issue 13 note): in about one run in three, up to 0.6 % of the run's reads show no
-    // block-layer completion although no event was lost; the bound below allows 1 %.
+    // O_DIRECT: every read reaches the device. On a loaded VM the kernel skips the completion
+    // probe for a fraction of a percent of completions (it ran fewer times than `perf stat`
+    // counted the tracepoint, with no recursion miss); the watch counts those it can tell
+    // (lost: UNSEEN) and the bound below allows 1 %.
     let device_reads = hist(&watched, &format!("block {disk}"), "blk:read:device")
         .unwrap()
         .len();
@@ -654,24 +663,32 @@ fn run_watch_sees_one_block_request_per_direct_read() {
     assert!(read.count > 1000, "the run did {} reads", read.count);
     let block = run.block.as_ref().unwrap();
     assert_eq!(block.device, disk_of(&target));
-    assert!(block.lost.is_empty(), "lost: {:?}", block.lost);
+    assert!(
+        block.lost.keys().all(|k| k == UNSEEN),
+        "lost: {:?}",
+        block.lost
+    );
+    let unseen = block.lost.get(UNSEEN).copied().unwrap_or(0);
+    assert!(
+        unseen as f64 <= read.count as f64 * 0.02,
+        "{unseen} of {} completions not seen",
+        read.count
+    );
     let dev = block.op("blk:read:device").expect("device reads traced");
     let queue = block.op("blk:read:queue").expect("queue times traced");
     assert_eq!(dev.count, queue.count);
-    // O_DIRECT 4 KiB reads: one request each (or a bio merged into a queued request). A
-    // request completes before its read returns, so at the edges of the measured span the
-    // block layer can only see as many more as there are sessions. Below: the shortfall seen
-    // on this shared VM in about one run in three (up to 0.6 %, not explained, see the
-    // report of issue 13), bounded at 1 %.
-    let seen = dev.count + block.merged;
+    // O_DIRECT 4 KiB reads: one request each (or a bio merged into a queued request), seen
+    // completing or counted as a completion the probe did not see (every request of the run
+    // has completed when it ends, so one still in the kernel's table was missed). A request
+    // completes before its read returns, so at each edge of the measured span the counts can
+    // differ by one per session (one session here): the accounting is otherwise exact.
+    let seen = dev.count + block.merged + unseen;
     assert!(
-        seen <= read.count + 1,
-        "{seen} requests for {} reads",
-        read.count
-    );
-    assert!(
-        seen as f64 >= read.count as f64 * 0.99,
-        "{seen} requests for {} reads",
+        seen <= read.count + 1 && seen + 1 >= read.count,
+        "{seen} requests ({} seen completing, {} merged, {unseen} completions not seen) for {} \
+         reads",
+        dev.count,
+        block.merged,
         read.count
     );
     assert_eq!(dev.bytes, dev.count * 4096);

@@ -37,7 +37,7 @@ pub struct Layer {
     /// Short layer name, e.g. `buffer cache`.
     pub layer: &'static str,
     /// What the layer does, in a few words.
-    pub description: &'static str,
+    pub(crate) description: &'static str,
 }
 
 const fn l(
@@ -667,7 +667,7 @@ pub const LAYERS: &[Layer] = &[
 
 /// The layer of a function: the longest prefix of its name in [`LAYERS`] for its side (kernel
 /// rows for kernel frames, database rows for user frames).
-pub fn classify(name: &str, kernel: bool) -> Option<&'static Layer> {
+pub(crate) fn classify(name: &str, kernel: bool) -> Option<&'static Layer> {
     LAYERS
         .iter()
         .filter(|l| (l.system == Linux) == kernel && name.starts_with(l.prefix))

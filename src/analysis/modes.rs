@@ -471,7 +471,7 @@ pub fn find_modes_with_edges(h: &Histogram<u64>, edges: &[u64]) -> Vec<Mode> {
 
 /// Source bucket edges with gaps (empty power-of-two buckets a source did not print) filled
 /// by doubling.
-pub fn fill_gaps(edges: &[u64]) -> Vec<u64> {
+pub(crate) fn fill_gaps(edges: &[u64]) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::with_capacity(edges.len());
     for &x in edges {
         if let Some(&last) = out.last() {

@@ -16,7 +16,7 @@ use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState}
 pub const TOP_FUNCTIONS: usize = 25;
 
 /// The `System: layer` label of a frame, when the table knows it.
-pub fn layer_label(name: &str, kind: FrameKind) -> Option<String> {
+pub(crate) fn layer_label(name: &str, kind: FrameKind) -> Option<String> {
     classify(name, kind == FrameKind::Kernel).map(|l| format!("{}: {}", l.system.as_str(), l.layer))
 }
 

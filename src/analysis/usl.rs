@@ -25,13 +25,6 @@
 
 pub use crate::results::analysis::UslFit;
 
-impl UslFit {
-    /// Modelled throughput at concurrency `n`.
-    pub fn throughput(&self, n: f64) -> f64 {
-        usl(self.lambda, self.sigma, self.kappa, n)
-    }
-}
-
 fn usl(lambda: f64, sigma: f64, kappa: f64, n: f64) -> f64 {
     lambda * n / (1.0 + sigma * (n - 1.0) + kappa * n * (n - 1.0))
 }

@@ -340,7 +340,7 @@ fn page_cache(ratio: f64, what: &str, reads: u64, name: &str, figures: &[(&str, 
 
 /// Host versus device from the traced block layer (`--watch`): distributions, not means. See
 /// the module docs. `None` without a traced read on the device or an application read.
-pub fn block_verdict(run: &RunResult) -> Option<Verdict> {
+pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
     let block = run.block.as_ref()?;
     let dev_op = block.op("blk:read:device")?;
@@ -453,7 +453,7 @@ pub fn block_verdict(run: &RunResult) -> Option<Verdict> {
 }
 
 /// Mean (ns) of the `k` slowest values of `h`; `None` when it holds fewer than `k`.
-pub fn slowest_mean_ns(h: &hdrhistogram::Histogram<u64>, k: u64) -> Option<f64> {
+pub(crate) fn slowest_mean_ns(h: &hdrhistogram::Histogram<u64>, k: u64) -> Option<f64> {
     if k == 0 || h.len() < k {
         return None;
     }

@@ -181,13 +181,13 @@ fn sum(spans: &[WatchSpan]) -> WatchSpan {
 
 /// The shares of `spans` in at most `rows` rows, each row the exact sum of `per` consecutive
 /// spans (the last may hold fewer); `per` is returned with them. For tables of long watches.
-pub fn merged_shares(spans: &[WatchSpan], rows: usize) -> (usize, Vec<WatchShares>) {
+pub(crate) fn merged_shares(spans: &[WatchSpan], rows: usize) -> (usize, Vec<WatchShares>) {
     let per = spans.len().div_ceil(rows.max(1)).max(1);
     (per, spans.chunks(per).map(|c| shares(&sum(c))).collect())
 }
 
 /// The watch analysis of `r`, when it holds a watch's budget.
-pub fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
+pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     let budget: &WatchBudget = r.watch.as_ref()?;
     let all = sum(&budget.intervals);
     let overall = shares(&all);

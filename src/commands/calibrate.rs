@@ -23,7 +23,7 @@ pub struct CalibrateArgs {
     pub budget: f64,
     /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
     #[arg(long, default_value = "5ms", value_parser = parse_duration)]
-    pub max_latency: f64,
+    pub(crate) max_latency: f64,
     /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
     #[arg(long, default_value_t = 99.0)]
     pub percentile: f64,
@@ -32,19 +32,19 @@ pub struct CalibrateArgs {
     pub bs: u64,
     /// Block size of the large sequential reads.
     #[arg(long, default_value = "1M", value_parser = parse_size)]
-    pub large_bs: u64,
+    pub(crate) large_bs: u64,
     /// Session ceiling of the random-read ramp.
     #[arg(long, default_value_t = 64)]
-    pub max_sessions: u32,
+    pub(crate) max_sessions: u32,
     /// Queue-depth ceiling of the sequential-read ramps.
     #[arg(long, default_value_t = 32)]
-    pub max_qd: u32,
+    pub(crate) max_qd: u32,
     /// Streams of the many-streams sequential phase (default: 4).
     #[arg(long, default_value_t = 4)]
     pub streams: u32,
     /// IOPS growth below which the ramp is called a plateau, percent.
     #[arg(long, default_value_t = 5.0)]
-    pub plateau_pct: f64,
+    pub(crate) plateau_pct: f64,
     /// Phases to run (comma-separated); default randread,seqread,seqread1.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub phases: Option<Vec<Phase>>,
@@ -63,7 +63,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub explain: bool,
     #[command(flatten)]
-    pub launch: super::launch::LaunchArgs,
+    pub(crate) launch: super::launch::LaunchArgs,
 }
 
 impl CalibrateArgs {

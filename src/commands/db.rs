@@ -81,10 +81,10 @@ pub struct RunArgs {
     pub sessions: u32,
     /// Percentage of operations that update their window and commit (SLOB's UPDATE_PCT).
     #[arg(long, default_value_t = 0.0)]
-    pub update_pct: f64,
+    pub(crate) update_pct: f64,
     /// Rows touched per operation, each in a different block (SLOB's WORK_UNIT).
     #[arg(long, default_value_t = 64)]
-    pub work_unit: u32,
+    pub(crate) work_unit: u32,
     /// Measured duration.
     #[arg(long, default_value = "30s")]
     pub duration: String,
@@ -96,28 +96,28 @@ pub struct RunArgs {
     pub interval: String,
     /// Percentage of operations that go to the hot spot (0 = uniform).
     #[arg(long, default_value_t = 0.0)]
-    pub hot_pct: f64,
+    pub(crate) hot_pct: f64,
     /// Size of the hot spot, percent of each table's keys.
     #[arg(long, default_value_t = 10.0)]
-    pub hot_size_pct: f64,
+    pub(crate) hot_size_pct: f64,
     /// Think time between operations (SLOB runs with zero think time).
     #[arg(long, default_value = "0s")]
-    pub think: String,
+    pub(crate) think: String,
     /// SQLite page cache per session (keep it much smaller than the data).
     #[arg(long, default_value = "512K")]
-    pub cache_size: String,
+    pub(crate) cache_size: String,
     /// SQLite: run without the per-I/O timing shim (for overhead benchmarks).
     #[arg(long)]
-    pub no_timing: bool,
+    pub(crate) no_timing: bool,
     /// SQLite: keep the database's pages in the OS page cache instead of dropping them first.
     #[arg(long)]
-    pub keep_os_cache: bool,
+    pub(crate) keep_os_cache: bool,
     /// PostgreSQL: run without track_io_timing (when the role may not enable it).
     #[arg(long)]
-    pub no_io_timing: bool,
+    pub(crate) no_io_timing: bool,
     /// PostgreSQL: wait-event samples per second (ASH-style).
     #[arg(long, default_value_t = 10.0)]
-    pub ash_hz: f64,
+    pub(crate) ash_hz: f64,
     /// SQLite: also trace, with BPF, the block requests the sessions' own I/O makes on the
     /// database's disk (host queue and device service time per interval; needs root or
     /// CAP_BPF+CAP_PERFMON and a kernel with BTF).
@@ -130,7 +130,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     #[command(flatten)]
-    pub launch: super::launch::LaunchArgs,
+    pub(crate) launch: super::launch::LaunchArgs,
 }
 
 /// Arguments of `db drop`.

@@ -25,7 +25,7 @@ pub struct ExportArgs {
     /// Write the summary (tables, calibration, verdicts) as Markdown for a ticket (`-` for
     /// standard output).
     #[arg(long)]
-    pub markdown: Option<PathBuf>,
+    pub(crate) markdown: Option<PathBuf>,
     /// Write the stack profile's interactive flame graph (SVG).
     #[arg(long, value_name = "FILE")]
     pub flame: Option<PathBuf>,

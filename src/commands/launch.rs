@@ -12,7 +12,7 @@ use crate::results::Results;
 
 /// Rank, world size and common start.
 #[derive(Args, Debug, Clone, Default)]
-pub struct LaunchArgs {
+pub(crate) struct LaunchArgs {
     /// This process's rank (0-based) among many hosts. Read from the launcher's environment
     /// when not given: SLURM_PROCID (srun), OMPI_COMM_WORLD_RANK (Open MPI), PMIX_RANK,
     /// PMI_RANK (MPICH), JOB_COMPLETION_INDEX (Kubernetes Indexed Job). Recorded in the results

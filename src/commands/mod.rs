@@ -50,7 +50,7 @@ use crate::results::{Destination, Results};
                   scratch-file fill, which resumes later), 143 terminated (SIGTERM), 129 hung up \
                   (SIGHUP): results measured so far are still written."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Commands that measure or read evidence print nothing for people on standard output (no
@@ -61,7 +61,7 @@ pub struct Cli {
     /// Also report, on stderr at the end, what iolens itself cost: wall-clock time, user and
     /// system CPU time, peak resident memory.
     #[arg(short, long, global = true, conflicts_with = "quiet")]
-    pub verbose: bool,
+    pub(crate) verbose: bool,
     /// Fit the text for people (summaries, tables, progress) to this many columns (40 to 400;
     /// default: the terminal's width, else $COLUMNS, else 100). Tables abbreviate their columns
     /// and prose breaks between words: no line is wider.
@@ -127,7 +127,7 @@ pub(crate) struct Context {
     /// `-q/--quiet`.
     pub quiet: bool,
     /// `-v/--verbose`.
-    pub verbose: bool,
+    pub(crate) verbose: bool,
     /// `--width`.
     pub width: Option<usize>,
 }

@@ -42,7 +42,7 @@ pub struct ProfileArgs {
     pub json: Option<PathBuf>,
     /// Do not draw progress.
     #[arg(long)]
-    pub no_progress: bool,
+    pub(crate) no_progress: bool,
 }
 
 impl ProfileArgs {

@@ -26,7 +26,7 @@ pub struct TargetArgs {
     /// Allow writes to this existing file or device, whose contents you declare disposable.
     /// Must name the same path as --target.
     #[arg(long, value_name = "PATH")]
-    pub disposable_target: Option<PathBuf>,
+    pub(crate) disposable_target: Option<PathBuf>,
     /// Rewrite the scratch file's fill: complete an interrupted fill from a read-only command,
     /// or rewrite a truncated, damaged or old-format scratch file from the start. Without it
     /// iolens never repairs a scratch file: damage is reported as corruption (exit 3) and the
@@ -38,7 +38,7 @@ pub struct TargetArgs {
     pub buffered: bool,
     /// Do not draw progress (progress is only drawn when stderr is a terminal, or with -v).
     #[arg(long)]
-    pub no_progress: bool,
+    pub(crate) no_progress: bool,
     /// Write the complete results (spec, environment, every histogram) to this JSON file
     /// (a regular file or a new path; `-` writes them to standard output).
     #[arg(long, value_name = "FILE")]
@@ -103,7 +103,7 @@ pub struct RunArgs {
     pub rate: Option<f64>,
     /// Think time between a session's I/Os, e.g. 100us.
     #[arg(long, value_parser = parse_duration)]
-    pub think: Option<f64>,
+    pub(crate) think: Option<f64>,
     /// Seed of the offset generators.
     #[arg(long, default_value_t = 0x10_1e45)]
     pub seed: u64,
@@ -122,12 +122,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub explain: bool,
     #[command(flatten)]
-    pub launch: super::launch::LaunchArgs,
+    pub(crate) launch: super::launch::LaunchArgs,
 }
 
 impl RunArgs {
     /// The workload spec these arguments describe (target size resolved later).
-    pub fn to_spec(&self) -> WorkloadSpec {
+    pub(crate) fn to_spec(&self) -> WorkloadSpec {
         WorkloadSpec {
             pattern: self.pattern,
             block_size: self.bs,
@@ -171,7 +171,7 @@ impl TargetArgs {
     }
 
     /// The block-layer watch of this load's own I/O on `target`'s disk, with `--watch`.
-    pub fn own_watch(&self, target: &Target) -> Result<Option<crate::watch::own::OwnWatch>> {
+    pub(crate) fn own_watch(&self, target: &Target) -> Result<Option<crate::watch::own::OwnWatch>> {
         if !self.watch {
             return Ok(None);
         }
@@ -179,7 +179,7 @@ impl TargetArgs {
     }
 
     /// How to open (and, for a new scratch file, create) the target.
-    pub fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
+    pub(crate) fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
         PrepareOptions {
             size: self.size,
             disposable: self.disposable_target.clone(),

@@ -32,7 +32,7 @@ pub struct TraceArgs {
     pub json: Option<PathBuf>,
     /// Print the process's peak resident memory (VmHWM) at the end (used by the benchmark).
     #[arg(long, hide = true)]
-    pub print_peak_rss: bool,
+    pub(crate) print_peak_rss: bool,
 }
 
 /// `iolens trace`.

@@ -39,11 +39,11 @@ pub struct VerifyArgs {
     pub buffered: bool,
     /// Do not draw progress.
     #[arg(long)]
-    pub no_progress: bool,
+    pub(crate) no_progress: bool,
     /// Check without the generation journal beside the target (stale blocks, restored from an
     /// older copy, then go unnoticed).
     #[arg(long)]
-    pub no_journal: bool,
+    pub(crate) no_journal: bool,
     /// Write the results (read latency histogram, figures, every report) to this JSON file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -52,7 +52,7 @@ pub struct VerifyArgs {
     pub bench: bool,
     /// Block size of `--bench`.
     #[arg(long, hide = true, default_value = "8k", value_parser = parse_size)]
-    pub bench_bs: u64,
+    pub(crate) bench_bs: u64,
 }
 
 /// `iolens verify`.

@@ -34,11 +34,11 @@ pub enum LayerArg {
 pub struct WatchArgs {
     /// Watch this process (repeatable).
     #[arg(long = "pid", value_name = "PID")]
-    pub pids: Vec<u32>,
+    pub(crate) pids: Vec<u32>,
     /// Watch every process of this name, including ones started later (repeatable), e.g.
     /// `--comm postgres`.
     #[arg(long = "comm", value_name = "NAME")]
-    pub comms: Vec<String>,
+    pub(crate) comms: Vec<String>,
     /// Record block requests of this disk only (repeatable; `/dev/vda`, `vda`, `254:0`; a
     /// partition means its disk). Default: every disk.
     #[arg(long = "device", value_name = "DEV")]
@@ -57,7 +57,7 @@ pub struct WatchArgs {
     pub layer: LayerArg,
     /// No live view (it is drawn only when standard output is a terminal).
     #[arg(long)]
-    pub no_progress: bool,
+    pub(crate) no_progress: bool,
     /// Write the results document (JSON) here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,

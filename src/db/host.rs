@@ -6,13 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-/// User+system CPU seconds of process `pid` (/proc/PID/stat), or None if it is not visible.
-pub fn pid_cpu_s(pid: i32) -> Option<f64> {
-    pid_cpu_split(pid).map(|(u, s)| u + s)
-}
-
 /// (user, system) CPU seconds of process `pid`.
-pub fn pid_cpu_split(pid: i32) -> Option<(f64, f64)> {
+pub(crate) fn pid_cpu_split(pid: i32) -> Option<(f64, f64)> {
     let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may contain spaces; fields resume after the last ')'.
     let rest = &t[t.rfind(')')? + 2..];
@@ -26,14 +21,14 @@ pub fn pid_cpu_split(pid: i32) -> Option<(f64, f64)> {
 }
 
 /// The short command name of process `pid`.
-pub fn pid_comm(pid: i32) -> Option<String> {
+pub(crate) fn pid_comm(pid: i32) -> Option<String> {
     std::fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|s| s.trim().to_string())
 }
 
 /// The nearest existing ancestor of `path` (the path itself if it exists).
-pub fn existing_ancestor(path: &Path) -> PathBuf {
+pub(crate) fn existing_ancestor(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -54,14 +49,14 @@ pub fn existing_ancestor(path: &Path) -> PathBuf {
 }
 
 /// Bytes available on the filesystem holding `path` (or its nearest existing ancestor).
-pub fn free_bytes(path: &Path) -> Result<u64> {
+pub(crate) fn free_bytes(path: &Path) -> Result<u64> {
     let p = existing_ancestor(path);
     crate::sys::free_space(&p)
         .with_context(|| format!("cannot query free space of {}", p.display()))
 }
 
 /// Share (0..1) of `path`'s pages resident in the OS page cache (mmap + mincore).
-pub fn page_cache_residency(path: &Path) -> Result<f64> {
+pub(crate) fn page_cache_residency(path: &Path) -> Result<f64> {
     use std::os::unix::io::AsRawFd;
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     let len = f.metadata()?.len() as usize;
@@ -96,7 +91,7 @@ pub fn page_cache_residency(path: &Path) -> Result<f64> {
 }
 
 /// Ask the kernel to drop `path`'s clean pages from the page cache (POSIX_FADV_DONTNEED).
-pub fn drop_page_cache(path: &Path) -> Result<()> {
+pub(crate) fn drop_page_cache(path: &Path) -> Result<()> {
     use std::os::unix::io::AsRawFd;
     let f = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
     f.sync_all().ok();
@@ -119,7 +114,7 @@ mod tests {
     #[test]
     fn reads_own_process_and_host() {
         let me = std::process::id() as i32;
-        assert!(pid_cpu_s(me).is_some());
+        assert!(pid_cpu_split(me).is_some());
         assert!(pid_comm(me).is_some());
         assert!(free_bytes(Path::new("/nonexistent/deeper/path")).unwrap() > 0);
     }

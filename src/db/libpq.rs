@@ -265,7 +265,7 @@ fn os_user() -> (Option<String>, Option<PathBuf>) {
 
 /// libpq's default Unix socket directory (Debian and its derivatives build libpq with
 /// `/var/run/postgresql`; upstream's default is `/tmp`).
-pub fn default_socket_dir() -> &'static str {
+pub(crate) fn default_socket_dir() -> &'static str {
     if Path::new("/var/run/postgresql").is_dir() {
         "/var/run/postgresql"
     } else {
@@ -595,7 +595,7 @@ pub fn password_from_file(
 }
 
 /// The hosts of a resolved configuration, for messages.
-pub fn describe_hosts(c: &Config) -> String {
+pub(crate) fn describe_hosts(c: &Config) -> String {
     c.get_hosts()
         .iter()
         .map(|h| match h {

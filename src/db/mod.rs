@@ -60,7 +60,7 @@ pub trait DbEngine {
 }
 
 /// The progress lines of `db run`: one per interval just measured, on a terminal.
-pub struct DbProgress {
+pub(crate) struct DbProgress {
     enabled: bool,
     interval_s: f64,
     duration_s: f64,
@@ -71,7 +71,7 @@ pub struct DbProgress {
 
 impl DbProgress {
     /// Progress of a run of `spec`, with the statements recorded as the last set of the plan.
-    pub fn new(spec: &RunSpec) -> DbProgress {
+    pub(crate) fn new(spec: &RunSpec) -> DbProgress {
         DbProgress {
             enabled: !spec.quiet && crate::progress::wanted(),
             interval_s: spec.interval_s,
@@ -81,7 +81,7 @@ impl DbProgress {
     }
 
     /// The statements are set `i` of the plan; sets before it are block I/O.
-    pub fn ops_set(mut self, i: usize) -> DbProgress {
+    pub(crate) fn ops_set(mut self, i: usize) -> DbProgress {
         self.ops_set = i;
         self
     }
@@ -125,7 +125,7 @@ pub const MIN_ROWS: u64 = 1024;
 /// Progress of loading one table during `db setup`, shared by the engines: a line when loading
 /// starts, one every 10 % of the rows, and one when the index is built — drawn only when
 /// asked for and stderr is a terminal (setup's layout check is printed regardless).
-pub struct LoadProgress {
+pub(crate) struct LoadProgress {
     on: bool,
     table: String,
     rows: u64,
@@ -134,7 +134,7 @@ pub struct LoadProgress {
 
 impl LoadProgress {
     /// Start reporting on `table`, of which `loaded` of `rows` rows are already in.
-    pub fn start(enabled: bool, table: String, loaded: u64, rows: u64) -> LoadProgress {
+    pub(crate) fn start(enabled: bool, table: String, loaded: u64, rows: u64) -> LoadProgress {
         let on = enabled && crate::progress::wanted();
         if on && loaded < rows {
             crate::outln!("{table}: loading rows {}..{rows} of {rows}", loaded + 1);
@@ -148,7 +148,7 @@ impl LoadProgress {
     }
 
     /// `loaded` rows are now in.
-    pub fn loaded(&mut self, loaded: u64) {
+    pub(crate) fn loaded(&mut self, loaded: u64) {
         if self.on && loaded >= self.next && loaded < self.rows {
             crate::outln!(
                 "{}: {loaded} of {} rows ({:.0}%)",
@@ -161,7 +161,7 @@ impl LoadProgress {
     }
 
     /// The index `index` is being built.
-    pub fn indexing(&self, index: &str) {
+    pub(crate) fn indexing(&self, index: &str) {
         if self.on {
             crate::outln!("{}: building index {index}", self.table);
         }
@@ -169,8 +169,8 @@ impl LoadProgress {
 }
 
 /// Operation totals of a database run, common to every engine.
-pub struct WorkTotals {
-    pub selects: u64,
+pub(crate) struct WorkTotals {
+    pub(crate) selects: u64,
     pub updates: u64,
     pub statements: u64,
     pub commits: u64,
@@ -179,7 +179,11 @@ pub struct WorkTotals {
 
 impl WorkTotals {
     /// Put the operation counters every engine reports into `c`.
-    pub fn put_counters(&self, c: &mut std::collections::BTreeMap<String, f64>, measured_s: f64) {
+    pub(crate) fn put_counters(
+        &self,
+        c: &mut std::collections::BTreeMap<String, f64>,
+        measured_s: f64,
+    ) {
         let ops = self.selects + self.updates;
         let share = if ops > 0 {
             self.updates as f64 / ops as f64
@@ -221,7 +225,7 @@ impl Layout {
     }
 
     /// Bytes of table data (one block per row).
-    pub fn data_bytes(&self) -> u64 {
+    pub(crate) fn data_bytes(&self) -> u64 {
         self.schemas as u64 * self.rows * BLOCK
     }
 }
@@ -234,19 +238,19 @@ pub struct LayoutCheck {
     /// Distinct data blocks holding the rows.
     pub blocks: u64,
     /// Most rows found in one block (must be 1).
-    pub max_rows_per_block: u64,
+    pub(crate) max_rows_per_block: u64,
     /// Overflow / TOAST pages (must be 0: a row is one block).
-    pub overflow_pages: u64,
-    pub index_present: bool,
+    pub(crate) overflow_pages: u64,
+    pub(crate) index_present: bool,
     /// Pearson correlation between key and physical position (near 0 when uncorrelated).
     pub key_position_corr: f64,
     /// Share of consecutive keys whose rows sit in adjacent blocks (near 0).
-    pub adjacent_share: f64,
+    pub(crate) adjacent_share: f64,
 }
 
 impl LayoutCheck {
     /// Problems with the layout, in words (empty when it is as intended).
-    pub fn problems(&self) -> Vec<String> {
+    pub(crate) fn problems(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.max_rows_per_block != 1 || self.blocks != self.rows {
             p.push(format!(
@@ -284,7 +288,7 @@ impl LayoutCheck {
 /// of the row at physical position `i` is `permute(i) + 1`. Deterministic per seed, O(1) memory,
 /// so a resumed setup continues the same permutation.
 #[derive(Clone, Debug)]
-pub struct Perm {
+pub(crate) struct Perm {
     n: u64,
     half: u32,
     mask: u64,
@@ -292,7 +296,7 @@ pub struct Perm {
 }
 
 impl Perm {
-    pub fn new(n: u64, seed: u64) -> Perm {
+    pub(crate) fn new(n: u64, seed: u64) -> Perm {
         assert!(n > 0);
         let bits = 64 - (n - 1).max(1).leading_zeros();
         let half = bits.div_ceil(2).max(1);
@@ -320,7 +324,7 @@ impl Perm {
     }
 
     /// The image of `i` (`i < n`).
-    pub fn permute(&self, i: u64) -> u64 {
+    pub(crate) fn permute(&self, i: u64) -> u64 {
         debug_assert!(i < self.n);
         let mut y = self.round(i);
         while y >= self.n {
@@ -341,19 +345,19 @@ fn splitmix(mut z: u64) -> u64 {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSpec {
     pub sessions: u32,
-    pub update_pct: f64,
-    pub work_unit: u32,
+    pub(crate) update_pct: f64,
+    pub(crate) work_unit: u32,
     pub duration_s: f64,
     pub warmup_s: f64,
     pub interval_s: f64,
-    pub hot_pct: f64,
-    pub hot_size_pct: f64,
-    pub think_s: f64,
-    pub cache_bytes: u64,
+    pub(crate) hot_pct: f64,
+    pub(crate) hot_size_pct: f64,
+    pub(crate) think_s: f64,
+    pub(crate) cache_bytes: u64,
     pub timing: bool,
-    pub drop_os_cache: bool,
-    pub io_timing: bool,
-    pub ash_hz: f64,
+    pub(crate) drop_os_cache: bool,
+    pub(crate) io_timing: bool,
+    pub(crate) ash_hz: f64,
     pub seed: u64,
     #[serde(skip)]
     pub quiet: bool,
@@ -401,7 +405,7 @@ impl RunSpec {
 
 /// Chooses each operation's window start key (1-based) and whether it updates.
 #[derive(Clone, Debug)]
-pub struct KeyPicker {
+pub(crate) struct KeyPicker {
     rows: u64,
     wu: u64,
     hot_p: f64,
@@ -410,7 +414,7 @@ pub struct KeyPicker {
 }
 
 impl KeyPicker {
-    pub fn new(rows: u64, spec: &RunSpec) -> Result<KeyPicker> {
+    pub(crate) fn new(rows: u64, spec: &RunSpec) -> Result<KeyPicker> {
         let wu = spec.work_unit as u64;
         if wu > rows {
             bail!("--work-unit {wu} is larger than a table ({rows} rows); lower it or set up a larger --scale");
@@ -427,7 +431,7 @@ impl KeyPicker {
 
     /// (first key, last key) of the next window.
     #[inline]
-    pub fn window<R: Rng>(&self, rng: &mut R) -> (i64, i64) {
+    pub(crate) fn window<R: Rng>(&self, rng: &mut R) -> (i64, i64) {
         let span = if self.hot_p > 0.0 && rng.gen_bool(self.hot_p) {
             self.hot_rows
         } else {
@@ -439,13 +443,13 @@ impl KeyPicker {
 
     /// Whether the next operation updates.
     #[inline]
-    pub fn is_update<R: Rng>(&self, rng: &mut R) -> bool {
+    pub(crate) fn is_update<R: Rng>(&self, rng: &mut R) -> bool {
         self.update_p > 0.0 && rng.gen_bool(self.update_p)
     }
 }
 
 /// Replace the password in a libpq connection string or URL with `***`.
-pub fn redact_dsn(dsn: &str) -> String {
+pub(crate) fn redact_dsn(dsn: &str) -> String {
     let t = dsn.trim_start();
     if t.starts_with("postgres://") || t.starts_with("postgresql://") {
         let scheme_end = dsn.find("://").map(|i| i + 3).unwrap_or(0);
@@ -534,7 +538,7 @@ pub fn redact_dsn(dsn: &str) -> String {
 }
 
 /// Redact `--dsn` values in a command line.
-pub fn redact_args(argv: &[String]) -> Vec<String> {
+pub(crate) fn redact_args(argv: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(argv.len());
     let mut next_is_dsn = false;
     for a in argv {

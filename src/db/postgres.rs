@@ -44,7 +44,7 @@ const FORMAT: &str = "iolens-slob-pg-1";
 const CHUNK: u64 = 2048;
 
 /// A PostgreSQL error in words (server message, detail and hint when there are any).
-pub fn pg_msg(e: &postgres::Error) -> String {
+pub(crate) fn pg_msg(e: &postgres::Error) -> String {
     if let Some(db) = e.as_db_error() {
         let mut s = db.message().to_string();
         if let Some(d) = db.detail() {
@@ -172,7 +172,7 @@ fn server_is_local(c: &mut Client) -> Option<i32> {
 pub use super::SetupOutcome;
 
 /// The PostgreSQL engine: the layout in the database reached through `dsn`.
-pub struct Postgres {
+pub(crate) struct Postgres {
     pub dsn: String,
 }
 
@@ -430,7 +430,7 @@ fn load_and_check(
 }
 
 /// Verify one schema's layout from the rows' physical addresses (ctid).
-pub fn check_schema(c: &mut Client, s: u32) -> Result<LayoutCheck> {
+pub(crate) fn check_schema(c: &mut Client, s: u32) -> Result<LayoutCheck> {
     let t = format!("iolens_t{s}");
     let q = format!(
         "WITH b AS (SELECT k, (ctid::text::point)[0]::bigint AS blk FROM {t}),
@@ -464,7 +464,7 @@ pub fn check_schema(c: &mut Client, s: u32) -> Result<LayoutCheck> {
 }
 
 /// Drop every table `setup` created.
-pub fn drop_layout(dsn: &str) -> Result<()> {
+pub(crate) fn drop_layout(dsn: &str) -> Result<()> {
     let mut c = connect(dsn)?;
     let Some((layout, _)) = read_state(&mut c)? else {
         bail!("the database has no iolens tables (nothing to drop)");

@@ -384,7 +384,7 @@ fn load_and_check(
 }
 
 /// Verify one schema's layout from SQLite's own page map (the `dbstat` virtual table).
-pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
+pub(crate) fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
     let t = format!("t{s}");
     let rows: i64 = conn.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get(0))?;
     // Leaf pages in tree (= id) order; with one row per leaf, leaf j holds id j+1.
@@ -465,7 +465,7 @@ pub fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
 }
 
 /// Remove the database files `setup` created in `dir`.
-pub fn drop_layout(dir: &Path) -> Result<()> {
+pub(crate) fn drop_layout(dir: &Path) -> Result<()> {
     let path = db_path(dir);
     if !path.exists() {
         bail!("no iolens database in {} (nothing to drop)", dir.display());
@@ -1042,7 +1042,7 @@ const NEARLY_FULL: u64 = 4 << 20;
 /// Say "no space left on device" when a SQLite error was caused by a full filesystem: SQLite
 /// reports most such failures as "disk I/O error" (e.g. extended code 4874, a failed extension
 /// of the `-shm` file) or as "database or disk is full". The original error is kept below.
-pub fn explain_error<T>(r: Result<T>, dir: &Path) -> Result<T> {
+pub(crate) fn explain_error<T>(r: Result<T>, dir: &Path) -> Result<T> {
     r.map_err(|e| {
         let failure = e
             .chain()

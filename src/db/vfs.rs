@@ -37,19 +37,19 @@ pub const PAGE_SIZE: usize = 8192;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IoCounts {
     /// Page-sized reads of the main database file (block reads).
-    pub main_page_reads: u64,
+    pub(crate) main_page_reads: u64,
     /// Other reads of the main database file (header, change counter).
-    pub main_other_reads: u64,
-    pub main_writes: u64,
-    pub main_write_bytes: u64,
-    pub main_syncs: u64,
+    pub(crate) main_other_reads: u64,
+    pub(crate) main_writes: u64,
+    pub(crate) main_write_bytes: u64,
+    pub(crate) main_syncs: u64,
     /// Reads of the WAL / journal (pages found in the WAL are read from there).
-    pub log_reads: u64,
+    pub(crate) log_reads: u64,
     pub log_writes: u64,
-    pub log_write_bytes: u64,
+    pub(crate) log_write_bytes: u64,
     pub log_syncs: u64,
     /// I/O on other files (temporary files, statement journals).
-    pub other_ios: u64,
+    pub(crate) other_ios: u64,
     /// Failed I/O calls.
     pub errors: u64,
 }
@@ -92,12 +92,12 @@ thread_local! {
 }
 
 /// While alive, I/O issued by SQLite on this thread is recorded into the installed context.
-pub struct Installed<'a> {
+pub(crate) struct Installed<'a> {
     _ctx: PhantomData<&'a mut IoCtx>,
 }
 
 /// Install `ctx` for the calling thread until the returned guard is dropped.
-pub fn install(ctx: &mut IoCtx) -> Installed<'_> {
+pub(crate) fn install(ctx: &mut IoCtx) -> Installed<'_> {
     CTX.with(|c| c.set(ctx as *mut IoCtx));
     Installed { _ctx: PhantomData }
 }
@@ -127,7 +127,7 @@ struct ShimFile {
 static REAL_VFS: AtomicPtr<ffi::sqlite3_vfs> = AtomicPtr::new(ptr::null_mut());
 
 /// Register the shim (once per process). Safe to call repeatedly.
-pub fn register() -> Result<()> {
+pub(crate) fn register() -> Result<()> {
     static ONCE: OnceLock<std::result::Result<(), String>> = OnceLock::new();
     let r = ONCE.get_or_init(|| unsafe {
         // SAFETY: sqlite3_vfs_find initialises SQLite and returns a static VFS or null.

@@ -21,7 +21,7 @@ fn pct(share: f64) -> String {
 }
 
 /// The knee of the load curve, in one line.
-pub fn knee_line(k: &Knee) -> String {
+pub(crate) fn knee_line(k: &Knee) -> String {
     format!(
         "Knee: {} sessions ({} IOPS, p99 {}) by {}",
         k.sessions,
@@ -32,7 +32,7 @@ pub fn knee_line(k: &Knee) -> String {
 }
 
 /// The USL fit (σ, κ, R², predicted peak), in one line.
-pub fn usl_line(u: &UslFit) -> String {
+pub(crate) fn usl_line(u: &UslFit) -> String {
     let peak = match (u.peak_n, u.peak_x) {
         (Some(n), Some(x)) => format!("predicted peak {} IOPS at {:.1} sessions", fmt_rate(x), n),
         _ => "no peak within reach (κ ≈ 0)".into(),

@@ -193,7 +193,7 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
 }
 
 /// The ten-second summary of a calibration.
-pub fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
+pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let Some(c) = &res.calibration else {
@@ -353,7 +353,7 @@ pub fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
 }
 
 /// The closing summary of `iolens verify` of `path`: what was checked, how fast, what it found.
-pub fn verify_summary(r: &RunResult, path: &std::path::Path, style: &TermStyle) -> String {
+pub(crate) fn verify_summary(r: &RunResult, path: &std::path::Path, style: &TermStyle) -> String {
     let v = r.verify.clone().unwrap_or_default();
     let mut out = String::new();
     let gb = r.ops[0].bytes as f64;

@@ -15,7 +15,7 @@ fn ctr(r: &RunResult, k: &str) -> f64 {
 
 /// The closing summary of `iolens db run`: throughput, cache hit ratio, per-op latency, CPU, the
 /// device's view and the wait profile, fitted to `style.width`.
-pub fn db_summary(res: &Results, style: &TermStyle) -> String {
+pub(crate) fn db_summary(res: &Results, style: &TermStyle) -> String {
     let mut s = String::new();
     let Some(r) = res.runs.first() else {
         return s;

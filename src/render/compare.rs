@@ -58,7 +58,7 @@ fn blocking(difference: &str) -> bool {
 }
 
 /// Differences between two workload specs outside [`FREE_KEYS`], as `key: a vs b`.
-pub fn spec_differences(a: &Value, b: &Value) -> Vec<String> {
+pub(crate) fn spec_differences(a: &Value, b: &Value) -> Vec<String> {
     let mut out = Vec::new();
     diff_into("", a, b, &mut out);
     out
@@ -122,7 +122,7 @@ pub fn incompatibilities(inputs: &[(String, Results)]) -> Vec<String> {
 
 /// Differences that do not stop a comparison but belong beside it: other workload settings
 /// (sessions, queue depth, engine, …) and a different calibration target.
-pub fn differences(inputs: &[(String, Results)]) -> Vec<String> {
+pub(crate) fn differences(inputs: &[(String, Results)]) -> Vec<String> {
     checks(inputs).1
 }
 
@@ -196,7 +196,7 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
 }
 
 /// Pair runs of `b` with runs of `a`: by name when names match, else by position.
-pub fn pair_runs(a: &Results, b: &Results) -> Vec<(usize, usize)> {
+pub(crate) fn pair_runs(a: &Results, b: &Results) -> Vec<(usize, usize)> {
     let by_name: Vec<(usize, usize)> = a
         .runs
         .iter()
@@ -229,7 +229,7 @@ pub fn ratio(base: f64, other: f64) -> String {
 /// `other / base` with its noise, as hyperfine writes it (`1.04 ± 0.02×`): `noise_*` are the
 /// relative interval-to-interval spreads (standard deviation over mean) of each figure, and the
 /// ratio's spread is theirs combined. Without both spreads, the plain [`ratio`].
-pub fn ratio_noise(
+pub(crate) fn ratio_noise(
     base: f64,
     noise_base: Option<f64>,
     other: f64,
@@ -270,7 +270,7 @@ fn spread(values: &[f64]) -> Option<f64> {
 /// The interval-to-interval spread of each figure of [`op_metrics`] (same order): rates from
 /// each interval's count and duration, latencies from each interval's histogram. Maximums and
 /// CPU cost have none.
-pub fn op_noise(run: &RunResult, op: &str) -> Vec<Option<f64>> {
+pub(crate) fn op_noise(run: &RunResult, op: &str) -> Vec<Option<f64>> {
     let Some(o) = run.op(op) else { return vec![] };
     let n_metrics = op_metrics(run, op).len();
     let ivs: Vec<&crate::results::Interval> = o
@@ -319,13 +319,13 @@ fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
 }
 
 /// A compared figure: label, value and how to format it.
-pub type Metric = (&'static str, f64, fn(f64) -> String);
+pub(crate) type Metric = (&'static str, f64, fn(f64) -> String);
 
 /// The figures of one op and their interval-to-interval noise ([`op_metrics`], [`op_noise`]).
 type MetricsNoise = (Vec<Metric>, Vec<Option<f64>>);
 
 /// The figures compared for one op of one run.
-pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
+pub(crate) fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
     let Some(o) = run.op(op) else { return vec![] };
     let d = run.duration_s.max(1e-9);
     // A run without a known duration has no rates: NaN, printed as unknown.
@@ -354,7 +354,7 @@ pub fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
 }
 
 /// One table per paired run and common op: a column per file, ratio columns after the first.
-pub fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
+pub(crate) fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
     let mut out = Vec::new();
     let Some((_, base)) = inputs.first() else {
         return out;
@@ -441,7 +441,7 @@ type CalRow = (
 
 /// Headline calibration figures and what analysis found in them (knee, USL fit, the write
 /// ramp, commit latency, what CALIBRATE_IO would say) side by side, with ratios.
-pub fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
+pub(crate) fn calibration_table(inputs: &[(String, Results)]) -> Option<Table> {
     inputs.first()?.1.calibration.as_ref()?;
     let mut t = Table {
         header: ratio_header(inputs),
@@ -535,7 +535,7 @@ fn compact_modes(modes: &[crate::results::analysis::Mode]) -> String {
 /// What analysis found in each input, side by side (text, no ratios): the ramp's stop reason
 /// of calibrations, then for every run paired with the baseline's the
 /// latency modes of each op and the verdicts. `None` when there is nothing to show.
-pub fn analysis_table(inputs: &[(String, Results)]) -> Option<Table> {
+pub(crate) fn analysis_table(inputs: &[(String, Results)]) -> Option<Table> {
     let (_, base) = inputs.first()?;
     let mut header = vec!["".to_string()];
     header.extend(inputs.iter().map(|(l, _)| l.clone()));

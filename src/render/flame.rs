@@ -317,7 +317,7 @@ pub fn title(r: &crate::results::Results) -> String {
 
 /// The flame graph as a standalone SVG document (`standalone`) or as an element to inline in
 /// HTML.
-pub fn flame_svg(p: &StackProfile, title: &str, standalone: bool) -> String {
+pub(crate) fn flame_svg(p: &StackProfile, title: &str, standalone: bool) -> String {
     let tree = Tree::build(p);
     let timed = p.source.period_ns.is_some() || p.has_off_cpu();
     let total = tree.nodes[0].weight();

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use crate::results::profile::{FrameKind, StackProfile, StackState};
 
 /// The marker frame that ends an off-CPU stack.
-pub fn off_cpu_marker(state: StackState) -> Option<String> {
+pub(crate) fn off_cpu_marker(state: StackState) -> Option<String> {
     match state {
         StackState::OnCpu => None,
         StackState::OffCpu(r) => Some(format!("[off-cpu {}]", r.as_str())),
@@ -21,7 +21,7 @@ pub fn off_cpu_marker(state: StackState) -> Option<String> {
 }
 
 /// Whether [`folded`] writes microseconds (else sample counts).
-pub fn weights_in_us(p: &StackProfile) -> bool {
+pub(crate) fn weights_in_us(p: &StackProfile) -> bool {
     p.has_off_cpu()
 }
 

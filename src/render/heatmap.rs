@@ -21,12 +21,12 @@ use crate::results::{
 pub const FINE_PER_OCTAVE: u32 = 4;
 
 /// Fine grid row of a latency: `floor(log2(ns) * FINE_PER_OCTAVE)`.
-pub fn fine_row(ns: f64) -> i32 {
+pub(crate) fn fine_row(ns: f64) -> i32 {
     (ns.max(1.0).log2() * FINE_PER_OCTAVE as f64).floor() as i32
 }
 
 /// Lower edge (ns) of row `row` on a grid with `per_octave` rows per factor of two.
-pub fn row_low_ns(row: i32, per_octave: u32) -> f64 {
+pub(crate) fn row_low_ns(row: i32, per_octave: u32) -> f64 {
     2f64.powf(row as f64 / per_octave as f64)
 }
 
@@ -35,13 +35,13 @@ pub fn row_low_ns(row: i32, per_octave: u32) -> f64 {
 /// Bucketed sources (Oracle's upper-bound, bcc's lower-bound power-of-two buckets) were spread
 /// across their bucket once, at ingest, so what the model holds is already where the latency
 /// lies: renderers shift nothing again.
-pub fn representative_ns(h: &Histogram<u64>, value: u64) -> f64 {
+pub(crate) fn representative_ns(h: &Histogram<u64>, value: u64) -> f64 {
     h.median_equivalent(value) as f64
 }
 
 /// Index `i` of the source bucket `[edges[i], edges[i+1])` holding `ns` (values outside the
 /// edges go to the first or last bucket). `None` when there are no source buckets.
-pub fn source_bucket(edges: &[u64], ns: f64) -> Option<usize> {
+pub(crate) fn source_bucket(edges: &[u64], ns: f64) -> Option<usize> {
     if edges.len() < 2 {
         return None;
     }
@@ -58,7 +58,7 @@ pub struct Cell {
     /// Operations in the cell.
     pub count: u64,
     /// Sum of their latencies, ns (intensity).
-    pub time_ns: f64,
+    pub(crate) time_ns: f64,
 }
 
 /// The non-empty buckets of a histogram as `(lowest equivalent value, count)`, ascending.
@@ -66,7 +66,7 @@ pub struct Cell {
 /// Walks only the buckets between the recorded minimum and maximum (HdrHistogram's own
 /// iterators visit the whole counts array, ~34k slots at 1 ns..1 h and 3 digits), which makes
 /// per-interval figures for thousands of intervals several times cheaper.
-pub fn sparse_counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+pub(crate) fn sparse_counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     if h.is_empty() {
         return out;
@@ -92,7 +92,7 @@ pub fn sparse_counts(h: &Histogram<u64>) -> Vec<(u64, u64)> {
 /// Quantiles (ascending `qs`, each in 0..=1) of sparse counts with HdrHistogram's definition:
 /// the highest equivalent value of the first bucket whose cumulative count reaches
 /// `max(1, ceil(q × total))`.
-pub fn sparse_quantiles(h: &Histogram<u64>, sparse: &[(u64, u64)], qs: &[f64]) -> Vec<u64> {
+pub(crate) fn sparse_quantiles(h: &Histogram<u64>, sparse: &[(u64, u64)], qs: &[f64]) -> Vec<u64> {
     let total: u64 = sparse.iter().map(|p| p.1).sum();
     let mut out = Vec::with_capacity(qs.len());
     let mut i = 0;
@@ -144,7 +144,7 @@ fn bin_sparse(h: &Histogram<u64>, sparse: &[(u64, u64)], edges: &[u64]) -> Vec<C
 
 /// Bin a histogram onto the fine grid, or onto the source buckets `edges` when given (sparse,
 /// ascending rows).
-pub fn bin_histogram(h: &Histogram<u64>, edges: &[u64]) -> Vec<Cell> {
+pub(crate) fn bin_histogram(h: &Histogram<u64>, edges: &[u64]) -> Vec<Cell> {
     bin_sparse(h, &sparse_counts(h), edges)
 }
 
@@ -370,7 +370,7 @@ impl IntervalGroups for LoadedColumns {
 /// Decode a histogram keeping the bounds it was written with. Percentiles and binning do not
 /// need the project-wide bounds that [`Hist::decode`] normalises to (which costs a second
 /// allocation and a merge per interval), so this is the fast path for per-interval figures.
-pub fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
+pub(crate) fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
     if hist.as_base64().is_empty() {
         return Ok(crate::results::new_histogram());
     }
@@ -392,7 +392,7 @@ pub struct OpSeries {
     /// `edges_ns` holds the source's bucket edges.
     pub cells: Vec<Vec<Cell>>,
     /// The source's bucket edges (`OpResult::bucket_edges_ns`), empty for exact values.
-    pub edges_ns: Vec<u64>,
+    pub(crate) edges_ns: Vec<u64>,
     /// Intervals merged into each entry of `stats` and `cells` ([`OpSeries::decode_columns`]);
     /// 0 or 1 for one interval per entry.
     pub group: usize,
@@ -439,7 +439,7 @@ impl OpSeries {
     }
 
     /// Decode every op of a run, spreading the work over the available CPUs.
-    pub fn decode_all(ops: &[OpResult]) -> Result<Vec<OpSeries>> {
+    pub(crate) fn decode_all(ops: &[OpResult]) -> Result<Vec<OpSeries>> {
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1)
@@ -501,7 +501,7 @@ impl OpSeries {
     }
 
     /// Intervals merged into each entry (at least 1).
-    pub fn per_entry(&self) -> usize {
+    pub(crate) fn per_entry(&self) -> usize {
         self.group.max(1)
     }
 
@@ -512,7 +512,7 @@ impl OpSeries {
     /// per-interval figures. Its count, bytes and duration are the intervals' sums, so its rate
     /// is the columns' exact rate. Memory is one merged histogram per worker thread, whatever
     /// the number of intervals; the columns are computed on up to 8 threads.
-    pub fn decode_columns(op: &OpResult, max_cols: usize) -> Result<OpSeries> {
+    pub(crate) fn decode_columns(op: &OpResult, max_cols: usize) -> Result<OpSeries> {
         OpSeries::decode_columns_with(op, max_cols, None)
     }
 
@@ -644,7 +644,7 @@ impl OpSeries {
     }
 
     /// Lowest and highest fine row with data, if any.
-    pub fn row_range(&self) -> Option<(i32, i32)> {
+    pub(crate) fn row_range(&self) -> Option<(i32, i32)> {
         let mut lo = i32::MAX;
         let mut hi = i32::MIN;
         for c in self.cells.iter().flatten() {
@@ -680,20 +680,20 @@ pub struct Heatmap {
     /// Rows per factor of two of this map.
     pub per_octave: u32,
     /// Row index (on a `per_octave` grid) of the lowest row.
-    pub row0: i32,
+    pub(crate) row0: i32,
     pub rows: usize,
     pub cols: usize,
     /// Intervals merged into each column.
     pub group: usize,
     /// Start time (s) of each column, plus the end of the last as a final element.
-    pub col_edges_s: Vec<f64>,
+    pub(crate) col_edges_s: Vec<f64>,
     /// Counts, row-major: `freq[row * cols + col]`.
     pub freq: Vec<u64>,
     /// Summed latency (ns), same layout.
     pub intensity: Vec<f64>,
     /// Row edges (ns, `rows + 1` of them) when the rows are the source's own buckets (or
     /// groups of them); empty for rows on the `per_octave` grid.
-    pub row_edges_ns: Vec<f64>,
+    pub(crate) row_edges_ns: Vec<f64>,
 }
 
 impl Heatmap {
@@ -797,7 +797,7 @@ impl Heatmap {
     }
 
     /// Largest cell value of a view.
-    pub fn max_value(&self, kind: HeatKind) -> f64 {
+    pub(crate) fn max_value(&self, kind: HeatKind) -> f64 {
         match kind {
             HeatKind::Frequency => self.freq.iter().copied().max().unwrap_or(0) as f64,
             HeatKind::Intensity => self.intensity.iter().copied().fold(0.0, f64::max),
@@ -808,7 +808,7 @@ impl Heatmap {
 /// Colour level of a cell in a view: frequency on a log scale ([`level`]: counts span
 /// decades and single outliers must stay visible), intensity on a linear scale (the point of
 /// that view is which latencies dominate the time spent), with non-empty cells kept visible.
-pub fn level_for(kind: HeatKind, v: f64, max: f64) -> f64 {
+pub(crate) fn level_for(kind: HeatKind, v: f64, max: f64) -> f64 {
     match kind {
         HeatKind::Frequency => level(v, max),
         HeatKind::Intensity => {

@@ -18,7 +18,7 @@ use anyhow::{Context, Result};
 use crate::results::{new_histogram, Hist, Results};
 
 /// Make an op name usable as a tag (no commas or whitespace, which end a tag).
-pub fn tag_of(name: &str) -> String {
+pub(crate) fn tag_of(name: &str) -> String {
     name.chars()
         .map(|c| {
             if c == ',' || c.is_whitespace() {

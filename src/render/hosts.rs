@@ -16,7 +16,7 @@ use crate::units::{fmt_ns, fmt_rate, sig3};
 const SHADES: [char; 9] = [' ', '.', ':', '-', '=', '+', '*', '#', '@'];
 
 /// One line on where a single-rank document was measured (none without a placement).
-pub fn placement_line(p: &Placement) -> String {
+pub(crate) fn placement_line(p: &Placement) -> String {
     let mut s = format!(
         "rank {} of {} on {} (launcher: {})",
         p.rank,
@@ -257,7 +257,7 @@ pub fn text(r: &Results, style: &TermStyle) -> String {
 }
 
 /// The closing summary of `iolens merge`.
-pub fn merge_summary(r: &Results, style: &TermStyle) -> String {
+pub(crate) fn merge_summary(r: &Results, style: &TermStyle) -> String {
     let mut out = text(r, style);
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");

@@ -575,7 +575,11 @@ pub fn report(r: &Results, source: &str) -> Result<String> {
 
 /// [`report`], taking the display columns validation merged on loading (`loaded`, made for
 /// [`TIME_COLUMNS`]): the same page, each interval histogram decoded once.
-pub fn report_loaded(r: &Results, source: &str, loaded: Option<&LoadedColumns>) -> Result<String> {
+pub(crate) fn report_loaded(
+    r: &Results,
+    source: &str,
+    loaded: Option<&LoadedColumns>,
+) -> Result<String> {
     let mut out = String::with_capacity(1 << 20);
     page_start(
         &mut out,

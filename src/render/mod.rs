@@ -91,7 +91,7 @@ impl TermStyle {
 }
 
 /// Short name of a results kind.
-pub fn kind_name(k: Kind) -> &'static str {
+pub(crate) fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Run => "run",
         Kind::Calibrate => "calibrate",

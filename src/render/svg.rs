@@ -12,13 +12,13 @@ use super::heatmap::{level_for, HeatKind, Heatmap};
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Escape text for HTML/SVG content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     html_escape::encode_double_quoted_attribute(s).into_owned()
 }
 
 /// How axis values are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fmt {
+pub(crate) enum Fmt {
     /// Nanoseconds, shown as ns/µs/ms/s.
     Latency,
     /// A rate or count (`12.3k`).
@@ -30,7 +30,7 @@ pub enum Fmt {
 }
 
 impl Fmt {
-    pub fn format(self, v: f64) -> String {
+    pub(crate) fn format(self, v: f64) -> String {
         match self {
             Fmt::Latency => fmt_ns(v),
             Fmt::Rate => fmt_rate(v),
@@ -51,8 +51,8 @@ impl Fmt {
 /// A mapping from data values to pixels, linear or logarithmic.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scale {
-    pub d0: f64,
-    pub d1: f64,
+    pub(crate) d0: f64,
+    pub(crate) d1: f64,
     pub r0: f64,
     pub r1: f64,
     pub log: bool,
@@ -93,7 +93,7 @@ impl Scale {
         self.r0 + t * (self.r1 - self.r0)
     }
     /// Tick values inside the domain.
-    pub fn ticks(&self, max_ticks: usize) -> Vec<f64> {
+    pub(crate) fn ticks(&self, max_ticks: usize) -> Vec<f64> {
         if self.log {
             log_ticks(self.d0, self.d1)
         } else {
@@ -113,7 +113,7 @@ impl Scale {
 }
 
 /// The smallest "nice" number (1, 2, 2.5 or 5 × 10^k) at least `v`.
-pub fn nice_ceil(v: f64) -> f64 {
+pub(crate) fn nice_ceil(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
         return 1.0;
     }
@@ -127,7 +127,7 @@ pub fn nice_ceil(v: f64) -> f64 {
 }
 
 /// Evenly spaced nice ticks covering `[lo, hi]`, at most about `max_ticks`.
-pub fn linear_ticks(lo: f64, hi: f64, max_ticks: usize) -> Vec<f64> {
+pub(crate) fn linear_ticks(lo: f64, hi: f64, max_ticks: usize) -> Vec<f64> {
     if hi <= lo || !lo.is_finite() || !hi.is_finite() {
         return vec![lo];
     }
@@ -148,7 +148,7 @@ pub fn linear_ticks(lo: f64, hi: f64, max_ticks: usize) -> Vec<f64> {
 
 /// Ticks for a log axis: powers of ten, with 2× and 5× steps when the span is under three
 /// decades; all within `[lo, hi]`.
-pub fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+pub(crate) fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     if lo <= 0.0 || hi <= lo {
         return vec![];
     }
@@ -193,7 +193,7 @@ pub struct Frame {
     pub left: f64,
     pub right: f64,
     pub top: f64,
-    pub bottom: f64,
+    pub(crate) bottom: f64,
 }
 
 impl Frame {
@@ -207,22 +207,22 @@ impl Frame {
             bottom: 42.0,
         }
     }
-    pub fn x0(&self) -> f64 {
+    pub(crate) fn x0(&self) -> f64 {
         self.left
     }
-    pub fn x1(&self) -> f64 {
+    pub(crate) fn x1(&self) -> f64 {
         self.width - self.right
     }
-    pub fn y0(&self) -> f64 {
+    pub(crate) fn y0(&self) -> f64 {
         self.height - self.bottom
     }
-    pub fn y1(&self) -> f64 {
+    pub(crate) fn y1(&self) -> f64 {
         self.top
     }
-    pub fn plot_width(&self) -> f64 {
+    pub(crate) fn plot_width(&self) -> f64 {
         self.x1() - self.x0()
     }
-    pub fn plot_height(&self) -> f64 {
+    pub(crate) fn plot_height(&self) -> f64 {
         self.y0() - self.y1()
     }
 }
@@ -304,18 +304,18 @@ fn axes(
 
 /// One line of a line chart.
 #[derive(Clone, Debug, Default)]
-pub struct Series {
+pub(crate) struct Series {
     pub name: String,
     pub colour: String,
     pub points: Vec<(f64, f64)>,
     /// Draw a dot (with a hover title) at every point; for short series such as curves.
-    pub dots: bool,
-    pub dashed: bool,
+    pub(crate) dots: bool,
+    pub(crate) dashed: bool,
 }
 
 /// A labelled point drawn on top of a chart (e.g. the knee).
 #[derive(Clone, Debug, Default)]
-pub struct Mark {
+pub(crate) struct Mark {
     pub x: f64,
     pub y: f64,
     pub label: String,
@@ -323,24 +323,30 @@ pub struct Mark {
 
 /// A line chart description.
 #[derive(Clone, Debug)]
-pub struct LineChart {
+pub(crate) struct LineChart {
     pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub x_fmt: Fmt,
-    pub y_fmt: Fmt,
-    pub x_log: bool,
-    pub y_log: bool,
+    pub(crate) x_label: String,
+    pub(crate) y_label: String,
+    pub(crate) x_fmt: Fmt,
+    pub(crate) y_fmt: Fmt,
+    pub(crate) x_log: bool,
+    pub(crate) y_log: bool,
     pub series: Vec<Series>,
     /// Horizontal reference lines (value, label), e.g. the latency target.
-    pub hlines: Vec<(f64, String)>,
-    pub marks: Vec<Mark>,
+    pub(crate) hlines: Vec<(f64, String)>,
+    pub(crate) marks: Vec<Mark>,
     pub width: f64,
     pub height: f64,
 }
 
 impl LineChart {
-    pub fn new(title: &str, x_label: &str, y_label: &str, x_fmt: Fmt, y_fmt: Fmt) -> LineChart {
+    pub(crate) fn new(
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        x_fmt: Fmt,
+        y_fmt: Fmt,
+    ) -> LineChart {
         LineChart {
             title: title.into(),
             x_label: x_label.into(),
@@ -386,7 +392,7 @@ impl LineChart {
     }
 
     /// The scales this chart will use.
-    pub fn scales(&self) -> Option<(Frame, Scale, Scale)> {
+    pub(crate) fn scales(&self) -> Option<(Frame, Scale, Scale)> {
         let f = Frame::new(self.width, self.height);
         let ((x0, x1), (y0, y1)) = self.extent()?;
         let sx = if self.x_log {
@@ -413,7 +419,7 @@ impl LineChart {
     }
 
     /// Render to SVG; a chart with no data becomes a short note instead.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let Some((f, sx, sy)) = self.scales() else {
             return format!("<p class=\"note\">{}: no data.</p>", esc(&self.title));
         };
@@ -530,7 +536,7 @@ fn legend<'a>(out: &mut String, f: &Frame, items: impl Iterator<Item = (&'a str,
 
 /// Reduce a polyline to at most four points per pixel column (first, min, max, last), which
 /// draws identically but keeps a 1-hour series small.
-pub fn decimate(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
+pub(crate) fn decimate(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
     if pts.len() < 2000 {
         return pts.to_vec();
     }
@@ -562,7 +568,7 @@ pub fn decimate(pts: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 /// One latency histogram to draw: bins of `(low_ns, high_ns, share 0..1)`.
 #[derive(Clone, Debug, Default)]
-pub struct HistSeries {
+pub(crate) struct HistSeries {
     pub name: String,
     pub colour: String,
     pub bins: Vec<(f64, f64, f64)>,
@@ -570,7 +576,7 @@ pub struct HistSeries {
 
 /// A shaded latency range with a label (a detected mode).
 #[derive(Clone, Debug, Default)]
-pub struct Band {
+pub(crate) struct Band {
     pub low_ns: f64,
     pub high_ns: f64,
     pub label: String,
@@ -583,7 +589,7 @@ fn label_width(label: &str) -> f64 {
     label.chars().count() as f64 * 6.2
 }
 
-pub fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
+pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
     let f = Frame::new(860.0, 280.0);
     // A source bucket starting at 0 (bcc's `0 -> 1`) is drawn from half its upper edge on
     // the log axis; its label keeps the real edges.
@@ -714,7 +720,7 @@ fn palette(kind: HeatKind) -> &'static [(f64, [u8; 3])] {
 }
 
 /// RGB colour of a level in 0..=1 on a heatmap palette.
-pub fn heat_rgb(kind: HeatKind, t: f64) -> [u8; 3] {
+pub(crate) fn heat_rgb(kind: HeatKind, t: f64) -> [u8; 3] {
     let stops = palette(kind);
     let t = t.clamp(0.0, 1.0);
     for w in stops.windows(2) {
@@ -733,7 +739,7 @@ pub const HEAT_LEVELS: usize = 24;
 
 /// Heatmap of latency over time, with a colour legend. `id` must be unique in the page; the
 /// cell values are embedded (as JSON in a data attribute) for the hover read-out.
-pub fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> String {
+pub(crate) fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) -> String {
     let f = Frame {
         right: 110.0,
         ..Frame::new(860.0, (m.rows as f64 * 12.0).clamp(160.0, 420.0) + 70.0)

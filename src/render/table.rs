@@ -182,7 +182,7 @@ impl Table {
 
     /// The table as GitHub-flavoured Markdown (text left-aligned, figures right-aligned, `|`
     /// escaped).
-    pub fn markdown(&self) -> String {
+    pub(crate) fn markdown(&self) -> String {
         let cell = |c: &str| c.replace('|', "\\|");
         let mut s = String::new();
         let _ = writeln!(
@@ -217,7 +217,7 @@ impl Table {
 /// The calibration load curve, one row per step: the one table `show`, `report` and the end of
 /// `calibrate` print. The last column marks the step with the most IOPS at the target, the
 /// knee, and steps over the target.
-pub fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
+pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
     let c = r.calibration.as_ref()?;
     if c.curve.is_empty() {
         return None;

@@ -66,7 +66,7 @@ pub fn summary_table(r: &Results) -> Table {
 }
 
 /// Lines describing CPU cost, run-queue delay and the device's view of a run.
-pub fn host_lines(run: &RunResult) -> Vec<String> {
+pub(crate) fn host_lines(run: &RunResult) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(c) = &run.cpu {
         v.push(format!(
@@ -119,7 +119,7 @@ pub fn host_lines(run: &RunResult) -> Vec<String> {
 }
 
 /// Key=value summary of the top-level scalar fields of a workload spec.
-pub fn spec_line(spec: Option<&crate::results::Spec>) -> Option<String> {
+pub(crate) fn spec_line(spec: Option<&crate::results::Spec>) -> Option<String> {
     let spec = spec?.to_value();
     let obj = spec.as_object()?;
     let parts: Vec<String> = obj
@@ -131,12 +131,6 @@ pub fn spec_line(spec: Option<&crate::results::Spec>) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| parts.join(" "))
-}
-
-/// ANSI 256-colour index nearest to an RGB colour (the 6×6×6 cube).
-pub fn ansi256(rgb: [u8; 3]) -> u8 {
-    let q = |c: u8| ((c as f64 / 255.0) * 5.0).round() as u8;
-    16 + 36 * q(rgb[0]) + 6 * q(rgb[1]) + q(rgb[2])
 }
 
 /// ANSI 256 colours of the terminal heatmaps, lowest level first, after PyLatencyMap: pale to
@@ -198,13 +192,13 @@ fn heat_legend(kind: HeatKind, max: f64, style: &TermStyle, indent: usize) -> St
 const RAMP: &[char] = &['.', ':', '-', '=', '+', '*', '#', '%', '@'];
 
 /// Most time columns a terminal heatmap has at `style`'s width.
-pub fn heatmap_columns(style: &TermStyle) -> usize {
+pub(crate) fn heatmap_columns(style: &TermStyle) -> usize {
     style.width.saturating_sub(10 + 2).max(10)
 }
 
 /// A terminal heatmap: one row per factor of two of latency (highest on top), one character
 /// per column, as wide as `style.width` allows.
-pub fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Option<String> {
+pub(crate) fn heatmap_text(series: &OpSeries, kind: HeatKind, style: &TermStyle) -> Option<String> {
     let label_w = 10;
     let cols = heatmap_columns(style);
     let m = Heatmap::build(series, cols, 1, 40)?;
@@ -357,7 +351,7 @@ pub fn render(r: &Results, style: &TermStyle, only_run: Option<usize>) -> Result
 
 /// [`render`], taking the display columns validation merged on loading (`loaded`, made for
 /// [`heatmap_columns`] of `style`): the same text, each interval histogram decoded once.
-pub fn render_loaded(
+pub(crate) fn render_loaded(
     r: &Results,
     style: &TermStyle,
     only_run: Option<usize>,
@@ -514,13 +508,6 @@ mod tests {
     use super::*;
     use crate::render::synth;
     use crate::render::table::plain;
-
-    #[test]
-    fn ansi_cube_indices() {
-        assert_eq!(ansi256([0, 0, 0]), 16);
-        assert_eq!(ansi256([255, 255, 255]), 231);
-        assert_eq!(ansi256([255, 0, 0]), 196);
-    }
 
     #[test]
     fn heatmap_fits_width_and_shows_both_modes() {

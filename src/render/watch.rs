@@ -14,7 +14,7 @@ fn pct(x: f64) -> String {
 }
 
 /// A verdict kind in two or three words, for the live view's lines.
-pub fn verdict_short(k: Option<VerdictKind>) -> &'static str {
+pub(crate) fn verdict_short(k: Option<VerdictKind>) -> &'static str {
     match k {
         Some(VerdictKind::StorageBound) => "storage slow",
         Some(VerdictKind::HostQueueing) => "host queues",
@@ -27,7 +27,7 @@ pub fn verdict_short(k: Option<VerdictKind>) -> &'static str {
 
 /// The live view's line for one interval.
 /// `layer` names the histogram `hist` holds (the heatmap's layer).
-pub fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> String {
+pub(crate) fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>) -> String {
     let lat = if hist.is_empty() {
         String::new()
     } else {

@@ -162,7 +162,7 @@ pub struct StackProfile {
 
 impl StackProfile {
     /// Sum of on-CPU samples.
-    pub fn on_cpu_samples(&self) -> u64 {
+    pub(crate) fn on_cpu_samples(&self) -> u64 {
         self.stacks
             .iter()
             .filter(|s| s.state == StackState::OnCpu)
@@ -178,14 +178,14 @@ impl StackProfile {
             .fold(0u64, u64::saturating_add)
     }
     /// Sum of all weights (ns).
-    pub fn total_weight_ns(&self) -> u64 {
+    pub(crate) fn total_weight_ns(&self) -> u64 {
         self.stacks
             .iter()
             .map(|s| s.weight_ns)
             .fold(0u64, u64::saturating_add)
     }
     /// Whether any stack is off CPU.
-    pub fn has_off_cpu(&self) -> bool {
+    pub(crate) fn has_off_cpu(&self) -> bool {
         self.stacks.iter().any(|s| s.state != StackState::OnCpu)
     }
     /// The frame a stack index refers to.
@@ -239,11 +239,11 @@ pub struct ProfileBuilder {
 
 impl ProfileBuilder {
     /// An empty builder.
-    pub fn new() -> ProfileBuilder {
+    pub(crate) fn new() -> ProfileBuilder {
         ProfileBuilder::default()
     }
     /// The index of `frame`, adding it when new.
-    pub fn intern(&mut self, frame: Frame) -> u32 {
+    pub(crate) fn intern(&mut self, frame: Frame) -> u32 {
         if let Some(&i) = self.frame_ids.get(&frame) {
             return i;
         }
@@ -253,7 +253,7 @@ impl ProfileBuilder {
         i
     }
     /// The index of a frame given by parts.
-    pub fn frame(&mut self, name: &str, kind: FrameKind, module: &str) -> u32 {
+    pub(crate) fn frame(&mut self, name: &str, kind: FrameKind, module: &str) -> u32 {
         self.intern(Frame {
             name: name.to_string(),
             kind,
@@ -261,7 +261,7 @@ impl ProfileBuilder {
         })
     }
     /// Add `count` occurrences weighing `weight_ns` to the stack `frames` (root first).
-    pub fn add(
+    pub(crate) fn add(
         &mut self,
         comm: &str,
         frames: Vec<u32>,
@@ -277,11 +277,11 @@ impl ProfileBuilder {
         e.1 = e.1.saturating_add(weight_ns);
     }
     /// Whether nothing was added.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.stacks.is_empty()
     }
     /// Add every stack of another profile.
-    pub fn merge(&mut self, p: &StackProfile) {
+    pub(crate) fn merge(&mut self, p: &StackProfile) {
         let map: Vec<u32> = p.frames.iter().map(|f| self.intern(f.clone())).collect();
         for s in &p.stacks {
             let frames = s.frames.iter().map(|&f| map[f as usize]).collect();
@@ -289,7 +289,7 @@ impl ProfileBuilder {
         }
     }
     /// The profile, stacks heaviest first (ties in a stable order).
-    pub fn finish(self, source: ProfileSource) -> StackProfile {
+    pub(crate) fn finish(self, source: ProfileSource) -> StackProfile {
         let mut stacks: Vec<Stack> = self
             .stacks
             .into_iter()

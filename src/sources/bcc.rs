@@ -184,7 +184,7 @@ fn build_runs(
 }
 
 /// Read bcc biolatency output.
-pub fn read_biolatency(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+pub(crate) fn read_biolatency(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut clock = Clock::new();
     let mut sections: Vec<Section> = Vec::new();
     let mut disk = String::new();
@@ -392,7 +392,7 @@ fn unit_from_map_name(name: &str) -> Option<Unit> {
 }
 
 /// Read bpftrace map output.
-pub fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut clock = Clock::new();
     let mut sections: Vec<Section> = Vec::new();
     let mut unit_ns = 1e3;
@@ -551,7 +551,7 @@ pub fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<Run
 }
 
 /// Read bcc biosnoop output.
-pub fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+pub(crate) fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let interval_ns = (args.interval.as_nanos() as u64).max(1);
     let mut disks: BTreeMap<String, Binned> = BTreeMap::new();
     // Column positions counted from the right end: LAT is last.

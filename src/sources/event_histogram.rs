@@ -28,11 +28,11 @@ use super::{
 use crate::results::{BucketConvention, RunResult};
 
 /// Cumulative counts of one snapshot by (event, bucket).
-pub type Snapshot = HashMap<(String, u64), u64>;
+pub(crate) type Snapshot = HashMap<(String, u64), u64>;
 
 /// Differences cumulative bucket snapshots into per-interval histograms; splits series on
 /// restarts (counts going down).
-pub struct CumulativeSeries {
+pub(crate) struct CumulativeSeries {
     label: String,
     format: Format,
     conv: BucketConvention,
@@ -49,7 +49,7 @@ pub struct CumulativeSeries {
 
 impl CumulativeSeries {
     /// A new series named `label`.
-    pub fn new(
+    pub(crate) fn new(
         label: &str,
         format: Format,
         conv: BucketConvention,
@@ -72,7 +72,7 @@ impl CumulativeSeries {
     }
 
     /// Add a snapshot taken at `t_ns` (cumulative counts per (event, bucket)).
-    pub fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) {
+    pub(crate) fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) {
         let Some((pt, prev)) = self.prev.take() else {
             self.seg_start_ns = t_ns;
             self.prev = Some((t_ns, snap));
@@ -156,7 +156,7 @@ impl CumulativeSeries {
     }
 
     /// Close the series; warnings go to the last run (or are returned when there is none).
-    pub fn finish(mut self) -> (Vec<RunResult>, Vec<String>) {
+    pub(crate) fn finish(mut self) -> (Vec<RunResult>, Vec<String>) {
         if self.series.is_empty() && self.prev.is_some() && self.runs.is_empty() {
             self.warnings.push(format!(
                 "{}: only one snapshot, so no interval can be formed (counts are cumulative)",
@@ -371,7 +371,7 @@ fn series_label(view: &str, inst: &str) -> String {
 /// Parse the time formats SQL*Plus and scripts commonly spool, to Unix ns (naive times are
 /// taken as UTC): ISO 8601 with or without zone, `yyyy-mm-dd hh:mm:ss[.f]`, `yyyy/mm/dd …`,
 /// Oracle's `DD-MON-RR HH.MI.SSXFF AM` and `DD-MON-YYYY HH24:MI:SS`, or epoch seconds.
-pub fn parse_time_any(s: &str) -> Option<i64> {
+pub(crate) fn parse_time_any(s: &str) -> Option<i64> {
     let s = s.trim().trim_matches('"');
     if let Some(ns) = super::oracle_trace::parse_timestamp(s.as_bytes()) {
         return Some(ns);

@@ -57,7 +57,7 @@ fn log_kind(name: &str) -> &'static str {
 }
 
 /// Read a fio latency log.
-pub fn read_lat_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+pub(crate) fn read_lat_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let unit_ns = args.unit.unwrap_or(Unit::Ns).ns();
     let interval_ns = (args.interval.as_nanos() as u64).max(1);
     let mut b = Binned::new(interval_ns);
@@ -115,7 +115,7 @@ pub fn read_lat_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunR
 }
 
 /// `[lo, hi)` of fine bin `idx` of fio's latency table.
-pub fn plat_bin_range(idx: u64) -> (u64, u64) {
+pub(crate) fn plat_bin_range(idx: u64) -> (u64, u64) {
     if idx < (PLAT_VAL << 1) {
         return (idx, idx + 1);
     }
@@ -127,7 +127,7 @@ pub fn plat_bin_range(idx: u64) -> (u64, u64) {
 }
 
 /// Read a fio histogram log.
-pub fn read_hist_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+pub(crate) fn read_hist_log(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let interval_ns = (args.interval.as_nanos() as u64).max(1);
     let mut b = Binned::new(interval_ns);
     // (leading columns, stride, unit_ns) fixed by the first row.

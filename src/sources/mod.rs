@@ -296,7 +296,7 @@ fn apply_duration(r: &mut RunResult, duration: Option<std::time::Duration>) {
 }
 
 /// Why a file yielded no data: what was read and the first line not understood.
-pub fn nothing_read(path: &str, format: &str, stats: &LineStats) -> String {
+pub(crate) fn nothing_read(path: &str, format: &str, stats: &LineStats) -> String {
     let mut m = if stats.lines == 0 {
         format!("{path}: no {format} data found: the file is empty")
     } else {
@@ -346,7 +346,7 @@ pub fn format_name(f: Format) -> &'static str {
 }
 
 /// Peak resident set size of this process (VmHWM from /proc/self/status).
-pub fn peak_rss() -> Option<String> {
+pub(crate) fn peak_rss() -> Option<String> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines()
         .find(|l| l.starts_with("VmHWM:"))
@@ -386,7 +386,7 @@ pub struct LineReader {
     /// The current line's range in `buf` (without terminator).
     cur: (usize, usize),
     /// Current line number (1-based; 0 before the first line).
-    pub line_no: u64,
+    pub(crate) line_no: u64,
     pub stats: LineStats,
     /// True when the input was gzip-compressed.
     pub gzip: bool,
@@ -486,7 +486,7 @@ impl LineReader {
 
     /// The next line without its line terminator (`\n` or `\r\n`), or `None` at the end.
     #[inline]
-    pub fn next_line(&mut self) -> Result<Option<&[u8]>> {
+    pub(crate) fn next_line(&mut self) -> Result<Option<&[u8]>> {
         let mut scanned = self.pos;
         loop {
             if let Some(i) = memchr::memchr(b'\n', &self.buf[scanned..self.end]) {
@@ -544,13 +544,13 @@ impl LineReader {
     }
 
     /// The per-file line accounting.
-    pub fn file_stats(&self, path: &Path) -> SourceFile {
+    pub(crate) fn file_stats(&self, path: &Path) -> SourceFile {
         source_file(&self.stats, &path.display().to_string(), self.gzip)
     }
 }
 
 /// Record an unparsed line in `stats`.
-pub fn count_unparsed(stats: &mut LineStats, line: u64, text: &[u8], reason: &str) {
+pub(crate) fn count_unparsed(stats: &mut LineStats, line: u64, text: &[u8], reason: &str) {
     stats.unparsed += 1;
     if stats.unparsed_first.len() < UNPARSED_QUOTED {
         let mut t = String::from_utf8_lossy(text).into_owned();
@@ -571,7 +571,7 @@ pub fn count_unparsed(stats: &mut LineStats, line: u64, text: &[u8], reason: &st
 }
 
 /// The line accounting of one file, as stored in [`Results::source`].
-pub fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
+pub(crate) fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
     SourceFile {
         path: path.to_string(),
         gzip,
@@ -588,7 +588,7 @@ pub fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
 
 /// Parse an unsigned decimal integer (whole slice).
 #[inline]
-pub fn parse_u64(s: &[u8]) -> Option<u64> {
+pub(crate) fn parse_u64(s: &[u8]) -> Option<u64> {
     if s.is_empty() || s.len() > 20 {
         return None;
     }
@@ -605,7 +605,7 @@ pub fn parse_u64(s: &[u8]) -> Option<u64> {
 
 /// Parse a signed decimal integer (whole slice).
 #[inline]
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
+pub(crate) fn parse_i64(s: &[u8]) -> Option<i64> {
     match s.first() {
         Some(b'-') => parse_u64(&s[1..]).and_then(|v| i64::try_from(v).ok().map(|v| -v)),
         Some(b'+') => parse_u64(&s[1..]).and_then(|v| i64::try_from(v).ok()),
@@ -614,7 +614,7 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 }
 
 /// Parse a float from bytes (whole slice, trimmed).
-pub fn parse_f64(s: &[u8]) -> Option<f64> {
+pub(crate) fn parse_f64(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?.trim();
     let v: f64 = t.parse().ok()?;
     v.is_finite().then_some(v)
@@ -662,7 +662,7 @@ pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
 /// Upper-bound (Oracle): `v` holds `[v/2, v)`, and bucket 1 holds `[0, 1)`; the sentinel
 /// 4294967295 is read as 2^32. Lower-bound (bcc, SystemTap, DTrace): `v` holds `[v, 2v)`, and
 /// bucket 0 holds `[0, 1)`.
-pub fn bucket_range(v: u64, conv: BucketConvention) -> (u64, u64) {
+pub(crate) fn bucket_range(v: u64, conv: BucketConvention) -> (u64, u64) {
     match conv {
         BucketConvention::UpperBound => {
             let v = if v == u32::MAX as u64 { 1u64 << 32 } else { v };
@@ -787,7 +787,7 @@ impl TotalCounts {
 /// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
 /// one deflate state: hdrhistogram's own serializer allocates a fresh deflate state (~300 KB,
 /// zeroed) per histogram, which dominated encoding many small interval histograms.
-pub struct HistEncoder {
+pub(crate) struct HistEncoder {
     v2: hdrhistogram::serialization::V2Serializer,
     raw: Vec<u8>,
     out: Vec<u8>,
@@ -805,7 +805,7 @@ impl Default for HistEncoder {
 
 impl HistEncoder {
     /// A new encoder.
-    pub fn new() -> HistEncoder {
+    pub(crate) fn new() -> HistEncoder {
         HistEncoder {
             v2: hdrhistogram::serialization::V2Serializer::new(),
             raw: Vec::new(),
@@ -815,7 +815,7 @@ impl HistEncoder {
     }
 
     /// Encode a histogram; decodes with [`Hist::decode`] to an equal histogram.
-    pub fn encode(&mut self, h: &Histogram<u64>) -> Hist {
+    pub(crate) fn encode(&mut self, h: &Histogram<u64>) -> Hist {
         use hdrhistogram::serialization::Serializer as _;
         self.raw.clear();
         if self.v2.serialize(h, &mut self.raw).is_err() {
@@ -1295,7 +1295,7 @@ impl Binned {
     }
 
     /// First and last interval index holding data (closes open intervals).
-    pub fn key_range(&mut self) -> Option<(i64, i64)> {
+    pub(crate) fn key_range(&mut self) -> Option<(i64, i64)> {
         self.drain(true);
         let lo = self
             .ops
@@ -1313,7 +1313,7 @@ impl Binned {
     /// Widen the observed span to include `t_ns` (a time of the source that carries no value,
     /// e.g. a trace line that is not a wait).
     #[inline]
-    pub fn observe(&mut self, t_ns: i64) {
+    pub(crate) fn observe(&mut self, t_ns: i64) {
         self.span = Some(match self.span {
             Some((lo, hi)) => (lo.min(t_ns), hi.max(t_ns)),
             None => (t_ns, t_ns),
@@ -1326,7 +1326,7 @@ impl Binned {
     }
 
     /// Move every interval by `k` intervals (to align files on one time axis).
-    pub fn shift(&mut self, k: i64) {
+    pub(crate) fn shift(&mut self, k: i64) {
         if k == 0 {
             return;
         }
@@ -1380,7 +1380,14 @@ impl Binned {
     }
 
     /// Record a bucket of `count` values in `[lo_ns, hi_ns)` at `t_ns` (spread as [`spread`]).
-    pub fn record_spread(&mut self, op: usize, t_ns: i64, lo_ns: u64, hi_ns: u64, count: u64) {
+    pub(crate) fn record_spread(
+        &mut self,
+        op: usize,
+        t_ns: i64,
+        lo_ns: u64,
+        hi_ns: u64,
+        count: u64,
+    ) {
         self.observe(t_ns);
         let o = self.slot_of(op, t_ns);
         spread(&mut o.cur_hist, lo_ns, hi_ns, count);
@@ -1551,7 +1558,7 @@ pub const MAX_INTERVALS: i64 = 172_800;
 pub struct Finished {
     pub ops: Vec<OpResult>,
     /// Start of the observed span on the time axis (ns).
-    pub start_ns: i64,
+    pub(crate) start_ns: i64,
     /// The observed span (s): earliest to latest time, whatever the interval.
     pub duration_s: f64,
     /// Interval length actually used (s).
@@ -1561,7 +1568,7 @@ pub struct Finished {
 }
 
 /// Format a Unix-epoch time in ns as RFC 3339 (UTC), or "" when it is not plausibly absolute.
-pub fn rfc3339_ns(t_ns: i64) -> String {
+pub(crate) fn rfc3339_ns(t_ns: i64) -> String {
     // Plausible absolute times: 1990..2100.
     if !(631_152_000_000_000_000..4_102_444_800_000_000_000).contains(&t_ns) {
         return String::new();
@@ -1579,7 +1586,7 @@ type SnapshotInterval = (f64, f64, Vec<Option<Histogram<u64>>>);
 
 /// Build a run from per-snapshot histograms: `series[i]` is `(start_s, duration_s, per-op
 /// histogram)` with `start_s` relative to the first snapshot.
-pub struct SnapshotSeries {
+pub(crate) struct SnapshotSeries {
     names: Vec<String>,
     index: HashMap<String, usize>,
     intervals: Vec<SnapshotInterval>,
@@ -1596,7 +1603,7 @@ impl Default for SnapshotSeries {
 
 impl SnapshotSeries {
     /// An empty series.
-    pub fn new() -> SnapshotSeries {
+    pub(crate) fn new() -> SnapshotSeries {
         SnapshotSeries {
             names: Vec::new(),
             index: HashMap::new(),
@@ -1607,7 +1614,7 @@ impl SnapshotSeries {
     }
 
     /// Index of an op, created on first use.
-    pub fn op(&mut self, name: &str) -> usize {
+    pub(crate) fn op(&mut self, name: &str) -> usize {
         if let Some(&i) = self.index.get(name) {
             return i;
         }
@@ -1619,22 +1626,22 @@ impl SnapshotSeries {
     }
 
     /// Start a new interval.
-    pub fn begin_interval(&mut self, start_s: f64, duration_s: f64) {
+    pub(crate) fn begin_interval(&mut self, start_s: f64, duration_s: f64) {
         self.intervals.push((start_s, duration_s, Vec::new()));
     }
 
     /// Number of intervals so far.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.intervals.len()
     }
 
     /// True when there are no intervals.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.intervals.is_empty()
     }
 
     /// Add a bucket count to `op` in the current interval.
-    pub fn add_spread(&mut self, op: usize, lo_ns: u64, hi_ns: u64, count: u64) {
+    pub(crate) fn add_spread(&mut self, op: usize, lo_ns: u64, hi_ns: u64, count: u64) {
         let Some(cur) = self.intervals.last_mut() else {
             return;
         };
@@ -1649,7 +1656,7 @@ impl SnapshotSeries {
     }
 
     /// Add a whole histogram to `op` in the current interval.
-    pub fn add_hist(&mut self, op: usize, src: &Histogram<u64>) {
+    pub(crate) fn add_hist(&mut self, op: usize, src: &Histogram<u64>) {
         let Some(cur) = self.intervals.last_mut() else {
             return;
         };
@@ -1663,7 +1670,7 @@ impl SnapshotSeries {
 
     /// Build the ops (every op gets every interval; empty where it had no data). Returns the
     /// ops and the covered duration.
-    pub fn finish(self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
+    pub(crate) fn finish(self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
         let empty = Hist::encode(&new_histogram());
         let duration = self
             .intervals
@@ -1699,7 +1706,7 @@ impl SnapshotSeries {
 }
 
 /// A run for an ingested series.
-pub fn ingest_run(
+pub(crate) fn ingest_run(
     name: &str,
     format: Format,
     ops: Vec<OpResult>,
@@ -1851,7 +1858,10 @@ mod tests {
         assert!(ivs.len() > 10);
         let mut sum = 0;
         for iv in ivs {
-            let decoded = Hist::from_base64(iv.hist.as_base64()).unwrap();
+            // The same histogram as read from a file (not counted: decoded to be checked).
+            let decoded: Hist =
+                serde_json::from_value(serde_json::Value::String(iv.hist.as_base64().into()))
+                    .unwrap();
             assert_eq!(
                 iv.hist.checked_len().unwrap(),
                 decoded.checked_len().unwrap()

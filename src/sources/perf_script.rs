@@ -141,7 +141,7 @@ fn kernel_frame(addr: u64, module: &str) -> bool {
 }
 
 /// The name a frame is shown under (stackcollapse-perf's default tidying).
-pub fn tidy_name(sym: &str, module: &str) -> String {
+pub(crate) fn tidy_name(sym: &str, module: &str) -> String {
     if sym == "[unknown]" || sym.is_empty() {
         return if module.is_empty() || module == "[unknown]" {
             "[unknown]".to_string()

@@ -18,7 +18,7 @@ const SNIFF_LINES: u64 = 400;
 
 /// What the file looks like, when it is recognisable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Guess {
+pub(crate) enum Guess {
     /// One of the `ingest` formats.
     Ingest(Format),
     /// An Oracle extended SQL trace (read with `iolens trace`).
@@ -26,7 +26,7 @@ pub enum Guess {
 }
 
 /// Guess the format of `path` (plain or gzip) from its first lines.
-pub fn sniff(path: &Path) -> Option<Guess> {
+pub(crate) fn sniff(path: &Path) -> Option<Guess> {
     let mut r = LineReader::open(path).ok()?;
     let mut votes: Vec<(Guess, u32)> = Vec::new();
     let mut vote = |g: Guess, w: u32| match votes.iter_mut().find(|v| v.0 == g) {
@@ -114,7 +114,7 @@ pub fn sniff(path: &Path) -> Option<Guess> {
 }
 
 /// A hint for a file that gave nothing when read as `format`: the likely format, when another.
-pub fn hint(path: &Path, format: Format) -> Option<String> {
+pub(crate) fn hint(path: &Path, format: Format) -> Option<String> {
     match sniff(path)? {
         Guess::Ingest(f) if f != format => Some(format!(
             "this looks like {} output: try --format {}",

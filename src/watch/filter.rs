@@ -21,8 +21,8 @@ pub struct Device {
 /// The filters of one watch. Empty pids and comms: every process; empty devices: every device.
 #[derive(Clone, Debug, Default)]
 pub struct Filters {
-    pub pids: Vec<u32>,
-    pub comms: Vec<String>,
+    pub(crate) pids: Vec<u32>,
+    pub(crate) comms: Vec<String>,
     pub devices: Vec<Device>,
 }
 
@@ -66,13 +66,13 @@ impl Filters {
     }
 
     /// Whether block requests of device `dev` (`major << 20 | minor`) are recorded.
-    pub fn wants_device(&self, dev: u32) -> bool {
+    pub(crate) fn wants_device(&self, dev: u32) -> bool {
         self.devices.is_empty() || self.devices.iter().any(|d| d.dev == dev)
     }
 
     /// The one name every watched process has, when only one --comm (and no --pid) is given:
     /// the name of a process that exited before it could be looked up.
-    pub fn only_comm(&self) -> Option<String> {
+    pub(crate) fn only_comm(&self) -> Option<String> {
         match (self.pids.is_empty(), self.comms.as_slice()) {
             (true, [one]) => Some(one.clone()),
             _ => None,
@@ -80,7 +80,7 @@ impl Filters {
     }
 
     /// Whether every process is watched (no --pid, no --comm).
-    pub fn all_processes(&self) -> bool {
+    pub(crate) fn all_processes(&self) -> bool {
         self.pids.is_empty() && self.comms.is_empty()
     }
 }
@@ -94,7 +94,7 @@ fn truncate_comm(c: &str) -> String {
 }
 
 /// Whether process `pid` exists (and is not a zombie).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     match fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
             // The state follows the parenthesised name, which may itself contain ')'.
@@ -108,14 +108,14 @@ pub fn alive(pid: u32) -> bool {
 }
 
 /// The name (`comm`) of process `pid`, if it still exists.
-pub fn comm_of(pid: u32) -> Option<String> {
+pub(crate) fn comm_of(pid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/comm"))
         .ok()
         .map(|s| s.trim_end_matches('\n').to_string())
 }
 
 /// Kernel name of block device `major:minor`, or `major:minor` when sysfs does not know it.
-pub fn device_name(major: u32, minor: u32) -> String {
+pub(crate) fn device_name(major: u32, minor: u32) -> String {
     fs::read_link(format!("/sys/dev/block/{major}:{minor}"))
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().to_string()))

@@ -85,7 +85,7 @@ impl Layer {
 /// What to watch and for how long.
 #[derive(Clone, Debug)]
 pub struct WatchOptions {
-    pub filters: Filters,
+    pub(crate) filters: Filters,
     /// Stop after this long (`None`: until Ctrl-C, or until every watched pid has exited).
     pub duration: Option<Duration>,
     /// Length of the per-interval histograms.
@@ -96,7 +96,7 @@ pub struct WatchOptions {
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
-pub struct IntervalView<'a> {
+pub(crate) struct IntervalView<'a> {
     /// Interval number (0-based).
     pub index: usize,
     pub span: &'a WatchSpan,
@@ -105,13 +105,13 @@ pub struct IntervalView<'a> {
 
 impl IntervalView<'_> {
     /// The layer's latency histogram of this interval.
-    pub fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
+    pub(crate) fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
         self.rec.layers[layer as usize].hist_at(self.index)
     }
 
     /// The layer over the last `columns` intervals up to this one, one interval per column
     /// (heatmap material, newest on the right).
-    pub fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
+    pub(crate) fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
         let len = self.rec.interval_ns as f64 / 1e9;
         let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
@@ -128,7 +128,7 @@ const EV_CPU_OFF: u32 = 4;
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
-const LOST_CAUSES: [&str; 7] = [
+const LOST_CAUSES: [&str; 8] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
@@ -136,11 +136,18 @@ const LOST_CAUSES: [&str; 7] = [
     "block completion without a start seen",
     "block issue without a start seen",
     "block issue again without a completion seen",
+    UNSEEN_COMPLETION,
 ];
-/// Slots of `lost` from this one on count block requests the probes could not follow from
-/// start to completion (not lost events: requests in flight when the probes attached, flush
-/// sequences issued without a start); they become counters of the block runs, not warnings.
-const UNFOLLOWED_FROM: usize = 4;
+/// A watched process's block request whose completion the probe never saw (the kernel did not
+/// run it; see `LOST_BLOCK_UNSEEN_COMPLETION` in `bpf/watch.bpf.c`): lost, and said so.
+const UNSEEN_COMPLETION: &str = "block completion of a watched request not seen";
+
+/// Whether slot `i` of `lost` counts block requests the probes could not follow from start to
+/// completion (not lost events: requests in flight when the probes attached, flush sequences
+/// issued without a start); those become counters of the block runs, not warnings.
+fn unfollowed_slot(i: usize) -> bool {
+    (4..=6).contains(&i)
+}
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
 #[derive(Clone, Copy, Debug)]
@@ -431,7 +438,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
 
 /// Watch until the duration ends, Ctrl-C, or (when only pids are watched) every pid has exited.
 /// `on_attached` is called once the probes are in place; `view` at the end of every interval.
-pub fn watch(
+pub(crate) fn watch(
     opts: &WatchOptions,
     command_line: Vec<String>,
     on_attached: &mut dyn FnMut(&[String]),
@@ -546,10 +553,10 @@ pub fn watch(
     for (i, &v) in lost_counts.iter().enumerate() {
         if v > 0 {
             let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
-            if i < UNFOLLOWED_FROM {
-                lost.insert(cause, v);
-            } else {
+            if unfollowed_slot(i) {
                 unfollowed.insert(cause, v as f64);
+            } else {
+                lost.insert(cause, v);
             }
         }
     }

@@ -21,7 +21,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use aya::maps::RingBuf;
 
-use super::{block_ops, filter, monotonic_ns, Event, OpAcc, BLOCK_WATCHED, EV_BLOCK, LOST_CAUSES};
+use super::{
+    block_ops, filter, monotonic_ns, unfollowed_slot, Event, OpAcc, BLOCK_WATCHED, EV_BLOCK,
+    LOST_CAUSES, UNSEEN_COMPLETION,
+};
 use crate::bpf::{self, Global};
 use crate::results::{BlockLayer, RunResult};
 
@@ -48,7 +51,28 @@ struct State {
     merges_at_arm: u64,
     /// The drain thread stopped on an error.
     failed: Option<String>,
+    /// Set by [`OwnWatch::take`]: the next cycle removes this process's requests that started
+    /// in `[from, to)` ns and are still in the kernel's table (their completion was not seen)
+    /// and counts them in `unseen`.
+    sweep: Option<(u64, u64)>,
+    unseen: u64,
 }
+
+/// A request's state in the kernel's `in_block` table (`struct rq_state` in
+/// `bpf/watch.bpf.c`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct RqState {
+    start: u64,
+    issue: u64,
+    tgid: u32,
+    tid: u32,
+    watched: u32,
+    pad: u32,
+}
+
+// SAFETY: plain old data, laid out as the BPF program's `struct rq_state`.
+unsafe impl aya::Pod for RqState {}
 
 /// A block-layer watch of this process's own I/O on one disk (see the module docs).
 pub struct OwnWatch {
@@ -120,7 +144,7 @@ impl OwnWatch {
 
     /// Start a run's grid: requests completing from `base` on, before `end` (the planned end,
     /// if any), in intervals of `interval`. Whatever an earlier run left is dropped.
-    pub fn arm(&self, base: Instant, interval: Duration, end: Option<Instant>) {
+    pub(crate) fn arm(&self, base: Instant, interval: Duration, end: Option<Instant>) {
         let to_ns = |t: Instant| {
             let (now, mono) = (Instant::now(), monotonic_ns());
             if t >= now {
@@ -148,6 +172,10 @@ impl OwnWatch {
         let (m, cv) = &*self.shared;
         let mut st = lock(m);
         let want = st.cycles + 2;
+        if let Some(a) = st.armed {
+            st.sweep = Some((a.base_ns, a.end_ns.min(monotonic_ns())));
+            st.unseen = 0;
+        }
         let deadline = Instant::now() + Duration::from_secs(2);
         while st.cycles < want && st.failed.is_none() {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -174,12 +202,15 @@ impl OwnWatch {
             .zip(st.lost_at_arm.iter().chain(std::iter::repeat(&0)))
             .enumerate()
         {
-            // Slots past UNFOLLOWED_FROM count requests of the whole host the probes could
-            // not follow (flushes, requests in flight at attach), not this run's losses.
-            if now > then && i < super::UNFOLLOWED_FROM {
+            // Unfollowed slots count requests of the whole host the probes could not follow
+            // (flushes, requests in flight at attach), not this run's losses.
+            if now > then && !unfollowed_slot(i) {
                 let cause = LOST_CAUSES.get(i).unwrap_or(&"other");
                 lost.insert(cause.to_string(), now - then);
             }
+        }
+        if st.unseen > 0 {
+            *lost.entry(UNSEEN_COMPLETION.to_string()).or_insert(0) += st.unseen;
         }
         drop(st);
         let bounds = grid(run, armed.interval_ns);
@@ -272,7 +303,7 @@ fn drain(
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
         Ok((ebpf, ring))
     })();
-    let (ebpf, mut ring) = match loaded {
+    let (mut ebpf, mut ring) = match loaded {
         Ok(v) => v,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -294,6 +325,12 @@ fn drain(
         let lost = bpf::sum_per_cpu(&ebpf, "lost");
         let merges = bpf::sum_per_cpu(&ebpf, "merges");
         let mut st = lock(m);
+        if let Some((from, to)) = st.sweep.take() {
+            match sweep_unseen(&mut ebpf, from, to) {
+                Ok(n) => st.unseen = n,
+                Err(e) => st.failed = Some(format!("{e:#}")),
+            }
+        }
         match (lost, merges) {
             (Ok(l), Ok(n)) => {
                 st.lost = l;
@@ -336,4 +373,26 @@ fn drain(
             break;
         }
     }
+}
+
+/// Remove this process's requests that started in `[from, to)` (CLOCK_MONOTONIC ns) and are
+/// still in the kernel's request table, and count them: every request of a run that has ended
+/// has completed, so these are completions the probe did not see.
+fn sweep_unseen(ebpf: &mut aya::Ebpf, from: u64, to: u64) -> Result<u64> {
+    let mut table: aya::maps::HashMap<&mut aya::maps::MapData, u64, RqState> =
+        aya::maps::HashMap::try_from(ebpf.map_mut("in_block").context("no in_block map")?)?;
+    let stale: Vec<u64> = table
+        .iter()
+        .filter_map(|r| r.ok())
+        .filter(|(_, s)| s.watched != 0 && s.start >= from && s.start < to)
+        .map(|(k, _)| k)
+        .collect();
+    let mut n = 0;
+    for k in stale {
+        // Gone already: it completed (or restarted) between the listing and now.
+        if table.remove(&k).is_ok() {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
