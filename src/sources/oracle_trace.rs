@@ -910,7 +910,7 @@ impl TraceParser {
 }
 
 /// The `c`, `e`, `dep` and `tim` fields of a database call line (after its colon).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Default, PartialEq)]
 struct CallFields {
     c: Option<u64>,
     e: Option<u64>,
@@ -920,12 +920,7 @@ struct CallFields {
 
 /// Read the fields of a database call line: `c=…,e=…,p=…,…,dep=…,…,tim=…`.
 fn call_fields(b: &[u8]) -> CallFields {
-    let mut f = CallFields {
-        c: None,
-        e: None,
-        dep: 0,
-        tim: None,
-    };
+    let mut f = CallFields::default();
     // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
     // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
     // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
@@ -2024,12 +2019,7 @@ mod tests {
         // The plain reading: fields split at commas and trimmed, values trimmed and parsed
         // whole, a later field overriding an earlier one.
         fn plain(b: &[u8]) -> CallFields {
-            let mut f = CallFields {
-                c: None,
-                e: None,
-                dep: 0,
-                tim: None,
-            };
+            let mut f = CallFields::default();
             for kv in b.split(|&x| x == b',') {
                 let kv = kv.trim_ascii();
                 if let Some(v) = kv.strip_prefix(b"c=") {
