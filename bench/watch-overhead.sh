@@ -3,7 +3,9 @@
 # page cache: the most syscalls per second, the worst case for a syscall tracer), alone and
 # with a whole-host watch running beside it; and the same with bpftrace running the equivalent
 # one-liner (pread64 latency histogram from raw_syscalls tracepoints), and bcc's biolatency
-# when it works here. Modes alternate over ROUNDS on the same cached file; medians compared.
+# when it works here. The "floor" mode attaches programs that do nothing to the same raw
+# tracepoints (bench/floor/, built here with clang and libbpf): the cost no tracer on these
+# tracepoints can avoid. Modes alternate over ROUNDS on the same cached file; medians compared.
 #
 # Figures per mode: IOPS and its ratio to no tracing, and the added CPU per traced I/O:
 #   (the run's own CPU µs per I/O − without tracing; the BPF programs run inside its
@@ -20,6 +22,12 @@ SECS=${2:-4}
 ROUNDS=${3:-3}
 cargo build --release --quiet
 BIN=$PWD/target/release/iolens
+FLOOR=""
+if command -v clang > /dev/null && [ -f /usr/include/bpf/libbpf.h ]; then
+  FLOOR=$(mktemp -d "${TMPDIR:-/tmp}/iolens-floor.XXXXXX")
+  clang -O2 -g -target bpf -D__TARGET_ARCH_x86 -Ibpf -c bench/floor/floor.bpf.c -o "$FLOOR/floor.bpf.o"
+  gcc -O2 bench/floor/load.c -o "$FLOOR/load" -lbpf
+fi
 mkdir -p "$DIR"
 FILE="$DIR/iolens-watch-bench.dat"
 [ -f "$FILE" ] || head -c 256M /dev/urandom > "$FILE"
@@ -30,12 +38,14 @@ if ! mountpoint -q /sys/kernel/tracing 2>/dev/null; then
 fi
 cleanup() {
   if [ -n "$MOUNTED" ]; then umount /sys/kernel/tracing || true; fi
+  if [ -n "$FLOOR" ]; then rm -rf "$FLOOR"; fi
 }
 trap cleanup EXIT
 
-python3 - "$BIN" "$FILE" "$SECS" "$ROUNDS" <<'PY'
+python3 - "$BIN" "$FILE" "$SECS" "$ROUNDS" "$FLOOR" <<'PY'
 import json, os, shutil, signal, statistics, subprocess, sys, tempfile, time
 bin_, file, secs, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+floor = sys.argv[5]
 tmp = tempfile.mkdtemp()
 tick = os.sysconf("SC_CLK_TCK")
 
@@ -75,6 +85,11 @@ def tracer(mode):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_for(p, b"tracepoints attached")
         return p
+    if mode == "floor":
+        p = subprocess.Popen([os.path.join(floor, "load"), os.path.join(floor, "floor.bpf.o")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_for(p, b"attached")
+        return p
     if mode == "bpftrace":
         p = subprocess.Popen(["bpftrace", "-e", BPFTRACE], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
@@ -99,6 +114,10 @@ def stop(p):
         p.kill()
 
 modes = ["none", "iolens watch"]
+if floor:
+    modes.append("floor")
+else:
+    print("floor: not run (needs clang and libbpf-dev)")
 if shutil.which("bpftrace") and os.path.exists("/sys/kernel/tracing/events"):
     modes.append("bpftrace")
 else:

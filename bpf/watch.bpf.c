@@ -38,6 +38,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define TASK_RUNNING 0
 
+// Syscall events are batched per CPU and written to the ring SYS_BATCH at a time (or when the
+// oldest is SYS_BATCH_NS old): see `sys_batches`.
+#define SYS_BATCH 16
+#define SYS_BATCH_NS 5000000ULL
+
 #include "common.h"
 
 // Set in a block event's `sub` when a watched process submitted the request.
@@ -66,6 +71,22 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
+// One reservation per batch instead of per syscall. User space reads what is left in the
+// batches once the sys_exit program is detached (src/watch/mod.rs), so none is lost at the end.
+struct sys_batch {
+	__u32 n;
+	__u32 pad;
+	__u64 first_ts;
+	struct event ev[SYS_BATCH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sys_batch);
+} sys_batches SEC(".maps");
+
 // syscall number -> 1 + index in user space's list; 0: not traced.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -74,15 +95,32 @@ struct {
 	__type(value, __u32);
 } syscall_index SEC(".maps");
 
-// A thread's entry stays in the map from its first traced syscall until it exits
-// (sched_process_exit): `ts` 0 marks it outside a traced syscall. Writing in place is cheaper
-// than a map update and a delete per syscall (measured with kernel.bpf_stats_enabled: the
-// update and the delete were most of the syscall probes' cost).
+// A traced syscall in progress is kept in a per-CPU slot while its thread stays on the CPU (a
+// syscall served from the page cache never leaves it), and parked in `in_syscall` by the
+// thread's tid when the thread is switched out inside it (sched_switch). A thread's entry
+// there stays from the first time it is parked until it exits (sched_process_exit): `ts` 0
+// marks it outside a traced syscall. Writing in place is cheaper than a map update and a
+// delete per syscall, and the per-CPU slot cheaper than any hash lookup (measured with
+// kernel.bpf_stats_enabled and bench/watch-overhead.sh).
 struct sys_state {
 	__u64 ts;
 	__u32 index;
 	__u32 pad;
 };
+
+struct cpu_sys {
+	__u32 tid;
+	__u32 index;
+	__u64 ts;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_sys);
+} cur_sys SEC(".maps");
+
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -152,6 +190,16 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 
 /* ---------------------------------------------------------------- syscalls */
 
+// Move the syscall in progress in this CPU's slot to `in_syscall` (its thread leaves the CPU).
+static __always_inline void park(struct cpu_sys *c)
+{
+	__u32 tid = c->tid;
+	struct sys_state st = { .ts = c->ts, .index = c->index };
+	c->ts = 0;
+	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
+		count_lost(LOST_SYSCALL_STATE);
+}
+
 static __always_inline void on_sys_enter(__u64 *ctx)
 {
 	__u32 nr = (__u32)ctx[1];
@@ -162,30 +210,76 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	__u32 tgid = id >> 32;
 	if (!current_watched(tgid))
 		return;
-	__u32 tid = (__u32)id;
-	struct sys_state *cur = bpf_map_lookup_elem(&in_syscall, &tid);
-	if (cur) {
-		cur->index = *index;
-		cur->ts = bpf_ktime_get_ns();
+	__u32 zero = 0;
+	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
+	if (!c)
 		return;
+	// Another thread's syscall still here: its switch-out was not seen. Keep it.
+	if (c->ts && c->tid != (__u32)id)
+		park(c);
+	c->tid = (__u32)id;
+	c->index = *index;
+	c->ts = bpf_ktime_get_ns();
+}
+
+static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
+				     __u64 now, __u32 error)
+{
+	__u32 zero = 0;
+	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
+	if (!b)
+		return;
+	__u32 n = b->n;
+	if (n >= SYS_BATCH)
+		n = 0;
+	if (n == 0)
+		b->first_ts = now;
+	struct event *e = &b->ev[n];
+	e->kind = EV_SYSCALL;
+	e->tgid = tgid;
+	e->tid = tid;
+	e->sub = index;
+	e->a = lat;
+	e->b = bytes;
+	e->ts = now;
+	e->dev = 0;
+	e->bytes = error;
+	n++;
+	b->n = n;
+	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
+		return;
+	if (bpf_ringbuf_output(&events, b, sizeof(*b), BPF_RB_NO_WAKEUP)) {
+		__u32 slot = LOST_RINGBUF;
+		__u64 *lost_n = bpf_map_lookup_elem(&lost, &slot);
+		if (lost_n)
+			*lost_n += n;
 	}
-	struct sys_state st = { .ts = bpf_ktime_get_ns(), .index = *index };
-	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
-		count_lost(LOST_SYSCALL_STATE);
+	b->n = 0;
 }
 
 static __always_inline void on_sys_exit(__u64 *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
-	if (!st || st->ts == 0)
-		return;
+	__u64 ts;
+	__u32 index;
+	__u32 zero = 0;
+	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
+	if (c && c->ts && c->tid == tid) {
+		ts = c->ts;
+		index = c->index;
+		c->ts = 0;
+	} else {
+		struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
+		if (!st || st->ts == 0)
+			return;
+		ts = st->ts;
+		index = st->index;
+		st->ts = 0;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	long ret = (long)ctx[1];
-	emit(EV_SYSCALL, id >> 32, tid, st->index, now - st->ts, ret > 0 ? (__u64)ret : 0, now, 0,
-	     ret < 0 ? 1 : 0);
-	st->ts = 0;
+	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0);
 }
 
 HANDLER(sys_enter, on_sys_enter(ctx))
@@ -329,6 +423,11 @@ static __always_inline void on_switch(__u64 *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
+	__u32 zero = 0;
+	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
+	if (c && c->ts && c->tid == BPF_CORE_READ(prev, pid))
+		park(c);
+
 	if (task_watched(prev, &tgid, &tid)) {
 		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
 		if (st) {
@@ -372,6 +471,10 @@ static __always_inline void on_switch(__u64 *ctx)
 static __always_inline void on_exit(struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
+	__u32 zero = 0;
+	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
+	if (c && c->tid == tid)
+		c->ts = 0;
 	bpf_map_delete_elem(&in_syscall, &tid);
 	bpf_map_delete_elem(&tasks, &tid);
 }

@@ -208,6 +208,28 @@ pub(crate) enum Attached {
     Raw,
 }
 
+/// Detach and unload the handler of tracepoint `name` (whichever of its tp_btf and raw_tp
+/// programs was loaded). When this returns, no instance of it is running any more.
+pub(crate) fn detach_tracepoint(ebpf: &mut Ebpf, name: &str) -> Result<(), BpfError> {
+    let fail = |e: aya::programs::ProgramError| BpfError::Attach {
+        tracepoint: name.to_string(),
+        detail: format!("cannot detach: {}", describe(&e)),
+    };
+    if let Some(prog) = ebpf.program_mut(&format!("btf_{name}")) {
+        let p: &mut BtfTracePoint = prog.try_into().map_err(fail)?;
+        if p.fd().is_ok() {
+            p.unload().map_err(fail)?;
+        }
+    }
+    if let Some(prog) = ebpf.program_mut(&format!("raw_{name}")) {
+        let p: &mut RawTracePoint = prog.try_into().map_err(fail)?;
+        if p.fd().is_ok() {
+            p.unload().map_err(fail)?;
+        }
+    }
+    Ok(())
+}
+
 /// Load and attach the handler of tracepoint `name`: `btf_<name>` (tp_btf) if the kernel takes
 /// it, else `raw_<name>` (raw tracepoint). The handler stays attached while `ebpf` lives.
 pub(crate) fn attach_tracepoint(

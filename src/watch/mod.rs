@@ -16,10 +16,12 @@ pub mod filter;
 pub mod own;
 
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
-use aya::maps::{Array, MapData, RingBuf};
+
+use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use hdrhistogram::Histogram;
 
 use crate::bpf::{self, Attached, Global};
@@ -163,7 +165,37 @@ struct Event {
     bytes: u32,
 }
 
+/// Events in one syscall batch record (`SYS_BATCH` in `bpf/watch.bpf.c`).
+const SYS_BATCH: usize = 16;
+/// Bytes of one event record, and of one batch record (`struct sys_batch`: count, pad,
+/// first timestamp, then `SYS_BATCH` events).
+const EVENT_LEN: usize = 48;
+const BATCH_LEN: usize = 16 + SYS_BATCH * EVENT_LEN;
+
 impl Event {
+    /// Every event of one ring-buffer record (a single event, or a batch of syscall events);
+    /// false when the record is neither.
+    fn each(d: &[u8], mut f: impl FnMut(Event)) -> bool {
+        match d.len() {
+            EVENT_LEN => Event::parse(d).map(f).is_some(),
+            BATCH_LEN => {
+                let n = u32::from_ne_bytes(d[..4].try_into().unwrap_or([0; 4])) as usize;
+                if n > SYS_BATCH {
+                    return false;
+                }
+                for k in 0..n {
+                    let at = 16 + k * EVENT_LEN;
+                    match Event::parse(&d[at..at + EVENT_LEN]) {
+                        Some(e) => f(e),
+                        None => return false,
+                    }
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn parse(d: &[u8]) -> Option<Event> {
         if d.len() < 48 {
             return None;
@@ -189,14 +221,16 @@ struct Recording {
     interval_ns: u64,
     start_ns: u64,
     /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
-    ops: BTreeMap<(String, &'static str), OpAcc>,
+    ops: BTreeMap<String, BTreeMap<&'static str, OpAcc>>,
     spans: Vec<WatchSpan>,
     /// By (pid, tid); tid 0 when threads are not asked for.
     processes: BTreeMap<(u32, u32), WatchProcess>,
     threads: bool,
     /// The live view's layers (indexed by [`Layer`]), all recorded so that keys can switch.
     layers: [OpAcc; 3],
-    devices: HashMap<u32, String>,
+    /// Device number → its name and the name of its run of the watched processes' requests
+    /// (shared, so that recording an event allocates nothing).
+    devices: HashMap<u32, (Rc<str>, Rc<str>)>,
     /// The first failure to record (a histogram that would not decode): ends the watch.
     failed: Option<anyhow::Error>,
 }
@@ -219,9 +253,14 @@ impl Recording {
         &mut self.spans[k]
     }
 
-    fn record(&mut self, op: (String, &'static str), k: usize, ns: u64, bytes: u64, err: bool) {
-        let r = self
-            .ops
+    /// Record one event of op `op` of run `run` ("" syscalls, "cpu", else a device) in
+    /// interval `k`; allocates only the first time a run is seen.
+    fn record(&mut self, run: &str, op: &'static str, k: usize, ns: u64, bytes: u64, err: bool) {
+        let ops = match self.ops.get_mut(run) {
+            Some(ops) => ops,
+            None => self.ops.entry(run.to_string()).or_default(),
+        };
+        let r = ops
             .entry(op)
             .or_insert_with(OpAcc::new)
             .record(k, ns, bytes, err);
@@ -236,15 +275,25 @@ impl Recording {
 
     /// Encode every interval before `k`: the watch has moved past them.
     fn close_before(&mut self, k: usize) {
-        for acc in self.ops.values_mut().chain(self.layers.iter_mut()) {
+        for acc in self
+            .ops
+            .values_mut()
+            .flat_map(|m| m.values_mut())
+            .chain(self.layers.iter_mut())
+        {
             acc.close_before(k);
         }
     }
 
-    fn device_name(&mut self, dev: u32) -> String {
+    /// The device's name, and the name of its run of the watched processes' requests.
+    fn device_names(&mut self, dev: u32) -> (Rc<str>, Rc<str>) {
         self.devices
             .entry(dev)
-            .or_insert_with(|| filter::device_name(dev >> 20, dev & 0xfffff))
+            .or_insert_with(|| {
+                let name = filter::device_name(dev >> 20, dev & 0xfffff);
+                let mine = format!("{name} (watched)");
+                (Rc::from(name), Rc::from(mine))
+            })
             .clone()
     }
 
@@ -259,7 +308,7 @@ impl Recording {
                     return;
                 };
                 let error = e.bytes != 0;
-                self.record((String::new(), name), k, e.a, e.b, error);
+                self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
                 }
@@ -278,7 +327,11 @@ impl Recording {
                             .unwrap_or_else(|| "(exited)".into()),
                         syscalls: BTreeMap::new(),
                     });
-                let row = p.syscalls.entry(name.to_string()).or_insert([0; 3]);
+                // Looked up before inserting: no String allocated per event.
+                let row = match p.syscalls.get_mut(name) {
+                    Some(row) => row,
+                    None => p.syscalls.entry(name.to_string()).or_insert([0; 3]),
+                };
                 row[0] += 1;
                 row[1] += e.b;
                 row[2] += e.a;
@@ -287,10 +340,10 @@ impl Recording {
                 if !filters.wants_device(e.dev) {
                     return;
                 }
-                let dev = self.device_name(e.dev);
+                let (dev, mine) = self.device_names(e.dev);
                 let (_, queue_op, device_op) = block_ops(e.sub & 0xffff);
-                self.record((dev.clone(), queue_op), k, e.b, 0, false);
-                self.record((dev.clone(), device_op), k, e.a, e.bytes as u64, false);
+                self.record(&dev, queue_op, k, e.b, 0, false);
+                self.record(&dev, device_op, k, e.a, e.bytes as u64, false);
                 // The kernel side marks requests a watched process submitted.
                 let watched = e.sub & BLOCK_WATCHED != 0;
                 if watched || filters.all_processes() {
@@ -298,9 +351,8 @@ impl Recording {
                 }
                 if watched && !filters.all_processes() {
                     // The same device, only the requests the watched processes submitted.
-                    let mine = format!("{dev} (watched)");
-                    self.record((mine.clone(), queue_op), k, e.b, 0, false);
-                    self.record((mine, device_op), k, e.a, e.bytes as u64, false);
+                    self.record(&mine, queue_op, k, e.b, 0, false);
+                    self.record(&mine, device_op, k, e.a, e.bytes as u64, false);
                 }
                 if watched {
                     let span = self.span(k);
@@ -310,13 +362,13 @@ impl Recording {
                 }
             }
             EV_CPU_ON => {
-                self.record(("cpu".into(), CPU_ON), k, e.a, 0, false);
+                self.record("cpu", CPU_ON, k, e.a, 0, false);
                 self.span(k).oncpu_ns += e.a;
             }
             EV_CPU_OFF => {
-                self.record(("cpu".into(), CPU_OFF), k, e.a, 0, false);
+                self.record("cpu", CPU_OFF, k, e.a, 0, false);
                 if e.b > 0 {
-                    self.record(("cpu".into(), CPU_RUNQ), k, e.b, 0, false);
+                    self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
                     self.layer_record(Layer::Cpu, k, e.b);
                     let span = self.span(k);
                     span.runq_ns += e.b;
@@ -472,14 +524,11 @@ pub(crate) fn watch(
     loop {
         // The programs do not wake us per record (see emit() in watch.bpf.c): read the ring
         // in batches, every few milliseconds.
-        let n = bpf::drain_ring(
-            &mut ring,
-            Duration::from_millis(20),
-            |d| match Event::parse(d) {
-                Some(e) => rec.add(&e, filters),
-                None => parse_errors += 1,
-            },
-        );
+        let n = bpf::drain_ring(&mut ring, Duration::from_millis(20), |d| {
+            if !Event::each(d, |e| rec.add(&e, filters)) {
+                parse_errors += 1;
+            }
+        });
         if n > 0 {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -521,12 +570,44 @@ pub(crate) fn watch(
         }
     }
     let end_ns = monotonic_ns();
-    // Whatever is still in the ring buffer happened before the end.
+    // No syscall completes into a batch from now on; then whatever is still in the ring
+    // buffer, and last what the per-CPU batches still hold, happened before the end.
+    // Failing that, the measurement so far is still written, with a warning.
+    let mut end_warnings = Vec::new();
+    let detached = bpf::detach_tracepoint(&mut ebpf, "sys_exit");
+    let mut late = |e: Event| {
+        if e.ts <= end_ns {
+            rec.add(&e, filters)
+        }
+    };
     while let Some(item) = ring.next() {
-        match Event::parse(&item) {
-            Some(e) if e.ts <= end_ns => rec.add(&e, filters),
-            Some(_) => {}
-            None => parse_errors += 1,
+        if !Event::each(&item, &mut late) {
+            parse_errors += 1;
+        }
+    }
+    match detached {
+        Err(e) => end_warnings.push(format!(
+            "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: {e}"
+        )),
+        Ok(()) => {
+            let batches = ebpf
+                .map("sys_batches")
+                .context("BPF object lacks sys_batches")
+                .and_then(|m| Ok(PerCpuArray::<&MapData, [u8; BATCH_LEN]>::try_from(m)?))
+                .and_then(|b| Ok(b.get(&0, 0)?));
+            match batches {
+                Ok(values) => {
+                    for b in values.iter() {
+                        if !Event::each(b, &mut late) {
+                            parse_errors += 1;
+                        }
+                    }
+                }
+                Err(e) => end_warnings.push(format!(
+                    "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: \
+                     cannot read them: {e:#}"
+                )),
+            }
         }
     }
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
@@ -577,8 +658,12 @@ pub(crate) fn watch(
     let mut runs: BTreeMap<String, Vec<OpResult>> = BTreeMap::new();
     let mut order: Vec<String> = Vec::new();
     // Syscall ops in the order of SYSCALLS, then devices, then CPU.
-    let mut keys: Vec<&(String, &'static str)> = rec.ops.keys().collect();
-    let rank = |k: &(String, &'static str)| -> (u8, String, usize) {
+    let mut keys: Vec<(&String, &'static str)> = rec
+        .ops
+        .iter()
+        .flat_map(|(run, ops)| ops.keys().map(move |op| (run, *op)))
+        .collect();
+    let rank = |k: &(&String, &'static str)| -> (u8, String, usize) {
         if k.0.is_empty() {
             let i = SYSCALLS.iter().position(|s| s.0 == k.1).unwrap_or(99);
             (0, String::new(), i)
@@ -589,7 +674,7 @@ pub(crate) fn watch(
                 .unwrap_or(9);
             (2, String::new(), i)
         } else {
-            (1, k.0.clone(), 0)
+            (1, k.0.to_string(), 0)
         }
     };
     keys.sort_by_key(|k| (rank(k), k.1));
@@ -606,10 +691,10 @@ pub(crate) fn watch(
         }
         runs.entry(run)
             .or_default()
-            .push(rec.ops[key].finish(key.1, &bounds)?);
+            .push(rec.ops[key.0][key.1].finish(key.1, &bounds)?);
     }
     let interrupted = end_reason == "interrupted";
-    let mut warnings = Vec::new();
+    let mut warnings = end_warnings;
     if !lost.is_empty() {
         warnings.push(format!(
             "events were lost in the kernel: {}",

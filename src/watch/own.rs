@@ -316,11 +316,11 @@ fn drain(
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         bpf::drain_ring(&mut ring, Duration::from_millis(10), |d| {
-            if let Some(e) = Event::parse(d) {
+            Event::each(d, |e| {
                 if e.kind == EV_BLOCK && e.sub & BLOCK_WATCHED != 0 && e.dev == dev {
                     batch.push(e);
                 }
-            }
+            });
         });
         let lost = bpf::sum_per_cpu(&ebpf, "lost");
         let merges = bpf::sum_per_cpu(&ebpf, "merges");
