@@ -51,13 +51,34 @@ pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
 ///
 /// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
 /// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
-#[derive(Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Clone, Debug, Default, JsonSchema)]
 #[schemars(transparent)]
 pub struct Hist {
     b64: String,
+    /// The number of values, when the encoder that wrote `b64` counted them itself, from values
+    /// it kept within the project-wide range ([`Hist::counted`]): [`Hist::checked_len`] need not
+    /// decode it. Not stored; a histogram read from a file is always decoded to be checked.
+    #[schemars(skip)]
+    counted: Option<u64>,
 }
 
+impl PartialEq for Hist {
+    fn eq(&self, other: &Hist) -> bool {
+        self.b64 == other.b64
+    }
+}
+
+impl Eq for Hist {}
+
 impl Hist {
+    /// This histogram, known to hold `n` values, all within the project-wide range, because its
+    /// producer counted and clamped them as it encoded them (the interval encoder of
+    /// `sources::Binned`), so that checking it does not decode it again.
+    pub(crate) fn counted(mut self, n: u64) -> Hist {
+        self.counted = Some(n);
+        self
+    }
+
     /// Encode a histogram.
     ///
     /// The V2 encoding cannot hold a bucket count above `i64::MAX`; such counts (absurd input,
@@ -84,6 +105,7 @@ impl Hist {
         }
         Hist {
             b64: base64::engine::general_purpose::STANDARD.encode(buf),
+            counted: None,
         }
     }
 
@@ -122,6 +144,9 @@ impl Hist {
     /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
     /// (cheap enough to check every interval histogram of a long run on load).
     pub(crate) fn checked_len(&self) -> Result<u64> {
+        if let Some(n) = self.counted {
+            return Ok(n);
+        }
         thread_local! {
             static SCAN: std::cell::RefCell<(V2Scan, Vec<(usize, u64)>)> =
                 std::cell::RefCell::new((V2Scan::new(), Vec::new()));
@@ -188,7 +213,10 @@ impl Serialize for Hist {
 impl<'de> Deserialize<'de> for Hist {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        Ok(Hist { b64: s })
+        Ok(Hist {
+            b64: s,
+            counted: None,
+        })
     }
 }
 
@@ -1901,11 +1929,13 @@ mod tests {
                 b.truncate(cut);
                 cases.push(Hist {
                     b64: base64::engine::general_purpose::STANDARD.encode(&b),
+                    counted: None,
                 });
                 let mut f = bytes.clone();
                 f[cut] ^= 1 << (cut % 8);
                 cases.push(Hist {
                     b64: base64::engine::general_purpose::STANDARD.encode(&f),
+                    counted: None,
                 });
             }
         }

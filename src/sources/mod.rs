@@ -583,11 +583,6 @@ pub(crate) fn source_file(s: &LineStats, path: &str, gzip: bool) -> SourceFile {
     }
 }
 
-/// JSON form of [`LineStats`] (a [`SourceFile`]).
-pub(crate) fn file_stats_json(s: &LineStats, path: &str, gzip: bool) -> serde_json::Value {
-    serde_json::to_value(source_file(s, path, gzip)).unwrap_or_default()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Small byte parsers shared by the readers
 
@@ -735,6 +730,8 @@ struct Slot {
 struct OpAcc {
     name: String,
     total: Histogram<u64>,
+    /// Latencies of `total` not yet in it (added when the accumulator is drained).
+    total_counts: TotalCounts,
     bytes: u64,
     cur: Option<i64>,
     /// Times `[lo, hi)` (ns) of interval `cur`; empty when none is open.
@@ -748,6 +745,43 @@ struct OpAcc {
     closed: BTreeMap<i64, Slot>,
     /// Edges of the source buckets spread into this op (see `OpResult::bucket_edges_ns`).
     edges: std::collections::BTreeSet<u64>,
+}
+
+/// Latencies counted by HdrHistogram counts index in the layout of [`new_histogram`] (the
+/// standard layout of [`std_index`]), to be added into such a histogram later: one increment
+/// per value rather than a call of `Histogram::saturating_record`, with the same result (a
+/// value beyond the counts is clamped to the highest trackable value, as that does; a value is
+/// added back as the lowest of its bucket, which every figure read from the histogram treats
+/// alike).
+#[derive(Default)]
+struct TotalCounts {
+    /// Empty until the first value.
+    counts: Vec<u64>,
+}
+
+impl TotalCounts {
+    #[inline]
+    fn record(&mut self, v: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; new_histogram().distinct_values()];
+        }
+        let i = std_index(v);
+        let i = if i < self.counts.len() {
+            i
+        } else {
+            std_index(crate::results::HIST_MAX_NS)
+        };
+        self.counts[i] += 1;
+    }
+
+    /// Add the counted values into `h` (of the layout of [`new_histogram`]) and clear them.
+    fn add_into(&mut self, h: &mut Histogram<u64>) {
+        for (i, c) in self.counts.iter_mut().enumerate() {
+            if *c != 0 {
+                let _ = h.record_n(crate::results::V2Scan::value_of(i), std::mem::take(c));
+            }
+        }
+    }
 }
 
 /// Encodes histograms in HdrHistogram's V2-deflate format (the bytes [`Hist`] holds) reusing
@@ -794,14 +828,17 @@ impl HistEncoder {
     /// the histogram holding the same values) and clear it; touches only the indices in use.
     fn encode_counts(&mut self, c: &mut IndexCounts) -> Hist {
         use base64::Engine as _;
+        // The counts hold values clamped to the project-wide range: their number is known.
+        let n = c.len;
         c.write_v2(&mut self.raw);
-        self.deflate().unwrap_or_else(|| {
+        let h = self.deflate().unwrap_or_else(|| {
             // Deflate into memory does not fail; should it, the uncompressed V2 bytes (which
             // every reader accepts) rather than nothing.
             let b64 = base64::engine::general_purpose::STANDARD.encode(&self.raw);
             serde_json::from_value(serde_json::Value::String(b64))
                 .expect("a string deserialises into Hist")
-        })
+        });
+        h.counted(n)
     }
 
     /// V2-deflate of the V2 bytes in `raw`.
@@ -941,19 +978,24 @@ fn push_zigzag(out: &mut Vec<u8>, n: i64) {
 struct Job {
     op: usize,
     k: i64,
-    hist: Histogram<u64>,
+    /// The interval's histogram, when values were recorded into it (spread buckets, or more
+    /// than [`MAX_CUR_VALS`] latencies); `None` (the common case) when they are all in `vals`.
+    hist: Option<Histogram<u64>>,
     /// Latencies (ns) still to be recorded into `hist`.
     vals: Vec<u64>,
     bytes: u64,
 }
 
 impl Job {
-    /// Record the pending latencies into the histogram.
-    fn settle(&mut self) {
+    /// The interval's histogram with the pending latencies recorded into it (a fresh one when
+    /// it had none).
+    fn settled(&mut self) -> &mut Histogram<u64> {
+        let h = self.hist.get_or_insert_with(interval_histogram);
         for &v in &self.vals {
-            record_interval(&mut self.hist, v, 1);
+            record_interval(h, v, 1);
         }
         self.vals.clear();
+        h
     }
 }
 
@@ -963,72 +1005,109 @@ struct Done {
     slot: Slot,
 }
 
+impl Job {
+    /// Encode the job's interval with `enc` (counting its latencies in `own` when it has no
+    /// histogram, the common case: only the counts in use are touched), leaving its list empty
+    /// for reuse.
+    fn encode(&mut self, enc: &mut HistEncoder, own: &mut IndexCounts) -> Done {
+        let slot = if self.hist.is_none() && !self.vals.is_empty() {
+            for &v in &self.vals {
+                own.record(v);
+            }
+            self.vals.clear();
+            let count = own.len;
+            Slot {
+                hist: enc.encode_counts(own),
+                count,
+                bytes: self.bytes,
+            }
+        } else {
+            let bytes = self.bytes;
+            let h = self.settled();
+            Slot {
+                hist: enc.encode(h),
+                count: h.len(),
+                bytes,
+            }
+        };
+        Done {
+            op: self.op,
+            k: self.k,
+            slot,
+        }
+    }
+}
+
+/// Closed intervals handed over at once: one message (and at most one wake-up of the helper)
+/// per batch rather than per interval.
+const BATCH_JOBS: usize = 32;
+/// A batch is handed over early once its lists hold this many latencies (bounds memory).
+const BATCH_VALS: usize = 1 << 16;
+/// Batches queued for the helper before the parser waits for it (bounds memory: with the one
+/// being encoded and the one being filled, at most (2 + 2) · [`BATCH_JOBS`] intervals and
+/// about (2 + 2) · ([`BATCH_VALS`] + [`MAX_CUR_VALS`]) latencies are in flight).
+const BATCHES_QUEUED: usize = 2;
+
 /// Encodes closed intervals (V2-deflate) on a helper thread, so the parsing thread only appends
-/// latencies to a list and hands it over at interval boundaries: the helper counts them by
-/// HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an interval that also
-/// holds spread buckets or more than [`MAX_CUR_VALS`] values) records them into the interval's
-/// histogram and encodes and clears that. Lists and histograms go back for reuse; the job queue
-/// is bounded, which bounds memory.
+/// latencies to a list and hands the lists over in batches at interval boundaries: the helper
+/// counts them by HdrHistogram index ([`IndexCounts`]) and encodes those counts, or (an
+/// interval that also holds spread buckets or more than [`MAX_CUR_VALS`] values) records them
+/// into the interval's histogram and encodes that. The lists come back with the encoded batch
+/// for reuse; the batch queue is bounded, which bounds memory.
 struct Encoder {
-    tx: Option<std::sync::mpsc::SyncSender<Job>>,
-    done: std::sync::mpsc::Receiver<Done>,
-    spare: std::sync::mpsc::Receiver<(Histogram<u64>, Vec<u64>)>,
+    tx: Option<std::sync::mpsc::SyncSender<Vec<Job>>>,
+    /// Encoded intervals, and the emptied jobs of their batch (for reuse).
+    done: std::sync::mpsc::Receiver<(Vec<Done>, Vec<Job>)>,
+    /// The batch being filled.
+    batch: Vec<Job>,
+    batch_vals: usize,
+    /// Emptied lists to reuse. (Histograms are not reused: one that grew would encode with a
+    /// larger highest trackable value than a fresh one.)
+    spare: Vec<Vec<u64>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Encoder {
     fn start() -> Encoder {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(32);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Job>>(BATCHES_QUEUED);
         let (done_tx, done) = std::sync::mpsc::channel();
-        let (spare_tx, spare) = std::sync::mpsc::channel();
         let handle = std::thread::Builder::new()
             .name("iolens-encode".into())
             .spawn(move || {
                 let mut enc = HistEncoder::new();
-                // The latencies of an interval whose histogram is still empty (the common
-                // case) are counted here, touching only the counts in use.
                 let mut own = IndexCounts::new();
-                for mut job in rx {
-                    let slot = if job.hist.is_empty() && !job.vals.is_empty() {
-                        for &v in &job.vals {
-                            own.record(v);
-                        }
-                        job.vals.clear();
-                        let count = own.len;
-                        Slot {
-                            hist: enc.encode_counts(&mut own),
-                            count,
-                            bytes: job.bytes,
-                        }
-                    } else {
-                        job.settle();
-                        let slot = Slot {
-                            hist: enc.encode(&job.hist),
-                            count: job.hist.len(),
-                            bytes: job.bytes,
-                        };
-                        job.hist.reset();
-                        slot
-                    };
-                    if done_tx
-                        .send(Done {
-                            op: job.op,
-                            k: job.k,
-                            slot,
-                        })
-                        .is_err()
-                    {
+                for mut batch in rx {
+                    let out: Vec<Done> = batch
+                        .iter_mut()
+                        .map(|job| job.encode(&mut enc, &mut own))
+                        .collect();
+                    if done_tx.send((out, batch)).is_err() {
                         break;
                     }
-                    let _ = spare_tx.send((job.hist, job.vals));
                 }
             })
             .ok();
         Encoder {
             tx: handle.as_ref().map(|_| tx),
             done,
-            spare,
+            batch: Vec::with_capacity(BATCH_JOBS),
+            batch_vals: 0,
+            spare: Vec::new(),
             handle,
+        }
+    }
+
+    /// Hand the batch being filled to the helper. `Err` gives the batch back when there is no
+    /// helper (it could not be started, or it has stopped).
+    fn flush(&mut self) -> std::result::Result<(), Vec<Job>> {
+        self.batch_vals = 0;
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_JOBS));
+        match &self.tx {
+            Some(tx) => tx.send(batch).map_err(|e| e.0),
+            None => Err(batch),
         }
     }
 }
@@ -1116,6 +1195,7 @@ impl Binned {
         self.ops.push(OpAcc {
             name: name.to_string(),
             total: new_histogram(),
+            total_counts: TotalCounts::default(),
             bytes: 0,
             cur: None,
             cur_span: (0, 0),
@@ -1139,36 +1219,43 @@ impl Binned {
             return;
         }
         let enc = self.encoder.get_or_insert_with(Encoder::start);
-        let (fresh, fresh_vals) = enc
-            .spare
-            .try_recv()
-            .unwrap_or_else(|_| (interval_histogram(), Vec::new()));
-        let hist = std::mem::replace(&mut o.cur_hist, fresh);
-        let vals = std::mem::replace(&mut o.cur_vals, fresh_vals);
+        // An empty histogram stays (it is fresh: any value recorded would have made it
+        // non-empty); only the list of latencies goes, in the common case.
+        let hist = (!o.cur_hist.is_empty())
+            .then(|| std::mem::replace(&mut o.cur_hist, interval_histogram()));
+        let vals = std::mem::replace(&mut o.cur_vals, enc.spare.pop().unwrap_or_default());
         let bytes = std::mem::take(&mut o.cur_bytes);
-        let job = Job {
+        enc.batch_vals += vals.len();
+        enc.batch.push(Job {
             op,
             k,
             hist,
             vals,
             bytes,
+        });
+        if enc.batch.len() >= BATCH_JOBS || enc.batch_vals >= BATCH_VALS {
+            self.flush();
+        }
+    }
+
+    /// Hand the batch of closed intervals to the encoder thread (encoding it here when there is
+    /// none) and collect what it has encoded.
+    fn flush(&mut self) {
+        let Some(enc) = self.encoder.as_mut() else {
+            return;
         };
-        let job = match &enc.tx {
-            Some(tx) => match tx.send(job) {
-                Ok(()) => None,
-                Err(e) => Some(e.0),
-            },
-            None => Some(job),
-        };
-        if let Some(mut job) = job {
+        if let Err(batch) = enc.flush() {
             // No encoder thread: encode here.
-            job.settle();
-            let slot = Slot {
-                hist: Hist::encode(&job.hist),
-                count: job.hist.len(),
-                bytes: job.bytes,
-            };
-            merge_slot(&mut self.ops[op].closed, k, slot);
+            for mut job in batch {
+                let bytes = job.bytes;
+                let h = job.settled();
+                let slot = Slot {
+                    hist: Hist::encode(h),
+                    count: h.len(),
+                    bytes,
+                };
+                merge_slot(&mut self.ops[job.op].closed, job.k, slot);
+            }
         }
         self.drain(false);
     }
@@ -1178,6 +1265,11 @@ impl Binned {
         if all {
             for i in 0..self.ops.len() {
                 self.close(i);
+                let o = &mut self.ops[i];
+                o.total_counts.add_into(&mut o.total);
+            }
+            if self.encoder.as_ref().is_some_and(|e| !e.batch.is_empty()) {
+                self.flush();
             }
         }
         let Some(enc) = self.encoder.as_mut() else {
@@ -1189,8 +1281,13 @@ impl Binned {
                 let _ = h.join();
             }
         }
-        while let Ok(d) = enc.done.try_recv() {
-            merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+        while let Ok((done, jobs)) = enc.done.try_recv() {
+            for d in done {
+                merge_slot(&mut self.ops[d.op].closed, d.k, d.slot);
+            }
+            if !all {
+                enc.spare.extend(jobs.into_iter().map(|j| j.vals));
+            }
         }
         if all {
             self.encoder = None;
@@ -1277,7 +1374,7 @@ impl Binned {
             o.cur_vals.clear();
         }
         o.cur_vals.push(lat_ns);
-        o.total.saturating_record(lat_ns);
+        o.total_counts.record(lat_ns);
         o.cur_bytes = o.cur_bytes.saturating_add(bytes);
         o.bytes = o.bytes.saturating_add(bytes);
     }
@@ -1686,6 +1783,93 @@ mod tests {
             assert_eq!(e.decode().unwrap(), want);
             assert_eq!(Hist::encode(&h).decode().unwrap(), want);
         }
+    }
+
+    /// Totals counted by index hold what `saturating_record` records: the same encoding and
+    /// the same figures, for 0 ns, values near and past the highest trackable one, and many.
+    #[test]
+    fn total_counts_as_saturating_record() {
+        let top = crate::results::HIST_MAX_NS;
+        let mut vals = vec![
+            0,
+            1,
+            2047,
+            2048,
+            123_456_789,
+            top - 1,
+            top,
+            top + 1,
+            top * 6 / 5,
+        ];
+        vals.extend([top * 2, u64::MAX / 2, u64::MAX]);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..50_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            vals.push(seed >> (seed % 64));
+        }
+        let mut want = new_histogram();
+        let mut counts = TotalCounts::default();
+        for &v in &vals {
+            want.saturating_record(v);
+            counts.record(v);
+        }
+        let mut got = new_histogram();
+        counts.add_into(&mut got);
+        assert_eq!(Hist::encode(&got), Hist::encode(&want));
+        assert_eq!(
+            (got.len(), got.min(), got.max(), got.mean(), got.stdev()),
+            (
+                want.len(),
+                want.min(),
+                want.max(),
+                want.mean(),
+                want.stdev()
+            )
+        );
+        for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(got.value_at_quantile(q), want.value_at_quantile(q));
+        }
+        // Emptied: adding again adds nothing.
+        counts.add_into(&mut got);
+        assert_eq!(got.len(), want.len());
+    }
+
+    /// The interval histograms of a [`Binned`] say how many values they hold without being
+    /// decoded, and that number is the one decoding finds.
+    #[test]
+    fn counted_intervals_hold_what_they_say() {
+        let mut b = Binned::new(1_000_000_000);
+        let op = b.op("x");
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut n = 0;
+        for t in 0..3_000i64 {
+            for _ in 0..(t % 7) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                b.record(op, t * 5_000_000, seed >> (seed % 64), 0);
+                n += 1;
+            }
+        }
+        let fin = b.finish(BucketConvention::Exact, &|_| true);
+        let ivs = &fin.ops[0].intervals;
+        assert!(ivs.len() > 10);
+        let mut sum = 0;
+        for iv in ivs {
+            // The same histogram as read from a file (not counted: decoded to be checked).
+            let decoded: Hist =
+                serde_json::from_value(serde_json::Value::String(iv.hist.as_base64().into()))
+                    .unwrap();
+            assert_eq!(
+                iv.hist.checked_len().unwrap(),
+                decoded.checked_len().unwrap()
+            );
+            assert_eq!(iv.hist.checked_len().unwrap(), iv.count);
+            sum += iv.count;
+        }
+        assert_eq!(sum, n);
     }
 
     /// The sparse counts write the very counts bytes HdrHistogram's serializer writes for the

@@ -47,14 +47,16 @@ use std::path::Path;
 
 use anyhow::Result;
 use rustc_hash::FxHashMap;
-use serde::Serialize;
 use serde_json::json;
 
 use super::{
-    count_unparsed, file_stats_json, parse_i64, parse_u64, rfc3339_ns, trim, Binned, LineReader,
+    count_unparsed, parse_i64, parse_u64, rfc3339_ns, source_file, trim, Binned, LineReader,
     LineStats, TraceOptions,
 };
-use crate::results::evidence::SlowWait;
+use crate::results::analysis::{CallFigures, FileProfile, Profile, ProfileRow, TraceProfile};
+use crate::results::evidence::{
+    IoByFile, IoByObject, IoByRange, IoFigures, SlowWait, SourceInfo, TraceIo, TraceIoEvent,
+};
 use crate::results::{BucketConvention, Kind, Results, RunResult, Spec};
 
 /// Block-range granularity of the I/O breakdown (blocks): 2^17 blocks = 1 GiB of 8 KiB blocks.
@@ -111,14 +113,6 @@ pub struct EventTotals {
     io: bool,
 }
 
-/// Totals of one kind of outermost call (a call whose parent is not in the trace).
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CallTotals {
-    pub count: u64,
-    pub cpu_us: u64,
-    pub elapsed_us: u64,
-}
-
 /// I/O aggregate for a file, object or block range.
 #[derive(Clone, Debug, Default)]
 struct IoAgg {
@@ -173,7 +167,7 @@ pub struct TraceFile {
     pub gzip: bool,
     pub events: Vec<EventTotals>,
     /// Outermost calls by kind: their `c` and `e` include their children's.
-    pub calls: BTreeMap<String, CallTotals>,
+    pub calls: BTreeMap<String, CallFigures>,
     /// Outermost calls by depth (`dep=`): depth 0 only, unless the trace begins or ends
     /// inside a call.
     pub outermost_by_depth: BTreeMap<u64, u64>,
@@ -199,7 +193,7 @@ struct Pending {
 }
 
 /// Parameters of one WAIT line.
-#[derive(Default)]
+#[derive(Default, Debug, PartialEq)]
 struct WaitParams {
     ela: Option<u64>,
     tim: Option<i64>,
@@ -219,6 +213,8 @@ pub struct TraceParser {
     out: TraceFile,
     ev_index: HashMap<Vec<u8>, u32>,
     ev_names: Vec<Vec<u8>>,
+    /// [`name_key`] of each of `ev_names`: most names differ in it, so few are compared whole.
+    ev_keys: Vec<(usize, u64)>,
     ev_op: Vec<usize>,
     /// The event of the previous WAIT line (consecutive waits are often of one event).
     last_ev: Option<u32>,
@@ -233,7 +229,7 @@ pub struct TraceParser {
     pending: VecDeque<Pending>,
     untimed: Vec<(usize, u64)>,
     /// Calls not yet claimed by a parent, by depth then kind (index into `call_kinds`).
-    open_calls: Vec<Vec<CallTotals>>,
+    open_calls: Vec<Vec<CallFigures>>,
     call_kinds: Vec<String>,
     /// Inside a `Dump of memory` block (hex lines of a bind value).
     in_dump: bool,
@@ -275,6 +271,7 @@ impl TraceParser {
             opts,
             ev_index: HashMap::new(),
             ev_names: Vec::new(),
+            ev_keys: Vec::new(),
             ev_op: Vec::new(),
             last_ev: None,
             in_sql: false,
@@ -593,15 +590,16 @@ impl TraceParser {
     }
 
     fn event_index(&mut self, name: &[u8]) -> u32 {
+        let key = name_key(name);
+        let same = |i: usize| self.ev_keys[i] == key && same_tail(&self.ev_names[i], name);
         if let Some(i) = self.last_ev {
-            if self.ev_names[i as usize].as_slice() == name {
+            if same(i as usize) {
                 return i;
             }
         }
         let found = if self.out.events.len() <= 32 {
-            self.ev_names
-                .iter()
-                .position(|n| n.as_slice() == name)
+            (0..self.ev_names.len())
+                .find(|&i| same(i))
                 .map(|i| i as u32)
         } else {
             self.ev_index.get(name).copied()
@@ -619,6 +617,7 @@ impl TraceParser {
                 });
                 self.ev_index.insert(name.to_vec(), i);
                 self.ev_names.push(name.to_vec());
+                self.ev_keys.push(key);
                 i
             }
         };
@@ -628,11 +627,9 @@ impl TraceParser {
 
     fn wait(&mut self, line: &[u8], n: u64) -> std::result::Result<(), &'static str> {
         let rest = &line[6..];
-        // The cursor number and the event name are short: a plain scan beats a memchr call.
-        let colon = rest
-            .iter()
-            .position(|&c| c == b':')
-            .ok_or("WAIT line without ':'")?;
+        // The cursor number and the event name are short: an eight-byte scan beats a memchr
+        // call.
+        let colon = find_byte(rest, b':').ok_or("WAIT line without ':'")?;
         let cursor = &rest[..colon];
         let rest = &rest[colon + 1..];
         let rest = rest.trim_ascii_start();
@@ -644,10 +641,7 @@ impl TraceParser {
                 &rest[nam + 5..]
             }
         };
-        let q = after
-            .iter()
-            .position(|&c| c == b'\'')
-            .ok_or("WAIT line with unterminated nam='")?;
+        let q = find_byte(after, b'\'').ok_or("WAIT line with unterminated nam='")?;
         let name = &after[..q];
         let params = parse_params(&after[q + 1..]);
         if let Some(b) = params.bad {
@@ -784,32 +778,7 @@ impl TraceParser {
     /// lie between calls.
     fn call_named(&mut self, line: &[u8], start: usize, kind: &str, n: u64, st: &mut LineStats) {
         self.in_header = false;
-        let mut c = None;
-        let mut e = None;
-        let mut dep = 0u64;
-        let mut tim = None;
-        // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
-        // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
-        // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
-        // by their first byte.
-        for kv in line[start..].split(|&b| b == b',') {
-            let kv = trim(kv);
-            let v = match kv.first() {
-                Some(b'c') => kv.strip_prefix(b"c=").map(|v| (0, v)),
-                Some(b'e') => kv.strip_prefix(b"e=").map(|v| (1, v)),
-                Some(b'd') => kv.strip_prefix(b"dep=").map(|v| (2, v)),
-                Some(b't') => kv.strip_prefix(b"tim=").map(|v| (3, v)),
-                _ => None,
-            };
-            let Some((k, v)) = v else { continue };
-            let v = trim(v);
-            match k {
-                0 => c = parse_u64(v),
-                1 => e = parse_u64(v),
-                2 => dep = parse_u64(v).unwrap_or(0),
-                _ => tim = parse_i64(v),
-            }
-        }
+        let CallFields { c, e, dep, tim } = call_fields(&line[start..]);
         let in_range = |x: &u64| *x <= MAX_TRACE_US;
         let (Some(c), Some(e)) = (c.filter(in_range), e.filter(in_range)) else {
             return count_unparsed(
@@ -845,7 +814,7 @@ impl TraceParser {
         };
         let row = &mut self.open_calls[d];
         if row.len() <= k {
-            row.resize_with(k + 1, CallTotals::default);
+            row.resize_with(k + 1, CallFigures::default);
         }
         let t = &mut row[k];
         t.count += 1;
@@ -940,11 +909,78 @@ impl TraceParser {
     }
 }
 
+/// The `c`, `e`, `dep` and `tim` fields of a database call line (after its colon).
+#[derive(Debug, Default, PartialEq)]
+struct CallFields {
+    c: Option<u64>,
+    e: Option<u64>,
+    dep: u64,
+    tim: Option<i64>,
+}
+
+/// Read the fields of a database call line: `c=…,e=…,p=…,…,dep=…,…,tim=…`.
+fn call_fields(b: &[u8]) -> CallFields {
+    let mut f = CallFields::default();
+    // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
+    // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
+    // other fields (`p=`, `cr=`, `cu=`, `mis=`, `r=`, `og=`, `plh=` …) are passed over
+    // by their first byte. A value is the trimmed rest of its field; plain digits up to the
+    // comma (the rule) are taken as they are accumulated.
+    let len = b.len();
+    let mut i = 0;
+    while i <= len {
+        while i < len && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let rest = &b[i..];
+        let key = match rest.first() {
+            Some(b'c') if rest.get(1) == Some(&b'=') => Some((0, 2)),
+            Some(b'e') if rest.get(1) == Some(&b'=') => Some((1, 2)),
+            Some(b'd') if rest.starts_with(b"dep=") => Some((2, 4)),
+            Some(b't') if rest.starts_with(b"tim=") => Some((3, 4)),
+            _ => None,
+        };
+        let Some((k, skip)) = key else {
+            i += find_byte(rest, b',').map_or(rest.len(), |c| c + 1);
+            if i >= len {
+                break;
+            }
+            continue;
+        };
+        let vs = i + skip;
+        let (acc, nd) = leading_digits(&b[vs..]);
+        let ve = vs + nd;
+        let (u, s) = if (ve == len || b[ve] == b',') && (1..=19).contains(&nd) {
+            i = ve + 1;
+            (Some(acc), i64::try_from(acc).ok())
+        } else {
+            let end = vs + find_byte(&b[vs..], b',').unwrap_or(len - vs);
+            i = end + 1;
+            let v = trim(&b[vs..end]);
+            if k == 3 {
+                (None, parse_i64(v))
+            } else {
+                (parse_u64(v), None)
+            }
+        };
+        match k {
+            0 => f.c = u,
+            1 => f.e = u,
+            2 => f.dep = u.unwrap_or(0),
+            _ => f.tim = s,
+        }
+    }
+    f
+}
+
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
-/// contain spaces (`file number=`, `first dba=`); values are the next whitespace-free token.
+/// contain spaces (`file number=`, `first dba=`); values are the next space-free token.
 ///
-/// One pass: the value's digits are accumulated while its end is found, so a plain decimal
-/// value (all of them but `obj#=-1` in practice) is never scanned twice.
+/// One pass: a name of up to seven bytes (all the common ones) is found and told apart with
+/// one eight-byte load (the bytes before the first `=`, as a number, with the name's length in
+/// the top byte); longer names are scanned for and compared as bytes. The value's digits are
+/// accumulated while its end is found, so a plain decimal value (all of them but `obj#=-1` in
+/// practice) is never scanned twice.
 fn parse_params(p: &[u8]) -> WaitParams {
     let mut w = WaitParams::default();
     let n = p.len();
@@ -954,21 +990,32 @@ fn parse_params(p: &[u8]) -> WaitParams {
             i += 1;
         }
         let name_start = i;
-        while i < n && p[i] != b'=' {
-            i += 1;
-        }
-        if i >= n {
-            break;
-        }
-        let eq = i;
-        let mut name_end = eq;
-        while name_end > name_start && p[name_end - 1] == b' ' {
-            name_end -= 1;
-        }
-        let name = &p[name_start..name_end];
+        // `key`: the name as a short key (see [`short_key`]), when it is one.
+        let (key, eq) = match p.get(i..i + 8) {
+            Some(chunk) => {
+                let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+                match first_byte_eq(x, b'=') {
+                    Some(k) => (name_key_at(p, i, i + k), i + k),
+                    None => match find_byte(&p[i + 8..], b'=') {
+                        Some(k) => (None, i + 8 + k),
+                        None => break,
+                    },
+                }
+            }
+            None => match find_byte(&p[i..], b'=') {
+                Some(k) => (None, i + k),
+                None => break,
+            },
+        };
+        let param = param_of(key, &p[name_start..eq]);
         i = eq + 1;
         while i < n && p[i] == b' ' {
             i += 1;
+        }
+        if let Param::Other = param {
+            // A value that is not kept: only its end matters.
+            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
+            continue;
         }
         let vs = i;
         // Digits first (the common case, eight at a time), then whatever else the value holds
@@ -978,41 +1025,206 @@ fn parse_params(p: &[u8]) -> WaitParams {
         let mut digits = true;
         if i < n && p[i] != b' ' {
             digits = false;
-            i += p[i..].iter().position(|&c| c == b' ').unwrap_or(n - i);
+            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
         }
         let val = &p[vs..i];
         // Up to 19 digits cannot overflow u64: the accumulated value is the number.
-        let fast = digits && !val.is_empty() && val.len() <= 19;
-        let u = || if fast { Some(acc) } else { parse_u64(val) };
-        let s = || {
-            if fast {
-                i64::try_from(acc).ok()
-            } else {
-                parse_i64(val)
-            }
-        };
-        match name {
-            b"ela" => match u() {
-                Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
-                Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
-                None => w.bad = Some("ela= is not a number"),
-            },
-            b"tim" => match s() {
-                Some(x) => w.tim = Some(x),
-                None => w.bad = Some("tim= is not a number"),
-            },
-            b"obj#" => w.obj = s(),
-            b"file#" | b"file number" => w.file = s(),
-            b"block#" | b"first dba" => w.block = u(),
-            // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
-            b"blocks" | b"block cnt" => w.blocks = u().filter(|&b| b <= 1 << 32),
-            b"p1" => w.p1 = s(),
-            b"p2" => w.p2 = u(),
-            b"p3" => w.p3 = u(),
-            _ => {}
-        }
+        let fast = (digits && !val.is_empty() && val.len() <= 19).then_some(acc);
+        keep_param(&mut w, param, val, fast);
     }
     w
+}
+
+/// The name `p[start..eq]` (shorter than eight bytes) as a [`short_key`], unless it ends in a
+/// space (then it is trimmed and compared as bytes by [`param_of`]).
+#[inline]
+fn name_key_at(p: &[u8], start: usize, eq: usize) -> Option<u64> {
+    let k = eq - start;
+    if k > 0 && p[eq - 1] == b' ' {
+        return None;
+    }
+    let x = match p.get(start..start + 8) {
+        Some(chunk) => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+        None => {
+            let mut b = [0u8; 8];
+            b[..k].copy_from_slice(&p[start..eq]);
+            u64::from_le_bytes(b)
+        }
+    };
+    let mask = if k == 0 { 0 } else { u64::MAX >> (64 - 8 * k) };
+    Some((x & mask) | (k as u64) << 56)
+}
+
+/// Which parameter the name before a `=` is: by its short key when it has one, else by its
+/// bytes with trailing spaces trimmed.
+#[inline]
+fn param_of(key: Option<u64>, name: &[u8]) -> Param {
+    match key {
+        Some(k) => match k {
+            K_ELA => Param::Ela,
+            K_TIM => Param::Tim,
+            K_OBJ => Param::Obj,
+            K_FILE => Param::File,
+            K_BLOCK => Param::Block,
+            K_BLOCKS => Param::Blocks,
+            K_P1 => Param::P1,
+            K_P2 => Param::P2,
+            K_P3 => Param::P3,
+            _ => Param::Other,
+        },
+        None => match trim_end_spaces(name) {
+            b"ela" => Param::Ela,
+            b"tim" => Param::Tim,
+            b"obj#" => Param::Obj,
+            b"file#" | b"file number" => Param::File,
+            b"block#" | b"first dba" => Param::Block,
+            b"blocks" | b"block cnt" => Param::Blocks,
+            b"p1" => Param::P1,
+            b"p2" => Param::P2,
+            b"p3" => Param::P3,
+            _ => Param::Other,
+        },
+    }
+}
+
+/// `name` without the spaces it ends in.
+fn trim_end_spaces(name: &[u8]) -> &[u8] {
+    let end = name.iter().rposition(|&c| c != b' ').map_or(0, |e| e + 1);
+    &name[..end]
+}
+
+/// Keep the value `val` of `param`; `fast` is its number when it is plain digits (up to 19).
+#[inline]
+fn keep_param(w: &mut WaitParams, param: Param, val: &[u8], fast: Option<u64>) {
+    let u = || fast.or_else(|| parse_u64(val));
+    let s = || match fast {
+        Some(x) => i64::try_from(x).ok(),
+        None => parse_i64(val),
+    };
+    match param {
+        Param::Ela => match u() {
+            Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+            Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
+            None => w.bad = Some("ela= is not a number"),
+        },
+        Param::Tim => match s() {
+            Some(x) => w.tim = Some(x),
+            None => w.bad = Some("tim= is not a number"),
+        },
+        Param::Obj => w.obj = s(),
+        Param::File => w.file = s(),
+        Param::Block => w.block = u(),
+        // Bounded (no read spans 2^32 blocks) so sums of them cannot overflow.
+        Param::Blocks => w.blocks = u().filter(|&b| b <= 1 << 32),
+        Param::P1 => w.p1 = s(),
+        Param::P2 => w.p2 = u(),
+        Param::P3 => w.p3 = u(),
+        Param::Other => {}
+    }
+}
+
+/// The number written by the first `k` (1 to 8) bytes of `a` (little-endian), each already a
+/// digit's value (0 to 9): the `k` digits, preceded by 8 − k zeros, as the 8-digit number they
+/// make, with three multiplications.
+#[inline]
+fn swar_digits(a: u64, k: usize) -> u64 {
+    let d = if k == 8 { a } else { a << (8 * (8 - k)) };
+    let d = d.wrapping_mul(10).wrapping_add(d >> 8);
+    ((d & 0x0000_00ff_0000_00ff)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
+        >> 32
+}
+
+/// A name's length and first eight bytes (zero-padded): names that differ in it differ.
+#[inline]
+fn name_key(name: &[u8]) -> (usize, u64) {
+    let head = match name.get(..8) {
+        Some(h) => u64::from_le_bytes(h.try_into().expect("8 bytes")),
+        None => {
+            let mut b = [0u8; 8];
+            b[..name.len()].copy_from_slice(name);
+            u64::from_le_bytes(b)
+        }
+    };
+    (name.len(), head)
+}
+
+/// Whether two names of the same [`name_key`] (so of one length) are equal: their bytes after
+/// the first eight, compared eight at a time (names are short; this beats a call of `memcmp`).
+#[inline]
+fn same_tail(a: &[u8], b: &[u8]) -> bool {
+    let (Some(a), Some(b)) = (a.get(8..), b.get(8..)) else {
+        return true;
+    };
+    let word = |c: &[u8]| u64::from_le_bytes(c.try_into().expect("8 bytes"));
+    let mut x = a.chunks_exact(8);
+    let mut y = b.chunks_exact(8);
+    x.by_ref().zip(y.by_ref()).all(|(p, q)| word(p) == word(q))
+        && x.remainder().iter().zip(y.remainder()).all(|(p, q)| p == q)
+}
+
+/// The WAIT parameters [`parse_params`] keeps.
+#[derive(Clone, Copy)]
+enum Param {
+    Ela,
+    Tim,
+    Obj,
+    File,
+    Block,
+    Blocks,
+    P1,
+    P2,
+    P3,
+    Other,
+}
+
+/// A name of up to seven bytes as one number: its bytes (little-endian) and its length in the
+/// top byte, so that names of different lengths never compare equal.
+const fn short_key(name: &[u8]) -> u64 {
+    let mut k = (name.len() as u64) << 56;
+    let mut i = 0;
+    while i < name.len() {
+        k |= (name[i] as u64) << (8 * i);
+        i += 1;
+    }
+    k
+}
+
+const K_ELA: u64 = short_key(b"ela");
+const K_TIM: u64 = short_key(b"tim");
+const K_OBJ: u64 = short_key(b"obj#");
+const K_FILE: u64 = short_key(b"file#");
+const K_BLOCK: u64 = short_key(b"block#");
+const K_BLOCKS: u64 = short_key(b"blocks");
+const K_P1: u64 = short_key(b"p1");
+const K_P2: u64 = short_key(b"p2");
+const K_P3: u64 = short_key(b"p3");
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// Index of the first byte of the eight in `x` (little-endian) equal to `b`, if any. Exact:
+/// no carry crosses a byte.
+#[inline]
+fn first_byte_eq(x: u64, b: u8) -> Option<usize> {
+    let t = x ^ (b as u64 * ONES);
+    let low = 0x7f * ONES;
+    let zero = !(((t & low) + low) | t) & (0x80 * ONES);
+    (zero != 0).then(|| (zero.trailing_zeros() / 8) as usize)
+}
+
+/// Index of the first `b` in `h`: eight bytes at a time (the fields of a trace line are short,
+/// so this beats setting up a vector search).
+#[inline]
+fn find_byte(h: &[u8], b: u8) -> Option<usize> {
+    let mut i = 0;
+    while let Some(chunk) = h.get(i..i + 8) {
+        if let Some(k) = first_byte_eq(u64::from_le_bytes(chunk.try_into().expect("8 bytes")), b) {
+            return Some(i + k);
+        }
+        i += 8;
+    }
+    h[i..].iter().position(|&c| c == b).map(|k| i + k)
 }
 
 /// The decimal digits that `p` begins with: their value (wrapping past 2^64, so exact for up
@@ -1021,7 +1233,6 @@ fn parse_params(p: &[u8]) -> WaitParams {
 /// multiplications), the rest one by one.
 #[inline]
 fn leading_digits(p: &[u8]) -> (u64, usize) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
     let mut acc: u64 = 0;
     let mut i = 0;
     while let Some(chunk) = p.get(i..i + 8) {
@@ -1035,14 +1246,7 @@ fn leading_digits(p: &[u8]) -> (u64, usize) {
         if k == 0 {
             return (acc, i);
         }
-        // The k digits, preceded by 8 − k zeros, as the 8-digit number they make.
-        let d = if k == 8 { a } else { a << (8 * (8 - k)) };
-        let d = d.wrapping_mul(10).wrapping_add(d >> 8);
-        let d = ((d & 0x0000_00ff_0000_00ff)
-            .wrapping_mul(100 + (1_000_000 << 32))
-            .wrapping_add(((d >> 16) & 0x0000_00ff_0000_00ff).wrapping_mul(1 + (10_000 << 32))))
-            >> 32;
-        acc = acc.wrapping_mul(POW10[k]).wrapping_add(d);
+        acc = acc.wrapping_mul(POW10[k]).wrapping_add(swar_digits(a, k));
         i += k;
         if k < 8 {
             return (acc, i);
@@ -1155,7 +1359,7 @@ pub fn parse_trace(r: &mut LineReader, opts: &ParseOptions) -> Result<TraceFile>
 /// reveals double-counted time (e.g. a first line whose wait began before the first `tim`).
 struct ProfileIn<'a> {
     events: &'a [EventTotals],
-    calls: &'a BTreeMap<String, CallTotals>,
+    calls: &'a BTreeMap<String, CallFigures>,
     outermost_by_depth: &'a BTreeMap<u64, u64>,
     recursive: u64,
     errors: &'a BTreeMap<String, u64>,
@@ -1163,7 +1367,7 @@ struct ProfileIn<'a> {
     span_us: Option<i64>,
 }
 
-fn profile_json(p: ProfileIn) -> serde_json::Value {
+fn profile(p: ProfileIn) -> Profile {
     let ProfileIn {
         events,
         calls,
@@ -1181,57 +1385,62 @@ fn profile_json(p: ProfileIn) -> serde_json::Value {
     let unaccounted = r - cpu as i64 - waits as i64;
     let share = |x: f64| if r > 0 { x / r as f64 } else { 0.0 };
     let ncalls: u64 = calls.values().map(|c| c.count).sum();
-    let mut rows = vec![json!({
-        "component": "CPU service (outermost calls)",
-        "seconds": cpu as f64 / 1e6,
-        "share": share(cpu as f64),
-        "count": ncalls,
-        "mean_us": if ncalls == 0 { 0.0 } else { cpu as f64 / ncalls as f64 },
-    })];
+    let mut rows = vec![ProfileRow {
+        component: "CPU service (outermost calls)".into(),
+        seconds: cpu as f64 / 1e6,
+        share: share(cpu as f64),
+        count: Some(ncalls),
+        mean_us: Some(if ncalls == 0 {
+            0.0
+        } else {
+            cpu as f64 / ncalls as f64
+        }),
+        ..Default::default()
+    }];
     for e in events {
-        rows.push(json!({
-            "component": e.name,
-            "seconds": e.ela_us as f64 / 1e6,
-            "share": share(e.ela_us as f64),
-            "count": e.count,
-            "mean_us": e.ela_us as f64 / e.count.max(1) as f64,
-            "max_us": e.max_us,
-            "between_calls_seconds": e.between_us as f64 / 1e6,
-            "between_calls_count": e.between_count,
-            "outside_calls_seconds": e.outside_us as f64 / 1e6,
-            "outside_calls_count": e.outside_count,
-        }));
+        rows.push(ProfileRow {
+            component: e.name.clone(),
+            seconds: e.ela_us as f64 / 1e6,
+            share: share(e.ela_us as f64),
+            count: Some(e.count),
+            mean_us: Some(e.ela_us as f64 / e.count.max(1) as f64),
+            max_us: Some(e.max_us as f64),
+            between_calls_seconds: Some(e.between_us as f64 / 1e6),
+            between_calls_count: Some(e.between_count),
+            outside_calls_seconds: Some(e.outside_us as f64 / 1e6),
+            outside_calls_count: Some(e.outside_count),
+        });
     }
-    rows.push(json!({
-        "component": "unaccounted-for",
-        "seconds": unaccounted as f64 / 1e6,
-        "share": share(unaccounted as f64),
-        "count": serde_json::Value::Null,
-        "mean_us": serde_json::Value::Null,
-    }));
-    rows.sort_by(|a, b| {
-        let f = |v: &serde_json::Value| v["seconds"].as_f64().unwrap_or(0.0).abs();
-        f(b).total_cmp(&f(a))
+    rows.push(ProfileRow {
+        component: "unaccounted-for".into(),
+        seconds: unaccounted as f64 / 1e6,
+        share: share(unaccounted as f64),
+        ..Default::default()
     });
-    let by_depth: BTreeMap<String, u64> = outermost_by_depth
-        .iter()
-        .map(|(d, n)| (d.to_string(), *n))
-        .collect();
-    json!({
-        "response_time_s": r as f64 / 1e6,
-        "response_time_basis": if span_us.is_some() { "span of tim" } else { "calls and between-call waits" },
-        "outermost_elapsed_s": elapsed as f64 / 1e6,
-        "between_calls_wait_s": between as f64 / 1e6,
-        "outside_calls_wait_s": outside as f64 / 1e6,
-        "cpu_s": cpu as f64 / 1e6,
-        "wait_s": waits as f64 / 1e6,
-        "unaccounted_s": unaccounted as f64 / 1e6,
-        "calls": calls,
-        "outermost_calls_by_depth": by_depth,
-        "recursive_calls": recursive,
-        "errors": errors,
-        "rows": rows,
-    })
+    rows.sort_by(|a, b| b.seconds.abs().total_cmp(&a.seconds.abs()));
+    Profile {
+        response_time_s: r as f64 / 1e6,
+        response_time_basis: if span_us.is_some() {
+            "span of tim"
+        } else {
+            "calls and between-call waits"
+        }
+        .into(),
+        outermost_elapsed_s: elapsed as f64 / 1e6,
+        between_calls_wait_s: between as f64 / 1e6,
+        outside_calls_wait_s: outside as f64 / 1e6,
+        cpu_s: cpu as f64 / 1e6,
+        wait_s: waits as f64 / 1e6,
+        unaccounted_s: unaccounted as f64 / 1e6,
+        calls: calls.clone(),
+        outermost_calls_by_depth: outermost_by_depth
+            .iter()
+            .map(|(d, n)| (d.to_string(), *n))
+            .collect(),
+        recursive_calls: recursive,
+        errors: errors.clone(),
+        rows,
+    }
 }
 
 fn merge_events(into: &mut Vec<EventTotals>, from: &[EventTotals]) {
@@ -1308,7 +1517,7 @@ pub fn build_results(
     });
     let mut file_profiles = Vec::new();
     let mut all_events: Vec<EventTotals> = Vec::new();
-    let mut all_calls: BTreeMap<String, CallTotals> = BTreeMap::new();
+    let mut all_calls: BTreeMap<String, CallFigures> = BTreeMap::new();
     let mut all_errors: BTreeMap<String, u64> = BTreeMap::new();
     let mut all_recursive = 0;
     let mut all_depths: BTreeMap<u64, u64> = BTreeMap::new();
@@ -1323,10 +1532,10 @@ pub fn build_results(
     // Sessions in order of first appearance.
     let mut sessions: Vec<(String, Vec<TraceFile>)> = Vec::new();
     for f in files {
-        file_profiles.push(json!({
-            "path": f.path,
-            "session": f.session,
-            "profile": profile_json(ProfileIn {
+        file_profiles.push(FileProfile {
+            path: f.path.clone(),
+            session: f.session.clone(),
+            profile: profile(ProfileIn {
                 events: &f.events,
                 calls: &f.calls,
                 outermost_by_depth: &f.outermost_by_depth,
@@ -1334,7 +1543,7 @@ pub fn build_results(
                 errors: &f.errors,
                 span_us: f.tim_range.map(|(lo, hi)| hi.saturating_sub(lo)),
             }),
-        }));
+        });
         if let Some((lo, hi)) = f.tim_range {
             all_span = Some(all_span.unwrap_or(0).saturating_add(hi.saturating_sub(lo)));
         }
@@ -1367,7 +1576,7 @@ pub fn build_results(
         for ((e, k, r), a) in &f.io_ranges {
             io_ranges.entry((ev_name(*e), *k, *r)).or_default().merge(a);
         }
-        sources.push(file_stats_json(&f.stats, &f.path, f.gzip));
+        sources.push(source_file(&f.stats, &f.path, f.gzip));
         if f.stats.unparsed > 0 {
             results.warnings.push(format!(
                 "{}: {} line(s) could not be parsed (first at line {})",
@@ -1457,56 +1666,47 @@ pub fn build_results(
             .unwrap_or_default();
         let mut waits = 0.0;
         let mut calls = 0.0;
-        for p in file_profiles.iter().filter(|p| {
-            p["path"]
-                .as_str()
-                .map(|s| paths.iter().any(|x| x == s))
-                .unwrap_or(false)
-        }) {
-            let prof = &p["profile"];
-            calls += prof["calls"]
-                .as_object()
-                .map(|m| m.values().filter_map(|c| c["count"].as_f64()).sum::<f64>())
-                .unwrap_or(0.0);
-            waits += prof["rows"]
-                .as_array()
-                .map(|rows| {
-                    rows.iter()
-                        .filter(|r| r["between_calls_count"].is_u64())
-                        .filter_map(|r| r["count"].as_f64())
-                        .sum::<f64>()
-                })
-                .unwrap_or(0.0);
+        for p in file_profiles.iter().filter(|p| paths.contains(&p.path)) {
+            calls += p
+                .profile
+                .calls
+                .values()
+                .map(|c| c.count as f64)
+                .sum::<f64>();
+            waits += p
+                .profile
+                .rows
+                .iter()
+                .filter(|r| r.between_calls_count.is_some())
+                .filter_map(|r| r.count.map(|c| c as f64))
+                .sum::<f64>();
         }
         run.counters.insert("waits".into(), waits);
         run.counters.insert("outermost_calls".into(), calls);
         let unparsed: f64 = sources
             .iter()
-            .filter(|s| {
-                s["path"]
-                    .as_str()
-                    .map(|x| paths.iter().any(|p| p == x))
-                    .unwrap_or(false)
-            })
-            .filter_map(|s| s["unparsed"].as_f64())
+            .filter(|s| paths.contains(&s.path))
+            .map(|s| s.unparsed as f64)
             .sum();
         run.counters.insert("unparsed_lines".into(), unparsed);
     }
-    results.trace_profile = serde_json::from_value(json!({
-            "total": profile_json(ProfileIn {
-                events: &all_events,
-                calls: &all_calls,
-                outermost_by_depth: &all_depths,
-                recursive: all_recursive,
-                errors: &all_errors,
-                span_us: all_span,
-            }),
-            "files": file_profiles,
-    }))?;
-    results.trace_io =
-        serde_json::from_value(io_json(&all_events, io_files, io_objs, io_ranges, &keep))?;
+    results.trace_profile = Some(TraceProfile {
+        total: profile(ProfileIn {
+            events: &all_events,
+            calls: &all_calls,
+            outermost_by_depth: &all_depths,
+            recursive: all_recursive,
+            errors: &all_errors,
+            span_us: all_span,
+        }),
+        files: file_profiles,
+    });
+    results.trace_io = Some(trace_io(&all_events, io_files, io_objs, io_ranges, &keep));
     results.trace_slowest = slowest;
-    results.source = serde_json::from_value(json!({"format": "oracle-10046", "files": sources}))?;
+    results.source = Some(SourceInfo {
+        format: "oracle-10046".into(),
+        files: sources,
+    });
     Ok(results)
 }
 
@@ -1517,22 +1717,20 @@ fn base_name(p: &str) -> String {
         .unwrap_or_else(|| p.to_string())
 }
 
-fn io_json(
+fn trace_io(
     events: &[EventTotals],
     files: HashMap<(String, i64), IoAgg>,
     objs: HashMap<(String, i64), IoAgg>,
     ranges: HashMap<(String, i64, u64), IoAgg>,
     keep: &dyn Fn(&str) -> bool,
-) -> serde_json::Value {
+) -> TraceIo {
     const TOP: usize = 50;
-    let agg = |a: &IoAgg| {
-        json!({
-            "count": a.count,
-            "seconds": a.ela_us as f64 / 1e6,
-            "mean_us": a.ela_us as f64 / a.count.max(1) as f64,
-            "max_us": a.max_us,
-            "blocks": a.blocks,
-        })
+    let figures = |a: &IoAgg| IoFigures {
+        count: a.count,
+        seconds: a.ela_us as f64 / 1e6,
+        mean_us: a.ela_us as f64 / a.count.max(1) as f64,
+        max_us: a.max_us,
+        blocks: a.blocks,
     };
     let mut out = Vec::new();
     for e in events.iter().filter(|e| e.io && keep(&e.name)) {
@@ -1542,16 +1740,16 @@ fn io_json(
             .map(|((_, k), a)| (k, a))
             .collect();
         fl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let fl: Vec<_> = fl
+        let fl = fl
             .iter()
             .map(|(k, a)| {
-                let mut v = agg(a);
-                v["file"] = json!(k);
-                if a.min_block != u64::MAX {
-                    v["min_block"] = json!(a.min_block);
-                    v["max_block"] = json!(a.max_block);
+                let blocks = a.min_block != u64::MAX;
+                IoByFile {
+                    file: **k,
+                    min_block: blocks.then_some(a.min_block),
+                    max_block: blocks.then_some(a.max_block),
+                    io: figures(a),
                 }
-                v
             })
             .collect();
         let mut ol: Vec<(&i64, &IoAgg)> = objs
@@ -1559,44 +1757,46 @@ fn io_json(
             .filter(|((n, _), _)| *n == e.name)
             .map(|((_, k), a)| (k, a))
             .collect();
-        let objects_total = ol.len();
+        let objects_total = ol.len() as u64;
         ol.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let ol: Vec<_> = ol
+        let ol = ol
             .iter()
             .take(TOP)
-            .map(|(k, a)| {
-                let mut v = agg(a);
-                v["obj"] = json!(k);
-                v
+            .map(|(k, a)| IoByObject {
+                obj: **k,
+                io: figures(a),
             })
             .collect();
         let mut rl: Vec<(&(String, i64, u64), &IoAgg)> = ranges
             .iter()
             .filter(|((n, _, _), _)| *n == e.name)
             .collect();
-        let ranges_total = rl.len();
+        let block_ranges_total = rl.len() as u64;
         rl.sort_by(|a, b| b.1.ela_us.cmp(&a.1.ela_us).then(a.0.cmp(b.0)));
-        let rl: Vec<_> = rl
+        let rl = rl
             .iter()
             .take(TOP)
-            .map(|((_, f, r), a)| {
-                let mut v = agg(a);
-                v["file"] = json!(f);
-                v["first_block"] = json!(r * BLOCK_RANGE);
-                v["last_block"] = json!((r + 1).saturating_mul(BLOCK_RANGE) - 1);
-                v
+            .map(|((_, f, r), a)| IoByRange {
+                file: *f,
+                first_block: r * BLOCK_RANGE,
+                last_block: (r + 1).saturating_mul(BLOCK_RANGE) - 1,
+                io: figures(a),
             })
             .collect();
-        out.push(json!({
-            "event": e.name,
-            "files": fl,
-            "objects": ol,
-            "objects_total": objects_total,
-            "block_ranges": rl,
-            "block_ranges_total": ranges_total,
-        }));
+        out.push(TraceIoEvent {
+            event: e.name.clone(),
+            files: fl,
+            objects: ol,
+            objects_total,
+            block_ranges: rl,
+            block_ranges_total,
+        });
     }
-    json!({"block_range_blocks": BLOCK_RANGE, "top": TOP, "events": out})
+    TraceIo {
+        block_range_blocks: BLOCK_RANGE,
+        top: TOP as u64,
+        events: out,
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1706,6 +1906,166 @@ mod tests {
         let p = parse_params(b" ela=7 file#=6 block#=4 blocks=1 obj#=4294967295 tim=5");
         assert_eq!((p.ela, p.obj), (Some(7), Some(4294967295)));
         assert!(parse_params(b" ela= x tim=5").bad.is_some());
+    }
+
+    /// Random lines made of `pieces` (xorshift, fixed seed).
+    fn random_lines(pieces: &[&[u8]], n: usize, max_len: usize) -> Vec<Vec<u8>> {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        (0..n)
+            .map(|_| {
+                let len = next() as usize % max_len;
+                let mut l = Vec::new();
+                while l.len() < len {
+                    l.extend_from_slice(pieces[(next() >> 32) as usize % pieces.len()]);
+                }
+                l
+            })
+            .collect()
+    }
+
+    #[test]
+    fn params_as_the_plain_reading() {
+        // The plain reading of `name=value …`: spaces skipped, a name up to the next `=` with
+        // its trailing spaces trimmed, then the value up to the next space; numbers parsed
+        // whole.
+        fn plain(p: &[u8]) -> WaitParams {
+            let mut w = WaitParams::default();
+            let mut rest = p;
+            loop {
+                let start = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+                rest = &rest[start..];
+                let Some(eq) = rest.iter().position(|&c| c == b'=') else {
+                    break;
+                };
+                let name = trim_end_spaces(&rest[..eq]);
+                let name = name.to_vec();
+                rest = &rest[eq + 1..];
+                let vs = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+                rest = &rest[vs..];
+                let ve = rest.iter().position(|&c| c == b' ').unwrap_or(rest.len());
+                let v = &rest[..ve];
+                rest = &rest[ve..];
+                match name.as_slice() {
+                    b"ela" => match parse_u64(v) {
+                        Some(x) if x <= MAX_TRACE_US => w.ela = Some(x),
+                        Some(_) => w.bad = Some("ela= is beyond 12 days (corrupt line?)"),
+                        None => w.bad = Some("ela= is not a number"),
+                    },
+                    b"tim" => match parse_i64(v) {
+                        Some(x) => w.tim = Some(x),
+                        None => w.bad = Some("tim= is not a number"),
+                    },
+                    b"obj#" => w.obj = parse_i64(v),
+                    b"file#" | b"file number" => w.file = parse_i64(v),
+                    b"block#" | b"first dba" => w.block = parse_u64(v),
+                    b"blocks" | b"block cnt" => w.blocks = parse_u64(v).filter(|&b| b <= 1 << 32),
+                    b"p1" => w.p1 = parse_i64(v),
+                    b"p2" => w.p2 = parse_u64(v),
+                    b"p3" => w.p3 = parse_u64(v),
+                    _ => {}
+                }
+            }
+            w
+        }
+        let pieces: [&[u8]; 26] = [
+            b" ",
+            b"  ",
+            b"=",
+            b"ela",
+            b"ela ",
+            b"tim",
+            b"obj#",
+            b"file#",
+            b"file number",
+            b"block#",
+            b"first dba",
+            b"blocks",
+            b"block cnt",
+            b"p1",
+            b"p2",
+            b"p3",
+            b"driver id",
+            b"-1",
+            b"+7",
+            b"12345678901234567890",
+            b"2707602560910",
+            b"9",
+            b"x\xff",
+            b"0",
+            b"\0",
+            b"4294967297",
+        ];
+        let mut lines = random_lines(&pieces, 20_000, 150);
+        lines.push(b" ela= 23 file number=5 first dba=1234 block cnt=16 obj#=-1 tim=99".to_vec());
+        lines.push(b" ela =7 file# =6 p1=x p2=99999999999999999999 tim=-5".to_vec());
+        for l in &lines {
+            assert_eq!(
+                parse_params(l),
+                plain(l),
+                "{:?}",
+                String::from_utf8_lossy(l)
+            );
+        }
+    }
+
+    #[test]
+    fn call_fields_as_the_plain_reading() {
+        // The plain reading: fields split at commas and trimmed, values trimmed and parsed
+        // whole, a later field overriding an earlier one.
+        fn plain(b: &[u8]) -> CallFields {
+            let mut f = CallFields::default();
+            for kv in b.split(|&x| x == b',') {
+                let kv = kv.trim_ascii();
+                if let Some(v) = kv.strip_prefix(b"c=") {
+                    f.c = parse_u64(v.trim_ascii());
+                } else if let Some(v) = kv.strip_prefix(b"e=") {
+                    f.e = parse_u64(v.trim_ascii());
+                } else if let Some(v) = kv.strip_prefix(b"dep=") {
+                    f.dep = parse_u64(v.trim_ascii()).unwrap_or(0);
+                } else if let Some(v) = kv.strip_prefix(b"tim=") {
+                    f.tim = parse_i64(v.trim_ascii());
+                }
+            }
+            f
+        }
+        let pieces: [&[u8]; 22] = [
+            b",",
+            b" ",
+            b"\t",
+            b"c=",
+            b"e=",
+            b"dep=",
+            b"tim=",
+            b"cr=",
+            b"p=",
+            b"c =",
+            b"d",
+            b"t",
+            b"1",
+            b"42",
+            b"-3",
+            b"+4",
+            b"2707602560910",
+            b"12345678901234567890",
+            b"99999999999999999999",
+            b"x",
+            b"\xff",
+            b"=",
+        ];
+        let mut lines = random_lines(&pieces, 20_000, 100);
+        lines.push(
+            b"c=120,e=150,p=0,cr=0,cu=0,mis=1,r=0,dep=0,og=1,plh=0,tim=2707602560910".to_vec(),
+        );
+        lines.push(b" c = 1, e=2 ,dep= 3,tim=-9,c=5,".to_vec());
+        for l in &lines {
+            assert_eq!(call_fields(l), plain(l), "{:?}", String::from_utf8_lossy(l));
+        }
     }
 
     #[test]
