@@ -1149,7 +1149,7 @@ fn merge_slot(closed: &mut BTreeMap<i64, Slot>, k: i64, s: Slot) {
 /// span: the first and last intervals keep their real, shorter lengths, and one shorter than
 /// half an interval is folded into its neighbour, so no interval is a sliver whose rate would
 /// mean nothing.
-pub struct Binned {
+pub(crate) struct Binned {
     interval_ns: u64,
     /// Earliest and latest time seen (ns on the axis).
     span: Option<(i64, i64)>,
@@ -1171,7 +1171,7 @@ impl Drop for Binned {
 
 impl Binned {
     /// A new accumulator with the given interval length (ns, > 0).
-    pub fn new(interval_ns: u64) -> Binned {
+    pub(crate) fn new(interval_ns: u64) -> Binned {
         Binned {
             interval_ns: interval_ns.max(1),
             span: None,
@@ -1181,13 +1181,8 @@ impl Binned {
         }
     }
 
-    /// Interval length in ns.
-    pub fn interval_ns(&self) -> u64 {
-        self.interval_ns
-    }
-
     /// Index of the event named `name`, created on first use.
-    pub fn op(&mut self, name: &str) -> usize {
+    pub(crate) fn op(&mut self, name: &str) -> usize {
         if let Some(&i) = self.index.get(name) {
             return i;
         }
@@ -1320,11 +1315,6 @@ impl Binned {
         });
     }
 
-    /// Earliest and latest time seen (ns), if any.
-    pub fn span(&self) -> Option<(i64, i64)> {
-        self.span
-    }
-
     /// Move every interval by `k` intervals (to align files on one time axis).
     pub(crate) fn shift(&mut self, k: i64) {
         if k == 0 {
@@ -1364,7 +1354,7 @@ impl Binned {
 
     /// Record one latency completing at `t_ns`.
     #[inline]
-    pub fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
+    pub(crate) fn record(&mut self, op: usize, t_ns: i64, lat_ns: u64, bytes: u64) {
         self.observe(t_ns);
         let o = self.slot_of(op, t_ns);
         if o.cur_vals.len() >= MAX_CUR_VALS {
@@ -1397,7 +1387,7 @@ impl Binned {
     }
 
     /// Add another accumulator on the same time axis.
-    pub fn merge(&mut self, mut other: Binned) -> Result<()> {
+    pub(crate) fn merge(&mut self, mut other: Binned) -> Result<()> {
         if other.interval_ns != self.interval_ns {
             bail!("cannot merge series with different intervals");
         }
@@ -1426,7 +1416,11 @@ impl Binned {
     /// (gaps become empty intervals). `keep` filters events by name. When the data spans more
     /// than [`MAX_INTERVALS`] intervals (a long trace, or a corrupt time far from the rest), the
     /// interval is widened by a whole factor so that the grid stays bounded, with a warning.
-    pub fn finish(mut self, conv: BucketConvention, keep: &dyn Fn(&str) -> bool) -> Finished {
+    pub(crate) fn finish(
+        mut self,
+        conv: BucketConvention,
+        keep: &dyn Fn(&str) -> bool,
+    ) -> Finished {
         self.drain(true);
         let mut kept: Vec<OpAcc> = std::mem::take(&mut self.ops)
             .into_iter()
@@ -1555,7 +1549,7 @@ impl Binned {
 pub const MAX_INTERVALS: i64 = 172_800;
 
 /// What [`Binned::finish`] returns.
-pub struct Finished {
+pub(crate) struct Finished {
     pub ops: Vec<OpResult>,
     /// Start of the observed span on the time axis (ns).
     pub(crate) start_ns: i64,

@@ -101,14 +101,14 @@ impl Default for ParseOptions {
 pub struct EventTotals {
     pub name: String,
     pub count: u64,
-    pub ela_us: u64,
-    pub max_us: u64,
-    pub between_us: u64,
-    pub between_count: u64,
+    pub(crate) ela_us: u64,
+    pub(crate) max_us: u64,
+    pub(crate) between_us: u64,
+    pub(crate) between_count: u64,
     /// Waits in no call of the file and not between calls (e.g. in the PL/SQL of a call that
     /// began before tracing did, or still running when the trace ends).
-    pub outside_us: u64,
-    pub outside_count: u64,
+    pub(crate) outside_us: u64,
+    pub(crate) outside_count: u64,
     between_by_name: bool,
     io: bool,
 }
@@ -158,11 +158,11 @@ pub struct TraceFile {
     pub path: String,
     /// Session identity used for grouping files.
     pub session: String,
-    pub continued_from: Option<String>,
-    pub instance: Option<String>,
-    pub binned: Binned,
+    pub(crate) continued_from: Option<String>,
+    pub(crate) instance: Option<String>,
+    pub(crate) binned: Binned,
     /// Wall-clock µs minus raw `tim`, when known.
-    pub offset_us: Option<i64>,
+    pub(crate) offset_us: Option<i64>,
     pub stats: LineStats,
     pub gzip: bool,
     pub events: Vec<EventTotals>,
@@ -170,7 +170,7 @@ pub struct TraceFile {
     pub calls: BTreeMap<String, CallFigures>,
     /// Outermost calls by depth (`dep=`): depth 0 only, unless the trace begins or ends
     /// inside a call.
-    pub outermost_by_depth: BTreeMap<u64, u64>,
+    pub(crate) outermost_by_depth: BTreeMap<u64, u64>,
     pub recursive_calls: u64,
     pub errors: BTreeMap<String, u64>,
     io_files: FxHashMap<(u32, i64), IoAgg>,
@@ -178,12 +178,12 @@ pub struct TraceFile {
     io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
     pub slowest: Vec<SlowWait>,
     pub warnings: Vec<String>,
-    pub first_tim: Option<i64>,
-    pub last_tim: Option<i64>,
+    pub(crate) first_tim: Option<i64>,
+    pub(crate) last_tim: Option<i64>,
     /// The traced span (µs on the `tim` clock): from the earliest start of a line (its `tim`,
     /// less its `e` or `ela` for calls and waits, so that a call or wait in progress when
     /// tracing began counts from its own start) to the largest `tim`. R is its length.
-    pub tim_range: Option<(i64, i64)>,
+    pub(crate) tim_range: Option<(i64, i64)>,
 }
 
 struct Pending {
@@ -208,7 +208,7 @@ struct WaitParams {
 }
 
 /// Streaming parser state for one file.
-pub struct TraceParser {
+pub(crate) struct TraceParser {
     opts: ParseOptions,
     out: TraceFile,
     ev_index: HashMap<Vec<u8>, u32>,
@@ -243,7 +243,7 @@ pub struct TraceParser {
 
 impl TraceParser {
     /// A parser for the file named `path`.
-    pub fn new(path: &str, opts: ParseOptions) -> TraceParser {
+    pub(crate) fn new(path: &str, opts: ParseOptions) -> TraceParser {
         TraceParser {
             out: TraceFile {
                 path: path.to_string(),
@@ -293,7 +293,7 @@ impl TraceParser {
     }
 
     /// Parse a whole file.
-    pub fn parse_reader(mut self, r: &mut LineReader) -> Result<TraceFile> {
+    pub(crate) fn parse_reader(mut self, r: &mut LineReader) -> Result<TraceFile> {
         let mut stats = LineStats::default();
         let mut n = r.line_no;
         while let Some(line) = r.next_line()? {
@@ -316,7 +316,7 @@ impl TraceParser {
     }
 
     /// Process one line (without terminator); `n` is its 1-based number.
-    pub fn line(&mut self, line: &[u8], n: u64, stats: &mut LineStats) {
+    pub(crate) fn line(&mut self, line: &[u8], n: u64, stats: &mut LineStats) {
         if self.in_sql {
             if line.starts_with(b"END OF STMT") {
                 self.in_sql = false;
@@ -837,7 +837,7 @@ impl TraceParser {
     }
 
     /// Finish: resolve pending waits (no call followed them: between calls) and hand back.
-    pub fn finish(mut self) -> TraceFile {
+    pub(crate) fn finish(mut self) -> TraceFile {
         while let Some(p) = self.pending.pop_front() {
             self.resolve(p, false);
         }
@@ -1322,7 +1322,7 @@ fn pid_from_name(base: &str) -> Option<String> {
 
 /// Parse a trace timestamp to Unix ns: `2024-03-01 10:00:00.123` (taken as UTC) or ISO 8601
 /// with a zone (`2017-09-12T10:32:11.123456+02:00`).
-pub fn parse_timestamp(ts: &[u8]) -> Option<i64> {
+pub(crate) fn parse_timestamp(ts: &[u8]) -> Option<i64> {
     let s = std::str::from_utf8(ts).ok()?.trim();
     if let Ok(d) = chrono::DateTime::parse_from_rfc3339(s) {
         return d.timestamp_nanos_opt();
