@@ -71,8 +71,6 @@ pub(crate) struct Cli {
 }
 
 /// The subcommands.
-// Parsed once per process: boxing the large argument structs would buy nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run one workload on a target and report its full latency distribution.
