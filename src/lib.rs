@@ -13,7 +13,8 @@
 //!    ([`recorder`]) on a [`target::Target`] whose blocks carry [`stamp`]s;
 //!    [`calibrate::calibrate`] schedules many runs from a [`calibrate::Plan`]; [`db`] drives
 //!    SQLite or PostgreSQL; [`sources`] read traces and histogram logs;
-//!    [`verify::verify_target`] checks a scratch file offline.
+//!    [`verify::verify_target`] checks a scratch file offline; [`watch`] and `profile` record
+//!    live processes through BPF probes (`bpf`); `merge` sums per-rank results exactly.
 //! 3. **Results** ([`results::Results`], one versioned, serialisable model: the spec, the
 //!    environment, a [`results::RunResult`] per run with its per-interval histograms) is what
 //!    every producer writes and every reader reads.
