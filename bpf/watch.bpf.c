@@ -95,32 +95,15 @@ struct {
 	__type(value, __u32);
 } syscall_index SEC(".maps");
 
-// A traced syscall in progress is kept in a per-CPU slot while its thread stays on the CPU (a
-// syscall served from the page cache never leaves it), and parked in `in_syscall` by the
-// thread's tid when the thread is switched out inside it (sched_switch). A thread's entry
-// there stays from the first time it is parked until it exits (sched_process_exit): `ts` 0
-// marks it outside a traced syscall. Writing in place is cheaper than a map update and a
-// delete per syscall, and the per-CPU slot cheaper than any hash lookup (measured with
-// kernel.bpf_stats_enabled and bench/watch-overhead.sh).
+// A thread's entry stays in the map from its first traced syscall until it exits
+// (sched_process_exit): `ts` 0 marks it outside a traced syscall. Writing in place is cheaper
+// than a map update and a delete per syscall (measured with kernel.bpf_stats_enabled: the
+// update and the delete were most of the syscall probes' cost).
 struct sys_state {
 	__u64 ts;
 	__u32 index;
 	__u32 pad;
 };
-
-struct cpu_sys {
-	__u32 tid;
-	__u32 index;
-	__u64 ts;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct cpu_sys);
-} cur_sys SEC(".maps");
-
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -190,16 +173,6 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 
 /* ---------------------------------------------------------------- syscalls */
 
-// Move the syscall in progress in this CPU's slot to `in_syscall` (its thread leaves the CPU).
-static __always_inline void park(struct cpu_sys *c)
-{
-	__u32 tid = c->tid;
-	struct sys_state st = { .ts = c->ts, .index = c->index };
-	c->ts = 0;
-	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
-		count_lost(LOST_SYSCALL_STATE);
-}
-
 static __always_inline void on_sys_enter(__u64 *ctx)
 {
 	__u32 nr = (__u32)ctx[1];
@@ -210,16 +183,16 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	__u32 tgid = id >> 32;
 	if (!current_watched(tgid))
 		return;
-	__u32 zero = 0;
-	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
-	if (!c)
+	__u32 tid = (__u32)id;
+	struct sys_state *cur = bpf_map_lookup_elem(&in_syscall, &tid);
+	if (cur) {
+		cur->index = *index;
+		cur->ts = bpf_ktime_get_ns();
 		return;
-	// Another thread's syscall still here: its switch-out was not seen. Keep it.
-	if (c->ts && c->tid != (__u32)id)
-		park(c);
-	c->tid = (__u32)id;
-	c->index = *index;
-	c->ts = bpf_ktime_get_ns();
+	}
+	struct sys_state st = { .ts = bpf_ktime_get_ns(), .index = *index };
+	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
+		count_lost(LOST_SYSCALL_STATE);
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -272,22 +245,12 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	__u64 ts;
-	__u32 index;
-	__u32 zero = 0;
-	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
-	if (c && c->ts && c->tid == tid) {
-		ts = c->ts;
-		index = c->index;
-		c->ts = 0;
-	} else {
-		struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
-		if (!st || st->ts == 0)
-			return;
-		ts = st->ts;
-		index = st->index;
-		st->ts = 0;
-	}
+	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
+	if (!st || st->ts == 0)
+		return;
+	__u64 ts = st->ts;
+	__u32 index = st->index;
+	st->ts = 0;
 	__u64 now = bpf_ktime_get_ns();
 	long ret = (long)ctx[1];
 	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0);
@@ -435,9 +398,6 @@ static __always_inline void on_switch(__u64 *ctx)
 	__u32 tgid, tid;
 
 	__u32 zero = 0;
-	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
-	if (c && c->ts && c->tid == BPF_CORE_READ(prev, pid))
-		park(c);
 	// A thread leaving the CPU (to block, sleep or yield) takes its syscalls' batch out with
 	// it: events wait in a batch only while syscalls come back to back on one CPU, so the live
 	// view is not left without the last ones of a burst.
@@ -488,10 +448,6 @@ static __always_inline void on_switch(__u64 *ctx)
 static __always_inline void on_exit(struct task_struct *p)
 {
 	__u32 tid = BPF_CORE_READ(p, pid);
-	__u32 zero = 0;
-	struct cpu_sys *c = bpf_map_lookup_elem(&cur_sys, &zero);
-	if (c && c->tid == tid)
-		c->ts = 0;
 	bpf_map_delete_elem(&in_syscall, &tid);
 	bpf_map_delete_elem(&tasks, &tid);
 }

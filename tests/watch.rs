@@ -268,13 +268,21 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
         dev.len()
     );
     // The syscall contains the block request: its latency is at least the device's, in
-    // distribution.
+    // distribution. Compared rank by rank: the process's own other requests (page faults of
+    // its binary when the page cache is busy, as during the whole test suite) can only add
+    // device values, which lowers none of the ranks from the bottom; its other preads (the
+    // main thread's, served from the cache) are the fastest, so they are skipped first.
+    let extra = all - ios;
     for q in [0.1, 0.5, 0.9, 0.99] {
+        let r = q * ios as f64;
+        let s = sys.value_at_quantile((r + extra as f64) / sys.len() as f64);
+        let d = dev.value_at_quantile(r / dev.len() as f64);
         assert!(
-            sys.value_at_quantile(q) >= dev.value_at_quantile(q),
-            "q{q}: syscall {} < device {}",
-            sys.value_at_quantile(q),
-            dev.value_at_quantile(q)
+            s >= d,
+            "rank {r:.0} (q{q} of the run's reads): syscall {s} < device {d} ({} syscalls, {} \
+             device reads)",
+            sys.len(),
+            dev.len()
         );
     }
     // The results model works for the other readers unchanged.
