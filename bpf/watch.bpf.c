@@ -34,7 +34,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // completion program for about 0.3 % of completions, in bursts, without counting a recursion
 // miss; user space also counts the entries left at the end (src/watch/own.rs).
 #define LOST_BLOCK_UNSEEN_COMPLETION 7
-#define LOST_SLOTS 8
+// A watched thread's traced syscall whose exit the probe never saw: the thread entered another
+// traced syscall while the first was still marked in progress (the same skipped programs).
+#define LOST_SYSCALL_UNSEEN_EXIT 8
+#define LOST_SLOTS 9
 
 #define TASK_RUNNING 0
 
@@ -186,6 +189,8 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	__u32 tid = (__u32)id;
 	struct sys_state *cur = bpf_map_lookup_elem(&in_syscall, &tid);
 	if (cur) {
+		if (cur->ts)
+			count_lost(LOST_SYSCALL_UNSEEN_EXIT);
 		cur->index = *index;
 		cur->ts = bpf_ktime_get_ns();
 		return;

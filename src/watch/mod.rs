@@ -130,7 +130,7 @@ const EV_CPU_OFF: u32 = 4;
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
-const LOST_CAUSES: [&str; 8] = [
+const LOST_CAUSES: [&str; 9] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
@@ -139,6 +139,7 @@ const LOST_CAUSES: [&str; 8] = [
     "block issue without a start seen",
     "block issue again without a completion seen",
     UNSEEN_COMPLETION,
+    "syscall exit of a watched thread not seen",
 ];
 /// A watched process's block request whose completion the probe never saw (the kernel did not
 /// run it; see `LOST_BLOCK_UNSEEN_COMPLETION` in `bpf/watch.bpf.c`): lost, and said so.
