@@ -152,14 +152,9 @@ static __always_inline int current_watched(__u32 tgid)
 	return watched(tgid, &key);
 }
 
-static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
-				 __u64 ts, __u32 dev, __u32 bytes)
+static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 tid, __u32 sub,
+				 __u64 a, __u64 b, __u64 ts, __u32 dev, __u32 bytes)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return;
-	}
 	e->kind = kind;
 	e->tgid = tgid;
 	e->tid = tid;
@@ -169,6 +164,17 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 	e->ts = ts;
 	e->dev = dev;
 	e->bytes = bytes;
+}
+
+static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
+				 __u64 ts, __u32 dev, __u32 bytes)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	fill(e, kind, tgid, tid, sub, a, b, ts, dev, bytes);
 	// No wakeup per record (on a VM each is an inter-processor interrupt): user space polls
 	// the ring every few milliseconds.
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
@@ -229,16 +235,7 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 		n = 0;
 	if (n == 0)
 		b->first_ts = now;
-	struct event *e = &b->ev[n];
-	e->kind = EV_SYSCALL;
-	e->tgid = tgid;
-	e->tid = tid;
-	e->sub = index;
-	e->a = lat;
-	e->b = bytes;
-	e->ts = now;
-	e->dev = 0;
-	e->bytes = error;
+	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, 0, error);
 	n++;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
