@@ -269,7 +269,15 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
 	st.watched = current_watched(st.tgid);
-	// A start begins a new life of the request: whatever is stored under the same address
+	// The usual case, one map operation: no entry under this address.
+	long err = bpf_map_update_elem(&in_block, &key, &st, BPF_NOEXIST);
+	if (err == 0)
+		return;
+	if (err != -17 /* EEXIST */) {
+		count_lost(LOST_BLOCK_STATE);
+		return;
+	}
+	// A start begins a new life of the request: what is stored under the same address
 	// belongs to an earlier request whose completion was not seen.
 	struct rq_state *old = bpf_map_lookup_elem(&in_block, &key);
 	if (old && old->watched)

@@ -25,6 +25,29 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// What every test of `--watch` on iolens' own load starts with: root (else `None`, skipped),
+/// the BPF tests' lock, and a scratch directory with a target path and a results path in it.
+struct OwnLoad {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    tmp: tempfile::TempDir,
+    target: std::path::PathBuf,
+    json: std::path::PathBuf,
+}
+
+fn own_load(test: &str) -> Option<OwnLoad> {
+    if !root_or_skip(test) {
+        return None;
+    }
+    let serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    Some(OwnLoad {
+        _serial: serial,
+        target: tmp.path().join("s.dat"),
+        json: tmp.path().join("r.json"),
+        tmp,
+    })
+}
+
 /// A fully written, synced file: every O_DIRECT read of it reaches the device.
 fn data_file(dir: &Path, mib: usize) -> std::path::PathBuf {
     let p = dir.join("data.bin");
@@ -639,13 +662,15 @@ fn check_grid(run: &RunResult) {
 
 #[test]
 fn run_watch_sees_one_block_request_per_direct_read() {
-    if !root_or_skip("run_watch_sees_one_block_request_per_direct_read") {
+    let Some(OwnLoad {
+        _serial,
+        tmp: _tmp,
+        target,
+        json,
+    }) = own_load("run_watch_sees_one_block_request_per_direct_read")
+    else {
         return;
-    }
-    let _s = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("s.dat");
-    let json = tmp.path().join("r.json");
+    };
     let out = run_ok(&[
         "run",
         "--watch",
@@ -745,13 +770,15 @@ fn run_watch_sees_one_block_request_per_direct_read() {
 
 #[test]
 fn calibrate_watch_has_block_series_per_step() {
-    if !root_or_skip("calibrate_watch_has_block_series_per_step") {
+    let Some(OwnLoad {
+        _serial,
+        tmp: _tmp,
+        target,
+        json,
+    }) = own_load("calibrate_watch_has_block_series_per_step")
+    else {
         return;
-    }
-    let _s = serial();
-    let tmp = tempfile::tempdir().unwrap();
-    let target = tmp.path().join("s.dat");
-    let json = tmp.path().join("c.json");
+    };
     run_ok(&[
         "calibrate",
         "--watch",
@@ -805,13 +832,13 @@ fn sqlite_setup(dir: &Path) {
 
 #[test]
 fn db_run_sqlite_watch_traces_its_reads() {
-    if !root_or_skip("db_run_sqlite_watch_traces_its_reads") {
+    let Some(OwnLoad {
+        _serial, tmp, json, ..
+    }) = own_load("db_run_sqlite_watch_traces_its_reads")
+    else {
         return;
-    }
-    let _s = serial();
-    let tmp = tempfile::tempdir().unwrap();
+    };
     sqlite_setup(tmp.path());
-    let json = tmp.path().join("d.json");
     run_ok(&[
         "db",
         "run",
