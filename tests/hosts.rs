@@ -166,11 +166,16 @@ fn check_exact_merge(files: &[PathBuf], merged: &Results, launcher: Launcher, wo
         );
     }
     assert_eq!(s.max_ns, sum.max());
+    // Ranks whose p99s fall in one histogram bucket (it happened under a loaded CI run) have
+    // that bucket as their average and as the merged p99 alike: the comparison with the
+    // average says something only when the ranks differ. The exact check is the one above.
     let mean_p99 = p99s.iter().sum::<f64>() / p99s.len() as f64;
-    assert_ne!(
-        s.p99_ns as f64, mean_p99,
-        "the merged p99 is not the average of the ranks' p99s"
-    );
+    if p99s.iter().any(|&p| p != p99s[0]) {
+        assert_ne!(
+            s.p99_ns as f64, mean_p99,
+            "the merged p99 is not the average of the ranks' p99s"
+        );
+    }
     let iv_sum: u64 = m.intervals.iter().map(|i| i.count).sum();
     assert_eq!(iv_sum, count, "merged intervals hold every operation once");
     let info = merged.merge.as_ref().expect("merge info");
