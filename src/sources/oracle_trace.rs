@@ -286,6 +286,8 @@ pub(crate) struct TraceParser {
     /// Calls not yet claimed by a parent, by depth then kind (index into `call_kinds`).
     open_calls: Vec<Vec<CallFigures>>,
     call_kinds: Vec<String>,
+    /// The field layout of the latest database call line (see [`call_fields_noting`]).
+    call_tmpl: Option<Template>,
     /// [`name_key`] of each of `call_kinds`.
     call_kind_keys: Vec<(usize, u64)>,
     /// Inside a `Dump of memory` block (hex lines of a bind value).
@@ -343,6 +345,7 @@ impl TraceParser {
             open_calls: Vec::new(),
             call_kinds: Vec::new(),
             call_kind_keys: Vec::new(),
+            call_tmpl: None,
             in_dump: false,
             untimed_after: 0,
             slow_min: 0,
@@ -886,7 +889,20 @@ impl TraceParser {
     /// lie between calls.
     fn call_named(&mut self, line: &[u8], start: usize, kind: &str, n: u64, st: &mut LineStats) {
         self.in_header = false;
-        let CallFields { c, e, dep, tim } = call_fields(&line[start..]);
+        let b = &line[start..];
+        let CallFields { c, e, dep, tim } = match self
+            .call_tmpl
+            .as_ref()
+            .and_then(|t| call_fields_by_template(b, t))
+        {
+            Some(f) => f,
+            None => {
+                let mut t = Some(self.call_tmpl.take().unwrap_or_default());
+                let f = call_fields_noting(b, &mut t);
+                self.call_tmpl = t;
+                f
+            }
+        };
         let in_range = |x: &u64| *x <= MAX_TRACE_US;
         let (Some(c), Some(e)) = (c.filter(in_range), e.filter(in_range)) else {
             return count_unparsed(
@@ -1030,7 +1046,19 @@ struct CallFields {
 }
 
 /// Read the fields of a database call line: `c=…,e=…,p=…,…,dep=…,…,tim=…`.
+#[cfg(test)]
 fn call_fields(b: &[u8]) -> CallFields {
+    call_fields_noting(b, &mut None)
+}
+
+/// [`call_fields`], also noting the line's layout as a [`Template`] in `tmpl` (left `None`
+/// when a field's bytes before its value take more than 16, or a field other than the four
+/// read has no `=`). A template's parameter is [`Param::Other`] for a field passed over, else
+/// `Ela`, `Blocks`, `Block` or `Tim` standing for `c`, `e`, `dep` and `tim`.
+fn call_fields_noting(b: &[u8], tmpl: &mut Option<Template>) -> CallFields {
+    if let Some(t) = tmpl.as_mut() {
+        t.keys.clear();
+    }
     let mut f = CallFields::default();
     // `key=value` fields split at commas; a field's key is what precedes its first `=`, so
     // the key is `c` exactly when the (trimmed) field starts with `c=`, and so on: the
@@ -1040,6 +1068,7 @@ fn call_fields(b: &[u8]) -> CallFields {
     let len = b.len();
     let mut i = 0;
     while i <= len {
+        let seg = i;
         while i < len && b[i].is_ascii_whitespace() {
             i += 1;
         }
@@ -1052,6 +1081,17 @@ fn call_fields(b: &[u8]) -> CallFields {
             _ => None,
         };
         let Some((k, skip)) = key else {
+            if tmpl.is_some() {
+                // The field up to its `=` tells it apart from the four read.
+                let eq = find_byte(rest, b'=').filter(|&q| find_byte(&rest[..q], b',').is_none());
+                let kept = eq.is_some_and(|q| {
+                    tmpl.as_mut()
+                        .is_some_and(|t| t.push(&b[seg..i + q + 1], Param::Other))
+                });
+                if !kept && !rest.is_empty() {
+                    *tmpl = None;
+                }
+            }
             i += find_byte(rest, b',').map_or(rest.len(), |c| c + 1);
             if i >= len {
                 break;
@@ -1059,6 +1099,11 @@ fn call_fields(b: &[u8]) -> CallFields {
             continue;
         };
         let vs = i + skip;
+        if let Some(t) = tmpl.as_mut() {
+            if !t.push(&b[seg..vs], CALL_PARAMS[k]) {
+                *tmpl = None;
+            }
+        }
         let (acc, nd) = leading_digits(&b[vs..]);
         let ve = vs + nd;
         let (u, s) = if (ve == len || b[ve] == b',') && (1..=19).contains(&nd) {
@@ -1082,6 +1127,47 @@ fn call_fields(b: &[u8]) -> CallFields {
         }
     }
     f
+}
+
+/// The template parameters standing for a call's `c`, `e`, `dep` and `tim` (see
+/// [`call_fields_noting`]).
+const CALL_PARAMS: [Param; 4] = [Param::Ela, Param::Blocks, Param::Block, Param::Tim];
+
+/// [`call_fields`] of a line laid out as `t`: `None` as soon as the line departs from it (the
+/// bytes before a value, a value that is not plain digits up to its comma, fields left after
+/// the last), so that the caller reads it the general way. Where it returns a value, that
+/// value is what [`call_fields`] returns: the same bytes begin the same fields.
+#[inline]
+fn call_fields_by_template(b: &[u8], t: &Template) -> Option<CallFields> {
+    let mut f = CallFields::default();
+    let len = b.len();
+    let mut i = 0;
+    for k in &t.keys {
+        if i > len
+            || word_at(b, i) & k.masks[0] != k.words[0]
+            || (k.len > 8 && word_at(b, i + 8) & k.masks[1] != k.words[1])
+        {
+            return None;
+        }
+        i += k.len;
+        if let Param::Other = k.param {
+            i += find_byte(&b[i..], b',').map_or(len - i, |c| c + 1);
+            continue;
+        }
+        let (acc, nd) = leading_digits(&b[i..]);
+        let ve = i + nd;
+        if !(ve == len || b[ve] == b',') || !(1..=19).contains(&nd) {
+            return None;
+        }
+        i = ve + 1;
+        match k.param {
+            Param::Ela => f.c = Some(acc),
+            Param::Blocks => f.e = Some(acc),
+            Param::Block => f.dep = acc,
+            _ => f.tim = Some(i64::try_from(acc).ok()?),
+        }
+    }
+    (i >= len).then_some(f)
 }
 
 /// Parse the parameters after `nam='…'`: `ela= N name=value … tim=T`. Parameter names may
@@ -2363,6 +2449,83 @@ mod tests {
             }
         }
         // The template read many of the lines (else this test would prove nothing).
+        assert!(by_template * 3 > lines, "{by_template} of {lines}");
+    }
+
+    #[test]
+    fn call_fields_by_a_template_as_the_general_reading() {
+        // As for WAIT parameters: lines of one layout, and lines departing from it by a
+        // field's name, spaces or value; wherever the template reads a line, it reads it as
+        // the general reading does.
+        let layouts: [&[&[u8]]; 3] = [
+            &[
+                b"c=", b",e=", b",p=", b",cr=", b",cu=", b",mis=", b",r=", b",dep=", b",og=",
+                b",plh=", b",tim=",
+            ],
+            &[
+                b"c=", b",e=", b",p=", b",cr=", b",cu=", b",mis=", b",r=", b",dep=", b",og=",
+                b",tim=",
+            ],
+            &[b"c=", b",e=", b",dep=", b",type=", b",tim="],
+        ];
+        let values: [&[u8]; 9] = [
+            b"-1",
+            b"12345678901234567890",
+            b"x",
+            b"",
+            b" 5",
+            b"9223372036854775808",
+            b"7 ",
+            b"5,",
+            b"1,c=9",
+        ];
+        let names: [&[u8]; 5] = [b", c=", b",e =", b",dep=", b",tim=", b",cx="];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let line = |layout: &[&[u8]], next: &mut dyn FnMut() -> u64| {
+            let mut l = Vec::new();
+            for key in layout {
+                if next().is_multiple_of(64) {
+                    l.extend_from_slice(names[(next() >> 8) as usize % names.len()]);
+                } else {
+                    l.extend_from_slice(key);
+                }
+                if next().is_multiple_of(32) {
+                    l.extend_from_slice(values[(next() >> 8) as usize % values.len()]);
+                } else {
+                    l.extend_from_slice((next() % 100_000_000_000_000).to_string().as_bytes());
+                }
+            }
+            if next().is_multiple_of(16) {
+                l.extend_from_slice(b",");
+            }
+            l
+        };
+        let (mut by_template, mut lines) = (0, 0);
+        for _ in 0..3_000 {
+            let layout = layouts[(next() >> 8) as usize % layouts.len()];
+            let mut t = Some(Template::default());
+            let first = line(layout, &mut next);
+            assert_eq!(call_fields_noting(&first, &mut t), call_fields(&first));
+            let Some(t) = t else { continue };
+            for _ in 0..4 {
+                let l = if next().is_multiple_of(4) {
+                    line(layouts[(next() >> 8) as usize % layouts.len()], &mut next)
+                } else {
+                    line(layout, &mut next)
+                };
+                lines += 1;
+                if let Some(f) = call_fields_by_template(&l, &t) {
+                    by_template += 1;
+                    assert_eq!(f, call_fields(&l), "{:?}", String::from_utf8_lossy(&l));
+                }
+            }
+        }
         assert!(by_template * 3 > lines, "{by_template} of {lines}");
     }
 
