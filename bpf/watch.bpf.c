@@ -263,6 +263,24 @@ HANDLER(sys_exit, on_sys_exit(ctx))
 
 /* ------------------------------------------------------------- block layer */
 
+// For `--watch` on iolens' own load: the CLOCK_MONOTONIC time (ns) from which the run being
+// measured began. A request whose completion the probe missed counts as lost only if it
+// started then or later: one of this process's requests from before (the scratch file's fill,
+// a warm-up, an earlier step) belongs to no run being measured. Left 0 by `iolens watch`.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} count_from SEC(".maps");
+
+static __always_inline int unseen_counts(const struct rq_state *old)
+{
+	__u32 zero = 0;
+	__u64 *from = bpf_map_lookup_elem(&count_from, &zero);
+	return old->watched && (!from || old->start >= *from);
+}
+
 static __always_inline void rq_start(struct request *rq)
 {
 	__u64 key = (__u64)rq;
@@ -280,7 +298,7 @@ static __always_inline void rq_start(struct request *rq)
 	// A start begins a new life of the request: what is stored under the same address
 	// belongs to an earlier request whose completion was not seen.
 	struct rq_state *old = bpf_map_lookup_elem(&in_block, &key);
-	if (old && old->watched)
+	if (old && unseen_counts(old))
 		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
 	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
@@ -299,7 +317,7 @@ static __always_inline void rq_issue(struct request *rq)
 	// entry left by a request whose completion we missed (a requeue clears `issue` first, see
 	// rq_requeue): the request starts here.
 	count_lost(st ? LOST_BLOCK_RESTART : LOST_BLOCK_ISSUE_NO_START);
-	if (st && st->watched)
+	if (st && unseen_counts(st))
 		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };

@@ -56,6 +56,10 @@ struct State {
     /// and counts them in `unseen`.
     sweep: Option<(u64, u64)>,
     unseen: u64,
+    /// The BPF programs' `count_from` (see `bpf/watch.bpf.c`): [`OwnWatch::arm`] writes the
+    /// run's base into it, so that a missed completion of a request of this process from
+    /// before the run is not counted as the run's.
+    count_from: Option<aya::maps::Array<aya::maps::MapData, u64>>,
 }
 
 /// A request's state in the kernel's `in_block` table (`struct rq_state` in
@@ -159,6 +163,10 @@ impl OwnWatch {
             end_ns: end.map_or(u64::MAX, to_ns),
         };
         let mut st = lock(&self.shared.0);
+        if let Some(map) = st.count_from.as_mut() {
+            // Not fatal: without it, losses from before the run could count as the run's.
+            let _ = map.set(0, armed.base_ns, 0);
+        }
         st.ops.clear();
         st.lost_at_arm = st.lost.clone();
         st.merges_at_arm = st.merges;
@@ -301,6 +309,9 @@ fn drain(
         let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
         super::attach_block(&mut ebpf, &btf, true, &mut Vec::new())?;
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
+        let from =
+            aya::maps::Array::try_from(ebpf.take_map("count_from").context("no count_from map")?)?;
+        lock(&shared.0).count_from = Some(from);
         Ok((ebpf, ring))
     })();
     let (mut ebpf, mut ring) = match loaded {
