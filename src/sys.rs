@@ -53,6 +53,23 @@ pub(crate) fn cpu_times() -> Option<CpuTimes> {
 }
 
 /// Kernel thread id of the calling thread.
+/// Raise this process's soft limit on open descriptors to its hard limit (a run gives each
+/// session a descriptor of its own; the usual soft limit, 1024, is below SLOB-sized session
+/// counts). Nothing happens where the soft limit already is the hard one.
+pub(crate) fn raise_nofile_limit() {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a valid struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) == 0 && l.rlim_cur < l.rlim_max {
+            l.rlim_cur = l.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &l);
+        }
+    }
+}
+
 pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }

@@ -412,3 +412,79 @@ fn block_device_reads_allowed_writes_refused_unless_disposable() {
         "named disposable: written"
     );
 }
+
+#[test]
+fn sessions_have_descriptors_of_their_own_and_share_when_none_are_left() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let t = scratch(dir.path(), 16 * MB, false);
+    let target = t.path.display().to_string();
+    let fds_on_target = |pid: u32| {
+        std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l == t.path))
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    // While 24 sessions run, the process holds a descriptor on the target for each of them
+    // (besides the run's own).
+    let mut child = bin()
+        .args([
+            "run",
+            "--target",
+            &target,
+            "--sessions",
+            "24",
+            "--duration",
+            "3s",
+        ])
+        .args(["--verify", "none", "-q"])
+        .spawn()
+        .unwrap();
+    let mut most = 0;
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while std::time::Instant::now() < until && most < 25 {
+        most = most.max(fds_on_target(child.id()));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(child.wait().unwrap().success());
+    assert!(most >= 25, "at most {most} descriptors on the target");
+    // With too few descriptors for one per session (a hard limit of 40 for 100 sessions),
+    // sessions share the run's: the run still does every I/O asked for.
+    let json = dir.path().join("r.json");
+    let mut cmd = bin();
+    cmd.args([
+        "run",
+        "--target",
+        &target,
+        "--sessions",
+        "100",
+        "--ios",
+        "5000",
+    ])
+    .args(["--verify", "none", "-q", "--json", json.to_str().unwrap()]);
+    // SAFETY: setrlimit is async-signal-safe; the closure touches nothing else.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit {
+                rlim_cur: 40,
+                rlim_max: 40,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(r.runs[0].op("read").unwrap().count, 5000);
+    check_accounting(&r.runs[0]);
+}
