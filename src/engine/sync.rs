@@ -8,7 +8,8 @@ use std::os::fd::{AsRawFd, RawFd};
 use super::IoEngine;
 use crate::workload::IoOp;
 
-/// pread/pwrite on a shared file descriptor (pread is safe to use from many threads).
+/// pread/pwrite on the session's descriptor (its own; the run's, shared, when the process had
+/// none left: pread is safe to use from many threads).
 pub(crate) struct SyncEngine {
     fd: RawFd,
     pending: Option<(u32, IoOp, u64, *mut u8, usize)>,
