@@ -46,11 +46,16 @@ struct {
 	SEC("raw_tp/" #tp)                                                                 \
 	int raw_##tp(__u64 *ctx) { body; return 0; }
 
-static __always_inline void count_lost(__u32 slot)
+static __always_inline void count_lost_n(__u32 slot, __u64 k)
 {
 	__u64 *n = bpf_map_lookup_elem(&lost, &slot);
 	if (n)
-		*n += 1;
+		*n += k;
+}
+
+static __always_inline void count_lost(__u32 slot)
+{
+	count_lost_n(slot, 1);
 }
 
 // Whether process `tgid`, named `key` (read only when filtering by name), is watched.

@@ -214,12 +214,8 @@ static __always_inline void flush_sys(struct sys_batch *b)
 		n = SYS_BATCH;
 	// Only the events held: the header (16 bytes) and n events.
 	__u64 size = 16 + (__u64)n * sizeof(struct event);
-	if (bpf_ringbuf_output(&events, b, size, BPF_RB_NO_WAKEUP)) {
-		__u32 slot = LOST_RINGBUF;
-		__u64 *lost_n = bpf_map_lookup_elem(&lost, &slot);
-		if (lost_n)
-			*lost_n += n;
-	}
+	if (bpf_ringbuf_output(&events, b, size, BPF_RB_NO_WAKEUP))
+		count_lost_n(LOST_RINGBUF, n);
 	b->n = 0;
 }
 

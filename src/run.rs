@@ -128,11 +128,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         block_watch: opts.block_watch,
     };
     let (file_ref, vshared_ref) = (&file, vshared.as_ref());
-    // One session: its engine is made before it reports ready, so set-up errors surface before
-    // any I/O.
     if sessions > 1 {
         crate::sys::raise_nofile_limit();
     }
+    // One session: its engine is made before it reports ready, so set-up errors surface before
+    // any I/O.
     let session = |i: usize, gate: Gate<()>| -> Result<(SessionOutcome, SessionSummary)> {
         // Each session reads and writes through a descriptor of its own, as a database's
         // processes (and fio's jobs) do: on one shared descriptor every pread of every session
@@ -513,9 +513,8 @@ fn run_warnings(r: &RunResult, spec: &WorkloadSpec) -> Vec<String> {
 
 /// A descriptor of a session's own on the target (see [`execute`]'s sessions): `None` for
 /// a run of one session (it has the run's to itself), on the null engine (no I/O), or when the
-/// process has no descriptors
-/// left (the session then shares the run's). The same inode as the run's, checked by
-/// [`Target::open`].
+/// process has no descriptors left (the session then shares the run's). The same inode as the
+/// run's, checked by [`Target::open`].
 fn own_descriptor(
     target: &Target,
     spec: &WorkloadSpec,

@@ -52,7 +52,6 @@ pub(crate) fn cpu_times() -> Option<CpuTimes> {
     })
 }
 
-/// Kernel thread id of the calling thread.
 /// Raise this process's soft limit on open descriptors to its hard limit (a run gives each
 /// session a descriptor of its own; the usual soft limit, 1024, is below SLOB-sized session
 /// counts). Nothing happens where the soft limit already is the hard one.
@@ -70,6 +69,7 @@ pub(crate) fn raise_nofile_limit() {
     }
 }
 
+/// Kernel thread id of the calling thread.
 pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::syscall(libc::SYS_gettid) as i32 }

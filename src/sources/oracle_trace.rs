@@ -674,13 +674,8 @@ impl TraceParser {
     #[inline]
     fn named_at(&self, e: u32, text: &[u8]) -> bool {
         let (len, head) = self.ev_keys[e as usize];
-        let mask = if len >= 8 {
-            u64::MAX
-        } else {
-            (1u64 << (8 * len)) - 1
-        };
         text.get(len) == Some(&b'\'')
-            && word_at(text, 0) & mask == head
+            && word_at(text, 0) & low_bytes(len) == head
             && same_tail(&self.ev_names[e as usize], &text[..len])
     }
 
@@ -1143,10 +1138,7 @@ fn call_fields_by_template(b: &[u8], t: &Template) -> Option<CallFields> {
     let len = b.len();
     let mut i = 0;
     for k in &t.keys {
-        if i > len
-            || word_at(b, i) & k.masks[0] != k.words[0]
-            || (k.len > 8 && word_at(b, i + 8) & k.masks[1] != k.words[1])
-        {
+        if i > len || !k.matches(b, i) {
             return None;
         }
         i += k.len;
@@ -1228,29 +1220,34 @@ fn parse_params_noting(p: &[u8], tmpl: &mut Option<Template>) -> WaitParams {
                 *tmpl = None;
             }
         }
-        if let Param::Other = param {
-            // A value that is not kept: only its end matters.
-            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
-            seg = i;
-            continue;
-        }
-        let vs = i;
-        // Digits first (the common case, eight at a time), then whatever else the value holds
-        // up to the next space.
-        let (acc, nd) = leading_digits(&p[vs..]);
-        i += nd;
-        let mut digits = true;
-        if i < n && p[i] != b' ' {
-            digits = false;
-            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
-        }
-        let val = &p[vs..i];
-        // Up to 19 digits cannot overflow u64: the accumulated value is the number.
-        let fast = (digits && !val.is_empty() && val.len() <= 19).then_some(acc);
-        keep_param(&mut w, param, val, fast);
+        i = read_value(p, i, param, &mut w);
         seg = i;
     }
     w
+}
+
+/// Read the value of `param` that begins at `vs` (after the spaces following its `=`) into
+/// `w`; returns where it ends (the next space, or the end of `p`). A value that is not kept
+/// is only passed over. Digits first (the common case, eight at a time), then whatever else
+/// the value holds up to the next space.
+#[inline(always)]
+fn read_value(p: &[u8], vs: usize, param: Param, w: &mut WaitParams) -> usize {
+    let n = p.len();
+    if let Param::Other = param {
+        return vs + find_byte(&p[vs..], b' ').unwrap_or(n - vs);
+    }
+    let (acc, nd) = leading_digits(&p[vs..]);
+    let mut i = vs + nd;
+    let mut digits = true;
+    if i < n && p[i] != b' ' {
+        digits = false;
+        i += find_byte(&p[i..], b' ').unwrap_or(n - i);
+    }
+    let val = &p[vs..i];
+    // Up to 19 digits cannot overflow u64: the accumulated value is the number.
+    let fast = (digits && !val.is_empty() && val.len() <= 19).then_some(acc);
+    keep_param(w, param, val, fast);
+    i
 }
 
 /// The layout of a WAIT line's parameters: for each, the bytes before its value (spaces, its
@@ -1271,6 +1268,15 @@ struct TemplateKey {
     param: Param,
 }
 
+impl TemplateKey {
+    /// Whether `p` holds this key's bytes at `i`.
+    #[inline]
+    fn matches(&self, p: &[u8], i: usize) -> bool {
+        word_at(p, i) & self.masks[0] == self.words[0]
+            && (self.len <= 8 || word_at(p, i + 8) & self.masks[1] == self.words[1])
+    }
+}
+
 impl Template {
     /// Add the parameter whose value follows `before`; false when `before` is empty or longer
     /// than 16 bytes.
@@ -1278,17 +1284,12 @@ impl Template {
         if before.is_empty() || before.len() > 16 {
             return false;
         }
-        let mut b = [0u8; 16];
-        b[..before.len()].copy_from_slice(before);
-        let mut m = [0u8; 16];
-        m[..before.len()].fill(0xff);
-        let word = |x: &[u8; 16], k: usize| {
-            u64::from_le_bytes(x[8 * k..8 * k + 8].try_into().expect("8 bytes"))
-        };
+        let len = before.len();
+        let masks = [low_bytes(len.min(8)), low_bytes(len.saturating_sub(8))];
         self.keys.push(TemplateKey {
-            words: [word(&b, 0), word(&b, 1)],
-            masks: [word(&m, 0), word(&m, 1)],
-            len: before.len(),
+            words: [word_at(before, 0) & masks[0], word_at(before, 8) & masks[1]],
+            masks,
+            len,
             param,
         });
         true
@@ -1305,13 +1306,24 @@ fn word_at(p: &[u8], i: usize) -> u64 {
             u64::from_le_bytes(p[p.len() - 8..].try_into().expect("8 bytes"))
                 >> (8 * (i + 8 - p.len()))
         }
-        None => {
-            let mut w = 0u64;
-            for (j, &c) in p.get(i..).unwrap_or_default().iter().enumerate() {
-                w |= (c as u64) << (8 * j);
-            }
-            w
-        }
+        // Shorter than eight bytes in all: byte by byte (a copy of a length not known at
+        // compile time is a call of memcpy).
+        None => p
+            .get(i..)
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .fold(0, |w, (j, &c)| w | (c as u64) << (8 * j)),
+    }
+}
+
+/// The mask of the low `n` (0 to 8) bytes of a word.
+#[inline]
+fn low_bytes(n: usize) -> u64 {
+    if n >= 8 {
+        u64::MAX
+    } else {
+        (1u64 << (8 * n)) - 1
     }
 }
 
@@ -1325,9 +1337,7 @@ fn params_by_template(p: &[u8], t: &Template) -> Option<WaitParams> {
     let n = p.len();
     let mut i = 0;
     for k in &t.keys {
-        if word_at(p, i) & k.masks[0] != k.words[0]
-            || (k.len > 8 && word_at(p, i + 8) & k.masks[1] != k.words[1])
-        {
+        if !k.matches(p, i) {
             return None;
         }
         i += k.len;
@@ -1336,21 +1346,7 @@ fn params_by_template(p: &[u8], t: &Template) -> Option<WaitParams> {
         if i >= n || p[i] == b' ' {
             return None;
         }
-        let vs = i;
-        if let Param::Other = k.param {
-            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
-            continue;
-        }
-        let (acc, nd) = leading_digits(&p[vs..]);
-        i += nd;
-        let mut digits = true;
-        if i < n && p[i] != b' ' {
-            digits = false;
-            i += find_byte(&p[i..], b' ').unwrap_or(n - i);
-        }
-        let val = &p[vs..i];
-        let fast = (digits && val.len() <= 19).then_some(acc);
-        keep_param(&mut w, k.param, val, fast);
+        i = read_value(p, i, k.param, &mut w);
     }
     p[i..].iter().all(|&c| c == b' ').then_some(w)
 }
@@ -1363,16 +1359,7 @@ fn name_key_at(p: &[u8], start: usize, eq: usize) -> Option<u64> {
     if k > 0 && p[eq - 1] == b' ' {
         return None;
     }
-    let x = match p.get(start..start + 8) {
-        Some(chunk) => u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
-        None => {
-            let mut b = [0u8; 8];
-            b[..k].copy_from_slice(&p[start..eq]);
-            u64::from_le_bytes(b)
-        }
-    };
-    let mask = if k == 0 { 0 } else { u64::MAX >> (64 - 8 * k) };
-    Some((x & mask) | (k as u64) << 56)
+    Some((word_at(p, start) & low_bytes(k)) | (k as u64) << 56)
 }
 
 /// Which parameter the name before a `=` is: by its short key when it has one, else by its
@@ -1459,15 +1446,7 @@ fn swar_digits(a: u64, k: usize) -> u64 {
 /// A name's length and first eight bytes (zero-padded): names that differ in it differ.
 #[inline]
 fn name_key(name: &[u8]) -> (usize, u64) {
-    let head = match name.get(..8) {
-        Some(h) => u64::from_le_bytes(h.try_into().expect("8 bytes")),
-        // Byte by byte: a copy of a length not known at compile time is a call of memcpy.
-        None => name
-            .iter()
-            .enumerate()
-            .fold(0, |w, (j, &c)| w | (c as u64) << (8 * j)),
-    };
-    (name.len(), head)
+    (name.len(), word_at(name, 0))
 }
 
 /// Whether two names of the same [`name_key`] (so of one length) are equal: their bytes after
@@ -1548,53 +1527,28 @@ fn find_byte(h: &[u8], b: u8) -> Option<usize> {
 }
 
 /// The decimal digits that `p` begins with: their value (wrapping past 2^64, so exact for up
-/// to 19 digits) and how many there are. Eight bytes at a time while eight are left (SWAR:
-/// the first non-digit byte is found and the digits before it converted with three
-/// multiplications), the rest one by one.
+/// to 19 digits) and how many there are. Eight bytes at a time ([`word_at`]: past the end of
+/// `p` come zeros, which are not digits), SWAR: the first non-digit byte is found and the
+/// digits before it converted with three multiplications.
 #[inline(always)]
 fn leading_digits(p: &[u8]) -> (u64, usize) {
     let mut acc: u64 = 0;
     let mut i = 0;
-    while let Some(chunk) = p.get(i..i + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    while i < p.len() {
         // Per byte: high nibble of b ^ '0' set, or low nibble above 9, marks a non-digit. A
         // carry out of a byte (only from a non-digit byte) can only mark bytes after it.
-        let a = w ^ (0x30 * ONES);
+        let a = word_at(p, i) ^ (0x30 * ONES);
         let t = (a & (0xf0 * ONES)) | (a.wrapping_add(0x06 * ONES) & (0xf0 * ONES));
         let non_digit = ((t >> 1) + 0x78 * ONES) & (0x80 * ONES);
         let k = (non_digit.trailing_zeros() / 8) as usize;
         if k == 0 {
-            return (acc, i);
+            break;
         }
         acc = acc.wrapping_mul(POW10[k]).wrapping_add(swar_digits(a, k));
         i += k;
         if k < 8 {
-            return (acc, i);
-        }
-    }
-    // Fewer than eight bytes left: the last eight of `p`, shifted so that the ones left come
-    // first and zeros (not digits) follow them, when `p` is that long (the value at the end
-    // of a line, `tim=…`, after its first eight digits).
-    if p.len() >= 8 && i < p.len() {
-        let left = p.len() - i;
-        let w =
-            u64::from_le_bytes(p[p.len() - 8..].try_into().expect("8 bytes")) >> (8 * (8 - left));
-        let a = w ^ (0x30 * ONES);
-        let t = (a & (0xf0 * ONES)) | (a.wrapping_add(0x06 * ONES) & (0xf0 * ONES));
-        let non_digit = ((t >> 1) + 0x78 * ONES) & (0x80 * ONES);
-        let k = ((non_digit.trailing_zeros() / 8) as usize).min(left);
-        if k > 0 {
-            acc = acc.wrapping_mul(POW10[k]).wrapping_add(swar_digits(a, k));
-        }
-        return (acc, i + k);
-    }
-    for &c in &p[i..] {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
             break;
         }
-        acc = acc.wrapping_mul(10).wrapping_add(d as u64);
-        i += 1;
     }
     (acc, i)
 }
@@ -2244,15 +2198,93 @@ mod tests {
         assert!(parse_params(b" ela= x tim=5").bad.is_some());
     }
 
-    /// Random lines made of `pieces` (xorshift, fixed seed).
-    fn random_lines(pieces: &[&[u8]], n: usize, max_len: usize) -> Vec<Vec<u8>> {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
+    /// The tests' fixed-seed random numbers (xorshift64).
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
             seed
-        };
+        }
+    }
+
+    /// Lines laid out as one of `layouts` (for each field, the bytes before its value), each
+    /// departing from it now and then: one field in `odd_name` gets a name of `names` instead,
+    /// one value in `odd_value` is one of `values` (else plain digits), and each `(k, tail)`
+    /// is appended to one line in `k`.
+    struct LayoutLines<'a> {
+        seed: u64,
+        layouts: &'a [&'a [&'a [u8]]],
+        names: &'a [&'a [u8]],
+        values: &'a [&'a [u8]],
+        odd_name: u64,
+        odd_value: u64,
+        tails: &'a [(u64, &'a [u8])],
+    }
+
+    impl LayoutLines<'_> {
+        fn line(&self, layout: &[&[u8]], next: &mut impl FnMut() -> u64) -> Vec<u8> {
+            let mut l = Vec::new();
+            for key in layout {
+                if next().is_multiple_of(self.odd_name) {
+                    l.extend_from_slice(self.names[(next() >> 8) as usize % self.names.len()]);
+                } else {
+                    l.extend_from_slice(key);
+                }
+                if next().is_multiple_of(self.odd_value) {
+                    l.extend_from_slice(self.values[(next() >> 8) as usize % self.values.len()]);
+                } else {
+                    l.extend_from_slice((next() % 100_000_000_000_000).to_string().as_bytes());
+                }
+            }
+            for (k, tail) in self.tails {
+                if next().is_multiple_of(*k) {
+                    l.extend_from_slice(tail);
+                }
+            }
+            l
+        }
+    }
+
+    /// For lines of `lines`: the template noted from a line, applied to lines of the same
+    /// layout (three times in four) or another, reads a line, where it reads it at all, as
+    /// the general reading (`noting` without a template) does; noting a template does not
+    /// change the reading; and the template reads at least a third of the lines (else this
+    /// would prove nothing).
+    fn check_template_reading<T: PartialEq + std::fmt::Debug>(
+        lines: &LayoutLines,
+        noting: fn(&[u8], &mut Option<Template>) -> T,
+        by_template: fn(&[u8], &Template) -> Option<T>,
+    ) {
+        let mut next = xorshift(lines.seed);
+        let general = |l: &[u8]| noting(l, &mut None);
+        let (mut read, mut tried) = (0, 0);
+        for _ in 0..3_000 {
+            let layout = lines.layouts[(next() >> 8) as usize % lines.layouts.len()];
+            let mut t = Some(Template::default());
+            let first = lines.line(layout, &mut next);
+            assert_eq!(noting(&first, &mut t), general(&first));
+            let Some(t) = t else { continue };
+            for _ in 0..4 {
+                let l = if next().is_multiple_of(4) {
+                    let other = lines.layouts[(next() >> 8) as usize % lines.layouts.len()];
+                    lines.line(other, &mut next)
+                } else {
+                    lines.line(layout, &mut next)
+                };
+                tried += 1;
+                if let Some(r) = by_template(&l, &t) {
+                    read += 1;
+                    assert_eq!(r, general(&l), "{:?}", String::from_utf8_lossy(&l));
+                }
+            }
+        }
+        assert!(read * 3 > tried, "{read} of {tried}");
+    }
+
+    /// Random lines made of `pieces` (xorshift, fixed seed).
+    fn random_lines(pieces: &[&[u8]], n: usize, max_len: usize) -> Vec<Vec<u8>> {
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         (0..n)
             .map(|_| {
                 let len = next() as usize % max_len;
@@ -2396,60 +2428,19 @@ mod tests {
             b"1650815232",
         ];
         let names: [&[u8]; 4] = [b" ela =", b"  tim=", b" obj#= ", b" blocks="];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let line = |layout: &[&[u8]], next: &mut dyn FnMut() -> u64| {
-            let mut l = Vec::new();
-            for key in layout {
-                // Mostly the layout's own name; now and then another one.
-                if next().is_multiple_of(32) {
-                    l.extend_from_slice(names[(next() >> 8) as usize % names.len()]);
-                } else {
-                    l.extend_from_slice(key);
-                }
-                // Mostly plain digits; now and then an odd value.
-                if next().is_multiple_of(8) {
-                    l.extend_from_slice(values[(next() >> 8) as usize % values.len()]);
-                } else {
-                    l.extend_from_slice((next() % 100_000_000_000_000).to_string().as_bytes());
-                }
-            }
-            if next().is_multiple_of(16) {
-                l.extend_from_slice(b"   ");
-            }
-            if next().is_multiple_of(32) {
-                l.extend_from_slice(b" extra=1");
-            }
-            l
-        };
-        let (mut by_template, mut lines) = (0, 0);
-        for _ in 0..3_000 {
-            let layout = layouts[(next() >> 8) as usize % layouts.len()];
-            let mut t = Some(Template::default());
-            let first = line(layout, &mut next);
-            assert_eq!(parse_params_noting(&first, &mut t), parse_params(&first));
-            let Some(t) = t else { continue };
-            for _ in 0..4 {
-                // The same layout, or (one time in four) another.
-                let l = if next().is_multiple_of(4) {
-                    line(layouts[(next() >> 8) as usize % layouts.len()], &mut next)
-                } else {
-                    line(layout, &mut next)
-                };
-                lines += 1;
-                if let Some(w) = params_by_template(&l, &t) {
-                    by_template += 1;
-                    assert_eq!(w, parse_params(&l), "{:?}", String::from_utf8_lossy(&l));
-                }
-            }
-        }
-        // The template read many of the lines (else this test would prove nothing).
-        assert!(by_template * 3 > lines, "{by_template} of {lines}");
+        check_template_reading(
+            &LayoutLines {
+                seed: 0x2545_f491_4f6c_dd1d,
+                layouts: &layouts,
+                names: &names,
+                values: &values,
+                odd_name: 32,
+                odd_value: 8,
+                tails: &[(16, b"   "), (32, b" extra=1")],
+            },
+            parse_params_noting,
+            params_by_template,
+        );
     }
 
     #[test]
@@ -2480,53 +2471,19 @@ mod tests {
             b"1,c=9",
         ];
         let names: [&[u8]; 5] = [b", c=", b",e =", b",dep=", b",tim=", b",cx="];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        let line = |layout: &[&[u8]], next: &mut dyn FnMut() -> u64| {
-            let mut l = Vec::new();
-            for key in layout {
-                if next().is_multiple_of(64) {
-                    l.extend_from_slice(names[(next() >> 8) as usize % names.len()]);
-                } else {
-                    l.extend_from_slice(key);
-                }
-                if next().is_multiple_of(32) {
-                    l.extend_from_slice(values[(next() >> 8) as usize % values.len()]);
-                } else {
-                    l.extend_from_slice((next() % 100_000_000_000_000).to_string().as_bytes());
-                }
-            }
-            if next().is_multiple_of(16) {
-                l.extend_from_slice(b",");
-            }
-            l
-        };
-        let (mut by_template, mut lines) = (0, 0);
-        for _ in 0..3_000 {
-            let layout = layouts[(next() >> 8) as usize % layouts.len()];
-            let mut t = Some(Template::default());
-            let first = line(layout, &mut next);
-            assert_eq!(call_fields_noting(&first, &mut t), call_fields(&first));
-            let Some(t) = t else { continue };
-            for _ in 0..4 {
-                let l = if next().is_multiple_of(4) {
-                    line(layouts[(next() >> 8) as usize % layouts.len()], &mut next)
-                } else {
-                    line(layout, &mut next)
-                };
-                lines += 1;
-                if let Some(f) = call_fields_by_template(&l, &t) {
-                    by_template += 1;
-                    assert_eq!(f, call_fields(&l), "{:?}", String::from_utf8_lossy(&l));
-                }
-            }
-        }
-        assert!(by_template * 3 > lines, "{by_template} of {lines}");
+        check_template_reading(
+            &LayoutLines {
+                seed: 0x9e37_79b9_7f4a_7c15,
+                layouts: &layouts,
+                names: &names,
+                values: &values,
+                odd_name: 64,
+                odd_value: 32,
+                tails: &[(16, b",")],
+            },
+            call_fields_noting,
+            call_fields_by_template,
+        );
     }
 
     #[test]
@@ -2597,15 +2554,13 @@ mod tests {
             }
             (acc, n)
         };
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let alphabet = b"0123456789 =/:-9x\xff\xfa\x2f\x3a";
         for len in 0..40 {
             for _ in 0..200 {
                 let s: Vec<u8> = (0..len)
                     .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
+                        let seed = next();
                         // Mostly digits, sometimes any byte of the alphabet.
                         if !seed.is_multiple_of(5) {
                             b'0' + (seed >> 8) as u8 % 10
