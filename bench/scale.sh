@@ -4,7 +4,8 @@
 #   1. `iolens run --sessions 480 --verify none` on the scratch file: peak RSS in all and per
 #      session (against 1 session), and the measured duration against --duration;
 #   2. 128 and 480 sessions of 8 KiB random O_DIRECT reads, sync engine, beside
-#      `fio --thread --numjobs=N --ioengine=psync`: IOPS and CPU per I/O, as ratios;
+#      `fio --thread --numjobs=N --ioengine=psync`: IOPS and CPU per I/O, as ratios, with iolens
+#      on huge-page buffers (its default) and on small pages; FIO_HUGE=1 adds fio on huge pages;
 #   3. `iolens db run --engine sqlite --sessions 160`: peak RSS per session, duration honoured;
 #   6. the tool's own CPU per I/O on the null engine beside fio's null engine, and 480 null
 #      sessions (threads that never block): duration honoured, peak RSS.
@@ -41,12 +42,12 @@ size = os.path.getsize(file) - (1 << 20)
 iolens = "./target/release/iolens"
 tmp = tempfile.mkdtemp()
 
-def fio(engine_args, jobs):
+def fio(engine_args, jobs, thread=True):
     out = os.path.join(tmp, "fio.json")
     cmd = ["fio", "--name=scale", "--filename=" + file, "--offset=1M", f"--size={size}",
-           "--rw=randread", "--bs=8k", "--time_based", f"--runtime={secs}", "--thread",
+           "--rw=randread", "--bs=8k", "--time_based", f"--runtime={secs}",
            f"--numjobs={jobs}", "--group_reporting", "--randrepeat=0", "--norandommap",
-           "--output-format=json", "--output=" + out] + engine_args
+           "--output-format=json", "--output=" + out] + (["--thread"] if thread else []) + engine_args
     cpu, rss = child(cmd)
     j = json.load(open(out))["jobs"][0]["read"]
     ios, rt = j["total_ios"], j["runtime"] / 1000.0
@@ -61,6 +62,14 @@ def iol(args, sessions, sub=("run",)):
     ios, rt = sum(o["count"] for o in r["ops"]), r["duration_s"]
     return {"iops": ios / rt, "cpu_us_io": cpu * 1e6 / ios, "rss_kb": rss, "dur": rt,
             "interval": r["interval_s"]}
+
+def reserve_huge(pages):
+    """Set the hugetlb pool to `pages` 2 MiB pages; returns the size it had."""
+    path = "/proc/sys/vm/nr_hugepages"
+    before = int(open(path).read())
+    with open(path, "w") as f:
+        f.write(str(pages))
+    return before
 
 def mb(kb):
     return f"{kb / 1024:.1f} MB"
@@ -86,22 +95,45 @@ memory_row("iolens run", one, many, 480)
 duration_row("iolens run --sessions 480", many)
 
 print("== 2. 8 KiB random O_DIRECT reads, sync engine vs fio --thread --ioengine=psync")
-print(f"{'sessions':>8} {'tool':7} {'IOPS':>10} {'CPU µs/IO':>10} {'peak RSS':>10}")
+# iolens keeps every session's buffers in one pool on transparent huge pages (as a database's
+# buffer cache on huge pages; `--huge-pages off` keeps them on small pages); fio's buffers are
+# per-job heap memory. With FIO_HUGE=1 (root) fio also runs on huge pages: --iomem=shmhuge,
+# which needs processes (it fails with --thread) and hugetlb pages, reserved for the run and
+# given back after it.
+fio_huge = os.environ.get("FIO_HUGE") == "1"
+variants = {
+    "fio": lambda n: fio(["--direct=1", "--ioengine=psync"], n),
+    "iolens": lambda n: iol(run_args + ["--engine", "sync"], n),
+    "iolens-small": lambda n: iol(run_args + ["--engine", "sync", "--huge-pages", "off"], n),
+}
+if fio_huge:
+    variants["fio-huge"] = lambda n: fio(["--direct=1", "--ioengine=psync", "--iomem=shmhuge"],
+                                         n, thread=False)
+print(f"{'sessions':>8} {'tool':13} {'IOPS':>10} {'CPU µs/IO':>10} {'peak RSS':>10}")
 for n in (128, 480):
-    # Mirrored order (fio, iolens, iolens, fio) so drift does not favour either tool.
-    runs = {"fio": [], "iolens": []}
-    for tool in ("fio", "iolens", "iolens", "fio"):
-        runs[tool].append(fio(["--direct=1", "--ioengine=psync"], n) if tool == "fio"
-                          else iol(run_args + ["--engine", "sync"], n))
+    reserved = reserve_huge(3 * n + 16) if fio_huge else None
+    # Mirrored order (a, b, c, c, b, a) so drift does not favour any tool.
+    order = list(variants) + list(reversed(variants))
+    runs = {t: [] for t in variants}
+    try:
+        for tool in order:
+            runs[tool].append(variants[tool](n))
+    finally:
+        if reserved is not None:
+            reserve_huge(reserved)
     mean = {t: {k: sum(r[k] for r in v) / len(v) for k in ("iops", "cpu_us_io", "rss_kb")}
             for t, v in runs.items()}
-    for t in ("fio", "iolens"):
+    for t in variants:
         m = mean[t]
-        print(f"{n:>8} {t:7} {m['iops']:>10.0f} {m['cpu_us_io']:>10.2f} {mb(m['rss_kb']):>10}")
-    f, i = mean["fio"], mean["iolens"]
-    print(f"{'':>8} {'ratio':7} {i['iops'] / f['iops']:>10.3f} "
-          f"{i['cpu_us_io'] / f['cpu_us_io']:>10.3f} {i['rss_kb'] / f['rss_kb']:>10.2f}"
-          "   (iolens/fio; want IOPS ≥ 1, CPU/IO ≤ 1)")
+        print(f"{n:>8} {t:13} {m['iops']:>10.0f} {m['cpu_us_io']:>10.2f} {mb(m['rss_kb']):>10}")
+    f = mean["fio"]
+    for t, ref in (("iolens", "fio"), ("iolens-small", "fio"), ("iolens", "fio-huge")):
+        if ref not in mean:
+            continue
+        i, f = mean[t], mean[ref]
+        print(f"{'':>8} {'ratio':13} {i['iops'] / f['iops']:>10.3f} "
+              f"{i['cpu_us_io'] / f['cpu_us_io']:>10.3f} {i['rss_kb'] / f['rss_kb']:>10.2f}"
+              f"   ({t}/{ref}; want IOPS ≥ 1, CPU/IO ≤ 1)")
 
 print("== 3. iolens db run --engine sqlite --sessions 160")
 db_args = ["--engine", "sqlite", "--dir", db]

@@ -77,6 +77,8 @@ pub struct CalibrateOptions {
     pub verify: crate::stamp::VerifyMode,
     /// O_DIRECT (else through the page cache).
     pub direct: bool,
+    /// Transparent huge pages for the I/O buffers.
+    pub huge_pages: crate::workload::HugePages,
 }
 
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
@@ -492,6 +494,7 @@ impl Plan {
             plateau: a.plateau_pct / 100.0,
             refinements: REFINEMENTS,
             direct: a.direct,
+            small_pages: a.huge_pages == crate::workload::HugePages::Off,
         })
     }
 
@@ -684,6 +687,11 @@ pub fn calibrate(
         target: target.path.display().to_string(),
         target_size: target.data_size,
         direct: plan.direct,
+        huge_pages: if plan.small_pages {
+            crate::workload::HugePages::Off
+        } else {
+            crate::workload::HugePages::Try
+        },
         verify,
         ..Default::default()
     };

@@ -729,6 +729,21 @@ fn merge_run(
         verify: None,
         corruption,
         block: None,
+        // The ranks' pools together, when every rank recorded one.
+        io_buffers: parts
+            .iter()
+            .map(|p| p.io_buffers.clone())
+            .collect::<Option<Vec<_>>>()
+            .map(|b| crate::results::IoBuffers {
+                bytes: b.iter().map(|x| x.bytes).sum(),
+                huge_bytes: b.iter().map(|x| x.huge_bytes).sum(),
+                huge_pages_asked: b.iter().all(|x| x.huge_pages_asked),
+                thp_setting: b
+                    .iter()
+                    .all(|x| x.thp_setting == b[0].thp_setting)
+                    .then(|| b[0].thp_setting.clone())
+                    .flatten(),
+            }),
     };
     let m = RunMerge {
         name: p0.name.clone(),

@@ -985,6 +985,25 @@ pub struct RunResult {
     /// The block layer under the run's own I/O, traced with BPF (`--watch`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub block: Option<BlockLayer>,
+    /// The memory the engine moved data to and from (engine runs that did I/O).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_buffers: Option<IoBuffers>,
+}
+
+/// The I/O buffers of an engine run: one pool for all sessions, on transparent huge pages
+/// where asked for and given. With O_DIRECT a block inside one huge page is one contiguous
+/// DMA segment; a block across two small pages may take two (see `engine::buffers`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct IoBuffers {
+    /// Bytes the pool maps.
+    pub bytes: u64,
+    /// Bytes of it the kernel backed with huge pages at the end of the run.
+    pub huge_bytes: u64,
+    /// Whether huge pages were asked for (`--huge-pages try`).
+    pub huge_pages_asked: bool,
+    /// The kernel's transparent-huge-page setting (`/sys/kernel/mm/transparent_hugepage/enabled`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thp_setting: Option<String>,
 }
 
 /// The block requests of a run's own I/O on its target's disk, traced with BPF (`run`,

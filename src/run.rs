@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 
 use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome};
 use crate::recorder::{session_summary, IntervalSnapshot, IO_OPS};
-use crate::results::{PageCacheInfo, RunResult, SessionSummary};
+use crate::results::{IoBuffers, PageCacheInfo, RunResult, SessionSummary};
 use crate::session::{self, Gate, Plan, Watch};
 use crate::stamp::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
 use crate::target::{Target, TargetKind};
@@ -127,7 +127,16 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         start_at: opts.start_at,
         block_watch: opts.block_watch,
     };
-    let (file_ref, vshared_ref) = (&file, vshared.as_ref());
+    // Every session's I/O buffers in one pool, on huge pages where asked and given (see
+    // `engine::buffers`); a run that cannot map it falls back to per-session heap buffers.
+    let pool = crate::engine::buffers::BufferPool::new(
+        sessions,
+        spec.qd as usize,
+        spec.block_size as usize,
+        spec.huge_pages,
+    )
+    .ok();
+    let (file_ref, vshared_ref, pool_ref) = (&file, vshared.as_ref(), pool.as_ref());
     if sessions > 1 {
         crate::sys::raise_nofile_limit();
     }
@@ -160,6 +169,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             stop: &st.stop,
             end: st.end,
             verify: vshared_ref,
+            buffers: pool_ref,
         };
         let out = if quota == 0 {
             idle_outcome(None)
@@ -326,6 +336,15 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         verify: (spec.engine != EngineKind::Null).then_some(vstats),
         corruption,
         block: None,
+        io_buffers: pool
+            .as_ref()
+            .filter(|_| spec.engine != EngineKind::Null)
+            .map(|p| IoBuffers {
+                bytes: p.len(),
+                huge_bytes: p.huge_bytes().unwrap_or(0),
+                huge_pages_asked: spec.huge_pages == crate::workload::HugePages::Try,
+                thp_setting: crate::engine::buffers::thp_setting(),
+            }),
     };
     r.counters.insert(
         "ios_completed_incl_warmup".into(),

@@ -81,6 +81,18 @@ pub enum EngineKind {
     Null,
 }
 
+/// Whether the run's I/O buffers ask for transparent huge pages (`--huge-pages`), as a
+/// database's buffer cache does (see `engine::buffers`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HugePages {
+    /// Ask for them; run on small pages where the kernel gives none.
+    #[default]
+    Try,
+    /// Small pages only, as a database without huge pages.
+    Off,
+}
+
 /// Write durability.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase", tag = "mode", content = "every")]
@@ -224,6 +236,9 @@ pub struct WorkloadSpec {
     /// Stop at the first corrupt block, or keep going.
     #[serde(default)]
     pub on_corruption: OnCorruption,
+    /// Transparent huge pages for the I/O buffers.
+    #[serde(default)]
+    pub huge_pages: HugePages,
 }
 
 impl Default for WorkloadSpec {
@@ -252,6 +267,7 @@ impl Default for WorkloadSpec {
             batch_submit: false,
             verify: VerifyMode::Auto,
             on_corruption: OnCorruption::Stop,
+            huge_pages: HugePages::Try,
         }
     }
 }

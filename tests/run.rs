@@ -488,3 +488,83 @@ fn sessions_have_descriptors_of_their_own_and_share_when_none_are_left() {
     assert_eq!(r.runs[0].op("read").unwrap().count, 5000);
     check_accounting(&r.runs[0]);
 }
+
+/// The run's I/O buffers: one pool, recorded in the results and shown. Where the kernel offers
+/// transparent huge pages (`always` or `madvise`), `--huge-pages try` (the default) puts the pool
+/// on them and `--huge-pages off` keeps it on small pages; the results say which it got.
+#[test]
+fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = scratch(dir.path(), 16 * MB, false);
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+        .ok()
+        .and_then(|s| Some(s.split_once('[')?.1.split_once(']')?.0.to_string()));
+    let stop = AtomicBool::new(false);
+    for pages in [
+        iolens::workload::HugePages::Try,
+        iolens::workload::HugePages::Off,
+    ] {
+        let s = WorkloadSpec {
+            sessions: 6,
+            huge_pages: pages,
+            ..spec(&t)
+        };
+        let r = execute(&s, &t, &opts(&stop)).unwrap();
+        let b = r
+            .io_buffers
+            .clone()
+            .expect("an engine run records its buffers");
+        // Six 8 KiB slices fit in one 2 MiB huge page, the pool's unit.
+        assert_eq!(b.bytes, 2 * MB, "{pages:?}");
+        assert_eq!(b.thp_setting, thp);
+        assert_eq!(
+            b.huge_pages_asked,
+            pages == iolens::workload::HugePages::Try
+        );
+        match (pages, thp.as_deref()) {
+            (iolens::workload::HugePages::Off, _) => assert_eq!(b.huge_bytes, 0),
+            (_, Some("always" | "madvise")) => {
+                assert_eq!(b.huge_bytes, b.bytes, "the pool is on huge pages")
+            }
+            _ => {
+                eprintln!("SKIP huge-page check: transparent huge pages are {thp:?} here");
+                assert_eq!(b.huge_bytes, 0);
+            }
+        }
+        check_accounting(&r);
+    }
+    // The null engine moves no data: no buffers to report.
+    let s = WorkloadSpec {
+        engine: EngineKind::Null,
+        ..spec(&t)
+    };
+    assert!(execute(&s, &t, &opts(&stop)).unwrap().io_buffers.is_none());
+    // `show` says where the buffers were.
+    let json = dir.path().join("r.json");
+    let out = bin()
+        .args(["run", "--target"])
+        .arg(&t.path)
+        .args([
+            "--ios",
+            "200",
+            "--huge-pages",
+            "off",
+            "--no-progress",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("I/O buffers: 2 MiB, none on huge pages (--huge-pages off)"),
+        "{text}"
+    );
+    let r = Results::read_file(&json).unwrap();
+    assert_eq!(r.runs[0].io_buffers.as_ref().unwrap().huge_bytes, 0);
+}

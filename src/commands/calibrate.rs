@@ -84,6 +84,7 @@ impl CalibrateArgs {
             cache_probe: self.cache_probe,
             verify: self.verify,
             direct: !self.t.buffered,
+            huge_pages: self.t.huge_pages,
         }
     }
 }

@@ -11,7 +11,7 @@ use crate::results::{Kind, Results};
 use crate::stamp::{OnCorruption, VerifyMode};
 use crate::target::{PrepareOptions, Target};
 use crate::units::{parse_duration, parse_size};
-use crate::workload::{Distribution, EngineKind, Pattern, SyncMode, WorkloadSpec};
+use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, WorkloadSpec};
 
 /// Options shared by `run` and `calibrate` that select and protect the target.
 #[derive(Args, Debug, Clone)]
@@ -36,6 +36,11 @@ pub struct TargetArgs {
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
+    /// The I/O buffers' pages: `try` puts every session's buffers in one pool on transparent
+    /// huge pages where the kernel gives them, as a database's buffer cache on huge pages (each
+    /// block is then one contiguous DMA segment); `off` keeps them on small pages.
+    #[arg(long, value_enum, default_value = "try")]
+    pub huge_pages: HugePages,
     /// Do not draw progress (progress is only drawn when stderr is a terminal, or with -v).
     #[arg(long)]
     pub(crate) no_progress: bool,
@@ -155,6 +160,7 @@ impl RunArgs {
             batch_submit: self.batch_submit,
             verify: self.verify,
             on_corruption: self.on_corruption,
+            huge_pages: self.t.huge_pages,
         }
     }
 }

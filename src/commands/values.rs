@@ -10,7 +10,7 @@ use crate::calibrate::Phase;
 use crate::render::ColorChoice;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
-use crate::workload::{EngineKind, Pattern};
+use crate::workload::{EngineKind, HugePages, Pattern};
 
 /// `impl ValueEnum for $t`: each variant with its command-line name and optional help.
 macro_rules! value_enum {
@@ -40,6 +40,11 @@ value_enum!(EngineKind {
     Sync => "sync": "pread/pwrite, one I/O in flight per session",
     Uring => "uring": "io_uring, `--qd` I/Os in flight per session",
     Null => "null": "No I/O at all: measures the tool's own cost per I/O",
+});
+
+value_enum!(HugePages {
+    Try => "try": "Ask for transparent huge pages, run on small pages where the kernel gives none",
+    Off => "off": "Small pages only, as a database without huge pages",
 });
 
 value_enum!(VerifyMode {

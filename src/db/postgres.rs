@@ -1315,6 +1315,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         verify: None,
         corruption: Vec::new(),
         block: None,
+        io_buffers: None,
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();

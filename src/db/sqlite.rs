@@ -968,6 +968,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         verify: None,
         corruption: Vec::new(),
         block: None,
+        io_buffers: None,
     };
     let mut run0 = run0;
     if let Some(w) = &spec.block_watch {

@@ -16,6 +16,7 @@
 //! Engines: `sync` (pread/pwrite, one in flight), `uring` (io_uring, queue depth per session),
 //! `null` (no I/O: the tool's own cost).
 
+pub(crate) mod buffers;
 pub(crate) mod null;
 pub(crate) mod sync;
 pub(crate) mod uring;
@@ -46,25 +47,29 @@ pub(crate) trait IoEngine {
     /// Make written data durable (fdatasync).
     fn sync(&mut self) -> io::Result<()>;
     /// Called once with the session's buffers before the first I/O (io_uring registers them).
-    fn attach(&mut self, _buf: &AlignedBuf) -> io::Result<()> {
+    fn attach(&mut self, _buf: &AlignedBuf<'_>) -> io::Result<()> {
         Ok(())
     }
 }
 
-/// A page-aligned buffer for O_DIRECT, one block per slot.
-pub(crate) struct AlignedBuf {
+/// A page-aligned buffer for O_DIRECT, one block per slot: its own heap allocation, or a
+/// session's slice of the run's [`buffers::BufferPool`] (which it borrows).
+pub(crate) struct AlignedBuf<'a> {
     ptr: *mut u8,
-    layout: std::alloc::Layout,
+    size: usize,
     block: usize,
+    /// The heap layout when the buffer owns its memory; `None` for a slice of a pool.
+    owned: Option<std::alloc::Layout>,
+    _pool: std::marker::PhantomData<&'a buffers::BufferPool>,
 }
 
 // SAFETY: the buffer is plain memory owned by one session thread at a time.
-unsafe impl Send for AlignedBuf {}
+unsafe impl Send for AlignedBuf<'_> {}
 
-impl AlignedBuf {
-    /// `slots` blocks of `block` bytes, 4 KiB aligned, filled with pseudo-random bytes so
-    /// written data is incompressible.
-    pub(crate) fn new(slots: usize, block: usize, seed: u64) -> AlignedBuf {
+impl AlignedBuf<'static> {
+    /// `slots` blocks of `block` bytes on the heap, 4 KiB aligned, filled with pseudo-random
+    /// bytes so written data is incompressible.
+    pub(crate) fn new(slots: usize, block: usize, seed: u64) -> AlignedBuf<'static> {
         let size = (slots * block).max(4096);
         let layout = std::alloc::Layout::from_size_align(size, 4096).expect("valid layout");
         // SAFETY: non-zero size layout.
@@ -72,7 +77,34 @@ impl AlignedBuf {
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        let mut b = AlignedBuf { ptr, layout, block };
+        AlignedBuf::filled(ptr, size, block, Some(layout), seed)
+    }
+}
+
+impl<'a> AlignedBuf<'a> {
+    /// `slots` blocks of `block` bytes at `ptr`, a slice of a pool, filled as in `new`.
+    ///
+    /// # Safety
+    /// `ptr` must be 4 KiB aligned, valid for `slots * block` bytes for `'a`, and used by no
+    /// other buffer.
+    unsafe fn in_pool(ptr: *mut u8, slots: usize, block: usize, seed: u64) -> AlignedBuf<'a> {
+        AlignedBuf::filled(ptr, slots * block, block, None, seed)
+    }
+
+    fn filled(
+        ptr: *mut u8,
+        size: usize,
+        block: usize,
+        owned: Option<std::alloc::Layout>,
+        seed: u64,
+    ) -> AlignedBuf<'a> {
+        let mut b = AlignedBuf {
+            ptr,
+            size,
+            block,
+            owned,
+            _pool: std::marker::PhantomData,
+        };
         use rand::SeedableRng;
         rand::rngs::SmallRng::seed_from_u64(seed).fill_bytes(b.as_mut_slice());
         b
@@ -85,19 +117,21 @@ impl AlignedBuf {
     }
     /// Whole buffer.
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: ptr is valid for layout.size() bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
+        // SAFETY: ptr is valid for `size` bytes (heap layout or pool slice).
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.size) }
     }
     /// Base pointer and length (for io_uring buffer registration).
     pub(crate) fn raw(&self) -> (*mut u8, usize) {
-        (self.ptr, self.layout.size())
+        (self.ptr, self.size)
     }
 }
 
-impl Drop for AlignedBuf {
+impl Drop for AlignedBuf<'_> {
     fn drop(&mut self) {
-        // SAFETY: allocated with this layout in `new`.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        if let Some(layout) = self.owned {
+            // SAFETY: allocated with this layout in `new`.
+            unsafe { std::alloc::dealloc(self.ptr, layout) };
+        }
     }
 }
 
@@ -116,6 +150,8 @@ pub(crate) struct SessionCtx<'a> {
     pub(crate) end: Option<Instant>,
     /// Stamping and verification (targets whose blocks iolens stamps).
     pub(crate) verify: Option<&'a VerifyShared>,
+    /// The run's I/O buffers (the session takes its slice); `None`: a heap buffer of its own.
+    pub(crate) buffers: Option<&'a buffers::BufferPool>,
 }
 
 /// How a session ended.
@@ -169,7 +205,11 @@ pub(crate) fn run_session<E: IoEngine>(
     let spec = ctx.spec;
     let qd = spec.qd as usize;
     let bs = spec.block_size as usize;
-    let buf = AlignedBuf::new(qd, bs, spec.seed ^ ctx.session as u64);
+    let seed = spec.seed ^ ctx.session as u64;
+    let buf = match ctx.buffers {
+        Some(pool) => pool.slice(ctx.session as usize, seed),
+        None => AlignedBuf::new(qd, bs, seed),
+    };
     if let Err(e) = eng.attach(&buf) {
         ctx.stop.store(true, Ordering::Relaxed);
         return SessionOutcome {

@@ -83,7 +83,7 @@ impl UringEngine {
 }
 
 impl IoEngine for UringEngine {
-    fn attach(&mut self, buf: &AlignedBuf) -> io::Result<()> {
+    fn attach(&mut self, buf: &AlignedBuf<'_>) -> io::Result<()> {
         let (p, len) = buf.raw();
         let iov = libc::iovec {
             iov_base: p as *mut libc::c_void,

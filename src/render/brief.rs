@@ -100,6 +100,9 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
             d.avg_in_flight
         );
     }
+    if let Some(b) = &r.io_buffers {
+        let _ = writeln!(s, "  I/O buffers: {}", io_buffers_line(b));
+    }
     if let Some(pc) = &r.page_cache {
         let _ = writeln!(
             s,
@@ -421,6 +424,33 @@ pub(crate) fn render_reports(
         s += &format!("    … and {} more corrupt unit(s)\n", total - shown);
     }
     s
+}
+
+/// The I/O buffers in words: their size and how much of it is on huge pages, with the reason
+/// when none is.
+fn io_buffers_line(b: &crate::results::IoBuffers) -> String {
+    let mut line = format!(
+        "{}, {} on huge pages",
+        fmt_bytes(b.bytes),
+        match b.huge_bytes {
+            0 => "none".to_string(),
+            h if h >= b.bytes => "all".to_string(),
+            h => format!(
+                "{} ({:.0} %)",
+                fmt_bytes(h),
+                h as f64 / b.bytes as f64 * 100.0
+            ),
+        }
+    );
+    if !b.huge_pages_asked {
+        line += " (--huge-pages off)";
+    } else if b.huge_bytes == 0 {
+        match b.thp_setting.as_deref() {
+            Some(t) => line += &format!(" (transparent huge pages: {t})"),
+            None => line += " (this kernel has no transparent huge pages)",
+        }
+    }
+    line
 }
 
 #[cfg(test)]

@@ -390,6 +390,9 @@ pub struct Plan {
     pub plateau: f64,
     pub refinements: u32,
     pub direct: bool,
+    /// The I/O buffers stay on small pages (`--huge-pages off`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub small_pages: bool,
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
