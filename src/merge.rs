@@ -738,6 +738,7 @@ fn merge_run(
                 bytes: b.iter().map(|x| x.bytes).sum(),
                 huge_bytes: b.iter().map(|x| x.huge_bytes).sum(),
                 huge_pages_asked: b.iter().all(|x| x.huge_pages_asked),
+                hugetlb: b.iter().all(|x| x.hugetlb),
                 thp_setting: b
                     .iter()
                     .all(|x| x.thp_setting == b[0].thp_setting)

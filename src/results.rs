@@ -1001,6 +1001,9 @@ pub struct IoBuffers {
     pub huge_bytes: u64,
     /// Whether huge pages were asked for (`--huge-pages try`).
     pub huge_pages_asked: bool,
+    /// The pool is on reserved huge pages (hugetlbfs, `vm.nr_hugepages`), not transparent ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hugetlb: bool,
     /// The kernel's transparent-huge-page setting (`/sys/kernel/mm/transparent_hugepage/enabled`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thp_setting: Option<String>,

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::engine::{make_engine, run_engine_session, SessionCtx, SessionOutcome};
+use crate::engine::{make_engine, run_engine_session, session_buffers, SessionCtx, SessionOutcome};
 use crate::recorder::{session_summary, IntervalSnapshot, IO_OPS};
 use crate::results::{IoBuffers, PageCacheInfo, RunResult, SessionSummary};
 use crate::session::{self, Gate, Plan, Watch};
@@ -150,6 +150,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         // the run's.
         let own = own_descriptor(target, spec, sessions)?;
         let eng = make_engine(spec, own.as_ref().unwrap_or(file_ref))?;
+        let buf = session_buffers(spec, i as u32, pool_ref);
         let Some(mut st) = gate.ready(()) else {
             return Ok((idle_outcome(None), SessionSummary::default()));
         };
@@ -169,12 +170,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
             stop: &st.stop,
             end: st.end,
             verify: vshared_ref,
-            buffers: pool_ref,
         };
         let out = if quota == 0 {
             idle_outcome(None)
         } else {
-            run_engine_session(&ctx, &mut rec, eng)
+            run_engine_session(&ctx, &mut rec, eng, &buf)
         };
         Ok((out, session_summary(&rec)))
     };
@@ -343,6 +343,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                 bytes: p.len(),
                 huge_bytes: p.huge_bytes().unwrap_or(0),
                 huge_pages_asked: spec.huge_pages == crate::workload::HugePages::Try,
+                hugetlb: p.hugetlb(),
                 thp_setting: crate::engine::buffers::thp_setting(),
             }),
     };

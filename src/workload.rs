@@ -86,7 +86,8 @@ pub enum EngineKind {
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum HugePages {
-    /// Ask for them; run on small pages where the kernel gives none.
+    /// Reserved (hugetlb) huge pages if enough are free, else transparent ones; small pages
+    /// where the kernel gives none.
     #[default]
     Try,
     /// Small pages only, as a database without huge pages.

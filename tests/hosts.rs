@@ -189,7 +189,9 @@ fn srun_four_ranks_start_together_and_merge_exactly() {
     let Some(conf) = slurm_conf() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let (t, at) = time_in(Duration::from_secs(4));
+    // Lead time for srun to start four ranks that each create and fill a 16 MiB scratch file
+    // (4 s was once not enough on a loaded CI machine: rank 0 was ready 69 ms late).
+    let (t, at) = time_in(Duration::from_secs(6));
     let late = iolens::placement::fmt_time(t + Duration::from_millis(600));
     // Rank 3 is told to start 600 ms late: a straggler that merge must name.
     let script = format!(

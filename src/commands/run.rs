@@ -36,9 +36,10 @@ pub struct TargetArgs {
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
-    /// The I/O buffers' pages: `try` puts every session's buffers in one pool on transparent
-    /// huge pages where the kernel gives them, as a database's buffer cache on huge pages (each
-    /// block is then one contiguous DMA segment); `off` keeps them on small pages.
+    /// The I/O buffers' pages: `try` puts every session's buffers in one pool on huge pages,
+    /// as a database's buffer cache on huge pages (each block is then one contiguous DMA
+    /// segment): reserved hugetlb pages when enough are free, else transparent huge pages where
+    /// the kernel gives them; `off` keeps them on small pages.
     #[arg(long, value_enum, default_value = "try")]
     pub huge_pages: HugePages,
     /// Do not draw progress (progress is only drawn when stderr is a terminal, or with -v).

@@ -43,7 +43,7 @@ value_enum!(EngineKind {
 });
 
 value_enum!(HugePages {
-    Try => "try": "Ask for transparent huge pages, run on small pages where the kernel gives none",
+    Try => "try": "Reserved (hugetlb) huge pages if enough are free, else transparent ones; small pages where the kernel gives none",
     Off => "off": "Small pages only, as a database without huge pages",
 });
 

@@ -11,6 +11,11 @@
 //! descriptors) with 480 sessions of 8 KiB O_DIRECT reads, means of four runs each: 72.7k IOPS
 //! on huge pages, 61.5k on small pages, fio 63.1k (`bench/scale.sh`, row 2).
 //!
+//! Where huge pages come from: reserved ones (hugetlb, `vm.nr_hugepages`) when enough are free,
+//! as an SGA on HugePages; otherwise transparent huge pages, asked for with `MADV_HUGEPAGE`
+//! (THP `always` or `madvise`). `--huge-pages off` keeps the pool on small pages
+//! (`MADV_NOHUGEPAGE`).
+//!
 //! Flow: the run makes one pool for all its sessions before they start ([`BufferPool::new`]);
 //! each session takes its own slice ([`BufferPool::slice`]) and fills it from its own thread;
 //! after the run [`BufferPool::huge_bytes`] reads from `/proc/self/smaps` how much of the pool
@@ -34,6 +39,8 @@ pub(crate) struct BufferPool {
     /// Blocks per session and bytes per block.
     slots: usize,
     block: usize,
+    /// On reserved (hugetlb) huge pages rather than transparent ones.
+    hugetlb: bool,
 }
 
 // SAFETY: the mapping is plain memory; sessions take disjoint slices of it.
@@ -61,6 +68,32 @@ impl BufferPool {
             at += per;
         }
         let len = at.max(PAGE).next_multiple_of(HUGE);
+        if pages == HugePages::Try && hugetlb_page_size() == Some(HUGE as u64) {
+            // Reserved huge pages (vm.nr_hugepages), as a database's SGA uses them. Without
+            // MAP_NORESERVE the kernel reserves every page now or fails the mapping, so a pool
+            // it grants cannot run short later; one it refuses falls back to the rest.
+            // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
+            let raw = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                    -1,
+                    0,
+                )
+            };
+            if raw != libc::MAP_FAILED {
+                return Ok(BufferPool {
+                    base: raw as *mut u8,
+                    len,
+                    offsets,
+                    slots,
+                    block,
+                    hugetlb: true,
+                });
+            }
+        }
         // Map one huge page more than needed, keep the aligned part and give back the rest.
         // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
         let raw = unsafe {
@@ -102,6 +135,7 @@ impl BufferPool {
             offsets,
             slots,
             block,
+            hugetlb: false,
         })
     }
 
@@ -115,8 +149,9 @@ impl BufferPool {
         unsafe { AlignedBuf::in_pool(self.base.add(off), self.slots, self.block, seed) }
     }
 
-    /// Bytes of the pool the kernel backs with huge pages now (`AnonHugePages` of the pool's
-    /// mapping in `/proc/self/smaps`); `None` where smaps cannot be read.
+    /// Bytes of the pool the kernel backs with huge pages now (`AnonHugePages`, or the
+    /// `*_Hugetlb` sizes of a hugetlb pool, of the pool's mapping in `/proc/self/smaps`);
+    /// `None` where smaps cannot be read.
     pub(crate) fn huge_bytes(&self) -> Option<u64> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         Some(anon_huge_in(&smaps, self.base as usize, self.len))
@@ -125,6 +160,11 @@ impl BufferPool {
     /// Bytes of memory the pool maps.
     pub(crate) fn len(&self) -> u64 {
         self.len as u64
+    }
+
+    /// Whether the pool is on reserved (hugetlb) huge pages.
+    pub(crate) fn hugetlb(&self) -> bool {
+        self.hugetlb
     }
 }
 
@@ -143,7 +183,23 @@ pub(crate) fn thp_setting() -> Option<String> {
     Some(rest.split_once(']')?.0.to_string())
 }
 
-/// `AnonHugePages` of the smaps entries that overlap `[base, base + len)`, in bytes, at most the
+/// The size of the system's default reserved huge page (`Hugepagesize` in /proc/meminfo) when
+/// some are free; `None` when none are.
+fn hugetlb_page_size() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = m.lines().find(|l| l.starts_with(name))?;
+        line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    };
+    (field("HugePages_Free:")? > 0).then_some(field("Hugepagesize:")? * 1024)
+}
+
+/// `AnonHugePages` (and the hugetlb sizes) of the smaps entries that overlap `[base, base + len)`, in bytes, at most the
 /// overlap of each entry (a neighbouring mapping the kernel merged with the pool's counts only
 /// as far as it overlaps).
 fn anon_huge_in(smaps: &str, base: usize, len: usize) -> u64 {
@@ -160,7 +216,10 @@ fn anon_huge_in(smaps: &str, base: usize, len: usize) -> u64 {
                 }
             }
         }
-        if let (Some(o), Some(rest)) = (overlap, line.strip_prefix("AnonHugePages:")) {
+        let huge = ["AnonHugePages:", "Private_Hugetlb:", "Shared_Hugetlb:"]
+            .iter()
+            .find_map(|k| line.strip_prefix(k));
+        if let (Some(o), Some(rest)) = (overlap, huge) {
             let kb: u64 = rest
                 .trim()
                 .trim_end_matches("kB")
@@ -237,6 +296,48 @@ mod tests {
         }
     }
 
+    /// With reserved huge pages free, `try` takes them (as an SGA on HugePages) and the blocks
+    /// are contiguous; `off` does not. Reserves a few pages for the test when none are free
+    /// (root), and gives them back.
+    #[test]
+    fn a_pool_takes_reserved_huge_pages_when_some_are_free() {
+        const NR: &str = "/proc/sys/vm/nr_hugepages";
+        let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<u64>().ok();
+        let Some(before) = read(NR) else {
+            eprintln!("SKIP: this kernel has no hugetlb pages");
+            return;
+        };
+        // One page for this pool and three for a concurrent test's pool (which may take them).
+        let raised = std::fs::write(NR, (before + 4).to_string()).is_ok();
+        if hugetlb_page_size() != Some(HUGE as u64) {
+            if raised {
+                let _ = std::fs::write(NR, before.to_string());
+            }
+            eprintln!("SKIP: no free 2 MiB hugetlb pages (and not root to reserve some)");
+            return;
+        }
+        let checked = std::panic::catch_unwind(|| {
+            let pool = BufferPool::new(200, 1, 8192, HugePages::Try).unwrap();
+            assert!(pool.hugetlb(), "a pool with hugetlb pages free takes them");
+            let bufs: Vec<_> = (0..200).map(|i| pool.slice(i, i as u64)).collect();
+            assert_eq!(pool.huge_bytes(), Some(pool.len()));
+            if frame(bufs[0].raw().0 as usize).is_some() {
+                for b in &bufs {
+                    let p = b.raw().0 as usize;
+                    assert_eq!(frame(p + PAGE), frame(p).map(|f| f + 1));
+                }
+            }
+            let off = BufferPool::new(200, 1, 8192, HugePages::Off).unwrap();
+            assert!(!off.hugetlb(), "--huge-pages off never takes them");
+        });
+        if raised {
+            let _ = std::fs::write(NR, before.to_string());
+        }
+        if let Err(e) = checked {
+            std::panic::resume_unwind(e);
+        }
+    }
+
     #[test]
     fn anon_huge_counts_only_the_pools_overlap() {
         let smaps = "\
@@ -245,10 +346,16 @@ Size:               4096 kB
 AnonHugePages:      4096 kB
 7f0000400000-7f0000600000 rw-p 00000000 00:00 0
 AnonHugePages:      2048 kB
+7f0000600000-7f0000a00000 rw-p 00000000 00:0f 1234 /anon_hugepage (deleted)
+AnonHugePages:         0 kB
+Shared_Hugetlb:        0 kB
+Private_Hugetlb:    4096 kB
 ";
         // The pool is the second half of the first entry and none of the second.
         assert_eq!(anon_huge_in(smaps, 0x7f00_0020_0000, 2 << 20), 2 << 20);
         assert_eq!(anon_huge_in(smaps, 0x7f00_0000_0000, 6 << 20), 6 << 20);
         assert_eq!(anon_huge_in(smaps, 0x7e00_0000_0000, 2 << 20), 0);
+        // A hugetlb mapping counts by its Private_Hugetlb.
+        assert_eq!(anon_huge_in(smaps, 0x7f00_0060_0000, 4 << 20), 4 << 20);
     }
 }

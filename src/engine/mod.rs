@@ -150,8 +150,6 @@ pub(crate) struct SessionCtx<'a> {
     pub(crate) end: Option<Instant>,
     /// Stamping and verification (targets whose blocks iolens stamps).
     pub(crate) verify: Option<&'a VerifyShared>,
-    /// The run's I/O buffers (the session takes its slice); `None`: a heap buffer of its own.
-    pub(crate) buffers: Option<&'a buffers::BufferPool>,
 }
 
 /// How a session ended.
@@ -201,16 +199,12 @@ pub(crate) fn run_session<E: IoEngine>(
     eng: &mut E,
     ctx: &SessionCtx<'_>,
     rec: &mut SessionRecorder,
+    buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
     let spec = ctx.spec;
     let qd = spec.qd as usize;
     let bs = spec.block_size as usize;
-    let seed = spec.seed ^ ctx.session as u64;
-    let buf = match ctx.buffers {
-        Some(pool) => pool.slice(ctx.session as usize, seed),
-        None => AlignedBuf::new(qd, bs, seed),
-    };
-    if let Err(e) = eng.attach(&buf) {
+    if let Err(e) = eng.attach(buf) {
         ctx.stop.store(true, Ordering::Relaxed);
         return SessionOutcome {
             end: Instant::now(),
@@ -465,16 +459,33 @@ pub(crate) fn run_session<E: IoEngine>(
     }
 }
 
-/// Run one session with an engine made by [`make_engine`].
+/// Run one session with an engine made by [`make_engine`] on `buf`, the session's I/O buffers
+/// (its slice of the run's pool, or its own), made and filled before the start line so that
+/// placing the memory (page faults, zeroing a huge page) is not measured.
 pub(crate) fn run_engine_session(
     ctx: &SessionCtx<'_>,
     rec: &mut SessionRecorder,
     engine: EngineBox,
+    buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
     match engine {
-        EngineBox::Sync(mut e) => run_session(&mut e, ctx, rec),
-        EngineBox::Uring(mut e) => run_session(e.as_mut(), ctx, rec),
-        EngineBox::Null(mut e) => run_session(&mut e, ctx, rec),
+        EngineBox::Sync(mut e) => run_session(&mut e, ctx, rec, buf),
+        EngineBox::Uring(mut e) => run_session(e.as_mut(), ctx, rec, buf),
+        EngineBox::Null(mut e) => run_session(&mut e, ctx, rec, buf),
+    }
+}
+
+/// A session's I/O buffers: its slice of the run's pool, or a heap buffer of its own where the
+/// run has no pool. Filled with pseudo-random bytes from the run's seed and the session.
+pub(crate) fn session_buffers<'a>(
+    spec: &WorkloadSpec,
+    session: u32,
+    pool: Option<&'a buffers::BufferPool>,
+) -> AlignedBuf<'a> {
+    let seed = spec.seed ^ session as u64;
+    match pool {
+        Some(p) => p.slice(session as usize, seed),
+        None => AlignedBuf::new(spec.qd as usize, spec.block_size as usize, seed),
     }
 }
 

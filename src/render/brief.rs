@@ -442,7 +442,9 @@ fn io_buffers_line(b: &crate::results::IoBuffers) -> String {
             ),
         }
     );
-    if !b.huge_pages_asked {
+    if b.hugetlb && b.huge_bytes > 0 {
+        line += " (reserved hugetlb pages)";
+    } else if !b.huge_pages_asked {
         line += " (--huge-pages off)";
     } else if b.huge_bytes == 0 {
         match b.thp_setting.as_deref() {
