@@ -9,9 +9,9 @@
 #   3. `iolens db run --engine sqlite --sessions 160`: peak RSS per session, duration honoured;
 #   6. the tool's own CPU per I/O on the null engine beside fio's null engine, and 480 null
 #      sessions (threads that never block): duration honoured, peak RSS.
-# Usage: bench/scale.sh [--big] [DIR]   (DIR holds the scratch file and database; default
-#        ./bench-tmp). Default: 3 s per run, about two minutes on a 2-core VM; --big: 10 s runs
-#        on a larger file and database.
+# Usage: [ROUNDS=N] [FIO_HUGE=1] bench/scale.sh [--big] [DIR]   (DIR holds the scratch file and
+#        database; default ./bench-tmp). Default: 3 s per run, ROUNDS=2 mirrored rounds of row 2,
+#        about four minutes on a 2-core VM; --big: 10 s runs on a larger file and database.
 # CPU per I/O is the child's rusage (user+sys) over the I/Os it completed, for both tools; peak
 # memory is the child's maximum resident set (rusage). Absolute figures drift on shared
 # machines; compare the ratios of one run.
@@ -101,6 +101,7 @@ print("== 2. 8 KiB random O_DIRECT reads, sync engine vs fio --thread --ioengine
 # which needs processes (it fails with --thread) and hugetlb pages, reserved for the run and
 # given back after it.
 fio_huge = os.environ.get("FIO_HUGE") == "1"
+rounds = int(os.environ.get("ROUNDS", "2"))
 variants = {
     "fio": lambda n: fio(["--direct=1", "--ioengine=psync"], n),
     "iolens": lambda n: iol(run_args + ["--engine", "sync"], n),
@@ -112,8 +113,8 @@ if fio_huge:
 print(f"{'sessions':>8} {'tool':13} {'IOPS':>10} {'CPU µs/IO':>10} {'peak RSS':>10}")
 for n in (128, 480):
     reserved = reserve_huge(3 * n + 16) if fio_huge else None
-    # Mirrored order (a, b, c, c, b, a) so drift does not favour any tool.
-    order = list(variants) + list(reversed(variants))
+    # Mirrored order (a, b, c, c, b, a), ROUNDS times, so drift does not favour any tool.
+    order = (list(variants) + list(reversed(variants))) * rounds
     runs = {t: [] for t in variants}
     try:
         for tool in order:
