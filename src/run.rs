@@ -355,6 +355,8 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         r.block = Some(w.take(&r)?);
     }
     r.warnings = run_warnings(&r, spec);
+    r.warnings
+        .extend(unregistered_warning(&outcomes, r.io_buffers.as_ref()));
     Ok(r)
 }
 
@@ -433,8 +435,40 @@ fn idle_outcome(error: Option<String>) -> SessionOutcome {
         sched: None,
         error,
         completed: 0,
+        unregistered: None,
         verify: Default::default(),
     }
+}
+
+/// The warning for io_uring sessions whose buffers the kernel would not register (they pass
+/// their buffers with every I/O: more CPU per I/O than a run with them registered).
+fn unregistered_warning(
+    outcomes: &[SessionOutcome],
+    buffers: Option<&IoBuffers>,
+) -> Option<String> {
+    let refused: Vec<i32> = outcomes.iter().filter_map(|o| o.unregistered).collect();
+    let errno = *refused.first()?;
+    let mut w = format!(
+        "io_uring: the kernel refused to register the I/O buffers of {} of {} sessions ({}); \
+         they pass their buffers with every I/O, which costs more CPU per I/O",
+        refused.len(),
+        outcomes.len(),
+        std::io::Error::from_raw_os_error(errno)
+    );
+    if errno == libc::ENOMEM {
+        let limit = crate::sys::memlock_limit()
+            .map(|l| format!(" ({})", crate::units::fmt_bytes(l)))
+            .unwrap_or_default();
+        w += &format!(": the locked-memory limit{limit} is too low");
+        if buffers.is_some_and(|b| b.huge_bytes > 0) {
+            w += ", and each ring is charged the whole 2 MiB huge page its buffers sit in";
+        }
+        w += "; raise it (`ulimit -l`), run as root";
+        if buffers.is_some_and(|b| b.huge_bytes > 0) {
+            w += ", or keep the buffers on small pages (--huge-pages off)";
+        }
+    }
+    Some(w)
 }
 
 /// The live progress line of a run.

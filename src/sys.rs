@@ -69,6 +69,17 @@ pub(crate) fn raise_nofile_limit() {
     }
 }
 
+/// The soft locked-memory limit (`RLIMIT_MEMLOCK`) in bytes; `None` when unlimited or unknown.
+pub(crate) fn memlock_limit() -> Option<u64> {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit on a valid struct.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut l) } == 0;
+    (ok && l.rlim_cur != libc::RLIM_INFINITY).then_some(l.rlim_cur)
+}
+
 /// Kernel thread id of the calling thread.
 pub(crate) fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.

@@ -568,3 +568,74 @@ fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
     let r = Results::read_file(&json).unwrap();
     assert_eq!(r.runs[0].io_buffers.as_ref().unwrap().huge_bytes, 0);
 }
+
+/// io_uring sessions whose buffers the kernel will not register say so, and why. An
+/// unprivileged user under a 4 MiB locked-memory limit runs 8 rings of 4 × 8 KiB: on huge pages
+/// each ring is charged the whole 2 MiB page its buffers sit in, so not all can register them
+/// and the run warns, naming the limit and the ways out; on small pages (8 × 32 KiB) they all
+/// fit and nothing is said.
+#[test]
+fn uring_buffers_the_kernel_will_not_register_are_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    if !common::root_or_skip("running iolens as an unprivileged user") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let t = scratch(d, 16 * MB, false);
+    std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // The checkout may not be reachable for another user: run a copy of the binary.
+    let exe = d.join("iolens");
+    std::fs::copy(env!("CARGO_BIN_EXE_iolens"), &exe).unwrap();
+    for pages in ["try", "off"] {
+        let json = d.join(format!("u-{pages}.json"));
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(["prlimit", "--memlock=4194304"])
+            .arg(&exe)
+            .args(["run", "--target"])
+            .arg(&t.path)
+            .args([
+                "--engine",
+                "uring",
+                "--sessions",
+                "8",
+                "--qd",
+                "4",
+                "--ios",
+                "4000",
+            ])
+            .args(["--no-progress", "--huge-pages", pages, "--json"])
+            .arg(&json)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && err.contains("uring engine cannot run") {
+            eprintln!("note: skipped: io_uring is not open to unprivileged users here: {err}");
+            return;
+        }
+        assert!(out.status.success(), "{err}");
+        let r = Results::read_file(&json).unwrap();
+        let run = &r.runs[0];
+        assert_eq!(run.ops[0].count, 4000);
+        let huge = run.io_buffers.as_ref().unwrap().huge_bytes > 0;
+        let warned = run
+            .warnings
+            .iter()
+            .find(|w| w.contains("refused to register the I/O buffers"));
+        if pages == "off" {
+            assert!(warned.is_none(), "{:?}", run.warnings);
+        } else if huge {
+            let w = warned.expect("the refusal is reported");
+            assert!(
+                w.contains("of 8 sessions") && w.contains("locked-memory limit (4 MiB)"),
+                "{w}"
+            );
+            assert!(w.contains("--huge-pages off"), "{w}");
+        } else {
+            eprintln!("note: the huge-page case skipped: the kernel gave this run no huge pages");
+        }
+    }
+}

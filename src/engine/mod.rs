@@ -50,6 +50,11 @@ pub(crate) trait IoEngine {
     fn attach(&mut self, _buf: &AlignedBuf<'_>) -> io::Result<()> {
         Ok(())
     }
+    /// Why the kernel refused to register the session's buffers (an errno), when the engine
+    /// asked and now passes them with every I/O instead; `None` otherwise.
+    fn unregistered(&self) -> Option<i32> {
+        None
+    }
 }
 
 /// A page-aligned buffer for O_DIRECT, one block per slot: its own heap allocation, or a
@@ -163,6 +168,8 @@ pub(crate) struct SessionOutcome {
     pub(crate) error: Option<String>,
     /// I/Os completed (including warm-up).
     pub(crate) completed: u64,
+    /// The errno with which the kernel refused to register the session's buffers (io_uring).
+    pub(crate) unregistered: Option<i32>,
     /// Verification figures and corruption found by this session.
     pub(crate) verify: VerifyTally,
 }
@@ -211,6 +218,7 @@ pub(crate) fn run_session<E: IoEngine>(
             sched: None,
             error: Some(format!("I/O engine set-up failed: {e}")),
             completed: 0,
+            unregistered: None,
             verify: VerifyTally::default(),
         };
     }
@@ -455,6 +463,7 @@ pub(crate) fn run_session<E: IoEngine>(
         sched,
         error,
         completed,
+        unregistered: eng.unregistered(),
         verify: tally,
     }
 }

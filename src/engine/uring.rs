@@ -18,6 +18,8 @@ pub(crate) struct UringEngine {
     fd: i32,
     fixed_file: bool,
     fixed_bufs: bool,
+    /// Why registering the buffers failed (errno); they are then passed with each I/O.
+    unregistered: Option<i32>,
     /// Submit each I/O with its own system call as it is queued (fio's default,
     /// iodepth_batch_submit=1) rather than all queued I/Os in one call.
     submit_each: bool,
@@ -76,6 +78,7 @@ impl UringEngine {
             fd,
             fixed_file,
             fixed_bufs: false,
+            unregistered: None,
             submit_each: !batch_submit,
             queued: 0,
         })
@@ -90,8 +93,16 @@ impl IoEngine for UringEngine {
             iov_len: len,
         };
         // SAFETY: the buffer outlives the ring's use of it (both live for the session).
-        self.fixed_bufs = unsafe { self.ring.submitter().register_buffers(&[iov]) }.is_ok();
+        let registered = unsafe { self.ring.submitter().register_buffers(&[iov]) };
+        self.fixed_bufs = registered.is_ok();
+        self.unregistered = registered
+            .err()
+            .map(|e| e.raw_os_error().unwrap_or(libc::EIO));
         Ok(())
+    }
+
+    fn unregistered(&self) -> Option<i32> {
+        self.unregistered
     }
 
     #[inline]
