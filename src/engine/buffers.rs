@@ -1,5 +1,5 @@
-//! The run's I/O buffers: one anonymous mapping that holds every session's blocks, on
-//! transparent huge pages where the kernel gives them, as a database's buffer cache holds its
+//! The run's I/O buffers: one anonymous mapping that holds every session's blocks, on huge
+//! pages where the kernel gives them, as a database's buffer cache holds its
 //! blocks (Oracle's SGA on HugePages, PostgreSQL's `shared_buffers` with `huge_pages`).
 //!
 //! Why it changes what a run measures: an O_DIRECT block moves straight between the device and
@@ -8,8 +8,9 @@
 //! disk without indirect descriptors every segment is one ring descriptor, so fewer requests fit
 //! in the ring and the device queue is shallower than the load asks for. Inside one huge page
 //! every block is contiguous. Measured on this project's VM (virtio-blk, no indirect
-//! descriptors) with 480 sessions of 8 KiB O_DIRECT reads, means of four runs each: 72.7k IOPS
-//! on huge pages, 61.5k on small pages, fio 63.1k (`bench/scale.sh`, row 2).
+//! descriptors), 8 KiB O_DIRECT reads at 480 sessions (`bench/scale.sh`, `ROUNDS=2`): 72.2k IOPS
+//! on huge pages, 59.0k on small pages, fio 60.9k; the device held 86 requests on huge pages
+//! (its ring's 256 descriptors / 3) against 67–73 on small ones.
 //!
 //! Where huge pages come from: reserved ones (hugetlb, `vm.nr_hugepages`) when enough are free,
 //! as an SGA on HugePages; otherwise transparent huge pages, asked for with `MADV_HUGEPAGE`
