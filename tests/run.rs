@@ -567,6 +567,25 @@ fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
     );
     let r = Results::read_file(&json).unwrap();
     assert_eq!(r.runs[0].io_buffers.as_ref().unwrap().huge_bytes, 0);
+    // The HTML report says the same.
+    let html = dir.path().join("r.html");
+    let out = bin()
+        .arg("report")
+        .arg(&json)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("<p>I/O buffers: 2 MiB, none on huge pages (--huge-pages off)</p>"),
+        "the report names the buffers"
+    );
 }
 
 /// io_uring sessions whose buffers the kernel will not register say so, and why. An

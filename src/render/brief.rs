@@ -428,7 +428,7 @@ pub(crate) fn render_reports(
 
 /// The I/O buffers in words: their size and how much of it is on huge pages, with the reason
 /// when none is.
-fn io_buffers_line(b: &crate::results::IoBuffers) -> String {
+pub(crate) fn io_buffers_line(b: &crate::results::IoBuffers) -> String {
     let mut line = format!(
         "{}, {} on huge pages",
         fmt_bytes(b.bytes),

@@ -557,6 +557,13 @@ fn environment_section(out: &mut String, r: &Results) {
         );
         let spec = serde_json::to_string_pretty(&run.spec).unwrap_or_default();
         let _ = write!(out, "<pre>{}</pre>", esc(&spec));
+        if let Some(b) = &run.io_buffers {
+            let _ = write!(
+                out,
+                "<p>I/O buffers: {}</p>",
+                esc(&super::brief::io_buffers_line(b))
+            );
+        }
         if !run.counters.is_empty() {
             let mut t = Table::new(&["counter", "value"]);
             for (k, v) in &run.counters {
