@@ -270,6 +270,57 @@ struct {
 	__type(value, __u64);
 } count_from SEC(".maps");
 
+// For `--watch` on iolens' own load: the target file's extents on the disk, as sorted, disjoint
+// [start, end) sector ranges in `extents[0 .. extent_count)`. The process's requests (and
+// merged bios) outside them (its binary's pages read back after reclaim, another file) are
+// not the run's. `extent_count` 0 (`iolens watch`, or a target whose extents could not be
+// mapped) keeps every request of the watched processes.
+#define MAX_EXTENTS 1024
+struct extent {
+	__u64 start;
+	__u64 end;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_EXTENTS);
+	__type(key, __u32);
+	__type(value, struct extent);
+} extents SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} extent_count SEC(".maps");
+
+// Whether `sector` lies in one of the target's extents (always, without a filter): a binary
+// search for the last extent that starts at or before it.
+static __always_inline int on_target(__u64 sector)
+{
+	__u32 zero = 0;
+	__u32 *count = bpf_map_lookup_elem(&extent_count, &zero);
+	if (!count || *count == 0)
+		return 1;
+	__u32 lo = 0, hi = *count;
+	if (hi > MAX_EXTENTS)
+		hi = MAX_EXTENTS;
+	// [lo, hi) holds the answer; 11 halvings cover 1024 extents.
+	for (int i = 0; i < 11 && hi - lo > 1; i++) {
+		__u32 mid = lo + (hi - lo) / 2;
+		struct extent *e = bpf_map_lookup_elem(&extents, &mid);
+		if (!e)
+			return 1;
+		if (e->start <= sector)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	struct extent *e = bpf_map_lookup_elem(&extents, &lo);
+	return e && sector >= e->start && sector < e->end;
+}
+
 static __always_inline int unseen_counts(const struct rq_state *old)
 {
 	__u32 zero = 0;
@@ -282,7 +333,7 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
-	st.watched = current_watched(st.tgid);
+	st.watched = current_watched(st.tgid) && on_target(BPF_CORE_READ(rq, __sector));
 	// The usual case, one map operation: no entry under this address.
 	long err = bpf_map_update_elem(&in_block, &key, &st, BPF_NOEXIST);
 	if (err == 0)
@@ -364,10 +415,10 @@ struct {
 	__type(value, __u64);
 } merges SEC(".maps");
 
-static __always_inline void bio_merge(void)
+static __always_inline void bio_merge(struct bio *bio)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if (!current_watched(id >> 32))
+	if (!current_watched(id >> 32) || !on_target(BPF_CORE_READ(bio, bi_iter.bi_sector)))
 		return;
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&merges, &zero);
@@ -375,8 +426,9 @@ static __always_inline void bio_merge(void)
 		*n += 1;
 }
 
-HANDLER(block_bio_backmerge, bio_merge())
-HANDLER(block_bio_frontmerge, bio_merge())
+// The merge tracepoints pass the bio alone (Linux 5.11 and later).
+HANDLER(block_bio_backmerge, bio_merge((struct bio *)ctx[0]))
+HANDLER(block_bio_frontmerge, bio_merge((struct bio *)ctx[0]))
 HANDLER(block_io_start, rq_start((struct request *)ctx[0]))
 HANDLER(block_rq_insert, rq_start((struct request *)ctx[0]))
 HANDLER(block_rq_issue, rq_issue((struct request *)ctx[0]))

@@ -1027,6 +1027,12 @@ pub struct BlockLayer {
     /// own: block requests + merged bios = the I/Os that reached the block layer.
     #[serde(default)]
     pub merged: u64,
+    /// `--watch` on iolens' own load: the number of the target file's extent ranges the
+    /// requests and merged bios were filtered by (only I/O to the target's own blocks counts);
+    /// absent when every request of the process on the disk counted (a device target, a
+    /// filesystem whose blocks could not be mapped, `watch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_extents: Option<u32>,
 }
 
 impl BlockLayer {

@@ -156,6 +156,132 @@ pub(crate) fn block_dev_for(path: &Path) -> Option<BlockDev> {
     Some(BlockDev { name, disk })
 }
 
+/// The extents of the regular file at `path` on its whole disk: sorted, disjoint `[start, end)`
+/// ranges in 512-byte sectors (a partition's start added), adjacent extents joined. `None`
+/// where they cannot stand for the file's I/O: not a regular file, a filesystem that may move
+/// blocks on overwrite (only ext2/3/4 and XFS are mapped), an extent FIEMAP cannot place
+/// (delayed allocation, inline, encoded, shared), a device stacked on others (device-mapper,
+/// md), or more than `max` ranges.
+pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
+    use std::os::fd::AsRawFd;
+    const EXT_MAGIC: i64 = 0xEF53;
+    const XFS_MAGIC: i64 = 0x5846_5342;
+    const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
+    const FIEMAP_FLAG_SYNC: u32 = 1;
+    const LAST: u32 = 0x1;
+    // UNKNOWN, DELALLOC, ENCODED, DATA_ENCRYPTED, NOT_ALIGNED, DATA_INLINE, DATA_TAIL,
+    // UNWRITTEN is fine (reads of it do not reach the disk, writes land in place); SHARED.
+    const UNMAPPABLE: u32 = 0x2 | 0x4 | 0x8 | 0x80 | 0x100 | 0x200 | 0x400 | 0x2000;
+    const BATCH: usize = 256;
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Extent {
+        logical: u64,
+        physical: u64,
+        length: u64,
+        reserved64: [u64; 2],
+        flags: u32,
+        reserved: [u32; 3],
+    }
+    #[repr(C)]
+    struct Fiemap {
+        start: u64,
+        length: u64,
+        flags: u32,
+        mapped: u32,
+        count: u32,
+        reserved: u32,
+        extents: [Extent; BATCH],
+    }
+    let md = fs::metadata(path).ok()?;
+    if !md.file_type().is_file() {
+        return None;
+    }
+    let file = fs::File::open(path).ok()?;
+    // SAFETY: fstatfs into a zeroed struct of the right type.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut sfs) } != 0 {
+        return None;
+    }
+    let magic = sfs.f_type as i64;
+    if magic != EXT_MAGIC && magic != XFS_MAGIC {
+        return None;
+    }
+    let sysdev = format!(
+        "/sys/dev/block/{}:{}",
+        libc::major(md.dev()),
+        libc::minor(md.dev())
+    );
+    let sysdev = Path::new(&sysdev);
+    let stacked = sysdev
+        .join("slaves")
+        .read_dir()
+        .ok()
+        .and_then(|mut d| d.next())
+        .is_some();
+    if stacked || sysdev.join("dm").exists() || sysdev.join("md").exists() {
+        return None;
+    }
+    let part_start: u64 = if sysdev.join("partition").exists() {
+        fs::read_to_string(sysdev.join("start"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?
+    } else {
+        0
+    };
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    let mut from = 0u64;
+    loop {
+        let mut fm = Box::new(Fiemap {
+            start: from,
+            length: u64::MAX - from,
+            flags: FIEMAP_FLAG_SYNC,
+            mapped: 0,
+            count: BATCH as u32,
+            reserved: 0,
+            extents: [Extent::default(); BATCH],
+        });
+        // SAFETY: FS_IOC_FIEMAP with a fiemap header followed by room for `count` extents.
+        if unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut *fm as *mut Fiemap) } != 0 {
+            return None;
+        }
+        let n = (fm.mapped as usize).min(BATCH);
+        for e in &fm.extents[..n] {
+            if e.flags & UNMAPPABLE != 0 || e.physical % 512 != 0 || e.length % 512 != 0 {
+                return None;
+            }
+            let start = part_start + e.physical / 512;
+            let end = start + e.length / 512;
+            match out.last_mut() {
+                Some(last) if last.1 == start => last.1 = end,
+                _ => out.push((start, end)),
+            }
+            if out.len() > max {
+                return None;
+            }
+        }
+        let Some(last) = fm.extents[..n].last() else {
+            break;
+        };
+        if last.flags & LAST != 0 {
+            break;
+        }
+        from = last.logical + last.length;
+    }
+    out.sort_unstable();
+    // Disjoint after sorting (a file's extents never overlap); join what now touches.
+    let mut joined: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+    for (s, e) in out {
+        match joined.last_mut() {
+            Some(last) if last.1 >= s => last.1 = last.1.max(e),
+            _ => joined.push((s, e)),
+        }
+    }
+    (!joined.is_empty()).then_some(joined)
+}
+
 /// One line of /proc/self/mountinfo.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Mount {

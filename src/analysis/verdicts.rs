@@ -410,7 +410,7 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     };
     let dists = format!(
         "application reads p50 {} / p99 {}, {name}'s service time p50 {} / p99 {}, host block \
-         queue p50 {} / p99 {} ({} traced block requests; compared: {compared})",
+         queue p50 {} / p99 {} ({} traced block requests{on}; compared: {compared})",
         fmt_ns(a50),
         fmt_ns(a99),
         fmt_ns(d50),
@@ -418,6 +418,11 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
         fmt_ns(q50),
         fmt_ns(q99),
         fmt_rate(dev_op.count as f64),
+        on = if block.target_extents.is_some() {
+            " to the target's own blocks"
+        } else {
+            ""
+        },
     );
     let queued = |s: f64, h: f64| s > HOST_SHARE_WARN && h > HOST_US_MIN * 1e3;
     if queued(s50, h50) || queued(s99, h99) {

@@ -3,7 +3,10 @@
 //! [`OwnWatch::start`] loads the block-layer probes of `bpf/watch.bpf.c` (no syscall or
 //! scheduler probes) with the process filter set to this process, and drains their ring
 //! buffer on a thread of its own for as long as it lives. Only requests this process submitted
-//! to the target's disk are kept. The session driver [arms](OwnWatch::arm) it when it fixes a
+//! to the target's disk are kept, and of those, where the target is a regular file on ext2/3/4
+//! or XFS, only requests to the file's own extents (FIEMAP, handed to the probes as sorted
+//! sector ranges): the process's other I/O on the disk (its generation journal, filesystem
+//! metadata, its binary's pages read back after reclaim) is not the run's. The session driver [arms](OwnWatch::arm) it when it fixes a
 //! run's measurement base, so each request counts in the run's own interval grid (the interval
 //! of its completion; completions before the base or at/after the planned end are left out, as
 //! the recorder leaves out I/Os), and the producer [takes](OwnWatch::take) the run's
@@ -81,6 +84,9 @@ unsafe impl aya::Pod for RqState {}
 /// A block-layer watch of this process's own I/O on one disk (see the module docs).
 pub struct OwnWatch {
     device: filter::Device,
+    /// The target's extent ranges the requests are filtered by; `None`: every request of this
+    /// process on the disk counts.
+    extents: Option<u32>,
     shared: Arc<(Mutex<State>, Condvar)>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -112,14 +118,19 @@ impl OwnWatch {
         };
         let device = filter::resolve_device(&bd.disk)
             .with_context(|| format!("--watch: the disk of {}", path.display()))?;
+        // Only requests to the target's own blocks count, where they can be mapped: this
+        // process also reads other files on the same disk (its binary's pages, read back after
+        // the kernel reclaimed them), and those are not the run's I/O.
+        let extents = crate::sys::disk_extents(path, MAX_EXTENTS);
         let shared = Arc::new((Mutex::new(State::default()), Condvar::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
         let thread = {
             let (shared, stop, dev) = (shared.clone(), stop.clone(), device.dev);
+            let ranges = extents.clone().unwrap_or_default();
             std::thread::Builder::new()
                 .name("iolens-blkwatch".into())
-                .spawn(move || drain(dev, &shared, &stop, tx))
+                .spawn(move || drain(dev, &ranges, &shared, &stop, tx))
                 .context("cannot start the block-layer watch thread")?
         };
         match rx.recv() {
@@ -135,6 +146,7 @@ impl OwnWatch {
         }
         Ok(OwnWatch {
             device,
+            extents: extents.map(|e| e.len() as u32),
             shared,
             stop,
             thread: Some(thread),
@@ -233,6 +245,7 @@ impl OwnWatch {
             ops: out,
             lost,
             merged,
+            target_extents: self.extents,
         })
     }
 }
@@ -282,10 +295,15 @@ fn fold_to(mut acc: OpAcc, bounds: &[(f64, f64)], interval_ns: u64) -> Result<Op
     Ok(acc)
 }
 
+/// The most extent ranges the probes filter by (`MAX_EXTENTS` in `bpf/watch.bpf.c`); a target
+/// in more pieces is watched whole-disk.
+const MAX_EXTENTS: usize = 1024;
+
 /// The drain thread: load and attach, report that on `ready`, then bin this process's block
-/// requests on the target's disk until stopped.
+/// requests on the target's disk (in `extents`, when given) until stopped.
 fn drain(
     dev: u32,
+    extents: &[(u64, u64)],
     shared: &Arc<(Mutex<State>, Condvar)>,
     stop: &AtomicBool,
     ready: mpsc::Sender<Result<()>>,
@@ -306,6 +324,7 @@ fn drain(
             ],
         )?;
         bpf::set_process_filter(&mut ebpf, &[std::process::id()], &[])?;
+        set_extents(&mut ebpf, extents)?;
         let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
         super::attach_block(&mut ebpf, &btf, true, &mut Vec::new())?;
         let ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
@@ -385,6 +404,36 @@ fn drain(
         }
     }
 }
+
+/// Give the probes the target's extent ranges (sorted sectors), then their count: the count
+/// last, so the probes never search ranges not yet written.
+fn set_extents(ebpf: &mut aya::Ebpf, extents: &[(u64, u64)]) -> Result<()> {
+    if extents.is_empty() {
+        return Ok(());
+    }
+    let mut map: aya::maps::Array<&mut aya::maps::MapData, Extent> =
+        aya::maps::Array::try_from(ebpf.map_mut("extents").context("no extents map")?)?;
+    for (i, &(start, end)) in extents.iter().enumerate() {
+        map.set(i as u32, Extent { start, end }, 0)?;
+    }
+    let mut count: aya::maps::Array<&mut aya::maps::MapData, u32> = aya::maps::Array::try_from(
+        ebpf.map_mut("extent_count")
+            .context("no extent_count map")?,
+    )?;
+    count.set(0, extents.len() as u32, 0)?;
+    Ok(())
+}
+
+/// One extent range of the target (`struct extent` in `bpf/watch.bpf.c`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Extent {
+    start: u64,
+    end: u64,
+}
+
+// SAFETY: plain old data, laid out as the BPF program's `struct extent`.
+unsafe impl aya::Pod for Extent {}
 
 /// Remove this process's requests that started in `[from, to)` (CLOCK_MONOTONIC ns) and are
 /// still in the kernel's request table, and count them: every request of a run that has ended
