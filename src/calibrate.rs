@@ -501,9 +501,14 @@ impl Plan {
     /// The plan in words (`--explain`).
     pub fn explain(&self, target: &str) -> String {
         let mut s = format!(
-            "Calibration plan: target {target}, budget {}, {}\n",
+            "Calibration plan: target {target}, budget {}, {}, I/O buffers on {}\n",
             humantime::format_duration(std::time::Duration::from_secs(self.budget_s as u64)),
-            if self.direct { "O_DIRECT" } else { "buffered" }
+            if self.direct { "O_DIRECT" } else { "buffered" },
+            if self.small_pages {
+                "small pages"
+            } else {
+                "huge pages where the kernel gives them"
+            }
         );
         for (i, p) in self.phases.iter().enumerate() {
             s += &format!(

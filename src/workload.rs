@@ -501,6 +501,12 @@ impl WorkloadSpec {
                 "buffered (page cache)"
             }
         );
+        if self.engine != EngineKind::Null {
+            out += match self.huge_pages {
+                HugePages::Try => ", I/O buffers on huge pages where the kernel gives them",
+                HugePages::Off => ", I/O buffers on small pages",
+            };
+        }
         if self.pattern.writes() {
             out += &format!(
                 ", sync {}",

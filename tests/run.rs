@@ -567,6 +567,27 @@ fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
     );
     let r = Results::read_file(&json).unwrap();
     assert_eq!(r.runs[0].io_buffers.as_ref().unwrap().huge_bytes, 0);
+    // The plans say where the buffers go.
+    for (cmd, pages, words) in [
+        ("run", "off", "I/O buffers on small pages"),
+        (
+            "run",
+            "try",
+            "I/O buffers on huge pages where the kernel gives them",
+        ),
+        ("calibrate", "off", "I/O buffers on small pages"),
+    ] {
+        let out = bin()
+            .args([cmd, "--explain", "--huge-pages", pages, "--target"])
+            .arg(&t.path)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains(words),
+            "{cmd}: {text}"
+        );
+    }
     // The HTML report says the same.
     let html = dir.path().join("r.html");
     let out = bin()
