@@ -344,7 +344,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                 huge_bytes: p.huge_bytes().unwrap_or(0),
                 huge_pages_asked: spec.huge_pages == crate::workload::HugePages::Try,
                 hugetlb: p.hugetlb(),
-                thp_setting: crate::engine::buffers::thp_setting(),
+                thp_setting: crate::sys::thp_setting(),
             }),
     };
     r.counters.insert(
@@ -460,11 +460,12 @@ fn unregistered_warning(
             .map(|l| format!(" ({})", crate::units::fmt_bytes(l)))
             .unwrap_or_default();
         w += &format!(": the locked-memory limit{limit} is too low");
-        if buffers.is_some_and(|b| b.huge_bytes > 0) {
+        let on_huge = buffers.is_some_and(|b| b.huge_bytes > 0);
+        if on_huge {
             w += ", and each ring is charged the whole 2 MiB huge page its buffers sit in";
         }
         w += "; raise it (`ulimit -l`), run as root";
-        if buffers.is_some_and(|b| b.huge_bytes > 0) {
+        if on_huge {
             w += ", or keep the buffers on small pages (--huge-pages off)";
         }
     }

@@ -232,17 +232,16 @@ pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
         0
     };
     let mut out: Vec<(u64, u64)> = Vec::new();
-    let mut from = 0u64;
+    let mut fm = Box::new(Fiemap {
+        start: 0,
+        length: u64::MAX,
+        flags: FIEMAP_FLAG_SYNC,
+        mapped: 0,
+        count: BATCH as u32,
+        reserved: 0,
+        extents: [Extent::default(); BATCH],
+    });
     loop {
-        let mut fm = Box::new(Fiemap {
-            start: from,
-            length: u64::MAX - from,
-            flags: FIEMAP_FLAG_SYNC,
-            mapped: 0,
-            count: BATCH as u32,
-            reserved: 0,
-            extents: [Extent::default(); BATCH],
-        });
         // SAFETY: FS_IOC_FIEMAP with a fiemap header followed by room for `count` extents.
         if unsafe { libc::ioctl(file.as_raw_fd(), FS_IOC_FIEMAP, &mut *fm as *mut Fiemap) } != 0 {
             return None;
@@ -268,7 +267,8 @@ pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
         if last.flags & LAST != 0 {
             break;
         }
-        from = last.logical + last.length;
+        fm.start = last.logical + last.length;
+        fm.length = u64::MAX - fm.start;
     }
     out.sort_unstable();
     // Disjoint after sorting (a file's extents never overlap); join what now touches.
@@ -339,18 +339,31 @@ fn read_num<T: std::str::FromStr>(p: impl AsRef<Path>) -> Option<T> {
     read_trim(p)?.parse().ok()
 }
 
+/// A number field of /proc/meminfo (`MemTotal:`, `HugePages_Free:`, ...): its value as
+/// written, in kB for the sizes, a count for the hugetlb page counts.
+fn meminfo(field: &str) -> Option<u64> {
+    let m = fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].split_whitespace().next()?.parse().ok()
+}
+
 /// Total memory of the host in bytes (/proc/meminfo MemTotal; 0 when unknown).
 pub(crate) fn memory_bytes() -> u64 {
-    fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("MemTotal:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .unwrap_or(0)
-        * 1024
+    meminfo("MemTotal:").unwrap_or(0) * 1024
+}
+
+/// The size in bytes of the system's default reserved (hugetlb) huge page, when some of them
+/// are free; `None` when none are.
+pub(crate) fn free_hugetlb_page_size() -> Option<u64> {
+    (meminfo("HugePages_Free:")? > 0).then_some(meminfo("Hugepagesize:")? * 1024)
+}
+
+/// The kernel's transparent-huge-page mode: the bracketed word of
+/// `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise` or `never`).
+pub(crate) fn thp_setting() -> Option<String> {
+    let s = read_trim("/sys/kernel/mm/transparent_hugepage/enabled")?;
+    let (_, rest) = s.split_once('[')?;
+    Some(rest.split_once(']')?.0.to_string())
 }
 
 /// Host facts: hostname, kernel, CPU model and count, memory.

@@ -541,26 +541,20 @@ fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
     assert!(execute(&s, &t, &opts(&stop)).unwrap().io_buffers.is_none());
     // `show` says where the buffers were.
     let json = dir.path().join("r.json");
-    let out = bin()
-        .args(["run", "--target"])
-        .arg(&t.path)
-        .args([
-            "--ios",
-            "200",
-            "--huge-pages",
-            "off",
-            "--no-progress",
-            "--json",
-        ])
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = common::ok_stdout(
+        bin()
+            .args(["run", "--target"])
+            .arg(&t.path)
+            .args([
+                "--ios",
+                "200",
+                "--huge-pages",
+                "off",
+                "--no-progress",
+                "--json",
+            ])
+            .arg(&json),
     );
-    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("I/O buffers: 2 MiB, none on huge pages (--huge-pages off)"),
         "{text}"
@@ -577,31 +571,16 @@ fn io_buffers_are_pooled_on_huge_pages_where_the_kernel_gives_them() {
         ),
         ("calibrate", "off", "I/O buffers on small pages"),
     ] {
-        let out = bin()
-            .args([cmd, "--explain", "--huge-pages", pages, "--target"])
-            .arg(&t.path)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains(words),
-            "{cmd}: {text}"
+        let text = common::ok_stdout(
+            bin()
+                .args([cmd, "--explain", "--huge-pages", pages, "--target"])
+                .arg(&t.path),
         );
+        assert!(text.contains(words), "{cmd}: {text}");
     }
     // The HTML report says the same.
     let html = dir.path().join("r.html");
-    let out = bin()
-        .arg("report")
-        .arg(&json)
-        .arg("-o")
-        .arg(&html)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::ok_stdout(bin().arg("report").arg(&json).arg("-o").arg(&html));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(
         page.contains("<p>I/O buffers: 2 MiB, none on huge pages (--huge-pages off)</p>"),

@@ -13,7 +13,7 @@ mod common;
 use common::{bin, root_or_skip};
 use hdrhistogram::Histogram;
 use iolens::results::analysis::VerdictKind;
-use iolens::results::{Results, RunResult, WatchBudget};
+use iolens::results::{BlockLayer, OpResult, Results, RunResult, WatchBudget};
 
 /// The loss a block-layer watch may report: completions the kernel did not run the probe for.
 const UNSEEN: &str = "block completion of a watched request not seen";
@@ -640,6 +640,18 @@ fn run_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The I/Os of a run that reached the block layer as `dev`'s op: its requests seen completing,
+/// bios merged into a queued request, and completions the probe did not see; with the three in
+/// words for an assertion's message.
+fn reached_block_layer(block: &BlockLayer, dev: &OpResult) -> (u64, String) {
+    let unseen = block.lost.get(UNSEEN).copied().unwrap_or(0);
+    let parts = format!(
+        "{} seen completing, {} merged, {unseen} completions not seen",
+        dev.count, block.merged
+    );
+    (dev.count + block.merged + unseen, parts)
+}
+
 /// Every block-layer op of `run` is on the run's own interval grid, and its intervals sum to it.
 fn check_grid(run: &RunResult) {
     let block = run.block.as_ref().expect("the run has a block layer");
@@ -722,13 +734,10 @@ fn run_watch_sees_one_block_request_per_direct_read() {
     // (own_watch_counts_only_the_targets_blocks). The probes now keep only requests to the
     // target's own extents (`target_extents`); the 0.2 % allowance stays for filesystems whose
     // extents cannot be mapped, where every request of the process counts.
-    let seen = dev.count + block.merged + unseen;
+    let (seen, parts) = reached_block_layer(block, dev);
     assert!(
         seen <= read.count + 1 + read.count / 500 && seen + 1 >= read.count,
-        "{seen} requests ({} seen completing, {} merged, {unseen} completions not seen) for {} \
-         reads",
-        dev.count,
-        block.merged,
+        "{seen} requests ({parts}) for {} reads",
         read.count
     );
     assert_eq!(dev.bytes, dev.count * 4096);
@@ -831,14 +840,10 @@ fn own_watch_counts_only_the_targets_blocks() {
     let writes = run.op("write").unwrap().count;
     assert!(writes > 1000, "the run did {writes} writes");
     let dev = block.op("blk:write:device").expect("device writes traced");
-    let unseen = block.lost.get(UNSEEN).copied().unwrap_or(0);
-    let seen = dev.count + block.merged + unseen;
+    let (seen, parts) = reached_block_layer(block, dev);
     assert!(
         seen <= writes + 1 && seen + 1 >= writes,
-        "{seen} write requests ({} seen completing, {} merged, {unseen} not seen) for {writes} \
-         writes",
-        dev.count,
-        block.merged
+        "{seen} write requests ({parts}) for {writes} writes"
     );
     assert_eq!(
         dev.bytes,

@@ -69,24 +69,13 @@ impl BufferPool {
             at += per;
         }
         let len = at.max(PAGE).next_multiple_of(HUGE);
-        if pages == HugePages::Try && hugetlb_page_size() == Some(HUGE as u64) {
+        if pages == HugePages::Try && crate::sys::free_hugetlb_page_size() == Some(HUGE as u64) {
             // Reserved huge pages (vm.nr_hugepages), as a database's SGA uses them. Without
             // MAP_NORESERVE the kernel reserves every page now or fails the mapping, so a pool
             // it grants cannot run short later; one it refuses falls back to the rest.
-            // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-            let raw = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
-                    -1,
-                    0,
-                )
-            };
-            if raw != libc::MAP_FAILED {
+            if let Ok(raw) = map_anonymous(len, libc::MAP_HUGETLB) {
                 return Ok(BufferPool {
-                    base: raw as *mut u8,
+                    base: raw,
                     len,
                     offsets,
                     slots,
@@ -96,28 +85,15 @@ impl BufferPool {
             }
         }
         // Map one huge page more than needed, keep the aligned part and give back the rest.
-        // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-        let raw = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len + HUGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if raw == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let raw = map_anonymous(len + HUGE, libc::MAP_NORESERVE)?;
         let start = raw as usize;
         let base = start.next_multiple_of(HUGE);
         // SAFETY: both ranges lie inside the mapping just made and are not used.
         unsafe {
             if base > start {
-                libc::munmap(raw, base - start);
+                libc::munmap(raw as *mut libc::c_void, base - start);
             }
-            let tail = start + len + HUGE - (base + len);
+            let tail = start + HUGE - base;
             if tail > 0 {
                 libc::munmap((base + len) as *mut libc::c_void, tail);
             }
@@ -169,35 +145,30 @@ impl BufferPool {
     }
 }
 
+/// A fresh private anonymous read-write mapping of `len` bytes, with `flags` added.
+fn map_anonymous(len: usize, flags: libc::c_int) -> io::Result<*mut u8> {
+    // SAFETY: a new mapping at an address the kernel chooses; no existing memory is touched.
+    let raw = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | flags,
+            -1,
+            0,
+        )
+    };
+    if raw == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(raw as *mut u8)
+}
+
 impl Drop for BufferPool {
     fn drop(&mut self) {
         // SAFETY: the mapping made in `new`; every slice borrowed the pool and is gone.
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
-}
-
-/// The kernel's transparent-huge-page mode: the bracketed word of
-/// `/sys/kernel/mm/transparent_hugepage/enabled` (`always`, `madvise` or `never`).
-pub(crate) fn thp_setting() -> Option<String> {
-    let s = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").ok()?;
-    let (_, rest) = s.split_once('[')?;
-    Some(rest.split_once(']')?.0.to_string())
-}
-
-/// The size of the system's default reserved huge page (`Hugepagesize` in /proc/meminfo) when
-/// some are free; `None` when none are.
-fn hugetlb_page_size() -> Option<u64> {
-    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let field = |name: &str| -> Option<u64> {
-        let line = m.lines().find(|l| l.starts_with(name))?;
-        line[name.len()..]
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()
-    };
-    (field("HugePages_Free:")? > 0).then_some(field("Hugepagesize:")? * 1024)
 }
 
 /// `AnonHugePages` (and the hugetlb sizes) of the smaps entries that overlap `[base, base + len)`, in bytes, at most the
@@ -276,7 +247,7 @@ mod tests {
         if pool.huge_bytes() != Some(pool.len()) {
             eprintln!(
                 "SKIP: the kernel gave this pool no huge pages ({:?})",
-                thp_setting()
+                crate::sys::thp_setting()
             );
             return;
         }
@@ -310,7 +281,7 @@ mod tests {
         };
         // One page for this pool and three for a concurrent test's pool (which may take them).
         let raised = std::fs::write(NR, (before + 4).to_string()).is_ok();
-        if hugetlb_page_size() != Some(HUGE as u64) {
+        if crate::sys::free_hugetlb_page_size() != Some(HUGE as u64) {
             if raised {
                 let _ = std::fs::write(NR, before.to_string());
             }

@@ -31,6 +31,17 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_iolens"))
 }
 
+/// Run `cmd`, assert that it succeeded (its stderr in the message), and return its stdout.
+pub fn ok_stdout(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// Create (or reuse) an iolens scratch file of `size` data bytes at `path`.
 pub fn scratch(path: &Path, size: u64, writes: bool) -> Target {
     Target::prepare(
