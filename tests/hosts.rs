@@ -166,16 +166,17 @@ fn check_exact_merge(files: &[PathBuf], merged: &Results, launcher: Launcher, wo
         );
     }
     assert_eq!(s.max_ns, sum.max());
-    // Ranks whose p99s fall in one histogram bucket (it happened under a loaded CI run) have
-    // that bucket as their average and as the merged p99 alike: the comparison with the
-    // average says something only when the ranks differ. The exact check is the one above.
-    let mean_p99 = p99s.iter().sum::<f64>() / p99s.len() as f64;
-    if p99s.iter().any(|&p| p != p99s[0]) {
-        assert_ne!(
-            s.p99_ns as f64, mean_p99,
-            "the merged p99 is not the average of the ranks' p99s"
-        );
-    }
+    // The merged p99 is a quantile of the mixture, so it lies between the ranks' own p99s.
+    // (Whether it differs from their average is no test: 131071 and 135167 average to
+    // 133119, itself a bucket value, and the summed histograms' p99 was exactly that in a
+    // CI run. The exact check is the one above.)
+    let lo = p99s.iter().cloned().fold(f64::INFINITY, f64::min);
+    let hi = p99s.iter().cloned().fold(0.0, f64::max);
+    assert!(
+        (lo..=hi).contains(&(s.p99_ns as f64)),
+        "merged p99 {} lies between the ranks' p99s {p99s:?}",
+        s.p99_ns
+    );
     let iv_sum: u64 = m.intervals.iter().map(|i| i.count).sum();
     assert_eq!(iv_sum, count, "merged intervals hold every operation once");
     let info = merged.merge.as_ref().expect("merge info");
