@@ -5,8 +5,8 @@
 #
 #   bench/merge-scale.sh [RANKS (1000)] [SECONDS (3600)] [DIR (a temp dir)]
 #
-# Each file is ~3 MB at 3600 intervals (20 latency samples per op and interval), so the full
-# 1000 x 3600 case needs ~3 GB of disk and reads them all into memory.
+# Each file is ~2 MB at 3600 intervals (20 latency samples per op and interval), so the full
+# 1000 x 3600 case needs ~2 GB of disk; merge reads one file at a time.
 set -euo pipefail
 RANKS="${1:-1000}"
 SECONDS_="${2:-3600}"

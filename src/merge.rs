@@ -11,16 +11,18 @@
 //! fixed schedule on every rank, so their steps merge index by index into the cluster's curve.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
+use serde::Deserialize;
 
 use crate::results::hosts::{
-    MergeInfo, MergeInput, RankRun, RunMerge, Straggler, StragglerReason, Window,
+    MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
 use crate::results::{
-    new_histogram, CpuStats, CurvePoint, Hist, Interval, Kind, LatencySummary, OpResult, Results,
-    RunResult,
+    new_histogram, BucketConvention, CpuStats, CurvePoint, Hist, Interval, Kind, LatencySummary,
+    OpResult, Results, RunResult, V2Scan, SCHEMA_NAME, SCHEMA_VERSION,
 };
 use crate::units::{fmt_ns, fmt_rate};
 
@@ -31,11 +33,86 @@ pub(crate) struct MergeOptions {
     pub(crate) force: bool,
 }
 
-/// One results file to merge.
+/// One merged results file, once read: its path as given (recorded, and named in errors)
+/// and its document without interval histograms (they were summed into the grid as the file
+/// was read, so memory holds one file's intervals at a time, not every rank's).
 pub(crate) struct Input {
-    /// The path as given (recorded, and named in errors).
     pub(crate) file: String,
     pub(crate) res: Results,
+}
+
+/// What `merge` reads of a file before reading it whole: enough to check that the inputs
+/// belong together and to place every rank on the common grid (whose origin is the earliest
+/// rank's start, known only once every file has been seen).
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    schema: Option<String>,
+    #[serde(default)]
+    version: Option<u64>,
+    kind: Kind,
+    #[serde(default)]
+    placement: Option<Placement>,
+    #[serde(default)]
+    merge: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    runs: Vec<PeekRun>,
+}
+
+/// A run as [`Peek`] reads it.
+#[derive(Deserialize)]
+struct PeekRun {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    started: String,
+    duration_s: f64,
+    #[serde(default)]
+    duration_unknown: bool,
+    interval_s: f64,
+}
+
+impl PeekRun {
+    fn rates_known(&self) -> bool {
+        !self.duration_unknown && self.duration_s > 0.0
+    }
+}
+
+/// The first look at `path`. A file this light reading does not take as a results document
+/// of this version is read whole, so the error is the full reader's.
+fn peek(path: &Path) -> Result<Peek> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match serde_json::from_str::<Peek>(&text) {
+        Ok(p)
+            if p.schema.as_deref() == Some(SCHEMA_NAME)
+                && p.version == Some(SCHEMA_VERSION as u64) =>
+        {
+            Ok(p)
+        }
+        _ => {
+            drop(text);
+            let r = Results::read_file(path)?;
+            Ok(Peek {
+                schema: Some(r.schema.clone()),
+                version: Some(r.version as u64),
+                kind: r.kind,
+                placement: r.placement.clone(),
+                merge: r.merge.as_ref().map(|_| serde::de::IgnoredAny),
+                runs: r
+                    .runs
+                    .iter()
+                    .map(|x| PeekRun {
+                        name: x.name.clone(),
+                        started: x.started.clone(),
+                        duration_s: x.duration_s,
+                        duration_unknown: x.duration_unknown,
+                        interval_s: x.interval_s,
+                    })
+                    .collect(),
+            })
+        }
+    }
 }
 
 /// Spec fields that may differ between ranks of one workload (per-rank target, its size and
@@ -57,78 +134,72 @@ const PER_RANK_FIELDS: &[&str] = &[
 /// late, and starts that disagree by more are warned about.
 pub(crate) const START_TOLERANCE: f64 = 0.1;
 
-/// Merge `inputs` into one results document (see the module doc).
-pub(crate) fn merge(
-    mut inputs: Vec<Input>,
-    o: &MergeOptions,
-    cmdline: Vec<String>,
-) -> Result<Results> {
-    if inputs.is_empty() {
+/// Merge the results files `files` into one results document (see the module doc). Two
+/// passes: a light reading of every file checks that they belong together and places each
+/// rank on the grid; then each file is read whole, in rank order, and summed into the grid
+/// before the next is read.
+pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -> Result<Results> {
+    if files.is_empty() {
         bail!("merge needs at least one results file");
     }
+    let mut peeks = Vec::with_capacity(files.len());
+    for f in files {
+        peeks.push(peek(f)?);
+    }
+    let name = |k: usize| files[k].display().to_string();
     let mut warnings: Vec<String> = Vec::new();
-    let kind = inputs[0].res.kind;
-    for i in &inputs {
-        if !matches!(i.res.kind, Kind::Run | Kind::Calibrate | Kind::Db) {
+    let kind = peeks[0].kind;
+    for (k, p) in peeks.iter().enumerate() {
+        if !matches!(p.kind, Kind::Run | Kind::Calibrate | Kind::Db) {
             bail!(
                 "{}: merge merges measurements (`run`, `calibrate`, `db run`), not {} results",
-                i.file,
-                kind_word(i.res.kind)
+                name(k),
+                kind_word(kind)
             );
         }
-        if i.res.merge.is_some() {
+        if p.merge.is_some() {
             bail!(
                 "{}: this is already a merged result; merge the per-rank files it came from",
-                i.file
+                name(k)
             );
         }
-        if i.res.kind != kind {
+        if p.kind != kind {
             bail!(
                 "cannot merge {} results ({}) with {} results ({})",
                 kind_word(kind),
-                inputs[0].file,
-                kind_word(i.res.kind),
-                i.file
+                name(0),
+                kind_word(p.kind),
+                name(k)
             );
         }
     }
     // Ranks: from each file's placement.
-    for (k, i) in inputs.iter().enumerate() {
-        if i.res.placement.is_none() {
+    for (k, p) in peeks.iter().enumerate() {
+        if p.placement.is_none() {
             if !o.force {
                 bail!(
                     "{}: records no rank (written before iolens recorded ranks, or not by run, \
                      calibrate or db run); --force merges it as rank {k}",
-                    i.file
+                    name(k)
                 );
             }
             warnings.push(format!(
                 "{} records no rank: merged as rank {k} (--force)",
-                i.file
+                name(k)
             ));
         }
     }
-    let rank_of = |k: usize, i: &Input| i.res.placement.as_ref().map_or(k as u32, |p| p.rank);
-    let mut order: Vec<usize> = (0..inputs.len()).collect();
-    order.sort_by_key(|&k| (rank_of(k, &inputs[k]), k));
-    let mut sorted: Vec<Input> = Vec::with_capacity(inputs.len());
-    let mut slots: Vec<Option<Input>> = inputs.drain(..).map(Some).collect();
-    for k in &order {
-        if let Some(x) = slots[*k].take() {
-            sorted.push(x);
-        }
-    }
-    let inputs = sorted;
-    let ranks: Vec<u32> = order
-        .iter()
-        .zip(&inputs)
-        .map(|(k, i)| rank_of(*k, i))
-        .collect();
-    for w in ranks.windows(2).zip(inputs.windows(2)) {
-        if w.0[0] == w.0[1] {
+    let rank_of = |k: usize| peeks[k].placement.as_ref().map_or(k as u32, |p| p.rank);
+    let mut order: Vec<usize> = (0..peeks.len()).collect();
+    order.sort_by_key(|&k| (rank_of(k), k));
+    let ranks: Vec<u32> = order.iter().map(|&k| rank_of(k)).collect();
+    for w in order.windows(2) {
+        if rank_of(w[0]) == rank_of(w[1]) {
             let msg = format!(
                 "{} and {} are both rank {} (give each host its own rank: a launcher, or --rank)",
-                w.1[0].file, w.1[1].file, w.0[0]
+                name(w[0]),
+                name(w[1]),
+                rank_of(w[0])
             );
             if !o.force {
                 bail!("{msg}; --force merges them anyway");
@@ -136,9 +207,9 @@ pub(crate) fn merge(
             warnings.push(format!("{msg}; merged anyway (--force)"));
         }
     }
-    let sizes: BTreeSet<Option<u32>> = inputs
+    let sizes: BTreeSet<Option<u32>> = peeks
         .iter()
-        .map(|i| i.res.placement.as_ref().and_then(|p| p.ranks))
+        .map(|p| p.placement.as_ref().and_then(|p| p.ranks))
         .collect();
     let ranks_expected = match sizes.len() {
         1 => sizes.into_iter().next().flatten(),
@@ -181,24 +252,55 @@ pub(crate) fn merge(
             ));
         }
     }
-    // Same workload: same runs, same shape.
-    let first = &inputs[0];
-    for i in &inputs[1..] {
-        let diffs = differences(&first.res, &i.res);
-        if !diffs.is_empty() {
-            let msg = format!(
-                "{} and {} are not the same workload: {}",
-                first.file,
-                i.file,
-                diffs.join("; ")
-            );
-            if !o.force {
-                bail!("{msg}. --force merges them anyway");
-            }
-            warnings.push(format!("{msg} (merged with --force)"));
-        }
+    // Every run's grid, placed from the light reading.
+    let n_runs = peeks.iter().map(|p| p.runs.len()).min().unwrap_or(0);
+    let sorted_names: Vec<String> = order.iter().map(|&k| name(k)).collect();
+    let mut grids = Vec::with_capacity(n_runs);
+    for j in 0..n_runs {
+        let runs: Vec<&PeekRun> = order.iter().map(|&k| &peeks[k].runs[j]).collect();
+        grids.push(
+            RunGrid::place(&runs, &sorted_names)
+                .with_context(|| format!("run {} (\"{}\")", j + 1, runs[0].name))?,
+        );
     }
-    let n_runs = inputs.iter().map(|i| i.res.runs.len()).min().unwrap_or(0);
+    drop(peeks);
+
+    // Each file whole, in rank order: checked against the first, summed into the grids, and
+    // kept without its interval histograms.
+    let mut inputs: Vec<Input> = Vec::with_capacity(order.len());
+    let mut scratch = Scratch::new();
+    for (pos, &k) in order.iter().enumerate() {
+        let file = name(k);
+        let mut res = Results::read_file(&files[k])?;
+        if let Some(first) = inputs.first() {
+            let diffs = differences(&first.res, &res);
+            if !diffs.is_empty() {
+                let msg = format!(
+                    "{} and {} are not the same workload: {}",
+                    first.file,
+                    file,
+                    diffs.join("; ")
+                );
+                if !o.force {
+                    bail!("{msg}. --force merges them anyway");
+                }
+                warnings.push(format!("{msg} (merged with --force)"));
+            }
+        }
+        let host = host_of(&res);
+        for (j, grid) in grids.iter_mut().enumerate() {
+            let run = &res.runs[j];
+            grid.add(pos, ranks[pos], &host, run, &mut scratch)
+                .with_context(|| format!("{file}: run {} (\"{}\")", j + 1, run.name))?;
+        }
+        for run in &mut res.runs {
+            for op in &mut run.ops {
+                op.intervals = Vec::new();
+            }
+        }
+        inputs.push(Input { file, res });
+    }
+    let first = &inputs[0];
     if inputs.iter().any(|i| i.res.runs.len() != n_runs) {
         warnings.push(format!(
             "the inputs hold different numbers of runs: the first {n_runs} are merged"
@@ -227,9 +329,10 @@ pub(crate) fn merge(
 
     let mut runs = Vec::with_capacity(n_runs);
     let mut run_merges = Vec::with_capacity(n_runs);
-    for j in 0..n_runs {
+    for (j, grid) in grids.into_iter().enumerate() {
         let parts: Vec<&RunResult> = inputs.iter().map(|i| &i.res.runs[j]).collect();
-        let (run, m) = merge_run(&parts, &ranks, &inputs, &mut warnings)
+        let (run, m) = grid
+            .finish(&parts, &mut warnings)
             .with_context(|| format!("run {} (\"{}\")", j + 1, parts[0].name))?;
         runs.push(run);
         run_merges.push(m);
@@ -373,146 +476,312 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
+/// A latency distribution as `(lowest equivalent value, count)` in the standard layout,
+/// ascending: what an interval's histogram holds, and a grid slot's sum of them.
+type Sparse = Vec<(u64, u64)>;
+
+/// Add the sparse counts `add` to `acc` (both ascending), in place: merged from the back into
+/// `acc`'s grown tail, then moved down over the gap that equal values left.
+fn add_sparse(acc: &mut Sparse, add: &[(u64, u64)]) {
+    if add.is_empty() {
+        return;
+    }
+    let n = acc.len();
+    acc.resize(n + add.len(), (0, 0));
+    let (mut i, mut j, mut w) = (n, add.len(), n + add.len());
+    while j > 0 {
+        w -= 1;
+        let b = add[j - 1];
+        if i > 0 && acc[i - 1].0 > b.0 {
+            acc[w] = acc[i - 1];
+            i -= 1;
+        } else if i > 0 && acc[i - 1].0 == b.0 {
+            acc[w] = (b.0, acc[i - 1].1.saturating_add(b.1));
+            i -= 1;
+            j -= 1;
+        } else {
+            acc[w] = b;
+            j -= 1;
+        }
+    }
+    if w > i {
+        let len = acc.len();
+        acc.copy_within(w.., i);
+        acc.truncate(len - (w - i));
+    }
+}
+
+/// What HdrHistogram's `value_at_quantile` gives for the histogram holding `counts`
+/// (`reference`: a histogram of the standard layout, for bucket bounds); 0 when empty.
+fn sparse_quantile(counts: &[(u64, u64)], q: f64, reference: &Histogram<u64>) -> u64 {
+    let total = counts.iter().fold(0u64, |t, c| t.saturating_add(c.1));
+    if total == 0 {
+        return 0;
+    }
+    let target = ((q.min(1.0) * total as f64).ceil() as u64).max(1);
+    let mut seen = 0u64;
+    for &(v, n) in counts {
+        seen = seen.saturating_add(n);
+        if seen >= target {
+            return if q == 0.0 {
+                v
+            } else {
+                reference.highest_equivalent(v)
+            };
+        }
+    }
+    counts
+        .last()
+        .map_or(0, |c| reference.highest_equivalent(c.0))
+}
+
+/// Buffers reused for every interval a merge reads.
+struct Scratch {
+    scan: V2Scan,
+    indices: Vec<(usize, u64)>,
+    values: Sparse,
+    series: Sparse,
+    reference: Histogram<u64>,
+}
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            scan: V2Scan::new(),
+            indices: Vec::new(),
+            values: Vec::new(),
+            series: Vec::new(),
+            reference: new_histogram(),
+        }
+    }
+
+    /// The counts `hist` holds into `self.values`: read straight from the encoding when it is
+    /// a clean one of the standard layout, else decoded (which reports what is wrong).
+    fn read(&mut self, hist: &Hist) -> Result<()> {
+        self.values.clear();
+        if self.scan.scan(hist, &mut self.indices) && V2Scan::len_in_range(&self.indices).is_some()
+        {
+            self.values
+                .extend(self.indices.iter().map(|&(i, n)| (V2Scan::value_of(i), n)));
+        } else {
+            let h = hist.decode()?;
+            self.values.extend(h.iter_recorded().map(|v| {
+                (
+                    h.lowest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// One slot of an op's grid: the sum of the intervals placed in it.
+#[derive(Default)]
+struct Slot {
+    counts: Sparse,
+    count: u64,
+    bytes: u64,
+    /// The longest contribution (the slot lasts as long as it).
+    dur: f64,
+}
+
 /// Accumulates one op's merged intervals on the grid.
 struct OpGrid {
     op: String,
-    /// (grid slot, input, op index, interval index) of every interval of this op.
-    cells: Vec<(usize, usize, usize, usize)>,
+    slots: Vec<Slot>,
     total: Histogram<u64>,
     count: u64,
     bytes: u64,
     errors: u64,
     /// Some rank's op has a count but no intervals: the merged op keeps no intervals.
     no_intervals: bool,
-    first: OpResult,
+    convention: BucketConvention,
+    edges: Vec<u64>,
 }
 
-/// Merge one run across ranks.
-fn merge_run(
-    parts: &[&RunResult],
-    ranks: &[u32],
-    inputs: &[Input],
-    warnings: &mut Vec<String>,
-) -> Result<(RunResult, RunMerge)> {
-    let iv = parts[0].interval_s;
-    for (p, i) in parts.iter().zip(inputs) {
-        if (p.interval_s - iv).abs() > 1e-9 * iv.max(1.0) {
-            bail!(
-                "{} measured with {} s intervals and {} with {} s: histograms can only be \
-                 summed on one grid (run every rank with the same --interval)",
-                inputs[0].file,
-                iv,
-                i.file,
-                p.interval_s
-            );
+/// One run's merge across ranks: placed on the grid from the light reading
+/// ([`RunGrid::place`]), fed each rank's run in rank order ([`RunGrid::add`]), and made into
+/// the merged run and its per-rank view ([`RunGrid::finish`]).
+struct RunGrid {
+    iv: f64,
+    origin: String,
+    /// Each rank's start, seconds after the earliest (by position in rank order).
+    offsets: Vec<f64>,
+    spread: f64,
+    /// The ops, in order of first appearance.
+    grids: Vec<OpGrid>,
+    /// The window in which every rank measured (seconds after the origin; empty when the
+    /// first end comes before the last start).
+    common: (f64, f64),
+    /// Each rank's share of the common window (I/O count, bytes, duration of the intervals
+    /// that lie at least half in it), and its row of the per-rank view.
+    ranks: Vec<((u64, u64, f64), RankRun)>,
+}
+
+impl RunGrid {
+    /// The grid of one run: every rank on one interval length, its origin the earliest
+    /// rank's start (`runs` and `files` in rank order).
+    fn place(runs: &[&PeekRun], files: &[String]) -> Result<RunGrid> {
+        let iv = runs[0].interval_s;
+        for (p, f) in runs.iter().zip(files) {
+            if (p.interval_s - iv).abs() > 1e-9 * iv.max(1.0) {
+                bail!(
+                    "{} measured with {} s intervals and {} with {} s: histograms can only be \
+                     summed on one grid (run every rank with the same --interval)",
+                    files[0],
+                    iv,
+                    f,
+                    p.interval_s
+                );
+            }
+            if !p.rates_known() {
+                bail!("{f}: the run has no duration, so it cannot be placed in time");
+            }
         }
-        if !p.rates_known() {
-            bail!(
-                "{}: the run has no duration, so it cannot be placed in time",
-                i.file
-            );
+        if iv.is_nan() || iv <= 0.0 {
+            bail!("the runs have no interval length");
         }
-    }
-    if iv.is_nan() || iv <= 0.0 {
-        bail!("the runs have no interval length");
-    }
-    let mut starts = Vec::with_capacity(parts.len());
-    for (p, i) in parts.iter().zip(inputs) {
-        if p.started.is_empty() {
-            bail!(
-                "{}: the run does not record when its measurement started",
-                i.file
-            );
+        let mut starts = Vec::with_capacity(runs.len());
+        for (p, f) in runs.iter().zip(files) {
+            if p.started.is_empty() {
+                bail!("{f}: the run does not record when its measurement started");
+            }
+            let t = crate::placement::parse_time(&p.started)
+                .with_context(|| format!("{f}: its start {:?} is not a time", p.started))?;
+            starts.push(t);
         }
-        let t = crate::placement::parse_time(&p.started)
-            .with_context(|| format!("{}: its start {:?} is not a time", i.file, p.started))?;
-        starts.push(t);
+        let Some(t0) = starts.iter().min().copied() else {
+            bail!("nothing to merge");
+        };
+        let offsets: Vec<f64> = starts
+            .iter()
+            .map(|t| t.duration_since(t0).unwrap_or_default().as_secs_f64())
+            .collect();
+        let c0 = offsets.iter().cloned().fold(0.0, f64::max);
+        let c1 = offsets
+            .iter()
+            .zip(runs)
+            .map(|(o, p)| o + p.duration_s)
+            .fold(f64::INFINITY, f64::min);
+        Ok(RunGrid {
+            iv,
+            common: (c0, c1),
+            origin: crate::placement::fmt_time(t0),
+            spread: offsets.iter().cloned().fold(0.0, f64::max),
+            offsets,
+            grids: Vec::new(),
+            ranks: Vec::new(),
+        })
     }
-    let Some(t0) = starts.iter().min().copied() else {
-        bail!("nothing to merge");
-    };
-    let origin = crate::placement::fmt_time(t0);
-    let offsets: Vec<f64> = starts
-        .iter()
-        .map(|t| t.duration_since(t0).unwrap_or_default().as_secs_f64())
-        .collect();
-    let spread = offsets.iter().cloned().fold(0.0, f64::max);
-    if spread > START_TOLERANCE * iv && parts.len() > 1 {
-        warnings.push(format!(
-            "{}: the ranks' measured starts disagree by {} (more than a tenth of the {} \
-             interval): each rank's intervals are placed on the common grid at the nearest slot",
-            parts[0].name,
-            fmt_ns(spread * 1e9),
-            fmt_ns(iv * 1e9)
-        ));
-    }
-    // Op grids, in order of first appearance: which rank's interval falls in which slot.
-    let mut grids: Vec<OpGrid> = Vec::new();
-    let mut rank_runs = Vec::with_capacity(parts.len());
-    let mut tmp = new_histogram();
-    for (k, p) in parts.iter().enumerate() {
-        let off = offsets[k];
+
+    /// Sum the run `p` of the rank at position `k` (rank `rank`, on `host`) into the grid.
+    fn add(
+        &mut self,
+        k: usize,
+        rank: u32,
+        host: &str,
+        p: &RunResult,
+        s: &mut Scratch,
+    ) -> Result<()> {
+        let iv = self.iv;
+        let off = self.offsets[k];
         let shift = (off / iv).round() as i64;
-        let mut first_slot = usize::MAX;
-        for (oi, o) in p.ops.iter().enumerate() {
-            let g = match grids.iter().position(|g| g.op == o.op) {
-                Some(x) => &mut grids[x],
+        // The op grids this rank's ops feed, creating those seen first here.
+        let mut at = Vec::with_capacity(p.ops.len());
+        for o in &p.ops {
+            let x = match self.grids.iter().position(|g| g.op == o.op) {
+                Some(x) => x,
                 None => {
-                    grids.push(OpGrid {
+                    self.grids.push(OpGrid {
                         op: o.op.clone(),
-                        cells: Vec::new(),
+                        slots: Vec::new(),
                         total: new_histogram(),
                         count: 0,
                         bytes: 0,
                         errors: 0,
                         no_intervals: false,
-                        first: o.clone(),
+                        convention: o.bucket_convention,
+                        edges: o.bucket_edges_ns.clone(),
                     });
-                    let n = grids.len() - 1;
-                    &mut grids[n]
+                    self.grids.len() - 1
                 }
             };
+            let g = &mut self.grids[x];
             o.hist.add_to(&mut g.total)?;
             g.count += o.count;
             g.bytes = g.bytes.saturating_add(o.bytes);
             g.errors += o.errors;
             if o.intervals.is_empty() && o.count > 0 {
                 g.no_intervals = true;
+                g.slots = Vec::new();
             }
-            for (n, x) in o.intervals.iter().enumerate() {
-                let slot = ((x.start_s / iv).round() as i64 + shift).max(0) as usize;
-                first_slot = first_slot.min(slot);
-                g.cells.push((slot, k, oi, n));
-            }
+            at.push(x);
         }
-        // This rank's own series (I/O, not sync), interval by interval.
-        let n_int = p
+        // Interval by interval: each op's into its slot, and this rank's own series (I/O,
+        // not sync) from the same reading.
+        let n_all = p.ops.iter().map(|o| o.intervals.len()).max().unwrap_or(0);
+        let n_io = p
             .ops
             .iter()
             .filter(|o| o.op != "sync")
             .map(|o| o.intervals.len())
             .max()
             .unwrap_or(0);
-        let mut spans = Vec::with_capacity(n_int);
+        let mut first_slot = usize::MAX;
+        let mut spans = Vec::with_capacity(n_io);
         let (mut slot_iops, mut slot_p99_ns) = (Vec::new(), Vec::new());
-        for n in 0..n_int {
-            tmp.reset();
+        for n in 0..n_all {
+            s.series.clear();
             let (mut c, mut b, mut d) = (0u64, 0u64, 0.0f64);
-            for o in p.ops.iter().filter(|o| o.op != "sync") {
-                if let Some(x) = o.intervals.get(n) {
-                    x.hist.add_to(&mut tmp)?;
-                    c += x.count;
-                    b = b.saturating_add(x.bytes);
-                    d = d.max(x.duration_s);
+            for (o, &x) in p.ops.iter().zip(&at) {
+                let Some(iv_n) = o.intervals.get(n) else {
+                    continue;
+                };
+                let slot = ((iv_n.start_s / iv).round() as i64 + shift).max(0) as usize;
+                first_slot = first_slot.min(slot);
+                let io = o.op != "sync";
+                let g = &mut self.grids[x];
+                if g.no_intervals && !io {
+                    continue;
+                }
+                s.read(&iv_n.hist)?;
+                if !g.no_intervals {
+                    if g.slots.len() <= slot {
+                        g.slots.resize_with(slot + 1, Slot::default);
+                    }
+                    let sl = &mut g.slots[slot];
+                    add_sparse(&mut sl.counts, &s.values);
+                    sl.count += iv_n.count;
+                    sl.bytes = sl.bytes.saturating_add(iv_n.bytes);
+                    sl.dur = sl.dur.max(iv_n.duration_s);
+                }
+                if io {
+                    add_sparse(&mut s.series, &s.values);
+                    c += iv_n.count;
+                    b = b.saturating_add(iv_n.bytes);
+                    d = d.max(iv_n.duration_s);
                 }
             }
-            spans.push((c, b, d));
-            slot_iops.push(if d > 0.0 { c as f64 / d } else { 0.0 });
-            slot_p99_ns.push(if tmp.is_empty() {
-                0
-            } else {
-                tmp.value_at_quantile(0.99)
-            });
+            if n < n_io {
+                spans.push((c, b, d));
+                slot_iops.push(if d > 0.0 { c as f64 / d } else { 0.0 });
+                slot_p99_ns.push(sparse_quantile(&s.series, 0.99, &s.reference));
+            }
+        }
+        // This rank's share of the common window.
+        let (c0, c1) = self.common;
+        let mut share = (0u64, 0u64, 0.0f64);
+        let mut t = off;
+        for s in &spans {
+            let (a, z) = (t, t + s.2);
+            t = z;
+            let overlap = (z.min(c1) - a.max(c0)).max(0.0);
+            if s.2 > 0.0 && overlap >= 0.5 * s.2 {
+                share.0 += s.0;
+                share.1 = share.1.saturating_add(s.1);
+                share.2 += s.2;
+            }
         }
         let io = p.merged_io_hist()?;
         let q = |x: f64| {
@@ -522,12 +791,12 @@ fn merge_run(
                 io.value_at_quantile(x)
             }
         };
-        rank_runs.push((
-            spans,
+        self.ranks.push((
+            share,
             RankRun {
                 input: k,
-                rank: ranks[k],
-                host: host_of(&inputs[k].res),
+                rank,
+                host: host.to_string(),
                 start_s: off,
                 duration_s: p.duration_s,
                 count: p
@@ -551,212 +820,218 @@ fn merge_run(
                 slot_p99_ns,
             },
         ));
+        Ok(())
     }
-    // Windows: the full one, and the one in which every rank measured.
-    let end_of = |r: &RankRun| r.start_s + r.duration_s;
-    let full_end = rank_runs.iter().map(|r| end_of(&r.1)).fold(0.0, f64::max);
-    let total_io: u64 = rank_runs.iter().map(|r| r.1.count).sum();
-    let total_bytes: u64 = parts
-        .iter()
-        .flat_map(|p| p.ops.iter())
-        .filter(|o| o.op != "sync")
-        .map(|o| o.bytes)
-        .sum();
-    let full = Window {
-        start_s: 0.0,
-        end_s: full_end,
-        count: total_io,
-        iops: if full_end > 0.0 {
-            total_io as f64 / full_end
-        } else {
-            0.0
-        },
-        mb_per_s: if full_end > 0.0 {
-            total_bytes as f64 / full_end / 1e6
-        } else {
-            0.0
-        },
-    };
-    let c0 = rank_runs.iter().map(|r| r.1.start_s).fold(0.0, f64::max);
-    let c1 = rank_runs
-        .iter()
-        .map(|r| end_of(&r.1))
-        .fold(f64::INFINITY, f64::min);
-    let mut common = None;
-    if c1 > c0 {
-        let (mut count, mut iops, mut mbs, mut every) = (0u64, 0.0, 0.0, true);
-        for (slot_io, r) in &rank_runs {
-            let (mut n, mut b, mut d) = (0u64, 0u64, 0.0);
-            let mut t = r.start_s;
-            for s in slot_io {
-                let (a, z) = (t, t + s.2);
-                t = z;
-                let overlap = (z.min(c1) - a.max(c0)).max(0.0);
-                if s.2 > 0.0 && overlap >= 0.5 * s.2 {
-                    n += s.0;
-                    b = b.saturating_add(s.1);
-                    d += s.2;
-                }
-            }
-            if d > 0.0 {
-                count += n;
-                iops += n as f64 / d;
-                mbs += b as f64 / d / 1e6;
+
+    /// The merged run and its per-rank view, once every rank's run (`parts`, in rank order,
+    /// their interval histograms already summed) has been added.
+    fn finish(
+        self,
+        parts: &[&RunResult],
+        warnings: &mut Vec<String>,
+    ) -> Result<(RunResult, RunMerge)> {
+        let RunGrid {
+            iv,
+            origin,
+            spread,
+            grids,
+            common: (c0, c1),
+            ranks: rank_runs,
+            ..
+        } = self;
+        if spread > START_TOLERANCE * iv && parts.len() > 1 {
+            warnings.push(format!(
+                "{}: the ranks' measured starts disagree by {} (more than a tenth of the {} \
+                 interval): each rank's intervals are placed on the common grid at the nearest \
+                 slot",
+                parts[0].name,
+                fmt_ns(spread * 1e9),
+                fmt_ns(iv * 1e9)
+            ));
+        }
+        // Windows: the full one, and the one in which every rank measured.
+        let end_of = |r: &RankRun| r.start_s + r.duration_s;
+        let full_end = rank_runs.iter().map(|r| end_of(&r.1)).fold(0.0, f64::max);
+        let total_io: u64 = rank_runs.iter().map(|r| r.1.count).sum();
+        let total_bytes: u64 = parts
+            .iter()
+            .flat_map(|p| p.ops.iter())
+            .filter(|o| o.op != "sync")
+            .map(|o| o.bytes)
+            .sum();
+        let full = Window {
+            start_s: 0.0,
+            end_s: full_end,
+            count: total_io,
+            iops: if full_end > 0.0 {
+                total_io as f64 / full_end
             } else {
-                every = false;
-            }
-        }
-        if every {
-            common = Some(Window {
-                start_s: c0,
-                end_s: c1,
-                count,
-                iops,
-                mb_per_s: mbs,
-            });
-        }
-    }
-    if common.is_none() && parts.len() > 1 {
-        warnings.push(format!(
-            "{}: the ranks were never all measuring for as much as half an interval at once: \
-             there is no common window, only the full one",
-            parts[0].name
-        ));
-    }
-    let rank_out: Vec<RankRun> = rank_runs.into_iter().map(|(_, r)| r).collect();
-    let stragglers = stragglers(&rank_out, iv);
-    // The merged run: slot by slot, one histogram at a time (memory stays flat however long
-    // the run and however many ranks).
-    let mut ops = Vec::with_capacity(grids.len());
-    for mut g in grids {
-        let mut intervals = Vec::new();
-        if !g.no_intervals {
-            g.cells.sort_unstable();
-            let end = g.cells.last().map_or(0, |c| c.0 + 1);
-            let mut i = 0;
-            for slot in 0..end {
-                tmp.reset();
-                let (mut count, mut bytes, mut dur) = (0u64, 0u64, 0.0f64);
-                while let Some(&(_, k, oi, n)) = g.cells.get(i).filter(|c| c.0 == slot) {
-                    let x = &parts[k].ops[oi].intervals[n];
-                    x.hist.add_to(&mut tmp)?;
-                    count += x.count;
-                    bytes = bytes.saturating_add(x.bytes);
-                    // The slot lasts as long as its longest contribution.
-                    dur = dur.max(x.duration_s);
-                    i += 1;
+                0.0
+            },
+            mb_per_s: if full_end > 0.0 {
+                total_bytes as f64 / full_end / 1e6
+            } else {
+                0.0
+            },
+        };
+        let mut common = None;
+        if c1 > c0 {
+            let (mut count, mut iops, mut mbs, mut every) = (0u64, 0.0, 0.0, true);
+            for &((n, b, d), _) in &rank_runs {
+                if d > 0.0 {
+                    count += n;
+                    iops += n as f64 / d;
+                    mbs += b as f64 / d / 1e6;
+                } else {
+                    every = false;
                 }
-                intervals.push(Interval {
-                    start_s: slot as f64 * iv,
-                    duration_s: if dur > 0.0 { dur } else { iv },
+            }
+            if every {
+                common = Some(Window {
+                    start_s: c0,
+                    end_s: c1,
                     count,
-                    bytes,
-                    hist: Hist::encode(&tmp),
+                    iops,
+                    mb_per_s: mbs,
                 });
             }
         }
-        ops.push(OpResult {
-            op: g.op,
-            count: g.count,
-            bytes: g.bytes,
-            errors: g.errors,
-            hist: Hist::encode(&g.total),
-            summary: LatencySummary::of(&g.total),
-            intervals,
-            ..g.first
-        });
-    }
-    let p0 = parts[0];
-    let ios: u64 = total_io;
-    let cpu = parts
-        .iter()
-        .filter_map(|p| p.cpu.as_ref())
-        .fold(None::<CpuStats>, |acc, c| {
-            let mut a = acc.unwrap_or_default();
-            a.user_s += c.user_s;
-            a.sys_s += c.sys_s;
-            a.runq_delay_s += c.runq_delay_s;
-            a.session_run_s += c.session_run_s;
-            a.cpus += c.cpus;
-            a.host_busy += c.host_busy / parts.len() as f64;
-            a.host_iowait += c.host_iowait / parts.len() as f64;
-            Some(a)
-        })
-        .map(|mut a| {
-            if ios > 0 {
-                a.us_per_io = (a.user_s + a.sys_s) * 1e6 / ios as f64;
-                a.user_us_per_io = a.user_s * 1e6 / ios as f64;
-                a.sys_us_per_io = a.sys_s * 1e6 / ios as f64;
-                a.runq_us_per_io = a.runq_delay_s * 1e6 / ios as f64;
+        if common.is_none() && parts.len() > 1 {
+            warnings.push(format!(
+                "{}: the ranks were never all measuring for as much as half an interval at once: \
+             there is no common window, only the full one",
+                parts[0].name
+            ));
+        }
+        let rank_out: Vec<RankRun> = rank_runs.into_iter().map(|(_, r)| r).collect();
+        let stragglers = stragglers(&rank_out, iv);
+        // The merged run: slot by slot, one histogram at a time (memory stays flat however long
+        // the run and however many ranks).
+        let mut ops = Vec::with_capacity(grids.len());
+        let mut tmp = new_histogram();
+        for g in grids {
+            let mut intervals = Vec::new();
+            if !g.no_intervals {
+                intervals.reserve_exact(g.slots.len());
+                for (slot, sl) in g.slots.into_iter().enumerate() {
+                    tmp.reset();
+                    for &(v, n) in &sl.counts {
+                        tmp.record_n(v, n)
+                            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                    }
+                    intervals.push(Interval {
+                        start_s: slot as f64 * iv,
+                        duration_s: if sl.dur > 0.0 { sl.dur } else { iv },
+                        count: sl.count,
+                        bytes: sl.bytes,
+                        hist: Hist::encode(&tmp),
+                    });
+                }
             }
-            a
-        });
-    let mut sessions = Vec::new();
-    for p in parts {
-        for s in &p.sessions {
-            let mut s = s.clone();
-            s.session = sessions.len() as u32;
-            sessions.push(s);
+            ops.push(OpResult {
+                op: g.op,
+                count: g.count,
+                bytes: g.bytes,
+                errors: g.errors,
+                hist: Hist::encode(&g.total),
+                summary: LatencySummary::of(&g.total),
+                intervals,
+                bucket_convention: g.convention,
+                bucket_edges_ns: g.edges,
+            });
         }
-    }
-    let mut counters = std::collections::BTreeMap::new();
-    for p in parts {
-        for (k, v) in &p.counters {
-            *counters.entry(k.clone()).or_insert(0.0) += v;
-        }
-    }
-    let mut corruption = Vec::new();
-    for p in parts {
-        corruption.extend(p.corruption.iter().cloned());
-    }
-    let run = RunResult {
-        name: p0.name.clone(),
-        phase: p0.phase.clone(),
-        spec: p0.spec.clone(),
-        started: origin.clone(),
-        duration_s: full_end,
-        duration_unknown: false,
-        interval_s: iv,
-        warmup_s: p0.warmup_s,
-        ops,
-        sessions,
-        cpu,
-        device: None,
-        page_cache: None,
-        counters,
-        interrupted: parts.iter().any(|p| p.interrupted),
-        warnings: Vec::new(),
-        verify: None,
-        corruption,
-        block: None,
-        // The ranks' pools together, when every rank recorded one.
-        io_buffers: parts
+        let p0 = parts[0];
+        let ios: u64 = total_io;
+        let cpu = parts
             .iter()
-            .map(|p| p.io_buffers.clone())
-            .collect::<Option<Vec<_>>>()
-            .map(|b| crate::results::IoBuffers {
-                bytes: b.iter().map(|x| x.bytes).sum(),
-                huge_bytes: b.iter().map(|x| x.huge_bytes).sum(),
-                huge_pages_asked: b.iter().all(|x| x.huge_pages_asked),
-                hugetlb: b.iter().all(|x| x.hugetlb),
-                thp_setting: b
-                    .iter()
-                    .all(|x| x.thp_setting == b[0].thp_setting)
-                    .then(|| b[0].thp_setting.clone())
-                    .flatten(),
-            }),
-    };
-    let m = RunMerge {
-        name: p0.name.clone(),
-        origin,
-        interval_s: iv,
-        common,
-        full,
-        ranks: rank_out,
-        stragglers,
-        start_spread_s: spread,
-    };
-    Ok((run, m))
+            .filter_map(|p| p.cpu.as_ref())
+            .fold(None::<CpuStats>, |acc, c| {
+                let mut a = acc.unwrap_or_default();
+                a.user_s += c.user_s;
+                a.sys_s += c.sys_s;
+                a.runq_delay_s += c.runq_delay_s;
+                a.session_run_s += c.session_run_s;
+                a.cpus += c.cpus;
+                a.host_busy += c.host_busy / parts.len() as f64;
+                a.host_iowait += c.host_iowait / parts.len() as f64;
+                Some(a)
+            })
+            .map(|mut a| {
+                if ios > 0 {
+                    a.us_per_io = (a.user_s + a.sys_s) * 1e6 / ios as f64;
+                    a.user_us_per_io = a.user_s * 1e6 / ios as f64;
+                    a.sys_us_per_io = a.sys_s * 1e6 / ios as f64;
+                    a.runq_us_per_io = a.runq_delay_s * 1e6 / ios as f64;
+                }
+                a
+            });
+        let mut sessions = Vec::new();
+        for p in parts {
+            for s in &p.sessions {
+                let mut s = s.clone();
+                s.session = sessions.len() as u32;
+                sessions.push(s);
+            }
+        }
+        let mut counters = std::collections::BTreeMap::new();
+        for p in parts {
+            for (k, v) in &p.counters {
+                *counters.entry(k.clone()).or_insert(0.0) += v;
+            }
+        }
+        let mut corruption = Vec::new();
+        for p in parts {
+            corruption.extend(p.corruption.iter().cloned());
+        }
+        let run = RunResult {
+            name: p0.name.clone(),
+            phase: p0.phase.clone(),
+            spec: p0.spec.clone(),
+            started: origin.clone(),
+            duration_s: full_end,
+            duration_unknown: false,
+            interval_s: iv,
+            warmup_s: p0.warmup_s,
+            ops,
+            sessions,
+            cpu,
+            device: None,
+            page_cache: None,
+            counters,
+            interrupted: parts.iter().any(|p| p.interrupted),
+            warnings: Vec::new(),
+            verify: None,
+            corruption,
+            block: None,
+            // The ranks' pools together, when every rank recorded one.
+            io_buffers: parts
+                .iter()
+                .map(|p| p.io_buffers.clone())
+                .collect::<Option<Vec<_>>>()
+                .map(|b| crate::results::IoBuffers {
+                    bytes: b.iter().map(|x| x.bytes).sum(),
+                    huge_bytes: b.iter().map(|x| x.huge_bytes).sum(),
+                    huge_pages_asked: b.iter().all(|x| x.huge_pages_asked),
+                    hugetlb: b.iter().all(|x| x.hugetlb),
+                    thp_setting: b
+                        .iter()
+                        .all(|x| x.thp_setting == b[0].thp_setting)
+                        .then(|| b[0].thp_setting.clone())
+                        .flatten(),
+                }),
+        };
+        let m = RunMerge {
+            name: p0.name.clone(),
+            origin,
+            interval_s: iv,
+            common,
+            full,
+            ranks: rank_out,
+            stragglers,
+            start_spread_s: spread,
+        };
+        Ok((run, m))
+    }
 }
 
 /// The ranks that stand out: a late start or early end (beyond a tenth of an interval, and
@@ -989,4 +1264,73 @@ fn merge_calibration(
         budget_s: c0.budget_s,
         verdicts,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Latencies from 0 to about an hour, clustered as real ones are (a few decades apart).
+    fn latencies() -> impl Strategy<Value = Vec<(u64, u64)>> {
+        proptest::collection::vec(
+            (0u32..40, 0u64..1000, 1u64..5).prop_map(|(shift, low, n)| ((low << shift) >> 8, n)),
+            0..60,
+        )
+    }
+
+    fn histogram_of(values: &[(u64, u64)]) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for &(v, n) in values {
+            crate::results::record_ns(&mut h, v);
+            if n > 1 {
+                h.record_n(v.min(h.high()), n - 1).unwrap();
+            }
+        }
+        h
+    }
+
+    fn sparse_of(h: &Histogram<u64>) -> Sparse {
+        h.iter_recorded()
+            .map(|v| {
+                (
+                    h.lowest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Summing sparse counts in place gives the sparse counts of the summed histograms,
+        /// and the quantiles read from them are HdrHistogram's own.
+        #[test]
+        fn sparse_sums_and_quantiles_are_hdrhistograms(parts in proptest::collection::vec(latencies(), 1..6)) {
+            let reference = new_histogram();
+            let mut sum = new_histogram();
+            let mut acc = Sparse::new();
+            for p in &parts {
+                let h = histogram_of(p);
+                sum.add(&h).unwrap();
+                add_sparse(&mut acc, &sparse_of(&h));
+                prop_assert_eq!(&acc, &sparse_of(&sum));
+            }
+            for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
+                let want = if sum.is_empty() { 0 } else { sum.value_at_quantile(q) };
+                prop_assert_eq!(sparse_quantile(&acc, q, &reference), want, "q {}", q);
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_sum_closes_the_gap_equal_values_leave() {
+        let mut acc = vec![(1, 1), (5, 2), (9, 3)];
+        add_sparse(&mut acc, &[(0, 1), (5, 1), (9, 1), (12, 4)]);
+        assert_eq!(acc, vec![(0, 1), (1, 1), (5, 3), (9, 4), (12, 4)]);
+        add_sparse(&mut acc, &[]);
+        assert_eq!(acc.len(), 5);
+        let mut empty = Sparse::new();
+        add_sparse(&mut empty, &[(3, 1)]);
+        assert_eq!(empty, vec![(3, 1)]);
+    }
 }

@@ -7,8 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish, Context};
-use crate::merge::{Input, MergeOptions};
-use crate::results::Results;
+use crate::merge::MergeOptions;
 
 /// `iolens merge` options.
 #[derive(Args, Debug)]
@@ -32,14 +31,11 @@ pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
         &a.files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
     )?;
     crate::results::Destination::checked(Some(&a.output))?;
-    let mut inputs = Vec::with_capacity(a.files.len());
-    for f in &a.files {
-        inputs.push(Input {
-            file: f.display().to_string(),
-            res: Results::read_file(f)?,
-        });
-    }
-    let res = crate::merge::merge(inputs, &MergeOptions { force: a.force }, cx.cmdline.clone())?;
+    let res = crate::merge::merge(
+        &a.files,
+        &MergeOptions { force: a.force },
+        cx.cmdline.clone(),
+    )?;
     let style = cx.brief_style();
     crate::out!("{}", crate::render::hosts::merge_summary(&res, &style));
     finish(&res, Some(&a.output))
