@@ -24,7 +24,7 @@ use crate::results::{
     new_histogram, BucketConvention, CpuStats, CurvePoint, Hist, Interval, Kind, LatencySummary,
     OpResult, Results, RunResult, V2Scan, SCHEMA_NAME, SCHEMA_VERSION,
 };
-use crate::units::{fmt_ns, fmt_rate};
+use crate::units::{fmt_ns, fmt_ranks, fmt_rate};
 
 /// What `merge` is told besides its inputs.
 #[derive(Clone, Debug, Default)]
@@ -307,7 +307,7 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
         ));
     }
     // Clocks.
-    let unsynced: Vec<String> = inputs
+    let unsynced: Vec<(u32, String)> = inputs
         .iter()
         .zip(&ranks)
         .filter(|(i, _)| {
@@ -317,13 +317,17 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
                 .and_then(|p| p.clock.as_ref())
                 .is_some_and(|c| !c.synchronised)
         })
-        .map(|(i, r)| format!("rank {r} ({})", host_of(&i.res)))
+        .map(|(i, r)| (*r, host_of(&i.res)))
         .collect();
     if !unsynced.is_empty() {
         warnings.push(format!(
-            "the clock of {} is not synchronised (adjtimex): ranks are placed on the common \
-             grid by their own clocks, which may disagree",
-            unsynced.join(", ")
+            "the {} not synchronised (adjtimex): ranks are placed on the common grid by their \
+             own clocks, which may disagree",
+            if unsynced.len() > 1 {
+                format!("clocks of {} are", ranks_named(&unsynced))
+            } else {
+                format!("clock of {} is", ranks_named(&unsynced))
+            }
         ));
     }
 
@@ -355,10 +359,23 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     res.trace_profile = first.res.trace_profile.clone();
     res.trace_io = first.res.trace_io.clone();
     res.trace_slowest = first.res.trace_slowest.clone();
+    // The ranks' own warnings, each once with the ranks that gave it (a thousand hosts on one
+    // filesystem give one warning a thousand times).
+    let mut same: Vec<(&str, Vec<(u32, String)>)> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for (i, r) in inputs.iter().zip(&ranks) {
         for w in &i.res.warnings {
-            warnings.push(format!("rank {r} ({}): {w}", host_of(&i.res)));
+            let k = *index.entry(w.as_str()).or_insert_with(|| {
+                same.push((w.as_str(), Vec::new()));
+                same.len() - 1
+            });
+            if same[k].1.last().map(|b| b.0) != Some(*r) {
+                same[k].1.push((*r, host_of(&i.res)));
+            }
         }
+    }
+    for (w, by) in same {
+        warnings.push(format!("{}: {w}", ranks_named(&by)));
     }
     res.runs = runs;
     if kind == Kind::Calibrate {
@@ -391,6 +408,23 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
         .context("the merged result is not consistent")?;
     res.analysis = Some(crate::analysis::analyse(&res));
     Ok(res)
+}
+
+/// Ranks in words: each with its host when there are a few (`rank 3 (db-3), rank 5 (db-5)`),
+/// else as runs of ranks with their number (`ranks 0–511, 600–999 (912 ranks)`).
+fn ranks_named(ranks: &[(u32, String)]) -> String {
+    if ranks.len() <= 4 {
+        return ranks
+            .iter()
+            .map(|(r, h)| format!("rank {r} ({h})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    format!(
+        "ranks {} ({} ranks)",
+        fmt_ranks(&ranks.iter().map(|r| r.0).collect::<Vec<_>>()),
+        ranks.len()
+    )
 }
 
 /// The kind's name as results files spell it.

@@ -195,7 +195,7 @@ pub fn fmt_time(t: SystemTime) -> String {
 }
 
 /// Parse an RFC 3339 time (any offset, fractional seconds allowed) into a `SystemTime`.
-pub(crate) fn parse_time(s: &str) -> Result<SystemTime> {
+pub fn parse_time(s: &str) -> Result<SystemTime> {
     let t = chrono::DateTime::parse_from_rfc3339(s.trim())
         .with_context(|| format!("{s:?} is not an RFC 3339 time (e.g. 2026-03-01T12:00:00Z)"))?;
     let ns = t.timestamp_nanos_opt().context("time out of range")?;

@@ -88,9 +88,38 @@ pub fn sig3(v: f64) -> String {
     }
 }
 
+/// Ranks as ascending runs: `0–4, 7, 9–999` (the input in any order; repeats once).
+pub(crate) fn fmt_ranks(ranks: &[u32]) -> String {
+    let mut v = ranks.to_vec();
+    v.sort_unstable();
+    v.dedup();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < v.len() {
+        let mut j = i;
+        while j + 1 < v.len() && v[j + 1] == v[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i {
+            format!("{}–{}", v[i], v[j])
+        } else {
+            v[i].to_string()
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn ranks_as_runs() {
+        assert_eq!(fmt_ranks(&[9, 0, 1, 2, 7, 10, 11, 2]), "0–2, 7, 9–11");
+        assert_eq!(fmt_ranks(&[5]), "5");
+        assert_eq!(fmt_ranks(&[]), "");
+        assert_eq!(fmt_ranks(&[3, 4]), "3–4");
+    }
     #[test]
     fn formats() {
         assert_eq!(fmt_ns(850.0), "850 ns");

@@ -407,6 +407,132 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a merged result"));
 }
 
+/// A merge of many ranks reads as one: `show` and merge's own summary list the figures across
+/// ranks and the ranks that stand out (the late one among them), draw bands of ranks as
+/// heatmap rows, name each warning once with its ranks and shorten the command line; the
+/// HTML report keeps a row per rank.
+#[test]
+fn many_ranks_read_as_one_with_the_straggler_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let synth = d.join("synth.json");
+    ok(
+        bin()
+            .args(["-q", "dev-synth", "--seconds", "20", "--samples", "5"])
+            .args(["--rank", "0", "--ranks", "40", "-o"])
+            .arg(&synth),
+        "dev-synth",
+    );
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&synth).unwrap()).unwrap();
+    let start = iolens::placement::parse_time(base["runs"][0]["started"].as_str().unwrap())
+        .expect("a start");
+    let mut files = Vec::new();
+    for r in 0..40u32 {
+        let mut doc = base.clone();
+        doc["placement"]["rank"] = r.into();
+        doc["placement"]["host"] = format!("synth-{r}").into();
+        if r == 17 {
+            // Rank 17 started 2 s after the others.
+            doc["runs"][0]["started"] =
+                iolens::placement::fmt_time(start + Duration::from_secs(2)).into();
+        }
+        let f = d.join(format!("r{r}.json"));
+        std::fs::write(&f, serde_json::to_vec(&doc).unwrap()).unwrap();
+        files.push(f);
+    }
+    let mf = d.join("m.json");
+    // Without -q: merge's own summary.
+    let mut merge = bin();
+    merge
+        .arg("merge")
+        .args(&files)
+        .arg("-o")
+        .arg(&mf)
+        .args(["--width", "100"]);
+    let summary = String::from_utf8_lossy(&ok(&mut merge, "merge").stdout).to_string();
+    let show = String::from_utf8_lossy(
+        &ok(
+            bin()
+                .args(["show", "--color", "never", "--width", "100"])
+                .arg(&mf),
+            "show",
+        )
+        .stdout,
+    )
+    .to_string();
+    let m = read(&mf);
+    let rm = &m.merge.as_ref().unwrap().runs[0];
+    assert!(
+        rm.stragglers
+            .iter()
+            .any(|s| s.rank == 17 && s.reason == StragglerReason::LateStart),
+        "{:?}",
+        rm.stragglers
+    );
+    // The dev-synth warning of every rank, once.
+    let synth_warnings: Vec<&String> = m
+        .warnings
+        .iter()
+        .filter(|w| w.contains("dev-synth"))
+        .collect();
+    assert_eq!(
+        synth_warnings.len(),
+        1,
+        "one warning for all ranks: {synth_warnings:?}"
+    );
+    assert!(
+        synth_warnings[0].starts_with("ranks 0–39 (40 ranks): "),
+        "{}",
+        synth_warnings[0]
+    );
+    for text in [&summary, &show] {
+        assert!(text.contains("across 40 ranks"), "{text}");
+        // The late rank is listed; most ranks are not.
+        let listed: Vec<&str> = text
+            .lines()
+            .filter(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|h| h.starts_with("synth-"))
+            })
+            .collect();
+        assert!(
+            listed.iter().any(|l| l.starts_with("17 ")),
+            "rank 17 listed: {listed:?}"
+        );
+        assert!(listed.len() < 10, "{listed:?}");
+        // Heatmap rows: bands of two ranks, each at most 32 rows.
+        let bands: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("ranks ") && l.contains('|'))
+            .collect();
+        assert_eq!(bands.len(), 20, "{bands:?}");
+        assert!(
+            text.contains("one row = 2 ranks, the lowest of their IOPS"),
+            "{text}"
+        );
+        // The band holding rank 17 is blank at first, when rank 17 was not yet measuring.
+        let b = bands
+            .iter()
+            .find(|l| l.trim_start().starts_with("ranks 16–17 |"))
+            .expect("band 16–17");
+        let cells = b.split('|').nth(1).unwrap();
+        assert!(cells.starts_with(' '), "{b}");
+    }
+    assert!(show.contains("more arguments) …"), "{show}");
+    // The report keeps every rank.
+    let html = d.join("m.html");
+    ok(bin().arg("report").arg(&mf).arg("-o").arg(&html), "report");
+    let h = std::fs::read_to_string(&html).unwrap();
+    for r in 0..40 {
+        assert!(
+            h.contains(&format!(">synth-{r}<")),
+            "rank {r} in the report"
+        );
+    }
+}
+
 /// Ctrl-C while a rank waits for its `--start-at` ends it at once, as an interrupted run: exit
 /// 130, nothing measured, no results file.
 #[test]

@@ -1,19 +1,31 @@
 //! Many hosts, drawn: where a document was measured (rank, world, host, launcher, start, clock)
 //! and, for a document `iolens merge` wrote, the per-host table, the windows (all ranks
 //! measuring, and the full one), the stragglers and a host × time heatmap of IOPS — as text for
-//! `show` and the closing summary of `merge`, and as HTML for `report`.
+//! `show` and the closing summary of `merge`, and as HTML for `report`. The HTML keeps a row
+//! per rank; the text, beyond [`MAX_RANK_ROWS`] ranks, gives the figures across ranks, the
+//! ranks that stand out, and heatmap rows of bands of ranks.
 
 use std::fmt::Write as _;
 
 use super::svg::esc;
 use super::table::{heading, Table};
 use super::TermStyle;
-use crate::results::hosts::{Placement, RunMerge};
+use crate::results::hosts::{Placement, RankRun, RunMerge};
 use crate::results::Results;
-use crate::units::{fmt_ns, fmt_rate, sig3};
+use crate::units::{fmt_ns, fmt_ranks, fmt_rate, sig3};
 
 /// Shades of the text heatmap, emptiest first.
 const SHADES: [char; 9] = [' ', '.', ':', '-', '=', '+', '*', '#', '@'];
+
+/// Most ranks the text lists one by one, and most heatmap rows it draws. Beyond it the table
+/// lists the ranks that stand out under figures across all ranks, and each heatmap row is a
+/// band of consecutive ranks (the HTML report keeps a row per rank). A fixed number, so what
+/// a row means does not depend on the terminal.
+const MAX_RANK_ROWS: usize = 32;
+
+/// Ranks listed beside the stragglers when not every rank is: the lowest rates and the
+/// highest p99s.
+const EXTREMES: usize = 3;
 
 /// One line on where a single-rank document was measured (none without a placement).
 pub(crate) fn placement_line(p: &Placement) -> String {
@@ -72,20 +84,21 @@ fn missing_line(m: &crate::results::hosts::MergeInfo) -> Option<String> {
     (!m.missing_ranks.is_empty()).then(|| {
         format!(
             "missing ranks (no results): {}",
-            m.missing_ranks
-                .iter()
-                .map(|r| r.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            fmt_ranks(&m.missing_ranks)
         )
     })
 }
 
-fn host_table(m: &RunMerge) -> Table {
+/// The per-rank table: every rank, or those of `ranks` (positions in `m.ranks`).
+fn host_table(m: &RunMerge, ranks: Option<&[usize]>) -> Table {
     let mut t = Table::new(&[
         "rank", "host", "start", "seconds", "count", "IOPS", "MB/s", "p50", "p99", "max",
     ]);
-    for x in &m.ranks {
+    let rows: Vec<&RankRun> = match ranks {
+        Some(k) => k.iter().map(|&k| &m.ranks[k]).collect(),
+        None => m.ranks.iter().collect(),
+    };
+    for x in rows {
         t.row(vec![
             x.rank.to_string(),
             x.host.clone(),
@@ -100,6 +113,75 @@ fn host_table(m: &RunMerge) -> Table {
         ]);
     }
     t
+}
+
+/// The ranks that stand out, as positions in `m.ranks` in rank order: the stragglers, the
+/// [`EXTREMES`] lowest rates and the [`EXTREMES`] highest p99s.
+fn standing_out(m: &RunMerge) -> Vec<usize> {
+    let mut pick: Vec<usize> = m
+        .stragglers
+        .iter()
+        .filter_map(|s| m.ranks.iter().position(|r| r.rank == s.rank))
+        .collect();
+    let mut by: Vec<usize> = (0..m.ranks.len()).collect();
+    by.sort_by(|&a, &b| m.ranks[a].iops.total_cmp(&m.ranks[b].iops));
+    pick.extend(by.iter().take(EXTREMES));
+    by.sort_by(|&a, &b| m.ranks[b].p99_ns.cmp(&m.ranks[a].p99_ns));
+    pick.extend(by.iter().take(EXTREMES));
+    pick.sort_unstable();
+    pick.dedup();
+    pick
+}
+
+/// Figures across all ranks: the lowest, the median and the highest rank's of each column.
+fn across_table(m: &RunMerge) -> Table {
+    let mut t = Table::new(&[
+        &format!("across {} ranks", m.ranks.len()),
+        "lowest",
+        "median",
+        "highest",
+    ]);
+    let row = |t: &mut Table, name: &str, mut v: Vec<f64>, f: &dyn Fn(f64) -> String| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        t.row(vec![name.into(), f(v[0]), f(median), f(v[n - 1])]);
+    };
+    let col = |f: &dyn Fn(&RankRun) -> f64| m.ranks.iter().map(f).collect::<Vec<f64>>();
+    let ns = |v: f64| fmt_ns(v);
+    row(&mut t, "start", col(&|r| r.start_s * 1e9), &|v| {
+        format!("+{}", fmt_ns(v))
+    });
+    row(&mut t, "seconds", col(&|r| r.duration_s), &sig3);
+    row(&mut t, "IOPS", col(&|r| r.iops), &fmt_rate);
+    row(&mut t, "MB/s", col(&|r| r.mb_per_s), &sig3);
+    row(&mut t, "p50", col(&|r| r.p50_ns as f64), &ns);
+    row(&mut t, "p99", col(&|r| r.p99_ns as f64), &ns);
+    row(&mut t, "max", col(&|r| r.max_ns as f64), &ns);
+    t
+}
+
+/// The per-rank part of the text: every rank when there are at most [`MAX_RANK_ROWS`], else
+/// the figures across all ranks and the ranks that stand out.
+fn ranks_text(m: &RunMerge, style: &TermStyle) -> String {
+    if m.ranks.len() <= MAX_RANK_ROWS {
+        return host_table(m, None).render(style);
+    }
+    let pick = standing_out(m);
+    let mut s = across_table(m).render(style);
+    let _ = writeln!(
+        s,
+        "\n{} of {} ranks: the stragglers, the {EXTREMES} lowest IOPS, the {EXTREMES} highest p99s \
+         (`iolens report` lists every rank)",
+        pick.len(),
+        m.ranks.len()
+    );
+    s.push_str(&host_table(m, Some(&pick)).render(style));
+    s
 }
 
 fn window_lines(m: &RunMerge) -> Vec<String> {
@@ -183,27 +265,61 @@ fn grid_max(rows: &[Vec<f64>]) -> f64 {
         .fold(0.0, |a: f64, b| a.max(*b))
 }
 
+/// The text heatmap: a row per rank, or per band of consecutive ranks (at most
+/// [`MAX_RANK_ROWS`] rows) showing the lowest of their rates, where a straggler shows.
 fn heat_text(m: &RunMerge, width: usize) -> String {
-    let label_w = m
+    let band = m.ranks.len().div_ceil(MAX_RANK_ROWS).max(1);
+    let labels: Vec<String> = m
         .ranks
+        .chunks(band)
+        .map(|c| match c {
+            [r] => format!("{} {}", r.rank, r.host),
+            _ => format!(
+                "ranks {}–{}",
+                c[0].rank,
+                c.last().map_or(c[0].rank, |r| r.rank)
+            ),
+        })
+        .collect();
+    let label_w = labels
         .iter()
-        .map(|r| format!("{} {}", r.rank, r.host).chars().count())
+        .map(|l| l.chars().count())
         .max()
         .unwrap_or(0)
         .min(24);
     let cols = width.saturating_sub(label_w + 3).max(8);
-    let (per, rows) = heat_grid(m, cols);
+    let (per, rank_rows) = heat_grid(m, cols);
+    // A band's cell: the lowest rate of its ranks; none where one of them was not measuring
+    // (a late start or an early end shows as it does in its own row).
+    let rows: Vec<Vec<f64>> = rank_rows
+        .chunks(band)
+        .map(|c| {
+            (0..c[0].len())
+                .map(|k| {
+                    c.iter().map(|row| row[k]).fold(f64::INFINITY, |a, v| {
+                        if a.is_nan() || !v.is_finite() {
+                            f64::NAN
+                        } else {
+                            a.min(v)
+                        }
+                    })
+                })
+                .collect()
+        })
+        .collect();
     let max = grid_max(&rows);
     let mut s = format!(
-        "IOPS per host over time (one column = {} s; ' ' none … '@' {} IOPS)\n",
+        "IOPS per host over time (one column = {} s; {}' ' none … '@' {} IOPS)\n",
         sig3(per as f64 * m.interval_s),
+        if band > 1 {
+            format!("one row = {band} ranks, the lowest of their IOPS, blank where one was not measuring; ")
+        } else {
+            String::new()
+        },
         fmt_rate(max)
     );
-    for (r, row) in m.ranks.iter().zip(&rows) {
-        let label: String = format!("{} {}", r.rank, r.host)
-            .chars()
-            .take(label_w)
-            .collect();
+    for (l, row) in labels.iter().zip(&rows) {
+        let label: String = l.chars().take(label_w).collect();
         let _ = write!(s, "{label:>label_w$} |");
         for v in row {
             let c = if !v.is_finite() {
@@ -240,7 +356,7 @@ pub fn text(r: &Results, style: &TermStyle) -> String {
         for i in shown_runs(r) {
             let rm = &m.runs[i];
             let _ = writeln!(out, "\nRun {i}: {}", rm.name);
-            out.push_str(&host_table(rm).render(style));
+            out.push_str(&ranks_text(rm, style));
             for l in window_lines(rm) {
                 let _ = writeln!(out, "{l}");
             }
@@ -280,7 +396,7 @@ pub fn html(r: &Results) -> String {
         for i in shown_runs(r) {
             let rm = &m.runs[i];
             let _ = write!(out, "<h3>Run {i}: {}</h3>", esc(&rm.name));
-            out.push_str(&host_table(rm).html());
+            out.push_str(&host_table(rm, None).html());
             out.push_str("<ul>");
             for l in window_lines(rm) {
                 let _ = write!(out, "<li>{}</li>", esc(&l));

@@ -537,7 +537,7 @@ fn environment_section(out: &mut String, r: &Results) {
             ),
         ]);
     }
-    t.row(vec!["command".into(), r.command_line.join(" ")]);
+    t.row(vec!["command".into(), super::command_text(&r.command_line)]);
     t.row(vec![
         "written".into(),
         format!("{} by iolens {}", r.created, r.tool_version),

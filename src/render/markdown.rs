@@ -35,7 +35,7 @@ pub fn summary(r: &Results) -> String {
         md(&r.tool_version)
     );
     if !r.command_line.is_empty() {
-        let cmd = r.command_line.join(" ").replace('`', "'");
+        let cmd = super::command_text(&r.command_line).replace('`', "'");
         let _ = writeln!(out, "```\n{cmd}\n```\n");
     }
     let e = &r.environment;

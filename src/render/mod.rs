@@ -53,6 +53,24 @@ pub enum ColorChoice {
     Never,
 }
 
+/// The command line as people read it: whole up to 24 arguments, else its first 12 and last 4
+/// around a count of those left out (a merge of a thousand ranks names a thousand files). The
+/// results file keeps it whole.
+pub(crate) fn command_text(args: &[String]) -> String {
+    const WHOLE: usize = 24;
+    const HEAD: usize = 12;
+    const TAIL: usize = 4;
+    if args.len() <= WHOLE {
+        return args.join(" ");
+    }
+    format!(
+        "{} … ({} more arguments) … {}",
+        args[..HEAD].join(" "),
+        args.len() - HEAD - TAIL,
+        args[args.len() - TAIL..].join(" ")
+    )
+}
+
 /// Terminal output settings resolved from flags and the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TermStyle {

@@ -374,7 +374,7 @@ pub(crate) fn render_loaded(
         r.tool_version
     );
     if !r.command_line.is_empty() {
-        let _ = writeln!(out, "command: {}", r.command_line.join(" "));
+        let _ = writeln!(out, "command: {}", super::command_text(&r.command_line));
     }
     let e = &r.environment;
     // Traces and ingested histograms come from elsewhere: no host facts to show.
