@@ -31,6 +31,8 @@ use crate::units::{fmt_ns, fmt_ranks, fmt_rate};
 pub(crate) struct MergeOptions {
     /// Merge results of different workloads (the differences become warnings).
     pub(crate) force: bool,
+    /// Show which file is being read (on a terminal).
+    pub(crate) progress: bool,
 }
 
 /// One merged results file, once read: its path as given (recorded, and named in errors)
@@ -142,8 +144,10 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     if files.is_empty() {
         bail!("merge needs at least one results file");
     }
+    let pb = crate::progress::line(o.progress);
     let mut peeks = Vec::with_capacity(files.len());
-    for f in files {
+    for (k, f) in files.iter().enumerate() {
+        pb.set_message(format!("checking file {} of {}", k + 1, files.len()));
         peeks.push(peek(f)?);
     }
     let name = |k: usize| files[k].display().to_string();
@@ -271,6 +275,12 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let mut scratch = Scratch::new();
     for (pos, &k) in order.iter().enumerate() {
         let file = name(k);
+        pb.set_message(format!(
+            "summing rank {} ({} of {}): {file}",
+            ranks[pos],
+            pos + 1,
+            order.len()
+        ));
         let mut res = Results::read_file(&files[k])?;
         if let Some(first) = inputs.first() {
             let diffs = differences(&first.res, &res);
@@ -300,6 +310,7 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
         }
         inputs.push(Input { file, res });
     }
+    pb.finish_and_clear();
     let first = &inputs[0];
     if inputs.iter().any(|i| i.res.runs.len() != n_runs) {
         warnings.push(format!(

@@ -33,7 +33,10 @@ pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(Some(&a.output))?;
     let res = crate::merge::merge(
         &a.files,
-        &MergeOptions { force: a.force },
+        &MergeOptions {
+            force: a.force,
+            progress: cx.progress(false),
+        },
         cx.cmdline.clone(),
     )?;
     let style = cx.brief_style();
