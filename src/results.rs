@@ -1033,6 +1033,18 @@ pub struct BlockLayer {
     /// filesystem whose blocks could not be mapped, `watch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_extents: Option<u32>,
+    /// The disk's block-multiqueue tags when traced (`/sys/block/DISK/mq/*/nr_tags`): how many
+    /// requests its driver takes at once, over all its hardware queues; absent where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_tags: Option<u32>,
+    /// The hardware queues those tags are spread over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hw_queues: Option<u32>,
+    /// A virtio disk: whether its device offers indirect descriptors. Without them a request
+    /// takes two ring descriptors plus one per data segment, of a ring twice `driver_tags`
+    /// long, so fewer requests fit in the device than it has tags. Absent for other disks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtio_indirect: Option<bool>,
 }
 
 impl BlockLayer {

@@ -421,6 +421,37 @@ pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: 
     t
 }
 
+/// The block-multiqueue tags of the disk `disk` (`/sys/block/DISK/mq/*/nr_tags`): how many
+/// hardware queues it has and how many requests its driver takes at once over all of them;
+/// `None` where the disk has no such directory.
+pub(crate) fn driver_tags(disk: &str) -> Option<(u32, u32)> {
+    let (mut queues, mut tags) = (0u32, 0u32);
+    for e in fs::read_dir(format!("/sys/block/{disk}/mq"))
+        .ok()?
+        .flatten()
+    {
+        if let Some(n) = read_num::<u32>(e.path().join("nr_tags")) {
+            queues += 1;
+            tags = tags.saturating_add(n);
+        }
+    }
+    (queues > 0).then_some((queues, tags))
+}
+
+/// For a virtio disk, whether its device offers indirect descriptors
+/// (`VIRTIO_RING_F_INDIRECT_DESC`, bit 28 of `/sys/block/DISK/device/features`); `None` for a
+/// disk that is not on the virtio bus. Without them each request takes one ring descriptor
+/// per data segment plus two, and virtio-blk sizes its tags to half the ring.
+pub(crate) fn virtio_indirect(disk: &str) -> Option<bool> {
+    let dev = Path::new("/sys/block").join(disk).join("device");
+    let bus = fs::canonicalize(dev.join("subsystem")).ok()?;
+    if bus.file_name()? != "virtio" {
+        return None;
+    }
+    let bits = read_trim(dev.join("features"))?;
+    Some(bits.as_bytes().get(28) == Some(&b'1'))
+}
+
 /// Logical block size of the device behind `path` (512 when unknown).
 pub(crate) fn logical_block_size(path: &Path) -> u32 {
     block_dev_for(path)

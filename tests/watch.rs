@@ -853,6 +853,125 @@ fn own_watch_counts_only_the_targets_blocks() {
     check_grid(run);
 }
 
+/// Many sessions of O_DIRECT reads: the block layer records the disk's driver tags (and, on
+/// virtio, whether the ring has indirect descriptors) as sysfs has them, and the mean number of
+/// requests in the device (Little's law, a verdict figure) is within what the device can hold:
+/// at most its tags, and on a virtio ring without indirect descriptors at most a third of the
+/// ring (three descriptors for a request of one segment).
+#[test]
+fn own_watch_counts_requests_in_the_device_against_its_limit() {
+    let Some(OwnLoad {
+        _serial,
+        tmp: _tmp,
+        target,
+        json,
+    }) = own_load("own_watch_counts_requests_in_the_device_against_its_limit")
+    else {
+        return;
+    };
+    run_ok(&[
+        "run",
+        "--watch",
+        "--target",
+        target.to_str().unwrap(),
+        "--size",
+        "64M",
+        "--sessions",
+        "128",
+        "--bs",
+        "8k",
+        "--verify",
+        "none",
+        "--duration",
+        "3s",
+        "--no-progress",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let r = Results::read_file(&json).unwrap();
+    let run = &r.runs[0];
+    let block = run.block.as_ref().expect("a block layer");
+    let mq = Path::new("/sys/block").join(&block.device).join("mq");
+    let Ok(queues) = std::fs::read_dir(&mq) else {
+        assert_eq!(
+            block.driver_tags,
+            None,
+            "no {} but tags recorded",
+            mq.display()
+        );
+        eprintln!(
+            "note: {} has no mq directory: no tags to check",
+            block.device
+        );
+        return;
+    };
+    let tags: u32 = queues
+        .flatten()
+        .map(|q| {
+            std::fs::read_to_string(q.path().join("nr_tags"))
+                .unwrap()
+                .trim()
+                .parse::<u32>()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(block.driver_tags, Some(tags));
+    let dev = Path::new("/sys/block").join(&block.device).join("device");
+    let virtio = std::fs::canonicalize(dev.join("subsystem")).is_ok_and(|b| b.ends_with("virtio"));
+    let indirect = virtio.then(|| {
+        std::fs::read_to_string(dev.join("features"))
+            .unwrap()
+            .as_bytes()[28]
+            == b'1'
+    });
+    assert_eq!(block.virtio_indirect, indirect);
+    let a = r.analysis.as_ref().unwrap();
+    let v = a.runs[0]
+        .verdicts
+        .iter()
+        .find(|v| {
+            matches!(
+                v.kind,
+                VerdictKind::HostQueueing | VerdictKind::StorageBound
+            )
+        })
+        .expect("a host/device verdict");
+    let fig = |k: &str| v.figures.get(k).copied();
+    let l = fig("device_in_flight").expect("requests in the device");
+    assert_eq!(fig("driver_tags"), Some(tags as f64));
+    // Little's law by hand: the device ops' summed service time over the duration.
+    let busy: f64 = block
+        .ops
+        .iter()
+        .filter(|o| o.op.ends_with(":device"))
+        .map(|o| o.summary.mean_ns * o.count as f64)
+        .sum();
+    assert!((l - busy / (run.duration_s * 1e9)).abs() < 1e-6 * l.max(1.0));
+    eprintln!(
+        "{}: {l:.1} requests in the device, {tags} tags, indirect {indirect:?}: {}",
+        block.device, v.message
+    );
+    assert!(
+        l > 1.0,
+        "128 sessions keep more than one request in the device: {l}"
+    );
+    // (The window's edges can add a request's service from just before or after it.)
+    assert!(l <= tags as f64 * 1.02, "{l} in the device, {tags} tags");
+    if indirect == Some(false) {
+        assert!(
+            l <= 2.0 * tags as f64 / 3.0 * 1.02,
+            "{l} in a ring of {} descriptors",
+            2 * tags
+        );
+        if v.kind == VerdictKind::HostQueueing && v.message.contains("held only") {
+            assert!(v
+                .message
+                .contains(&format!("ring of {} descriptors", 2 * tags)));
+        }
+    }
+}
+
 #[test]
 fn calibrate_watch_has_block_series_per_step() {
     let Some(OwnLoad {
