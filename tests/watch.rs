@@ -12,7 +12,7 @@ mod common;
 
 use common::{bin, root_or_skip};
 use hdrhistogram::Histogram;
-use iolens::results::analysis::VerdictKind;
+use iolens::results::analysis::{Verdict, VerdictKind};
 use iolens::results::{BlockLayer, OpResult, Results, RunResult, WatchBudget};
 
 /// The loss a block-layer watch may report: completions the kernel did not run the probe for.
@@ -652,6 +652,20 @@ fn reached_block_layer(block: &BlockLayer, dev: &OpResult) -> (u64, String) {
     (dev.count + block.merged + unseen, parts)
 }
 
+/// The host-vs-device verdict of run `run` of `r`.
+fn host_device_verdict(r: &Results, run: usize) -> &Verdict {
+    r.analysis.as_ref().expect("analysis").runs[run]
+        .verdicts
+        .iter()
+        .find(|v| {
+            matches!(
+                v.kind,
+                VerdictKind::HostQueueing | VerdictKind::StorageBound
+            )
+        })
+        .expect("a host/device verdict")
+}
+
 /// Every block-layer op of `run` is on the run's own interval grid, and its intervals sum to it.
 fn check_grid(run: &RunResult) {
     let block = run.block.as_ref().expect("the run has a block layer");
@@ -750,17 +764,7 @@ fn run_watch_sees_one_block_request_per_direct_read() {
     );
     check_grid(run);
     // The verdict compares the distributions.
-    let a = r.analysis.as_ref().unwrap();
-    let v = a.runs[0]
-        .verdicts
-        .iter()
-        .find(|v| {
-            matches!(
-                v.kind,
-                VerdictKind::HostQueueing | VerdictKind::StorageBound
-            )
-        })
-        .expect("a host/device verdict");
+    let v = host_device_verdict(&r, 0);
     for k in [
         "app_p50_us",
         "app_p99_us",
@@ -926,17 +930,7 @@ fn own_watch_counts_requests_in_the_device_against_its_limit() {
             == b'1'
     });
     assert_eq!(block.virtio_indirect, indirect);
-    let a = r.analysis.as_ref().unwrap();
-    let v = a.runs[0]
-        .verdicts
-        .iter()
-        .find(|v| {
-            matches!(
-                v.kind,
-                VerdictKind::HostQueueing | VerdictKind::StorageBound
-            )
-        })
-        .expect("a host/device verdict");
+    let v = host_device_verdict(&r, 0);
     let fig = |k: &str| v.figures.get(k).copied();
     let l = fig("device_in_flight").expect("requests in the device");
     assert_eq!(fig("driver_tags"), Some(tags as f64));
