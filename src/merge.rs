@@ -132,6 +132,10 @@ const PER_RANK_FIELDS: &[&str] = &[
     "dir",
 ];
 
+/// Most intervals one merged run's grid holds: 46 days of 1 s intervals. Ranks further apart
+/// were not measured together, and their grid would take gigabytes.
+const MAX_SLOTS: usize = 4_000_000;
+
 /// A rank whose start lies further than this share of an interval from the others is called
 /// late, and starts that disagree by more are warned about.
 pub(crate) const START_TOLERANCE: f64 = 0.1;
@@ -703,6 +707,20 @@ impl RunGrid {
             .iter()
             .map(|t| t.duration_since(t0).unwrap_or_default().as_secs_f64())
             .collect();
+        let end = offsets
+            .iter()
+            .zip(runs)
+            .map(|(o, p)| o + p.duration_s)
+            .fold(0.0, f64::max);
+        if end / iv > MAX_SLOTS as f64 {
+            bail!(
+                "the ranks' runs span {} from the first start to the last end, {} intervals of \
+                 {}: more than the {MAX_SLOTS} one merge places (were they measured together?)",
+                fmt_ns(end * 1e9),
+                (end / iv).round(),
+                fmt_ns(iv * 1e9)
+            );
+        }
         let c0 = offsets.iter().cloned().fold(0.0, f64::max);
         let c1 = offsets
             .iter()
@@ -783,6 +801,16 @@ impl RunGrid {
                 let Some(iv_n) = o.intervals.get(n) else {
                     continue;
                 };
+                // An interval outside its run is not this grid's (and would stretch it).
+                if !(iv_n.start_s >= -1e-9 && iv_n.start_s <= p.duration_s + iv) {
+                    bail!(
+                        "op {} interval {} starts at {} s, outside the run ({} s long)",
+                        o.op,
+                        n + 1,
+                        iv_n.start_s,
+                        p.duration_s
+                    );
+                }
                 let slot = ((iv_n.start_s / iv).round() as i64 + shift).max(0) as usize;
                 first_slot = first_slot.min(slot);
                 let io = o.op != "sync";

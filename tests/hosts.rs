@@ -533,6 +533,60 @@ fn many_ranks_read_as_one_with_the_straggler_named() {
     }
 }
 
+/// Inputs that would stretch the grid beyond reason are refused with a clear error, not an
+/// allocation failure: an interval far outside its run, and ranks measured a year apart.
+#[test]
+fn merge_refuses_a_grid_stretched_beyond_its_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let synth = d.join("synth.json");
+    ok(
+        bin()
+            .args(["-q", "dev-synth", "--seconds", "5", "--samples", "5"])
+            .args(["--rank", "0", "--ranks", "2", "-o"])
+            .arg(&synth),
+        "dev-synth",
+    );
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&synth).unwrap()).unwrap();
+    let start = iolens::placement::parse_time(base["runs"][0]["started"].as_str().unwrap())
+        .expect("a start");
+    let write = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut doc = base.clone();
+        doc["placement"]["rank"] = 1.into();
+        doc["placement"]["host"] = "synth-1".into();
+        edit(&mut doc);
+        let f = d.join(name);
+        std::fs::write(&f, serde_json::to_vec(&doc).unwrap()).unwrap();
+        f
+    };
+    let far = write("far.json", &|doc| {
+        doc["runs"][0]["ops"][0]["intervals"][2]["start_s"] = 1e9.into()
+    });
+    let late = write("late.json", &|doc| {
+        doc["runs"][0]["started"] =
+            iolens::placement::fmt_time(start + Duration::from_secs(365 * 86_400)).into()
+    });
+    for (f, says) in [
+        (
+            &far,
+            "interval 3 starts at 1000000000 s, outside the run (5 s long)",
+        ),
+        (
+            &late,
+            "intervals of 1 s: more than the 4000000 one merge places",
+        ),
+    ] {
+        let out = merge_cmd(&[synth.clone(), f.clone()], &d.join("m.json"), &["--force"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+        assert!(!d.join("m.json").exists());
+    }
+}
+
 /// Ctrl-C while a rank waits for its `--start-at` ends it at once, as an interrupted run: exit
 /// 130, nothing measured, no results file.
 #[test]
