@@ -1033,13 +1033,22 @@ pub struct BlockLayer {
     /// filesystem whose blocks could not be mapped, `watch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_extents: Option<u32>,
-    /// The disk's block-multiqueue tags when traced (`/sys/block/DISK/mq/*/nr_tags`): how many
-    /// requests its driver takes at once, over all its hardware queues; absent where unknown.
+    /// How many requests the disk takes at once, when traced; absent where unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver_tags: Option<u32>,
+    pub queue: Option<DiskQueue>,
+}
+
+/// How many requests a disk takes at once, as sysfs says when it was traced: what holds the
+/// rest in the host's block queue when more are submitted.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct DiskQueue {
+    /// Kernel name of the disk (`vda`, `nvme0n1`).
+    pub disk: String,
+    /// Its block-multiqueue tags (`/sys/block/DISK/mq/*/nr_tags`), over all its hardware
+    /// queues: how many requests its driver takes at once.
+    pub driver_tags: u32,
     /// The hardware queues those tags are spread over.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hw_queues: Option<u32>,
+    pub hw_queues: u32,
     /// A virtio disk: whether its device offers indirect descriptors. Without them a request
     /// takes two ring descriptors plus one per data segment, of a ring twice `driver_tags`
     /// long, so fewer requests fit in the device than it has tags. Absent for other disks.
@@ -2065,4 +2074,7 @@ pub struct WatchBudget {
     pub pids: Vec<u32>,
     pub comms: Vec<String>,
     pub devices: Vec<String>,
+    /// How many requests each disk with traced requests takes at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<DiskQueue>,
 }

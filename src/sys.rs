@@ -421,10 +421,22 @@ pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: 
     t
 }
 
+/// How many requests the disk `disk` takes at once: its driver's tags and, on virtio, whether
+/// the ring has indirect descriptors; `None` where sysfs has no tags for it.
+pub(crate) fn disk_queue(disk: &str) -> Option<crate::results::DiskQueue> {
+    let (hw_queues, driver_tags) = driver_tags(disk)?;
+    Some(crate::results::DiskQueue {
+        disk: disk.to_string(),
+        driver_tags,
+        hw_queues,
+        virtio_indirect: virtio_indirect(disk),
+    })
+}
+
 /// The block-multiqueue tags of the disk `disk` (`/sys/block/DISK/mq/*/nr_tags`): how many
 /// hardware queues it has and how many requests its driver takes at once over all of them;
 /// `None` where the disk has no such directory.
-pub(crate) fn driver_tags(disk: &str) -> Option<(u32, u32)> {
+fn driver_tags(disk: &str) -> Option<(u32, u32)> {
     let (mut queues, mut tags) = (0u32, 0u32);
     for e in fs::read_dir(format!("/sys/block/{disk}/mq"))
         .ok()?
@@ -442,7 +454,7 @@ pub(crate) fn driver_tags(disk: &str) -> Option<(u32, u32)> {
 /// (`VIRTIO_RING_F_INDIRECT_DESC`, bit 28 of `/sys/block/DISK/device/features`); `None` for a
 /// disk that is not on the virtio bus. Without them each request takes one ring descriptor
 /// per data segment plus two, and virtio-blk sizes its tags to half the ring.
-pub(crate) fn virtio_indirect(disk: &str) -> Option<bool> {
+fn virtio_indirect(disk: &str) -> Option<bool> {
     let dev = Path::new("/sys/block").join(disk).join("device");
     let bus = fs::canonicalize(dev.join("subsystem")).ok()?;
     if bus.file_name()? != "virtio" {

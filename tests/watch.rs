@@ -13,7 +13,7 @@ mod common;
 use common::{bin, root_or_skip};
 use hdrhistogram::Histogram;
 use iolens::results::analysis::{Verdict, VerdictKind};
-use iolens::results::{BlockLayer, OpResult, Results, RunResult, WatchBudget};
+use iolens::results::{BlockLayer, DiskQueue, OpResult, Results, RunResult, WatchBudget};
 
 /// The loss a block-layer watch may report: completions the kernel did not run the probe for.
 const UNSEEN: &str = "block completion of a watched request not seen";
@@ -652,6 +652,31 @@ fn reached_block_layer(block: &BlockLayer, dev: &OpResult) -> (u64, String) {
     (dev.count + block.merged + unseen, parts)
 }
 
+/// What sysfs says of how many requests `disk` takes at once (read here, independently of
+/// iolens): its blk-mq tags over its hardware queues and, on the virtio bus, whether the ring
+/// has indirect descriptors (feature bit 28); `None` without an mq directory.
+fn disk_queue_in_sysfs(disk: &str) -> Option<DiskQueue> {
+    let queues: Vec<u32> = std::fs::read_dir(Path::new("/sys/block").join(disk).join("mq"))
+        .ok()?
+        .flatten()
+        .filter_map(|q| std::fs::read_to_string(q.path().join("nr_tags")).ok())
+        .map(|t| t.trim().parse::<u32>().unwrap())
+        .collect();
+    let dev = Path::new("/sys/block").join(disk).join("device");
+    let virtio = std::fs::canonicalize(dev.join("subsystem")).is_ok_and(|b| b.ends_with("virtio"));
+    Some(DiskQueue {
+        disk: disk.to_string(),
+        driver_tags: queues.iter().sum(),
+        hw_queues: queues.len() as u32,
+        virtio_indirect: virtio.then(|| {
+            std::fs::read_to_string(dev.join("features"))
+                .unwrap()
+                .as_bytes()[28]
+                == b'1'
+        }),
+    })
+}
+
 /// The host-vs-device verdict of run `run` of `r`.
 fn host_device_verdict(r: &Results, run: usize) -> &Verdict {
     r.analysis.as_ref().expect("analysis").runs[run]
@@ -859,9 +884,8 @@ fn own_watch_counts_only_the_targets_blocks() {
 
 /// Many sessions of O_DIRECT reads: the block layer records the disk's driver tags (and, on
 /// virtio, whether the ring has indirect descriptors) as sysfs has them, and the mean number of
-/// requests in the device (Little's law, a verdict figure) is within what the device can hold:
-/// at most its tags, and on a virtio ring without indirect descriptors at most a third of the
-/// ring (three descriptors for a request of one segment).
+/// requests in the device (Little's law, a verdict figure) is within its tags; where the verdict
+/// names what held the rest on a virtio disk without indirect descriptors, it names the ring.
 #[test]
 fn own_watch_counts_requests_in_the_device_against_its_limit() {
     let Some(OwnLoad {
@@ -896,40 +920,16 @@ fn own_watch_counts_requests_in_the_device_against_its_limit() {
     let r = Results::read_file(&json).unwrap();
     let run = &r.runs[0];
     let block = run.block.as_ref().expect("a block layer");
-    let mq = Path::new("/sys/block").join(&block.device).join("mq");
-    let Ok(queues) = std::fs::read_dir(&mq) else {
-        assert_eq!(
-            block.driver_tags,
-            None,
-            "no {} but tags recorded",
-            mq.display()
-        );
+    let Some(q) = disk_queue_in_sysfs(&block.device) else {
+        assert_eq!(block.queue, None, "no tags in sysfs but tags recorded");
         eprintln!(
             "note: {} has no mq directory: no tags to check",
             block.device
         );
         return;
     };
-    let tags: u32 = queues
-        .flatten()
-        .map(|q| {
-            std::fs::read_to_string(q.path().join("nr_tags"))
-                .unwrap()
-                .trim()
-                .parse::<u32>()
-                .unwrap()
-        })
-        .sum();
-    assert_eq!(block.driver_tags, Some(tags));
-    let dev = Path::new("/sys/block").join(&block.device).join("device");
-    let virtio = std::fs::canonicalize(dev.join("subsystem")).is_ok_and(|b| b.ends_with("virtio"));
-    let indirect = virtio.then(|| {
-        std::fs::read_to_string(dev.join("features"))
-            .unwrap()
-            .as_bytes()[28]
-            == b'1'
-    });
-    assert_eq!(block.virtio_indirect, indirect);
+    assert_eq!(block.queue.as_ref(), Some(&q));
+    let (tags, indirect) = (q.driver_tags, q.virtio_indirect);
     let v = host_device_verdict(&r, 0);
     let fig = |k: &str| v.figures.get(k).copied();
     let l = fig("device_in_flight").expect("requests in the device");
@@ -950,18 +950,98 @@ fn own_watch_counts_requests_in_the_device_against_its_limit() {
         l > 1.0,
         "128 sessions keep more than one request in the device: {l}"
     );
-    // (The window's edges can add a request's service from just before or after it.)
+    // A request holds its tag from before its issue until after its completion is traced, so
+    // no more than the tags can be between the two (the window's edges can add a request's
+    // service from just before or after it). The ring's own limit (a third of it for
+    // one-segment requests) is not a bound on the traced figure: on busy CPUs a completion is
+    // traced after the device has returned the request.
     assert!(l <= tags as f64 * 1.02, "{l} in the device, {tags} tags");
-    if indirect == Some(false) {
+    if indirect == Some(false) && v.message.contains(" held ") {
         assert!(
-            l <= 2.0 * tags as f64 / 3.0 * 1.02,
-            "{l} in a ring of {} descriptors",
-            2 * tags
+            v.message
+                .contains(&format!("ring of {} descriptors holds at most", 2 * tags)),
+            "{}",
+            v.message
         );
-        if v.kind == VerdictKind::HostQueueing && v.message.contains("held only") {
-            assert!(v
-                .message
-                .contains(&format!("ring of {} descriptors", 2 * tags)));
+    }
+}
+
+/// A live watch of a disk under 128 sessions of O_DIRECT reads records, for the disk, how many
+/// requests it takes at once as sysfs says, and gives with its verdicts the mean number of
+/// requests in the disk (every process's, Little's law over the watch): more than one, within
+/// the tags; where the host queues, the verdict says what held the rest.
+#[test]
+fn live_watch_gives_the_disks_requests_against_its_tags() {
+    if !root_or_skip("live_watch_gives_the_disks_requests_against_its_tags") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_file(tmp.path(), 64);
+    let disk = disk_of(&data);
+    let watch_json = tmp.path().join("watch.json");
+    let mut run = Gated::new(&[
+        env!("CARGO_BIN_EXE_iolens"),
+        "run",
+        "--target",
+        data.to_str().unwrap(),
+        "--sessions",
+        "128",
+        "--bs",
+        "8k",
+        "--duration",
+        "3s",
+        "--verify",
+        "none",
+        "-q",
+    ]);
+    let pid = run.pid().to_string();
+    let w = start_watch(&[
+        "--pid",
+        &pid,
+        "--device",
+        &disk,
+        "--json",
+        watch_json.to_str().unwrap(),
+    ]);
+    run.go();
+    run.wait();
+    finish_watch(w, Duration::from_secs(20));
+    let r = Results::read_file(&watch_json).unwrap();
+    let b = budget(&r);
+    let Some(q) = disk_queue_in_sysfs(&disk) else {
+        assert!(b.disks.is_empty(), "{:?}", b.disks);
+        eprintln!("note: {disk} has no mq directory: no tags to check");
+        return;
+    };
+    assert_eq!(b.disks, vec![q.clone()]);
+    let a = r.analysis.as_ref().unwrap().watch.as_ref().unwrap();
+    let v = a.verdicts.first().expect("a verdict");
+    let l = v.figures[&format!("in_flight:{disk}")];
+    assert_eq!(
+        v.figures[&format!("driver_tags:{disk}")],
+        q.driver_tags as f64
+    );
+    eprintln!(
+        "{disk}: {l:.1} requests in the device of {} tags; {:?}",
+        q.driver_tags, a.verdicts
+    );
+    assert!(
+        l > 1.0,
+        "128 sessions keep more than one request in {disk}: {l}"
+    );
+    assert!(
+        l <= q.driver_tags as f64 * 1.02,
+        "{l} in {disk}, {} tags",
+        q.driver_tags
+    );
+    for v in &a.verdicts {
+        if v.kind == VerdictKind::HostQueueing {
+            assert!(
+                v.message.contains(&format!("{disk} held ")),
+                "{}",
+                v.message
+            );
         }
     }
 }

@@ -424,19 +424,21 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
             ""
         },
     );
-    let in_device = in_device(run, block);
+    let in_device = run
+        .rates_known()
+        .then(|| in_device(&block.ops, run.duration_s));
     if let Some(l) = in_device {
         figures.push(("device_in_flight", l));
     }
-    if let Some(t) = block.driver_tags {
-        figures.push(("driver_tags", t as f64));
+    if let Some(q) = &block.queue {
+        figures.push(("driver_tags", q.driver_tags as f64));
     }
     let queued = |s: f64, h: f64| s > HOST_SHARE_WARN && h > HOST_US_MIN * 1e3;
     if queued(s50, h50) || queued(s99, h99) {
         // Where the host's share is mostly the block queue, say what held the requests there.
         let in_queue = q50 >= 0.5 * h50 || q99 >= 0.5 * h99;
-        let limit = match (in_device, in_queue) {
-            (Some(l), true) => device_limit(block, l),
+        let limit = match (in_device, &block.queue, in_queue) {
+            (Some(l), Some(q), true) => Some(device_limit(q, l)),
             _ => None,
         };
         let msg = format!(
@@ -471,52 +473,57 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     }
 }
 
-/// How many requests were in the device on average over the run (Little's law: the traced
-/// requests' summed service time over the run's duration); `None` without a duration.
-fn in_device(run: &RunResult, block: &crate::results::BlockLayer) -> Option<f64> {
-    if !run.rates_known() {
-        return None;
-    }
-    let busy_ns: f64 = block
-        .ops
+/// How many requests were in the device on average over `duration_s` seconds (Little's law:
+/// the summed service time of the traced requests, `blk:<op>:device` of `ops`, over it).
+pub(crate) fn in_device(ops: &[crate::results::OpResult], duration_s: f64) -> f64 {
+    let busy_ns: f64 = ops
         .iter()
         .filter(|o| o.op.ends_with(":device"))
         .map(|o| o.summary.mean_ns * o.count as f64)
         .sum();
-    Some(busy_ns / (run.duration_s * 1e9))
+    busy_ns / (duration_s * 1e9)
 }
 
-/// What held requests in the host's block queue while `l` of them were in the device on
+/// What held requests in the host's block queue while `l` of them were in the disk `q` on
 /// average: the driver's tags, all in use; or, with tags to spare, a virtio ring without
 /// indirect descriptors (twice as many descriptors as tags, and two plus one per data segment
-/// for each request), or the device or scheduler taking no more. `None` when the tags are
-/// unknown.
-fn device_limit(block: &crate::results::BlockLayer, l: f64) -> Option<String> {
-    let tags = block.driver_tags?;
-    let name = &block.device;
+/// for each request), or the device or scheduler taking no more.
+pub(crate) fn device_limit(q: &crate::results::DiskQueue, l: f64) -> String {
+    let tags = q.driver_tags;
+    let name = &q.disk;
     let t = tags as f64;
-    Some(if l >= 0.9 * t {
+    if l >= 0.9 * t {
         format!(
             "{name} held {l:.0} requests on average, nearly all of its driver's {tags} tags: \
              the device's queue depth is the limit, and more concurrency only waits longer in \
              the host"
         )
-    } else if block.virtio_indirect == Some(false) {
+    } else if q.virtio_indirect == Some(false) {
         let ring = 2 * tags;
+        let one = ring / 3;
         format!(
-            "{name} held only {l:.0} requests on average, of its driver's {tags} tags: it is a \
-             virtio disk without indirect descriptors, whose ring of {ring} descriptors holds \
-             at most {} requests of one data segment (3 descriptors each) or {} of two, and the \
-             rest wait in the host (buffers on huge pages keep a block in one segment)",
-            ring / 3,
-            ring / 4
+            "{name} held {l:.0} requests on average (issue to traced completion), of its \
+             driver's {tags} tags: it is a virtio disk without indirect descriptors, whose ring \
+             of {ring} descriptors holds at most {one} requests of one data segment (3 \
+             descriptors each) or {} of two, and the rest wait in the host (buffers on huge \
+             pages keep a block in one segment){}",
+            ring / 4,
+            if l > one as f64 {
+                format!(
+                    "; the traced {l:.0} exceeds the ring's {one} because a completion is traced \
+                     when a CPU gets to it, after the device has returned the request"
+                )
+            } else {
+                String::new()
+            }
         )
     } else {
         format!(
-            "{name} held only {l:.0} requests on average, of its driver's {tags} tags: the \
-             device took no more at once, or the I/O scheduler held requests back"
+            "{name} held {l:.0} requests on average (issue to traced completion), of its \
+             driver's {tags} tags: the device took no more at once, or the I/O scheduler held \
+             requests back"
         )
-    })
+    }
 }
 
 /// Mean (ns) of the `k` slowest values of `h`; `None` when it holds fewer than `k`.
@@ -737,26 +744,31 @@ mod tests {
 
     #[test]
     fn the_device_limit_names_full_tags_a_virtio_ring_or_neither() {
-        let block = |tags: Option<u32>, indirect: Option<bool>| crate::results::BlockLayer {
-            device: "vda".into(),
+        let q = |tags: u32, indirect: Option<bool>| crate::results::DiskQueue {
+            disk: "vda".into(),
             driver_tags: tags,
+            hw_queues: 1,
             virtio_indirect: indirect,
-            ..Default::default()
         };
-        let full = device_limit(&block(Some(128), Some(false)), 120.0).unwrap();
+        let full = device_limit(&q(128, Some(false)), 120.0);
         assert!(full.contains("held 120 requests") && full.contains("queue depth is the limit"));
-        let ring = device_limit(&block(Some(128), Some(false)), 84.6).unwrap();
+        let ring = device_limit(&q(128, Some(false)), 84.6);
         assert!(
-            ring.contains("only 85 requests")
+            ring.contains("held 85 requests")
                 && ring.contains("ring of 256 descriptors holds at most 85 requests")
-                && ring.contains("or 64 of two"),
+                && ring.contains("or 64 of two")
+                && !ring.contains("exceeds"),
             "{ring}"
         );
-        let other = device_limit(&block(Some(1024), None), 40.0).unwrap();
+        let late = device_limit(&q(128, Some(false)), 92.3);
+        assert!(
+            late.contains("the traced 92 exceeds the ring's 85"),
+            "{late}"
+        );
+        let other = device_limit(&q(1024, None), 40.0);
         assert!(other.contains("took no more at once") && !other.contains("virtio"));
-        let with_indirect = device_limit(&block(Some(128), Some(true)), 40.0).unwrap();
+        let with_indirect = device_limit(&q(128, Some(true)), 40.0);
         assert!(!with_indirect.contains("ring"), "{with_indirect}");
-        assert_eq!(device_limit(&block(None, Some(false)), 40.0), None);
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //! dominant layer is the verdict, except that a CPU share of at least [`CPU_SHARE`] always gives
 //! "the CPU is saturated; the storage may be fine".
 
+use super::verdicts::{device_limit, in_device};
 use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
 use crate::results::{Results, WatchBudget, WatchSpan};
 
@@ -79,8 +80,40 @@ fn pct(x: f64) -> String {
     format!("{:.0}%", x * 100.0)
 }
 
-/// The verdicts of the whole watch.
-fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
+/// What held the host's block queue, disk by disk: how many requests (every process's, the
+/// disk's `block DISK` run) were in each disk on average (Little's law over the watch) against
+/// what the disk takes at once ([`device_limit`]); the figures as `in_flight:DISK` and
+/// `driver_tags:DISK`.
+fn disk_limits(r: &Results, budget: &WatchBudget) -> (String, Vec<(String, f64)>) {
+    let mut text = String::new();
+    let mut figures = Vec::new();
+    for q in &budget.disks {
+        let Some(run) = r
+            .runs
+            .iter()
+            .find(|x| x.name.strip_prefix("block ") == Some(q.disk.as_str()))
+        else {
+            continue;
+        };
+        if !run.rates_known() {
+            continue;
+        }
+        let l = in_device(&run.ops, run.duration_s);
+        figures.push((format!("in_flight:{}", q.disk), l));
+        figures.push((format!("driver_tags:{}", q.disk), q.driver_tags as f64));
+        text.push_str(". ");
+        text.push_str(&device_limit(q, l));
+    }
+    (text, figures)
+}
+
+/// The verdicts of the whole watch (`limits`: [`disk_limits`], said where the host queues;
+/// its figures go with every verdict).
+fn verdicts(
+    all: &WatchSpan,
+    o: &WatchShares,
+    limits: &(String, Vec<(String, f64)>),
+) -> Vec<Verdict> {
     let mut v = Vec::new();
     let Some(kind) = o.verdict else {
         return v;
@@ -126,10 +159,11 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
         VerdictKind::HostQueueing => format!(
             "the host queues: {} of the I/O time is spent in the host's block queue before the \
              device sees the request ({:.1} µs per request: I/O scheduler, queue-depth limits), \
-             device service {}",
+             device service {}{}",
             pct(o.host_queue),
             per_request_us(all.queue_ns),
-            pct(o.device)
+            pct(o.device),
+            limits.0
         ),
         _ => format!(
             "the time is above the block layer: {} of the I/O syscall time was not spent in the \
@@ -144,14 +178,17 @@ fn verdicts(all: &WatchSpan, o: &WatchShares) -> Vec<Verdict> {
     } else {
         Severity::Warning
     };
+    let mut figures: Vec<(&str, f64)> = figures.to_vec();
+    figures.extend(limits.1.iter().map(|(k, x)| (k.as_str(), *x)));
     v.push(Verdict::new(kind, severity, message, &figures));
     if kind != VerdictKind::HostQueueing && o.host_queue >= QUEUE_SHARE {
         v.push(Verdict::new(
             VerdictKind::HostQueueing,
             Severity::Warning,
             format!(
-                "the host queues as well: {} of the I/O time is in the host's block queue",
-                pct(o.host_queue)
+                "the host queues as well: {} of the I/O time is in the host's block queue{}",
+                pct(o.host_queue),
+                limits.0
             ),
             &figures,
         ));
@@ -192,7 +229,7 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     let all = sum(&budget.intervals);
     let overall = shares(&all);
     Some(WatchAnalysis {
-        verdicts: verdicts(&all, &overall),
+        verdicts: verdicts(&all, &overall, &disk_limits(r, budget)),
         intervals: budget.intervals.iter().map(shares).collect(),
         overall,
     })

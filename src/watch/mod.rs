@@ -748,6 +748,13 @@ pub(crate) fn watch(
         pids: filters.pids.clone(),
         comms: filters.comms.clone(),
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
+        disks: res
+            .runs
+            .iter()
+            .filter_map(|r| r.name.strip_prefix("block "))
+            .filter(|d| !d.ends_with(" (watched)"))
+            .filter_map(crate::sys::disk_queue)
+            .collect(),
     };
     res.watch = Some(budget);
     Ok(res)

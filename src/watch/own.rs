@@ -240,16 +240,13 @@ impl OwnWatch {
             out.push(fold_to(queue, &bounds, armed.interval_ns)?.finish(queue_op, &bounds)?);
             out.push(fold_to(device, &bounds, armed.interval_ns)?.finish(device_op, &bounds)?);
         }
-        let tags = crate::sys::driver_tags(&self.device.name);
         Ok(BlockLayer {
             device: self.device.name.clone(),
             ops: out,
             lost,
             merged,
             target_extents: self.extents,
-            driver_tags: tags.map(|t| t.1),
-            hw_queues: tags.map(|t| t.0),
-            virtio_indirect: crate::sys::virtio_indirect(&self.device.name),
+            queue: crate::sys::disk_queue(&self.device.name),
         })
     }
 }
