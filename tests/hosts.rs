@@ -407,6 +407,24 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a merged result"));
 }
 
+/// Rank 0 of `ranks` from `dev-synth` (SECONDS one-second intervals, 5 samples each) in `d`:
+/// the file, its document (to copy under other ranks) and its run's start.
+fn synth_rank0(d: &Path, seconds: &str, ranks: &str) -> (PathBuf, serde_json::Value, SystemTime) {
+    let synth = d.join("synth.json");
+    ok(
+        bin()
+            .args(["-q", "dev-synth", "--seconds", seconds, "--samples", "5"])
+            .args(["--rank", "0", "--ranks", ranks, "-o"])
+            .arg(&synth),
+        "dev-synth",
+    );
+    let base: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&synth).unwrap()).unwrap();
+    let start = iolens::placement::parse_time(base["runs"][0]["started"].as_str().unwrap())
+        .expect("a start");
+    (synth, base, start)
+}
+
 /// A merge of many ranks reads as one: `show` and merge's own summary list the figures across
 /// ranks and the ranks that stand out (the late one among them), draw bands of ranks as
 /// heatmap rows, name each warning once with its ranks and shorten the command line; the
@@ -415,18 +433,7 @@ fn merge_refuses_other_workloads_and_names_a_failed_rank() {
 fn many_ranks_read_as_one_with_the_straggler_named() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let synth = d.join("synth.json");
-    ok(
-        bin()
-            .args(["-q", "dev-synth", "--seconds", "20", "--samples", "5"])
-            .args(["--rank", "0", "--ranks", "40", "-o"])
-            .arg(&synth),
-        "dev-synth",
-    );
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&synth).unwrap()).unwrap();
-    let start = iolens::placement::parse_time(base["runs"][0]["started"].as_str().unwrap())
-        .expect("a start");
+    let (_, base, start) = synth_rank0(d, "20", "40");
     let mut files = Vec::new();
     for r in 0..40u32 {
         let mut doc = base.clone();
@@ -539,18 +546,7 @@ fn many_ranks_read_as_one_with_the_straggler_named() {
 fn merge_refuses_a_grid_stretched_beyond_its_runs() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let synth = d.join("synth.json");
-    ok(
-        bin()
-            .args(["-q", "dev-synth", "--seconds", "5", "--samples", "5"])
-            .args(["--rank", "0", "--ranks", "2", "-o"])
-            .arg(&synth),
-        "dev-synth",
-    );
-    let base: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&synth).unwrap()).unwrap();
-    let start = iolens::placement::parse_time(base["runs"][0]["started"].as_str().unwrap())
-        .expect("a start");
+    let (synth, base, start) = synth_rank0(d, "5", "2");
     let write = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
         let mut doc = base.clone();
         doc["placement"]["rank"] = 1.into();

@@ -153,6 +153,28 @@ fn finish_watch(mut w: Child, within: Duration) {
     }
 }
 
+/// `iolens run --target DATA -q RUN_ARGS…` watched from its first I/O to its end by
+/// `iolens watch --pid PID WATCH_ARGS…`; returns the run's pid.
+fn run_under_watch(data: &Path, run_args: &[&str], watch_args: &[&str]) -> String {
+    let mut cmd = vec![
+        env!("CARGO_BIN_EXE_iolens"),
+        "run",
+        "--target",
+        data.to_str().unwrap(),
+        "-q",
+    ];
+    cmd.extend_from_slice(run_args);
+    let mut run = Gated::new(&cmd);
+    let pid = run.pid().to_string();
+    let mut args = vec!["--pid", pid.as_str()];
+    args.extend_from_slice(watch_args);
+    let w = start_watch(&args);
+    run.go();
+    run.wait();
+    finish_watch(w, Duration::from_secs(20));
+    pid
+}
+
 fn hist(r: &Results, run: &str, op: &str) -> Option<Histogram<u64>> {
     r.runs
         .iter()
@@ -186,36 +208,28 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     let disk = disk_of(&data);
     let run_json = tmp.path().join("run.json");
     let watch_json = tmp.path().join("watch.json");
-    let mut run = Gated::new(&[
-        env!("CARGO_BIN_EXE_iolens"),
-        "run",
-        "--target",
-        data.to_str().unwrap(),
-        "--rate",
-        "2000",
-        "--duration",
-        "3s",
-        "--verify",
-        "none",
-        "-q",
-        "--json",
-        run_json.to_str().unwrap(),
-    ]);
-    let pid = run.pid().to_string();
-    let w = start_watch(&[
-        "--pid",
-        &pid,
-        "--threads",
-        "--device",
-        &disk,
-        "--interval",
-        "500ms",
-        "--json",
-        watch_json.to_str().unwrap(),
-    ]);
-    run.go();
-    run.wait();
-    finish_watch(w, Duration::from_secs(20));
+    let pid = run_under_watch(
+        &data,
+        &[
+            "--rate",
+            "2000",
+            "--duration",
+            "3s",
+            "--verify",
+            "none",
+            "--json",
+            run_json.to_str().unwrap(),
+        ],
+        &[
+            "--threads",
+            "--device",
+            &disk,
+            "--interval",
+            "500ms",
+            "--json",
+            watch_json.to_str().unwrap(),
+        ],
+    );
 
     let ran = Results::read_file(&run_json).unwrap();
     let ios = ran.runs[0].op("read").unwrap().count;
@@ -349,24 +363,11 @@ impl Drop for Hogs {
 
 fn watched_run_verdict(dir: &Path, data: &Path, name: &str) -> (Option<VerdictKind>, f64) {
     let json = dir.join(format!("{name}.json"));
-    let mut run = Gated::new(&[
-        env!("CARGO_BIN_EXE_iolens"),
-        "run",
-        "--target",
-        data.to_str().unwrap(),
-        "--rate",
-        "1000",
-        "--duration",
-        "2s",
-        "--verify",
-        "none",
-        "-q",
-    ]);
-    let pid = run.pid().to_string();
-    let w = start_watch(&["--pid", &pid, "--json", json.to_str().unwrap()]);
-    run.go();
-    run.wait();
-    finish_watch(w, Duration::from_secs(20));
+    run_under_watch(
+        data,
+        &["--rate", "1000", "--duration", "2s", "--verify", "none"],
+        &["--json", json.to_str().unwrap()],
+    );
     let r = Results::read_file(&json).unwrap();
     let a = r.analysis.unwrap().watch.unwrap();
     (a.overall.verdict, a.overall.runq)
@@ -980,33 +981,20 @@ fn live_watch_gives_the_disks_requests_against_its_tags() {
     let data = data_file(tmp.path(), 64);
     let disk = disk_of(&data);
     let watch_json = tmp.path().join("watch.json");
-    let mut run = Gated::new(&[
-        env!("CARGO_BIN_EXE_iolens"),
-        "run",
-        "--target",
-        data.to_str().unwrap(),
-        "--sessions",
-        "128",
-        "--bs",
-        "8k",
-        "--duration",
-        "3s",
-        "--verify",
-        "none",
-        "-q",
-    ]);
-    let pid = run.pid().to_string();
-    let w = start_watch(&[
-        "--pid",
-        &pid,
-        "--device",
-        &disk,
-        "--json",
-        watch_json.to_str().unwrap(),
-    ]);
-    run.go();
-    run.wait();
-    finish_watch(w, Duration::from_secs(20));
+    run_under_watch(
+        &data,
+        &[
+            "--sessions",
+            "128",
+            "--bs",
+            "8k",
+            "--duration",
+            "3s",
+            "--verify",
+            "none",
+        ],
+        &["--device", &disk, "--json", watch_json.to_str().unwrap()],
+    );
     let r = Results::read_file(&watch_json).unwrap();
     let b = budget(&r);
     let Some(q) = disk_queue_in_sysfs(&disk) else {
