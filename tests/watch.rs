@@ -1083,6 +1083,32 @@ fn calibrate_watch_has_block_series_per_step() {
         );
         check_grid(run);
     }
+    // The curve gives each step's requests in the device (Little's law over its block layer).
+    let show = run_ok(&["show", "--width", "200", json.to_str().unwrap()]);
+    let header = show
+        .lines()
+        .position(|l| l.starts_with("sessions") && l.contains("in device"))
+        .unwrap_or_else(|| panic!("an 'in device' column: {show}"));
+    let c = r.calibration.as_ref().unwrap();
+    for (row, p) in show.lines().skip(header + 1).zip(&c.curve) {
+        let run = &r.runs[p.run];
+        let busy: f64 = run
+            .block
+            .as_ref()
+            .unwrap()
+            .ops
+            .iter()
+            .filter(|o| o.op.ends_with(":device"))
+            .map(|o| o.summary.mean_ns * o.count as f64)
+            .sum();
+        let l = iolens::units::sig3(busy / (run.duration_s * 1e9));
+        assert!(
+            row.split_whitespace().any(|x| x == l),
+            "step {} ({} sessions): {l} in the device, row {row:?}",
+            p.run,
+            p.sessions
+        );
+    }
 }
 
 fn sqlite_setup(dir: &Path) {

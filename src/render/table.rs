@@ -223,7 +223,18 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
         return None;
     }
     let knee = super::findings::knee_of(an);
-    let mut t = Table::new(&[
+    // With `--watch`: how many requests each step kept in the device (Little's law), where
+    // the curve flattens because the device takes no more.
+    let in_device = |p: &crate::results::CurvePoint| {
+        let run = r.runs.get(p.run).filter(|x| x.rates_known())?;
+        let block = run.block.as_ref()?;
+        Some(crate::analysis::verdicts::in_device(
+            &block.ops,
+            run.duration_s,
+        ))
+    };
+    let watched = c.curve.iter().any(|p| in_device(p).is_some());
+    let mut header = vec![
         "sessions",
         "qd",
         "IOPS",
@@ -234,8 +245,12 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
         "CPU µs/IO",
         "runq µs/IO",
         "dev await",
-        "",
-    ]);
+    ];
+    if watched {
+        header.push("in device");
+    }
+    header.push("");
+    let mut t = Table::new(&header);
     for (i, p) in c.curve.iter().enumerate() {
         let mut note = Vec::new();
         if c.max_iops_point == Some(i) {
@@ -247,7 +262,7 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
         if p.p99_ns > c.max_latency_ns {
             note.push("over target");
         }
-        t.row(vec![
+        let mut row = vec![
             p.sessions.to_string(),
             p.qd.to_string(),
             fmt_rate(p.iops),
@@ -258,8 +273,12 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
             sig3(p.cpu_us_per_io),
             sig3(p.runq_us_per_io),
             fmt_ns(p.device_await_us * 1e3),
-            note.join(" "),
-        ]);
+        ];
+        if watched {
+            row.push(in_device(p).map_or("-".into(), sig3));
+        }
+        row.push(note.join(" "));
+        t.row(row);
     }
     Some(t)
 }
