@@ -538,6 +538,16 @@ fn many_ranks_read_as_one_with_the_straggler_named() {
             "rank {r} in the report"
         );
     }
+    // Its heatmap has a row per rank, lower ones (448 px / 40 ranks), every second labelled.
+    let heat = &h[h.find("class=\"heat\"").expect("a heatmap")..];
+    let heat = &heat[..heat.find("</table>").unwrap()];
+    assert_eq!(heat.matches("<tr>").count(), 40);
+    assert!(heat.contains("height:11px") && !heat.contains("height:14px"));
+    assert!(
+        heat.contains("title=\"17 synth-17\"></th>"),
+        "rank 17 unlabelled, named"
+    );
+    assert!(heat.contains("title=\"rank 17 synth-17: "));
 }
 
 /// Inputs that would stretch the grid beyond reason are refused with a clear error, not an

@@ -415,24 +415,42 @@ pub fn html(r: &Results) -> String {
     out
 }
 
+/// The HTML heatmap: a row per rank. Beyond [`MAX_RANK_ROWS`] ranks the rows get lower (the
+/// map stays about 450 px high), only every band's first rank is labelled, and each cell's
+/// tooltip names its rank.
 fn heat_html(m: &RunMerge) -> String {
     let (per, rows) = heat_grid(m, 120);
     let max = grid_max(&rows);
+    let n = m.ranks.len();
+    let many = n > MAX_RANK_ROWS;
+    let (height, step) = if many {
+        ((448 / n).max(2), n.div_ceil(MAX_RANK_ROWS))
+    } else {
+        (14, 1)
+    };
     let mut s = format!(
         "<h4>IOPS per host over time</h4><p class=\"meta\">one column = {} s; darker = more \
-         IOPS (up to {})</p><table class=\"heat\" style=\"border-collapse:collapse\">",
+         IOPS (up to {}){}</p><table class=\"heat\" style=\"border-collapse:collapse\">",
         sig3(per as f64 * m.interval_s),
-        esc(&fmt_rate(max))
+        esc(&fmt_rate(max)),
+        if many {
+            format!("; a row per rank, every {step}th labelled")
+        } else {
+            String::new()
+        }
     );
-    for (r, row) in m.ranks.iter().zip(&rows) {
+    for (k, (r, row)) in m.ranks.iter().zip(&rows).enumerate() {
+        let name = format!("{} {}", r.rank, r.host);
+        let label = if k % step == 0 { name.as_str() } else { "" };
         let _ = write!(
             s,
-            "<tr><th style=\"text-align:right;padding-right:6px\">{} {}</th>",
-            r.rank,
-            esc(&r.host)
+            "<tr><th style=\"text-align:right;padding:0 6px 0 0;font-size:{}px;line-height:{height}px;white-space:nowrap\" title=\"{}\">{}</th>",
+            if many { 10 } else { 14 },
+            esc(&name),
+            esc(label)
         );
         for v in row {
-            let (bg, title) = if v.is_finite() {
+            let (bg, what) = if v.is_finite() {
                 let l = if max > 0.0 { v / max } else { 0.0 };
                 let c = (235.0 - 200.0 * l) as u8;
                 (
@@ -442,9 +460,14 @@ fn heat_html(m: &RunMerge) -> String {
             } else {
                 ("#fff".to_string(), "not measuring".to_string())
             };
+            let title = if many {
+                format!("rank {name}: {what}")
+            } else {
+                what
+            };
             let _ = write!(
                 s,
-                "<td title=\"{}\" style=\"background:{bg};width:6px;height:14px;padding:0\"></td>",
+                "<td title=\"{}\" style=\"background:{bg};width:6px;height:{height}px;padding:0\"></td>",
                 esc(&title)
             );
         }
