@@ -571,6 +571,11 @@ fn curve_point_of(
         cpu_us_per_io: r.cpu.as_ref().map(|c| c.us_per_io).unwrap_or(0.0),
         runq_us_per_io: r.cpu.as_ref().map(|c| c.runq_us_per_io).unwrap_or(0.0),
         device_await_us: r.device.as_ref().map(|d| d.read_await_us).unwrap_or(0.0),
+        device_in_flight: r
+            .block
+            .as_ref()
+            .filter(|_| r.rates_known())
+            .map(|b| crate::analysis::verdicts::in_device(&b.ops, r.duration_s)),
     }
 }
 

@@ -17,9 +17,11 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 use serde::Deserialize;
 
+use crate::analysis::median;
 use crate::results::hosts::{
     MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
+use crate::results::standard_reference;
 use crate::results::{
     new_histogram, BucketConvention, CpuStats, CurvePoint, Hist, Interval, Kind, LatencySummary,
     OpResult, Results, RunResult, V2Scan, SCHEMA_NAME, SCHEMA_VERSION,
@@ -512,19 +514,6 @@ fn spec_differences(at: &str, a: &serde_json::Value, b: &serde_json::Value, out:
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// A latency distribution as `(lowest equivalent value, count)` in the standard layout,
 /// ascending: what an interval's histogram holds, and a grid slot's sum of them.
 type Sparse = Vec<(u64, u64)>;
@@ -560,9 +549,10 @@ fn add_sparse(acc: &mut Sparse, add: &[(u64, u64)]) {
     }
 }
 
-/// What HdrHistogram's `value_at_quantile` gives for the histogram holding `counts`
-/// (`reference`: a histogram of the standard layout, for bucket bounds); 0 when empty.
-fn sparse_quantile(counts: &[(u64, u64)], q: f64, reference: &Histogram<u64>) -> u64 {
+/// What HdrHistogram's `value_at_quantile` gives for the histogram of the standard layout
+/// holding `counts`; 0 when empty.
+fn sparse_quantile(counts: &[(u64, u64)], q: f64) -> u64 {
+    let reference = standard_reference();
     let total = counts.iter().fold(0u64, |t, c| t.saturating_add(c.1));
     if total == 0 {
         return 0;
@@ -590,7 +580,6 @@ struct Scratch {
     indices: Vec<(usize, u64)>,
     values: Sparse,
     series: Sparse,
-    reference: Histogram<u64>,
 }
 
 impl Scratch {
@@ -600,7 +589,6 @@ impl Scratch {
             indices: Vec::new(),
             values: Vec::new(),
             series: Vec::new(),
-            reference: new_histogram(),
         }
     }
 
@@ -657,11 +645,11 @@ struct RunGrid {
     origin: String,
     /// Each rank's start, seconds after the earliest (by position in rank order).
     offsets: Vec<f64>,
-    spread: f64,
     /// The ops, in order of first appearance.
     grids: Vec<OpGrid>,
-    /// The window in which every rank measured (seconds after the origin; empty when the
-    /// first end comes before the last start).
+    /// The window in which every rank measured (seconds after the origin, from the last start
+    /// to the first end; empty when that end comes first). Its start is how far the ranks'
+    /// starts spread.
     common: (f64, f64),
     /// Each rank's share of the common window (I/O count, bytes, duration of the intervals
     /// that lie at least half in it), and its row of the per-rank view.
@@ -731,7 +719,6 @@ impl RunGrid {
             iv,
             common: (c0, c1),
             origin: crate::placement::fmt_time(t0),
-            spread: offsets.iter().cloned().fold(0.0, f64::max),
             offsets,
             grids: Vec::new(),
             ranks: Vec::new(),
@@ -839,7 +826,7 @@ impl RunGrid {
             if n < n_io {
                 spans.push((c, b, d));
                 slot_iops.push(if d > 0.0 { c as f64 / d } else { 0.0 });
-                slot_p99_ns.push(sparse_quantile(&s.series, 0.99, &s.reference));
+                slot_p99_ns.push(sparse_quantile(&s.series, 0.99));
             }
         }
         // This rank's share of the common window.
@@ -906,12 +893,12 @@ impl RunGrid {
         let RunGrid {
             iv,
             origin,
-            spread,
             grids,
             common: (c0, c1),
             ranks: rank_runs,
             ..
         } = self;
+        let spread = c0;
         if spread > START_TOLERANCE * iv && parts.len() > 1 {
             warnings.push(format!(
                 "{}: the ranks' measured starts disagree by {} (more than a tenth of the {} \
@@ -1249,6 +1236,7 @@ fn merge_calibration(
             cpu_us_per_io: run.cpu.as_ref().map_or(0.0, |c| c.us_per_io),
             runq_us_per_io: run.cpu.as_ref().map_or(0.0, |c| c.runq_us_per_io),
             device_await_us: 0.0,
+            device_in_flight: None,
         }))
     };
     let mut curve = Vec::new();
@@ -1379,7 +1367,6 @@ mod tests {
         /// and the quantiles read from them are HdrHistogram's own.
         #[test]
         fn sparse_sums_and_quantiles_are_hdrhistograms(parts in proptest::collection::vec(latencies(), 1..6)) {
-            let reference = new_histogram();
             let mut sum = new_histogram();
             let mut acc = Sparse::new();
             for p in &parts {
@@ -1390,7 +1377,7 @@ mod tests {
             }
             for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
                 let want = if sum.is_empty() { 0 } else { sum.value_at_quantile(q) };
-                prop_assert_eq!(sparse_quantile(&acc, q, &reference), want, "q {}", q);
+                prop_assert_eq!(sparse_quantile(&acc, q), want, "q {}", q);
             }
         }
     }

@@ -221,7 +221,7 @@ impl<'de> Deserialize<'de> for Hist {
 }
 
 /// An empty histogram of the standard layout (equivalence ranges only; never recorded into).
-fn standard_reference() -> &'static Histogram<u64> {
+pub(crate) fn standard_reference() -> &'static Histogram<u64> {
     static R: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
     R.get_or_init(new_histogram)
 }
@@ -1612,6 +1612,10 @@ pub struct CurvePoint {
     pub cpu_us_per_io: f64,
     pub runq_us_per_io: f64,
     pub device_await_us: f64,
+    /// Requests in the device on average during the step (Little's law over its traced block
+    /// layer, `--watch`); absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_in_flight: Option<f64>,
 }
 
 /// Results of `iolens calibrate`: the curve and the headline figures, referencing `runs`.

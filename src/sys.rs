@@ -223,11 +223,7 @@ pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
         return None;
     }
     let part_start: u64 = if sysdev.join("partition").exists() {
-        fs::read_to_string(sysdev.join("start"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()?
+        read_num(sysdev.join("start"))?
     } else {
         0
     };

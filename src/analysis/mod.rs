@@ -42,6 +42,20 @@ pub use modes::{describe, find_modes, find_modes_with_edges, Mode};
 pub use usl::{fit_usl, UslFit};
 pub use verdicts::{cpu_verdict, host_queue_verdict, run_verdicts, Severity, Verdict, VerdictKind};
 
+/// The median of `v` (the mean of the middle two for an even count); 0 when empty.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 /// True for a finite number above zero (false for NaN).
 pub(crate) fn positive(x: f64) -> bool {
     x > 0.0 && x.is_finite()

@@ -424,10 +424,10 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
             ""
         },
     );
-    let in_device = run
+    let held = run
         .rates_known()
         .then(|| in_device(&block.ops, run.duration_s));
-    if let Some(l) = in_device {
+    if let Some(l) = held {
         figures.push(("device_in_flight", l));
     }
     if let Some(q) = &block.queue {
@@ -437,7 +437,7 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     if queued(s50, h50) || queued(s99, h99) {
         // Where the host's share is mostly the block queue, say what held the requests there.
         let in_queue = q50 >= 0.5 * h50 || q99 >= 0.5 * h99;
-        let limit = match (in_device, &block.queue, in_queue) {
+        let limit = match (held, &block.queue, in_queue) {
             (Some(l), Some(q), true) => Some(device_limit(q, l)),
             _ => None,
         };

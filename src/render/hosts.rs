@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use super::svg::esc;
 use super::table::{heading, Table};
 use super::TermStyle;
+use crate::analysis::median;
 use crate::results::hosts::{Placement, RankRun, RunMerge};
 use crate::results::Results;
 use crate::units::{fmt_ns, fmt_ranks, fmt_rate, sig3};
@@ -26,6 +27,12 @@ const MAX_RANK_ROWS: usize = 32;
 /// Ranks listed beside the stragglers when not every rank is: the lowest rates and the
 /// highest p99s.
 const EXTREMES: usize = 3;
+
+/// How many consecutive ranks one row of the text heatmap holds (and one label of the HTML
+/// heatmap marks), so that `n` ranks take at most [`MAX_RANK_ROWS`] rows.
+fn band(n: usize) -> usize {
+    n.div_ceil(MAX_RANK_ROWS).max(1)
+}
 
 /// One line on where a single-rank document was measured (none without a placement).
 pub(crate) fn placement_line(p: &Placement) -> String {
@@ -141,15 +148,10 @@ fn across_table(m: &RunMerge) -> Table {
         "median",
         "highest",
     ]);
-    let row = |t: &mut Table, name: &str, mut v: Vec<f64>, f: &dyn Fn(f64) -> String| {
-        v.sort_by(|a, b| a.total_cmp(b));
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        t.row(vec![name.into(), f(v[0]), f(median), f(v[n - 1])]);
+    let row = |t: &mut Table, name: &str, v: Vec<f64>, f: &dyn Fn(f64) -> String| {
+        let lo = v.iter().cloned().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        t.row(vec![name.into(), f(lo), f(median(v)), f(hi)]);
     };
     let col = |f: &dyn Fn(&RankRun) -> f64| m.ranks.iter().map(f).collect::<Vec<f64>>();
     let ns = |v: f64| fmt_ns(v);
@@ -268,7 +270,7 @@ fn grid_max(rows: &[Vec<f64>]) -> f64 {
 /// The text heatmap: a row per rank, or per band of consecutive ranks (at most
 /// [`MAX_RANK_ROWS`] rows) showing the lowest of their rates, where a straggler shows.
 fn heat_text(m: &RunMerge, width: usize) -> String {
-    let band = m.ranks.len().div_ceil(MAX_RANK_ROWS).max(1);
+    let band = band(m.ranks.len());
     let labels: Vec<String> = m
         .ranks
         .chunks(band)
@@ -424,7 +426,7 @@ fn heat_html(m: &RunMerge) -> String {
     let n = m.ranks.len();
     let many = n > MAX_RANK_ROWS;
     let (height, step) = if many {
-        ((448 / n).max(2), n.div_ceil(MAX_RANK_ROWS))
+        ((448 / n).max(2), band(n))
     } else {
         (14, 1)
     };

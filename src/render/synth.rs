@@ -230,6 +230,7 @@ pub fn calibration_results(steps: usize, seconds: usize, samples: usize, seed: u
             cpu_us_per_io: 7.5,
             runq_us_per_io: 0.4 + s as f64 * 0.2,
             device_await_us: median / 1e3 * 0.9,
+            device_in_flight: None,
         });
         r.runs.push(run);
     }

@@ -223,17 +223,9 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
         return None;
     }
     let knee = super::findings::knee_of(an);
-    // With `--watch`: how many requests each step kept in the device (Little's law), where
-    // the curve flattens because the device takes no more.
-    let in_device = |p: &crate::results::CurvePoint| {
-        let run = r.runs.get(p.run).filter(|x| x.rates_known())?;
-        let block = run.block.as_ref()?;
-        Some(crate::analysis::verdicts::in_device(
-            &block.ops,
-            run.duration_s,
-        ))
-    };
-    let watched = c.curve.iter().any(|p| in_device(p).is_some());
+    // With `--watch`: how many requests each step kept in the device, where the curve
+    // flattens because the device takes no more.
+    let watched = c.curve.iter().any(|p| p.device_in_flight.is_some());
     let mut header = vec![
         "sessions",
         "qd",
@@ -275,7 +267,7 @@ pub(crate) fn calibration_curve(r: &Results, an: &Analysis) -> Option<Table> {
             fmt_ns(p.device_await_us * 1e3),
         ];
         if watched {
-            row.push(in_device(p).map_or("-".into(), sig3));
+            row.push(p.device_in_flight.map_or("-".into(), sig3));
         }
         row.push(note.join(" "));
         t.row(row);

@@ -748,13 +748,14 @@ pub(crate) fn watch(
         pids: filters.pids.clone(),
         comms: filters.comms.clone(),
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
-        disks: res
-            .runs
-            .iter()
-            .filter_map(|r| r.name.strip_prefix("block "))
-            .filter(|d| !d.ends_with(" (watched)"))
-            .filter_map(crate::sys::disk_queue)
-            .collect(),
+        disks: {
+            let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
+            names.sort_unstable();
+            names
+                .into_iter()
+                .filter_map(crate::sys::disk_queue)
+                .collect()
+        },
     };
     res.watch = Some(budget);
     Ok(res)
