@@ -10,9 +10,9 @@
 # as root, with a small shared_buffers (16MB) so test data is much larger than the cache,
 # listening only on a unix socket in that directory. track_io_timing stays at its default (off)
 # in postgresql.conf: iolens enables it per session as superuser. A non-superuser role
-# `iolens_plain` exists for permission tests, and `iolens_pw` (password s3cr:t\x, SCRAM) for
-# password-file tests. The DSN is written to target/pgtest/dsn and
-# printed as `export IOLENS_PG_DSN=...`.
+# `iolens_plain` exists for permission tests, `iolens_pw` (password s3cr:t\x, SCRAM) for
+# password-file tests and `iolens_pw_sp` (password `abc SECRET`, SCRAM) for redaction tests.
+# The DSN is written to target/pgtest/dsn and printed as `export IOLENS_PG_DSN=...`.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -109,6 +109,15 @@ as_pg "${PSQL[@]}" -d postgres -c \
 as_pg "${PSQL[@]}" -d postgres -c "SET password_encryption = 'scram-sha-256'; ALTER ROLE iolens_pw PASSWORD 's3cr:t\\x'" >/dev/null
 if ! grep -q '^local all iolens_pw scram-sha-256' "$DATA/pg_hba.conf"; then
     as_pg sed -i '1i local all iolens_pw scram-sha-256' "$DATA/pg_hba.conf"
+    as_pg "$PGBIN/pg_ctl" -D "$DATA" reload >/dev/null
+fi
+# A second password role, `iolens_pw_sp` (password `abc SECRET`, with a space), for the
+# redaction tests: every DSN form that carries it must connect, and none may show it.
+as_pg "${PSQL[@]}" -d postgres -c \
+    "DO \$\$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname='iolens_pw_sp') THEN CREATE ROLE iolens_pw_sp LOGIN; END IF; END\$\$" >/dev/null
+as_pg "${PSQL[@]}" -d postgres -c "SET password_encryption = 'scram-sha-256'; ALTER ROLE iolens_pw_sp PASSWORD 'abc SECRET'" >/dev/null
+if ! grep -q '^local all iolens_pw_sp scram-sha-256' "$DATA/pg_hba.conf"; then
+    as_pg sed -i '1i local all iolens_pw_sp scram-sha-256' "$DATA/pg_hba.conf"
     as_pg "$PGBIN/pg_ctl" -D "$DATA" reload >/dev/null
 fi
 

@@ -84,3 +84,35 @@ pub(crate) fn install() {
         }
     });
 }
+
+/// The longest a sleep goes without looking at the flags: a signal ends any wait within it.
+pub(crate) const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Sleep for `d`, or less: wake within [`SLEEP_SLICE`] once `stop` or the interrupt flag is set
+/// (a think time, an open-loop rate's wait, a wait for the start). True when it slept the
+/// whole `d`, false when it was cut short.
+pub(crate) fn sleep(d: std::time::Duration, stop: &AtomicBool) -> bool {
+    let Some(end) = std::time::Instant::now().checked_add(d) else {
+        // Beyond the clock's range: sleep until stopped.
+        while !stop.load(Ordering::Relaxed) && !interrupted() {
+            std::thread::sleep(SLEEP_SLICE);
+        }
+        return false;
+    };
+    loop {
+        if stop.load(Ordering::Relaxed) || interrupted() {
+            return false;
+        }
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(SLEEP_SLICE));
+    }
+}
+
+/// [`sleep`] that wakes on a signal only.
+pub(crate) fn sleep_unless_interrupted(d: std::time::Duration) -> bool {
+    static NEVER: AtomicBool = AtomicBool::new(false);
+    sleep(d, &NEVER)
+}

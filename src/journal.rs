@@ -42,11 +42,22 @@
 //! takes its nonce from the journal but leaves the entries as they were (they lag), and says so.
 //! `iolens verify` reads the journal one page at a time, in step with the data.
 //!
-//! ## Binding
-//! The journal is created with `O_EXCL|O_NOFOLLOW` by the first writing run and names the
-//! scratch file's random target id and its device and inode. A journal of another target or
-//! another file (the scratch file replaced by a copy) is refused, never overwritten or used; a
-//! file at the journal's path that is not a journal is never touched.
+//! ## Binding and finding it
+//! The journal is created complete or not at all: written and synced under a temporary name
+//! (`O_EXCL|O_NOFOLLOW`), then linked to its name, which must not exist. A disk filling up
+//! leaves no journal, never an empty one. It names the scratch file's random target id and its
+//! device and inode. A journal of another target or another file (the scratch file replaced by
+//! a copy) is refused, never overwritten or used; a file at the journal's path that is not a
+//! journal is never touched. One that an older iolens left unfinished (shorter than its header
+//! page with nothing but the start of a header, or a header page never written) records
+//! nothing: it is reported as such, not as corruption, and the next writing run replaces it.
+//!
+//! The journal is found by the file, not by the name it was reached through: a writing run
+//! records the journal's absolute path in the scratch file's header area (the second 4 KiB
+//! block, checksummed and bound to the target id), so a run or `verify` through a hard link or
+//! a symbolic link finds the same journal. Without that record (a file a writing run has not
+//! seen yet) the journal is the one beside the file's real name (symbolic links resolved),
+//! then the one beside the name given.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -72,7 +83,8 @@ pub const MAX_RUN_ENTRIES: u64 = 1 << 22;
 /// Largest run nonce (24 bits).
 const MAX_RUNS: u64 = 0xFF_FFFF;
 
-/// The journal of scratch file `target`.
+/// The journal beside scratch file `target`'s name (where a new one is created, beside the
+/// real name; see [`locate`] for the one a file uses).
 pub fn path_for(target: &Path) -> PathBuf {
     let mut name = target.file_name().unwrap_or_default().to_os_string();
     name.push(SUFFIX);
@@ -265,6 +277,200 @@ fn check_binding(h: &Header, jpath: &Path, id: u64, dev: u64, ino: u64) -> Resul
 }
 
 // ---------------------------------------------------------------------------------------------
+// Finding a file's journal
+
+/// Offset, in the scratch file's header area, of the block naming its journal.
+const LOCATOR_AT: u64 = 4096;
+const LOCATOR_MAGIC: &[u8; 16] = b"IOLENS-JRNLLOC-1";
+
+/// A plain (buffered, no `O_DIRECT`) descriptor of the very inode `data` holds, checked by
+/// device and inode.
+fn plain(data: &File, write: bool) -> std::io::Result<File> {
+    use std::os::fd::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .write(write)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", data.as_raw_fd()))?;
+    let (a, b) = (f.metadata()?, data.metadata()?);
+    if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+        return Err(std::io::Error::other(
+            "the file changed while it was reopened",
+        ));
+    }
+    Ok(f)
+}
+
+/// The journal path recorded in scratch file `data` (target id `id`), if a writing run
+/// recorded one.
+fn recorded(data: &File, id: u64) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let f = plain(data, false).ok()?;
+    let mut b = vec![0u8; PAGE];
+    f.read_exact_at(&mut b, LOCATOR_AT).ok()?;
+    if &b[..16] != LOCATOR_MAGIC || rd64(&b, 16) != id {
+        return None;
+    }
+    let n = rd32(&b, 24) as usize;
+    if n == 0 || 28 + n > PAGE - 4 || rd32(&b, PAGE - 4) != crc(&b[..PAGE - 4]) {
+        return None;
+    }
+    Some(PathBuf::from(std::ffi::OsStr::from_bytes(&b[28..28 + n])))
+}
+
+/// Record `jpath` (absolute) as the journal of scratch file `data`.
+fn record(data: &File, id: u64, jpath: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let p = jpath.as_os_str().as_bytes();
+    if p.len() + 32 > PAGE {
+        return Err(std::io::Error::other(
+            "the journal's path is too long to record",
+        ));
+    }
+    let mut b = vec![0u8; PAGE];
+    b[..16].copy_from_slice(LOCATOR_MAGIC);
+    b[16..24].copy_from_slice(&id.to_le_bytes());
+    b[24..28].copy_from_slice(&(p.len() as u32).to_le_bytes());
+    b[28..28 + p.len()].copy_from_slice(p);
+    let c = crc(&b[..PAGE - 4]);
+    b[PAGE - 4..].copy_from_slice(&c.to_le_bytes());
+    let f = plain(data, true)?;
+    f.write_all_at(&b, LOCATOR_AT)?;
+    f.sync_data()
+}
+
+/// The real name of the file `data` holds (symbolic links resolved), as the kernel has it.
+fn real_path(data: &File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", data.as_raw_fd())).ok()?;
+    (p.is_absolute() && !p.to_string_lossy().ends_with(" (deleted)")).then_some(p)
+}
+
+/// Where scratch file `data` (reached as `target`, id `id`) may have its journal, in order:
+/// the path a writing run recorded in the file, beside its real name, beside `target`.
+fn candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    for p in [
+        recorded(data, id),
+        real_path(data).map(|p| path_for(&p)),
+        Some(path_for(target)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !c.contains(&p) {
+            c.push(p);
+        }
+    }
+    c
+}
+
+/// The journal scratch file `data` (reached as `target`, id `id`) uses: the first of its
+/// [`candidates`] that exists, else where a writing run creates it (beside its real name).
+pub fn locate(target: &Path, data: &File, id: u64) -> PathBuf {
+    let c = candidates(target, data, id);
+    c.iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
+        .cloned()
+        .unwrap_or_else(|| real_path(data).map_or_else(|| path_for(target), |p| path_for(&p)))
+}
+
+/// Whether journal file `f` (`len` bytes) is one whose creation never finished (an older
+/// iolens stopped by a full disk): empty, shorter than its header page with nothing but the
+/// start of a header, or a header page never written (all zeros). It records nothing.
+fn unfinished(f: &File, len: u64) -> bool {
+    let n = len.min(PAGE as u64) as usize;
+    let mut b = vec![0u8; n];
+    if f.read_exact_at(&mut b, 0).is_err() {
+        return false;
+    }
+    if b.iter().all(|&x| x == 0) {
+        return true;
+    }
+    len < PAGE as u64 && {
+        let m = n.min(16);
+        b[..m] == MAGIC[..m]
+    }
+}
+
+/// Create journal `jpath` complete or not at all: written and synced under a temporary name,
+/// then linked to `jpath` (which must not exist, unless `replace` names an unfinished journal
+/// to be replaced).
+fn create_complete(jpath: &Path, h: &Header, replace: bool) -> Result<File> {
+    let tmp = jpath.with_file_name(format!(
+        "{}.tmp-{:016x}",
+        jpath.file_name().unwrap_or_default().to_string_lossy(),
+        rand::random::<u64>()
+    ));
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    let placed = write_fresh(&f, h)
+        .with_context(|| format!("cannot write the generation journal {}", jpath.display()))
+        .and_then(|()| {
+            if replace {
+                std::fs::rename(&tmp, jpath)
+            } else {
+                // A link never replaces: a journal created meanwhile is never overwritten.
+                std::fs::hard_link(&tmp, jpath).and_then(|()| std::fs::remove_file(&tmp))
+            }
+            .with_context(|| format!("cannot create {}", jpath.display()))
+        });
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.context(
+            "nothing was written to the target; the journal was left as it was (none is created \
+             part-way)",
+        ));
+    }
+    if let Some(dir) = jpath.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(f)
+}
+
+/// The generation journal that proves iolens made scratch file `data` (reached as `target`)
+/// with target id `id`: one whose checksummed header names this id and this very file (device
+/// and inode). A header copied onto another file, or the header alone, proves nothing.
+pub(crate) fn proof_of_ownership(target: &Path, data: &File, id: u64) -> Option<PathBuf> {
+    let m = data.metadata().ok()?;
+    if id == 0 {
+        return None;
+    }
+    candidates(target, data, id).into_iter().find(|p| {
+        open_nofollow(p, false)
+            .ok()
+            .filter(|f| f.metadata().is_ok_and(|m| m.is_file()))
+            .and_then(|f| read_header(&f).ok())
+            .is_some_and(|h| h.target_id == id && (h.dev, h.ino) == (m.dev(), m.ino()))
+    })
+}
+
+/// `--refill` is rewriting every block of scratch file `data` with generation 0: the bounds
+/// of its journal (if it has one) start again at 0, keeping its run counter so that later
+/// generations still grow. Written complete under a temporary name and renamed over it.
+pub(crate) fn restart(target: &Path, data: &File, id: u64) -> Result<()> {
+    let Some(jpath) = proof_of_ownership(target, data, id) else {
+        return Ok(());
+    };
+    let f =
+        open_nofollow(&jpath, false).with_context(|| format!("cannot open {}", jpath.display()))?;
+    let h = read_header(&f).map_err(|why| anyhow::anyhow!("{}: {why}", jpath.display()))?;
+    let nh = Header {
+        updated: unix_now(),
+        ..h
+    };
+    create_complete(&jpath, &nh, true)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
 // A run's side
 
 /// The journal as one run writing a scratch file uses it.
@@ -298,11 +504,12 @@ impl RunJournal {
     /// `id`) for a run that writes, re-grain it when the run's blocks are finer, and take this
     /// run's nonce. Call with the target locked exclusively, before any write.
     pub(crate) fn open(target: &Path, data: &File, id: u64, g: RunGeometry) -> Result<RunJournal> {
-        let jpath = path_for(target);
+        let jpath = locate(target, data, id);
         let m = data
             .metadata()
             .with_context(|| format!("cannot examine {}", target.display()))?;
         let (dev, ino) = (m.dev(), m.ino());
+
         if g.block_size == 0
             || !g.block_size.is_multiple_of(UNIT as u64)
             || !g.region_offset.is_multiple_of(512)
@@ -310,6 +517,16 @@ impl RunJournal {
             bail!("internal: journaled writes must be whole 512-byte units");
         }
         let want_granule = gcd(g.block_size, g.region_offset);
+        let fresh = Header {
+            target_id: id,
+            dev,
+            ino,
+            granule: want_granule,
+            entries: g.data_size.div_ceil(want_granule),
+            runs: 0,
+            flushes: 0,
+            updated: unix_now(),
+        };
         let (file, mut h) = match open_nofollow(&jpath, true) {
             Ok(f) => {
                 let meta = f.metadata()?;
@@ -319,49 +536,42 @@ impl RunJournal {
                         jpath.display()
                     );
                 }
-                let h = read_header(&f).map_err(|why| {
-                    anyhow::anyhow!(
-                        "{} is not a usable iolens generation journal: {why}. Refusing to \
+                if unfinished(&f, meta.len()) {
+                    // Its creation never finished (a full disk): it records nothing.
+                    crate::out::note(&format!(
+                        "{}: an unfinished generation journal (its creation was stopped, e.g. by \
+                         a full disk; it records nothing): replaced by a new one",
+                        jpath.display()
+                    ));
+                    let f = create_complete(&jpath, &fresh, true)?;
+                    (f, fresh)
+                } else {
+                    let h = read_header(&f).map_err(|why| {
+                        anyhow::anyhow!(
+                            "{} is not a usable iolens generation journal: {why}. Refusing to \
                          overwrite it; run `iolens verify --target {}` to see, move it away to \
                          start a new journal",
-                        jpath.display(),
-                        target.display()
-                    )
-                })?;
-                check_binding(&h, &jpath, id, dev, ino)?;
-                if meta.len() < h.file_len() {
-                    bail!(
-                        "{} is shorter than its header says ({} of {} bytes: truncated). \
+                            jpath.display(),
+                            target.display()
+                        )
+                    })?;
+                    check_binding(&h, &jpath, id, dev, ino)?;
+                    if meta.len() < h.file_len() {
+                        bail!(
+                            "{} is shorter than its header says ({} of {} bytes: truncated). \
                          Refusing to write to it; run `iolens verify --target {}`",
-                        jpath.display(),
-                        meta.len(),
-                        h.file_len(),
-                        target.display()
-                    );
+                            jpath.display(),
+                            meta.len(),
+                            h.file_len(),
+                            target.display()
+                        );
+                    }
+                    (f, h)
                 }
-                (f, h)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                    .open(&jpath)
-                    .with_context(|| format!("cannot create {}", jpath.display()))?;
-                let h = Header {
-                    target_id: id,
-                    dev,
-                    ino,
-                    granule: want_granule,
-                    entries: g.data_size.div_ceil(want_granule),
-                    runs: 0,
-                    flushes: 0,
-                    updated: unix_now(),
-                };
-                write_fresh(&f, &h, |_| 0)
-                    .with_context(|| format!("cannot write {}", jpath.display()))?;
-                (f, h)
+                let f = create_complete(&jpath, &fresh, false)?;
+                (f, fresh)
             }
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => bail!(
                 "{} is a symbolic link: refusing to use it as the generation journal",
@@ -452,6 +662,17 @@ impl RunJournal {
             .write_all_at(&j.h.encode(), 0)
             .and_then(|_| j.file.sync_data())
             .with_context(|| format!("cannot write {}", j.path.display()))?;
+        // The file names its journal, so that every name of it (hard or symbolic links) finds
+        // this one.
+        let abs = std::path::absolute(&j.path).unwrap_or_else(|_| j.path.clone());
+        if recorded(data, id).as_deref() != Some(abs.as_path()) {
+            record(data, id, &abs).with_context(|| {
+                format!(
+                    "cannot record the generation journal's place in {}",
+                    target.display()
+                )
+            })?;
+        }
         Ok(j)
     }
 
@@ -515,8 +736,13 @@ impl RunJournal {
     }
 }
 
+/// Write a whole new journal (header and every entry page, all bounds 0) into `f`.
+fn write_fresh(f: &File, h: &Header) -> std::io::Result<()> {
+    write_entries(f, h, |_| 0)
+}
+
 /// Write a whole journal (header and every entry page, entry `i` = `value(i)`) into `f`.
-fn write_fresh(f: &File, h: &Header, mut value: impl FnMut(u64) -> u64) -> std::io::Result<()> {
+fn write_entries(f: &File, h: &Header, mut value: impl FnMut(u64) -> u64) -> std::io::Result<()> {
     let mut page = vec![0u8; PAGE];
     for p in 0..h.pages() {
         page.fill(0);
@@ -559,7 +785,7 @@ fn regrain(old: &File, jpath: &Path, h: Header, granule: u64) -> Result<(File, H
     let mut cur = vec![0u8; PAGE];
     let mut cur_no = u64::MAX;
     let mut err: Option<String> = None;
-    let r = write_fresh(&f, &nh, |e| {
+    let r = write_entries(&f, &nh, |e| {
         let oe = e / ratio;
         let no = oe / PER_PAGE;
         if no != cur_no {
@@ -599,7 +825,7 @@ fn regrain(old: &File, jpath: &Path, h: Header, granule: u64) -> Result<(File, H
 
 /// What `iolens verify` found where the journal should be.
 pub(crate) enum VerifyJournal {
-    /// No journal file.
+    /// No journal file (or one whose creation never finished: it records nothing).
     Missing(PathBuf),
     /// A journal that cannot be used at all (header torn, truncated, not a journal).
     Damaged { path: PathBuf, why: String },
@@ -610,7 +836,7 @@ pub(crate) enum VerifyJournal {
 /// Open the journal of scratch file `target` (open as `data`, id `id`) for reading. A journal
 /// bound to another target or file is an error.
 pub(crate) fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<VerifyJournal> {
-    let jpath = path_for(target);
+    let jpath = locate(target, data, id);
     let m = data
         .metadata()
         .with_context(|| format!("cannot examine {}", target.display()))?;
@@ -628,6 +854,10 @@ pub(crate) fn open_for_verify(target: &Path, data: &File, id: u64) -> Result<Ver
     let jm = f.metadata()?;
     if !jm.is_file() {
         bail!("{} is not a regular file", jpath.display());
+    }
+    if unfinished(&f, jm.len()) {
+        // An older iolens stopped creating it (a full disk): it never recorded anything.
+        return Ok(VerifyJournal::Missing(jpath));
     }
     let h = match read_header(&f) {
         Ok(h) => h,

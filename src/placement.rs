@@ -22,6 +22,10 @@ pub struct Rank {
     pub launcher: Launcher,
 }
 
+/// The largest world iolens takes (ranks 0 … `MAX_RANKS - 1`): beyond the largest machines'
+/// process counts, and small enough that the results of every rank merge in memory.
+pub const MAX_RANKS: u32 = 1_000_000;
+
 /// The environment variables that give a rank (and, where the launcher sets one, the world
 /// size), most specific launcher first: an `mpirun` inside a Slurm allocation is an MPI rank.
 const LAUNCHERS: &[(Launcher, &str, Option<&str>)] = &[
@@ -104,6 +108,19 @@ impl Rank {
                 }
             }
         };
+        if let Some(n) = out.ranks.filter(|&n| n > MAX_RANKS) {
+            bail!(
+                "a world of {n} ranks (--ranks, or the launcher's size) is more than iolens \
+                 takes: at most {MAX_RANKS} ranks"
+            );
+        }
+        if out.rank >= MAX_RANKS {
+            bail!(
+                "rank {} is beyond the largest world iolens takes ({MAX_RANKS} ranks: 0 … {})",
+                out.rank,
+                MAX_RANKS - 1
+            );
+        }
         if out.ranks == Some(0) {
             bail!("the world size is 0: --ranks (or the launcher's size) must be at least 1");
         }
@@ -218,6 +235,14 @@ pub(crate) fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
     } else {
         parse_time(s).context("--start-at")?
     };
+    if let Ok(ahead) = t.duration_since(now) {
+        if ahead.as_secs_f64() > crate::units::MAX_DURATION_S {
+            bail!(
+                "--start-at {s} is more than 366 days ahead ({}): give a nearer time",
+                fmt_time(t)
+            );
+        }
+    }
     if t <= now {
         let ago = now.duration_since(t).unwrap_or_default();
         bail!(

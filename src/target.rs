@@ -234,6 +234,51 @@ enum Found {
     Damaged(&'static str),
 }
 
+/// The target id in a file's header bytes (whatever the state of its magic and checksum).
+fn raw_id(f: &File) -> u64 {
+    let mut b = [0u8; 8];
+    f.read_exact_at(&mut b, 40)
+        .map_or(0, |_| u64::from_le_bytes(b))
+}
+
+/// The generation journal proving iolens made this very file (see
+/// [`crate::journal::proof_of_ownership`]); `None` when nothing proves it.
+fn proof(f: &File) -> Option<PathBuf> {
+    let id = raw_id(f);
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok()?;
+    crate::journal::proof_of_ownership(&p, f, id)
+}
+
+/// What a user can do with a scratch file that is damaged or of another format: `--refill`
+/// only where iolens can prove it made the file (its generation journal), else delete it.
+fn next_step(path: &Path, f: &File, refill_asked: bool) -> String {
+    match proof(f) {
+        Some(j) => format!(
+            "delete it, or rewrite it with --refill (its generation journal {} proves iolens \
+             made it; this destroys the evidence)",
+            j.display()
+        ),
+        None => format!(
+            "delete it and let iolens create a new scratch file. {}Nothing proves that iolens \
+             made {} (no generation journal is bound to it; a header alone can be copied), so \
+             --refill does not rewrite it",
+            if refill_asked {
+                "--refill refused: "
+            } else {
+                ""
+            },
+            path.display()
+        ),
+    }
+}
+
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 fn inspect(f: &File, len: u64) -> Found {
     let mut b = vec![0u8; 4096.min(len as usize)];
     if f.read_exact_at(&mut b, 0).is_err() {
@@ -713,17 +758,16 @@ impl Target {
                     identity,
                 })))
             }
-            Found::Damaged(why) if !opts.refill => Err(Corrupt(format!(
-                "{} looks like an iolens scratch file, but {why}: reported as corruption, and \
-                 the file is left as found. Examine it, then delete it, or rewrite it with \
-                 --refill (which destroys this evidence)",
-                path.display()
+            Found::Damaged(why) if !opts.refill || proof(&file).is_none() => Err(Corrupt(format!(
+                "{} looks like an iolens scratch file, but {why}: reported as corruption, \
+                     and the file is left as found. Examine it, then {}",
+                path.display(),
+                next_step(path, &file, opts.refill)
             ))
             .into()),
-            Found::OtherFormat(h) if !opts.refill => bail!(
+            Found::OtherFormat(h) if !opts.refill || proof(&file).is_none() => bail!(
                 "{} was made by {} iolens (scratch format {}, this one uses {}); its ownership \
-                 cannot be proven, so nothing was written. Delete it and let iolens create a \
-                 new one, or rewrite it with --refill",
+                 cannot be proven, so nothing was written. {}",
                 path.display(),
                 if h.version < FORMAT_VERSION {
                     "an older"
@@ -731,10 +775,12 @@ impl Target {
                     "a newer"
                 },
                 h.version,
-                FORMAT_VERSION
+                FORMAT_VERSION,
+                upper_first(&next_step(path, &file, opts.refill))
             ),
             Found::Damaged(_) | Found::OtherFormat(_) => {
-                // --refill: the user takes this file as iolens' own; rewrite it from the start.
+                // --refill, and a generation journal bound to this very file and to the id in
+                // its header proves iolens made it: rewrite it from the start.
                 let old = Header::decode(&{
                     let mut b = vec![0u8; 64.min(len as usize)];
                     let _ = file.read_exact_at(&mut b, 0);
@@ -747,10 +793,8 @@ impl Target {
                             .filter(|&s| s > 0 && s.checked_add(HEADER_AREA).is_some())
                     })
                     .unwrap_or(len.saturating_sub(HEADER_AREA) / 512 * 512);
-                let id = old
-                    .map(|h| h.id)
-                    .filter(|&i| i != 0)
-                    .unwrap_or_else(|| rand::random::<u64>() | 1);
+                // The id its journal is bound to (proven above), whatever state the magic is in.
+                let id = raw_id(&file);
                 Self::refill(
                     path,
                     file,
@@ -781,13 +825,14 @@ impl Target {
         let corrupt = |what: String| -> anyhow::Error {
             Corrupt(format!(
                 "{}: {what}. Reported as corruption; the file is left as found. Examine it \
-                 (`iolens verify --target {}`), then delete it, or rewrite it with --refill \
-                 (which destroys this evidence)",
+                 (`iolens verify --target {}`), then {}",
                 path.display(),
-                path.display()
+                path.display(),
+                next_step(path, &file, opts.refill)
             ))
             .into()
         };
+        let proven = || proof(&file).is_some();
         let end = HEADER_AREA.checked_add(h.data_size);
         if h.unit != crate::stamp::UNIT as u32
             || h.data_size == 0
@@ -803,7 +848,7 @@ impl Target {
         let end = end.unwrap_or(u64::MAX);
         let data_end = HEADER_AREA + h.filled_upto;
         if h.filled_upto > 0 && len < data_end {
-            if opts.refill {
+            if opts.refill && proven() {
                 return Self::refill(path, file, h.restart(), len, opts, stop, dry);
             }
             return Err(corrupt(format!(
@@ -822,7 +867,7 @@ impl Target {
         }
         // Ownership: the data must carry the header's target id.
         if let Err(e) = prove_ownership(&file, &h, len, path) {
-            if !opts.refill {
+            if !opts.refill || !proven() {
                 return Err(e);
             }
             return Self::refill(path, file, h.restart(), len, opts, stop, dry);
@@ -917,6 +962,8 @@ impl Target {
             rw.set_len(total)?;
         }
         rw.sync_data()?;
+        // Every block is rewritten with generation 0: its journal's bounds start again.
+        crate::journal::restart(path, &file, h.id)?;
         let filled = fill(&rw, path, h, opts.progress, stop)?;
         let identity = identity_of(&file)?;
         Ok(Prepared::Ready(Box::new(Target {
@@ -1335,10 +1382,10 @@ pub(crate) fn open_for_verify(path: &Path, direct: bool) -> Result<(File, Header
         }
         Found::OtherFormat(h) if h.version < FORMAT_VERSION => bail!(
             "{} was made by an older iolens (scratch format {}); its header cannot be trusted \
-             for verification. Rewrite it with `iolens run --refill --target {}`",
+             for verification. {}",
             path.display(),
             h.version,
-            path.display()
+            upper_first(&next_step(path, &f, false))
         ),
         Found::OtherFormat(h) => bail!(
             "{} was made by a newer iolens (scratch format {})",

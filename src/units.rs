@@ -9,17 +9,30 @@ pub(crate) fn parse_size(s: &str) -> std::result::Result<u64, String> {
         .map_err(|e| format!("`{s}` is not a size ({e}); use e.g. 8k, 512, 4G"))
 }
 
-/// Parse a duration such as `30s`, `500ms`, `2m` or a plain number of seconds.
+/// The longest duration any option takes (366 days): a run, a wait for `--start-at`, a
+/// think time or an interval beyond it is a typo, and would overflow the clocks it is added to.
+pub(crate) const MAX_DURATION_S: f64 = 366.0 * 86400.0;
+
+/// Parse a duration such as `30s`, `500ms`, `2m` or a plain number of seconds, from 0 to
+/// [`MAX_DURATION_S`] (the one duration parser behind every option and `--start-at +D`).
 pub(crate) fn parse_duration(s: &str) -> std::result::Result<f64, String> {
-    if let Ok(v) = s.parse::<f64>() {
-        if v.is_finite() && v >= 0.0 {
-            return Ok(v);
+    let v = match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => v,
+        Ok(_) => {
+            return Err(format!(
+                "`{s}` is not a valid duration (a number of seconds ≥ 0)"
+            ))
         }
-        return Err(format!("`{s}` is not a valid duration"));
+        Err(_) => humantime::parse_duration(s.trim())
+            .map(|d| d.as_secs_f64())
+            .map_err(|e| format!("`{s}` is not a duration ({e}); use e.g. 30s, 500ms, 2m"))?,
+    };
+    if v > MAX_DURATION_S {
+        return Err(format!(
+            "`{s}` is too long: durations go up to 366 days (366d)"
+        ));
     }
-    humantime::parse_duration(s)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| format!("`{s}` is not a duration ({e}); use e.g. 30s, 500ms, 2m"))
+    Ok(v)
 }
 
 /// Format nanoseconds with a unit chosen for 3 significant digits: `850 ns`, `90.1 µs`, `4.10 ms`, `1.20 s`.

@@ -430,3 +430,93 @@ fn postgres_password_from_the_password_file() {
     let se = attempt("otherhost:*:*:*:s3cr\\:t\\\\x");
     assert!(!se.contains("nothing to drop"), "{se}");
 }
+
+/// Passwords written in every DSN form the parser accepts — a backslash-escaped space in the
+/// `key=value` form, a percent-encoded key or value in a URL's query, a URL's user information
+/// holding `?` — connect (the test cluster's `iolens_pw_sp` role authenticates with SCRAM,
+/// password `abc SECRET`), and the password shows nowhere: not in the results JSON, not in
+/// `show`, not in error messages (issue 22, item 7).
+#[test]
+fn postgres_passwords_in_every_dsn_form_connect_and_never_show() {
+    let Some(db) = TestDb::new("iolens_redact") else {
+        return;
+    };
+    let p = iolens::db::libpq::dsn_params(&db.base).unwrap();
+    let (host, port) = (
+        p["host"].clone(),
+        p.get("port").cloned().unwrap_or_else(|| "5432".into()),
+    );
+    let mut c = db.client();
+    if c.query_opt("SELECT 1 FROM pg_roles WHERE rolname = 'iolens_pw_sp'", &[])
+        .unwrap()
+        .is_none()
+    {
+        panic!("the test cluster predates the iolens_pw_sp role: rerun scripts/pg-test-server.sh");
+    }
+    // The role owns the test database and may turn on track_io_timing (PostgreSQL 15+), as a
+    // DBA would set it up for iolens.
+    c.batch_execute(&format!(
+        "ALTER DATABASE {} OWNER TO iolens_pw_sp; \
+         GRANT SET ON PARAMETER track_io_timing TO iolens_pw_sp",
+        db.name
+    ))
+    .unwrap();
+    drop(c);
+    let enc_host: String = host
+        .bytes()
+        .map(|b| match b {
+            b'/' => "%2F".to_string(),
+            b => (b as char).to_string(),
+        })
+        .collect();
+    let name = &db.name;
+    let forms = [
+        format!("host={host} port={port} dbname={name} user=iolens_pw_sp password=abc\\ SECRET"),
+        format!("host={host} port={port} dbname={name} user=iolens_pw_sp password='abc SECRET'"),
+        format!("postgresql://iolens_pw_sp@{enc_host}:{port}/{name}?pass%77ord=abc%20SECRET"),
+        format!("postgresql://iolens_pw_sp:abc%20SECRET@{enc_host}:{port}/{name}"),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = |what: &str, s: &str| {
+        assert!(!s.contains("SECRET"), "{what} shows the password: {s}");
+    };
+    for (i, dsn) in forms.iter().enumerate() {
+        let (ok, so, se) = iolens(&[
+            "db", "setup", "--engine", "postgres", "--dsn", dsn, "--scale", "8M", "--quiet",
+        ]);
+        assert!(ok, "form {i} does not connect: {so}\n{se}");
+        clean("setup", &format!("{so}{se}"));
+        let json = tmp.path().join(format!("r{i}.json"));
+        let (ok, so, se) = iolens(&[
+            "db",
+            "run",
+            "--engine",
+            "postgres",
+            "--dsn",
+            dsn,
+            "--sessions",
+            "1",
+            "--duration",
+            "1s",
+            "--quiet",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(ok, "form {i}: {so}\n{se}");
+        clean("db run", &format!("{so}{se}"));
+        let doc = std::fs::read_to_string(&json).unwrap();
+        clean("the results JSON", &doc);
+        assert!(
+            doc.contains("***"),
+            "form {i}: the password is marked redacted"
+        );
+        let (ok, so, se) = iolens(&["show", json.to_str().unwrap()]);
+        assert!(ok, "{se}");
+        clean("show", &format!("{so}{se}"));
+        // A wrong password (same forms): refused by the server, and not shown either.
+        let wrong = dsn.replace("SECRET", "WRONGSECRET");
+        let (ok, so, se) = iolens(&["db", "drop", "--engine", "postgres", "--dsn", &wrong]);
+        assert!(!ok, "form {i}: a wrong password connected: {so}");
+        clean("the error message", &format!("{so}{se}"));
+    }
+}

@@ -329,6 +329,10 @@ fn truncation_and_damaged_headers_are_corruption_left_as_found() {
     for (name, damage) in cases {
         let s = dir.path().join(format!("{name}.dat"));
         drop(scratch(&s, 8 * MB));
+        // A writing run gives it a generation journal: what later lets --refill prove that
+        // iolens made this very file (issue 22, item 3).
+        let out = iolens(&["run", "--pattern", "randwrite", "--ios", "100"], &s);
+        assert!(out.status.success(), "{}", stderr(&out));
         damage(&s);
         let before = std::fs::read(&s).unwrap();
         for args in [

@@ -8,10 +8,11 @@ use clap::Args;
 use super::run::TargetArgs;
 use super::{finish, Context};
 use crate::calibrate::{CalibrateOptions, Phase, Plan};
+use crate::commands::values::duration as parse_duration;
 use crate::results::Results;
 use crate::stamp::VerifyMode;
 use crate::target::Target;
-use crate::units::{parse_duration, parse_size};
+use crate::units::parse_size;
 
 /// `iolens calibrate` options.
 #[derive(Args, Debug, Clone)]

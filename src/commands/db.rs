@@ -282,7 +282,5 @@ fn parse_size(s: &str, what: &str) -> Result<u64> {
 
 /// Parse a duration such as `60s` or `500ms`, naming the option in the error.
 fn parse_duration(s: &str, what: &str) -> Result<Duration> {
-    crate::units::parse_duration(s)
-        .map(Duration::from_secs_f64)
-        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
+    crate::commands::values::std_duration(s).map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }

@@ -29,11 +29,11 @@ pub struct IngestArgs {
     pub time_unit: Option<Unit>,
     /// Interval length for formats with per-event timestamps (fio-log, biosnoop,
     /// time-latency) and the assumed spacing of un-timestamped histogram sections.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::commands::values::std_duration)]
     pub interval: std::time::Duration,
     /// How long the source was recording, for sources that do not say (a histogram printed
     /// once at Ctrl-C, histograms without timestamps): without it their rates are unknown.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::commands::values::std_duration)]
     pub duration: Option<std::time::Duration>,
     /// Write the results document (JSON) here.
     #[arg(long, value_name = "FILE")]

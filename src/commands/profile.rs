@@ -21,7 +21,7 @@ pub struct ProfileArgs {
     #[arg(long)]
     pub comm: Option<String>,
     /// How long to sample; Ctrl-C ends earlier and keeps what was sampled.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::commands::values::std_duration)]
     pub duration: std::time::Duration,
     /// Samples per second of CPU time of each running thread (software clock; 99 avoids
     /// beating with 100 Hz timers).

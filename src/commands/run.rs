@@ -7,10 +7,11 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish, Context};
+use crate::commands::values::duration as parse_duration;
 use crate::results::{Kind, Results};
 use crate::stamp::{OnCorruption, VerifyMode};
 use crate::target::{PrepareOptions, Target};
-use crate::units::{parse_duration, parse_size};
+use crate::units::parse_size;
 use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, WorkloadSpec};
 
 /// Options shared by `run` and `calibrate` that select and protect the target.

@@ -22,7 +22,7 @@ pub struct TraceArgs {
     #[arg(long = "event", value_name = "NAME")]
     pub events: Vec<String>,
     /// Interval length of the per-interval histograms (heatmap resolution).
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::commands::values::std_duration)]
     pub interval: std::time::Duration,
     /// How many of the slowest individual waits to list.
     #[arg(long, default_value_t = 20)]

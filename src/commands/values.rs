@@ -1,7 +1,8 @@
 //! The command-line spelling of the domain enums: clap's [`ValueEnum`] for the workload,
 //! verification, calibration, ingest and colour choices, written here so that the modules
 //! defining those enums know nothing of clap. Each value keeps the name and help clap's derive
-//! gave it (the variant name in kebab case, the first line of its documentation).
+//! gave it (the variant name in kebab case, the first line of its documentation). Also the
+//! one parser of duration values ([`duration`], [`std_duration`]) every command's options use.
 
 use clap::builder::PossibleValue;
 use clap::ValueEnum;
@@ -93,3 +94,15 @@ value_enum!(ColorChoice {
     Always => "always",
     Never => "never",
 });
+
+/// A duration option (`--duration`, `--warmup`, `--interval`, `--think`, `--budget`, …) in
+/// seconds: `30s`, `500ms`, `2m` or plain seconds, from 0 to 366 days; anything else is a
+/// clear error, never a panic where the value is added to a clock.
+pub(crate) fn duration(s: &str) -> Result<f64, String> {
+    crate::units::parse_duration(s)
+}
+
+/// [`duration`] as a [`std::time::Duration`].
+pub(crate) fn std_duration(s: &str) -> Result<std::time::Duration, String> {
+    duration(s).map(std::time::Duration::from_secs_f64)
+}

@@ -44,10 +44,10 @@ pub struct WatchArgs {
     #[arg(long = "device", value_name = "DEV")]
     pub devices: Vec<String>,
     /// Stop after this long (default: until Ctrl-C, or until the watched pids have exited).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_parser = crate::commands::values::std_duration)]
     pub duration: Option<Duration>,
     /// Interval length of the per-interval histograms and of the live view.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::commands::values::std_duration)]
     pub interval: Duration,
     /// Break the per-process syscall table down by thread.
     #[arg(long)]

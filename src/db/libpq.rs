@@ -59,12 +59,58 @@ pub struct Resolved {
 /// The parameters a DSN sets, with their values: libpq's `key = value` form (values may be
 /// single-quoted with backslash escapes) or a `postgres://` / `postgresql://` URL.
 pub fn dsn_params(dsn: &str) -> Result<BTreeMap<String, String>> {
+    Ok(settings(dsn)?
+        .into_iter()
+        .map(|s| (s.key, s.value))
+        .collect())
+}
+
+/// One setting of a DSN as the parser reads it: its key and value (unquoted, unescaped,
+/// percent-decoded), and the bytes of the DSN that write its value (`hide`) with what shows
+/// in their place when the value is a secret (`shown`).
+#[derive(Debug)]
+pub(crate) struct Setting {
+    pub key: String,
+    pub value: String,
+    hide: std::ops::Range<usize>,
+    shown: String,
+}
+
+/// The settings of a DSN in the order written (a later one wins), by the one parser that also
+/// connects: what it takes as a password is exactly what [`redact`] hides.
+pub(crate) fn settings(dsn: &str) -> Result<Vec<Setting>> {
+    let lead = dsn.len() - dsn.trim_start().len();
     let t = dsn.trim();
-    if t.starts_with("postgres://") || t.starts_with("postgresql://") {
-        return url_params(t);
+    let mut v = if t.starts_with("postgres://") || t.starts_with("postgresql://") {
+        url_settings(t)?
+    } else {
+        keyword_settings(t)?
+    };
+    for s in &mut v {
+        s.hide = s.hide.start + lead..s.hide.end + lead;
     }
+    Ok(v)
+}
+
+/// `dsn` with every password the parser finds in it replaced by `***`, whatever its form
+/// (quoted, backslash-escaped, percent-encoded key or value, URL user information or query). A
+/// DSN that does not parse is not shown at all: nothing says where its password ends.
+pub(crate) fn redact(dsn: &str) -> String {
+    let Ok(mut v) = settings(dsn) else {
+        return "(a DSN that does not parse; not shown, as it may hold a password)".into();
+    };
+    v.retain(|s| s.key.eq_ignore_ascii_case("password"));
+    v.sort_by_key(|s| std::cmp::Reverse(s.hide.start));
+    let mut out = dsn.to_string();
+    for s in v {
+        out.replace_range(s.hide.clone(), &s.shown);
+    }
+    out
+}
+
+fn keyword_settings(t: &str) -> Result<Vec<Setting>> {
     let b = t.as_bytes();
-    let mut out = BTreeMap::new();
+    let mut out = Vec::new();
     let mut i = 0;
     while i < b.len() {
         if b[i].is_ascii_whitespace() {
@@ -80,7 +126,12 @@ pub fn dsn_params(dsn: &str) -> Result<BTreeMap<String, String>> {
             i += 1;
         }
         if i >= b.len() || b[i] != b'=' {
-            bail!("the DSN is not valid: missing \"=\" after \"{key}\"");
+            // The word is not shown: it may be the rest of a password written with a space.
+            bail!(
+                "the DSN is not valid: the word at character {} has no \"=\" (write key=value \
+                 settings; quote a value holding spaces: password='a b')",
+                ks + 1
+            );
         }
         i += 1;
         while i < b.len() && b[i].is_ascii_whitespace() {
@@ -117,7 +168,12 @@ pub fn dsn_params(dsn: &str) -> Result<BTreeMap<String, String>> {
                 i += 1;
             }
         }
-        out.insert(key, String::from_utf8_lossy(&val).into_owned());
+        out.push(Setting {
+            shown: format!("{key}=***"),
+            key,
+            value: String::from_utf8_lossy(&val).into_owned(),
+            hide: ks..i,
+        });
     }
     Ok(out)
 }
@@ -142,32 +198,59 @@ fn percent_decode(s: &str) -> Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-fn url_params(url: &str) -> Result<BTreeMap<String, String>> {
-    let mut out = BTreeMap::new();
-    let rest = &url[url.find("://").map(|i| i + 3).unwrap_or(0)..];
+/// A URL's settings, split as libpq splits it (`conninfo_uri_parse_options`): user information
+/// up to the first `@` before any `/` (a `?` or `#` in a password stays in it), then hosts up to
+/// `/` or `?`, the database up to `?`, then `&`-separated query settings whose keys and values
+/// are percent-decoded.
+fn url_settings(url: &str) -> Result<Vec<Setting>> {
+    let mut out = Vec::new();
+    let base = url.find("://").map(|i| i + 3).unwrap_or(0);
+    let rest = &url[base..];
+    let mut at = 0;
+    if let Some(e) = rest
+        .find(['@', '/'])
+        .filter(|&e| rest.as_bytes()[e] == b'@')
+    {
+        let userinfo = &rest[..e];
+        let (user, pw) = match userinfo.split_once(':') {
+            Some((u, p)) => (u, Some(p)),
+            None => (userinfo, None),
+        };
+        if !user.is_empty() {
+            out.push(Setting {
+                key: "user".into(),
+                value: percent_decode(user)?,
+                hide: base..base,
+                shown: String::new(),
+            });
+        }
+        if let Some(p) = pw {
+            let s = base + user.len() + 1;
+            out.push(Setting {
+                key: "password".into(),
+                value: percent_decode(p)?,
+                hide: s..s + p.len(),
+                shown: "***".into(),
+            });
+        }
+        at = e + 1;
+    }
+    let rest = &rest[at..];
     let (main, query) = match rest.split_once('?') {
         Some((m, q)) => (m, Some(q)),
         None => (rest, None),
     };
-    let (authority, path) = match main.split_once('/') {
+    let (hosts, path) = match main.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (main, None),
     };
-    let hosts = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => {
-            let (user, pw) = match userinfo.split_once(':') {
-                Some((u, p)) => (u, Some(p)),
-                None => (userinfo, None),
-            };
-            if !user.is_empty() {
-                out.insert("user".into(), percent_decode(user)?);
-            }
-            if let Some(p) = pw {
-                out.insert("password".into(), percent_decode(p)?);
-            }
-            hosts
-        }
-        None => authority,
+    let mut put = |key: &str, value: String| {
+        out.push(Setting {
+            key: key.into(),
+            value,
+            hide: 0..0,
+            shown: String::new(),
+        })
     };
     if !hosts.is_empty() {
         let mut hs = Vec::new();
@@ -188,19 +271,31 @@ fn url_params(url: &str) -> Result<BTreeMap<String, String>> {
             ps.push(port.to_string());
         }
         if hs.iter().any(|h| !h.is_empty()) {
-            out.insert("host".into(), hs.join(","));
+            put("host", hs.join(","));
         }
         if ps.iter().any(|p| !p.is_empty()) {
-            out.insert("port".into(), ps.join(","));
+            put("port", ps.join(","));
         }
     }
     if let Some(p) = path.filter(|p| !p.is_empty()) {
-        out.insert("dbname".into(), percent_decode(p)?);
+        put("dbname", percent_decode(p)?);
     }
     if let Some(q) = query {
-        for kv in q.split('&').filter(|kv| !kv.is_empty()) {
+        let qs = url.len() - q.len();
+        let mut pos = qs;
+        for kv in q.split('&') {
+            let start = pos;
+            pos += kv.len() + 1;
+            if kv.is_empty() {
+                continue;
+            }
             let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            out.insert(percent_decode(k)?, percent_decode(v)?);
+            out.push(Setting {
+                key: percent_decode(k)?,
+                value: percent_decode(v)?,
+                hide: start..start + kv.len(),
+                shown: format!("{k}=***"),
+            });
         }
     }
     Ok(out)

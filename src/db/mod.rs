@@ -448,93 +448,10 @@ impl KeyPicker {
     }
 }
 
-/// Replace the password in a libpq connection string or URL with `***`.
+/// Replace every password in a libpq connection string or URL with `***` (see
+/// [`libpq::redact`]: the parser that connects decides what a password is).
 pub(crate) fn redact_dsn(dsn: &str) -> String {
-    let t = dsn.trim_start();
-    if t.starts_with("postgres://") || t.starts_with("postgresql://") {
-        let scheme_end = dsn.find("://").map(|i| i + 3).unwrap_or(0);
-        let mut out = dsn.to_string();
-        let rest = &dsn[scheme_end..];
-        let auth_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        if let Some(at) = rest[..auth_end].rfind('@') {
-            if let Some(colon) = rest[..at].find(':') {
-                out = format!(
-                    "{}{}:***{}",
-                    &dsn[..scheme_end],
-                    &rest[..colon],
-                    &rest[at..]
-                );
-            }
-        }
-        // Query-string passwords.
-        if let Some(q) = out.find('?') {
-            let (head, query) = out.split_at(q + 1);
-            let parts: Vec<String> = query
-                .split('&')
-                .map(|kv| {
-                    if kv.to_ascii_lowercase().starts_with("password=") {
-                        "password=***".to_string()
-                    } else {
-                        kv.to_string()
-                    }
-                })
-                .collect();
-            out = format!("{head}{}", parts.join("&"));
-        }
-        return out;
-    }
-    // key = value form; values may be single-quoted with backslash escapes.
-    let b = dsn.as_bytes();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i].is_ascii_whitespace() {
-            out.push(b[i] as char);
-            i += 1;
-            continue;
-        }
-        let ks = i;
-        while i < b.len() && b[i] != b'=' && !b[i].is_ascii_whitespace() {
-            i += 1;
-        }
-        let key = &dsn[ks..i];
-        let mut j = i;
-        while j < b.len() && b[j].is_ascii_whitespace() {
-            j += 1;
-        }
-        if j >= b.len() || b[j] != b'=' {
-            out.push_str(key);
-            continue;
-        }
-        j += 1;
-        while j < b.len() && b[j].is_ascii_whitespace() {
-            j += 1;
-        }
-        let vs = j;
-        if j < b.len() && b[j] == b'\'' {
-            j += 1;
-            while j < b.len() && b[j] != b'\'' {
-                if b[j] == b'\\' {
-                    j += 1;
-                }
-                j += 1;
-            }
-            j = (j + 1).min(b.len());
-        } else {
-            while j < b.len() && !b[j].is_ascii_whitespace() {
-                j += 1;
-            }
-        }
-        if key.eq_ignore_ascii_case("password") {
-            out.push_str("password=***");
-        } else {
-            out.push_str(key);
-            out.push('=');
-            out.push_str(&dsn[vs..j]);
-        }
-        i = j;
-    }
-    out
+    libpq::redact(dsn)
 }
 
 /// Redact `--dsn` values in a command line.
@@ -613,6 +530,34 @@ mod tests {
             "postgresql://me:***@db:5432/x?sslmode=disable&password=***"
         );
         assert_eq!(redact_dsn("postgres://me@db/x"), "postgres://me@db/x");
+        // Issue 22, item 7: the parser's password, however it is written.
+        assert_eq!(
+            redact_dsn("host=h password=abc\\ SECRET dbname=x"),
+            "host=h password=*** dbname=x"
+        );
+        assert_eq!(
+            redact_dsn("postgresql://me@db/x?pass%77ord=SECRET&sslmode=disable"),
+            "postgresql://me@db/x?pass%77ord=***&sslmode=disable"
+        );
+        assert_eq!(
+            redact_dsn("postgresql://me:pw?SECRET@db/x"),
+            "postgresql://me:***@db/x"
+        );
+        assert_eq!(
+            redact_dsn("  host=h PASSWORD=SECRET"),
+            "  host=h PASSWORD=***"
+        );
+        // A DSN that does not parse is not shown: nothing says where its password ends.
+        assert!(!redact_dsn("host=h password=abc SECRET").contains("SECRET"));
+        assert!(!redact_dsn("password='SECRET").contains("SECRET"));
+        for dsn in [
+            "host=h password=abc\\ SECRET",
+            "postgresql://me@db/x?pass%77ord=SECRET",
+            "postgresql://me:pw?SECRET@db/x",
+        ] {
+            let p = libpq::dsn_params(dsn).unwrap();
+            assert!(p["password"].contains("SECRET"), "{dsn}: {p:?}");
+        }
         let a: Vec<String> = [
             "iolens",
             "db",

@@ -716,7 +716,10 @@ fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> Result<Sessi
             }
         }
         if !cfg.think.is_zero() {
-            std::thread::sleep(cfg.think);
+            // No further than the end; a signal wakes it.
+            crate::interrupt::sleep_unless_interrupted(
+                cfg.think.min(end.saturating_duration_since(Instant::now())),
+            );
         }
     }
     out.finished = Instant::now();

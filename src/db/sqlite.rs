@@ -651,9 +651,13 @@ fn session(
     let mut warm = SessionOut::default();
     // Warm-up: nothing recorded.
     while Instant::now() < start.base {
+        if crate::interrupt::interrupted() {
+            break;
+        }
         one_op(&mut st, &picker, &mut rng, &mut warm)?;
         if !think.is_zero() {
-            std::thread::sleep(think);
+            // A signal wakes it.
+            crate::interrupt::sleep_unless_interrupted(think);
         }
     }
     let mut out = SessionOut::default();
@@ -680,7 +684,10 @@ fn session(
             let t1 = Instant::now();
             ops_rec.record(if upd { super::UPDATE } else { super::SELECT }, t0, t1, 0);
             if !think.is_zero() {
-                std::thread::sleep(think);
+                // No further than the end; a signal wakes it.
+                crate::interrupt::sleep_unless_interrupted(
+                    think.min(end.saturating_duration_since(Instant::now())),
+                );
             }
         }
     }

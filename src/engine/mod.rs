@@ -290,6 +290,16 @@ pub(crate) fn run_session<E: IoEngine>(
                 reap_until = Some(intended);
                 break;
             }
+            if period.is_some() && !free.is_empty() {
+                // A long wait for the next intended start (a low --rate) wakes on a signal or
+                // the end; the last 2 ms are waited precisely below, after the buffer is ready.
+                if let Some(coarse) = intended.checked_sub(Duration::from_millis(2)) {
+                    let d = coarse.saturating_duration_since(Instant::now());
+                    if !d.is_zero() && !crate::interrupt::sleep(d, ctx.stop) {
+                        break;
+                    }
+                }
+            }
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
             let p = buf.slot(slot);
@@ -443,7 +453,8 @@ pub(crate) fn run_session<E: IoEngine>(
             sched0 = crate::sys::schedstat(tid);
         }
         if let Some(t) = think {
-            std::thread::sleep(t);
+            // Wakes on a signal or the end of the run.
+            crate::interrupt::sleep(t, ctx.stop);
         }
     }
     let sched = match (sched0, crate::sys::schedstat(tid)) {
