@@ -88,19 +88,19 @@ pub(crate) fn install() {
 /// The longest a sleep goes without looking at the flags: a signal ends any wait within it.
 pub(crate) const SLEEP_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Sleep for `d`, or less: wake within [`SLEEP_SLICE`] once `stop` or the interrupt flag is set
-/// (a think time, an open-loop rate's wait, a wait for the start). True when it slept the
-/// whole `d`, false when it was cut short.
+/// Sleep for `d`, or less: wake within [`SLEEP_SLICE`] once `stop` is set (a run's stop flag,
+/// which its driver sets on a signal or at the end; or [`flag`] itself). True when it slept
+/// the whole `d`, false when it was cut short.
 pub(crate) fn sleep(d: std::time::Duration, stop: &AtomicBool) -> bool {
     let Some(end) = std::time::Instant::now().checked_add(d) else {
         // Beyond the clock's range: sleep until stopped.
-        while !stop.load(Ordering::Relaxed) && !interrupted() {
+        while !stop.load(Ordering::Relaxed) {
             std::thread::sleep(SLEEP_SLICE);
         }
         return false;
     };
     loop {
-        if stop.load(Ordering::Relaxed) || interrupted() {
+        if stop.load(Ordering::Relaxed) {
             return false;
         }
         let left = end.saturating_duration_since(std::time::Instant::now());
@@ -111,8 +111,7 @@ pub(crate) fn sleep(d: std::time::Duration, stop: &AtomicBool) -> bool {
     }
 }
 
-/// [`sleep`] that wakes on a signal only.
+/// [`sleep`] that wakes on a signal (Ctrl-C, SIGTERM, SIGHUP).
 pub(crate) fn sleep_unless_interrupted(d: std::time::Duration) -> bool {
-    static NEVER: AtomicBool = AtomicBool::new(false);
-    sleep(d, &NEVER)
+    sleep(d, &INTERRUPTED)
 }

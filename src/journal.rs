@@ -366,8 +366,12 @@ fn candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
 }
 
 /// The journal scratch file `data` (reached as `target`, id `id`) uses: the first of its
-/// [`candidates`] that exists, else where a writing run creates it (beside its real name).
+/// [`candidates`] that is a journal bound to it, else the first that exists (to be reported or
+/// refused, never overwritten), else where a writing run creates it (beside its real name).
 pub fn locate(target: &Path, data: &File, id: u64) -> PathBuf {
+    if let Some(p) = proof_of_ownership(target, data, id) {
+        return p;
+    }
     let c = candidates(target, data, id);
     c.iter()
         .find(|p| std::fs::symlink_metadata(p).is_ok())

@@ -369,7 +369,7 @@ fn open_journal(
     file: &std::fs::File,
 ) -> Result<Option<crate::journal::RunJournal>> {
     if std::env::var_os("IOLENS_JOURNAL").is_some_and(|v| v == "off") {
-        let jp = crate::journal::path_for(&target.path);
+        let jp = crate::journal::locate(&target.path, file, target.id);
         if std::fs::symlink_metadata(&jp).is_ok() {
             bail!(
                 "IOLENS_JOURNAL=off, but {} has a generation journal ({}): writing without \

@@ -20,7 +20,10 @@
 //! - A read-only command never writes to an existing file; a scratch file's fill is written
 //!   only by a command that writes, by one that asks for a larger `--size`, or with `--refill`.
 //! - Evidence is kept: a truncated scratch file or a damaged header is reported as corruption
-//!   ([`Corrupt`], exit status 3) and left as found.
+//!   ([`Corrupt`], exit status 3) and left as found. `--refill` rewrites such a file (or one of
+//!   another format) only when its generation journal proves iolens made it: the journal names
+//!   the target id in the file's header and the file's device and inode. A header alone (copied,
+//!   format 1, failing its checksum) proves nothing.
 //! - A new scratch file is created under a temporary name, locked, marked and only then given
 //!   its name, so no other process ever sees it unlocked; it is filled under that lock.
 //! - Block devices are written only when named disposable, opened `O_EXCL` (the kernel refuses

@@ -418,6 +418,15 @@ impl WorkloadSpec {
             if !positive(r) {
                 bail!("--rate must be a positive number of I/Os per second");
             }
+            // Each session issues one I/O per sessions/rate seconds: at most the longest
+            // duration iolens takes.
+            if self.sessions as f64 / r > crate::units::MAX_DURATION_S {
+                bail!(
+                    "--rate {r:?} is too low: each of the {} session(s) would wait more than 366 \
+                     days between I/Os",
+                    self.sessions
+                );
+            }
         }
         if let Some(t) = self.think_us {
             if !non_negative(t) {

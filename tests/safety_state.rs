@@ -507,6 +507,11 @@ fn absurd_durations_and_world_sizes_are_clear_errors() {
         refused(&["watch", "--duration", v], &[], v);
     }
     refused(
+        &["run", "--target", t, "--rate", "1e-300"],
+        &[],
+        "--rate 1e-300 is too low",
+    );
+    refused(
         &["run", "--target", t, "--start-at", "2100-01-01T00:00:00Z"],
         &[],
         "366 days",

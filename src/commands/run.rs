@@ -29,9 +29,10 @@ pub struct TargetArgs {
     #[arg(long, value_name = "PATH")]
     pub(crate) disposable_target: Option<PathBuf>,
     /// Rewrite the scratch file's fill: complete an interrupted fill from a read-only command,
-    /// or rewrite a truncated, damaged or old-format scratch file from the start. Without it
-    /// iolens never repairs a scratch file: damage is reported as corruption (exit 3) and the
-    /// file is left as found.
+    /// or rewrite a truncated, damaged or old-format scratch file from the start, only where
+    /// its generation journal proves iolens made that very file (a header alone proves
+    /// nothing). Without it iolens never repairs a scratch file: damage is reported as
+    /// corruption (exit 3) and the file is left as found.
     #[arg(long)]
     pub refill: bool,
     /// Use the page cache (default: O_DIRECT).
