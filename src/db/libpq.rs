@@ -99,7 +99,12 @@ pub(crate) fn redact(dsn: &str) -> String {
     let Ok(mut v) = settings(dsn) else {
         return "(a DSN that does not parse; not shown, as it may hold a password)".into();
     };
-    v.retain(|s| s.key.eq_ignore_ascii_case("password"));
+    // The password, and whatever a typo may have made of its key (`pasword=`, `passwd=`,
+    // `pwd=`): the crate refuses those, and the error shows the DSN.
+    v.retain(|s| {
+        let k = s.key.to_ascii_lowercase();
+        k != "passfile" && (k.contains("pas") || k.contains("pw"))
+    });
     v.sort_by_key(|s| std::cmp::Reverse(s.hide.start));
     let mut out = dsn.to_string();
     for s in v {

@@ -547,6 +547,10 @@ mod tests {
             redact_dsn("  host=h PASSWORD=SECRET"),
             "  host=h PASSWORD=***"
         );
+        assert_eq!(
+            redact_dsn("host=h pasword=SECRET passfile=/p pwd=SECRET"),
+            "host=h pasword=*** passfile=/p pwd=***"
+        );
         // A DSN that does not parse is not shown: nothing says where its password ends.
         assert!(!redact_dsn("host=h password=abc SECRET").contains("SECRET"));
         assert!(!redact_dsn("password='SECRET").contains("SECRET"));
