@@ -348,7 +348,7 @@ fn real_path(data: &File) -> Option<PathBuf> {
 
 /// Where scratch file `data` (reached as `target`, id `id`) may have its journal, in order:
 /// the path a writing run recorded in the file, beside its real name, beside `target`.
-fn candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
+fn named_candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
     let mut c: Vec<PathBuf> = Vec::new();
     for p in [
         recorded(data, id),
@@ -365,6 +365,35 @@ fn candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
     c
 }
 
+/// [`named_candidates`], then, for a file that records no journal yet, every journal in the
+/// directories of its names: one an older iolens made beside another name of this file (a
+/// hard link) is found by its binding, never by its name.
+fn candidates(target: &Path, data: &File, id: u64) -> Vec<PathBuf> {
+    let mut c = named_candidates(target, data, id);
+    if recorded(data, id).is_some() {
+        return c;
+    }
+    for dir in [real_path(data), Some(target.to_path_buf())]
+        .into_iter()
+        .flatten()
+    {
+        let dir = match dir.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten().take(100_000) {
+            let p = e.path();
+            if p.to_string_lossy().ends_with(SUFFIX) && !c.contains(&p) {
+                c.push(p);
+            }
+        }
+    }
+    c
+}
+
 /// The journal scratch file `data` (reached as `target`, id `id`) uses: the first of its
 /// [`candidates`] that is a journal bound to it, else the first that exists (to be reported or
 /// refused, never overwritten), else where a writing run creates it (beside its real name).
@@ -372,7 +401,7 @@ pub fn locate(target: &Path, data: &File, id: u64) -> PathBuf {
     if let Some(p) = proof_of_ownership(target, data, id) {
         return p;
     }
-    let c = candidates(target, data, id);
+    let c = named_candidates(target, data, id);
     c.iter()
         .find(|p| std::fs::symlink_metadata(p).is_ok())
         .cloned()

@@ -327,6 +327,28 @@ fn a_lost_write_made_through_a_hard_link_is_found() {
     );
 }
 
+/// A journal an older iolens made beside another name of the file (a hard link), before files
+/// recorded where their journal is: a run through the other name uses it (its binding finds
+/// it), rather than starting a second journal whose generations would repeat the first's.
+#[test]
+fn a_journal_an_older_iolens_made_beside_a_hard_link_is_found_by_its_binding() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = scratch(dir.path(), "s.dat");
+    let link = dir.path().join("link.dat");
+    std::fs::hard_link(&s, &link).unwrap();
+    ok(&write_run(&link));
+    // As an older iolens left it: no record of the journal in the file's header area.
+    write_at(&s, 4096, &[0u8; 4096]);
+    let blk = HEADER_AREA + 6 * BS;
+    let old = read_at(&s, blk, BS as usize);
+    ok(&write_run(&s));
+    assert!(!path_for(&s).exists(), "no second journal");
+    write_at(&s, blk, &old);
+    let (code, t) = verify(&s);
+    assert_eq!(code, 3, "{t}");
+    assert!(t.contains(&format!("stale at offset {blk} ")), "{t}");
+}
+
 /// Writes made through a symbolic link verify by the real name (no "journal-missing"), and a
 /// lost one is found by it.
 #[test]
