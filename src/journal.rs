@@ -442,23 +442,23 @@ fn create_complete(jpath: &Path, h: &Header, replace: bool) -> Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
         .with_context(|| format!("cannot create {}", tmp.display()))?;
-    let placed = write_fresh(&f, h)
-        .with_context(|| format!("cannot write the generation journal {}", jpath.display()))
-        .and_then(|()| {
-            if replace {
-                std::fs::rename(&tmp, jpath)
-            } else {
-                // A link never replaces: a journal created meanwhile is never overwritten.
-                std::fs::hard_link(&tmp, jpath).and_then(|()| std::fs::remove_file(&tmp))
-            }
-            .with_context(|| format!("cannot create {}", jpath.display()))
-        });
+    let placed = write_fresh(&f, h).and_then(|()| {
+        if replace {
+            std::fs::rename(&tmp, jpath)
+        } else {
+            // A link never replaces: a journal created meanwhile is never overwritten.
+            std::fs::hard_link(&tmp, jpath).and_then(|()| std::fs::remove_file(&tmp))
+        }
+    });
     if let Err(e) = placed {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e.context(
-            "nothing was written to the target; the journal was left as it was (none is created \
-             part-way)",
-        ));
+        return Err(e).with_context(|| {
+            format!(
+                "cannot create the generation journal {} (nothing was written to the target, \
+                 and no journal is left part-way)",
+                jpath.display()
+            )
+        });
     }
     if let Some(dir) = jpath.parent().filter(|d| !d.as_os_str().is_empty()) {
         if let Ok(d) = File::open(dir) {

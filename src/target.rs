@@ -960,13 +960,14 @@ impl Target {
         ));
         let rw = reopen(&file, true, 0, path)
             .with_context(|| format!("cannot open {} to fill it", path.display()))?;
+        // Every block is rewritten with generation 0: its journal's bounds start again at 0
+        // first (a lower bound that stays true however far the fill gets).
+        crate::journal::restart(path, &file, h.id)?;
         rw.write_all_at(&h.encode(), 0)?;
         if len > total {
             rw.set_len(total)?;
         }
         rw.sync_data()?;
-        // Every block is rewritten with generation 0: its journal's bounds start again.
-        crate::journal::restart(path, &file, h.id)?;
         let filled = fill(&rw, path, h, opts.progress, stop)?;
         let identity = identity_of(&file)?;
         Ok(Prepared::Ready(Box::new(Target {
