@@ -567,3 +567,60 @@ fn profile_checks_every_output_before_sampling() {
     assert_eq!(st.code(), Some(2), "{err}");
     assert!(err.contains("same file"), "{err}");
 }
+
+/// `profile` writes its results before the flame graph: an SVG path that turns into a directory
+/// while sampling keeps both the results (where asked) and the drawn graph (named).
+#[test]
+fn profile_writes_its_results_first_and_keeps_an_unplaceable_flame_graph() {
+    if !root_or_skip("live profiling (BPF)") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let mut busy = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let json = d.path().join("p.json");
+    let svg = d.path().join("flame.svg");
+    let child = bin()
+        .args([
+            "profile",
+            "-q",
+            "--no-progress",
+            "--duration",
+            "3s",
+            "--pid",
+        ])
+        .arg(busy.id().to_string())
+        .arg("--json")
+        .arg(&json)
+        .arg("-o")
+        .arg(&svg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !names_in(d.path())
+        .iter()
+        .any(|n| n.starts_with(".iolens-output-"))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no temp file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::fs::create_dir(&svg).unwrap();
+    let (st, err) = wait_limited(child, Duration::from_secs(90));
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert_eq!(st.code(), Some(2), "{err}");
+    let r = Results::read_file(&json).expect("the results were written first");
+    assert!(r.profile.is_some());
+    let kept = std::fs::read_to_string(kept_path(&err)).unwrap();
+    assert!(
+        kept.starts_with("<?xml") || kept.starts_with("<svg"),
+        "{kept:.80}"
+    );
+}
