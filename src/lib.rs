@@ -37,6 +37,7 @@ pub(crate) mod interrupt;
 pub mod journal;
 pub(crate) mod merge;
 pub mod out;
+pub mod output;
 pub mod placement;
 pub(crate) mod profile;
 pub(crate) mod progress;

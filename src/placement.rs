@@ -143,7 +143,8 @@ impl Rank {
 
     /// Expand `{rank}`, `{host}` and `{ranks}` in a path given on the command line. Any other
     /// `{name}` is refused (a misspelt template must not become a literal file name); `{ranks}`
-    /// needs a known world size.
+    /// needs a known world size. The host name is made safe for one path component first (see
+    /// [`path_safe`]): a host name cannot send a file elsewhere.
     pub(crate) fn expand(&self, what: &str, p: &Path) -> Result<PathBuf> {
         let Some(s) = p.to_str() else {
             return Ok(p.to_path_buf());
@@ -161,7 +162,7 @@ impl Rank {
             };
             match &tail[1..j] {
                 "rank" => out.push_str(&self.rank.to_string()),
-                "host" => out.push_str(&self.host),
+                "host" => out.push_str(&path_safe(&self.host)),
                 "ranks" => match self.ranks {
                     Some(n) => out.push_str(&n.to_string()),
                     None => bail!(
@@ -328,6 +329,28 @@ pub(crate) fn clock_sync() -> ClockSync {
     }
 }
 
+/// `name` as one safe path component: every character but ASCII letters, digits, `-`, `_` and
+/// `.` becomes `_` (so `/`, NUL, spaces and control characters cannot appear), and a name of
+/// dots alone (`.`, `..`) or an empty one becomes underscores (`_`), so it cannot name a
+/// directory above.
+pub(crate) fn path_safe(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.chars().all(|c| c == '.') {
+        "_".repeat(s.len().max(1))
+    } else {
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -420,6 +443,39 @@ mod tests {
         assert!(e.to_string().contains("closing"), "{e}");
         let k = Rank { ranks: None, ..r };
         assert!(k.expand("--json", Path::new("{ranks}")).is_err());
+    }
+
+    #[test]
+    fn a_host_name_cannot_send_a_file_elsewhere() {
+        for (host, want) in [
+            ("../../etc/cron.d/x", "out/.._.._etc_cron.d_x-2.json"),
+            ("..", "out/__-2.json"),
+            ("", "out/_-2.json"),
+            ("a/b\nc\0d e", "out/a_b_c_d_e-2.json"),
+            ("db7.example.com", "out/db7.example.com-2.json"),
+        ] {
+            let r = Rank {
+                rank: 2,
+                ranks: Some(4),
+                host: host.into(),
+                launcher: Launcher::Manual,
+            };
+            let p = r
+                .expand("--json", Path::new("out/{host}-{rank}.json"))
+                .unwrap();
+            assert_eq!(p, PathBuf::from(want), "{host:?}");
+            assert_eq!(p.components().count(), 2, "{host:?} left its directory");
+        }
+        let r = Rank {
+            rank: 0,
+            ranks: None,
+            host: "..".into(),
+            launcher: Launcher::Manual,
+        };
+        assert_eq!(
+            r.expand("--json", Path::new("{host}")).unwrap(),
+            PathBuf::from("__")
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub mod evidence;
 pub mod hosts;
 pub mod profile;
 mod write;
-pub use write::{write_atomically, write_results, Destination};
+pub use write::{write_results, write_results_to};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";
@@ -1761,10 +1761,11 @@ impl Results {
         Ok(serde_json::to_string_pretty(self)?)
     }
 
-    /// Write to `path` (`-` is standard output) by the rules of [`write_results`]: only a
-    /// regular file or a new path is written, atomically, through a random temp file.
+    /// Write to `path` (`-` is standard output) through the one writer, [`crate::output`]:
+    /// only a results file, an empty file or a new path is replaced, atomically, through a
+    /// random temp file.
     pub fn write_file(&self, path: &std::path::Path) -> Result<()> {
-        write_results(self, &Destination::new(path))
+        write_results_to(self, path)
     }
 
     /// Parse a results document, with clear errors for foreign, truncated or newer files.

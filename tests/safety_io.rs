@@ -574,7 +574,8 @@ fn full_disk_leaves_no_partial_results_file() {
     let work = tempfile::tempdir().unwrap();
     // An older results file at the destination must survive a failed write intact.
     let json = fs.path().join("r.json");
-    std::fs::write(&json, b"older results").unwrap();
+    let older = b"{\"schema\": \"iolens-results\", \"older\": true}";
+    std::fs::write(&json, older).unwrap();
     fs.fill();
     let (st, _, err) = run_out(null_run(work.path(), "0.3s").arg("--json").arg(&json));
     assert_eq!(st.code(), Some(2), "{err}");
@@ -585,7 +586,7 @@ fn full_disk_leaves_no_partial_results_file() {
         ["filler", "r.json"],
         "a temp file was left behind"
     );
-    assert_eq!(std::fs::read(&json).unwrap(), b"older results");
+    assert_eq!(std::fs::read(&json).unwrap(), older);
 }
 
 #[test]

@@ -110,7 +110,11 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     }
     crate::interrupt::install();
     // A results file that cannot be written must fail now, not after the calibration.
-    crate::results::Destination::checked(a.t.json.as_deref())?;
+    let json = super::results_output(
+        crate::output::Plan::new().input(&a.t.target),
+        a.t.json.as_deref(),
+        crate::output::results_estimate(crate::output::intervals(plan.budget_s, 1.0)),
+    )?;
     if a.t.watch {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
@@ -129,5 +133,5 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     launch.record(&mut res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
-    finish(&res, a.t.json.as_deref())
+    finish(&res, json)
 }

@@ -1,12 +1,13 @@
 //! `iolens compare`: two or more results files side by side.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::{check_distinct, compare, print_out, write_output, ColorChoice, TermStyle};
+use crate::output::{Holds, Plan};
+use crate::render::{compare, print_out, ColorChoice, TermStyle};
 use crate::results::Results;
 
 /// `iolens compare`: two or more results side by side.
@@ -28,6 +29,16 @@ pub struct CompareArgs {
 
 /// `iolens compare`.
 pub(crate) fn main(args: &CompareArgs, cx: &super::Context) -> Result<ExitCode> {
+    // The report is checked against the inputs (by identity) before anything is read.
+    let output = args
+        .output
+        .as_deref()
+        .map(|out| {
+            Plan::new()
+                .inputs(args.files.iter().map(|p| p.as_path()))
+                .output("-o", out, Holds::Other, 0)
+        })
+        .transpose()?;
     let mut inputs = Vec::new();
     for f in &args.files {
         let r = Results::read_file(f)?;
@@ -44,13 +55,12 @@ pub(crate) fn main(args: &CompareArgs, cx: &super::Context) -> Result<ExitCode> 
             problems.join("\n  - ")
         );
     }
-    match &args.output {
+    match output {
         Some(out) => {
-            let paths: Vec<&Path> = args.files.iter().map(|p| p.as_path()).collect();
-            check_distinct(out, &paths)?;
             let html = compare::html(&inputs, &problems)?;
-            write_output(out, &html)?;
-            crate::out::note(&format!("wrote {}", out.display()));
+            let shown = out.path().display().to_string();
+            out.write_bytes(html.as_bytes())?;
+            crate::out::note(&format!("wrote {shown}"));
         }
         None => {
             let style = TermStyle::resolve(args.color, cx.width);

@@ -195,7 +195,18 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             }
             crate::interrupt::install();
             // A results file that cannot be written must fail now, not after the run.
-            crate::results::Destination::checked(a.json.as_deref())?;
+            let mut files = crate::output::Plan::new();
+            if let Some(dir) = &a.target.dir {
+                files.input(&crate::db::sqlite::db_path(dir));
+            }
+            let json = super::results_output(
+                &mut files,
+                a.json.as_deref(),
+                crate::output::results_estimate(crate::output::intervals(
+                    spec.duration_s + spec.warmup_s,
+                    spec.interval_s,
+                )),
+            )?;
             if a.watch {
                 let dir = sqlite_dir(&a.target)?;
                 spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
@@ -207,7 +218,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             res.analysis = Some(crate::analysis::analyse(&res));
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
-            finish(&res, a.json.as_deref())
+            finish(&res, json)
         }
         DbCommand::Drop(a) => {
             engine(&a.target)?.drop_layout()?;

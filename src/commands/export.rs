@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::{check_distinct, csv, flame, folded, hlog, markdown, write_output};
+use crate::output::{Holds, Output, Plan};
+use crate::render::{csv, flame, folded, hlog, markdown};
 use crate::results::Results;
 
 /// `iolens export`: per-interval data for other tools.
@@ -59,20 +60,31 @@ pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
              standard output"
         );
     }
+    // Every output is checked (against the input and each other, by identity) before any is
+    // written.
+    let mut files = Plan::new();
+    files.input(&args.file);
+    let mut claim = |flag: &str, p: &Option<PathBuf>| -> Result<Option<Output>> {
+        p.as_deref()
+            .map(|p| files.output(flag, p, Holds::Other, 0))
+            .transpose()
+    };
+    let csv_out = claim("--csv", &args.csv)?;
+    let hlog_out = claim("--hlog", &args.hlog)?;
+    let markdown_out = claim("--markdown", &args.markdown)?;
+    let flame_out = claim("--flame", &args.flame)?;
+    let folded_out = claim("--folded", &args.folded)?;
     let r = Results::read_file(&args.file)?;
-    if let Some(p) = &args.csv {
-        check_distinct(p, &[&args.file])?;
-        write_output(p, &csv::intervals_csv(&r)?)?;
+    if let Some(out) = csv_out {
+        out.write_bytes(csv::intervals_csv(&r)?.as_bytes())?;
     }
-    if let Some(p) = &args.hlog {
-        check_distinct(p, &[&args.file])?;
-        write_output(p, &hlog::interval_log(&r)?)?;
+    if let Some(out) = hlog_out {
+        out.write_bytes(hlog::interval_log(&r)?.as_bytes())?;
     }
-    if let Some(p) = &args.markdown {
-        check_distinct(p, &[&args.file])?;
-        write_output(p, &markdown::summary(&r))?;
+    if let Some(out) = markdown_out {
+        out.write_bytes(markdown::summary(&r).as_bytes())?;
     }
-    if args.flame.is_some() || args.folded.is_some() {
+    if flame_out.is_some() || folded_out.is_some() {
         let Some(prof) = &r.profile else {
             bail!(
                 "{} holds no stack profile (write one with `iolens profile` or \
@@ -80,13 +92,11 @@ pub(crate) fn main(args: &ExportArgs) -> Result<ExitCode> {
                 args.file.display()
             );
         };
-        if let Some(p) = &args.flame {
-            check_distinct(p, &[&args.file])?;
-            write_output(p, &flame::flame_svg(prof, &flame::title(&r), true))?;
+        if let Some(out) = flame_out {
+            out.write_bytes(flame::flame_svg(prof, &flame::title(&r), true).as_bytes())?;
         }
-        if let Some(p) = &args.folded {
-            check_distinct(p, &[&args.file])?;
-            write_output(p, &folded::folded(prof))?;
+        if let Some(out) = folded_out {
+            out.write_bytes(folded::folded(prof).as_bytes())?;
         }
     }
     Ok(ExitCode::SUCCESS)

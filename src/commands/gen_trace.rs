@@ -1,11 +1,12 @@
 //! `iolens gen-trace` (hidden): write a synthetic 10046 trace, the input of the parsing
 //! benchmark.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Result};
+
+use crate::output::{Holds, Plan};
 use clap::Args;
 
 use crate::sources::oracle_trace::write_synthetic_trace;
@@ -25,14 +26,18 @@ pub struct GenTraceArgs {
 
 /// `iolens gen-trace`.
 pub(crate) fn main(args: &GenTraceArgs) -> Result<ExitCode> {
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&args.out)
-        .with_context(|| format!("cannot create {} (must not exist)", args.out.display()))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-    let n = write_synthetic_trace(&mut w, args.size, args.seed)?;
-    w.flush()?;
+    if std::fs::symlink_metadata(&args.out).is_ok() {
+        bail!(
+            "{} exists (gen-trace writes a new file)",
+            args.out.display()
+        );
+    }
+    let out = Plan::new().output("the output", &args.out, Holds::Other, args.size)?;
+    let mut n = 0;
+    out.write(&mut |w| {
+        n = write_synthetic_trace(w, args.size, args.seed)?;
+        Ok(())
+    })?;
     crate::outln!("wrote {} waits to {}", n, args.out.display());
     Ok(ExitCode::SUCCESS)
 }

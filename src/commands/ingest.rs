@@ -56,7 +56,11 @@ impl IngestArgs {
 
 /// `iolens ingest`.
 pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
-    crate::results::Destination::checked(a.json.as_deref())?;
+    let json = super::results_output(
+        crate::output::Plan::new().inputs(a.files.iter().map(|p| p.as_path())),
+        a.json.as_deref(),
+        0,
+    )?;
     let results = ingest(&a.options(), cx.cmdline.clone())?;
-    finish_evidence(results, a.json.as_deref(), cx)
+    finish_evidence(results, json, cx)
 }

@@ -26,11 +26,14 @@ pub struct MergeArgs {
 
 /// `iolens merge`.
 pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
-    crate::render::check_distinct(
+    let mut files = crate::output::Plan::new();
+    files.inputs(a.files.iter().map(|p| p.as_path()));
+    let out = files.output(
+        "-o",
         &a.output,
-        &a.files.iter().map(|p| p.as_path()).collect::<Vec<_>>(),
+        crate::output::Holds::Results,
+        crate::output::RESULTS_RESERVE,
     )?;
-    crate::results::Destination::checked(Some(&a.output))?;
     let res = crate::merge::merge(
         &a.files,
         &MergeOptions {
@@ -41,5 +44,5 @@ pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
     )?;
     let style = cx.brief_style();
     crate::out!("{}", crate::render::hosts::merge_summary(&res, &style));
-    finish(&res, Some(&a.output))
+    finish(&res, Some(out))
 }

@@ -35,7 +35,8 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-use crate::results::{Destination, Results};
+use crate::output::{Holds, Output, Plan, RESULTS_RESERVE};
+use crate::results::Results;
 
 /// iolens: storage measured as a database experiences it.
 #[derive(Parser, Debug)]
@@ -203,17 +204,25 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     code
 }
 
-/// The one ending of every command that produces results: write the results file when asked
-/// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
-/// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
-/// early, 0 otherwise.
+/// The `--json` of a command, checked against the rules of [`crate::output`] and against the
+/// command's inputs and targets (`plan`), its space reserved: called before any work, so a
+/// results file that cannot be written fails at once instead of losing what was measured.
+pub(crate) fn results_output(
+    plan: &mut Plan,
+    json: Option<&Path>,
+    reserve: u64,
+) -> Result<Option<Output>> {
+    json.map(|p| plan.output("--json", p, Holds::Results, reserve.max(RESULTS_RESERVE)))
+        .transpose()
+}
+
 /// The ending of `trace` and `ingest`, which read evidence others wrote: analyse it, apply the
 /// checks every loader (`show`, `report`, `compare`, `export`) applies so that no document they
 /// would refuse is written, print the summary (text for people never fails the command, see
 /// `crate::out`), then [`finish`].
 pub(crate) fn finish_evidence(
     mut results: Results,
-    json: Option<&Path>,
+    json: Option<Output>,
     cx: &Context,
 ) -> Result<ExitCode> {
     results.analysis = Some(crate::analysis::analyse(&results));
@@ -226,16 +235,22 @@ pub(crate) fn finish_evidence(
     finish(&results, json)
 }
 
-pub(crate) fn finish(res: &Results, json: Option<&Path>) -> Result<ExitCode> {
-    if let Some(p) = json {
-        let dest = Destination::new(p);
-        crate::results::write_results(res, &dest)?;
-        match dest {
-            Destination::Stdout => crate::outln!("Results written to standard output"),
-            Destination::File(_) => crate::outln!(
+/// The one ending of every command that produces results: write the results file when asked
+/// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
+/// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
+/// early, 0 otherwise.
+pub(crate) fn finish(res: &Results, json: Option<Output>) -> Result<ExitCode> {
+    if let Some(out) = json {
+        let stdout = out.is_stdout();
+        let p = out.path().to_path_buf();
+        crate::results::write_results(res, out)?;
+        if stdout {
+            crate::outln!("Results written to standard output");
+        } else {
+            crate::outln!(
                 "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
                 p.display()
-            ),
+            );
         }
     }
     let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();

@@ -8,8 +8,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish, Context};
+use crate::output::{Holds, Plan};
 use crate::profile::{profile, ProfileOptions};
-use crate::render::{check_distinct, flame, folded, write_output, ColorChoice, TermStyle};
+use crate::render::{flame, folded, ColorChoice, TermStyle};
 
 /// Arguments of `iolens profile`.
 #[derive(Args, Debug, Clone)]
@@ -61,15 +62,28 @@ impl ProfileArgs {
 
 /// `iolens profile`.
 pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
-    crate::results::Destination::checked(a.json.as_deref())?;
-    let opts = a.options(cx);
-    opts.validate()?;
     if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-")
         && a.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
     {
         anyhow::bail!("only one of --folded and --json can write to standard output");
     }
-    if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-") {
+    // Every output is checked, and the results' space reserved, before sampling: a bad path
+    // must not lose the profile.
+    let mut files = Plan::new();
+    let json = super::results_output(&mut files, a.json.as_deref(), PROFILE_RESERVE)?;
+    let svg = a
+        .output
+        .as_deref()
+        .map(|p| files.output("-o", p, Holds::Other, 0))
+        .transpose()?;
+    let folded_out = a
+        .folded
+        .as_deref()
+        .map(|p| files.output("--folded", p, Holds::Other, 0))
+        .transpose()?;
+    let opts = a.options(cx);
+    opts.validate()?;
+    if folded_out.as_ref().is_some_and(|o| o.is_stdout()) {
         crate::out::reserve_stdout();
     }
     let res = profile(&opts, cx.cmdline.clone())?;
@@ -80,22 +94,29 @@ pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
         .profile
         .as_ref()
         .expect("profile producer writes a profile");
-    if let Some(p) = &a.output {
-        check_distinct(p, &[])?;
-        write_output(p, &flame::flame_svg(prof, &flame::title(&res), true))?;
-        crate::outln!("Flame graph written to {}", p.display());
-    }
-    if let Some(p) = &a.folded {
-        write_output(p, &folded::folded(prof))?;
-        if p.as_os_str() != "-" {
-            crate::outln!("Folded stacks written to {}", p.display());
-        }
-    }
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let an = crate::analysis::of(&res);
     crate::out!(
         "{}",
         crate::render::stacks::text(&res, an.stack_profile.as_ref(), &style, 10)
     );
-    finish(&res, a.json.as_deref())
+    // The results first: the flame graph and folded stacks are drawn from them.
+    let code = finish(&res, json)?;
+    if let Some(out) = svg {
+        let p = out.path().to_path_buf();
+        out.write_bytes(flame::flame_svg(prof, &flame::title(&res), true).as_bytes())?;
+        crate::outln!("Flame graph written to {}", p.display());
+    }
+    if let Some(out) = folded_out {
+        let stdout = out.is_stdout();
+        let p = out.path().to_path_buf();
+        out.write_bytes(folded::folded(prof).as_bytes())?;
+        if !stdout {
+            crate::outln!("Folded stacks written to {}", p.display());
+        }
+    }
+    Ok(code)
 }
+
+/// Space reserved for a profile's results document (its stacks are most of it).
+const PROFILE_RESERVE: u64 = 1 << 20;

@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
+use crate::output::{Holds, Plan};
 use crate::render::heatmap::LoadedColumns;
-use crate::render::{check_distinct, html, write_output};
+use crate::render::html;
 use crate::results::Results;
 
 /// `iolens report`: one self-contained HTML file.
@@ -22,7 +23,9 @@ pub struct ReportArgs {
 
 /// `iolens report`.
 pub(crate) fn main(args: &ReportArgs) -> Result<ExitCode> {
-    check_distinct(&args.output, &[&args.file])?;
+    let out = Plan::new()
+        .input(&args.file)
+        .output("-o", &args.output, Holds::Other, 0)?;
     // Validation merges the charts' columns as it decodes the interval histograms.
     let columns = LoadedColumns::new(html::TIME_COLUMNS);
     let r = Results::read_file_merging(&args.file, Some(&columns))?;
@@ -32,7 +35,7 @@ pub(crate) fn main(args: &ReportArgs) -> Result<ExitCode> {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let html = html::report_loaded(&r, &title, Some(&columns))?;
-    write_output(&args.output, &html)?;
+    out.write_bytes(html.as_bytes())?;
     crate::out::note(&format!(
         "wrote {} ({} KB)",
         args.output.display(),

@@ -235,7 +235,15 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     // A results file that cannot be written must fail now, not after the measurement.
-    crate::results::Destination::checked(a.t.json.as_deref())?;
+    // The target is an input: it is never the results file, by name or identity.
+    let json = super::results_output(
+        crate::output::Plan::new().input(&a.t.target),
+        a.t.json.as_deref(),
+        crate::output::results_estimate(crate::output::intervals(
+            spec.duration_s.unwrap_or(0.0) + spec.warmup_s,
+            spec.interval_s,
+        )),
+    )?;
     if a.t.watch {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
@@ -270,5 +278,5 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     res.runs.push(r);
     launch.record(&mut res);
     res.analysis = Some(crate::analysis::analyse(&res));
-    finish(&res, a.t.json.as_deref())
+    finish(&res, json)
 }

@@ -37,7 +37,11 @@ pub struct TraceArgs {
 
 /// `iolens trace`.
 pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
-    crate::results::Destination::checked(a.json.as_deref())?;
+    let json = super::results_output(
+        crate::output::Plan::new().inputs(a.files.iter().map(|p| p.as_path())),
+        a.json.as_deref(),
+        0,
+    )?;
     let opts = TraceOptions {
         files: a.files.clone(),
         events: a.events.clone(),
@@ -45,7 +49,7 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
         top: a.top,
     };
     let results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
-    let code = finish_evidence(results, a.json.as_deref(), cx)?;
+    let code = finish_evidence(results, json, cx)?;
     if a.print_peak_rss {
         crate::outln!(
             "peak RSS: {}",

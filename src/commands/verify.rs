@@ -70,7 +70,7 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
     };
     crate::interrupt::install();
     // A results file that cannot be written must fail now, not after the verification.
-    crate::results::Destination::checked(a.json.as_deref())?;
+    let json = super::results_output(crate::output::Plan::new().input(path), a.json.as_deref(), 0)?;
     let progress = cx.progress(a.no_progress);
     let r = verify_target(
         path,
@@ -89,5 +89,5 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
     let mut res = crate::results::Results::new(crate::results::Kind::Verify, cx.cmdline.clone());
     res.environment = crate::sys::environment();
     res.runs.push(r);
-    finish(&res, a.json.as_deref())
+    finish(&res, json)
 }

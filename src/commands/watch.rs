@@ -224,7 +224,14 @@ fn describe(f: &Filters) -> String {
 
 /// `iolens watch`.
 pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
-    crate::results::Destination::checked(a.json.as_deref())?;
+    let json = super::results_output(
+        &mut crate::output::Plan::new(),
+        a.json.as_deref(),
+        crate::output::results_estimate(crate::output::intervals(
+            a.duration.map_or(0.0, |d| d.as_secs_f64()),
+            a.interval.as_secs_f64(),
+        )),
+    )?;
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }
@@ -280,5 +287,5 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         eprintln!("iolens: warning: {w}");
     }
     crate::out!("{text}");
-    finish(&results, a.json.as_deref())
+    finish(&results, json)
 }

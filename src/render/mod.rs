@@ -38,9 +38,8 @@ pub mod terminal;
 pub mod watch;
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use crate::results::Kind;
 
@@ -120,35 +119,6 @@ pub(crate) fn kind_name(k: Kind) -> &'static str {
         Kind::Watch => "watch",
         Kind::Profile => "profile",
     }
-}
-
-/// Refuse to overwrite an input with an output.
-pub(crate) fn check_distinct(output: &Path, inputs: &[&Path]) -> Result<()> {
-    for i in inputs {
-        let same = match (output.canonicalize(), i.canonicalize()) {
-            (Ok(a), Ok(b)) => a == b,
-            _ => output == *i,
-        };
-        if same {
-            bail!(
-                "output {} is the same file as input {}; choose another output path",
-                output.display(),
-                i.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Write text to `path`, or to standard output when `path` is `-`.
-pub(crate) fn write_output(path: &Path, text: &str) -> Result<()> {
-    if path.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        out.write_all(text.as_bytes())
-            .context("cannot write to standard output")?;
-        return Ok(());
-    }
-    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Print to stdout, treating a closed pipe (`| head`) as success.
