@@ -9,6 +9,10 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# pg_wait_sampling: the server-side wait-event sampler the wait-event tests compare with.
+dpkg -s postgresql-15-pg-wait-sampling >/dev/null 2>&1 || need+=(postgresql-15-pg-wait-sampling)
+# PostgreSQL 18 (scripts/pg18-test-server.sh) comes from an npm package.
+command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # Root-only safety tests build loop devices, ext4, swap and a pseudo-terminal.
 command -v losetup >/dev/null 2>&1 || need+=(mount)
@@ -37,6 +41,9 @@ fi
 if [ -x scripts/pg-test-server.sh ]; then
   eval "$(scripts/pg-test-server.sh)"
   export IOLENS_PG_TESTS=1
+fi
+if [ -x scripts/pg18-test-server.sh ]; then
+  eval "$(scripts/pg18-test-server.sh)"
 fi
 export IOLENS_BROWSER_TESTS=1
 if [ -x scripts/slurm-test-cluster.sh ]; then

@@ -629,6 +629,252 @@ mod tests {
         assert_eq!(parse_major("9.6"), Some(9));
     }
 
+    /// A DSN from `var` or the file the test-server script writes (`target/<file>`); `None`
+    /// (skipped, with a note) without one or as non-root, unless IOLENS_PG_TESTS=1 (CI).
+    fn live_dsn(var: &str, file: &str, script: &str) -> Option<String> {
+        let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(!required, "reading a server's memory needs root");
+            eprintln!("note: live PostgreSQL wait-event test skipped: it needs root");
+            return None;
+        }
+        let dsn = std::env::var(var)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .or_else(|| {
+                let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("target")
+                    .join(file);
+                std::fs::read_to_string(p)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            });
+        match dsn {
+            Some(d) if postgres::Client::connect(&d, postgres::NoTls).is_ok() => Some(d),
+            _ => {
+                assert!(
+                    !required,
+                    "IOLENS_PG_TESTS=1 but no {var} server: run {script}"
+                );
+                eprintln!("note: live PostgreSQL test skipped: no {var} (run {script})");
+                None
+            }
+        }
+    }
+
+    fn connect(dsn: &str) -> postgres::Client {
+        postgres::Client::connect(dsn, postgres::NoTls).unwrap()
+    }
+
+    fn backend_pid(c: &mut postgres::Client) -> u32 {
+        let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        pid as u32
+    }
+
+    /// Waits until pg_stat_activity shows `pid` in `want` (class, event), then checks that the
+    /// value read from the process's memory, just before and just after, has that name.
+    fn agrees(watcher: &mut postgres::Client, major: u32, pid: u32, want: (&str, &str)) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let before = read_wait_event_info(pid).unwrap();
+            let row = watcher
+                .query_one(
+                    "SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = $1",
+                    &[&(pid as i32)],
+                )
+                .unwrap();
+            let after = read_wait_event_info(pid).unwrap();
+            let seen: (Option<String>, Option<String>) = (row.get(0), row.get(1));
+            if before == after && seen == (Some(want.0.into()), Some(want.1.into())) {
+                assert_eq!(
+                    wait_event_name(major, before),
+                    Some(want),
+                    "PG {major} pid {pid}: memory holds {before:#010X}, pg_stat_activity says {want:?}"
+                );
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "PG {major} pid {pid}: never in {want:?} (last {seen:?}, memory {before:#010X})"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The names the table gives to a live server's sessions (idle, in pg_sleep, waiting on a
+    /// row lock and on a relation lock) are the names its pg_stat_activity gives; the server's
+    /// version and every one of its processes' roles are recognised.
+    fn live_server_agrees(dsn: &str) -> u32 {
+        let mut watcher = connect(dsn);
+        let num: i32 = watcher
+            .query_one("SELECT current_setting('server_version_num')::int", &[])
+            .unwrap()
+            .get(0);
+        let major = num as u32 / 10000;
+        let (user, db): (String, String) = {
+            let r = watcher
+                .query_one("SELECT current_user::text, current_database()::text", &[])
+                .unwrap();
+            (r.get(0), r.get(1))
+        };
+
+        // Idle: Client:ClientRead.
+        let mut idle = connect(dsn);
+        let idle_pid = backend_pid(&mut idle);
+        agrees(&mut watcher, major, idle_pid, ("Client", "ClientRead"));
+        assert_eq!(server_major(idle_pid), Some(major));
+        let cmdline = std::fs::read_to_string(format!("/proc/{idle_pid}/cmdline")).unwrap();
+        match role_from_cmdline(&cmdline) {
+            Role::ClientBackend {
+                user: u,
+                database: d,
+                ..
+            } => {
+                assert_eq!(
+                    (u.as_str(), d.as_str()),
+                    (user.as_str(), db.as_str()),
+                    "{cmdline:?}"
+                )
+            }
+            other => panic!("{cmdline:?} read as {other:?}"),
+        }
+
+        // pg_sleep: Timeout:PgSleep.
+        let mut sleeper = connect(dsn);
+        let sleeper_pid = backend_pid(&mut sleeper);
+        let sleeping = std::thread::spawn(move || sleeper.execute("SELECT pg_sleep(60)", &[]));
+        agrees(&mut watcher, major, sleeper_pid, ("Timeout", "PgSleep"));
+        watcher
+            .execute("SELECT pg_cancel_backend($1)", &[&(sleeper_pid as i32)])
+            .unwrap();
+        assert!(sleeping.join().unwrap().is_err(), "pg_sleep was cancelled");
+
+        // A row lock (Lock:transactionid) and a relation lock (Lock:relation).
+        let table = format!("iolens_pg_wait_{}", std::process::id());
+        watcher
+            .batch_execute(&format!(
+                "DROP TABLE IF EXISTS {table}; CREATE TABLE {table} (id int PRIMARY KEY, v int); \
+                 INSERT INTO {table} VALUES (1, 0)"
+            ))
+            .unwrap();
+        for (hold, wait, want) in [
+            (
+                format!("UPDATE {table} SET v = v + 1 WHERE id = 1"),
+                format!("UPDATE {table} SET v = v + 1 WHERE id = 1"),
+                ("Lock", "transactionid"),
+            ),
+            (
+                format!("LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"),
+                format!("SELECT count(*)::int FROM {table}"),
+                ("Lock", "relation"),
+            ),
+        ] {
+            let mut holder = connect(dsn);
+            holder.batch_execute(&format!("BEGIN; {hold}")).unwrap();
+            let mut waiter = connect(dsn);
+            let waiter_pid = backend_pid(&mut waiter);
+            let waiting = std::thread::spawn(move || waiter.batch_execute(&wait));
+            agrees(&mut watcher, major, waiter_pid, want);
+            holder.batch_execute("ROLLBACK").unwrap();
+            waiting.join().unwrap().unwrap();
+        }
+        watcher
+            .batch_execute(&format!("DROP TABLE {table}"))
+            .unwrap();
+
+        // Every process of this server has a role PostgreSQL names.
+        let postmaster: i32 = std::fs::read_to_string(format!("/proc/{idle_pid}/stat"))
+            .unwrap()
+            .rsplit(") ")
+            .next()
+            .unwrap()
+            .split(' ')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        let cmd = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+        assert_eq!(role_from_cmdline(&cmd(postmaster)), Role::Postmaster);
+        assert_eq!(server_major(postmaster as u32), Some(major));
+        let preloaded: Vec<String> = watcher
+            .query_one("SELECT current_setting('shared_preload_libraries')", &[])
+            .unwrap()
+            .get::<_, String>(0)
+            .split(',')
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect();
+        let mut kinds = std::collections::BTreeSet::new();
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let ppid = stat.rsplit(") ").next().and_then(|s| s.split(' ').nth(1));
+            if ppid != Some(&postmaster.to_string()) {
+                continue;
+            }
+            let role = role_from_cmdline(&cmd(pid));
+            // Only a preloaded extension's worker (pg_wait_sampling's collector) is "other".
+            let known = match &role {
+                Role::BackgroundWorker(t) => preloaded.iter().any(|l| t.starts_with(l.as_str())),
+                Role::NotPostgres(_) => false,
+                _ => true,
+            };
+            assert!(
+                known,
+                "PG {major} pid {pid}: {:?} read as {role:?}",
+                cmd(pid)
+            );
+            kinds.insert(role.kind());
+        }
+        for kind in [
+            "client backend",
+            "checkpointer",
+            "walwriter",
+            "background writer",
+        ] {
+            assert!(
+                kinds.contains(kind),
+                "PG {major}: no {kind} among {kinds:?}"
+            );
+        }
+        if major >= 18 {
+            assert!(kinds.contains("io worker"), "PG {major}: {kinds:?}");
+        }
+        drop(idle);
+        major
+    }
+
+    #[test]
+    fn live_debian_server_names_agree_with_pg_stat_activity() {
+        if let Some(dsn) = live_dsn("IOLENS_PG_DSN", "pgtest/dsn", "scripts/pg-test-server.sh") {
+            let major = live_server_agrees(&dsn);
+            assert!(
+                known_majors().any(|m| m == major),
+                "PG {major} is not in the tables"
+            );
+        }
+    }
+
+    #[test]
+    fn live_pg18_worker_names_agree_with_pg_stat_activity() {
+        if let Some(dsn) = live_dsn(
+            "IOLENS_PG18_DSN",
+            "pg18/worker/dsn",
+            "scripts/pg18-test-server.sh",
+        ) {
+            assert_eq!(live_server_agrees(&dsn), 18);
+            // D's probes read the same pointer: the binary exports it.
+            let mut c = connect(&dsn);
+            let pid = backend_pid(&mut c);
+            assert!(wait_event_pointer_address(pid).unwrap() > 0);
+        }
+    }
+
     #[test]
     fn not_a_postgres_process() {
         let me = std::process::id();
