@@ -27,6 +27,10 @@ python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+# tests/common/slowdev.rs builds a FUSE program (a device slow by construction) against libfuse3.
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+[ -f /usr/include/fuse3/fuse.h ] || need+=(libfuse3-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # tests/profile.rs builds its test programs with gcc and compares with `perf record`.
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
