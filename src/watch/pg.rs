@@ -146,6 +146,65 @@ pub fn server_major(pid: u32) -> Option<u32> {
     from_data_dir.or_else(|| major_from_bin_path(&exe))
 }
 
+/// A running PostgreSQL server process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgProcess {
+    pub pid: u32,
+    /// Its postmaster (itself for a postmaster).
+    pub postmaster: u32,
+    pub role: Role,
+    /// Major version of its server, when readable.
+    pub major: Option<u32>,
+}
+
+/// Every PostgreSQL server process on the host (binary named `postgres` or `postmaster`),
+/// ordered by pid, with its role and server version; processes that end while being read
+/// are left out. Another user's processes are seen fully only as root.
+pub fn postgres_processes() -> Vec<PgProcess> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            continue;
+        };
+        let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !matches!(name, "postgres" | "postmaster") {
+            continue;
+        }
+        let (Ok(cmdline), Ok(stat)) = (
+            std::fs::read_to_string(format!("/proc/{pid}/cmdline")),
+            std::fs::read_to_string(format!("/proc/{pid}/stat")),
+        ) else {
+            continue;
+        };
+        let Some(ppid) = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let role = role_from_cmdline(&cmdline);
+        let postmaster = if role == Role::Postmaster { pid } else { ppid };
+        found.push(PgProcess {
+            pid,
+            postmaster,
+            role,
+            major: server_major(pid),
+        });
+    }
+    found.sort_by_key(|p| p.pid);
+    found
+}
+
 /// `15` of "15", `9` of "9.6".
 fn parse_major(v: &str) -> Option<u32> {
     v.split('.').next()?.parse().ok()
@@ -806,6 +865,7 @@ mod tests {
             .filter(|l| !l.is_empty())
             .collect();
         let mut kinds = std::collections::BTreeSet::new();
+        let mut children = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
                 continue;
@@ -817,19 +877,39 @@ mod tests {
             if ppid != Some(&postmaster.to_string()) {
                 continue;
             }
-            let role = role_from_cmdline(&cmd(pid));
+            // A process that ended meanwhile (an autovacuum worker) is passed over.
+            let Ok(cmdline) = std::fs::read_to_string(format!("/proc/{pid}/cmdline")) else {
+                continue;
+            };
+            let role = role_from_cmdline(&cmdline);
             // Only a preloaded extension's worker (pg_wait_sampling's collector) is "other".
             let known = match &role {
                 Role::BackgroundWorker(t) => preloaded.iter().any(|l| t.starts_with(l.as_str())),
                 Role::NotPostgres(_) => false,
                 _ => true,
             };
-            assert!(
-                known,
-                "PG {major} pid {pid}: {:?} read as {role:?}",
-                cmd(pid)
-            );
+            assert!(known, "PG {major} pid {pid}: {cmdline:?} read as {role:?}");
             kinds.insert(role.kind());
+            children.push((pid as u32, role));
+        }
+        // postgres_processes finds the same processes (but those that ended in between).
+        let listed: Vec<PgProcess> = postgres_processes()
+            .into_iter()
+            .filter(|p| p.postmaster == postmaster as u32)
+            .collect();
+        assert!(listed
+            .iter()
+            .any(|p| p.pid == postmaster as u32 && p.role == Role::Postmaster));
+        assert!(listed.iter().any(|p| p.pid == idle_pid));
+        assert!(listed.iter().all(|p| p.major == Some(major)), "{listed:?}");
+        for (pid, role) in children {
+            assert!(
+                listed
+                    .iter()
+                    .any(|p| p.pid == pid && p.role.kind() == role.kind())
+                    || !Path::new(&format!("/proc/{pid}")).exists(),
+                "pid {pid} ({role:?}) not listed by postgres_processes"
+            );
         }
         for kind in [
             "client backend",
