@@ -243,7 +243,7 @@ pub enum Role {
     Checkpointer,
     BackgroundWriter,
     AutovacuumLauncher,
-    /// An autovacuum worker (the database it works on, when the title says).
+    /// An autovacuum worker.
     AutovacuumWorker,
     /// An IO worker (PostgreSQL 18, `io_method = worker`), with its number.
     IoWorker(u32),
