@@ -6,9 +6,10 @@
 //! request of its own in the device, in the host queue, or above the block layer). A syscall is
 //! charged the union of its requests' time, never more than it lasted; requests no syscall
 //! waited for are background I/O. Method (seed 000's layering, seed 003's CPU caveat): the
-//! verdict starts from wall time. When the threads waited for a CPU that ran another task for at
-//! least [`CPU_WAIT_SHARE`] of their time, or as long as they ran, or inside their I/O for at
-//! least [`CPU_SHARE`] of it, the CPU is the answer, whatever the storage does. Otherwise, when
+//! verdict starts from wall time. When the threads waited for a CPU that ran another task for
+//! at least [`CPU_WAIT_SHARE`] of their time, or as long as they ran (and at least
+//! [`MIN_CPU_WAIT`] of it), or inside their I/O for at least [`CPU_SHARE`] of it, the CPU is
+//! the answer, whatever the storage does. Otherwise, when
 //! I/O syscalls are at least [`IO_SHARE`] of the time, the layer that dominates inside them is;
 //! below that, the answer is that I/O is not where the time goes.
 
@@ -22,6 +23,9 @@ pub const CPU_SHARE: f64 = 0.20;
 /// Share of wall time spent waiting for a CPU (another task on it) from which the CPU is the
 /// verdict.
 pub const CPU_WAIT_SHARE: f64 = 0.20;
+/// Share of wall time spent waiting for a CPU below which waiting as long as running is no
+/// sign of saturation (a mostly idle thread's few microseconds of each).
+pub const MIN_CPU_WAIT: f64 = 0.02;
 /// Share of wall time inside I/O syscalls from which the verdict is about the I/O.
 pub const IO_SHARE: f64 = 0.10;
 /// Host-queue share from which a host-queueing warning is given even when it does not dominate.
@@ -65,7 +69,7 @@ pub fn shares(s: &WatchSpan) -> WatchShares {
     let io_share = io / wall;
     out.verdict = Some(
         if contended >= CPU_WAIT_SHARE * wall
-            || (contended > 0.0 && contended >= ran)
+            || (contended >= MIN_CPU_WAIT * wall && contended >= ran)
             || (io_share >= IO_SHARE && contended_io >= CPU_SHARE * io)
         {
             VerdictKind::CpuBound
@@ -347,6 +351,9 @@ mod tests {
         // Waiting as long as running, though both are small.
         let s = shares(&span([0.0, 0.0, 0.0], 0.0, 0.05, 0.05));
         assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
+        // Idle threads: a few microseconds of waiting and of running are no saturation.
+        let s = shares(&span([0.0, 0.0, 0.0], 0.0, 0.001, 0.001));
+        assert_eq!(s.verdict, Some(VerdictKind::NotIo));
         // Nothing watched: no verdict.
         let mut idle = span([0.0, 0.0, 0.0], 0.0, 0.0, 0.0);
         idle.wall = WallSplit::default();
