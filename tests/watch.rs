@@ -772,6 +772,71 @@ fn postgres_backends_reads_match_blks_read() {
     assert!(reads > 0);
 }
 
+/// Ground truth (a) of issue 23: pgbench writes on a host whose CPUs are all kept busy (two busy
+/// loops per CPU), on fast storage. The verdict must name the CPU, never the storage, and the
+/// accounting invariants hold over every server process.
+#[test]
+fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
+    if !root_or_skip("pgbench_on_a_saturated_host_is_the_cpu_not_the_storage") {
+        return;
+    }
+    let Some(dsn) = pg_dsn() else { return };
+    if Command::new("pgbench").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pgbench is missing");
+        eprintln!("note: pgbench missing: test skipped");
+        return;
+    }
+    let _serial = serial();
+    let init = Command::new("pgbench")
+        .args(["-i", "-s", "2", "-q", &dsn])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("pg.json");
+    let hogs = Hogs::start();
+    let w = start_watch(&[
+        "--comm",
+        "postgres",
+        "--duration",
+        "4s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let bench = Command::new("pgbench")
+        .args(["-c", "4", "-j", "2", "-T", "3", &dsn])
+        .output()
+        .unwrap();
+    finish_watch(w, Duration::from_secs(20));
+    drop(hogs);
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let r = Results::read_file(&json).unwrap();
+    check_accounting(&r);
+    let a = r.analysis.as_ref().unwrap().watch.as_ref().unwrap();
+    eprintln!("{:?}", a.verdicts.first().map(|v| &v.message));
+    assert_eq!(
+        a.overall.verdict,
+        Some(VerdictKind::CpuBound),
+        "{:?}",
+        a.verdicts
+    );
+    assert!(
+        a.verdicts
+            .iter()
+            .all(|v| v.kind != VerdictKind::StorageBound),
+        "{:?}",
+        a.verdicts
+    );
+}
+
 #[test]
 fn ctrl_c_ends_the_watch_and_writes_the_results() {
     if !root_or_skip("ctrl_c_ends_the_watch_and_writes_the_results") {
