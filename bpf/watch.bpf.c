@@ -19,6 +19,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define EV_BLOCK 2
 #define EV_CPU_ON 3
 #define EV_CPU_OFF 4
+// A thread's last parts, at its exit.
+#define EV_PARTS 5
 
 #define LOST_RINGBUF 0
 #define LOST_SYSCALL_STATE 1
@@ -50,6 +52,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 // Set in a block event's `sub` when a watched process submitted the request.
 #define BLOCK_WATCHED (1u << 16)
+// Set in a block event's `sub` when the request was submitted inside a traced syscall that was
+// still waiting when it completed: someone's wait. Watched requests without it are background
+// I/O (readahead, writeback, flushes no syscall waited for).
+#define BLOCK_WAITED (1u << 17)
 // Set in a cpu-off event's `sub`: the thread was inside a traced syscall while it waited.
 #define CPU_IN_IO 1u
 // Set in a cpu-off event's `sub`: the CPU it got was running another task, not idle (the wait
@@ -65,7 +71,36 @@ struct event {
 	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
 	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
 	__u32 dev;  // block: disk major << 20 | first_minor
-	__u32 bytes; // block: completed bytes
+	__u32 bytes; // block: completed bytes; syscall: 1 when it failed
+	__u64 c;    // syscall: device time charged to it (the union of its requests'), ns
+	__u64 d;    // syscall: host-queue time charged to it (none of its requests in the device)
+};
+
+// Where a watched thread's wall time went, part by part (user space: src/watch/mod.rs,
+// `PARTS`). Every instant of a thread's life under watch is in exactly one part, so the parts
+// sum to the time accounted: outside a traced I/O syscall on CPU, runnable (waiting for a CPU)
+// or otherwise off CPU; inside one on CPU, runnable, or sleeping while one of the requests it
+// submitted in this syscall is in the device, else while one is in the host queue, else above
+// the block layer (page cache, filesystem, locks).
+#define P_CPU 0
+#define P_RUNQ 1
+#define P_OFF 2
+#define P_IO_CPU 3
+#define P_IO_RUNQ 4
+#define P_IO_DEVICE 5
+#define P_IO_QUEUE 6
+#define P_IO_ABOVE 7
+#define NPARTS 8
+
+#define ST_ON 0
+#define ST_RUNQ 1
+#define ST_SLEEP 2
+
+// A thread's parts over [from, ts]: written at every switch in and out and at its exit.
+struct parts_event {
+	struct event e;
+	__u64 from;
+	__u64 parts[NPARTS];
 };
 
 
@@ -98,23 +133,6 @@ struct {
 	__type(value, __u32);
 } syscall_index SEC(".maps");
 
-// A thread's entry stays in the map from its first traced syscall until it exits
-// (sched_process_exit): `ts` 0 marks it outside a traced syscall. Writing in place is cheaper
-// than a map update and a delete per syscall (measured with kernel.bpf_stats_enabled: the
-// update and the delete were most of the syscall probes' cost).
-struct sys_state {
-	__u64 ts;
-	__u32 index;
-	__u32 pad;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct sys_state);
-} in_syscall SEC(".maps");
-
 struct rq_state {
 	__u64 start;
 	__u64 issue;
@@ -122,6 +140,9 @@ struct rq_state {
 	__u32 tid;
 	__u32 watched;
 	__u32 pad;
+	// Entry time of the submitter's traced syscall it was submitted in (0: none): the request
+	// counts in that syscall's wait only while the same syscall is in progress.
+	__u64 sys;
 };
 
 struct {
@@ -131,10 +152,25 @@ struct {
 	__type(value, struct rq_state);
 } in_block SEC(".maps");
 
+// A watched thread: its scheduling, its traced syscall in progress, and its parts. The entry
+// stays from the thread's first event until it exits (sched_process_exit); writing in place is
+// cheaper than a map update and a delete per syscall (measured with kernel.bpf_stats_enabled).
 struct task_state {
 	__u64 on_ts;   // switched in
 	__u64 off_ts;  // switched out
 	__u64 wake_ts; // became runnable (woken, or preempted while running)
+	__u64 last;    // the parts are accounted up to here
+	__u64 emit_ts; // start of the parts not yet written to the ring
+	__u64 sys_ts;  // entry of the traced syscall in progress; 0 outside one
+	__u64 sys_dev; // device and host-queue time charged to that syscall so far
+	__u64 sys_queue;
+	__u32 sys_index;
+	__u32 state;   // ST_ON, ST_RUNQ, ST_SLEEP
+	__s32 n_dev;   // requests submitted in that syscall: in the device, in the host queue
+	__s32 n_queue;
+	__u32 tgid;
+	__u32 pad;
+	__u64 acc[NPARTS];
 };
 
 struct {
@@ -144,11 +180,108 @@ struct {
 	__type(value, struct task_state);
 } tasks SEC(".maps");
 
+// Set by user space at attach: the watch's start (CLOCK_MONOTONIC ns). A thread first seen
+// being woken (not a new one) was asleep since at least then.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} watch_start SEC(".maps");
+
+static __always_inline __u32 part_of(const struct task_state *st)
+{
+	if (st->sys_ts) {
+		if (st->state == ST_ON)
+			return P_IO_CPU;
+		if (st->state == ST_RUNQ)
+			return P_IO_RUNQ;
+		if (st->n_dev > 0)
+			return P_IO_DEVICE;
+		if (st->n_queue > 0)
+			return P_IO_QUEUE;
+		return P_IO_ABOVE;
+	}
+	if (st->state == ST_ON)
+		return P_CPU;
+	if (st->state == ST_RUNQ)
+		return P_RUNQ;
+	return P_OFF;
+}
+
+// Charge the time since the last account to the part the thread is in.
+static __always_inline void account(struct task_state *st, __u64 now)
+{
+	if (st->last && now > st->last) {
+		__u64 d = now - st->last;
+		__u32 p = part_of(st);
+		if (p < NPARTS)
+			st->acc[p] += d;
+		if (p == P_IO_DEVICE)
+			st->sys_dev += d;
+		else if (p == P_IO_QUEUE)
+			st->sys_queue += d;
+	}
+	if (now > st->last)
+		st->last = now;
+}
+
+// Write the thread's parts since the last write, as one record.
+static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 tgid, __u32 tid,
+				       __u32 sub, __u64 a, __u64 b, __u64 now)
+{
+	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->e.kind = kind;
+	e->e.tgid = tgid;
+	e->e.tid = tid;
+	e->e.sub = sub;
+	e->e.a = a;
+	e->e.b = b;
+	e->e.ts = now;
+	e->from = st->emit_ts ? st->emit_ts : now;
+	for (int i = 0; i < NPARTS; i++) {
+		e->parts[i] = st->acc[i];
+		st->acc[i] = 0;
+	}
+	st->emit_ts = now;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+// The state of thread `tid`, created when first seen at `now`: in `state`, accounted from
+// `from`. Created only where none exists (BPF_NOEXIST): another CPU may create the same thread's
+// state at the same moment (its wakeup while it enters a syscall), and neither may erase the
+// other's.
+static __always_inline struct task_state *task_get(__u32 tgid, __u32 tid, __u32 state, __u64 from,
+						   __u64 now)
+{
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (st)
+		return st;
+	struct task_state fresh = { .last = from, .emit_ts = from, .state = state, .tgid = tgid };
+	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST */)
+		count_lost(LOST_TASK_STATE);
+	return bpf_map_lookup_elem(&tasks, &tid);
+}
+
+// A process is matched by its name: its main thread's (the group leader's), so that threads
+// that renamed themselves are watched with their process.
+static __always_inline void process_comm(struct task_struct *t, struct comm_key *key)
+{
+	struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+	bpf_probe_read_kernel(key->comm, sizeof(key->comm), &leader->comm);
+}
+
 static __always_inline int current_watched(__u32 tgid)
 {
 	struct comm_key key = {};
 	if (!watch_all)
-		bpf_get_current_comm(key.comm, sizeof(key.comm));
+		process_comm((struct task_struct *)bpf_get_current_task(), &key);
 	return watched(tgid, &key);
 }
 
@@ -164,6 +297,8 @@ static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 
 	e->ts = ts;
 	e->dev = dev;
 	e->bytes = bytes;
+	e->c = 0;
+	e->d = 0;
 }
 
 static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
@@ -193,17 +328,20 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	if (!current_watched(tgid))
 		return;
 	__u32 tid = (__u32)id;
-	struct sys_state *cur = bpf_map_lookup_elem(&in_syscall, &tid);
-	if (cur) {
-		if (cur->ts)
-			count_lost(LOST_SYSCALL_UNSEEN_EXIT);
-		cur->index = *index;
-		cur->ts = bpf_ktime_get_ns();
+	__u64 now = bpf_ktime_get_ns();
+	struct task_state *cur = task_get(tgid, tid, ST_ON, now, now);
+	if (!cur)
 		return;
-	}
-	struct sys_state st = { .ts = bpf_ktime_get_ns(), .index = *index };
-	if (bpf_map_update_elem(&in_syscall, &tid, &st, BPF_ANY))
-		count_lost(LOST_SYSCALL_STATE);
+	account(cur, now);
+	if (cur->sys_ts)
+		count_lost(LOST_SYSCALL_UNSEEN_EXIT);
+	cur->state = ST_ON;
+	cur->sys_index = *index;
+	cur->sys_ts = now;
+	cur->sys_dev = 0;
+	cur->sys_queue = 0;
+	cur->n_dev = 0;
+	cur->n_queue = 0;
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -214,13 +352,16 @@ static __always_inline void flush_sys(struct sys_batch *b)
 		n = SYS_BATCH;
 	// Only the events held: the header (16 bytes) and n events.
 	__u64 size = 16 + (__u64)n * sizeof(struct event);
+	// The verifier bounds `size` loosely (it sees 16 | n << 6): say the bound outright.
+	if (size > sizeof(*b))
+		size = sizeof(*b);
 	if (bpf_ringbuf_output(&events, b, size, BPF_RB_NO_WAKEUP))
 		count_lost_n(LOST_RINGBUF, n);
 	b->n = 0;
 }
 
 static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
-				     __u64 now, __u32 error)
+				     __u64 now, __u32 error, __u64 dev, __u64 queue)
 {
 	__u32 zero = 0;
 	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
@@ -232,6 +373,8 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 	if (n == 0)
 		b->first_ts = now;
 	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, 0, error);
+	b->ev[n].c = dev;
+	b->ev[n].d = queue;
 	n++;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
@@ -243,15 +386,20 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
-	struct sys_state *st = bpf_map_lookup_elem(&in_syscall, &tid);
-	if (!st || st->ts == 0)
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st || st->sys_ts == 0)
 		return;
-	__u64 ts = st->ts;
-	__u32 index = st->index;
-	st->ts = 0;
 	__u64 now = bpf_ktime_get_ns();
+	account(st, now);
+	__u64 ts = st->sys_ts;
+	__u32 index = st->sys_index;
+	__u64 dev = st->sys_dev, queue = st->sys_queue;
+	st->sys_ts = 0;
+	st->n_dev = 0;
+	st->n_queue = 0;
 	long ret = (long)ctx[1];
-	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0);
+	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0, dev,
+		 queue);
 }
 
 HANDLER(sys_enter, on_sys_enter(ctx))
@@ -328,12 +476,40 @@ static __always_inline int unseen_counts(const struct rq_state *old)
 	return old->watched && (!from || old->start >= *from);
 }
 
+// The thread whose syscall waits for request `st` (if still the same syscall): its requests
+// in the host queue and in the device change by `dq` and `dd` at `now`.
+static __always_inline void rq_waiter_moves(struct rq_state *st, __u64 now, int dq, int dd)
+{
+	if (!st->sys)
+		return;
+	__u32 tid = st->tid;
+	struct task_state *t = bpf_map_lookup_elem(&tasks, &tid);
+	if (!t || t->sys_ts != st->sys)
+		return;
+	account(t, now);
+	t->n_queue += dq;
+	t->n_dev += dd;
+	if (t->n_queue < 0)
+		t->n_queue = 0;
+	if (t->n_dev < 0)
+		t->n_dev = 0;
+}
+
 static __always_inline void rq_start(struct request *rq)
 {
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
 	st.watched = current_watched(st.tgid) && on_target(BPF_CORE_READ(rq, __sector));
+	if (st.watched) {
+		// Submitted inside a traced syscall: that syscall waits for it.
+		struct task_state *t = bpf_map_lookup_elem(&tasks, &st.tid);
+		if (t && t->sys_ts) {
+			account(t, st.start);
+			t->n_queue++;
+			st.sys = t->sys_ts;
+		}
+	}
 	// The usual case, one map operation: no entry under this address.
 	long err = bpf_map_update_elem(&in_block, &key, &st, BPF_NOEXIST);
 	if (err == 0)
@@ -347,6 +523,8 @@ static __always_inline void rq_start(struct request *rq)
 	struct rq_state *old = bpf_map_lookup_elem(&in_block, &key);
 	if (old && unseen_counts(old))
 		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
+	if (old)
+		rq_waiter_moves(old, bpf_ktime_get_ns(), -(old->issue ? 0 : 1), -(old->issue ? 1 : 0));
 	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
 		count_lost(LOST_BLOCK_STATE);
 }
@@ -358,8 +536,11 @@ static __always_inline void rq_issue(struct request *rq)
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
 	if (st && st->issue == 0) {
 		st->issue = now;
+		rq_waiter_moves(st, now, -1, 1);
 		return;
 	}
+	if (st)
+		rq_waiter_moves(st, now, 0, -1);
 	// Issued without a start we saw (flush sequences, requests issued straight away), or an
 	// entry left by a request whose completion we missed (a requeue clears `issue` first, see
 	// rq_requeue): the request starts here.
@@ -381,8 +562,10 @@ static __always_inline void rq_requeue(struct request *rq)
 	__u64 key = (__u64)rq;
 	struct rq_state *st = bpf_map_lookup_elem(&in_block, &key);
 	// Back in the queue: host queue time goes on, attribution stays with the submitter.
-	if (st)
+	if (st && st->issue) {
 		st->issue = 0;
+		rq_waiter_moves(st, bpf_ktime_get_ns(), 1, -1);
+	}
 }
 
 static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
@@ -402,6 +585,14 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes)
 	__u32 dev = ((__u32)major << 20) | (__u32)minor;
 	if (st->watched)
 		op |= BLOCK_WATCHED;
+	if (st->sys) {
+		__u32 tid = st->tid;
+		struct task_state *t = bpf_map_lookup_elem(&tasks, &tid);
+		if (t && t->sys_ts == st->sys) {
+			op |= BLOCK_WAITED;
+			rq_waiter_moves(st, now, st->issue ? 0 : -1, st->issue ? -1 : 0);
+		}
+	}
 	emit(EV_BLOCK, st->tgid, st->tid, op, now - issue, issue - st->start, now, dev, nr_bytes);
 	bpf_map_delete_elem(&in_block, &key);
 }
@@ -445,25 +636,31 @@ static __always_inline int task_watched(struct task_struct *p, __u32 *tgid, __u3
 		return 0;
 	struct comm_key key = {};
 	if (!watch_all)
-		bpf_probe_read_kernel(key.comm, sizeof(key.comm), &p->comm);
+		process_comm(p, &key);
 	return watched(*tgid, &key);
 }
 
-static __always_inline void on_wakeup(struct task_struct *p)
+static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 {
 	__u32 tgid, tid;
 	if (!task_watched(p, &tgid, &tid))
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
-	if (st) {
-		st->wake_ts = now;
+	// A thread that existed before the watch and is woken was asleep since at least its start.
+	__u32 zero = 0;
+	__u64 *start = bpf_map_lookup_elem(&watch_start, &zero);
+	__u64 from = !is_new && start && *start && *start < now ? *start : now;
+	struct task_state *st = task_get(tgid, tid, ST_SLEEP, from, now);
+	if (!st)
 		return;
-	}
-	struct task_state fresh = { .wake_ts = now };
-	if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
-		count_lost(LOST_TASK_STATE);
+	account(st, now);
+	st->wake_ts = now;
+	if (st->state != ST_ON)
+		st->state = ST_RUNQ;
 }
+
+// TASK_DEAD in a switched-out task's state: it will never run again.
+#define TASK_DEAD_STATE 0x80
 
 static __always_inline void on_switch(__u64 *ctx)
 {
@@ -481,54 +678,58 @@ static __always_inline void on_switch(__u64 *ctx)
 	if (batch && batch->n)
 		flush_sys(batch);
 
-	if (task_watched(prev, &tgid, &tid)) {
-		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
+		struct task_state *st = task_get(tgid, tid, ST_ON, now, now);
 		if (st) {
-			if (st->on_ts)
-				emit(EV_CPU_ON, tgid, tid, 0, now - st->on_ts, 0, now, 0, 0);
+			account(st, now);
+			__u64 slice = st->on_ts ? now - st->on_ts : 0;
+			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now);
 			st->on_ts = 0;
 			st->off_ts = now;
 			st->wake_ts = prev_state == TASK_RUNNING ? now : 0;
-		} else {
-			struct task_state fresh = { .off_ts = now,
-						    .wake_ts = prev_state == TASK_RUNNING ? now : 0 };
-			if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
-				count_lost(LOST_TASK_STATE);
+			st->state = prev_state == TASK_RUNNING ? ST_RUNQ : ST_SLEEP;
 		}
 	}
 	if (task_watched(next, &tgid, &tid)) {
-		struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+		struct task_state *st = task_get(tgid, tid, ST_RUNQ, now, now);
 		if (st) {
+			account(st, now);
+			__u64 runq = 0;
+			__u32 flags = 0;
 			if (st->off_ts) {
-				__u64 runq = st->wake_ts && st->wake_ts <= now ? now - st->wake_ts : 0;
+				runq = st->wake_ts && st->wake_ts <= now ? now - st->wake_ts : 0;
 				// Waiting for a CPU inside a traced syscall (after its I/O completed)
 				// inflates that syscall's latency: the case seed 003 warns about.
-				struct sys_state *sys = bpf_map_lookup_elem(&in_syscall, &tid);
-				__u32 flags = sys && sys->ts ? CPU_IN_IO : 0;
+				flags = st->sys_ts ? CPU_IN_IO : 0;
 				if (BPF_CORE_READ(prev, pid) != 0)
 					flags |= CPU_CONTENDED;
-				emit(EV_CPU_OFF, tgid, tid, flags, now - st->off_ts, runq, now, 0, 0);
 			}
+			emit_parts(st, EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0,
+				   runq, now);
 			st->on_ts = now;
 			st->off_ts = 0;
 			st->wake_ts = 0;
-		} else {
-			struct task_state fresh = { .on_ts = now };
-			if (bpf_map_update_elem(&tasks, &tid, &fresh, BPF_ANY))
-				count_lost(LOST_TASK_STATE);
+			st->state = ST_ON;
 		}
 	}
 }
 
-// A thread that exits leaves no state behind (its syscall and task entries).
+// A thread that exits writes its last parts and leaves no state behind.
 static __always_inline void on_exit(struct task_struct *p)
 {
-	__u32 tid = BPF_CORE_READ(p, pid);
-	bpf_map_delete_elem(&in_syscall, &tid);
+	__u32 tgid, tid;
+	if (!task_watched(p, &tgid, &tid))
+		return;
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	account(st, now);
+	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now);
 	bpf_map_delete_elem(&tasks, &tid);
 }
 
 HANDLER(sched_process_exit, on_exit((struct task_struct *)ctx[0]))
-HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0]))
-HANDLER(sched_wakeup_new, on_wakeup((struct task_struct *)ctx[0]))
+HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0], 0))
+HANDLER(sched_wakeup_new, on_wakeup((struct task_struct *)ctx[0], 1))
 HANDLER(sched_switch, on_switch(ctx))

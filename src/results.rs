@@ -2049,6 +2049,106 @@ pub struct WatchSpan {
     pub runq_io_ns: u64,
     /// Summed on-CPU time of watched threads, ns.
     pub oncpu_ns: u64,
+    /// Where the watched threads' wall time went in the interval (thread-seconds; the parts sum
+    /// to the time the threads were watched in it).
+    #[serde(default)]
+    pub wall: WallSplit,
+    /// Device and host-queue time charged to the traced syscalls that completed in the interval:
+    /// for each, the union of its requests' time (never more than the syscall lasted), ns.
+    #[serde(default)]
+    pub sys_device_ns: u64,
+    #[serde(default)]
+    pub sys_queue_ns: u64,
+    /// Syscalls charged more block-layer time than they lasted (an accounting fault: always 0).
+    #[serde(default)]
+    pub overcharged: u64,
+    /// The part of `runq_ns` (inside I/O syscalls or not) during which the CPU the thread got
+    /// was running another task: contention, not an idle CPU's wake-up time, ns.
+    #[serde(default)]
+    pub runq_contended_ns: u64,
+    /// Background I/O: block requests of the watched processes that no syscall of theirs waited
+    /// for (readahead, writeback, flushes), and their summed device service time, ns.
+    #[serde(default)]
+    pub bg_requests: u64,
+    #[serde(default)]
+    pub bg_device_ns: u64,
+}
+
+/// Where watched threads' wall time went, in thread-seconds. Every instant of a watched
+/// thread is in exactly one part: on CPU, runnable (waiting for a CPU) or otherwise off CPU
+/// (sleep, locks, client, idle) outside traced I/O syscalls; inside one, on CPU, runnable,
+/// asleep while one of its requests was in the device, asleep while one was in the host's block
+/// queue (none in the device), or asleep above the block layer (page cache, filesystem, locks).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WallSplit {
+    pub cpu_s: f64,
+    pub runnable_s: f64,
+    pub off_cpu_s: f64,
+    pub io_cpu_s: f64,
+    pub io_runnable_s: f64,
+    pub io_device_s: f64,
+    pub io_queue_s: f64,
+    pub io_above_s: f64,
+}
+
+impl WallSplit {
+    /// The parts in kernel order (`P_CPU` .. `P_IO_ABOVE` in `bpf/watch.bpf.c`).
+    pub fn parts_mut(&mut self) -> [&mut f64; 8] {
+        [
+            &mut self.cpu_s,
+            &mut self.runnable_s,
+            &mut self.off_cpu_s,
+            &mut self.io_cpu_s,
+            &mut self.io_runnable_s,
+            &mut self.io_device_s,
+            &mut self.io_queue_s,
+            &mut self.io_above_s,
+        ]
+    }
+
+    /// The parts, in the same order.
+    pub fn parts(&self) -> [f64; 8] {
+        [
+            self.cpu_s,
+            self.runnable_s,
+            self.off_cpu_s,
+            self.io_cpu_s,
+            self.io_runnable_s,
+            self.io_device_s,
+            self.io_queue_s,
+            self.io_above_s,
+        ]
+    }
+
+    /// Add `other`, part by part.
+    pub fn add(&mut self, other: &WallSplit) {
+        for (a, b) in self.parts_mut().into_iter().zip(other.parts()) {
+            *a += b;
+        }
+    }
+
+    /// The wall time accounted: the sum of the parts.
+    pub fn wall_s(&self) -> f64 {
+        self.parts().iter().sum()
+    }
+
+    /// Time inside traced I/O syscalls.
+    pub fn io_s(&self) -> f64 {
+        self.io_cpu_s + self.io_runnable_s + self.io_device_s + self.io_queue_s + self.io_above_s
+    }
+}
+
+/// One watched thread's time over the whole watch.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchThread {
+    pub pid: u32,
+    pub tid: u32,
+    /// The thread's name when first seen.
+    pub comm: String,
+    /// The time it was watched (from its first event, or the watch's start for a thread found
+    /// asleep, to its exit or the watch's end), seconds.
+    pub watched_s: f64,
+    pub wall: WallSplit,
 }
 
 /// One watched process's (or thread's) traced syscalls (by syscall) in an `iolens watch`.
@@ -2082,4 +2182,7 @@ pub struct WatchBudget {
     /// How many requests each disk with traced requests takes at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disks: Vec<DiskQueue>,
+    /// Every watched thread seen, with its wall-time split over the watch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<WatchThread>,
 }

@@ -188,6 +188,71 @@ fn budget(r: &Results) -> WatchBudget {
 }
 
 /// The whole disk under `path` (`vda`), as the watch names its block runs.
+/// The accounting invariants every watch must keep (issue 23, item 1): each thread's parts sum
+/// to the time it was watched (1 %: the kernel side's records race only where two CPUs touch
+/// one thread at once); the overall row is the sum of the intervals; no interval holds more
+/// thread time than its threads could have; no syscall was charged more block-layer time than it
+/// lasted.
+fn check_accounting(r: &Results) {
+    let b = budget(r);
+    assert!(!b.threads.is_empty(), "no watched thread accounted");
+    for t in &b.threads {
+        let parts = t.wall.wall_s();
+        assert!(
+            (parts - t.watched_s).abs() <= 0.01 * t.watched_s + 1e-6,
+            "thread {} ({}): parts sum to {parts} s, watched {} s: {:?}",
+            t.tid,
+            t.comm,
+            t.watched_s,
+            t.wall
+        );
+    }
+    let threads_s: f64 = b.threads.iter().map(|t| t.watched_s).sum();
+    let intervals_s: f64 = b.intervals.iter().map(|s| s.wall.wall_s()).sum();
+    assert!(
+        (threads_s - intervals_s).abs() <= 1e-6 * threads_s.max(1.0),
+        "threads {threads_s} s, intervals {intervals_s} s"
+    );
+    for s in &b.intervals {
+        assert_eq!(
+            s.overcharged, 0,
+            "syscalls charged beyond their length: {s:?}"
+        );
+        assert!(
+            s.wall.wall_s() <= s.duration_s * b.threads.len() as f64 * 1.001 + 1e-6,
+            "{} thread-s in an interval of {} s with {} threads",
+            s.wall.wall_s(),
+            s.duration_s,
+            b.threads.len()
+        );
+        assert!(
+            (s.sys_device_ns + s.sys_queue_ns) as f64 <= s.syscall_ns as f64 * 1.000001,
+            "{s:?}"
+        );
+    }
+    let a = r.analysis.as_ref().unwrap().watch.as_ref().unwrap();
+    let sum = |f: &dyn Fn(&iolens::results::analysis::WatchShares) -> f64| -> f64 {
+        a.intervals.iter().map(f).sum::<f64>()
+    };
+    for (what, overall, intervals) in [
+        ("wall", a.overall.wall_s, sum(&|s| s.wall_s)),
+        ("io", a.overall.io_s, sum(&|s| s.io_s)),
+        ("runq", a.overall.runq_s, sum(&|s| s.runq_s)),
+        ("runq_io", a.overall.runq_io_s, sum(&|s| s.runq_io_s)),
+        ("syscall", a.overall.syscall_s, sum(&|s| s.syscall_s)),
+    ] {
+        assert!(
+            (overall - intervals).abs() <= 1e-6 * overall.max(1.0),
+            "overall {what} {overall} != sum of intervals {intervals}"
+        );
+    }
+    let o = &a.overall;
+    if o.wall_s > 0.0 {
+        let total = o.wall_cpu + o.wall_cpu_wait + o.wall_io + o.wall_off_cpu;
+        assert!((total - 1.0).abs() < 1e-6, "wall shares sum to {total}");
+    }
+}
+
 fn disk_of(path: &Path) -> String {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(path).unwrap().dev();
@@ -338,8 +403,34 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("Where the watched I/O time went"), "{text}");
+    assert!(
+        text.contains("Where the watched threads' time went"),
+        "{text}"
+    );
     assert!(text.contains("pread64"), "{text}");
+
+    check_accounting(&watched);
+    // The session thread's O_DIRECT reads: each waits for its one request, so the device time
+    // charged to its syscalls is its requests' (none is background), and its time inside the
+    // syscalls holds it.
+    let session_tid = threads.iter().max_by_key(|t| t.1).unwrap().0;
+    let t = b.threads.iter().find(|t| t.tid == session_tid).unwrap();
+    let charged: f64 = b
+        .intervals
+        .iter()
+        .map(|s| s.sys_device_ns as f64 / 1e9)
+        .sum();
+    assert!(
+        t.wall.io_device_s <= charged * 1.001 + 1e-6,
+        "session thread {:?}, charged {charged}",
+        t.wall
+    );
+    let dev_s = dev.mean() * dev.len() as f64 / 1e9;
+    assert!(
+        t.wall.io_device_s >= 0.5 * dev_s && t.wall.io_device_s <= dev_s * 1.01 + 1e-3,
+        "device time in the session's syscalls {} s against its requests' {dev_s} s",
+        t.wall.io_device_s
+    );
 }
 
 /// Busy loops on every CPU (twice over) until dropped.
@@ -378,8 +469,9 @@ fn watched_run_verdict(dir: &Path, data: &Path, name: &str) -> (Option<VerdictKi
         &["--json", json.to_str().unwrap()],
     );
     let r = Results::read_file(&json).unwrap();
+    check_accounting(&r);
     let a = r.analysis.unwrap().watch.unwrap();
-    (a.overall.verdict, a.overall.runq)
+    (a.overall.verdict, a.overall.wall_cpu_wait)
 }
 
 /// (idle + iowait, total) jiffies of all CPUs, from /proc/stat.
@@ -434,6 +526,80 @@ fn cpu_hogs_give_the_cpu_verdict_and_an_idle_host_does_not() {
     assert!(idle_runq < busy_runq);
 }
 
+/// A multithreaded process whose threads have names of their own (iolens' session threads) is
+/// watched by its process name: every one of its reads is counted, and its threads are each
+/// accounted.
+#[test]
+fn a_process_is_watched_by_its_name_whatever_its_threads_are_called() {
+    if !root_or_skip("a_process_is_watched_by_its_name_whatever_its_threads_are_called") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = data_file(tmp.path(), 32);
+    let run_json = tmp.path().join("run.json");
+    let watch_json = tmp.path().join("watch.json");
+    let mut run = Gated::new(&[
+        env!("CARGO_BIN_EXE_iolens"),
+        "run",
+        "--target",
+        data.to_str().unwrap(),
+        "-q",
+        "--sessions",
+        "2",
+        "--rate",
+        "1500",
+        "--duration",
+        "2s",
+        "--verify",
+        "none",
+        "--json",
+        run_json.to_str().unwrap(),
+    ]);
+    let pid = run.pid();
+    // The gate is `sh` until it execs iolens: wait for a process named iolens to be watchable.
+    let w = start_watch(&[
+        "--comm",
+        "iolens",
+        "--wait",
+        "--threads",
+        "--duration",
+        "4s",
+        "--json",
+        watch_json.to_str().unwrap(),
+    ]);
+    run.go();
+    run.wait();
+    finish_watch(w, Duration::from_secs(20));
+    let ran = Results::read_file(&run_json).unwrap();
+    let ios = ran.runs[0].op("read").unwrap().count;
+    assert!(ios > 1000, "the run did {ios} reads");
+    let watched = Results::read_file(&watch_json).unwrap();
+    let b = budget(&watched);
+    let rows: Vec<_> = b.processes.iter().filter(|p| p.pid == pid).collect();
+    let preads: u64 = rows
+        .iter()
+        .filter_map(|p| p.syscalls.get("pread64"))
+        .map(|r| r[0])
+        .sum();
+    // The sessions' reads, plus the few the main thread does when it opens the target.
+    assert!(
+        preads >= ios && preads - ios <= 16,
+        "{preads} pread64 calls watched by name, the run did {ios}: {rows:?}"
+    );
+    let names: Vec<String> = b
+        .threads
+        .iter()
+        .filter(|t| t.pid == pid)
+        .map(|t| t.comm.clone())
+        .collect();
+    assert!(
+        names.iter().any(|n| n != "iolens"),
+        "no thread with a name of its own among {names:?}"
+    );
+    check_accounting(&watched);
+}
+
 #[test]
 fn bad_filters_are_clear_errors() {
     for (filter, value, says) in [
@@ -441,6 +607,7 @@ fn bad_filters_are_clear_errors() {
         ("--device", "/dev/no-such-disk", "no such block device"),
         ("--device", "/dev/null", "not a block device"),
         ("--comm", "/usr/bin/postgres", "not a path"),
+        ("--comm", "postgrs-typo", "no running process has this name"),
     ] {
         let out = bin()
             .args(["watch", filter, value, "--duration", "1s"])
@@ -612,6 +779,71 @@ fn postgres_backends_reads_match_blks_read() {
         "{read_blocks} blocks read by postgres syscalls vs blks_read delta {delta}"
     );
     assert!(reads > 0);
+}
+
+/// Ground truth (a) of issue 23: pgbench writes on a host whose CPUs are all kept busy (two busy
+/// loops per CPU), on fast storage. The verdict must name the CPU, never the storage, and the
+/// accounting invariants hold over every server process.
+#[test]
+fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
+    if !root_or_skip("pgbench_on_a_saturated_host_is_the_cpu_not_the_storage") {
+        return;
+    }
+    let Some(dsn) = pg_dsn() else { return };
+    if Command::new("pgbench").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pgbench is missing");
+        eprintln!("note: pgbench missing: test skipped");
+        return;
+    }
+    let _serial = serial();
+    let init = Command::new("pgbench")
+        .args(["-i", "-s", "2", "-q", &dsn])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("pg.json");
+    let hogs = Hogs::start();
+    let w = start_watch(&[
+        "--comm",
+        "postgres",
+        "--duration",
+        "4s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let bench = Command::new("pgbench")
+        .args(["-c", "4", "-j", "2", "-T", "3", &dsn])
+        .output()
+        .unwrap();
+    finish_watch(w, Duration::from_secs(20));
+    drop(hogs);
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let r = Results::read_file(&json).unwrap();
+    check_accounting(&r);
+    let a = r.analysis.as_ref().unwrap().watch.as_ref().unwrap();
+    eprintln!("{:?}", a.verdicts.first().map(|v| &v.message));
+    assert_eq!(
+        a.overall.verdict,
+        Some(VerdictKind::CpuBound),
+        "{:?}",
+        a.verdicts
+    );
+    assert!(
+        a.verdicts
+            .iter()
+            .all(|v| v.kind != VerdictKind::StorageBound),
+        "{:?}",
+        a.verdicts
+    );
 }
 
 #[test]

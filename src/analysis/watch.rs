@@ -1,78 +1,98 @@
-//! The answer of `iolens watch`: where the watched processes' I/O time went.
+//! The answer of `iolens watch`: where the watched threads' time went.
 //!
-//! Input: the per-interval sums a watch records ([`WatchBudget`]): I/O syscall latency,
-//! device service and host queue time of the block requests those processes issued, and their
-//! threads' run-queue wait, with the part of it spent inside a traced I/O syscall. Method (seed
-//! 000's layering, seed 003's CPU caveat): the syscall time is the whole. The part the block
-//! layer accounts for is split into device service and host queue in their proportion (capped at
-//! the syscall time: asynchronous I/O can spend block time outside any syscall); the run-queue
-//! wait inside the syscalls (the I/O had completed, the thread waited for a CPU to return) is the
-//! CPU's share; the rest is *above the block layer* (page cache, filesystem, locks). Run-queue
-//! wait outside I/O syscalls (after a sleep, a lock, a timer) is reported beside it but is not
-//! I/O time: a rate-limited or mostly idle process always has some, even on an idle host. The
-//! dominant layer is the verdict, except that a CPU share of at least [`CPU_SHARE`] always gives
-//! "the CPU is saturated; the storage may be fine".
+//! Input: the per-interval sums a watch records ([`WatchBudget`]), above all each interval's
+//! [`WallSplit`](crate::results::WallSplit): every instant of every watched thread in exactly one
+//! part (on CPU, runnable, off CPU; inside a traced I/O syscall on CPU, runnable, asleep with a
+//! request of its own in the device, in the host queue, or above the block layer). A syscall is
+//! charged the union of its requests' time, never more than it lasted; requests no syscall
+//! waited for are background I/O. Method (seed 000's layering, seed 003's CPU caveat): the
+//! verdict starts from wall time. When the threads waited for a CPU that ran another task for
+//! at least [`CPU_WAIT_SHARE`] of their time, or as long as they ran (and at least
+//! [`MIN_CPU_WAIT`] of it), or inside their I/O for at least [`CPU_SHARE`] of it, the CPU is
+//! the answer, whatever the storage does. Otherwise, when
+//! I/O syscalls are at least [`IO_SHARE`] of the time, the layer that dominates inside them is;
+//! below that, the answer is that I/O is not where the time goes.
 
 use super::verdicts::{device_limit, in_device};
 use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
 use crate::results::{Results, WatchBudget, WatchSpan};
 
-/// Share of I/O syscall time spent waiting for a CPU from which the CPU is the verdict.
+/// Share of I/O syscall time spent waiting for a CPU (another task on it) from which the CPU
+/// is the verdict.
 pub const CPU_SHARE: f64 = 0.20;
+/// Share of wall time spent waiting for a CPU (another task on it) from which the CPU is the
+/// verdict.
+pub const CPU_WAIT_SHARE: f64 = 0.20;
+/// Share of wall time spent waiting for a CPU below which waiting as long as running is no
+/// sign of saturation (a mostly idle thread's few microseconds of each).
+pub const MIN_CPU_WAIT: f64 = 0.02;
+/// Share of wall time inside I/O syscalls from which the verdict is about the I/O.
+pub const IO_SHARE: f64 = 0.10;
 /// Host-queue share from which a host-queueing warning is given even when it does not dominate.
 pub const QUEUE_SHARE: f64 = 0.30;
 
 /// The shares of one span.
 pub fn shares(s: &WatchSpan) -> WatchShares {
-    let sys = s.syscall_ns as f64;
-    let blk = (s.device_ns + s.queue_ns) as f64;
-    let in_block = blk.min(sys);
-    let (device, queue) = if blk > 0.0 {
-        (
-            in_block * s.device_ns as f64 / blk,
-            in_block * s.queue_ns as f64 / blk,
-        )
-    } else {
-        (0.0, 0.0)
-    };
-    let runq_io = (s.runq_io_ns as f64).min(sys - in_block);
-    let above = sys - in_block - runq_io;
+    let w = &s.wall;
+    let wall = w.wall_s();
+    let io = w.io_s();
     let mut out = WatchShares {
         start_s: s.start_s,
         duration_s: s.duration_s,
         syscalls: s.syscalls,
-        syscall_s: sys / 1e9,
-        runq_s: s.runq_ns as f64 / 1e9,
-        runq_io_s: runq_io / 1e9,
+        syscall_s: s.syscall_ns as f64 / 1e9,
+        runq_s: w.runnable_s + w.io_runnable_s,
+        runq_io_s: w.io_runnable_s,
+        wall_s: wall,
+        io_s: io,
+        bg_requests: s.bg_requests,
+        bg_device_s: s.bg_device_ns as f64 / 1e9,
         ..Default::default()
     };
-    // The question is where I/O time went: without traced I/O there is no answer.
-    if sys <= 0.0 {
+    if wall <= 0.0 {
         return out;
     }
-    out.device = device / sys;
-    out.host_queue = queue / sys;
-    out.above_block = above / sys;
-    out.runq = runq_io / sys;
-    out.verdict = Some(if out.runq >= CPU_SHARE {
-        VerdictKind::CpuBound
-    } else {
-        [
-            (out.device, VerdictKind::StorageBound),
-            (out.host_queue, VerdictKind::HostQueueing),
-            (out.above_block, VerdictKind::AboveBlockLayer),
-            (out.runq, VerdictKind::CpuBound),
-        ]
-        .into_iter()
-        .fold((-1.0, VerdictKind::StorageBound), |best, x| {
-            if x.0 > best.0 {
-                x
-            } else {
-                best
-            }
-        })
-        .1
-    });
+    out.wall_cpu = w.cpu_s / wall;
+    out.wall_cpu_wait = (w.runnable_s + w.io_runnable_s) / wall;
+    out.wall_io = (io - w.io_runnable_s) / wall;
+    out.wall_off_cpu = w.off_cpu_s / wall;
+    if io > 0.0 {
+        out.device = w.io_device_s / io;
+        out.host_queue = w.io_queue_s / io;
+        out.above_block = (w.io_above_s + w.io_cpu_s) / io;
+        out.runq = w.io_runnable_s / io;
+    }
+    // Waiting for a CPU that ran another task (not an idle CPU's wake-up time).
+    let contended = s.runq_contended_ns as f64 / 1e9;
+    let contended_io = (s.runq_io_ns as f64 / 1e9).min(io);
+    let ran = w.cpu_s + w.io_cpu_s;
+    let io_share = io / wall;
+    out.verdict = Some(
+        if contended >= CPU_WAIT_SHARE * wall
+            || (contended >= MIN_CPU_WAIT * wall && contended >= ran)
+            || (io_share >= IO_SHARE && contended_io >= CPU_SHARE * io)
+        {
+            VerdictKind::CpuBound
+        } else if io_share < IO_SHARE {
+            VerdictKind::NotIo
+        } else {
+            [
+                (out.device, VerdictKind::StorageBound),
+                (out.host_queue, VerdictKind::HostQueueing),
+                (out.above_block, VerdictKind::AboveBlockLayer),
+                (out.runq, VerdictKind::CpuBound),
+            ]
+            .into_iter()
+            .fold((-1.0, VerdictKind::StorageBound), |best, x| {
+                if x.0 > best.0 {
+                    x
+                } else {
+                    best
+                }
+            })
+            .1
+        },
+    );
     out
 }
 
@@ -127,6 +147,14 @@ fn verdicts(
         ("host_queue_share", o.host_queue),
         ("above_block_share", o.above_block),
         ("runq_share", o.runq),
+        ("wall_s", o.wall_s),
+        ("io_s", o.io_s),
+        ("wall_cpu_share", o.wall_cpu),
+        ("wall_cpu_wait_share", o.wall_cpu_wait),
+        ("wall_io_share", o.wall_io),
+        ("wall_off_cpu_share", o.wall_off_cpu),
+        ("background_requests", o.bg_requests as f64),
+        ("background_device_s", o.bg_device_s),
     ];
     let per_request_us = |ns: u64| {
         if all.block_requests > 0 {
@@ -135,45 +163,63 @@ fn verdicts(
             0.0
         }
     };
+    let inside = format!(
+        "device service {}, host queue {}, above the block layer {}, waiting for a CPU {}",
+        pct(o.device),
+        pct(o.host_queue),
+        pct(o.above_block),
+        pct(o.runq)
+    );
     let message = match kind {
         VerdictKind::CpuBound => format!(
-            "the CPU is saturated; the storage may be fine: the watched threads waited {:.3} s \
-             for a CPU after their I/O had completed, {} of their I/O syscall time (device \
-             service {}, above the block layer {})",
+            "the CPU is saturated; the storage may be fine: the watched threads waited {} of \
+             their time for a CPU ({:.3} thread-s, {:.3} of it inside I/O syscalls after the I/O \
+             had completed) and ran {}; I/O syscalls are {} of their time ({})",
+            pct(o.wall_cpu_wait),
+            o.runq_s,
             o.runq_io_s,
-            pct(o.runq),
-            pct(o.device),
-            pct(o.above_block)
+            pct(o.wall_cpu),
+            pct(o.io_s / o.wall_s.max(1e-12)),
+            inside
         ),
         VerdictKind::StorageBound => format!(
-            "the storage is slow: device service is {} of the watched processes' I/O time \
-             ({:.1} µs per request over {} requests; host queue {}, above the block layer {}, \
-             CPU run queue {})",
+            "the storage is slow: I/O syscalls are {} of the watched threads' time, and device \
+             service is {} of that ({:.1} µs per request over {} requests; {})",
+            pct(o.io_s / o.wall_s.max(1e-12)),
             pct(o.device),
             per_request_us(all.device_ns),
             all.block_requests,
-            pct(o.host_queue),
-            pct(o.above_block),
-            pct(o.runq)
+            inside
         ),
         VerdictKind::HostQueueing => format!(
-            "the host queues: {} of the I/O time is spent in the host's block queue before the \
-             device sees the request ({:.1} µs per request: I/O scheduler, queue-depth limits), \
-             device service {}{}",
+            "the host queues: I/O syscalls are {} of the watched threads' time, and {} of that is \
+             in the host's block queue before the device sees the request ({:.1} µs per request: \
+             I/O scheduler, queue-depth limits; {}){}",
+            pct(o.io_s / o.wall_s.max(1e-12)),
             pct(o.host_queue),
             per_request_us(all.queue_ns),
-            pct(o.device),
+            inside,
             limits.0
         ),
+        VerdictKind::NotIo => format!(
+            "I/O is not where the time goes: I/O syscalls are {} of the watched threads' time \
+             ({}); they ran {}, waited {} for a CPU and were otherwise off CPU {} (sleep, locks, \
+             clients, idle)",
+            pct(o.io_s / o.wall_s.max(1e-12)),
+            inside,
+            pct(o.wall_cpu),
+            pct(o.wall_cpu_wait),
+            pct(o.wall_off_cpu)
+        ),
         _ => format!(
-            "the time is above the block layer: {} of the I/O syscall time was not spent in the \
-             block layer (page cache, filesystem, locks), device service {}, CPU run queue {}",
+            "the time is above the block layer: I/O syscalls are {} of the watched threads' \
+             time, and {} of that was not in the block layer (page cache, filesystem, locks; {})",
+            pct(o.io_s / o.wall_s.max(1e-12)),
             pct(o.above_block),
-            pct(o.device),
-            pct(o.runq)
+            inside
         ),
     };
-    let severity = if kind == VerdictKind::AboveBlockLayer {
+    let severity = if matches!(kind, VerdictKind::AboveBlockLayer | VerdictKind::NotIo) {
         Severity::Info
     } else {
         Severity::Warning
@@ -181,7 +227,10 @@ fn verdicts(
     let mut figures: Vec<(&str, f64)> = figures.to_vec();
     figures.extend(limits.1.iter().map(|(k, x)| (k.as_str(), *x)));
     v.push(Verdict::new(kind, severity, message, &figures));
-    if kind != VerdictKind::HostQueueing && o.host_queue >= QUEUE_SHARE {
+    if kind != VerdictKind::HostQueueing
+        && o.host_queue >= QUEUE_SHARE
+        && o.io_s >= IO_SHARE * o.wall_s
+    {
         v.push(Verdict::new(
             VerdictKind::HostQueueing,
             Severity::Warning,
@@ -212,6 +261,13 @@ fn sum(spans: &[WatchSpan]) -> WatchSpan {
         all.runq_io_ns += s.runq_io_ns;
         all.oncpu_ns += s.oncpu_ns;
         all.duration_s += s.duration_s;
+        all.wall.add(&s.wall);
+        all.sys_device_ns += s.sys_device_ns;
+        all.sys_queue_ns += s.sys_queue_ns;
+        all.overcharged += s.overcharged;
+        all.runq_contended_ns += s.runq_contended_ns;
+        all.bg_requests += s.bg_requests;
+        all.bg_device_ns += s.bg_device_ns;
     }
     all
 }
@@ -238,44 +294,70 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::results::WallSplit;
 
-    fn span(sys: u64, dev: u64, queue: u64, runq_io: u64) -> WatchSpan {
+    /// A span of one thread-second: `io` of it in I/O syscalls (device, queue, CPU wait, the
+    /// rest above the block layer), `cpu` on CPU, `wait` runnable outside I/O (all contended),
+    /// the rest off CPU.
+    fn span(io: [f64; 3], io_total: f64, cpu: f64, wait: f64) -> WatchSpan {
+        let [dev, queue, runq_io] = io;
         WatchSpan {
             syscalls: 10,
-            syscall_ns: sys,
+            syscall_ns: (io_total * 1e9) as u64,
             block_requests: 10,
-            device_ns: dev,
-            queue_ns: queue,
-            runq_ns: runq_io + 5000,
-            runq_io_ns: runq_io,
+            device_ns: (dev * 1e9) as u64,
+            queue_ns: (queue * 1e9) as u64,
+            runq_ns: ((wait + runq_io) * 1e9) as u64,
+            runq_io_ns: (runq_io * 1e9) as u64,
+            runq_contended_ns: ((wait + runq_io) * 1e9) as u64,
+            wall: WallSplit {
+                cpu_s: cpu,
+                runnable_s: wait,
+                off_cpu_s: 1.0 - io_total - cpu - wait,
+                io_runnable_s: runq_io,
+                io_device_s: dev,
+                io_queue_s: queue,
+                io_above_s: io_total - dev - queue - runq_io,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }
 
     #[test]
-    fn the_dominant_layer_is_the_verdict() {
-        let s = shares(&span(1000, 800, 100, 0));
+    fn the_verdict_starts_from_wall_time() {
+        // Half the time in I/O, mostly in the device: storage.
+        let s = shares(&span([0.4, 0.05, 0.0], 0.5, 0.3, 0.0));
         assert_eq!(s.verdict, Some(VerdictKind::StorageBound));
         assert!((s.device - 0.8).abs() < 1e-9 && (s.above_block - 0.1).abs() < 1e-9);
-        let s = shares(&span(1000, 100, 700, 0));
+        let total = s.wall_cpu + s.wall_cpu_wait + s.wall_io + s.wall_off_cpu;
+        assert!((total - 1.0).abs() < 1e-9, "{total}");
+        let inside = s.device + s.host_queue + s.above_block + s.runq;
+        assert!((inside - 1.0).abs() < 1e-9, "{inside}");
+        let s = shares(&span([0.05, 0.35, 0.0], 0.5, 0.3, 0.0));
         assert_eq!(s.verdict, Some(VerdictKind::HostQueueing));
-        let s = shares(&span(1000, 0, 0, 10));
+        let s = shares(&span([0.0, 0.0, 0.0], 0.5, 0.3, 0.0));
         assert_eq!(s.verdict, Some(VerdictKind::AboveBlockLayer));
-        // Run-queue wait inside the syscalls at 20 % makes it the CPU even though the device
-        // dominates; run-queue wait outside them (5 µs in every span here, five times the
-        // syscall time of some) is not I/O time and never decides.
-        let s = shares(&span(1000, 700, 0, 200));
+        // 2 % of the time in I/O, all of it in the device: the storage is not the answer.
+        let s = shares(&span([0.02, 0.0, 0.0], 0.02, 0.3, 0.0));
+        assert_eq!(s.verdict, Some(VerdictKind::NotIo));
+        // Waiting for a CPU 34 % of the time: the CPU, even with the device dominating the I/O.
+        let s = shares(&span([0.3, 0.0, 0.0], 0.35, 0.2, 0.34));
         assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
-        assert!((s.runq - 0.2).abs() < 1e-9 && (s.above_block - 0.1).abs() < 1e-9);
-        let s = shares(&span(1000, 800, 0, 150));
-        assert_eq!(s.verdict, Some(VerdictKind::StorageBound));
-        let sum = s.device + s.host_queue + s.above_block + s.runq;
-        assert!((sum - 1.0).abs() < 1e-9, "{sum}");
-        // Block time beyond the syscall time (asynchronous I/O) is capped.
-        let s = shares(&span(100, 300, 100, 0));
-        assert!((s.device + s.host_queue - 1.0).abs() < 1e-9 && s.above_block == 0.0);
-        assert_eq!(shares(&span(0, 0, 0, 0)).verdict, None);
-        assert_eq!(shares(&span(0, 0, 0, 500)).verdict, None);
+        assert!((s.wall_cpu_wait - 0.34).abs() < 1e-9);
+        // Waiting inside the I/O for a CPU 20 % of it.
+        let s = shares(&span([0.3, 0.0, 0.1], 0.5, 0.3, 0.0));
+        assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
+        // Waiting as long as running, though both are small.
+        let s = shares(&span([0.0, 0.0, 0.0], 0.0, 0.05, 0.05));
+        assert_eq!(s.verdict, Some(VerdictKind::CpuBound));
+        // Idle threads: a few microseconds of waiting and of running are no saturation.
+        let s = shares(&span([0.0, 0.0, 0.0], 0.0, 0.001, 0.001));
+        assert_eq!(s.verdict, Some(VerdictKind::NotIo));
+        // Nothing watched: no verdict.
+        let mut idle = span([0.0, 0.0, 0.0], 0.0, 0.0, 0.0);
+        idle.wall = WallSplit::default();
+        assert_eq!(shares(&idle).verdict, None);
     }
 
     #[test]
@@ -284,13 +366,14 @@ mod tests {
             .map(|k| WatchSpan {
                 start_s: k as f64,
                 duration_s: 1.0,
-                ..span(1000 * (k + 1), 500 * (k + 1), 100, 0)
+                ..span([0.01 * k as f64, 0.0, 0.0], 0.2, 0.1, 0.0)
             })
             .collect();
         let (per, rows) = merged_shares(&spans, 4);
         assert_eq!((per, rows.len()), (3, 4));
         assert_eq!(rows[0].syscalls, 30);
-        assert_eq!(rows[0].syscall_s, (1000 + 2000 + 3000) as f64 / 1e9);
+        assert!((rows[0].wall_s - 3.0).abs() < 1e-9);
+        assert!((rows[0].io_s - 0.6).abs() < 1e-9);
         assert_eq!((rows[3].start_s, rows[3].duration_s), (9.0, 1.0));
         let (per, rows) = merged_shares(&spans, 40);
         assert_eq!((per, rows.len()), (1, 10));

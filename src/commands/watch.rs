@@ -36,9 +36,14 @@ pub struct WatchArgs {
     #[arg(long = "pid", value_name = "PID")]
     pub(crate) pids: Vec<u32>,
     /// Watch every process of this name, including ones started later (repeatable), e.g.
-    /// `--comm postgres`.
+    /// `--comm postgres`. The name is the process's (its main thread's, as `ps -e -o comm`
+    /// shows it): every thread of the process is watched, whatever its own name. A name no
+    /// running process has is an error, unless --wait.
     #[arg(long = "comm", value_name = "NAME")]
     pub(crate) comms: Vec<String>,
+    /// With --comm: accept a name no process has yet, and watch for one to start.
+    #[arg(long)]
+    pub(crate) wait: bool,
     /// Record block requests of this disk only (repeatable; `/dev/vda`, `vda`, `254:0`; a
     /// partition means its disk). Default: every disk.
     #[arg(long = "device", value_name = "DEV")]
@@ -238,7 +243,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     if a.duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration must be longer than zero");
     }
-    let filters = Filters::new(&a.pids, &a.comms, &a.devices)?;
+    let filters = Filters::new(&a.pids, &a.comms, &a.devices, a.wait)?;
     let opts = WatchOptions {
         filters,
         duration: a.duration,

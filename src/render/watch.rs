@@ -20,6 +20,7 @@ pub(crate) fn verdict_short(k: Option<VerdictKind>) -> &'static str {
         Some(VerdictKind::HostQueueing) => "host queues",
         Some(VerdictKind::AboveBlockLayer) => "above block layer",
         Some(VerdictKind::CpuBound) => "CPU saturated",
+        Some(VerdictKind::NotIo) => "not I/O",
         Some(_) => "-",
         None => "idle",
     }
@@ -38,10 +39,15 @@ pub(crate) fn interval_line(s: &WatchShares, layer: &str, hist: &Histogram<u64>)
         )
     };
     format!(
-        "{:>6}s {:>7} I/O syscalls{} device {} queue {} above {} CPU wait {} → {}",
+        "{:>6}s {:>7} I/O syscalls{} time: CPU {} wait {} I/O {} off {}; in I/O: device {} \
+         queue {} above {} CPU wait {} → {}",
         sig3(s.start_s + s.duration_s),
         s.syscalls,
         lat,
+        pct(s.wall_cpu),
+        pct(s.wall_cpu_wait),
+        pct(s.wall_io),
+        pct(s.wall_off_cpu),
         pct(s.device),
         pct(s.host_queue),
         pct(s.above_block),
@@ -60,19 +66,27 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     };
     let mut t = Table::new(&[
         "interval",
+        "thread time",
+        "on CPU",
+        "waiting for CPU",
+        "in I/O",
+        "off CPU",
         "syscalls",
-        "syscall time",
-        "device",
+        "I/O: device",
         "host queue",
         "above block",
-        "CPU wait in I/O",
+        "CPU wait",
         "verdict",
     ]);
     let mut row = |label: String, s: &WatchShares| {
         t.row(vec![
             label,
+            format!("{} s", sig3(s.wall_s)),
+            pct(s.wall_cpu),
+            pct(s.wall_cpu_wait),
+            pct(s.wall_io),
+            pct(s.wall_off_cpu),
             s.syscalls.to_string(),
-            format!("{} s", sig3(s.syscall_s)),
             pct(s.device),
             pct(s.host_queue),
             pct(s.above_block),
@@ -103,11 +117,21 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         lines.push("The watched processes did no traced I/O.".into());
     }
     let o = &w.overall;
-    if o.runq_s > o.runq_io_s {
+    if o.wall_s > 0.0 {
         lines.push(format!(
-            "Outside I/O syscalls the watched threads waited {} s for a CPU (not I/O time; \
-             after sleeps, locks and timers).",
-            sig3(o.runq_s - o.runq_io_s)
+            "Shares of the watched threads' time ({} thread-s): on CPU, waiting for a CPU \
+             (inside I/O syscalls or not), inside I/O syscalls, otherwise off CPU; they sum to \
+             100 %. The I/O columns split the time inside I/O syscalls.",
+            sig3(o.wall_s)
+        ));
+    }
+    if o.bg_requests > 0 {
+        lines.push(format!(
+            "Background I/O: {} block requests of the watched processes that none of their \
+             syscalls waited for (readahead, writeback, flushes), {} s in the device: nobody's \
+             wait.",
+            o.bg_requests,
+            sig3(o.bg_device_s)
         ));
     }
     if per > 1 {
@@ -129,7 +153,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         }
     }
     out.push(Block {
-        title: "Where the watched I/O time went".into(),
+        title: "Where the watched threads' time went".into(),
         lines,
         table: Some(t),
     });

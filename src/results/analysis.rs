@@ -117,6 +117,8 @@ pub enum VerdictKind {
     Note,
     /// I/O syscall time not spent in the block layer: page cache, filesystem, locks.
     AboveBlockLayer,
+    /// I/O is a small part of the watched threads' wall time: the answer is elsewhere.
+    NotIo,
 }
 
 impl VerdictKind {
@@ -135,6 +137,7 @@ impl VerdictKind {
             VerdictKind::TailBeyondTarget => "tail-beyond-target",
             VerdictKind::Note => "note",
             VerdictKind::AboveBlockLayer => "above-block-layer",
+            VerdictKind::NotIo => "not-io",
         }
     }
 }
@@ -710,8 +713,31 @@ pub struct WatchShares {
     /// The part of it inside traced I/O syscalls (after the I/O completed), seconds.
     #[serde(default)]
     pub runq_io_s: f64,
-    /// Shares (0..1) of the I/O syscall time; they sum to 1 when there was any. `runq` is the
-    /// share spent waiting for a CPU inside the syscalls.
+    /// The watched threads' wall time (thread-seconds) and its shares (0..1), which sum to 1:
+    /// on CPU outside I/O syscalls, waiting for a CPU (inside them or not), inside I/O syscalls
+    /// (less their CPU wait), otherwise off CPU (sleep, locks, client, idle).
+    #[serde(default)]
+    pub wall_s: f64,
+    #[serde(default)]
+    pub wall_cpu: f64,
+    #[serde(default)]
+    pub wall_cpu_wait: f64,
+    #[serde(default)]
+    pub wall_io: f64,
+    #[serde(default)]
+    pub wall_off_cpu: f64,
+    /// Time inside traced I/O syscalls, seconds (CPU wait inside them included).
+    #[serde(default)]
+    pub io_s: f64,
+    /// Background I/O: the watched processes' block requests no syscall of theirs waited for,
+    /// and their device time in seconds.
+    #[serde(default)]
+    pub bg_requests: u64,
+    #[serde(default)]
+    pub bg_device_s: f64,
+    /// Shares (0..1) of the time inside I/O syscalls (`io_s`); they sum to 1 when there was
+    /// any. `runq` is the share spent waiting for a CPU inside the syscalls; `above_block` holds
+    /// the syscalls' own CPU time with their sleeps outside the block layer.
     pub device: f64,
     pub host_queue: f64,
     pub above_block: f64,

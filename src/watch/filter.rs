@@ -27,8 +27,10 @@ pub struct Filters {
 }
 
 impl Filters {
-    /// Check and resolve the filters given on the command line.
-    pub fn new(pids: &[u32], comms: &[String], devices: &[String]) -> Result<Filters> {
+    /// Check and resolve the filters given on the command line. A process name must be the
+    /// name of a running process (its main thread's, as `ps -e -o comm` shows it) unless `wait`
+    /// (a process of that name is expected to start).
+    pub fn new(pids: &[u32], comms: &[String], devices: &[String], wait: bool) -> Result<Filters> {
         for &p in pids {
             if p == 0 || !alive(p) {
                 bail!("--pid {p}: no such process (is it still running? `ps -p {p}` shows it)");
@@ -47,6 +49,13 @@ impl Filters {
             }
             // The kernel truncates names; matching on the truncated form follows long names.
             let t: String = truncate_comm(c);
+            if !wait && !process_named(&t) {
+                bail!(
+                    "--comm {c}: no running process has this name (`ps -e -o comm` lists them; \
+                     the name is the process's, not a thread's); add --wait to watch for one \
+                     to start"
+                );
+            }
             if !names.contains(&t) {
                 names.push(t);
             }
@@ -110,6 +119,25 @@ pub(crate) fn alive(pid: u32) -> bool {
 /// The name (`comm`) of process `pid`, if it still exists.
 pub(crate) fn comm_of(pid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim_end_matches('\n').to_string())
+}
+
+/// Whether a running process (its main thread) is named `name` (already truncated).
+fn process_named(name: &str) -> bool {
+    let self_pid = std::process::id();
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| p != self_pid)
+        .any(|p| comm_of(p).is_some_and(|c| c == name))
+}
+
+/// The name of thread `tid` of process `pid`, while it lives.
+pub(crate) fn thread_comm(pid: u32, tid: u32) -> Option<String> {
+    fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
         .ok()
         .map(|s| s.trim_end_matches('\n').to_string())
 }
@@ -196,12 +224,18 @@ mod tests {
 
     #[test]
     fn pids_and_names_are_checked() {
-        assert!(Filters::new(&[std::process::id()], &[], &[]).is_ok());
-        let e = Filters::new(&[999_999_999], &[], &[]).unwrap_err();
+        assert!(Filters::new(&[std::process::id()], &[], &[], false).is_ok());
+        let e = Filters::new(&[999_999_999], &[], &[], false).unwrap_err();
         assert!(e.to_string().contains("no such process"), "{e}");
-        let f = Filters::new(&[], &["a-very-long-process-name".into()], &[]).unwrap();
+        let f = Filters::new(&[], &["a-very-long-process-name".into()], &[], true).unwrap();
         assert_eq!(f.comms, vec!["a-very-long-pro".to_string()]);
         assert_eq!(&crate::bpf::comm_key("postgres")[..9], b"postgres\0");
-        assert!(Filters::new(&[], &["/usr/bin/x".into()], &[]).is_err());
+        assert!(Filters::new(&[], &["/usr/bin/x".into()], &[], true).is_err());
+        // A name no process has is an error, unless waiting for one.
+        let e = Filters::new(&[], &["no-such-procXY".into()], &[], false).unwrap_err();
+        assert!(e.to_string().contains("no running process"), "{e}");
+        // PID 1 always runs: its name is found.
+        let init = comm_of(1).unwrap();
+        assert!(Filters::new(&[], &[init], &[], false).is_ok());
     }
 }

@@ -26,7 +26,10 @@ use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use hdrhistogram::Histogram;
 
 use crate::bpf::{self, Attached, Global};
-use crate::results::{Kind, OpResult, Results, RunResult, WatchBudget, WatchProcess, WatchSpan};
+use crate::results::{
+    Kind, OpResult, Results, RunResult, WallSplit, WatchBudget, WatchProcess, WatchSpan,
+    WatchThread,
+};
 
 pub use filter::{Device, Filters};
 
@@ -131,6 +134,8 @@ const EV_CPU_OFF: u32 = 4;
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
+/// Set on a block event whose request a traced syscall waited for (see `BLOCK_WAITED`).
+const BLOCK_WAITED: u32 = 1 << 17;
 const LOST_CAUSES: [&str; 9] = [
     "ring buffer full",
     "syscall state map full",
@@ -165,13 +170,23 @@ struct Event {
     ts: u64,
     dev: u32,
     bytes: u32,
+    /// Syscall: device and host-queue time charged to it, ns.
+    c: u64,
+    d: u64,
+    /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
+    parts: Option<(u64, [u64; PARTS])>,
 }
+
+/// Parts of a thread's wall time, in the kernel's order (`P_CPU` .. `P_IO_ABOVE`).
+const PARTS: usize = 8;
+/// Bytes of a parts record: an event, its start, its parts.
+const PARTS_LEN: usize = EVENT_LEN + 8 + PARTS * 8;
 
 /// Events in one syscall batch record (`SYS_BATCH` in `bpf/watch.bpf.c`).
 const SYS_BATCH: usize = 16;
 /// Bytes of one event record, of a batch record's header (`struct sys_batch`: count, pad,
 /// first timestamp; the events it holds follow), and of a whole batch.
-const EVENT_LEN: usize = 48;
+const EVENT_LEN: usize = 64;
 const BATCH_HEADER: usize = 16;
 const BATCH_LEN: usize = BATCH_HEADER + SYS_BATCH * EVENT_LEN;
 
@@ -182,6 +197,19 @@ impl Event {
     fn each(d: &[u8], mut f: impl FnMut(Event)) -> bool {
         if d.len() == EVENT_LEN {
             return Event::parse(d).map(f).is_some();
+        }
+        if d.len() == PARTS_LEN {
+            let Some(mut e) = Event::parse(d) else {
+                return false;
+            };
+            let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
+            let mut parts = [0u64; PARTS];
+            for (i, p) in parts.iter_mut().enumerate() {
+                *p = u64_at(EVENT_LEN + 8 + i * 8);
+            }
+            e.parts = Some((u64_at(EVENT_LEN), parts));
+            f(e);
+            return true;
         }
         if d.len() < BATCH_HEADER || d.len() > BATCH_LEN {
             return false;
@@ -202,7 +230,7 @@ impl Event {
     }
 
     fn parse(d: &[u8]) -> Option<Event> {
-        if d.len() < 48 {
+        if d.len() < EVENT_LEN {
             return None;
         }
         let u32_at = |o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap_or([0; 4]));
@@ -217,6 +245,9 @@ impl Event {
             ts: u64_at(32),
             dev: u32_at(40),
             bytes: u32_at(44),
+            c: u64_at(48),
+            d: u64_at(56),
+            parts: None,
         })
     }
 }
@@ -238,6 +269,10 @@ struct Recording {
     devices: HashMap<u32, (Rc<str>, Rc<str>)>,
     /// The first failure to record (a histogram that would not decode): ends the watch.
     failed: Option<anyhow::Error>,
+    /// Every watched thread seen, by tid.
+    thread_time: BTreeMap<u32, WatchThread>,
+    /// The watch's end (`u64::MAX` while it runs): parts past it are cut off.
+    end_ns: u64,
 }
 
 impl Recording {
@@ -302,8 +337,53 @@ impl Recording {
             .clone()
     }
 
+    /// A thread's parts over `[from, ts]`: spread over the intervals it covers in proportion
+    /// to their overlap (a record is one phase of the thread, on CPU or off it), cut to the
+    /// watch's start and end.
+    fn add_parts(&mut self, tgid: u32, tid: u32, from: u64, ts: u64, parts: &[u64; PARTS]) {
+        let total = ts.saturating_sub(from);
+        let lo = from.max(self.start_ns);
+        let hi = ts.min(self.end_ns);
+        if hi < lo || (hi == lo && total > 0) {
+            return;
+        }
+        let thread = self.thread_time.entry(tid).or_insert_with(|| WatchThread {
+            pid: tgid,
+            tid,
+            comm: filter::thread_comm(tgid, tid)
+                .or_else(|| filter::comm_of(tgid))
+                .unwrap_or_else(|| "(exited)".into()),
+            ..Default::default()
+        });
+        let part = |k_from: u64, k_to: u64| -> WallSplit {
+            let f = if total == 0 {
+                1.0
+            } else {
+                (k_to - k_from) as f64 / total as f64
+            };
+            let mut w = WallSplit::default();
+            for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
+                *dst = ns as f64 * f / 1e9;
+            }
+            w
+        };
+        thread.watched_s += (hi - lo) as f64 / 1e9;
+        let whole = part(lo, hi);
+        thread.wall.add(&whole);
+        let (k0, k1) = (self.interval_of(lo), self.interval_of(hi.max(lo + 1) - 1));
+        for k in k0..=k1 {
+            let a = (self.start_ns + k as u64 * self.interval_ns).max(lo);
+            let b = (self.start_ns + (k as u64 + 1) * self.interval_ns).min(hi);
+            let w = if k0 == k1 { whole } else { part(a, b.max(a)) };
+            self.span(k).wall.add(&w);
+        }
+    }
+
     fn add(&mut self, e: &Event, filters: &Filters) {
-        if e.ts < self.start_ns {
+        if let Some((from, parts)) = &e.parts {
+            self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
+        }
+        if e.ts < self.start_ns || e.ts > self.end_ns {
             return;
         }
         let k = self.interval_of(e.ts);
@@ -320,6 +400,11 @@ impl Recording {
                 let span = self.span(k);
                 span.syscalls += 1;
                 span.syscall_ns += e.a;
+                span.sys_device_ns += e.c;
+                span.sys_queue_ns += e.d;
+                if e.c + e.d > e.a {
+                    span.overcharged += 1;
+                }
                 let tid = if self.threads { e.tid } else { 0 };
                 let p = self
                     .processes
@@ -364,6 +449,10 @@ impl Recording {
                     span.block_requests += 1;
                     span.device_ns += e.a;
                     span.queue_ns += e.b;
+                    if e.sub & BLOCK_WAITED == 0 {
+                        span.bg_requests += 1;
+                        span.bg_device_ns += e.a;
+                    }
                 }
             }
             EV_CPU_ON => {
@@ -377,6 +466,9 @@ impl Recording {
                     self.layer_record(Layer::Cpu, k, e.b);
                     let span = self.span(k);
                     span.runq_ns += e.b;
+                    if e.sub & CPU_CONTENDED != 0 {
+                        span.runq_contended_ns += e.b;
+                    }
                     if e.sub & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
                         span.runq_io_ns += e.b;
                     }
@@ -390,6 +482,64 @@ impl Recording {
         let r = self.layers[layer as usize].record(k, ns, 0, false);
         self.keep_failure(r);
     }
+}
+
+/// Bytes of `struct task_state` in `bpf/watch.bpf.c`, and the offsets read from it.
+const TASK_LEN: usize = 152;
+const TASK_LAST: usize = 24;
+const TASK_EMIT: usize = 32;
+const TASK_SYS_TS: usize = 40;
+const TASK_STATE: usize = 68;
+const TASK_N_DEV: usize = 72;
+const TASK_N_QUEUE: usize = 76;
+const TASK_TGID: usize = 80;
+const TASK_ACC: usize = 88;
+
+/// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
+fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
+    match (in_syscall, state) {
+        (true, 0) => 3,
+        (true, 1) => 4,
+        (true, _) if n_dev > 0 => 5,
+        (true, _) if n_queue > 0 => 6,
+        (true, _) => 7,
+        (false, 0) => 0,
+        (false, 1) => 1,
+        (false, _) => 2,
+    }
+}
+
+/// Each watched thread's parts not yet written to the ring, up to `end_ns`: (tgid, tid, from,
+/// to, parts).
+#[allow(clippy::type_complexity)]
+fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<(u32, u32, u64, u64, [u64; PARTS])>> {
+    let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
+        aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
+    let mut out = Vec::new();
+    for item in tasks.iter() {
+        let Ok((tid, v)) = item else { continue };
+        let u64_at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap_or([0; 8]));
+        let u32_at = |o: usize| u32::from_ne_bytes(v[o..o + 4].try_into().unwrap_or([0; 4]));
+        let (last, from) = (u64_at(TASK_LAST), u64_at(TASK_EMIT));
+        if from == 0 || from >= end_ns {
+            continue;
+        }
+        let mut parts = [0u64; PARTS];
+        for (i, p) in parts.iter_mut().enumerate() {
+            *p = u64_at(TASK_ACC + i * 8);
+        }
+        if last < end_ns {
+            let p = part_of(
+                u64_at(TASK_SYS_TS) != 0,
+                u32_at(TASK_STATE),
+                u32_at(TASK_N_DEV) as i32,
+                u32_at(TASK_N_QUEUE) as i32,
+            );
+            parts[p] += end_ns - last.max(from);
+        }
+        out.push((u32_at(TASK_TGID), tid, from, last.max(end_ns), parts));
+    }
+    Ok(out)
 }
 
 fn monotonic_ns() -> u64 {
@@ -519,7 +669,17 @@ pub(crate) fn watch(
         layers: [OpAcc::new(), OpAcc::new(), OpAcc::new()],
         devices: HashMap::new(),
         failed: None,
+        thread_time: BTreeMap::new(),
+        end_ns: u64::MAX,
     };
+    // Threads first seen being woken were asleep since the watch's start.
+    {
+        let mut ws: Array<&mut MapData, u64> = Array::try_from(
+            ebpf.map_mut("watch_start")
+                .context("BPF object lacks watch_start")?,
+        )?;
+        ws.set(0, start_ns, 0)?;
+    }
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;
@@ -575,6 +735,7 @@ pub(crate) fn watch(
         }
     }
     let end_ns = monotonic_ns();
+    rec.end_ns = end_ns;
     // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
     // then whatever is still in the ring buffer, and last what the batches still hold,
     // happened before the end. Failing that, the measurement so far is still written, with a
@@ -616,6 +777,17 @@ pub(crate) fn watch(
                 )),
             }
         }
+    }
+    // The threads' parts not yet written (each thread's last phase, up to the end).
+    match pending_parts(&ebpf, end_ns) {
+        Ok(pending) => {
+            for (tgid, tid, from, to, parts) in pending {
+                rec.add_parts(tgid, tid, from, to, &parts);
+            }
+        }
+        Err(e) => end_warnings.push(format!(
+            "the watched threads' time since their last switch is left out: {e:#}"
+        )),
     }
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
@@ -749,6 +921,7 @@ pub(crate) fn watch(
         pids: filters.pids.clone(),
         comms: filters.comms.clone(),
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
+        threads: rec.thread_time.into_values().collect(),
         disks: {
             let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
             names.sort_unstable();
@@ -774,7 +947,7 @@ mod tests {
         for x in [1000u64, 8192, ts] {
             v.extend_from_slice(&x.to_ne_bytes());
         }
-        v.extend_from_slice(&[0; 8]);
+        v.extend_from_slice(&[0; 24]);
         v
     }
 

@@ -76,6 +76,8 @@ struct RqState {
     tid: u32,
     watched: u32,
     pad: u32,
+    /// Entry time of the submitter's traced syscall it was submitted in (0: none).
+    sys: u64,
 }
 
 // SAFETY: plain old data, laid out as the BPF program's `struct rq_state`.
