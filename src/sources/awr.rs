@@ -9,7 +9,8 @@
 //!   microsecond / fraction-of-a-second headings of newer releases: `<32us`, `<1/8s`; `s` is
 //!   1024 ms, as the report says). Columns are found from the dashed rule under the headings,
 //!   so blank cells (no waits) are told from missing ones;
-//! - the `Foreground Wait Events` table (waits, total wait time, average wait) as means-only
+//! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
+//!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
 //!
 //! The report prints each event's total waits (`71K` when ≥ 10,000 in Statspack, `661.6K` in
@@ -240,6 +241,23 @@ pub(crate) fn apportion(total: u64, pcts: &[Option<f64>], exact: bool) -> Option
         sum -= step;
     }
     Some(c)
+}
+
+/// A time cell in ms: `1,557` in the column's unit (`unit_ms` ms), or with its own unit as
+/// newer releases print them (`117.86us`, `6.34ms`, `1.02s`); `######` (overflow) is `None`.
+fn parse_time_ms(s: &str, unit_ms: f64) -> Option<f64> {
+    let s = s.replace(',', "");
+    let (num, mult) = if let Some(n) = s.strip_suffix("us") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e3)
+    } else {
+        (s.as_str(), unit_ms)
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
 }
 
 /// `31-Jan-16 00:00:03` (also with a four-digit year) as ns since the epoch.
@@ -547,9 +565,9 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
                     r.unparsed("wait events row without a waits count");
                     continue;
                 };
-                let num = |i: usize| -> Option<f64> {
+                let num = |i: usize, unit_ms: f64| -> Option<f64> {
                     let s = std::str::from_utf8(cells.get(i).copied().flatten()?).ok()?;
-                    s.replace(',', "").parse::<f64>().ok()
+                    parse_time_ms(s, unit_ms)
                 };
                 if fg.len() >= MAX_EVENTS {
                     bail!("more than {MAX_EVENTS} foreground wait events in one report");
@@ -557,8 +575,8 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
                 fg.push(FgEvent {
                     event: name,
                     waits,
-                    total_s: num(3),
-                    avg_ms: num(4),
+                    total_s: num(3, 1000.0).map(|ms| ms / 1000.0),
+                    avg_ms: num(4, 1.0),
                 });
                 r.parsed();
             }
@@ -698,6 +716,20 @@ mod tests {
         assert_eq!(parse_count(b"3138.K"), Some((3_138_000, false)));
         assert_eq!(parse_count(b"1,234"), Some((1_234, true)));
         assert_eq!(parse_count(b"x"), None);
+    }
+
+    #[test]
+    fn time_cells_in_the_columns_unit_or_their_own() {
+        assert_eq!(parse_time_ms("1,557", 1.0), Some(1557.0));
+        assert_eq!(parse_time_ms("5,175,208", 1000.0), Some(5_175_208_000.0));
+        let near = |s: &str, want: f64| {
+            let v = parse_time_ms(s, 1.0).unwrap();
+            assert!((v - want).abs() < 1e-9 * want, "{s}: {v}");
+        };
+        near("117.86us", 0.11786);
+        near("6.34ms", 6.34);
+        near("1.02s", 1020.0);
+        assert_eq!(parse_time_ms("######", 1.0), None);
     }
 
     #[test]
