@@ -209,6 +209,19 @@ fn statspack_bucket_counts_are_the_reports() {
     assert_eq!(op("Streams AQ: qmn coordinato").count, 1);
     assert_eq!(op("Streams AQ: qmn coordinato (2)").count, 7561);
     assert!(run.warnings.iter().any(|w| w.contains("are estimates")));
+    // Idle events last: from `DIAG idle wait` (after `write complete waits`) to the end.
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let idle: Vec<&str> = spec["idle_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(idle.len(), 18, "{idle:?}");
+    assert_eq!(idle[0], "DIAG idle wait");
+    assert_eq!(idle[17], "wait for unread message on");
+    assert!(idle.contains(&"Streams AQ: qmn coordinato (2)"));
+    assert!(!idle.contains(&"Streams AQ: qmn coordinato"));
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //!   microsecond / fraction-of-a-second headings of newer releases: `<32us`, `<1/8s`; `s` is
 //!   1024 ms, as the report says). Columns are found from the dashed rule under the headings,
 //!   so blank cells (no waits) are told from missing ones;
+//!   Idle events (listed last, "idle events last") are named in the spec (`idle_events`): the
+//!   first row that sorts before the row above it begins them;
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
@@ -306,6 +308,8 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
     let mut bad_rows: Vec<String> = Vec::new();
     let mut collisions: Vec<String> = Vec::new();
     let mut names: std::collections::HashSet<String> = Default::default();
+    let mut prev_event: Option<String> = None;
+    let mut idle_from: Option<usize> = None;
     while let Some(line) = r.next_line()? {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let t = line.trim_ascii();
@@ -555,6 +559,16 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
                     }
                     row.push((*b, n));
                 }
+                // Rows are ordered by event, idle events last: the first row that sorts
+                // before the one above it (byte-wise and ignoring case alike, whichever sort
+                // the database used) begins the idle events.
+                if let Some(prev) = &prev_event {
+                    let ci = |a: &str| a.to_ascii_lowercase();
+                    if idle_from.is_none() && name < *prev && ci(&name) < ci(prev) {
+                        idle_from = Some(events.len());
+                    }
+                }
+                prev_event = Some(name.clone());
                 names.insert(op_name.clone());
                 events.push((op_name, row));
                 r.parsed();
@@ -672,8 +686,12 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
             })
         })
         .collect();
+    let idle: Vec<&str> = idle_from
+        .map(|i| events[i..].iter().map(|(n, _)| n.as_str()).collect())
+        .unwrap_or_default();
     let spec = json!({
         "report": kind,
+        "idle_events": idle,
         "begin_snap": b_id,
         "end_snap": e_id,
         "bucket_convention_basis": "the report's column headings: `<2ms` holds [1, 2) ms, \
