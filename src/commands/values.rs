@@ -80,6 +80,7 @@ value_enum!(Format {
     TimeLatency => "time-latency": "Two columns: time latency (Brendan Gregg's heatmap input)",
     PerfScript => "perf-script": "`perf script` output (sampled stacks) into a stack profile and flame graph",
     Folded => "folded": "Folded stacks (comm;outer;…;leaf weight) into a stack profile and flame graph",
+    Awr => "awr": "Oracle AWR or Statspack text report: Wait Event Histogram over the snap window, foreground wait events as means",
 });
 
 value_enum!(Unit {

@@ -31,6 +31,7 @@
 //!   for every reader: how many lines were read, used, knowingly ignored and not understood.
 //! - `trace_profile`, `trace_io`, `trace_slowest`: see [`oracle_trace`].
 
+pub mod awr;
 pub mod bcc;
 pub mod event_histogram;
 pub mod fio;
@@ -102,6 +103,8 @@ pub enum Format {
     PerfScript,
     /// Folded stacks (`comm;outer;…;leaf weight`) into a stack profile.
     Folded,
+    /// Oracle AWR or Statspack report, text form: wait event histograms over the snap window.
+    Awr,
 }
 
 /// What `iolens ingest` reads and how.
@@ -184,6 +187,7 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
             Format::TimeLatency => pairs::read(&mut reader, args),
             Format::PerfScript => read_stacks(perf_script::read(&mut reader)),
             Format::Folded => read_stacks(folded::read(&mut reader)),
+            Format::Awr => awr::read(&mut reader, args),
         }
         .map_err(|e| {
             // Errors of the line reader already name the file.
@@ -342,6 +346,7 @@ pub fn format_name(f: Format) -> &'static str {
         Format::TimeLatency => "time-latency",
         Format::PerfScript => "perf-script",
         Format::Folded => "folded",
+        Format::Awr => "awr",
     }
 }
 

@@ -6,6 +6,7 @@
 //! header and `lo -> hi : count` rows, bpftrace's `@map:` headers and `[lo, hi)` rows,
 //! HdrHistogram's `#[StartTime:`/`HIST…` lines, fio's all-numeric comma rows (histogram logs have
 //! hundreds of columns, latency logs four to six), `V$EVENT_HISTOGRAM` spools' `EVENT` header,
+//! AWR/Statspack reports' `WORKLOAD REPOSITORY report for` / `STATSPACK report for` titles,
 //! the 10046 trace's `WAIT #`/`PARSING IN CURSOR` lines, `perf script`'s indented
 //! `address symbol (module)` frames and folded stacks' `a;b;c 42` lines.
 
@@ -44,7 +45,12 @@ pub(crate) fn sniff(path: &Path) -> Option<Guess> {
             continue;
         }
         let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
-        if t == b"<begin record>" || t == b"<end record>" {
+        if t.starts_with(b"WORKLOAD REPOSITORY report for")
+            || t.starts_with(b"STATSPACK report for")
+            || (t.starts_with(b"Wait Event Histogram") && has(b"DB/Inst:"))
+        {
+            vote(Guess::Ingest(Format::Awr), 20);
+        } else if t == b"<begin record>" || t == b"<end record>" {
             vote(Guess::Ingest(Format::Pylatencymap), 10);
         } else if t.starts_with(b"TIME(s)") && has(b"LAT(ms)") {
             vote(Guess::Ingest(Format::Biosnoop), 10);
@@ -141,5 +147,6 @@ fn describe(f: Format) -> &'static str {
         Format::TimeLatency => "time/latency pairs",
         Format::PerfScript => "perf script",
         Format::Folded => "folded stacks",
+        Format::Awr => "Oracle AWR/Statspack report",
     }
 }

@@ -1,0 +1,377 @@
+//! `iolens ingest --format awr` on a real Statspack report (origin in tests/fixtures/README.md):
+//! every bucket's count against the report's text (rows read here independently, by the
+//! report's own column rule), the shares reconciled with the counts, the duration from the
+//! snap window, the foreground wait events as means only, and truncated or garbled reports
+//! refused with a non-zero exit.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use iolens::results::Results;
+use iolens::sources::{ingest, Format, IngestOptions};
+
+const STATSPACK: &str = "statspack_11204_igt.txt";
+
+fn real(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/real")
+        .join(name)
+}
+
+fn opts(files: Vec<PathBuf>) -> IngestOptions {
+    IngestOptions {
+        format: Format::Awr,
+        files,
+        unit: None,
+        time_unit: None,
+        interval: std::time::Duration::from_secs(1),
+        duration: None,
+    }
+}
+
+fn read(path: PathBuf) -> anyhow::Result<Results> {
+    ingest(&opts(vec![path]), vec![])
+}
+
+/// One histogram row of the report: event, printed total, whether the total is printed in
+/// full, and the printed share per column (`None`: blank).
+struct Row {
+    event: String,
+    total: u64,
+    exact: bool,
+    shares: Vec<Option<f64>>,
+}
+
+/// The Wait Event Histogram rows of a report text, cut at the column rule's offsets.
+fn histogram_rows(text: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut in_hist = false;
+    let mut cols: Option<Vec<(usize, usize)>> = None;
+    for l in text.lines() {
+        let l = l.trim_end_matches('\r');
+        if l.starts_with("Wait Event Histogram") {
+            in_hist = true;
+            cols = None;
+            continue;
+        }
+        if !in_hist {
+            continue;
+        }
+        if l.starts_with("          ---") && cols.is_some() {
+            in_hist = false;
+            continue;
+        }
+        if l.starts_with("---") {
+            let mut c = Vec::new();
+            let mut start = None;
+            for (i, ch) in l.char_indices().chain(std::iter::once((l.len(), ' '))) {
+                match (ch == '-', start) {
+                    (true, None) => start = Some(i),
+                    (false, Some(s)) => {
+                        c.push((s, i));
+                        start = None;
+                    }
+                    _ => {}
+                }
+            }
+            cols = Some(c);
+            continue;
+        }
+        let Some(c) = &cols else { continue };
+        if l.trim().is_empty() {
+            continue;
+        }
+        let cell =
+            |(s, e): (usize, usize)| -> &str { l.get(s..e.min(l.len())).unwrap_or("").trim() };
+        let total_s = cell(c[1]);
+        let (total, exact) = match total_s.strip_suffix('K') {
+            Some(k) => (k.parse::<u64>().unwrap() * 1000, false),
+            None => (total_s.parse::<u64>().unwrap(), true),
+        };
+        rows.push(Row {
+            event: cell(c[0]).to_string(),
+            total,
+            exact,
+            shares: c[2..]
+                .iter()
+                .map(|&sp| {
+                    let v = cell(sp);
+                    (!v.is_empty()).then(|| v.parse::<f64>().unwrap())
+                })
+                .collect(),
+        });
+    }
+    rows
+}
+
+/// The report's bucket edges in ms: `<1ms` … `<32ms`, `<=1s` (truly < 1024 ms), `>1s`.
+const EDGES_MS: [(f64, f64); 8] = [
+    (0.0, 1.0),
+    (1.0, 2.0),
+    (2.0, 4.0),
+    (4.0, 8.0),
+    (8.0, 16.0),
+    (16.0, 32.0),
+    (32.0, 1024.0),
+    (1024.0, f64::INFINITY),
+];
+
+/// Counts of an op's values per report bucket.
+fn bucket_counts(op: &iolens::results::OpResult) -> Vec<u64> {
+    let h = op.hist.decode().unwrap();
+    let mut out = vec![0u64; EDGES_MS.len()];
+    for v in h.iter_recorded() {
+        let ms = v.value_iterated_to() as f64 / 1e6;
+        let i = EDGES_MS
+            .iter()
+            .position(|&(lo, hi)| ms >= lo && ms < hi)
+            .unwrap_or_else(|| panic!("{}: value {ms} ms outside every bucket", op.op));
+        out[i] += v.count_at_value();
+    }
+    out
+}
+
+#[test]
+fn statspack_bucket_counts_are_the_reports() {
+    let r = read(real(STATSPACK)).unwrap();
+    let run = &r.runs[0];
+    let rows = histogram_rows(&std::fs::read_to_string(real(STATSPACK)).unwrap());
+    assert_eq!(rows.len(), 80, "rows of the fixture's two histogram pages");
+    // Checked by hand against the text: `ADR block file read  369  99.2  .3  (blank)  .3  .3`.
+    let op = |name: &str| run.ops.iter().find(|o| o.op == name).unwrap();
+    assert_eq!(
+        bucket_counts(op("ADR block file read")),
+        [366, 1, 0, 1, 1, 0, 0, 0]
+    );
+    // `cursor: pin S wait on X  57  (blank) 17.5 10.5 5.3 57.9 (blank) 8.8`.
+    assert_eq!(
+        bucket_counts(op("cursor: pin S wait on X")),
+        [0, 10, 6, 3, 33, 0, 5, 0]
+    );
+    // `os thread startup  431  … 99.1 .7 .2` (<16ms, <32ms, <=1s).
+    assert_eq!(
+        bucket_counts(op("os thread startup")),
+        [0, 0, 0, 0, 427, 3, 1, 0]
+    );
+    // `enq: TM - contention  1  … 100.0` in `>1s`: recorded at 1024 ms, its lower edge.
+    assert_eq!(
+        bucket_counts(op("enq: TM - contention")),
+        [0, 0, 0, 0, 0, 0, 0, 1]
+    );
+    // (to the histogram's resolution, 3 significant digits).
+    let max = op("enq: TM - contention").summary.max_ns;
+    assert!((1_024_000_000..=1_025_024_000).contains(&max), "{max}");
+
+    let mut seen = std::collections::HashMap::new();
+    for row in &rows {
+        let k = seen.entry(row.event.clone()).or_insert(0);
+        *k += 1;
+        let name = if *k == 1 {
+            row.event.clone()
+        } else {
+            format!("{} ({k})", row.event)
+        };
+        let o = op(&name);
+        let counts = bucket_counts(o);
+        assert_eq!(o.count, row.total, "{name}: count is the printed total");
+        assert_eq!(counts.iter().sum::<u64>(), row.total, "{name}");
+        for (i, (c, p)) in counts.iter().zip(&row.shares).enumerate() {
+            match p {
+                // Blank: truly none.
+                None => assert_eq!(*c, 0, "{name} bucket {i}"),
+                Some(p) => {
+                    // The share printed to 0.1 % (`.0`: under 0.05 % but some).
+                    assert!(*c > 0, "{name} bucket {i}: printed {p} % but no waits");
+                    let share = *c as f64 * 100.0 / row.total as f64;
+                    // A rounded total (`71K`) moves shares by up to 500/71000.
+                    let slack = if row.exact {
+                        0.05 + 1e-9
+                    } else {
+                        0.05 + 100.0 * 500.0 / row.total as f64
+                    };
+                    assert!(
+                        (share - p).abs() <= slack,
+                        "{name} bucket {i}: {c} waits are {share:.3} %, printed {p} %"
+                    );
+                }
+            }
+            if row.exact && row.total < 1000 {
+                // Exact: the only whole count whose share rounds to the printed one.
+                let want = p
+                    .map(|p| (p * row.total as f64 / 100.0).round() as u64)
+                    .unwrap_or(0);
+                assert_eq!(*c, want, "{name} bucket {i}");
+            }
+        }
+    }
+    // Two events print as `Streams AQ: qmn coordinato` (1 wait, and 7561 idle waits).
+    assert_eq!(op("Streams AQ: qmn coordinato").count, 1);
+    assert_eq!(op("Streams AQ: qmn coordinato (2)").count, 7561);
+    assert!(run.warnings.iter().any(|w| w.contains("are estimates")));
+    // Idle events last: from `DIAG idle wait` (after `write complete waits`) to the end.
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let idle: Vec<&str> = spec["idle_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(idle.len(), 18, "{idle:?}");
+    assert_eq!(idle[0], "DIAG idle wait");
+    assert_eq!(idle[17], "wait for unread message on");
+    assert!(idle.contains(&"Streams AQ: qmn coordinato (2)"));
+    assert!(!idle.contains(&"Streams AQ: qmn coordinato"));
+}
+
+#[test]
+fn statspack_duration_is_the_snap_window() {
+    let r = read(real(STATSPACK)).unwrap();
+    let run = &r.runs[0];
+    // Begin Snap 31-Jan-16 00:00:03, End Snap 01-Feb-16 00:00:02: 86,399 s (Elapsed 1,439.98 min).
+    assert_eq!(run.duration_s, 86_399.0);
+    assert!(!run.duration_unknown);
+    assert_eq!(run.started, "2016-01-31T00:00:03.000Z");
+    assert_eq!(run.name, "Statspack snaps 6693-6723");
+    let db = run
+        .ops
+        .iter()
+        .find(|o| o.op == "db file sequential read")
+        .unwrap();
+    assert_eq!(db.intervals.len(), 1);
+    assert_eq!(db.intervals[0].duration_s, 86_399.0);
+    // No warning about Elapsed: it agrees with the snap times.
+    assert!(
+        !run.warnings.iter().any(|w| w.contains("Elapsed")),
+        "{:?}",
+        run.warnings
+    );
+}
+
+#[test]
+fn statspack_foreground_wait_events_are_means_only() {
+    let r = read(real(STATSPACK)).unwrap();
+    let run = &r.runs[0];
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let fg = spec["foreground_wait_events"].as_array().unwrap();
+    // Rows of the Foreground Wait Events table (lines 119-157 of the fixture).
+    assert_eq!(fg.len(), 35);
+    let row = |e: &str| fg.iter().find(|v| v["event"] == e).unwrap().clone();
+    let db = row("db file sequential read");
+    assert_eq!(db["waits"], 121_513);
+    assert_eq!(db["total_wait_s"], 1.0);
+    assert_eq!(db["avg_wait_ms"], 0.0);
+    let net = row("SQL*Net message from client");
+    assert_eq!(net["waits"], 466_947);
+    assert_eq!(net["total_wait_s"], 5_175_208.0);
+    assert_eq!(net["avg_wait_ms"], 11_083.0);
+    // 11083 ms ≈ 5,175,208 s / 466,947 waits: the means agree with the totals.
+    let avg = 5_175_208.0 * 1000.0 / 466_947.0;
+    assert!((avg - 11_083.0_f64).abs() < 1.0);
+    // Means only: no op is made of them (the histogram's op of this event has the histogram's
+    // count of fg and bg waits, 237K, not the foreground table's 121,513).
+    let op = run
+        .ops
+        .iter()
+        .find(|o| o.op == "db file sequential read")
+        .unwrap();
+    assert_eq!(op.count, 237_000);
+}
+
+fn cut(lines: usize) -> tempfile::TempPath {
+    let text = std::fs::read_to_string(real(STATSPACK)).unwrap();
+    let part: String = text.split_inclusive('\n').take(lines).collect();
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), part).unwrap();
+    f.into_temp_path()
+}
+
+#[test]
+fn truncated_or_garbled_reports_are_refused() {
+    // Cut inside the first histogram page (its rows run from line 328).
+    let e = read(cut(340).to_path_buf()).unwrap_err();
+    assert!(format!("{e:#}").contains("truncated"), "{e:#}");
+    // Cut before the histogram.
+    let e = read(cut(300).to_path_buf()).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("without a readable Wait Event Histogram"),
+        "{e:#}"
+    );
+    // Without the snap window (the first 20 lines cut away).
+    let text = std::fs::read_to_string(real(STATSPACK)).unwrap();
+    let body: String = text.split_inclusive('\n').skip(20).collect();
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), &body).unwrap();
+    let e = read(f.path().to_path_buf()).unwrap_err();
+    assert!(format!("{e:#}").contains("Begin Snap"), "{e:#}");
+    // A share changed so that the row no longer adds up to 100 %.
+    let bad = text.replacen(
+        "ADR block file read         369   99.2",
+        "ADR block file read         369   89.2",
+        1,
+    );
+    assert_ne!(bad, text);
+    std::fs::write(f.path(), &bad).unwrap();
+    let r = read(f.path().to_path_buf()).unwrap();
+    let run = &r.runs[0];
+    assert!(!run.ops.iter().any(|o| o.op == "ADR block file read"));
+    assert!(
+        run.warnings
+            .iter()
+            .any(|w| w.contains("ADR block file read") && w.contains("not 100 %")),
+        "{:?}",
+        run.warnings
+    );
+    // A column heading that is not a time bucket.
+    let bad = text.replace(" <16ms", " <16xx");
+    std::fs::write(f.path(), &bad).unwrap();
+    let e = read(f.path().to_path_buf()).unwrap_err();
+    assert!(format!("{e:#}").contains("<16xx"), "{e:#}");
+    // The CLI: exit non-zero with the reason, never 0 with nothing read.
+    let truncated = cut(340);
+    let out = common::bin()
+        .args(["ingest", "--format", "awr"])
+        .arg(&*truncated)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    let out = common::bin()
+        .args(["ingest", "--format", "awr"])
+        .arg(real("bcc_biolatency.txt"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
+
+#[test]
+fn awr_ingest_then_show_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("sp.json");
+    common::ok_stdout(
+        common::bin()
+            .args(["ingest", "--format", "awr"])
+            .arg(real(STATSPACK))
+            .arg("--json")
+            .arg(&json),
+    );
+    let shown = common::ok_stdout(common::bin().arg("show").arg(&json));
+    assert!(shown.contains("db file sequential read"), "{shown}");
+    assert!(shown.contains("86399 s"), "{shown}");
+    let html = dir.path().join("r.html");
+    common::ok_stdout(common::bin().arg("report").arg(&json).arg("-o").arg(&html));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("db file sequential read"));
+    // A wrong --format on the report hints at awr.
+    let out = common::bin()
+        .args(["ingest", "--format", "biolatency"])
+        .arg(real(STATSPACK))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--format awr"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
