@@ -6,7 +6,12 @@ fn main() -> ExitCode {
     let code = match iolens::commands::main_with(std::env::args_os().collect()) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "iolens: error: {e:#}");
+            let text = format!("{e:#}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "iolens: error: {}",
+                iolens::out::term_safe(&text)
+            );
             return ExitCode::from(iolens::target::exit_code_of(&e));
         }
     };

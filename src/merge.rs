@@ -85,8 +85,7 @@ impl PeekRun {
 /// The first look at `path`. A file this light reading does not take as a results document
 /// of this version is read whole, so the error is the full reader's.
 fn peek(path: &Path) -> Result<Peek> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::results::read_results_text(path)?;
     match serde_json::from_str::<Peek>(&text) {
         Ok(p)
             if p.schema.as_deref() == Some(SCHEMA_NAME)
@@ -115,6 +114,78 @@ fn peek(path: &Path) -> Result<Peek> {
                     })
                     .collect(),
             })
+        }
+    }
+}
+
+/// What merge's light reading of a file established (its kind, rank, world size, whether it
+/// is a merged result, and each run's name, start, duration and interval length): the full
+/// reading must find the same, or the grid placed from the first would not hold the second.
+#[derive(PartialEq, Debug)]
+struct Established {
+    kind: Kind,
+    rank: Option<(u32, Option<u32>)>,
+    merged: bool,
+    runs: Vec<(String, String, u64, bool, u64)>,
+}
+
+impl Established {
+    fn of_peek(p: &Peek) -> Established {
+        Established {
+            kind: p.kind,
+            rank: p.placement.as_ref().map(|p| (p.rank, p.ranks)),
+            merged: p.merge.is_some(),
+            runs: p
+                .runs
+                .iter()
+                .map(|r| {
+                    (
+                        r.name.clone(),
+                        r.started.clone(),
+                        r.duration_s.to_bits(),
+                        r.duration_unknown,
+                        r.interval_s.to_bits(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn of_results(r: &Results) -> Established {
+        Established {
+            kind: r.kind,
+            rank: r.placement.as_ref().map(|p| (p.rank, p.ranks)),
+            merged: r.merge.is_some(),
+            runs: r
+                .runs
+                .iter()
+                .map(|r| {
+                    (
+                        r.name.clone(),
+                        r.started.clone(),
+                        r.duration_s.to_bits(),
+                        r.duration_unknown,
+                        r.interval_s.to_bits(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// What differs, in words.
+    fn difference(&self, now: &Established) -> String {
+        if self.kind != now.kind || self.merged != now.merged {
+            return "its kind".into();
+        }
+        if self.rank != now.rank {
+            return "its rank".into();
+        }
+        if self.runs.len() != now.runs.len() {
+            return format!("{} runs, then {}", self.runs.len(), now.runs.len());
+        }
+        match self.runs.iter().zip(&now.runs).position(|(a, b)| a != b) {
+            Some(j) => format!("run {}'s name, start, duration or interval", j + 1),
+            None => "its contents".into(),
         }
     }
 }
@@ -262,6 +333,9 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
             ));
         }
     }
+    // What the light reading established of each file, checked again by the full reading:
+    // a file replaced between the two would otherwise escape the limits placed on the grid.
+    let established: Vec<Established> = peeks.iter().map(Established::of_peek).collect();
     // Every run's grid, placed from the light reading.
     let n_runs = peeks.iter().map(|p| p.runs.len()).min().unwrap_or(0);
     let sorted_names: Vec<String> = order.iter().map(|&k| name(k)).collect();
@@ -288,6 +362,14 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
             order.len()
         ));
         let mut res = Results::read_file(&files[k])?;
+        let now = Established::of_results(&res);
+        if now != established[k] {
+            bail!(
+                "{file} changed between merge's two readings of it ({}): was it being \
+                 rewritten or replaced? Merge it again once it is complete",
+                established[k].difference(&now)
+            );
+        }
         if let Some(first) = inputs.first() {
             let diffs = differences(&first.res, &res);
             if !diffs.is_empty() {

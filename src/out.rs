@@ -72,12 +72,21 @@ impl Write for Human {
         }
         // Lines wider than the terminal are broken between words, not by the terminal.
         let fitted;
+        let safe;
         let buf = match (width(), std::str::from_utf8(buf)) {
             (Some(w), Ok(text)) => {
-                fitted = fit(text, w);
+                fitted = fit(&term_safe(text), w);
                 fitted.as_bytes()
             }
-            _ => buf,
+            (None, Ok(text)) => {
+                safe = term_safe(text);
+                safe.as_bytes()
+            }
+            _ => {
+                safe =
+                    std::borrow::Cow::Owned(term_safe(&String::from_utf8_lossy(buf)).into_owned());
+                safe.as_bytes()
+            }
         };
         if TO_STDERR.load(Ordering::Relaxed) {
             let _ = io::stderr().write_all(buf);
@@ -115,10 +124,47 @@ pub fn record(e: &io::Error) {
     }
 }
 
+/// `text` made safe for a terminal: control characters (C0 other than newline and tab, DEL,
+/// C1, and the bidirectional overrides) become `?`, so escape sequences and carriage returns
+/// read from an input file cannot move the cursor, retitle the window or hide text. Colour
+/// sequences (`ESC [ digits ; … m`, which iolens itself writes) are kept.
+pub fn term_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '\x1b' {
+            // A colour sequence: ESC [ (digits and ;)* m.
+            let b = rest.as_bytes();
+            if b.get(1) == Some(&b'[') {
+                let n = b[2..]
+                    .iter()
+                    .take_while(|x| x.is_ascii_digit() || **x == b';')
+                    .count();
+                if b.get(2 + n) == Some(&b'm') {
+                    out.push_str(&rest[..3 + n]);
+                    rest = &rest[3 + n..];
+                    continue;
+                }
+            }
+        }
+        out.push(if bad(c) { '?' } else { c });
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// A line for people on stderr, `iolens: …`: warnings and notices that must reach a person even
 /// when stdout carries the results or is piped away. A closed stderr is ignored (never a panic).
 pub fn note(text: &str) {
-    let _ = writeln!(io::stderr().lock(), "iolens: {text}");
+    let _ = writeln!(io::stderr().lock(), "iolens: {}", term_safe(text));
 }
 
 /// [`note`] of a warning: `iolens: warning: …`.

@@ -120,6 +120,20 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
     let started = Instant::now();
     let pb = crate::progress::line(o.progress);
     while started.elapsed() < o.duration && !crate::interrupt::interrupted() {
+        // Watching pids: once every one has exited there is nothing left to sample.
+        if comm.is_none() && !o.pids.is_empty() && !o.pids.iter().any(|&p| alive(p)) {
+            let at = crate::units::sig3(started.elapsed().as_secs_f64());
+            warnings.push(format!(
+                "the profiled process{} exited {at} s into the profile: sampling stopped then, \
+                 before --duration",
+                if o.pids.len() > 1 { "es" } else { "" }
+            ));
+            crate::out::warn(&format!(
+                "pid {:?} exited after {at} s: sampling stopped",
+                o.pids
+            ));
+            break;
+        }
         let left = o.duration.saturating_sub(started.elapsed());
         pb.set_message(format!(
             "profiling for {:.0} s more (Ctrl-C ends it early)",
@@ -170,6 +184,15 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
     res.profile = Some(profile);
     res.analysis = Some(crate::analysis::analyse(&res));
     Ok(res)
+}
+
+/// Whether process `pid` still runs (exists and is not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X')
+    })
 }
 
 /// A symbol name for each address (leaf first; `ret` addresses are looked up one byte back).

@@ -226,6 +226,95 @@ pub(crate) fn standard_reference() -> &'static Histogram<u64> {
     R.get_or_init(new_histogram)
 }
 
+/// Largest results file any command reads: a day of 1 s intervals is about 250 MB, so this is
+/// several times the largest run iolens writes; a longer "file" (a device, `/dev/zero`, a pipe
+/// that never ends) is refused instead of filling memory.
+pub const MAX_RESULTS_BYTES: u64 = 2 << 30;
+
+/// The text of the results file `path`, read in pieces and checked as it comes: a byte that
+/// cannot appear in JSON text (a control character other than tab, CR or LF, as in
+/// `/dev/zero` or random data) or invalid UTF-8 ends the reading at once with an error naming
+/// its offset, and nothing beyond [`MAX_RESULTS_BYTES`] is read. Memory grows with what the
+/// file holds, never with what it is (a device, a FIFO, an endless stream).
+pub fn read_results_text(path: &std::path::Path) -> Result<String> {
+    use std::io::Read as _;
+    let name = path.display();
+    let f = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
+    let meta = f
+        .metadata()
+        .with_context(|| format!("cannot read {name}"))?;
+    if meta.is_dir() {
+        bail!("cannot read {name}: it is a directory, not a results file");
+    }
+    if meta.is_file() && meta.len() > MAX_RESULTS_BYTES {
+        bail!(
+            "{name}: {} bytes is more than any results file holds (at most {} GiB)",
+            meta.len(),
+            MAX_RESULTS_BYTES >> 30
+        );
+    }
+    let mut out: Vec<u8> = Vec::with_capacity(if meta.is_file() {
+        meta.len() as usize
+    } else {
+        1 << 16
+    });
+    let mut r = f.take(MAX_RESULTS_BYTES + 1);
+    let mut chunk = vec![0u8; 1 << 16];
+    let mut checked = 0usize;
+    loop {
+        let n = match r.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {name}")),
+        };
+        let piece = &chunk[..n];
+        if let Some(i) = piece
+            .iter()
+            .position(|&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r'))
+        {
+            bail!(
+                "{name} is not a results file: byte {} is {:#04x}, which JSON text never holds \
+                 (binary data or a device?)",
+                out.len() + i,
+                piece[i]
+            );
+        }
+        if out.is_empty() {
+            if let Some(&b) = piece.iter().find(|b| !b.is_ascii_whitespace()) {
+                if b != b'{' {
+                    bail!(
+                        "{name} is not a results file: it does not begin with a JSON object ('{{')"
+                    );
+                }
+            }
+        }
+        out.extend_from_slice(piece);
+        if out.len() as u64 > MAX_RESULTS_BYTES {
+            bail!(
+                "{name}: more than {} GiB, more than any results file holds (a device or an \
+                 endless stream?)",
+                MAX_RESULTS_BYTES >> 30
+            );
+        }
+        // Invalid UTF-8 is found as it comes (a partial character at the end may complete).
+        match std::str::from_utf8(&out[checked..]) {
+            Ok(_) => checked = out.len(),
+            Err(e) if e.error_len().is_none() => checked += e.valid_up_to(),
+            Err(e) => bail!(
+                "{name} is not a results file: byte {} is not UTF-8 text",
+                checked + e.valid_up_to()
+            ),
+        }
+    }
+    String::from_utf8(out).map_err(|e| {
+        anyhow::anyhow!(
+            "{name} is not a results file: byte {} is not UTF-8 text",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// Most bytes a histogram's V2 encoding may hold, compressed or decompressed. An iolens
 /// histogram (1 ns .. 1 h, 3 digits) needs well under 1 MiB; the cap stops a declared or
 /// deflated size from allocating gigabytes.
@@ -285,9 +374,129 @@ pub(crate) fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
     if digits > 5 {
         bail!("histogram declares {digits} significant digits (at most 5 are possible)");
     }
+    let be64 = |at: usize| u64::from_be_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
+    let layout = V2Layout::of(be64(16), be64(24), digits as u8)?;
+    if layout.counts_len > MAX_DENSE_COUNTS {
+        // A layout far wider or finer than iolens keeps (say 1 ns .. 2^63 at 5 digits, 25 MB
+        // of counts) is not built: its few counts are read and recorded at 3 digits, which is
+        // what every reader of the histogram keeps of it anyway.
+        return layout.decode_sparse(&raw[V2_HEADER..V2_HEADER + payload]);
+    }
     Deserializer::new()
         .deserialize(&mut &raw[..V2_HEADER + payload])
         .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
+}
+
+/// Largest counts array a decoded histogram is built with in its declared layout (1 MiB of
+/// counts; the standard layout needs about 45,000). Wider layouts are read sparsely.
+const MAX_DENSE_COUNTS: usize = 1 << 17;
+
+/// The bucket layout a V2 header declares, computed as HdrHistogram does, without allocating.
+struct V2Layout {
+    low: u64,
+    high: u64,
+    unit_magnitude: u32,
+    half_magnitude: u32,
+    counts_len: usize,
+}
+
+impl V2Layout {
+    fn of(low: u64, high: u64, digits: u8) -> Result<V2Layout> {
+        if low < 1 || high < low.saturating_mul(2) || digits > 5 {
+            bail!("histogram declares an impossible layout ({low}..{high}, {digits} digits)");
+        }
+        let single = 2 * 10u64.pow(digits as u32);
+        let sub_magnitude = (single as f64).log2().ceil() as u32;
+        let half_magnitude = sub_magnitude.max(1) - 1;
+        let unit_magnitude = 63 - low.leading_zeros();
+        if unit_magnitude + half_magnitude + 1 > 63 {
+            bail!("histogram declares an impossible layout ({low}..{high}, {digits} digits)");
+        }
+        let sub_count = 1u64 << (half_magnitude + 1);
+        let mut smallest_untrackable = sub_count << unit_magnitude;
+        let mut buckets = 1usize;
+        while smallest_untrackable <= high {
+            if smallest_untrackable > u64::MAX / 2 {
+                buckets += 1;
+                break;
+            }
+            smallest_untrackable <<= 1;
+            buckets += 1;
+        }
+        Ok(V2Layout {
+            low,
+            high,
+            unit_magnitude,
+            half_magnitude,
+            counts_len: (buckets + 1) << half_magnitude,
+        })
+    }
+
+    /// The lowest value of counts index `i`.
+    fn value_of(&self, i: usize) -> u64 {
+        let half = 1usize << self.half_magnitude;
+        let mut bucket = (i >> self.half_magnitude) as i64 - 1;
+        let mut sub = (i & (half - 1)) + half;
+        if bucket < 0 {
+            sub -= half;
+            bucket = 0;
+        }
+        (sub as u64)
+            .checked_shl(bucket as u32 + self.unit_magnitude)
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Read the zig-zag LEB128 counts `payload` (runs of zeros as negative numbers) into a
+    /// 3-digit histogram of the declared range: time and memory follow the payload, not the
+    /// declared layout.
+    fn decode_sparse(&self, payload: &[u8]) -> Result<Histogram<u64>> {
+        let mut h = Histogram::<u64>::new_with_bounds(self.low, self.high, SIGFIG)
+            .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
+        let (mut at, mut index) = (0usize, 0usize);
+        while at < payload.len() {
+            let mut v = 0u64;
+            let mut k = 0;
+            loop {
+                let Some(&b) = payload.get(at + k) else {
+                    bail!("histogram cannot be decoded: its counts end inside a number");
+                };
+                if k == 8 {
+                    v |= (b as u64) << 56;
+                    k += 1;
+                    break;
+                }
+                v |= ((b & 0x7f) as u64) << (7 * k);
+                k += 1;
+                if b & 0x80 == 0 {
+                    break;
+                }
+            }
+            at += k;
+            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
+            if n < 0 {
+                index = index.saturating_add(n.unsigned_abs() as usize);
+            } else {
+                if index >= self.counts_len {
+                    bail!(
+                        "histogram cannot be decoded: its counts run past the {} its layout holds",
+                        self.counts_len
+                    );
+                }
+                if n > 0 {
+                    h.record_n(self.value_of(index), n as u64)
+                        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
+                }
+                index += 1;
+            }
+            if index > self.counts_len {
+                bail!(
+                    "histogram cannot be decoded: its counts run past the {} its layout holds",
+                    self.counts_len
+                );
+            }
+        }
+        Ok(h)
+    }
 }
 
 /// Reads the counts of a V2-deflate encoding of a histogram in the project's standard layout
@@ -1890,8 +2099,7 @@ impl Results {
         path: &std::path::Path,
         groups: Option<&dyn IntervalGroups>,
     ) -> Result<Results> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
+        let text = read_results_text(path)?;
         Results::from_json_merging(&text, groups).with_context(|| format!("{}", path.display()))
     }
 }

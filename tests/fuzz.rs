@@ -1,7 +1,9 @@
 //! Fuzz harness on stable Rust: deterministic mutations of every fixture under tests/fixtures
 //! and of results documents the tool writes, fed in-process to every reader (`ingest --format X`
 //! for every format clap knows, `trace`) and to everything that loads results (`show`, `report`,
-//! `compare`, `export`). A panic is caught (`catch_unwind`), its input written to
+//! `compare`, `export`), read from a file as those commands read it and given to `merge`;
+//! and every command-line option that takes a value (durations, sizes, counts, ranks,
+//! templates, times) to the command-line parser. A panic is caught (`catch_unwind`), its input written to
 //! `target/fuzz-findings/`, and the test fails listing them; a case that runs longer than
 //! `IOLENS_FUZZ_HANG_S` (default 20 s) is written there too and the process exits.
 //!
@@ -301,12 +303,14 @@ fn crafted_hist(rng: &mut SmallRng) -> String {
     use base64::Engine as _;
     let mut raw = Vec::new();
     raw.extend_from_slice(&0x1c84_9313u32.to_be_bytes());
-    let payload: u32 = [0, 4, u32::MAX, 1 << 30][rng.gen_range(0..4)];
+    let payload: u32 = [0, 4, 10, u32::MAX, 1 << 30][rng.gen_range(0..5)];
     raw.extend_from_slice(&payload.to_be_bytes());
     raw.extend_from_slice(&0u32.to_be_bytes());
     raw.extend_from_slice(&[3u32, 5, 200][rng.gen_range(0..3)].to_be_bytes());
     raw.extend_from_slice(&1u64.to_be_bytes());
-    raw.extend_from_slice(&[3_600_000_000_000u64, u64::MAX][rng.gen_range(0..2)].to_be_bytes());
+    raw.extend_from_slice(
+        &[3_600_000_000_000u64, u64::MAX, 1 << 62][rng.gen_range(0..3)].to_be_bytes(),
+    );
     raw.extend_from_slice(&1.0f64.to_be_bytes());
     raw.extend_from_slice(&[0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
     let bytes = if rng.gen_bool(0.5) {
@@ -402,6 +406,94 @@ fn load_and_render(text: &str) {
     stage("compare -o html");
     let _ = iolens::render::compare::html(&inputs, &[]);
     stage(outer);
+}
+
+/// A results document as the commands read it: from a file (the bounded reader that refuses
+/// devices and binary data), and merged on its own, with and without `--force`.
+fn read_and_merge(text: &[u8], dir: &Path, rng: &mut SmallRng) {
+    let outer = STAGE.with(|c| c.get());
+    let f = dir.join("rank.json");
+    std::fs::write(&f, text).unwrap();
+    stage("read results file");
+    let _ = Results::read_file(&f);
+    if rng.gen_ratio(1, 4) {
+        stage("merge");
+        let mut args: Vec<std::ffi::OsString> = vec!["iolens".into(), "-q".into(), "merge".into()];
+        args.push(f.clone().into());
+        args.push("-o".into());
+        args.push(dir.join("merged.json").into());
+        if rng.gen_bool(0.5) {
+            args.push("--force".into());
+        }
+        let _ = iolens::commands::main_with(args);
+    }
+    stage(outer);
+}
+
+/// Values people write for options (durations, sizes, counts, ranks, templates, times), as
+/// seeds for the command-line cases.
+const CLI_VALUES: &[&str] = &[
+    "30s",
+    "500ms",
+    "2m",
+    "1h",
+    "1e20",
+    "+1e20",
+    "1e308",
+    "-1",
+    "0",
+    "0.5",
+    "NaN",
+    "inf",
+    "8k",
+    "1.5GiB",
+    "4G",
+    "18446744073709551615",
+    "18446744073709551616",
+    "4294967295",
+    "4294967296",
+    "+8000y",
+    "+1s",
+    "2026-11-25T12:00:00Z",
+    "9999-12-31T23:59:59Z",
+    "{host}",
+    "{rank}",
+    "{host}/../x",
+    "{rank}-{ranks}.json",
+    "{",
+    "}",
+    "{{}}",
+    "",
+    " ",
+    "\u{1b}[2J",
+    "1,2,3",
+    "0-1000000000",
+    "r",
+    "w",
+    "randread",
+    "8k:1,64k:2",
+];
+
+/// One command-line case: an option of some subcommand with a mutated value, parsed (every
+/// value parser runs; nothing is executed).
+fn cli_case(rng: &mut SmallRng, options: &[(String, String)]) -> Vec<u8> {
+    let (sub, opt) = &options[rng.gen_range(0..options.len())];
+    let mut value = CLI_VALUES[rng.gen_range(0..CLI_VALUES.len())]
+        .as_bytes()
+        .to_vec();
+    if rng.gen_bool(0.5) {
+        let other = CLI_VALUES[rng.gen_range(0..CLI_VALUES.len())].as_bytes();
+        mutate(rng, &mut value, other);
+    }
+    let value = String::from_utf8_lossy(&value).into_owned();
+    let mut args = vec!["iolens".to_string()];
+    args.extend(sub.split(' ').map(String::from));
+    args.push(format!("{opt}={value}"));
+    stage("command line");
+    let _ = iolens::commands::parse_only(&args);
+    stage("parse_time");
+    let _ = iolens::placement::parse_time(&value);
+    args.join(" ").into_bytes()
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -512,6 +604,13 @@ fn fuzz_readers_and_results() {
         assert!(findings.is_empty(), "replay: {}", findings.join("\n"));
         return;
     }
+    let options = iolens::commands::value_options();
+    assert!(
+        options.len() > 20,
+        "only {} options take a value",
+        options.len()
+    );
+    let mut cli_cases = 0u64;
     let mut cases = 0u64;
     // (cases, ms) of text inputs and of results documents.
     let (mut time_text, mut time_results) = ((0u64, 0u64), (0u64, 0u64));
@@ -520,6 +619,19 @@ fn fuzz_readers_and_results() {
         let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ cases);
         let s = &seeds[rng.gen_range(0..seeds.len())];
         let other = &seeds[rng.gen_range(0..seeds.len())];
+        if rng.gen_ratio(1, 10) {
+            // A command-line case (cheap).
+            let outcome =
+                std::panic::catch_unwind(AssertUnwindSafe(|| cli_case(&mut rng, &options)));
+            if outcome.is_err() {
+                let msg = last_panic.lock().unwrap().clone();
+                eprintln!("fuzz: PANIC on command-line case {cases}: {msg}");
+                findings.push(format!("command-line case {cases} (seed {seed}): {msg}"));
+            }
+            cli_cases += 1;
+            cases += 1;
+            continue;
+        }
         let mut data = s.data.clone();
         let results = s.results;
         if results && rng.gen_bool(0.7) {
@@ -535,6 +647,7 @@ fn fuzz_readers_and_results() {
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
             if results {
                 load_and_render(&String::from_utf8_lossy(&data));
+                read_and_merge(&data, work.path(), &mut rng);
             } else {
                 std::fs::write(&input, &data).unwrap();
                 feed_text(&input, &mut rng);
@@ -580,11 +693,12 @@ fn fuzz_readers_and_results() {
         findings.len()
     );
     eprintln!(
-        "fuzz: {} text cases ({:.1} ms each, every reader), {} results cases ({:.1} ms each, every loader)",
+        "fuzz: {} text cases ({:.1} ms each, every reader), {} results cases ({:.1} ms each, every loader), {cli_cases} command-line cases ({} options)",
         time_text.0,
         time_text.1 as f64 / time_text.0.max(1) as f64,
         time_results.0,
-        time_results.1 as f64 / time_results.0.max(1) as f64
+        time_results.1 as f64 / time_results.0.max(1) as f64,
+        options.len()
     );
     assert!(
         findings.is_empty(),

@@ -527,3 +527,41 @@ fn perf_record_of_the_same_program_ingests_to_the_same_stacks() {
         );
     }
 }
+
+/// `profile --pid` of a process that exits stops sampling then and says so, rather than
+/// sampling nothing until `--duration` (issue 22).
+#[test]
+fn profile_of_a_pid_stops_when_the_process_exits() {
+    if !root_or_skip("live profiling") {
+        return;
+    }
+    let _live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("p.json");
+    let mut sleeper = Killed(Command::new("sleep").arg("2").spawn().unwrap());
+    let pid = sleeper.0.id().to_string();
+    let t0 = Instant::now();
+    let mut prof = start_profile(&[
+        "--pid",
+        &pid,
+        "--duration",
+        "120s",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // The sleeper is our child: reap it when it exits, so it is gone rather than a zombie.
+    let _ = sleeper.0.wait();
+    wait_ok(&mut prof, Duration::from_secs(60));
+    let took = t0.elapsed();
+    assert!(
+        took < Duration::from_secs(60),
+        "profile ran {took:?} after its 2 s process exited (--duration 120s)"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let said = doc["warnings"].to_string();
+    assert!(said.contains("exited"), "warnings: {said}");
+    let d = doc["profile"]["source"]["duration_s"].as_f64().unwrap();
+    assert!(d < 60.0, "profiled for {d} s");
+}

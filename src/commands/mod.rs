@@ -145,6 +145,45 @@ impl Context {
     }
 }
 
+/// Parse a command line without running it: `Err` with clap's message when it is refused.
+/// The in-process fuzzer's way into every value parser (durations, sizes, counts, ranks,
+/// templates); not a stable interface.
+#[doc(hidden)]
+pub fn parse_only(args: &[String]) -> std::result::Result<(), String> {
+    Cli::try_parse_from(args)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Every `(subcommand path, --long option)` that takes a value, for the fuzzer (see
+/// [`parse_only`]); nested subcommands are written with spaces (`db run`).
+#[doc(hidden)]
+pub fn value_options() -> Vec<(String, String)> {
+    use clap::CommandFactory as _;
+    fn walk(c: &clap::Command, path: &str, out: &mut Vec<(String, String)>) {
+        for a in c.get_arguments() {
+            let takes = a.get_action().takes_values();
+            if let (Some(long), true) = (a.get_long(), takes) {
+                out.push((path.to_string(), format!("--{long}")));
+            }
+        }
+        for sub in c.get_subcommands() {
+            let p = if path.is_empty() {
+                sub.get_name().to_string()
+            } else {
+                format!("{path} {}", sub.get_name())
+            };
+            walk(sub, &p, out);
+        }
+    }
+    let mut out = Vec::new();
+    let mut root = Cli::command();
+    root.build();
+    walk(&root, "", &mut out);
+    out.retain(|(p, _)| !p.is_empty());
+    out
+}
+
 /// Parse arguments and run the chosen subcommand; returns the process exit code.
 pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     let cli = match Cli::try_parse_from(args.clone()) {

@@ -123,6 +123,7 @@ pub(crate) fn kind_name(k: Kind) -> &'static str {
 
 /// Print to stdout, treating a closed pipe (`| head`) as success.
 pub(crate) fn print_out(text: &str) -> Result<()> {
+    let text = crate::out::term_safe(text);
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

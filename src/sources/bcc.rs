@@ -22,7 +22,7 @@ use serde_json::json;
 
 use super::{
     ingest_run, parse_f64, parse_u64, rfc3339_ns, Binned, Format, IngestOptions, LineReader,
-    SnapshotSeries, Unit,
+    SnapshotSeries, Unit, MAX_SERIES_OPS,
 };
 use crate::results::{BucketConvention, RunResult};
 
@@ -38,14 +38,17 @@ struct Section {
 /// Interval clock from `HH:MM:SS` lines (or section repetition when there are none).
 struct Clock {
     times: Vec<Option<i64>>,
-    seen: Vec<(String, String)>,
+    seen: std::collections::HashSet<(String, String)>,
+    /// Every distinct section (series, op) so far: at most [`MAX_SERIES_OPS`].
+    distinct: std::collections::HashSet<(String, String)>,
 }
 
 impl Clock {
     fn new() -> Clock {
         Clock {
             times: Vec::new(),
-            seen: Vec::new(),
+            seen: Default::default(),
+            distinct: Default::default(),
         }
     }
     fn cur(&self) -> usize {
@@ -63,13 +66,26 @@ impl Clock {
         self.seen.clear();
     }
     /// A section header: when the same section repeats without a time line, a new interval.
-    fn section(&mut self, series: &str, op: &str) {
+    /// An error when the input names more than [`MAX_SERIES_OPS`] distinct sections.
+    fn section(&mut self, series: &str, op: &str) -> Result<()> {
         let key = (series.to_string(), op.to_string());
+        if !self.distinct.contains(&key) {
+            if self.distinct.len() >= MAX_SERIES_OPS {
+                bail!(
+                    "more than {MAX_SERIES_OPS} distinct histograms (the {}th is {:?}): iolens \
+                     reads at most {MAX_SERIES_OPS} (each takes about 300 KB)",
+                    MAX_SERIES_OPS + 1,
+                    super::truncate(op, 60)
+                );
+            }
+            self.distinct.insert(key.clone());
+        }
         if self.times.is_empty() || self.seen.contains(&key) {
             self.times.push(None);
             self.seen.clear();
         }
-        self.seen.push(key);
+        self.seen.insert(key);
+        Ok(())
     }
     /// (start_s, duration_s) of every interval.
     fn spans(&self, default_s: f64) -> (Vec<(f64, f64)>, bool) {
@@ -126,7 +142,7 @@ fn build_runs(
     args: &IngestOptions,
     format: Format,
     default_series: &str,
-) -> Vec<RunResult> {
+) -> Result<Vec<RunResult>> {
     let (spans, timed) = clock.spans(args.interval.as_secs_f64());
     let mut by_series: BTreeMap<String, Vec<&Section>> = BTreeMap::new();
     for s in &sections {
@@ -138,7 +154,7 @@ fn build_runs(
         for (i, (start, dur)) in spans.iter().enumerate() {
             ss.begin_interval(*start, *dur);
             for s in secs.iter().filter(|s| s.interval == i) {
-                let op = ss.op(&s.op);
+                let op = ss.op(&s.op)?;
                 for &(lo, hi, c) in &s.rows {
                     ss.add_spread(op, lo, hi, c);
                 }
@@ -180,7 +196,7 @@ fn build_runs(
         }
         runs.push(run);
     }
-    runs
+    Ok(runs)
 }
 
 /// Read bcc biolatency output.
@@ -271,7 +287,7 @@ pub(crate) fn read_biolatency(r: &mut LineReader, args: &IngestOptions) -> Resul
             } else {
                 flags.clone()
             };
-            clock.section(&disk, &op);
+            clock.section(&disk, &op)?;
             sections.push(Section {
                 interval: clock.cur(),
                 series: disk.clone(),
@@ -295,13 +311,7 @@ pub(crate) fn read_biolatency(r: &mut LineReader, args: &IngestOptions) -> Resul
         }
         r.unparsed("not biolatency output");
     }
-    Ok(build_runs(
-        sections,
-        &clock,
-        args,
-        Format::Biolatency,
-        "biolatency",
-    ))
+    build_runs(sections, &clock, args, Format::Biolatency, "biolatency")
 }
 
 /// A bucket count no tool can have printed (2^53 events or more: the counts of a histogram
@@ -391,6 +401,12 @@ fn unit_from_map_name(name: &str) -> Option<Unit> {
     }
 }
 
+/// Most lines (frames) of a multi-line bpftrace map key (`@x[` … `]:`): kernel and user
+/// stacks are at most 127 frames each.
+const MAX_KEY_FRAMES: usize = 512;
+/// Most bytes of a multi-line bpftrace map key.
+const MAX_KEY_BYTES: usize = 256 << 10;
+
 /// Read bpftrace map output.
 pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut clock = Clock::new();
@@ -406,19 +422,21 @@ pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<
                          unit_ns: &mut f64,
                          guessed: &mut Vec<String>,
                          map: &str,
-                         name: String| {
+                         name: String|
+     -> Result<()> {
         let unit = args.unit.or_else(|| unit_from_map_name(map));
         if unit.is_none() && !guessed.iter().any(|g| g == map) {
             guessed.push(map.to_string());
         }
         *unit_ns = unit.unwrap_or(Unit::Us).ns();
-        clock.section("", &name);
+        clock.section("", &name)?;
         sections.push(Section {
             interval: clock.cur(),
             series: String::new(),
             op: name,
             rows: Vec::new(),
         });
+        Ok(())
     };
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
@@ -445,8 +463,17 @@ pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<
                     &mut guessed,
                     &stack_map,
                     name,
-                );
+                )?;
                 in_map = true;
+            } else if key.len() >= MAX_KEY_FRAMES
+                || key.iter().map(|k| k.len()).sum::<usize>() + t.len() > MAX_KEY_BYTES
+            {
+                // Not a stack key (random data after an `@x[` line): give it up rather than
+                // gather the rest of the input into one key.
+                stack_key = None;
+                in_map = false;
+                r.unparsed("map key longer than any stack (not closed with ']:')");
+                continue;
             } else {
                 key.push(String::from_utf8_lossy(t).into_owned());
             }
@@ -479,7 +506,7 @@ pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<
                 &mut guessed,
                 &map,
                 name,
-            );
+            )?;
             in_map = true;
             r.parsed();
             continue;
@@ -538,7 +565,12 @@ pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<
     if stack_key.is_some() {
         r.unparsed("map key not closed with ']:' at end of input");
     }
-    let mut runs = build_runs(sections, &clock, args, Format::Bpftrace, "bpftrace");
+    if sections.iter().all(|s| s.rows.is_empty()) {
+        // `@x:` lines without a single histogram row (bpftrace prints no empty histogram):
+        // no data, which the caller reports as such.
+        return Ok(Vec::new());
+    }
+    let mut runs = build_runs(sections, &clock, args, Format::Bpftrace, "bpftrace")?;
     if !guessed.is_empty() {
         if let Some(run) = runs.first_mut() {
             run.warnings.push(format!(

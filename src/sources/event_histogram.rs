@@ -72,11 +72,11 @@ impl CumulativeSeries {
     }
 
     /// Add a snapshot taken at `t_ns` (cumulative counts per (event, bucket)).
-    pub(crate) fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) {
+    pub(crate) fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) -> Result<()> {
         let Some((pt, prev)) = self.prev.take() else {
             self.seg_start_ns = t_ns;
             self.prev = Some((t_ns, snap));
-            return;
+            return Ok(());
         };
         if t_ns <= pt {
             self.warnings.push(format!(
@@ -84,7 +84,7 @@ impl CumulativeSeries {
                 t_ns.saturating_sub(pt) as f64 / 1e9
             ));
             self.prev = Some((pt, prev));
-            return;
+            return Ok(());
         }
         // Restart: some count went down (or a bucket vanished).
         let down = prev
@@ -104,7 +104,7 @@ impl CumulativeSeries {
             self.segment += 1;
             self.seg_start_ns = t_ns;
             self.prev = Some((t_ns, snap));
-            return;
+            return Ok(());
         }
         self.series.begin_interval(
             pt.saturating_sub(self.seg_start_ns) as f64 / 1e9,
@@ -117,7 +117,7 @@ impl CumulativeSeries {
             if d == 0 {
                 continue;
             }
-            let op = self.series.op(&k.0);
+            let op = self.series.op(&k.0)?;
             let (lo, hi) = bucket_range(k.1, self.conv);
             self.series.add_spread(
                 op,
@@ -127,6 +127,7 @@ impl CumulativeSeries {
             );
         }
         self.prev = Some((t_ns, snap));
+        Ok(())
     }
 
     fn end_segment(&mut self) {
@@ -323,7 +324,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                         json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
                     )
                 })
-                .push(pt, snap, &format!("{}:{}", r.name, at));
+                .push(pt, snap, &format!("{}:{}", r.name, at))?;
         }
         let e = cur.get_mut(&inst).expect("inserted");
         let c = e.1.entry((ev, bucket)).or_default();
@@ -344,7 +345,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                     json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
                 )
             })
-            .push(t, snap, &format!("{}:{}", r.name, at));
+            .push(t, snap, &format!("{}:{}", r.name, at))?;
     }
     let mut runs = Vec::new();
     for (_, s) in series {

@@ -124,7 +124,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
     for ((s, l), idx) in groups {
         ss.begin_interval(s as f64 / 1e6, l as f64 / 1e6);
         for i in idx {
-            let op = ss.op(&entries[i].2);
+            let op = ss.op(&entries[i].2)?;
             ss.add_hist(op, &entries[i].3);
         }
     }

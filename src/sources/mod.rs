@@ -1593,18 +1593,31 @@ pub(crate) fn rfc3339_ns(t_ns: i64) -> String {
     }
 }
 
-/// `(start_s, duration_s, histogram per op)` of one snapshot interval.
+/// `(start_s, duration_s, histogram per op)` of the snapshot interval being filled.
 type SnapshotInterval = (f64, f64, Vec<Option<Histogram<u64>>>);
 
+/// A closed snapshot interval: `(start_s, duration_s, per-op (encoding, count))`.
+type ClosedInterval = (f64, f64, Vec<Option<(Hist, u64)>>);
+
+/// Most distinct histograms (ops: bpftrace map keys, bcc sections, wait events, hlog tags) one
+/// series holds. Each keeps a full-range total (about 300 KB), so a file of a few thousand
+/// one-line keys would otherwise take gigabytes; real tools print far fewer.
+pub const MAX_SERIES_OPS: usize = 256;
+
 /// Build a run from per-snapshot histograms: `series[i]` is `(start_s, duration_s, per-op
-/// histogram)` with `start_s` relative to the first snapshot.
+/// histogram)` with `start_s` relative to the first snapshot. Only the interval being filled
+/// is held as histograms; each closed interval is kept encoded (its size follows its counts),
+/// so memory grows with what the input holds, not with its number of intervals.
 pub(crate) struct SnapshotSeries {
     names: Vec<String>,
     index: HashMap<String, usize>,
-    intervals: Vec<SnapshotInterval>,
+    /// Closed intervals: `(start_s, duration_s, per-op (encoding, count))`.
+    closed: Vec<ClosedInterval>,
+    cur: Option<SnapshotInterval>,
     totals: Vec<Histogram<u64>>,
     /// Edges of the source buckets spread into each op (see `OpResult::bucket_edges_ns`).
     edges: Vec<std::collections::BTreeSet<u64>>,
+    enc: HistEncoder,
 }
 
 impl Default for SnapshotSeries {
@@ -1619,42 +1632,66 @@ impl SnapshotSeries {
         SnapshotSeries {
             names: Vec::new(),
             index: HashMap::new(),
-            intervals: Vec::new(),
+            closed: Vec::new(),
+            cur: None,
             totals: Vec::new(),
             edges: Vec::new(),
+            enc: HistEncoder::new(),
         }
     }
 
-    /// Index of an op, created on first use.
-    pub(crate) fn op(&mut self, name: &str) -> usize {
+    /// Index of an op, created on first use; an error beyond [`MAX_SERIES_OPS`] ops.
+    pub(crate) fn op(&mut self, name: &str) -> Result<usize> {
         if let Some(&i) = self.index.get(name) {
-            return i;
+            return Ok(i);
+        }
+        if self.names.len() >= MAX_SERIES_OPS {
+            bail!(
+                "more than {MAX_SERIES_OPS} distinct histograms (the {}th is {:?}): iolens reads \
+                 at most {MAX_SERIES_OPS} per series (each takes about 300 KB); is this the \
+                 right --format?",
+                MAX_SERIES_OPS + 1,
+                truncate(name, 60)
+            );
         }
         self.names.push(name.to_string());
         self.totals.push(new_histogram());
         self.edges.push(Default::default());
         self.index.insert(name.to_string(), self.names.len() - 1);
-        self.names.len() - 1
+        Ok(self.names.len() - 1)
+    }
+
+    /// Encode the interval being filled and keep it closed.
+    fn close(&mut self) {
+        if let Some((s, d, hs)) = self.cur.take() {
+            let enc = &mut self.enc;
+            let hs = hs
+                .into_iter()
+                .map(|h| h.map(|h| (enc.encode(&h), h.len())))
+                .collect();
+            self.closed.push((s, d, hs));
+        }
     }
 
     /// Start a new interval.
     pub(crate) fn begin_interval(&mut self, start_s: f64, duration_s: f64) {
-        self.intervals.push((start_s, duration_s, Vec::new()));
+        self.close();
+        self.cur = Some((start_s, duration_s, Vec::new()));
     }
 
     /// Number of intervals so far.
     pub(crate) fn len(&self) -> usize {
-        self.intervals.len()
+        self.closed.len() + usize::from(self.cur.is_some())
     }
 
     /// True when there are no intervals.
     pub(crate) fn is_empty(&self) -> bool {
-        self.intervals.is_empty()
+        self.len() == 0
     }
 
     /// Add a bucket count to `op` in the current interval.
     pub(crate) fn add_spread(&mut self, op: usize, lo_ns: u64, hi_ns: u64, count: u64) {
-        let Some(cur) = self.intervals.last_mut() else {
+        let Some(cur) = self.cur.as_mut() else {
             return;
         };
         if cur.2.len() <= op {
@@ -1669,7 +1706,7 @@ impl SnapshotSeries {
 
     /// Add a whole histogram to `op` in the current interval.
     pub(crate) fn add_hist(&mut self, op: usize, src: &Histogram<u64>) {
-        let Some(cur) = self.intervals.last_mut() else {
+        let Some(cur) = self.cur.as_mut() else {
             return;
         };
         if cur.2.len() <= op {
@@ -1682,21 +1719,22 @@ impl SnapshotSeries {
 
     /// Build the ops (every op gets every interval; empty where it had no data). Returns the
     /// ops and the covered duration.
-    pub(crate) fn finish(self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
+    pub(crate) fn finish(mut self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
+        self.close();
         let empty = Hist::encode(&new_histogram());
         let duration = self
-            .intervals
+            .closed
             .iter()
             .map(|(s, d, _)| s + d)
             .fold(0.0, f64::max);
         let mut ops = Vec::new();
         for (i, name) in self.names.iter().enumerate() {
             let ivs = self
-                .intervals
-                .iter()
+                .closed
+                .iter_mut()
                 .map(|(s, d, hs)| {
-                    let (hist, count) = match hs.get(i).and_then(|h| h.as_ref()) {
-                        Some(h) => (Hist::encode(h), h.len()),
+                    let (hist, count) = match hs.get_mut(i).and_then(|h| h.take()) {
+                        Some(h) => h,
                         None => (empty.clone(), 0),
                     };
                     Interval {

@@ -156,7 +156,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 .into_iter()
                 .map(|(b, c)| ((label.clone(), b), c))
                 .collect();
-            s.push(t_ns, snap, &format!("{}:{}", r.name, at));
+            s.push(t_ns, snap, &format!("{}:{}", r.name, at))?;
             continue;
         }
         if t.is_empty() {

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Peak memory of every reader on inputs that are not what they claim (issue 22): /dev/zero and
+# /dev/urandom given to every command that reads results and to every `ingest` format and
+# `trace`, 20,000 one-line bpftrace keys, and a results file whose every histogram declares
+# 1 ns .. 2^62 at 5 significant digits. Each command runs for at most LIMIT seconds (default
+# 10; an endless input such as /dev/urandom read as text is stopped there, which is expected)
+# and its peak RSS (the child's maximum resident set, from wait4) is printed beside the
+# 256 MiB budget.
+# Usage: [LIMIT=s] [IOLENS=path] bench/reader-memory.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LIMIT=${LIMIT:-10}
+if [ -z "${IOLENS:-}" ]; then
+  cargo build --release --quiet || exit 1
+  IOLENS=target/release/iolens
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+budget=$((256 * 1024))
+over=0
+# The child's peak RSS from wait4 (GNU time under `timeout` would measure timeout, not the
+# reader it kills); past LIMIT the reader is killed (an endless input: "killed").
+measure() { # label, command...
+  local label=$1; shift
+  local res
+  res=$(python3 - "$LIMIT" "$tmp/err" "$@" <<'PY'
+import os, signal, sys, time
+limit, err, cmd = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
+    os.execvp(cmd[0], cmd)
+t0, killed = time.time(), False
+while True:
+    p, status, ru = os.wait4(pid, os.WNOHANG)
+    if p == pid:
+        break
+    if not killed and time.time() - t0 > limit:
+        os.kill(pid, signal.SIGKILL)
+        killed = True
+    time.sleep(0.02)
+code = "killed at limit" if killed else "exit %d" % os.waitstatus_to_exitcode(status)
+print(ru.ru_maxrss, "%.1fs" % (time.time() - t0), code)
+PY
+)
+  local kb=${res%% *}
+  local verdict=ok
+  if [ "${kb:-0}" -ge "$budget" ]; then verdict=OVER; over=1; fi
+  printf '%-50s %8s KiB  %-4s %-22s %s\n' "$label" "$kb" "$verdict" "${res#* }" \
+    "$(head -c 70 "$tmp/err" | tr '\n' ' ')"
+}
+printf '%-50s %12s  %-4s %-22s %s\n' "reader and input" "peak RSS" "<256" "time, outcome" "stderr"
+for dev in /dev/zero /dev/urandom; do
+  measure "show $dev" "$IOLENS" show "$dev"
+  measure "report $dev" "$IOLENS" report "$dev" -o "$tmp/r.html"
+  measure "compare $dev $dev" "$IOLENS" compare "$dev" "$dev"
+  measure "export $dev --csv" "$IOLENS" export "$dev" --csv "$tmp/r.csv"
+  measure "merge $dev" "$IOLENS" merge "$dev" -o "$tmp/m.json"
+  measure "trace $dev" "$IOLENS" trace -q "$dev" --json "$tmp/t.json"
+  for f in event-histogram pylatencymap biolatency bpftrace biosnoop fio-log fio-hist hlog \
+    time-latency perf-script folded; do
+    measure "ingest --format $f $dev" "$IOLENS" ingest -q --format "$f" "$dev" --json "$tmp/i.json"
+  done
+done
+python3 -c "import sys; sys.stdout.write(''.join('@k%d:\n[1, 2) 1 |@|\n' % i for i in range(20000)))" \
+  > "$tmp/keys.bt"
+measure "ingest --format bpftrace (20,000 one-line keys)" \
+  "$IOLENS" ingest -q --format bpftrace "$tmp/keys.bt" --json "$tmp/i.json"
+"$IOLENS" -q dev-synth --seconds 600 --samples 5 --rank 0 --ranks 1 -o "$tmp/synth.json"
+python3 - "$tmp/synth.json" "$tmp/wide.json" <<'PY'
+# Every histogram re-declared as 1 ns .. 2^62 at 5 digits, its values all at 1 us: a V2 header
+# and a payload of a zero run and one count (what any HdrHistogram writer emits).
+import base64, json, struct, sys, zlib
+def leb(n):
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out.append(b | 0x80)
+        else: out.append(b); return bytes(out)
+def wide(n):
+    payload = leb(-1000) + leb(n)
+    raw = struct.pack('>IIIIQQd', 0x1c849313, len(payload), 0, 5, 1, 1 << 62, 1.0) + payload
+    z = zlib.compress(raw)
+    return base64.b64encode(struct.pack('>II', 0x1c849314, len(z)) + z).decode()
+doc = json.load(open(sys.argv[1]))
+for run in doc['runs']:
+    for op in run['ops']:
+        for iv in op['intervals']:
+            iv['hist'] = wide(iv['count'])
+        op['hist'] = wide(op['count'])
+json.dump(doc, open(sys.argv[2], 'w'))
+PY
+measure "show (5-digit 1..2^62 histograms, $(($(stat -c %s "$tmp/wide.json") / 1024)) KB)" \
+  "$IOLENS" show "$tmp/wide.json"
+measure "report (5-digit 1..2^62 histograms)" "$IOLENS" report "$tmp/wide.json" -o "$tmp/r.html"
+measure "export --csv (5-digit 1..2^62 histograms)" "$IOLENS" export "$tmp/wide.json" --csv "$tmp/r.csv"
+exit $over

@@ -1,0 +1,243 @@
+//! Readers are bounded by what their input holds, not by what it is or claims (issue 22):
+//! `/dev/zero` and `/dev/urandom` given to every command that reads results, bpftrace output
+//! of thousands of one-line keys, random bytes and histograms that declare absurd layouts.
+//! Each runs the real binary under a time limit (killed past it, so a regression fails instead
+//! of hanging CI) and its peak memory is the child's own maximum resident set, from `wait4`.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::bin;
+
+/// Most memory any reader may take (the issue's budget).
+const MAX_PEAK_KB: u64 = 256 * 1024;
+
+struct Outcome {
+    /// Exit code; `None` when killed at the time limit.
+    code: Option<i32>,
+    peak_kb: u64,
+    stderr: String,
+}
+
+/// Run `cmd` for at most `limit` (then SIGKILL): its exit code, peak RSS and stderr.
+#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
+fn bounded(mut cmd: Command, limit: Duration) -> Outcome {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(err.reopen().unwrap())
+        .spawn()
+        .expect("start iolens");
+    let pid = child.id() as i32;
+    let t0 = Instant::now();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 reaps our own child, kill signals only it (it is
+    // not reaped until wait4 returns it, so the pid cannot have been reused).
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut killed = false;
+    loop {
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            break;
+        }
+        assert_eq!(r, 0, "wait4");
+        if !killed && t0.elapsed() > limit {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Outcome {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        peak_kb: ru.ru_maxrss as u64,
+        stderr: std::fs::read_to_string(err.path()).unwrap_or_default(),
+    }
+}
+
+fn args(a: &[&str]) -> Command {
+    let mut c = bin();
+    c.args(a);
+    c
+}
+
+/// Refused with exit 2 and `needle` in the message, within budget.
+fn assert_refused(what: &str, o: &Outcome, needle: &str) {
+    assert!(
+        o.code.is_some(),
+        "{what}: killed at the time limit (peak {} KB)",
+        o.peak_kb
+    );
+    assert_eq!(o.code, Some(2), "{what}: {}", o.stderr);
+    assert!(o.stderr.contains(needle), "{what}: {}", o.stderr);
+    assert!(
+        o.peak_kb < MAX_PEAK_KB,
+        "{what}: peak RSS {} KB over {MAX_PEAK_KB} KB",
+        o.peak_kb
+    );
+}
+
+#[test]
+fn results_readers_refuse_devices_and_random_data_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    for dev in ["/dev/zero", "/dev/urandom"] {
+        for cmd in [
+            vec!["show", dev],
+            vec!["report", dev, "-o", out],
+            vec!["compare", dev, dev],
+            vec!["export", dev, "--csv", out],
+            vec!["merge", dev, "-o", out],
+        ] {
+            let what = cmd.join(" ");
+            let o = bounded(args(&cmd), Duration::from_secs(20));
+            assert_refused(&what, &o, "is not a results file");
+        }
+    }
+}
+
+/// 20,000 distinct `@name:` lines (each with one row) took 270-540 KB per key.
+#[test]
+fn bpftrace_of_thousands_of_keys_is_refused_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("keys.bt");
+    let mut text = String::new();
+    for i in 0..20_000 {
+        text.push_str(&format!("@k{i}:\n[1, 2) 1 |@|\n"));
+    }
+    std::fs::write(&f, text).unwrap();
+    let mut c = bin();
+    c.args(["ingest", "--format", "bpftrace"])
+        .arg(&f)
+        .arg("--json")
+        .arg(dir.path().join("r.json"));
+    let o = bounded(c, Duration::from_secs(30));
+    assert_refused("bpftrace of 20,000 keys", &o, "distinct histograms");
+}
+
+/// An endless stream of random bytes read as bpftrace keeps reading (it is endless) in
+/// constant memory: an `@x[` line once gathered the rest of the input into one map key.
+#[test]
+fn bpftrace_of_dev_urandom_stays_within_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = bin();
+    c.args(["ingest", "--format", "bpftrace", "/dev/urandom", "--json"])
+        .arg(dir.path().join("r.json"));
+    let o = bounded(c, Duration::from_secs(8));
+    assert!(
+        o.peak_kb < MAX_PEAK_KB,
+        "bpftrace of /dev/urandom: peak RSS {} KB over {MAX_PEAK_KB} KB",
+        o.peak_kb
+    );
+}
+
+/// Random bytes with one `@zz:` line among them held no histogram, yet exited 0 with an
+/// empty one.
+#[test]
+fn bpftrace_without_a_histogram_row_is_no_data() {
+    use rand::{Rng as _, SeedableRng as _};
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("random.bt");
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(22);
+    let mut bytes: Vec<u8> = (0..3000).map(|_| rng.gen()).collect();
+    bytes.extend_from_slice(b"\n@zz:\n");
+    bytes.extend((0..3000).map(|_| rng.gen::<u8>()));
+    std::fs::write(&f, bytes).unwrap();
+    let mut c = bin();
+    c.args(["ingest", "--format", "bpftrace"])
+        .arg(&f)
+        .arg("--json")
+        .arg(dir.path().join("r.json"));
+    let o = bounded(c, Duration::from_secs(20));
+    assert_refused(
+        "random bytes with @zz: as bpftrace",
+        &o,
+        "no bpftrace data found",
+    );
+}
+
+/// `dev-synth` results of `seconds` one-second intervals in `d` (rank 0 of 1).
+fn synth(d: &Path, seconds: &str) -> serde_json::Value {
+    let f = d.join(format!("synth{seconds}.json"));
+    let o = bin()
+        .args(["-q", "dev-synth", "--seconds", seconds, "--samples", "5"])
+        .args(["--rank", "0", "--ranks", "1", "-o"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap()
+}
+
+/// A results file whose every histogram declares 1 ns .. 2^62 at 5 significant digits (25 MB
+/// of counts each, for the few values it holds) kept `show` busy for minutes.
+#[test]
+fn histograms_declaring_huge_layouts_are_read_by_what_they_hold() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut doc = synth(dir.path(), "600");
+    // V2-deflate, 1 ns .. 2^62 at 5 digits, `count` values of 1 us: a header, a run of 1000
+    // zero counts and one count (what any HdrHistogram writer emits for it).
+    let wide = |count: u64| -> String {
+        fn leb(out: &mut Vec<u8>, n: i64) {
+            let mut v = ((n << 1) ^ (n >> 63)) as u64;
+            loop {
+                let b = (v & 0x7f) as u8;
+                v >>= 7;
+                if v == 0 {
+                    out.push(b);
+                    return;
+                }
+                out.push(b | 0x80);
+            }
+        }
+        let mut payload = Vec::new();
+        leb(&mut payload, -1000);
+        leb(&mut payload, count as i64);
+        let mut raw = Vec::new();
+        raw.extend_from_slice(&0x1c84_9313u32.to_be_bytes());
+        raw.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        raw.extend_from_slice(&0u32.to_be_bytes());
+        raw.extend_from_slice(&5u32.to_be_bytes());
+        raw.extend_from_slice(&1u64.to_be_bytes());
+        raw.extend_from_slice(&(1u64 << 62).to_be_bytes());
+        raw.extend_from_slice(&1.0f64.to_be_bytes());
+        raw.extend_from_slice(&payload);
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&raw).unwrap();
+        let z = z.finish().unwrap();
+        let mut bytes = 0x1c84_9314u32.to_be_bytes().to_vec();
+        bytes.extend_from_slice(&(z.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(&z);
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    };
+    let mut n = 0;
+    for run in doc["runs"].as_array_mut().unwrap() {
+        for op in run["ops"].as_array_mut().unwrap() {
+            op["hist"] = wide(op["count"].as_u64().unwrap()).into();
+            for iv in op["intervals"].as_array_mut().unwrap() {
+                iv["hist"] = wide(iv["count"].as_u64().unwrap()).into();
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 600, "{n} histograms re-encoded");
+    let f = dir.path().join("wide.json");
+    std::fs::write(&f, doc.to_string()).unwrap();
+    let t0 = Instant::now();
+    let o = bounded(
+        args(&["show", f.to_str().unwrap()]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, Some(0), "show of wide histograms: {}", o.stderr);
+    assert!(o.peak_kb < MAX_PEAK_KB, "peak RSS {} KB", o.peak_kb);
+    eprintln!(
+        "show of {n} wide histograms ({} KB): {:.1} s, peak {} KB",
+        std::fs::metadata(&f).unwrap().len() >> 10,
+        t0.elapsed().as_secs_f64(),
+        o.peak_kb
+    );
+}
