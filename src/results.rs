@@ -21,7 +21,7 @@ pub mod evidence;
 pub mod hosts;
 pub mod profile;
 mod write;
-pub use write::{write_atomically, write_results, Destination};
+pub use write::{dated_name, write_atomically, write_results, write_results_new, Destination};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";

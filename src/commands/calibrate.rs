@@ -11,7 +11,7 @@ use crate::calibrate::{CalibrateOptions, Phase, Plan};
 use crate::results::Results;
 use crate::stamp::VerifyMode;
 use crate::target::Target;
-use crate::units::{parse_duration, parse_size};
+use crate::units::{parse_duration, parse_latency, parse_size};
 
 /// `iolens calibrate` options.
 #[derive(Args, Debug, Clone)]
@@ -21,8 +21,9 @@ pub struct CalibrateArgs {
     /// Total time budget for all steps (e.g. 2m, 90s).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub budget: f64,
-    /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
-    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    /// Latency target for single-block reads at the chosen percentile, with its unit (e.g.
+    /// 5ms, 500us; a bare number is refused).
+    #[arg(long, default_value = "5ms", value_parser = parse_latency)]
     pub(crate) max_latency: f64,
     /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
     #[arg(long, default_value_t = 99.0)]
@@ -108,8 +109,27 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     crate::interrupt::install();
+    crate::interrupt::set_writes_results(true);
     // A results file that cannot be written must fail now, not after the calibration.
     crate::results::Destination::checked(a.t.json.as_deref())?;
+    // Without --json the results still go to a file (a new, dated name in the working
+    // directory), so that `show`, `report` and `compare` work right after the first command.
+    let dated = match a.t.json {
+        Some(_) => None,
+        None => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
+            let p = crate::results::dated_name(std::path::Path::new("."), "calibrate", now);
+            crate::results::Destination::checked(Some(&p))?;
+            crate::outln!(
+                "Results will be written to {} (--json FILE names another)",
+                p.display()
+            );
+            Some(p)
+        }
+    };
     if a.t.watch {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
@@ -128,5 +148,15 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     launch.record(&mut res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
-    finish(&res, a.t.json.as_deref())
+    match dated {
+        Some(p) => {
+            let written = crate::results::write_results_new(&res, &p)?;
+            crate::outln!(
+                "Results written to {0}; see them with `iolens show {0}` or `iolens report {0} -o report.html`",
+                written.display()
+            );
+            finish(&res, None)
+        }
+        None => finish(&res, a.t.json.as_deref()),
+    }
 }

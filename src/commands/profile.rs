@@ -62,6 +62,7 @@ impl ProfileArgs {
 /// `iolens profile`.
 pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
     crate::results::Destination::checked(a.json.as_deref())?;
+    crate::interrupt::set_writes_results(a.json.is_some());
     let opts = a.options(cx);
     opts.validate()?;
     if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-")

@@ -69,6 +69,7 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
         bail!("--target is required");
     };
     crate::interrupt::install();
+    crate::interrupt::set_writes_results(a.json.is_some());
     // A results file that cannot be written must fail now, not after the verification.
     crate::results::Destination::checked(a.json.as_deref())?;
     let progress = cx.progress(a.no_progress);

@@ -97,6 +97,73 @@ impl Destination {
     }
 }
 
+/// The error of [`write_results_new`] when a file appeared at the chosen name.
+#[derive(Debug)]
+pub(crate) struct AlreadyThere(pub(crate) PathBuf);
+
+impl std::fmt::Display for AlreadyThere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} already exists (left as it is)", self.0.display())
+    }
+}
+
+impl std::error::Error for AlreadyThere {}
+
+/// A results file name that is free now in `dir`: `iolens-<what>-<UTC date and time>.json`,
+/// with `-2`, `-3` … added when that name is taken.
+pub fn dated_name(dir: &Path, what: &str, unix_s: i64) -> PathBuf {
+    let stamp = chrono::DateTime::from_timestamp(unix_s, 0)
+        .map(|t| t.format("%Y-%m-%d-%H%M%SZ").to_string())
+        .unwrap_or_else(|| unix_s.to_string());
+    let base = format!("iolens-{what}-{stamp}");
+    let mut n = 1;
+    loop {
+        let name = if n == 1 {
+            format!("{base}.json")
+        } else {
+            format!("{base}-{n}.json")
+        };
+        let p = if dir == Path::new(".") {
+            PathBuf::from(name)
+        } else {
+            dir.join(name)
+        };
+        if std::fs::symlink_metadata(&p).is_err() {
+            return p;
+        }
+        n += 1;
+    }
+}
+
+/// Write `res` to a new file at `path` by the rules of [`write_results`], never replacing a
+/// file there: when one appeared since the name was chosen, the next free dated-style name
+/// (`-2`, `-3` …) is taken instead. Returns the path written.
+pub fn write_results_new(res: &Results, path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for n in 2..1000 {
+        let mut place = Place::open(&p)?;
+        place.new_only = true;
+        if place.existing()? == Existing::Nothing {
+            match write_into(&place, &mut |w| {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, w);
+                serde_json::to_writer_pretty(&mut w, res).map_err(std::io::Error::from)?;
+                w.write_all(b"\n")?;
+                w.flush()
+            }) {
+                Ok(()) => return Ok(p),
+                Err(e) if e.downcast_ref::<AlreadyThere>().is_some() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_default();
+        p = path.with_file_name(format!("{stem}-{n}.json"));
+    }
+    bail!("cannot write results near {}: no free name", path.display())
+}
+
 /// Write `res` to `dest` following the rules in the module docs.
 pub fn write_results(res: &Results, dest: &Destination) -> Result<()> {
     if let Destination::File(p) = dest {
@@ -148,6 +215,15 @@ fn write_file_atomically_with(
     write: &mut dyn FnMut(&mut std::fs::File) -> std::io::Result<()>,
 ) -> Result<()> {
     let place = Place::open(path)?;
+    write_into(&place, write)
+}
+
+/// Write what `write` writes to a temp file beside `place` and move it there.
+fn write_into(
+    place: &Place,
+    write: &mut dyn FnMut(&mut std::fs::File) -> std::io::Result<()>,
+) -> Result<()> {
+    let path = place.path;
     let before = place.existing()?;
     let (fd, tmp) = place.create_temp()?;
     if before == Existing::Regular {
@@ -199,6 +275,8 @@ enum Existing {
 /// The destination's directory (held open) and its name in it.
 struct Place<'a> {
     path: &'a Path,
+    /// Claim a new name only: never replace a file already there.
+    new_only: bool,
     dir: OwnedFd,
     dir_shown: PathBuf,
     name: CString,
@@ -250,6 +328,7 @@ impl<'a> Place<'a> {
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(Place {
             path,
+            new_only: false,
             dir,
             dir_shown: dir_path,
             name: CString::new(name.as_bytes()).expect("checked for NUL above"),
@@ -371,6 +450,9 @@ impl<'a> Place<'a> {
                 .context(format!("cannot write results to {}", self.path.display()))
         };
         match self.existing()? {
+            Existing::Regular if self.new_only => {
+                bail!(AlreadyThere(self.path.to_path_buf()))
+            }
             Existing::Regular => {
                 // SAFETY: renameat within our directory descriptor.
                 if unsafe { libc::renameat(d, tmp.as_ptr(), d, self.name.as_ptr()) } != 0 {
@@ -481,5 +563,26 @@ mod tests {
         assert_eq!(std::fs::read(&p).unwrap(), b"new");
         let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn new_results_never_replace_a_file() {
+        let d = tempfile::tempdir().unwrap();
+        let res = Results::new(super::super::Kind::Run, vec!["test".into()]);
+        let p = dated_name(d.path(), "calibrate", 1_795_000_000);
+        assert!(p
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("iolens-calibrate-2026-"));
+        // Someone else's file appears at the chosen name before the results are written.
+        std::fs::write(&p, b"theirs").unwrap();
+        let written = write_results_new(&res, &p).unwrap();
+        assert_ne!(written, p);
+        assert_eq!(std::fs::read(&p).unwrap(), b"theirs");
+        assert!(Results::read_file(&written).is_ok());
+        // The next dated name skips both.
+        let next = dated_name(d.path(), "calibrate", 1_795_000_000);
+        assert!(next != p && next != written, "{next:?}");
     }
 }
