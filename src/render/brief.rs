@@ -227,6 +227,19 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
             if let Some(why) = f.stop_reason {
                 let _ = writeln!(s, "  ramp stopped because {}", why.describe());
             }
+            if let Some(b) = &f.burst {
+                let _ = writeln!(
+                    s,
+                    "{} IOPS sustained{}\n  a burst: {}",
+                    fmt_rate(b.sustained_iops),
+                    if b.max_in_burst {
+                        " (the maximum above was measured inside a burst, it is not the maximum)"
+                    } else {
+                        ""
+                    },
+                    b.sentence
+                );
+            }
         }
         _ if !c.curve.is_empty() => {
             let pt = &c.curve[0];
