@@ -19,9 +19,9 @@
 //! # Causes
 //! A throughput drop that does not recover is named `credits-exhausted` for reads (time to the
 //! cliff) and `write-cache-full` for writes (bytes written to the cliff); a drop followed by a
-//! recovery is `throttling-starts` then `throttling-stops`. A change in latency alone, with the
-//! device's request count known, is set against it: ours flat while latency moved points at
-//! another load on the device. Otherwise the cause is left `unknown`.
+//! recovery is `throttling-starts` then `throttling-stops`. Otherwise the cause is left
+//! `unknown` (the device's own per-interval counters are not in the results file yet, so a
+//! noisy neighbour cannot be told from the storage itself).
 //!
 //! # Steady state (SNIA SSS PTS)
 //! Over the last [`SNIA_ROUNDS`] intervals of the last regime: the data excursion
@@ -257,6 +257,16 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
         }
     }
     changed.sort_by_key(|c| c.0);
+    // A latency-only change within a few intervals of a throughput change is that change's
+    // aftermath (queued requests draining after a cliff), not a regime of its own.
+    let rate_changes: Vec<usize> = changed
+        .iter()
+        .filter(|c| c.1 != "p99 latency")
+        .map(|c| c.0)
+        .collect();
+    changed.retain(|&(k, name)| {
+        name != "p99 latency" || !rate_changes.iter().any(|&r| r.abs_diff(k) <= MIN_LEN)
+    });
     let mut cps: Vec<(usize, Vec<String>)> = Vec::new();
     for (k, name) in changed {
         match cps.last_mut() {
@@ -422,8 +432,18 @@ pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurs
             .map(|d| d.as_secs_f64())
     };
     let t0 = c.curve.first().and_then(|p| start(p.run));
-    for (i, p) in c.curve.iter().enumerate() {
-        let Some(g) = r.runs.get(p.run).and_then(run_regimes) else {
+    // The ramp's steps in order, then the held point (`--sustain`), which comes after them all.
+    let mut steps: Vec<(usize, usize)> = c
+        .curve
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, p.run))
+        .collect();
+    if let Some(s) = c.findings.sustain {
+        steps.push((c.curve.len(), s.run));
+    }
+    for (i, run) in steps {
+        let Some(g) = r.runs.get(run).and_then(run_regimes) else {
             continue;
         };
         let Some(ch) = g.changes.iter().find(|ch| {
@@ -434,15 +454,15 @@ pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurs
         }) else {
             continue;
         };
-        let burst_iops = c.curve[..i]
+        let burst_iops = c.curve[..i.min(c.curve.len())]
             .iter()
             .map(|q| q.iops)
             .fold(ch.from_iops, f64::max);
-        let sustained_iops = c.curve[i + 1..]
+        let sustained_iops = c.curve[(i + 1).min(c.curve.len())..]
             .iter()
             .map(|q| q.iops)
             .fold(g.regimes.last().map_or(ch.to_iops, |x| x.iops), f64::max);
-        let burst_s = match (t0, start(p.run)) {
+        let burst_s = match (t0, start(run)) {
             (Some(a), Some(b)) => b - a + ch.at_s,
             _ => ch.at_s,
         };
@@ -475,22 +495,23 @@ pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurs
 }
 
 /// Where in time the change at interval `k` happened: inside the interval that mixes the two
-/// regimes, by the share of it spent at the first regime's rate.
+/// regimes, by the share of it spent at the first regime's rate. An interval counts as mixed
+/// only when it lies beyond its own regime's noise (3 σ of the series), so an ordinary
+/// fluctuation next to the change does not move it.
 fn cliff_time(x: &[f64], start: &[f64], dur: &[f64], k: usize, m1: f64, m2: f64) -> f64 {
     let span = m1 - m2;
     if span.abs() < f64::EPSILON {
         return start[k];
     }
+    let noise = 3.0 * noise_sigma(x);
     let frac = |j: usize| ((x[j] - m2) / span).clamp(0.0, 1.0);
     // The last interval of the first regime, when it fell part way to the second.
-    let f = frac(k - 1);
-    if f < 0.85 {
-        return start[k - 1] + f * dur[k - 1];
+    if (x[k - 1] - m1).abs() > noise {
+        return start[k - 1] + frac(k - 1) * dur[k - 1];
     }
     // Else the first interval of the second regime, when it is still part way.
-    let f = frac(k);
-    if f > 0.15 {
-        return start[k] + f * dur[k];
+    if (x[k] - m2).abs() > noise {
+        return start[k] + frac(k) * dur[k];
     }
     start[k]
 }
@@ -539,9 +560,14 @@ pub fn describe(r: &RunRegimes) -> String {
             }
             match c {
                 Some(c) => {
-                    out += &format!("{} IOPS for {:.0} s", fmt_rate(g.iops), c.at_s - g.start_s);
+                    out += &format!(
+                        "{} IOPS{} for {:.0} s",
+                        fmt_rate(g.iops),
+                        latency_note(r, i),
+                        c.at_s - g.start_s
+                    );
                 }
-                None => out += &format!("{} sustained", fmt_rate(g.iops)),
+                None => out += &format!("{}{} sustained", fmt_rate(g.iops), latency_note(r, i)),
             }
         }
         let why: Vec<String> = r.changes.iter().map(cause_text).collect();
@@ -557,6 +583,21 @@ pub fn describe(r: &RunRegimes) -> String {
         );
     }
     out
+}
+
+/// ` at p99 X` where regime `i` is told from a neighbour by its latency alone (their rates
+/// within [`MIN_CHANGE`] of each other), else nothing.
+fn latency_note(r: &RunRegimes, i: usize) -> String {
+    let g = &r.regimes[i];
+    let same = |o: Option<&Regime>| {
+        o.is_some_and(|o| (o.iops - g.iops).abs() < MIN_CHANGE * o.iops.max(g.iops))
+    };
+    match g.p99_ns {
+        Some(p) if same(r.regimes.get(i + 1)) || (i > 0 && same(r.regimes.get(i - 1))) => {
+            format!(" at p99 {}", crate::units::fmt_ns(p as f64))
+        }
+        _ => String::new(),
+    }
 }
 
 /// The cause of a change in words, with its evidence.

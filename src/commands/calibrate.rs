@@ -60,6 +60,11 @@ pub struct CalibrateArgs {
     /// database checks its blocks too; `none` measures the storage path alone.
     #[arg(long, value_enum, default_value = "auto")]
     pub verify: VerifyMode,
+    /// Hold the chosen random-read point this long after the ramp (e.g. 2m), beyond --budget,
+    /// and show whether it holds: a burst that ends, a cache that fills, throttling, and the
+    /// SNIA steady-state verdict of the held load.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub sustain: f64,
     /// Print the whole plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -86,6 +91,7 @@ impl CalibrateArgs {
             verify: self.verify,
             direct: !self.t.buffered,
             huge_pages: self.t.huge_pages,
+            sustain: self.sustain,
         }
     }
 }

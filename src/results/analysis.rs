@@ -419,6 +419,9 @@ pub struct CalibrationFindings {
     /// Cache-probe steps.
     #[serde(default)]
     pub cache: Vec<CacheStep>,
+    /// `--sustain`: the chosen random-read point held after the ramp (its run and sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustain: Option<SustainStep>,
     /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes
     /// it. Absent when a file's plan is missing or of an older shape.
     #[serde(default, deserialize_with = "lenient")]
@@ -450,6 +453,14 @@ pub enum Phase {
     Writes,
     /// Random reads over growing working sets (storage-side cache tiers).
     Cache,
+}
+
+/// The chosen random-read point held for `--sustain`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SustainStep {
+    /// Index into `Results::runs`.
+    pub run: usize,
+    pub sessions: u32,
 }
 
 /// One planned phase with its step budget.
@@ -484,6 +495,13 @@ pub struct Plan {
     /// The I/O buffers stay on small pages (`--huge-pages off`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub small_pages: bool,
+    /// `--sustain`: seconds the chosen random-read point is held after the ramp (0: not held).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sustain_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
