@@ -278,37 +278,67 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
             _ => cps.push((k, vec![name.to_string()])),
         }
     }
-    let bounds: Vec<usize> = std::iter::once(0)
-        .chain(cps.iter().map(|c| c.0))
-        .chain(std::iter::once(n))
-        .collect();
-    // Each regime's figures without the intervals that mix two regimes (when it keeps some).
-    let regimes: Vec<Regime> = bounds
-        .windows(2)
+    let build = |cps: &[(usize, Vec<String>)]| -> (Vec<usize>, Vec<Regime>) {
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(cps.iter().map(|c| c.0))
+            .chain(std::iter::once(n))
+            .collect();
+        // Each regime's figures without the intervals that mix two regimes (when it keeps some).
+        let regimes: Vec<Regime> = bounds
+            .windows(2)
+            .enumerate()
+            .map(|(r, w)| {
+                let (mut a, mut b) = (w[0], w[1]);
+                if r > 0 && b - a > 2 {
+                    a += 1;
+                }
+                if w[1] < n && b - a > 2 {
+                    b -= 1;
+                }
+                let dur: f64 = s.dur_s[a..b].iter().sum();
+                let p99 = if s.p99.is_empty() {
+                    None
+                } else {
+                    Some(super::median(s.p99[a..b].to_vec()) as u64)
+                };
+                Regime {
+                    start_s: s.start_s[w[0]],
+                    end_s: s.start_s[w[1] - 1] + s.dur_s[w[1] - 1],
+                    iops: s.ops[a..b].iter().sum::<f64>() / dur,
+                    mb_per_s: s.bytes[a..b].iter().sum::<f64>() / dur / 1e6,
+                    p99_ns: p99,
+                }
+            })
+            .collect();
+        (bounds, regimes)
+    };
+    let (mut bounds, mut regimes) = build(&cps);
+    // A change seen in latency alone must hold in the regimes' typical p99 (their medians
+    // differ by [`MIN_LATENCY_CHANGE`]): a few outlying intervals move a segment's mean, not
+    // its median.
+    let keep: Vec<bool> = cps
+        .iter()
         .enumerate()
-        .map(|(r, w)| {
-            let (mut a, mut b) = (w[0], w[1]);
-            if r > 0 && b - a > 2 {
-                a += 1;
-            }
-            if w[1] < n && b - a > 2 {
-                b -= 1;
-            }
-            let dur: f64 = s.dur_s[a..b].iter().sum();
-            let p99 = if s.p99.is_empty() {
-                None
-            } else {
-                Some(super::median(s.p99[a..b].to_vec()) as u64)
+        .map(|(i, (_, names))| {
+            let latency_only = names.iter().all(|x| x == "p99 latency");
+            let held = match (regimes[i].p99_ns, regimes[i + 1].p99_ns) {
+                (Some(a), Some(b)) => {
+                    let (a, b) = (a as f64, b as f64);
+                    (a - b).abs() >= MIN_LATENCY_CHANGE * a.max(b)
+                }
+                _ => false,
             };
-            Regime {
-                start_s: s.start_s[w[0]],
-                end_s: s.start_s[w[1] - 1] + s.dur_s[w[1] - 1],
-                iops: s.ops[a..b].iter().sum::<f64>() / dur,
-                mb_per_s: s.bytes[a..b].iter().sum::<f64>() / dur / 1e6,
-                p99_ns: p99,
-            }
+            !latency_only || held
         })
         .collect();
+    if keep.iter().any(|k| !k) {
+        let mut i = 0;
+        cps.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        (bounds, regimes) = build(&cps);
+    }
     let mut changes = Vec::new();
     for (i, (k, names)) in cps.iter().enumerate() {
         let (before, after) = (&regimes[i], &regimes[i + 1]);
