@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::analysis::{self, Severity, Verdict, VerdictKind};
-use crate::results::analysis::{CacheStep, CalibrationFindings, CommitStep, RampBest};
+use crate::results::analysis::{CacheStep, CalibrationFindings, CommitStep, RampBest, SustainStep};
 pub use crate::results::analysis::{Phase, PhasePlan, Plan, StopReason};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
 use crate::run::{execute, RunOptions};
@@ -79,6 +79,8 @@ pub struct CalibrateOptions {
     pub direct: bool,
     /// Transparent huge pages for the I/O buffers.
     pub huge_pages: crate::workload::HugePages,
+    /// `--sustain`: seconds to hold the chosen random-read point after the ramp (0: not held).
+    pub sustain: f64,
 }
 
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
@@ -495,6 +497,7 @@ impl Plan {
             refinements: REFINEMENTS,
             direct: a.direct,
             small_pages: a.huge_pages == crate::workload::HugePages::Off,
+            sustain_s: a.sustain,
         })
     }
 
@@ -775,6 +778,26 @@ pub fn calibrate(
                 }
                 if let Some((n, _)) = ramp.best() {
                     max_iops_point = curve.iter().position(|c| c.sessions == n);
+                    // --sustain: hold the chosen point, beyond the budget, to show it holds
+                    // (or where it stops holding: its regimes say so).
+                    if plan.sustain_s > 0.0 && !st.interrupted() {
+                        st.deadline += std::time::Duration::from_secs_f64(plan.sustain_s);
+                        let held = PhasePlan {
+                            step_s: plan.sustain_s,
+                            warmup_s: 0.0,
+                            ..pp.clone()
+                        };
+                        let spec = WorkloadSpec {
+                            pattern: Pattern::Randread,
+                            block_size: plan.bs,
+                            sessions: n,
+                            engine: EngineKind::Sync,
+                            ..st.spec()
+                        };
+                        let label = format!("sustain randread {} sessions={n}", fmt_bytes(plan.bs));
+                        let run = st.step(&held, spec, label)?;
+                        f.sustain = Some(SustainStep { run, sessions: n });
+                    }
                 }
             }
             Phase::Seqread | Phase::Seqread1 => {

@@ -12,6 +12,16 @@ use signal_hook::consts::signal::{SIGHUP, SIGINT, SIGTERM};
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Whether the command will write a results file when interrupted (what the first signal's
+/// message promises).
+static WRITES_RESULTS: AtomicBool = AtomicBool::new(false);
+
+/// Say whether this command writes a results file when stopped early: the first signal's
+/// message then says "writing results"; otherwise it says only that the work is finishing
+/// (a command without `--json` must not promise a file it will not write).
+pub(crate) fn set_writes_results(writes: bool) {
+    WRITES_RESULTS.store(writes, Ordering::SeqCst);
+}
 
 /// The process-wide interrupt flag (set by the first SIGINT, SIGTERM or SIGHUP).
 pub(crate) fn flag() -> &'static AtomicBool {
@@ -54,20 +64,24 @@ pub(crate) fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for sig in [SIGINT, SIGTERM, SIGHUP] {
-            let (first, again): (&'static [u8], &'static [u8]) = match sig {
-                SIGINT => (
-                    b"\niolens: interrupted (Ctrl-C), finishing the measurement and writing results\n",
-                    b"\niolens: interrupted again, exiting without writing results\n",
-                ),
-                SIGTERM => (
-                    b"\niolens: terminated (SIGTERM), finishing the measurement and writing results\n",
-                    b"\niolens: terminated again, exiting without writing results\n",
-                ),
-                _ => (
-                    b"\niolens: hung up (SIGHUP), finishing the measurement and writing results\n",
-                    b"\niolens: hung up again, exiting without writing results\n",
-                ),
-            };
+            let (first, first_no_results, again): (&'static [u8], &'static [u8], &'static [u8]) =
+                match sig {
+                    SIGINT => (
+                        b"\niolens: interrupted (Ctrl-C), finishing the measurement and writing results\n",
+                        b"\niolens: interrupted (Ctrl-C), finishing the measurement\n",
+                        b"\niolens: interrupted again, exiting without writing results\n",
+                    ),
+                    SIGTERM => (
+                        b"\niolens: terminated (SIGTERM), finishing the measurement and writing results\n",
+                        b"\niolens: terminated (SIGTERM), finishing the measurement\n",
+                        b"\niolens: terminated again, exiting without writing results\n",
+                    ),
+                    _ => (
+                        b"\niolens: hung up (SIGHUP), finishing the measurement and writing results\n",
+                        b"\niolens: hung up (SIGHUP), finishing the measurement\n",
+                        b"\niolens: hung up again, exiting without writing results\n",
+                    ),
+                };
             // SAFETY: the action only touches atomics, calls write(2) and _exit, all of which
             // are async-signal-safe; it allocates nothing and takes no lock.
             let _ = unsafe {
@@ -78,7 +92,11 @@ pub(crate) fn install() {
                     }
                     SIGNAL.store(sig, Ordering::SeqCst);
                     INTERRUPTED.store(true, Ordering::SeqCst);
-                    say(first);
+                    say(if WRITES_RESULTS.load(Ordering::SeqCst) {
+                        first
+                    } else {
+                        first_no_results
+                    });
                 })
             };
         }

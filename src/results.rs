@@ -21,7 +21,7 @@ pub mod evidence;
 pub mod hosts;
 pub mod profile;
 mod write;
-pub use write::{write_results, write_results_to};
+pub use write::{dated_name, write_results, write_results_to};
 
 /// Identifies an iolens results document.
 pub const SCHEMA_NAME: &str = "iolens-results";

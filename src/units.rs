@@ -35,6 +35,27 @@ pub(crate) fn parse_duration(s: &str) -> std::result::Result<f64, String> {
     Ok(v)
 }
 
+/// Parse a latency or think time such as `5ms`, `500us`, `1.5s`: a unit is required. A bare
+/// number is refused with the fix (`5` → `5ms`), since a latency target is written in
+/// milliseconds by habit (CALIBRATE_IO's `max_latency`) and a bare `5` silently meaning five
+/// seconds is a trap. Zero needs no unit.
+pub(crate) fn parse_latency(s: &str) -> std::result::Result<f64, String> {
+    let t = s.trim();
+    if let Ok(v) = t.parse::<f64>() {
+        if v == 0.0 {
+            return Ok(0.0);
+        }
+        if !(v.is_finite() && v > 0.0) {
+            return Err(format!("`{s}` is not a valid duration"));
+        }
+        return Err(format!(
+            "`{s}` has no unit: a latency needs one, e.g. {t}ms (milliseconds), {t}us \
+             (microseconds) or {t}s (seconds)"
+        ));
+    }
+    parse_duration(t)
+}
+
 /// Format nanoseconds with a unit chosen for 3 significant digits: `850 ns`, `90.1 µs`, `4.10 ms`, `1.20 s`.
 /// A negative duration (a difference) keeps its sign: `-381 µs`, never `-381146 ns`.
 pub fn fmt_ns(ns: f64) -> String {
@@ -156,6 +177,14 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(0.5));
         assert_eq!(parse_duration("2"), Ok(2.0));
         assert!(parse_duration("-1").is_err());
+        assert_eq!(parse_latency("5ms"), Ok(0.005));
+        assert_eq!(parse_latency("0"), Ok(0.0));
+        let e = parse_latency("5").unwrap_err();
+        assert!(e.contains("no unit") && e.contains("5ms"), "{e}");
+        assert!(parse_latency("2.5").unwrap_err().contains("2.5ms"));
+        assert!(parse_latency("soon")
+            .unwrap_err()
+            .contains("not a duration"));
         assert!(parse_duration("soon")
             .unwrap_err()
             .contains("not a duration"));

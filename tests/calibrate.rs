@@ -138,6 +138,9 @@ fn bad_options_exit_with_clear_errors() {
             "not a valid duration",
         ),
         (vec!["calibrate", "--budget", "3s"], "too small"),
+        // A bare number for a latency is refused with the fix, never read as seconds.
+        (vec!["calibrate", "--max-latency", "5"], "e.g. 5ms"),
+        (vec!["run", "--think", "100"], "e.g. 100ms"),
     ] {
         let out = bin().args(&a).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{a:?}");
@@ -334,4 +337,93 @@ fn calibrate_writes_refuse_a_foreign_target() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write"));
     assert_eq!(std::fs::read(&victim).unwrap(), content);
+}
+
+#[test]
+fn calibrate_without_json_leaves_a_dated_results_file() {
+    let _quiet = quiet();
+    let dir = tempfile::tempdir().unwrap();
+    // Someone's file that must stay as it is.
+    std::fs::write(dir.path().join("keep.json"), b"mine").unwrap();
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "calibrate",
+            "--budget",
+            "8s",
+            "--max-sessions",
+            "2",
+            "--phases",
+            "randread",
+            "--size",
+            "16M",
+            "--no-progress",
+            "--target",
+            "s.dat",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let made: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .filter(|n| n.starts_with("iolens-calibrate-") && n.ends_with(".json"))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    let name = &made[0];
+    // Said at the start (before the plan) and at the end.
+    let first = stdout.find(name.as_str()).expect("name said");
+    assert!(first < stdout.find("Calibration plan").unwrap(), "{stdout}");
+    assert!(
+        stdout.contains(&format!("Results written to {name}")),
+        "{stdout}"
+    );
+    let r = Results::read_file(&dir.path().join(name)).unwrap();
+    assert_eq!(r.kind, Kind::Calibrate);
+    assert_eq!(
+        std::fs::read(dir.path().join("keep.json")).unwrap(),
+        b"mine"
+    );
+}
+
+/// Ctrl-C promises "writing results" only where a results file will be written.
+#[test]
+fn interrupt_message_promises_results_only_with_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("s.dat");
+    for with_json in [false, true] {
+        let mut cmd = bin();
+        cmd.args([
+            "run",
+            "--engine",
+            "null",
+            "--duration",
+            "30s",
+            "--size",
+            "1M",
+            "--no-progress",
+        ])
+        .arg("--target")
+        .arg(&target)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        if with_json {
+            cmd.arg("--json").arg(dir.path().join("r.json"));
+        }
+        let child = cmd.spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        // SAFETY: kill(2) of the child this test started.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "{err}");
+        assert!(err.contains("interrupted (Ctrl-C)"), "{err}");
+        assert_eq!(err.contains("writing results"), with_json, "{err}");
+        assert_eq!(dir.path().join("r.json").exists(), with_json);
+    }
 }

@@ -28,6 +28,8 @@ fn scratch(path: &Path, size: u64) -> Target {
 
 fn iolens(args: &[&str], target: &Path) -> Output {
     bin()
+        // calibrate leaves a dated results file in the working directory.
+        .current_dir(target.parent().unwrap())
         .args(args)
         .arg("--no-progress")
         .arg("--target")

@@ -24,6 +24,7 @@ pub mod dblayers;
 pub mod knee;
 pub mod little;
 pub mod modes;
+pub mod regimes;
 pub mod stacks;
 pub mod usl;
 pub mod verdicts;
@@ -108,7 +109,15 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
         }
     }
     verdicts.extend(run_verdicts(run));
-    RunAnalysis { modes, verdicts }
+    let regimes = regimes::run_regimes(run);
+    if let Some(g) = &regimes {
+        verdicts.extend(regimes::verdicts(g));
+    }
+    RunAnalysis {
+        modes,
+        verdicts,
+        regimes,
+    }
 }
 
 /// Analyse a whole results document: every run, the calibration, a trace's profile and the
@@ -129,7 +138,16 @@ pub fn analyse(r: &Results) -> Analysis {
 /// The stored analysis of `r`, or (for an older file without one) the analysis computed now.
 pub fn of(r: &Results) -> std::borrow::Cow<'_, Analysis> {
     match &r.analysis {
-        Some(a) if a.runs.len() == r.runs.len() => std::borrow::Cow::Borrowed(a),
+        // A file written before regimes were analysed gets them now.
+        Some(a)
+            if a.runs.len() == r.runs.len()
+                && a.runs
+                    .iter()
+                    .zip(&r.runs)
+                    .all(|(a, run)| a.regimes.is_some() || !regimes::analysable(run)) =>
+        {
+            std::borrow::Cow::Borrowed(a)
+        }
         _ => std::borrow::Cow::Owned(analyse(r)),
     }
 }
@@ -227,6 +245,7 @@ fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
             max_pmbps: f.seq1_best.map(|b| b.value.round() as u64),
             latency_ms: max_point.map(|p| (p.mean_ns / 1e6).floor() as u64),
         },
+        burst: regimes::calibration_burst(r, c),
     }
 }
 

@@ -123,10 +123,38 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
             String::new()
         }
     );
+    // The null engine does no I/O: no sentence about the storage applies to it.
+    let no_io = run
+        .spec
+        .as_ref()
+        .and_then(|s| s.other.get("engine"))
+        .and_then(|v| v.as_str())
+        == Some("null");
+    let storage = if no_io {
+        "the null engine does no I/O: this is iolens' own overhead"
+    } else {
+        "the storage may be faster than it looks"
+    };
+    if measured && runq_share > 1.0 {
+        // A wait longer than the operation it would be part of is not inside it: it falls
+        // between operations (think time, a database's own work), not in the latency.
+        let msg = format!(
+            "{busy_note}: the sessions waited {} per I/O for a CPU, more than the mean latency \
+             of {}: the wait falls between operations, so the latency is not inflated by it",
+            fmt_ns(runq_ns),
+            fmt_ns(mean_ns)
+        );
+        return Some(Verdict::new(
+            VerdictKind::CpuBusy,
+            Severity::Info,
+            msg,
+            &figures,
+        ));
+    }
     if measured && runq_share > RUNQ_SHARE_WARN {
         let mut msg = format!(
             "latency at this step includes {} of scheduling delay per I/O ({} % of mean latency \
-             {}); the storage may be faster than it looks",
+             {}); {storage}",
             fmt_ns(runq_ns),
             pct(runq_share),
             fmt_ns(mean_ns)
@@ -161,7 +189,7 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
     } else {
         let msg = format!(
             "{busy_note} and run-queue delay was not measured: latency may include scheduling \
-             delay; the storage may be faster than it looks"
+             delay; {storage}"
         );
         Some(Verdict::new(
             VerdictKind::CpuBound,
@@ -586,6 +614,26 @@ mod tests {
             cpus: 2,
             ..Default::default()
         }
+    }
+
+    /// Issue 24 item 4: the null engine never hears that the storage may be faster, and a
+    /// scheduling delay is never "120 % of mean latency" (it cannot be inside a latency it
+    /// exceeds).
+    #[test]
+    fn no_storage_claims_for_the_null_engine_and_no_share_above_the_whole() {
+        let mut run = run_with(100_000.0, Some(cpu(0.97, 30.0)), None);
+        run.spec = crate::results::Spec::of(serde_json::json!({"engine": "null"})).unwrap();
+        let v = cpu_verdict(&run).unwrap();
+        assert!(!v.message.contains("storage"), "{}", v.message);
+        assert!(
+            v.message.contains("null engine does no I/O"),
+            "{}",
+            v.message
+        );
+        let v = cpu_verdict(&run_with(100_000.0, Some(cpu(0.97, 120.0)), None)).unwrap();
+        assert!(!v.message.contains("120 %"), "{}", v.message);
+        assert!(!v.message.contains("faster than it looks"), "{}", v.message);
+        assert_eq!(v.kind, VerdictKind::CpuBusy);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::commands::values::duration as parse_duration;
 use crate::results::Results;
 use crate::stamp::VerifyMode;
 use crate::target::Target;
-use crate::units::parse_size;
+use crate::units::{parse_latency, parse_size};
 
 /// `iolens calibrate` options.
 #[derive(Args, Debug, Clone)]
@@ -22,8 +22,9 @@ pub struct CalibrateArgs {
     /// Total time budget for all steps (e.g. 2m, 90s).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub budget: f64,
-    /// Latency target for single-block reads at the chosen percentile (e.g. 5ms, 500us).
-    #[arg(long, default_value = "5ms", value_parser = parse_duration)]
+    /// Latency target for single-block reads at the chosen percentile, with its unit (e.g.
+    /// 5ms, 500us; a bare number is refused).
+    #[arg(long, default_value = "5ms", value_parser = parse_latency)]
     pub(crate) max_latency: f64,
     /// Percentile the latency target applies to (e.g. 99, 99.9, 50).
     #[arg(long, default_value_t = 99.0)]
@@ -60,6 +61,11 @@ pub struct CalibrateArgs {
     /// database checks its blocks too; `none` measures the storage path alone.
     #[arg(long, value_enum, default_value = "auto")]
     pub verify: VerifyMode,
+    /// Hold the chosen random-read point this long after the ramp (e.g. 2m), beyond --budget,
+    /// and show whether it holds: a burst that ends, a cache that fills, throttling, and the
+    /// SNIA steady-state verdict of the held load.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    pub sustain: f64,
     /// Print the whole plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -86,6 +92,7 @@ impl CalibrateArgs {
             verify: self.verify,
             direct: !self.t.buffered,
             huge_pages: self.t.huge_pages,
+            sustain: self.sustain,
         }
     }
 }
@@ -110,11 +117,29 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     }
     crate::interrupt::install();
     // A results file that cannot be written must fail now, not after the calibration.
+    crate::interrupt::set_writes_results(true);
+    // Without --json the results still go to a file (a new, dated name in the working
+    // directory), so that `show`, `report` and `compare` work right after the first command.
+    // The name is claimed as a new path: a file that appears there meanwhile is never
+    // replaced (the results are then kept beside it, under a name the error says).
+    let dated = a.t.json.is_none().then(|| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        crate::results::dated_name(std::path::Path::new("."), "calibrate", now)
+    });
     let json = super::results_output(
         crate::output::Plan::new().input(&a.t.target),
-        a.t.json.as_deref(),
-        crate::output::results_estimate(crate::output::intervals(plan.budget_s, 1.0)),
+        a.t.json.as_deref().or(dated.as_deref()),
+        crate::output::results_estimate(crate::output::intervals(plan.budget_s + a.sustain, 1.0)),
     )?;
+    if let Some(p) = &dated {
+        crate::outln!(
+            "Results will be written to {} (--json FILE names another)",
+            p.display()
+        );
+    }
     if a.t.watch {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;

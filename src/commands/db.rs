@@ -194,6 +194,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                 crate::watch::own::check()?;
             }
             crate::interrupt::install();
+            crate::interrupt::set_writes_results(a.json.is_some());
             // A results file that cannot be written must fail now, not after the run.
             let mut files = crate::output::Plan::new();
             if let Some(dir) = &a.target.dir {
@@ -244,7 +245,8 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         interval_s: parse_duration(&a.interval, "--interval")?.as_secs_f64(),
         hot_pct: a.hot_pct,
         hot_size_pct: a.hot_size_pct,
-        think_s: parse_duration(&a.think, "--think")?.as_secs_f64(),
+        think_s: crate::units::parse_latency(&a.think)
+            .map_err(|e| anyhow::anyhow!("--think: {e}"))?,
         cache_bytes: parse_size(&a.cache_size, "--cache-size")?,
         timing: !a.no_timing,
         drop_os_cache: !a.keep_os_cache,

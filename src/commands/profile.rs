@@ -62,6 +62,7 @@ impl ProfileArgs {
 
 /// `iolens profile`.
 pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
+    crate::interrupt::set_writes_results(a.json.is_some());
     if a.folded.as_deref().is_some_and(|p| p.as_os_str() == "-")
         && a.json.as_deref().is_some_and(|p| p.as_os_str() == "-")
     {

@@ -11,7 +11,7 @@ use crate::commands::values::duration as parse_duration;
 use crate::results::{Kind, Results};
 use crate::stamp::{OnCorruption, VerifyMode};
 use crate::target::{PrepareOptions, Target};
-use crate::units::parse_size;
+use crate::units::{parse_latency, parse_size};
 use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, WorkloadSpec};
 
 /// Options shared by `run` and `calibrate` that select and protect the target.
@@ -109,8 +109,9 @@ pub struct RunArgs {
     /// Open-loop rate limit in I/Os per second (latency counted from each intended start).
     #[arg(long)]
     pub rate: Option<f64>,
-    /// Think time between a session's I/Os, e.g. 100us.
-    #[arg(long, value_parser = parse_duration)]
+    /// Think time between a session's I/Os, with its unit, e.g. 100us (a bare number is
+    /// refused).
+    #[arg(long, value_parser = parse_latency)]
     pub(crate) think: Option<f64>,
     /// Seed of the offset generators.
     #[arg(long, default_value_t = 0x10_1e45)]
@@ -207,6 +208,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
         t: a.t.expanded(&launch)?,
         ..a.clone()
     };
+    crate::interrupt::set_writes_results(a.t.json.is_some());
     let mut spec = a.to_spec();
     if a.pattern == Pattern::Randrw && a.read_pct.is_none() {
         anyhow::bail!("--pattern randrw needs --read-pct (e.g. --read-pct 80)");

@@ -69,6 +69,7 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
         bail!("--target is required");
     };
     crate::interrupt::install();
+    crate::interrupt::set_writes_results(a.json.is_some());
     // A results file that cannot be written must fail now, not after the verification.
     let json = super::results_output(crate::output::Plan::new().input(path), a.json.as_deref(), 0)?;
     let progress = cx.progress(a.no_progress);

@@ -227,6 +227,30 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
             if let Some(why) = f.stop_reason {
                 let _ = writeln!(s, "  ramp stopped because {}", why.describe());
             }
+            if let Some(held) = c.findings.sustain {
+                let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
+                let secs = res.runs.get(held.run).map_or(0.0, |r| r.duration_s);
+                let _ = writeln!(
+                    s,
+                    "Held at {} sessions for {:.0} s (--sustain): {}",
+                    held.sessions,
+                    secs,
+                    g.map_or("too short to judge".to_string(), |g| g.sentence.clone())
+                );
+            }
+            if let Some(b) = &f.burst {
+                let _ = writeln!(
+                    s,
+                    "{} IOPS sustained{}\n  a burst: {}",
+                    fmt_rate(b.sustained_iops),
+                    if b.max_in_burst {
+                        " (the maximum above was measured inside a burst, it is not the maximum)"
+                    } else {
+                        ""
+                    },
+                    b.sentence
+                );
+            }
         }
         _ if !c.curve.is_empty() => {
             let pt = &c.curve[0];

@@ -43,6 +43,90 @@ pub struct RunAnalysis {
     pub modes: Vec<OpModes>,
     /// Verdicts about the run; a histogram that cannot be decoded adds a `bad-histogram` warning.
     pub verdicts: Vec<Verdict>,
+    /// Regime changes in the per-interval series and the steady-state verdict (absent in files
+    /// written before they were analysed, and for runs without per-interval series).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regimes: Option<RunRegimes>,
+}
+
+/// Regimes of a run's per-interval series: where the storage changed under the same load
+/// (see `analysis::regimes`), and the SNIA PTS steady-state verdict of the last regime.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RunRegimes {
+    /// The regimes in time order (one when nothing changed).
+    pub regimes: Vec<Regime>,
+    /// The changes between them (one fewer than the regimes).
+    pub changes: Vec<RegimeChange>,
+    /// SNIA PTS steady state over the last 5 intervals of the last regime (absent with fewer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steady: Option<SteadyState>,
+    /// One line for people, e.g. `4.0k IOPS for 41 s, then 1.0k sustained (…)`.
+    pub sentence: String,
+}
+
+/// One regime: a stretch of intervals at one level. Its figures leave out intervals that mix
+/// two regimes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Regime {
+    /// Start and end, seconds from the start of measurement.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub iops: f64,
+    pub mb_per_s: f64,
+    /// Median of the per-interval p99 latencies (absent when not computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_ns: Option<u64>,
+}
+
+/// A change between two regimes, with the evidence for its cause.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RegimeChange {
+    /// When it happened, seconds from the start of measurement (placed inside its interval).
+    pub at_s: f64,
+    /// The series that changed there: `IOPS`, `MB/s`, `p99 latency`.
+    pub series: Vec<String>,
+    pub from_iops: f64,
+    pub to_iops: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_p99_ns: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_p99_ns: Option<u64>,
+    /// I/Os completed and bytes moved from the start to the change.
+    pub ops_before: u64,
+    pub bytes_before: u64,
+    pub cause: RegimeCause,
+}
+
+/// What a regime change is named as.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RegimeCause {
+    /// Reads fell to a lower rate and stayed there: burst credits ran out.
+    CreditsExhausted,
+    /// Writes fell to a lower rate and stayed there: a write cache (SLC, controller) filled.
+    WriteCacheFull,
+    /// The rate fell, then recovered later.
+    ThrottlingStarts,
+    /// The rate recovered after a fall.
+    ThrottlingStops,
+    /// No cause can be named from the evidence.
+    #[default]
+    Unknown,
+}
+
+/// The SNIA SSS PTS steady-state test over a window of rounds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SteadyState {
+    pub rounds: u32,
+    /// Start of the window, seconds from the start of measurement.
+    pub window_start_s: f64,
+    /// Average IOPS over the window.
+    pub average: f64,
+    /// (max − min) / average, percent (steady: ≤ 20).
+    pub range_pct: f64,
+    /// Excursion of the least-squares line across the window / average, percent (steady: ≤ 10).
+    pub slope_pct: f64,
+    pub steady: bool,
 }
 
 /// The latency modes of one op.
@@ -119,6 +203,11 @@ pub enum VerdictKind {
     AboveBlockLayer,
     /// I/O is a small part of the watched threads' wall time: the answer is elsewhere.
     NotIo,
+    /// The storage changed regime under the same load (a burst ended, a cache filled,
+    /// throttling started or stopped): both regimes are reported.
+    RegimeChange,
+    /// The SNIA PTS steady-state verdict of the run's last regime.
+    SteadyState,
 }
 
 impl VerdictKind {
@@ -138,6 +227,8 @@ impl VerdictKind {
             VerdictKind::Note => "note",
             VerdictKind::AboveBlockLayer => "above-block-layer",
             VerdictKind::NotIo => "not-io",
+            VerdictKind::RegimeChange => "regime-change",
+            VerdictKind::SteadyState => "steady-state",
         }
     }
 }
@@ -331,6 +422,9 @@ pub struct CalibrationFindings {
     /// Cache-probe steps.
     #[serde(default)]
     pub cache: Vec<CacheStep>,
+    /// `--sustain`: the chosen random-read point held after the ramp (its run and sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustain: Option<SustainStep>,
     /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes
     /// it. Absent when a file's plan is missing or of an older shape.
     #[serde(default, deserialize_with = "lenient")]
@@ -362,6 +456,14 @@ pub enum Phase {
     Writes,
     /// Random reads over growing working sets (storage-side cache tiers).
     Cache,
+}
+
+/// The chosen random-read point held for `--sustain`.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SustainStep {
+    /// Index into `Results::runs`.
+    pub run: usize,
+    pub sessions: u32,
 }
 
 /// One planned phase with its step budget.
@@ -396,6 +498,13 @@ pub struct Plan {
     /// The I/O buffers stay on small pages (`--huge-pages off`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub small_pages: bool,
+    /// `--sustain`: seconds the chosen random-read point is held after the ramp (0: not held).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sustain_s: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
@@ -481,6 +590,27 @@ pub struct CalibrationAnalysis {
     pub verdicts_at: Option<usize>,
     /// What CALIBRATE_IO would report.
     pub calibrate_io: CalibrateIoFigures,
+    /// A burst the random-read ramp ran into: its rate and length, and the sustained rate
+    /// after it (absent when no step changed regime downwards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<CalibrationBurst>,
+}
+
+/// A burst found in a calibration's random-read ramp.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CalibrationBurst {
+    /// Curve index of the step in which the rate fell.
+    pub cliff_point: usize,
+    /// The highest rate before the cliff.
+    pub burst_iops: f64,
+    /// Seconds from the ramp's first step to the cliff.
+    pub burst_s: f64,
+    /// The highest rate after the cliff: the answer.
+    pub sustained_iops: f64,
+    /// Whether the max-IOPS step the ramp chose was measured inside the burst.
+    pub max_in_burst: bool,
+    /// One line for people: `4.0k IOPS for 41 s, then 1.0k sustained`.
+    pub sentence: String,
 }
 
 /// One row of a Method R response-time profile.

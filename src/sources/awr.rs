@@ -667,7 +667,7 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
     let mut series = SnapshotSeries::new();
     series.begin_interval(0.0, duration);
     for (name, row) in &events {
-        let op = series.op(name);
+        let op = series.op(name)?;
         for (b, n) in row {
             let hi = b.hi_ns.unwrap_or(b.lo_ns.saturating_add(1));
             series.add_spread(op, b.lo_ns, hi, *n);

@@ -1,0 +1,702 @@
+//! Regime changes in a run's per-interval series (issue 24): where the storage changed under a
+//! constant load — burst credits running out, a write cache filling, throttling starting or
+//! stopping — and the SNIA PTS steady-state verdict of the last regime.
+//!
+//! # Method
+//! Binary segmentation of a Gaussian mean-shift model on each series (IOPS, MB/s, p99 latency
+//! per interval): a segment is split at the point that most reduces its sum of squared
+//! deviations, when the reduction exceeds a penalty of `3 ln(n) σ²` (a BIC-style penalty for one
+//! more mean and one change location), where σ is the series' own noise, estimated robustly from
+//! its successive differences (`1.4826 · median|xᵢ₊₁ − xᵢ| / √2`, blind to a few level shifts).
+//! A change must also be of practical size (the two means differ by at least
+//! [`MIN_CHANGE`] of the larger) and leave at least [`MIN_LEN`] intervals on each side. Prefix
+//! sums make each split search linear, so a day of 1 s intervals is analysed in milliseconds.
+//!
+//! The cliff is placed inside its interval: the interval that mixes both regimes gives the
+//! fraction of it spent in the first one from its rate. Each regime's figures leave out the
+//! intervals that mix two regimes, so they are the regime's own.
+//!
+//! # Causes
+//! A throughput drop that does not recover is named `credits-exhausted` for reads (time to the
+//! cliff) and `write-cache-full` for writes (bytes written to the cliff); a drop followed by a
+//! recovery is `throttling-starts` then `throttling-stops`. Otherwise the cause is left
+//! `unknown` (the device's own per-interval counters are not in the results file yet, so a
+//! noisy neighbour cannot be told from the storage itself).
+//!
+//! # Steady state (SNIA SSS PTS)
+//! Over the last [`SNIA_ROUNDS`] intervals of the last regime: the data excursion
+//! (max − min) is at most 20 % of the window's average, and the excursion of the least-squares
+//! line across the window is at most 10 % of the average.
+
+use super::{Severity, Verdict, VerdictKind};
+use crate::results::analysis::{
+    CalibrationBurst, Regime, RegimeCause, RegimeChange, RunRegimes, SteadyState,
+};
+use crate::results::{Calibration, Results, RunResult};
+use crate::units::{fmt_bytes, fmt_rate};
+
+/// Smallest change reported: the two regimes' means differ by this share of the larger.
+pub const MIN_CHANGE: f64 = 0.08;
+/// Smallest change of latency alone: per-interval percentiles are far noisier than rates
+/// (a rate limiter's dispatch slices move a p99 by tens of percent at a constant rate), so a
+/// latency-only regime is one whose p99 moved by at least half of the larger.
+pub const MIN_LATENCY_CHANGE: f64 = 0.5;
+/// Fewest intervals on each side of a change.
+pub const MIN_LEN: usize = 3;
+/// SNIA PTS measurement window, in rounds (intervals here).
+pub const SNIA_ROUNDS: usize = 5;
+/// Series longer than this skip the per-interval latency percentiles (each needs a histogram
+/// decoded); throughput still covers them.
+const MAX_LATENCY_SERIES: usize = 20_000;
+
+/// A segment `[a, b)` of a series.
+type Seg = (usize, usize);
+
+/// Prefix sums of a series and its squares.
+struct Prefix {
+    s1: Vec<f64>,
+    s2: Vec<f64>,
+}
+
+impl Prefix {
+    fn new(x: &[f64]) -> Prefix {
+        let mut s1 = Vec::with_capacity(x.len() + 1);
+        let mut s2 = Vec::with_capacity(x.len() + 1);
+        s1.push(0.0);
+        s2.push(0.0);
+        for v in x {
+            s1.push(s1[s1.len() - 1] + v);
+            s2.push(s2[s2.len() - 1] + v * v);
+        }
+        Prefix { s1, s2 }
+    }
+    fn mean(&self, (a, b): Seg) -> f64 {
+        (self.s1[b] - self.s1[a]) / (b - a) as f64
+    }
+    /// Sum of squared deviations from the segment's mean.
+    fn cost(&self, (a, b): Seg) -> f64 {
+        let n = (b - a) as f64;
+        let s = self.s1[b] - self.s1[a];
+        (self.s2[b] - self.s2[a] - s * s / n).max(0.0)
+    }
+}
+
+/// The noise of a series: σ estimated from the median absolute successive difference.
+pub fn noise_sigma(x: &[f64]) -> f64 {
+    if x.len() < 3 {
+        return 0.0;
+    }
+    let d: Vec<f64> = x.windows(2).map(|w| (w[1] - w[0]).abs()).collect();
+    1.4826 * super::median(d) / std::f64::consts::SQRT_2
+}
+
+/// Change points of `x` (indices where a new regime starts), in order, by penalised binary
+/// segmentation (see the module docs).
+pub fn change_points(x: &[f64]) -> Vec<usize> {
+    change_points_of(x, MIN_CHANGE)
+}
+
+/// [`change_points`] with the smallest change of practical size given.
+fn change_points_of(x: &[f64], min_change: f64) -> Vec<usize> {
+    let n = x.len();
+    if n < 2 * MIN_LEN {
+        return vec![];
+    }
+    let level = super::median(x.iter().map(|v| v.abs()).collect());
+    // A perfectly regular series (a hard rate limit) has σ near 0: a floor of 1 % of its level
+    // keeps rounding from being read as a change.
+    let sigma = noise_sigma(x).max(0.01 * level).max(f64::MIN_POSITIVE);
+    let penalty = 3.0 * (n as f64).ln() * sigma * sigma;
+    let p = Prefix::new(x);
+    let mut out = Vec::new();
+    let mut todo: Vec<Seg> = vec![(0, n)];
+    while let Some((a, b)) = todo.pop() {
+        if b - a < 2 * MIN_LEN {
+            continue;
+        }
+        let whole = p.cost((a, b));
+        let mut best: Option<(usize, f64)> = None;
+        for k in a + MIN_LEN..=b - MIN_LEN {
+            let gain = whole - p.cost((a, k)) - p.cost((k, b));
+            if best.is_none_or(|(_, g)| gain > g) {
+                best = Some((k, gain));
+            }
+        }
+        let Some((k, gain)) = best else { continue };
+        let (m1, m2) = (p.mean((a, k)), p.mean((k, b)));
+        let big = m1.abs().max(m2.abs());
+        if gain > penalty && big > 0.0 && (m1 - m2).abs() >= min_change * big {
+            out.push(k);
+            todo.push((a, k));
+            todo.push((k, b));
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// SNIA PTS steady state of the last [`SNIA_ROUNDS`] values of `x` (None with fewer).
+pub fn snia_steady(x: &[f64], start_s: &[f64]) -> Option<SteadyState> {
+    if x.len() < SNIA_ROUNDS {
+        return None;
+    }
+    let w = &x[x.len() - SNIA_ROUNDS..];
+    let avg = w.iter().sum::<f64>() / w.len() as f64;
+    if !super::positive(avg) {
+        return None;
+    }
+    let max = w.iter().cloned().fold(f64::MIN, f64::max);
+    let min = w.iter().cloned().fold(f64::MAX, f64::min);
+    // Least-squares line over the window (x = round number).
+    let n = w.len() as f64;
+    let mx = (n - 1.0) / 2.0;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (i, v) in w.iter().enumerate() {
+        sxy += (i as f64 - mx) * (v - avg);
+        sxx += (i as f64 - mx).powi(2);
+    }
+    let slope = sxy / sxx;
+    let range_pct = 100.0 * (max - min) / avg;
+    let slope_pct = 100.0 * (slope * (n - 1.0)).abs() / avg;
+    Some(SteadyState {
+        rounds: SNIA_ROUNDS as u32,
+        window_start_s: start_s[x.len() - SNIA_ROUNDS],
+        average: avg,
+        range_pct,
+        slope_pct,
+        steady: range_pct <= 20.0 && slope_pct <= 10.0,
+    })
+}
+
+/// The per-interval series of a run's I/O ops (all but `sync`, summed interval by interval).
+struct Series {
+    start_s: Vec<f64>,
+    dur_s: Vec<f64>,
+    ops: Vec<f64>,
+    bytes: Vec<f64>,
+    /// Per-interval p99 latency, ns (empty when not computed).
+    p99: Vec<f64>,
+    writes: bool,
+}
+
+fn series(run: &RunResult) -> Option<Series> {
+    let io: Vec<_> = run
+        .ops
+        .iter()
+        .filter(|o| o.op != "sync" && !o.intervals.is_empty())
+        .collect();
+    let first = io.first()?;
+    let n = first.intervals.len();
+    let mut s = Series {
+        start_s: first.intervals.iter().map(|i| i.start_s).collect(),
+        dur_s: first.intervals.iter().map(|i| i.duration_s).collect(),
+        ops: vec![0.0; n],
+        bytes: vec![0.0; n],
+        p99: vec![],
+        writes: false,
+    };
+    let mut write_bytes = 0u64;
+    let mut read_bytes = 0u64;
+    for o in &io {
+        for (i, iv) in o.intervals.iter().take(n).enumerate() {
+            s.ops[i] += iv.count as f64;
+            s.bytes[i] += iv.bytes as f64;
+        }
+        if o.op.contains("write") {
+            write_bytes += o.bytes;
+        } else {
+            read_bytes += o.bytes;
+        }
+    }
+    s.writes = write_bytes > read_bytes;
+    if io.len() == 1 && n <= MAX_LATENCY_SERIES {
+        s.p99 = first
+            .intervals
+            .iter()
+            .map(|iv| {
+                iv.hist
+                    .decode()
+                    .ok()
+                    .filter(|h| !h.is_empty())
+                    .map_or(f64::NAN, |h| h.value_at_quantile(0.99) as f64)
+            })
+            .collect();
+        if s.p99.iter().any(|v| v.is_nan()) {
+            s.p99.clear();
+        }
+    }
+    Some(s)
+}
+
+/// Regimes of one run (None without per-interval series long enough to split).
+pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
+    let s = series(run)?;
+    let n = s.ops.len();
+    if n < SNIA_ROUNDS {
+        return None;
+    }
+    // The last interval may be shorter; rates are per its own duration.
+    let rate = |v: &[f64]| -> Vec<f64> {
+        v.iter()
+            .zip(&s.dur_s)
+            .map(|(x, d)| if *d > 0.0 { x / d } else { 0.0 })
+            .collect()
+    };
+    let iops = rate(&s.ops);
+    let mbps: Vec<f64> = rate(&s.bytes).iter().map(|b| b / 1e6).collect();
+    // Change points of every series, merged: a change within one interval of another is the
+    // same change.
+    let mut changed: Vec<(usize, &'static str)> = Vec::new();
+    for (name, x, min) in [
+        ("IOPS", &iops, MIN_CHANGE),
+        ("MB/s", &mbps, MIN_CHANGE),
+        ("p99 latency", &s.p99, MIN_LATENCY_CHANGE),
+    ] {
+        for k in change_points_of(x, min) {
+            changed.push((k, name));
+        }
+    }
+    changed.sort_by_key(|c| c.0);
+    // A latency-only change within a few intervals of a throughput change is that change's
+    // aftermath (queued requests draining after a cliff), not a regime of its own.
+    let rate_changes: Vec<usize> = changed
+        .iter()
+        .filter(|c| c.1 != "p99 latency")
+        .map(|c| c.0)
+        .collect();
+    changed.retain(|&(k, name)| {
+        name != "p99 latency" || !rate_changes.iter().any(|&r| r.abs_diff(k) <= MIN_LEN)
+    });
+    let mut cps: Vec<(usize, Vec<String>)> = Vec::new();
+    for (k, name) in changed {
+        match cps.last_mut() {
+            Some((k0, names)) if k - *k0 <= 1 => {
+                if !names.iter().any(|x| x == name) {
+                    names.push(name.to_string());
+                }
+            }
+            _ => cps.push((k, vec![name.to_string()])),
+        }
+    }
+    let build = |cps: &[(usize, Vec<String>)]| -> (Vec<usize>, Vec<Regime>) {
+        let bounds: Vec<usize> = std::iter::once(0)
+            .chain(cps.iter().map(|c| c.0))
+            .chain(std::iter::once(n))
+            .collect();
+        // Each regime's figures without the intervals that mix two regimes (when it keeps some).
+        let regimes: Vec<Regime> = bounds
+            .windows(2)
+            .enumerate()
+            .map(|(r, w)| {
+                let (mut a, mut b) = (w[0], w[1]);
+                if r > 0 && b - a > 2 {
+                    a += 1;
+                }
+                if w[1] < n && b - a > 2 {
+                    b -= 1;
+                }
+                let dur: f64 = s.dur_s[a..b].iter().sum();
+                let p99 = if s.p99.is_empty() {
+                    None
+                } else {
+                    Some(super::median(s.p99[a..b].to_vec()) as u64)
+                };
+                Regime {
+                    start_s: s.start_s[w[0]],
+                    end_s: s.start_s[w[1] - 1] + s.dur_s[w[1] - 1],
+                    iops: s.ops[a..b].iter().sum::<f64>() / dur,
+                    mb_per_s: s.bytes[a..b].iter().sum::<f64>() / dur / 1e6,
+                    p99_ns: p99,
+                }
+            })
+            .collect();
+        (bounds, regimes)
+    };
+    let (mut bounds, mut regimes) = build(&cps);
+    // A change seen in latency alone must hold in the regimes' typical p99 (their medians
+    // differ by [`MIN_LATENCY_CHANGE`]): a few outlying intervals move a segment's mean, not
+    // its median.
+    let keep: Vec<bool> = cps
+        .iter()
+        .enumerate()
+        .map(|(i, (_, names))| {
+            let latency_only = names.iter().all(|x| x == "p99 latency");
+            let held = match (regimes[i].p99_ns, regimes[i + 1].p99_ns) {
+                (Some(a), Some(b)) => {
+                    let (a, b) = (a as f64, b as f64);
+                    (a - b).abs() >= MIN_LATENCY_CHANGE * a.max(b)
+                }
+                _ => false,
+            };
+            !latency_only || held
+        })
+        .collect();
+    if keep.iter().any(|k| !k) {
+        let mut i = 0;
+        cps.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        (bounds, regimes) = build(&cps);
+    }
+    let mut changes = Vec::new();
+    for (i, (k, names)) in cps.iter().enumerate() {
+        let (before, after) = (&regimes[i], &regimes[i + 1]);
+        let at_s = cliff_time(&iops, &s.start_s, &s.dur_s, *k, before.iops, after.iops);
+        // Work done before the cliff: whole intervals, then the share of the mixed one.
+        let (mut ops_before, mut bytes_before) = (0.0, 0.0);
+        for j in 0..n {
+            let (t0, d) = (s.start_s[j], s.dur_s[j]);
+            if t0 + d <= at_s {
+                ops_before += s.ops[j];
+                bytes_before += s.bytes[j];
+            } else if t0 < at_s && d > 0.0 {
+                let f = (at_s - t0) / d;
+                ops_before += s.ops[j] * f;
+                bytes_before += s.bytes[j] * f;
+            }
+        }
+        changes.push(RegimeChange {
+            at_s,
+            series: names.clone(),
+            from_iops: before.iops,
+            to_iops: after.iops,
+            from_p99_ns: before.p99_ns,
+            to_p99_ns: after.p99_ns,
+            ops_before: ops_before.round() as u64,
+            bytes_before: bytes_before.round() as u64,
+            cause: RegimeCause::Unknown,
+        });
+    }
+    name_causes(&mut changes, s.writes);
+    let last = regimes
+        .last()
+        .map_or((0, n), |_| (bounds[bounds.len() - 2], n));
+    let steady = snia_steady(&iops[last.0..last.1], &s.start_s[last.0..last.1]);
+    let mut r = RunRegimes {
+        regimes,
+        changes,
+        steady,
+        sentence: String::new(),
+    };
+    r.sentence = describe(&r);
+    Some(r)
+}
+
+/// Whether `run` has per-interval series long enough for [`run_regimes`].
+pub fn analysable(run: &RunResult) -> bool {
+    run.ops
+        .iter()
+        .any(|o| o.op != "sync" && o.intervals.len() >= SNIA_ROUNDS)
+}
+
+/// The verdicts of a run's regimes: a warning per change of regime, and the steady-state
+/// verdict (info when steady, a warning when not).
+pub fn verdicts(g: &RunRegimes) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    if !g.changes.is_empty() {
+        let first = &g.changes[0];
+        out.push(Verdict::new(
+            VerdictKind::RegimeChange,
+            Severity::Warning,
+            format!(
+                "the storage changed regime under the same load: {}; the figures of the whole \
+                 run mix the regimes, the last one is what it sustains",
+                g.sentence
+            ),
+            &[
+                ("change_at_s", first.at_s),
+                ("from_iops", first.from_iops),
+                ("to_iops", first.to_iops),
+                ("bytes_before_change", first.bytes_before as f64),
+                ("changes", g.changes.len() as f64),
+            ],
+        ));
+    }
+    if let Some(s) = &g.steady {
+        let msg = if s.steady {
+            format!(
+                "steady state (SNIA PTS) over the last {} intervals: {} IOPS, range {:.1} % of \
+                 the average (≤ 20 %), slope {:.1} % (≤ 10 %)",
+                s.rounds,
+                fmt_rate(s.average),
+                s.range_pct,
+                s.slope_pct
+            )
+        } else {
+            format!(
+                "NOT in steady state (SNIA PTS) over the last {} intervals: range {:.1} % of the \
+                 average (steady ≤ 20 %), slope {:.1} % (steady ≤ 10 %); a longer run may settle \
+                 elsewhere",
+                s.rounds, s.range_pct, s.slope_pct
+            )
+        };
+        out.push(Verdict::new(
+            VerdictKind::SteadyState,
+            if s.steady {
+                Severity::Info
+            } else {
+                Severity::Warning
+            },
+            msg,
+            &[
+                ("range_pct", s.range_pct),
+                ("slope_pct", s.slope_pct),
+                ("steady", if s.steady { 1.0 } else { 0.0 }),
+            ],
+        ));
+    }
+    out
+}
+
+/// A burst in a calibration's random-read ramp: the first step whose rate fell and stayed
+/// down splits the ramp into steps inside the burst (before) and after it. The sustained
+/// figure is the best after the cliff; a maximum chosen inside the burst is flagged.
+pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurst> {
+    let start = |i: usize| -> Option<f64> {
+        let run = r.runs.get(i)?;
+        humantime::parse_rfc3339(&run.started)
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs_f64())
+    };
+    let t0 = c.curve.first().and_then(|p| start(p.run));
+    // The ramp's steps in order, then the held point (`--sustain`), which comes after them all.
+    let mut steps: Vec<(usize, usize)> = c
+        .curve
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (i, p.run))
+        .collect();
+    if let Some(s) = c.findings.sustain {
+        steps.push((c.curve.len(), s.run));
+    }
+    for (i, run) in steps {
+        let Some(g) = r.runs.get(run).and_then(run_regimes) else {
+            continue;
+        };
+        let Some(ch) = g.changes.iter().find(|ch| {
+            matches!(
+                ch.cause,
+                RegimeCause::CreditsExhausted | RegimeCause::WriteCacheFull
+            )
+        }) else {
+            continue;
+        };
+        let burst_iops = c.curve[..i.min(c.curve.len())]
+            .iter()
+            .map(|q| q.iops)
+            .fold(ch.from_iops, f64::max);
+        let sustained_iops = c.curve[(i + 1).min(c.curve.len())..]
+            .iter()
+            .map(|q| q.iops)
+            .fold(g.regimes.last().map_or(ch.to_iops, |x| x.iops), f64::max);
+        let burst_s = match (t0, start(run)) {
+            (Some(a), Some(b)) => b - a + ch.at_s,
+            _ => ch.at_s,
+        };
+        let max_in_burst = c.max_iops_point.is_some_and(|m| m <= i);
+        let mut sentence = format!(
+            "{} IOPS for {:.0} s, then {} sustained",
+            fmt_rate(burst_iops),
+            burst_s,
+            fmt_rate(sustained_iops)
+        );
+        if max_in_burst {
+            sentence += &format!(
+                "; the ramp's maximum{} was measured inside the burst: the sustained figure is \
+                 the answer",
+                c.max_iops
+                    .map(|m| format!(" ({} IOPS)", fmt_rate(m)))
+                    .unwrap_or_default()
+            );
+        }
+        return Some(CalibrationBurst {
+            cliff_point: i,
+            burst_iops,
+            burst_s,
+            sustained_iops,
+            max_in_burst,
+            sentence,
+        });
+    }
+    None
+}
+
+/// Where in time the change at interval `k` happened: inside the interval that mixes the two
+/// regimes, by the share of it spent at the first regime's rate. An interval counts as mixed
+/// only when it lies beyond its own regime's noise (3 σ of the series), so an ordinary
+/// fluctuation next to the change does not move it.
+fn cliff_time(x: &[f64], start: &[f64], dur: &[f64], k: usize, m1: f64, m2: f64) -> f64 {
+    let span = m1 - m2;
+    if span.abs() < f64::EPSILON {
+        return start[k];
+    }
+    let noise = 3.0 * noise_sigma(x);
+    let frac = |j: usize| ((x[j] - m2) / span).clamp(0.0, 1.0);
+    // The last interval of the first regime, when it fell part way to the second.
+    if (x[k - 1] - m1).abs() > noise {
+        return start[k - 1] + frac(k - 1) * dur[k - 1];
+    }
+    // Else the first interval of the second regime, when it is still part way.
+    if (x[k] - m2).abs() > noise {
+        return start[k] + frac(k) * dur[k];
+    }
+    start[k]
+}
+
+/// Name the cause of each change from its direction and what followed.
+fn name_causes(changes: &mut [RegimeChange], writes: bool) {
+    let n = changes.len();
+    for i in 0..n {
+        let c = &changes[i];
+        let drop = c.to_iops < c.from_iops * (1.0 - MIN_CHANGE);
+        let rise = c.to_iops > c.from_iops * (1.0 + MIN_CHANGE);
+        let recovers = changes[i + 1..]
+            .iter()
+            .any(|d| d.to_iops > d.from_iops * (1.0 + MIN_CHANGE));
+        let after_drop = changes[..i]
+            .iter()
+            .any(|d| d.to_iops < d.from_iops * (1.0 - MIN_CHANGE));
+        changes[i].cause = if drop && recovers {
+            RegimeCause::ThrottlingStarts
+        } else if drop && writes {
+            RegimeCause::WriteCacheFull
+        } else if drop {
+            RegimeCause::CreditsExhausted
+        } else if rise && after_drop {
+            RegimeCause::ThrottlingStops
+        } else {
+            RegimeCause::Unknown
+        };
+    }
+}
+
+/// One sentence for people: "4.0k IOPS for 41 s, then 1.0k sustained (burst credits exhausted
+/// 41.2 s in, 164k I/Os)".
+pub fn describe(r: &RunRegimes) -> String {
+    let Some(last) = r.regimes.last() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if r.changes.is_empty() {
+        out += &format!("one regime: {} IOPS", fmt_rate(last.iops));
+    } else {
+        for (i, g) in r.regimes.iter().enumerate() {
+            let c = r.changes.get(i);
+            if i > 0 {
+                out += ", then ";
+            }
+            match c {
+                Some(c) => {
+                    out += &format!(
+                        "{} IOPS{} for {:.0} s",
+                        fmt_rate(g.iops),
+                        latency_note(r, i),
+                        c.at_s - g.start_s
+                    );
+                }
+                None => out += &format!("{}{} sustained", fmt_rate(g.iops), latency_note(r, i)),
+            }
+        }
+        let why: Vec<String> = r.changes.iter().map(cause_text).collect();
+        out += &format!(" ({})", why.join("; "));
+    }
+    if let Some(s) = &r.steady {
+        out += &format!(
+            "; {} by SNIA PTS over the last {} intervals (range {:.1} %, slope {:.1} %)",
+            if s.steady { "steady" } else { "NOT steady" },
+            s.rounds,
+            s.range_pct,
+            s.slope_pct
+        );
+    }
+    out
+}
+
+/// ` at p99 X` where regime `i` is told from a neighbour by its latency alone (their rates
+/// within [`MIN_CHANGE`] of each other), else nothing.
+fn latency_note(r: &RunRegimes, i: usize) -> String {
+    let g = &r.regimes[i];
+    let same = |o: Option<&Regime>| {
+        o.is_some_and(|o| (o.iops - g.iops).abs() < MIN_CHANGE * o.iops.max(g.iops))
+    };
+    match g.p99_ns {
+        Some(p) if same(r.regimes.get(i + 1)) || (i > 0 && same(r.regimes.get(i - 1))) => {
+            format!(" at p99 {}", crate::units::fmt_ns(p as f64))
+        }
+        _ => String::new(),
+    }
+}
+
+/// The cause of a change in words, with its evidence.
+pub fn cause_text(c: &RegimeChange) -> String {
+    let what = match c.cause {
+        RegimeCause::CreditsExhausted => "burst credits exhausted",
+        RegimeCause::WriteCacheFull => "a write cache full",
+        RegimeCause::ThrottlingStarts => "throttling starts",
+        RegimeCause::ThrottlingStops => "throttling stops",
+        RegimeCause::Unknown => "change of unknown cause",
+    };
+    format!(
+        "{what} {:.1} s in, after {} I/Os and {} {}",
+        c.at_s,
+        fmt_rate(c.ops_before as f64),
+        fmt_bytes(c.bytes_before),
+        if c.cause == RegimeCause::WriteCacheFull {
+            "written"
+        } else {
+            "moved"
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn noisy(levels: &[(usize, f64)], noise: f64, seed: u64) -> Vec<f64> {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        levels
+            .iter()
+            .flat_map(|&(n, v)| std::iter::repeat_n(v, n))
+            .map(|v| v * (1.0 + noise * (rng.gen::<f64>() * 2.0 - 1.0)))
+            .collect()
+    }
+
+    #[test]
+    fn finds_a_cliff_and_nothing_in_a_steady_series() {
+        let x = noisy(&[(40, 4000.0), (30, 1000.0)], 0.03, 1);
+        assert_eq!(change_points(&x), vec![40]);
+        let mut false_pos = 0;
+        for seed in 0..200 {
+            let x = noisy(&[(60, 1000.0)], 0.05, seed);
+            false_pos += change_points(&x).len();
+        }
+        assert_eq!(false_pos, 0);
+        // A drop and a recovery: two changes.
+        let x = noisy(&[(20, 2000.0), (15, 500.0), (20, 2000.0)], 0.03, 7);
+        assert_eq!(change_points(&x), vec![20, 35]);
+    }
+
+    #[test]
+    fn snia_criteria() {
+        let t: Vec<f64> = (0..10).map(|i| i as f64).collect();
+        let flat = [
+            100.0, 101.0, 99.0, 100.0, 100.0, 101.0, 99.0, 100.0, 100.0, 100.0,
+        ];
+        assert!(snia_steady(&flat, &t).unwrap().steady);
+        // Within the 20 % range but rising 15 % across the window: not steady by slope.
+        let rising = [
+            100.0, 100.0, 100.0, 100.0, 100.0, 92.0, 96.0, 100.0, 104.0, 108.0,
+        ];
+        let s = snia_steady(&rising, &t).unwrap();
+        assert!(
+            s.range_pct <= 20.0 && s.slope_pct > 10.0 && !s.steady,
+            "{s:?}"
+        );
+        assert!(snia_steady(&flat[..4], &t).is_none());
+    }
+}
