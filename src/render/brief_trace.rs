@@ -133,7 +133,7 @@ fn files(r: &Results, out: &mut String) {
             f.path,
             f.lines,
             f.parsed,
-            f.ignored.values().sum::<u64>(),
+            f.ignored.values().fold(0u64, |a, v| a.saturating_add(*v)),
             f.unparsed
         );
         for u in &f.unparsed_first {

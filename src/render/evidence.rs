@@ -82,7 +82,11 @@ pub(crate) fn blocks(r: &Results) -> Vec<Block> {
                 f.path.clone(),
                 f.lines.to_string(),
                 f.parsed.to_string(),
-                f.ignored.values().sum::<u64>().to_string(),
+                // Saturating: a results file is input too, and its counts can be anything.
+                f.ignored
+                    .values()
+                    .fold(0u64, |a, v| a.saturating_add(*v))
+                    .to_string(),
                 f.unparsed.to_string(),
             ]);
             for u in &f.unparsed_first {
