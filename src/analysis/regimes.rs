@@ -202,10 +202,11 @@ fn series(run: &RunResult) -> Option<Series> {
             s.ops[i] += iv.count as f64;
             s.bytes[i] += iv.bytes as f64;
         }
+        // Saturating: a results file is input, and its byte counts can be anything.
         if o.op.contains("write") {
-            write_bytes += o.bytes;
+            write_bytes = write_bytes.saturating_add(o.bytes);
         } else {
-            read_bytes += o.bytes;
+            read_bytes = read_bytes.saturating_add(o.bytes);
         }
     }
     s.writes = write_bytes > read_bytes;
