@@ -2200,16 +2200,21 @@ pub struct WatchBudget {
 pub struct PgWaits {
     /// Major versions of the servers seen.
     pub majors: Vec<u32>,
-    /// Per role: client backends first, then most DB time first.
+    /// Per server and role: client backends first, then most DB time first.
     pub roles: Vec<PgRoleWaits>,
     /// Server processes whose wait-event pointer could not be found, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
 }
 
-/// One role's wait-event table.
+/// One role's wait-event table, on one server.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PgRoleWaits {
+    /// The server: its postmaster's pid (`None`: processes that exited before they were
+    /// identified).
+    pub server: Option<u32>,
+    /// Its major version, when known.
+    pub major: Option<u32>,
     /// `pg::Role::kind`: "client backend", "walwriter", ...
     pub role: String,
     /// Processes of the role seen.

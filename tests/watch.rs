@@ -848,6 +848,15 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     );
 }
 
+/// The test server's postmaster pid (the parent of a backend): the watch covers every
+/// `postgres` on the host (other clusters too); its tables are per server.
+fn server_pid(c: &mut postgres::Client) -> u32 {
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// Issue 23, item 2, known by construction: one session sleeps in `pg_sleep` holding a row
 /// lock, a second one blocks on that lock. The watch's wait-event table for client backends
 /// names exactly `Timeout:PgSleep` and `Lock:transactionid`, each with the time its statement
@@ -869,6 +878,7 @@ fn pg_wait_events_name_a_sleep_and_a_row_lock_with_their_time() {
              INSERT INTO iolens_wait_t VALUES (1, 0);",
         )
         .unwrap();
+    let server = server_pid(&mut admin);
     drop(admin);
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("pg.json");
@@ -912,7 +922,7 @@ fn pg_wait_events_name_a_sleep_and_a_row_lock_with_their_time() {
     let role = pg
         .roles
         .iter()
-        .find(|x| x.role == "client backend")
+        .find(|x| x.role == "client backend" && x.server == Some(server))
         .expect("no client backend");
     eprintln!(
         "statements: pg_sleep {slept:.3} s, blocked UPDATE {blocked:.3} s; table: {:?}",

@@ -252,8 +252,7 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
                 fmt_ns(row.syscall_s * 1e9),
             ]);
         }
-        let mut lines =
-            vec![format!(
+        let mut lines = vec![format!(
             "{} process(es); DB time {} thread-s (CPU, waits, and off CPU under no wait event), \
              idle {} thread-s (Client:ClientRead, Activity:*: waiting for work, not DB time). \
              Each off-CPU span carries the wait event PostgreSQL {} published as it began, \
@@ -261,15 +260,30 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
             role.processes,
             sig3(role.db_s),
             sig3(role.idle_s),
-            if versions.is_empty() { "?".into() } else { versions.clone() },
+            role.major
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| versions.clone()),
         )];
-        if role.role == pg.roles[0].role {
+        if std::ptr::eq(role, &pg.roles[0]) {
             for u in &pg.unreadable {
                 lines.push(format!("Wait events not readable: {u}"));
             }
         }
         out.push(Block {
-            title: format!("PostgreSQL wait events: {}", role.role),
+            title: match (
+                role.server,
+                pg.roles.iter().any(|x| x.server != role.server),
+            ) {
+                // Several servers watched: say which one.
+                (Some(pid), true) => format!(
+                    "PostgreSQL wait events: {} (server {pid}{})",
+                    role.role,
+                    role.major
+                        .map(|m| format!(", PostgreSQL {m}"))
+                        .unwrap_or_default()
+                ),
+                _ => format!("PostgreSQL wait events: {}", role.role),
+            },
             lines,
             table: Some(t),
         });

@@ -24,8 +24,8 @@ struct Sum {
 /// What is known of the watched server processes, and their sums.
 #[derive(Default)]
 pub(crate) struct PgWaitAcc {
-    /// tgid → (role, major version), from the latest look at /proc.
-    procs: HashMap<u32, (&'static str, Option<u32>)>,
+    /// tgid → (role, major version, postmaster), from the latest look at /proc.
+    procs: HashMap<u32, (&'static str, Option<u32>, u32)>,
     /// Processes whose pointer address is in the kernel map (or could not be found).
     placed: HashMap<u32, bool>,
     /// (tgid, wait_event_info) → sums; info 0: off CPU under no wait event.
@@ -59,7 +59,8 @@ impl PgWaitAcc {
             if !watched(p.pid) {
                 continue;
             }
-            self.procs.insert(p.pid, (p.role.kind(), p.major));
+            self.procs
+                .insert(p.pid, (p.role.kind(), p.major, p.postmaster));
             if self.placed.contains_key(&p.pid) {
                 continue;
             }
@@ -126,17 +127,19 @@ impl PgWaitAcc {
             return None;
         }
         // Processes that exited before a look at /proc named them.
-        let role_of = |procs: &HashMap<u32, (&'static str, Option<u32>)>, tgid: u32| {
+        let role_of = |procs: &HashMap<u32, (&'static str, Option<u32>, u32)>, tgid: u32| {
             procs
                 .get(&tgid)
-                .map_or("(exited before identified)", |p| p.0)
+                .map_or(("(exited before identified)", 0, None), |p| (p.0, p.2, p.1))
         };
         #[derive(Default)]
         struct Role {
             pids: std::collections::BTreeSet<u32>,
             rows: BTreeMap<(u8, &'static str), PgWaitRow>,
         }
-        let mut roles: BTreeMap<&'static str, Role> = BTreeMap::new();
+        // By server (postmaster pid; 0: not identified) and role.
+        let mut roles: BTreeMap<(u32, &'static str), Role> = BTreeMap::new();
+        let mut major_of: HashMap<u32, u32> = HashMap::new();
         let mut sums: Vec<((u32, u32), Sum)> = self.sums.drain().collect();
         sums.sort_by_key(|s| s.0);
         for ((tgid, info), s) in sums {
@@ -145,7 +148,10 @@ impl PgWaitAcc {
             } else {
                 self.label(tgid, info)
             };
-            let role_name = role_of(&self.procs, tgid);
+            let (role_name, server, major) = role_of(&self.procs, tgid);
+            if let Some(m) = major {
+                major_of.insert(server, m);
+            }
             let kind = match info {
                 // The postmaster names no wait while it waits for connections: not DB work.
                 0 if role_name == "postmaster" => PgWaitKind::Idle,
@@ -153,7 +159,7 @@ impl PgWaitAcc {
                 _ if idle(label) => PgWaitKind::Idle,
                 _ => PgWaitKind::Wait,
             };
-            let role = roles.entry(role_name).or_default();
+            let role = roles.entry((server, role_name)).or_default();
             role.pids.insert(tgid);
             let row = role
                 .rows
@@ -169,7 +175,8 @@ impl PgWaitAcc {
             row.syscall_s += s.syscall_ns as f64 / 1e9;
         }
         for (tgid, (ns, n)) in &self.cpu {
-            let role = roles.entry(role_of(&self.procs, *tgid)).or_default();
+            let (role_name, server, _) = role_of(&self.procs, *tgid);
+            let role = roles.entry((server, role_name)).or_default();
             role.pids.insert(*tgid);
             let row = role.rows.entry((0, "")).or_default();
             row.time_s += *ns as f64 / 1e9;
@@ -177,7 +184,7 @@ impl PgWaitAcc {
         }
         let mut out: Vec<PgRoleWaits> = roles
             .into_iter()
-            .map(|(name, r)| {
+            .map(|((server, name), r)| {
                 let mut rows: Vec<PgWaitRow> = r.rows.into_values().collect();
                 let db_s: f64 = rows
                     .iter()
@@ -197,6 +204,8 @@ impl PgWaitAcc {
                         .then(b.time_s.total_cmp(&a.time_s))
                 });
                 PgRoleWaits {
+                    server: (server != 0).then_some(server),
+                    major: major_of.get(&server).copied(),
                     role: name.to_string(),
                     processes: r.pids.len() as u32,
                     db_s,
@@ -231,7 +240,7 @@ mod tests {
     #[test]
     fn idle_waits_are_kept_apart_and_shares_are_of_db_time() {
         let mut a = PgWaitAcc::default();
-        a.procs.insert(10, ("client backend", Some(15)));
+        a.procs.insert(10, ("client backend", Some(15), 9));
         a.placed.insert(10, true);
         // PostgreSQL 15: Client:ClientRead is 0x06000000, Timeout:PgSleep 0x09000002.
         let sleep = 0x0900_0002;
@@ -245,6 +254,7 @@ mod tests {
         let w = a.finish().unwrap();
         let r = &w.roles[0];
         assert_eq!(r.role, "client backend");
+        assert_eq!((r.server, r.major), (Some(9), Some(15)));
         assert!((r.db_s - 4.0).abs() < 1e-9 && (r.idle_s - 5.0).abs() < 1e-9);
         assert_eq!(r.rows[0].event, "Timeout:PgSleep");
         assert_eq!(r.rows[0].share_of_db, Some(0.75));
