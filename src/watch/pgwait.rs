@@ -36,6 +36,8 @@ pub(crate) struct PgWaitAcc {
     labels: HashMap<(Option<u32>, u32), &'static str>,
     /// postmaster → its (and its children's) wait-event pointer address.
     addr_of: HashMap<u32, u64>,
+    /// Servers whose pointer could not be found.
+    no_addr: std::collections::HashSet<u32>,
     unreadable: Vec<String>,
 }
 
@@ -64,10 +66,15 @@ impl PgWaitAcc {
             if self.placed.contains_key(&p.pid) {
                 continue;
             }
+            // Found once per server (its binary is read, megabytes): its children share it,
+            // and a server without one (PostgreSQL 13) is said once.
+            if self.no_addr.contains(&p.postmaster) {
+                self.placed.insert(p.pid, false);
+                continue;
+            }
             let addr = match self.addr_of.get(&p.postmaster) {
                 Some(&a) => Ok(a),
-                None => pg::wait_event_pointer_address(p.postmaster)
-                    .or_else(|_| pg::wait_event_pointer_address(p.pid)),
+                None => pg::wait_event_pointer_address(p.postmaster),
             };
             match addr {
                 Ok(a) => {
@@ -77,6 +84,7 @@ impl PgWaitAcc {
                 }
                 Err(e) => {
                     self.unreadable.push(format!("{e:#}"));
+                    self.no_addr.insert(p.postmaster);
                     self.placed.insert(p.pid, false);
                 }
             }
