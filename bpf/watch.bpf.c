@@ -70,7 +70,7 @@ struct event {
 	__u64 a;    // syscall latency, block device service, on-cpu slice, off-cpu span
 	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
 	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
-	__u32 dev;  // block: disk major << 20 | first_minor
+	__u32 dev;  // block: disk major << 20 | first_minor; syscall (at entry), cpu off: PostgreSQL wait_event_info
 	__u32 bytes; // block: completed bytes; syscall: 1 when it failed
 	__u64 c;    // syscall: device time charged to it (the union of its requests'), ns
 	__u64 d;    // syscall: host-queue time charged to it (none of its requests in the device)
@@ -169,6 +169,10 @@ struct task_state {
 	__s32 n_dev;   // requests submitted in that syscall: in the device, in the host queue
 	__s32 n_queue;
 	__u32 tgid;
+	// PostgreSQL's wait_event_info (see `pg_wait_ptr`) read when the thread last left the CPU,
+	// and when it entered the traced syscall in progress; 0: none, or not a PostgreSQL process.
+	__u32 wev;
+	__u32 sys_wev;
 	__u32 pad;
 	__u64 acc[NPARTS];
 };
@@ -188,6 +192,35 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } watch_start SEC(".maps");
+
+// PostgreSQL server processes (filled by user space, src/watch/mod.rs): tgid -> user address
+// of the global `uint32 *my_wait_event_info`, through which the process publishes its current
+// wait event (the value pg_stat_activity shows). Read in the process's own context.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} pg_wait_ptr SEC(".maps");
+
+// A wait event that could not be read (its page not resident: no fault is taken here).
+#define WAIT_UNREADABLE 0xffffffffu
+
+// The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
+// nothing.
+static __always_inline __u32 current_wait_event(__u32 tgid)
+{
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+	if (!addr)
+		return 0;
+	__u64 ptr = 0;
+	__u32 info = 0;
+	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
+		return WAIT_UNREADABLE;
+	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
+		return WAIT_UNREADABLE;
+	return info;
+}
 
 static __always_inline __u32 part_of(const struct task_state *st)
 {
@@ -228,7 +261,7 @@ static __always_inline void account(struct task_state *st, __u64 now)
 
 // Write the thread's parts since the last write, as one record.
 static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 tgid, __u32 tid,
-				       __u32 sub, __u64 a, __u64 b, __u64 now)
+				       __u32 sub, __u64 a, __u64 b, __u64 now, __u32 wev)
 {
 	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -243,6 +276,7 @@ static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 
 	e->e.a = a;
 	e->e.b = b;
 	e->e.ts = now;
+	e->e.dev = wev;
 	e->from = st->emit_ts ? st->emit_ts : now;
 	for (int i = 0; i < NPARTS; i++) {
 		e->parts[i] = st->acc[i];
@@ -338,6 +372,7 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	cur->state = ST_ON;
 	cur->sys_index = *index;
 	cur->sys_ts = now;
+	cur->sys_wev = current_wait_event(tgid);
 	cur->sys_dev = 0;
 	cur->sys_queue = 0;
 	cur->n_dev = 0;
@@ -361,7 +396,7 @@ static __always_inline void flush_sys(struct sys_batch *b)
 }
 
 static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
-				     __u64 now, __u32 error, __u64 dev, __u64 queue)
+				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev)
 {
 	__u32 zero = 0;
 	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
@@ -372,7 +407,8 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 		n = 0;
 	if (n == 0)
 		b->first_ts = now;
-	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, 0, error);
+	// A syscall event's `dev` carries the wait event at its entry.
+	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
 	b->ev[n].c = dev;
 	b->ev[n].d = queue;
 	n++;
@@ -399,7 +435,7 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 	st->n_queue = 0;
 	long ret = (long)ctx[1];
 	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0, dev,
-		 queue);
+		 queue, st->sys_wev);
 }
 
 HANDLER(sys_enter, on_sys_enter(ctx))
@@ -683,7 +719,10 @@ static __always_inline void on_switch(__u64 *ctx)
 		if (st) {
 			account(st, now);
 			__u64 slice = st->on_ts ? now - st->on_ts : 0;
-			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now);
+			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
+			// sched_switch runs in the context of the thread leaving: its memory is the
+			// current one. The off-CPU span it begins carries this wait event.
+			st->wev = current_wait_event(tgid);
 			st->on_ts = 0;
 			st->off_ts = now;
 			st->wake_ts = prev_state == TASK_RUNNING ? now : 0;
@@ -705,7 +744,8 @@ static __always_inline void on_switch(__u64 *ctx)
 					flags |= CPU_CONTENDED;
 			}
 			emit_parts(st, EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0,
-				   runq, now);
+				   runq, now, st->off_ts ? st->wev : 0);
+			st->wev = 0;
 			st->on_ts = now;
 			st->off_ts = 0;
 			st->wake_ts = 0;
@@ -725,11 +765,31 @@ static __always_inline void on_exit(struct task_struct *p)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	account(st, now);
-	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now);
+	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now, 0);
 	bpf_map_delete_elem(&tasks, &tid);
+	// The process is gone (its pid may be reused): its wait-event address with it.
+	if (tid == tgid)
+		bpf_map_delete_elem(&pg_wait_ptr, &tgid);
+}
+
+// A PostgreSQL process forks its backends and workers without exec: a child inherits its
+// parent's address space, so its wait-event pointer is at the same address. Known from its first
+// instant, however short its life.
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
+		return;
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
+	if (addr) {
+		__u64 a = *addr;
+		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
+	}
 }
 
 HANDLER(sched_process_exit, on_exit((struct task_struct *)ctx[0]))
+HANDLER(sched_process_fork, on_fork((struct task_struct *)ctx[0], (struct task_struct *)ctx[1]))
 HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0], 0))
 HANDLER(sched_wakeup_new, on_wakeup((struct task_struct *)ctx[0], 1))
 HANDLER(sched_switch, on_switch(ctx))

@@ -2393,4 +2393,78 @@ pub struct WatchBudget {
     /// Every watched thread seen, with its wall-time split over the watch.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub threads: Vec<WatchThread>,
+    /// PostgreSQL's own account of the watched server processes' time, when any was watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pg: Option<PgWaits>,
+}
+
+/// The watched PostgreSQL server processes' time in the database's own words: every off-CPU
+/// span carries the wait event the process had published (`my_wait_event_info`, read at the
+/// switch-out: what `pg_stat_activity` would show), every on-CPU slice is CPU. Per role
+/// (client backend, walwriter, ...), a Method R profile: DB time = CPU + each wait + off-CPU
+/// time under no wait event; idle waits (`Client:ClientRead`, `Activity:*`) are kept apart.
+/// Latency histograms of the spans per event are the ops of the run `pg wait events`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgWaits {
+    /// Major versions of the servers seen.
+    pub majors: Vec<u32>,
+    /// Per server and role: client backends first, then most DB time first.
+    pub roles: Vec<PgRoleWaits>,
+    /// Server processes whose wait-event pointer could not be found, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable: Vec<String>,
+}
+
+/// One role's wait-event table, on one server.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRoleWaits {
+    /// The server: its postmaster's pid (`None`: processes that exited before they were
+    /// identified).
+    pub server: Option<u32>,
+    /// Its major version, when known.
+    pub major: Option<u32>,
+    /// `pg::Role::kind`: "client backend", "walwriter", ...
+    pub role: String,
+    /// Processes of the role seen.
+    pub processes: u32,
+    /// Database time (CPU, waits, off CPU under no wait event), thread-seconds.
+    pub db_s: f64,
+    /// Idle time (`Client:ClientRead`, `Activity:*`), thread-seconds.
+    pub idle_s: f64,
+    /// Most time first.
+    pub rows: Vec<PgWaitRow>,
+}
+
+/// What a row of the wait-event table is.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PgWaitKind {
+    /// On CPU (no wait event while running).
+    #[default]
+    Cpu,
+    /// Off CPU under a wait event that counts as database time.
+    Wait,
+    /// Off CPU with no wait event published (preempted, page faults, waits PostgreSQL does not
+    /// name): database time nobody named.
+    Unnamed,
+    /// Off CPU waiting for the client or for work (`Client:ClientRead`, `Activity:*`, the
+    /// postmaster waiting for connections): not database time.
+    Idle,
+}
+
+/// One wait event of one role.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgWaitRow {
+    /// `class:event` as the server names it (`IO:DataFileRead`); empty for CPU and unnamed rows.
+    pub event: String,
+    pub kind: PgWaitKind,
+    /// Thread-seconds.
+    pub time_s: f64,
+    /// Share of the role's DB time (0..1); `None` for idle rows.
+    pub share_of_db: Option<f64>,
+    /// Off-CPU spans (on-CPU slices for the CPU row).
+    pub count: u64,
+    /// Traced I/O syscalls entered under this wait event, and their summed latency.
+    pub syscalls: u64,
+    pub syscall_s: f64,
 }

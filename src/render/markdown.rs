@@ -96,6 +96,15 @@ pub fn summary(r: &Results) -> String {
             ]);
         }
     }
+    for b in super::watch::pg_wait_blocks(r) {
+        let _ = writeln!(out, "### {}\n", md(&b.title));
+        for l in &b.lines {
+            let _ = writeln!(out, "{}\n", md(l));
+        }
+        if let Some(t) = &b.table {
+            let _ = writeln!(out, "{}", t.markdown());
+        }
+    }
     if !findings.rows.is_empty() {
         let _ = writeln!(out, "### Findings\n\n{}", findings.markdown());
     }

@@ -6,7 +6,7 @@ use hdrhistogram::Histogram;
 use super::table::Block;
 use super::table::Table;
 use crate::results::analysis::{Analysis, VerdictKind, WatchShares};
-use crate::results::Results;
+use crate::results::{PgWaitKind, Results};
 use crate::units::{fmt_bytes, fmt_ns, sig3};
 
 fn pct(x: f64) -> String {
@@ -160,6 +160,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     let Some(b) = budget else {
         return;
     };
+    out.extend(pg_wait_blocks(r));
     if b.processes.is_empty() {
         return;
     }
@@ -182,4 +183,110 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         lines: vec![],
         table: Some(t),
     });
+}
+
+/// The wait-event tables of the watched PostgreSQL server processes, one per role: a Method R
+/// profile (DB time = CPU + each wait + off CPU under no wait event), idle waits apart.
+pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
+    let Some(pg) = r.watch.as_ref().and_then(|b| b.pg.as_ref()) else {
+        return Vec::new();
+    };
+    let hists: Vec<&crate::results::OpResult> = r
+        .runs
+        .iter()
+        .filter(|run| run.name == crate::watch::PG_WAIT_RUN)
+        .flat_map(|run| run.ops.iter())
+        .collect();
+    let pctl = |event: &str, q: f64| -> String {
+        hists
+            .iter()
+            .find(|o| o.op == event)
+            .and_then(|o| o.hist.decode().ok())
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| "-".into(), |h| fmt_ns(h.value_at_quantile(q) as f64))
+    };
+    let versions = pg
+        .majors
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut out = Vec::new();
+    for role in &pg.roles {
+        let mut t = Table::new(&[
+            "event",
+            "time",
+            "share of DB time",
+            "count",
+            "mean",
+            "p50 (all roles)",
+            "p99 (all roles)",
+            "I/O syscalls",
+            "I/O syscall time",
+        ]);
+        for row in &role.rows {
+            let name = match row.kind {
+                PgWaitKind::Cpu => "CPU".to_string(),
+                PgWaitKind::Unnamed => "off CPU, no wait event".to_string(),
+                PgWaitKind::Idle => format!("{} (idle)", row.event),
+                PgWaitKind::Wait => row.event.clone(),
+            };
+            let named = row.kind == PgWaitKind::Wait || row.kind == PgWaitKind::Idle;
+            t.row(vec![
+                name,
+                fmt_ns(row.time_s * 1e9),
+                row.share_of_db.map_or_else(|| "-".into(), pct),
+                row.count.to_string(),
+                fmt_ns(row.time_s * 1e9 / row.count.max(1) as f64),
+                if named {
+                    pctl(&row.event, 0.5)
+                } else {
+                    "-".into()
+                },
+                if named {
+                    pctl(&row.event, 0.99)
+                } else {
+                    "-".into()
+                },
+                row.syscalls.to_string(),
+                fmt_ns(row.syscall_s * 1e9),
+            ]);
+        }
+        let mut lines = vec![format!(
+            "{} process(es); DB time {} thread-s (CPU, waits, and off CPU under no wait event), \
+             idle {} thread-s (Client:ClientRead, Activity:*: waiting for work, not DB time). \
+             Each off-CPU span carries the wait event PostgreSQL {} published as it began, \
+             read from the process at every switch-out, not sampled.",
+            role.processes,
+            sig3(role.db_s),
+            sig3(role.idle_s),
+            role.major
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| versions.clone()),
+        )];
+        if std::ptr::eq(role, &pg.roles[0]) {
+            for u in &pg.unreadable {
+                lines.push(format!("Wait events not readable: {u}"));
+            }
+        }
+        out.push(Block {
+            title: match (
+                role.server,
+                pg.roles.iter().any(|x| x.server != role.server),
+            ) {
+                // Several servers watched: say which one.
+                (Some(pid), true) => format!(
+                    "PostgreSQL wait events: {} (server {pid}{})",
+                    role.role,
+                    role.major
+                        .map(|m| format!(", PostgreSQL {m}"))
+                        .unwrap_or_default()
+                ),
+                _ => format!("PostgreSQL wait events: {}", role.role),
+            },
+            lines,
+            table: Some(t),
+        });
+    }
+    out
 }

@@ -15,6 +15,7 @@ pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
 pub mod pg;
+mod pgwait;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -273,6 +274,8 @@ struct Recording {
     thread_time: BTreeMap<u32, WatchThread>,
     /// The watch's end (`u64::MAX` while it runs): parts past it are cut off.
     end_ns: u64,
+    /// PostgreSQL's wait events of the watched server processes.
+    pg: pgwait::PgWaitAcc,
 }
 
 impl Recording {
@@ -393,6 +396,9 @@ impl Recording {
                     return;
                 };
                 let error = e.bytes != 0;
+                if e.dev != 0 || self.pg.is_pg(e.tgid) {
+                    self.pg.syscall(e.tgid, e.dev, e.a);
+                }
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
@@ -456,10 +462,21 @@ impl Recording {
                 }
             }
             EV_CPU_ON => {
+                if self.pg.is_pg(e.tgid) {
+                    self.pg.on_cpu(e.tgid, e.a.min(e.ts - self.start_ns));
+                }
                 self.record("cpu", CPU_ON, k, e.a, 0, false);
                 self.span(k).oncpu_ns += e.a;
             }
             EV_CPU_OFF => {
+                // The span's wait event, as PostgreSQL published it when the span began; only
+                // its part inside the watch counts.
+                let ns = e.a.min(e.ts - self.start_ns);
+                if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
+                    if let Some(op) = self.pg.off_cpu(e.tgid, e.dev, ns) {
+                        self.record(PG_RUN, op, k, ns, 0, false);
+                    }
+                }
                 self.record("cpu", CPU_OFF, k, e.a, 0, false);
                 if e.b > 0 {
                     self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
@@ -484,8 +501,15 @@ impl Recording {
     }
 }
 
+/// The run of PostgreSQL wait-event spans: one op per wait event (`IO:DataFileRead`), each
+/// span's length in its histogram.
+pub const PG_WAIT_RUN: &str = "pg wait events";
+/// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
+const PG_RUN: &str = "pg";
+
 /// Bytes of `struct task_state` in `bpf/watch.bpf.c`, and the offsets read from it.
-const TASK_LEN: usize = 152;
+const TASK_LEN: usize = 160;
+const TASK_OFF: usize = 8;
 const TASK_LAST: usize = 24;
 const TASK_EMIT: usize = 32;
 const TASK_SYS_TS: usize = 40;
@@ -493,7 +517,8 @@ const TASK_STATE: usize = 68;
 const TASK_N_DEV: usize = 72;
 const TASK_N_QUEUE: usize = 76;
 const TASK_TGID: usize = 80;
-const TASK_ACC: usize = 88;
+const TASK_WEV: usize = 84;
+const TASK_ACC: usize = 96;
 
 /// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
 fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
@@ -509,10 +534,22 @@ fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
     }
 }
 
-/// Each watched thread's parts not yet written to the ring, up to `end_ns`: (tgid, tid, from,
-/// to, parts).
-#[allow(clippy::type_complexity)]
-fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<(u32, u32, u64, u64, [u64; PARTS])>> {
+/// A watched thread's state at the end: its parts not yet written to the ring, and the
+/// off-CPU span it is in, if any.
+struct Pending {
+    tgid: u32,
+    tid: u32,
+    from: u64,
+    to: u64,
+    parts: [u64; PARTS],
+    /// Start of the off-CPU span in progress (0: on CPU or runnable since its last switch-in),
+    /// and the wait event it carries.
+    off_ts: u64,
+    wev: u32,
+}
+
+/// Each watched thread's parts not yet written to the ring, up to `end_ns`.
+fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending>> {
     let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
         aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
     let mut out = Vec::new();
@@ -537,7 +574,15 @@ fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<(u32, u32, u64, u6
             );
             parts[p] += end_ns - last.max(from);
         }
-        out.push((u32_at(TASK_TGID), tid, from, last.max(end_ns), parts));
+        out.push(Pending {
+            tgid: u32_at(TASK_TGID),
+            tid,
+            from,
+            to: last.max(end_ns),
+            parts,
+            off_ts: u64_at(TASK_OFF),
+            wev: u32_at(TASK_WEV),
+        });
     }
     Ok(out)
 }
@@ -637,6 +682,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
         "sched_wakeup_new",
         "sched_switch",
         "sched_process_exit",
+        "sched_process_fork",
     ] {
         attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
     }
@@ -671,7 +717,26 @@ pub(crate) fn watch(
         failed: None,
         thread_time: BTreeMap::new(),
         end_ns: u64::MAX,
+        pg: pgwait::PgWaitAcc::default(),
     };
+    // The watched PostgreSQL server processes: where each publishes its wait event.
+    let pg_watched = |pid: u32| {
+        filters.all_processes()
+            || filters.pids.contains(&pid)
+            || filter::comm_of(pid).is_some_and(|c| filters.comms.contains(&c))
+    };
+    let mut pg_map: aya::maps::HashMap<MapData, u32, u64> = aya::maps::HashMap::try_from(
+        ebpf.take_map("pg_wait_ptr")
+            .context("BPF object lacks pg_wait_ptr")?,
+    )?;
+    let place_pg = |rec: &mut Recording, map: &mut aya::maps::HashMap<MapData, u32, u64>| {
+        for (pid, addr) in rec.pg.refresh(pg_watched) {
+            // A process gone since: nothing to place.
+            let _ = map.insert(pid, addr, 0);
+        }
+    };
+    place_pg(&mut rec, &mut pg_map);
+    let mut pg_looked = Instant::now();
     // Threads first seen being woken were asleep since the watch's start.
     {
         let mut ws: Array<&mut MapData, u64> = Array::try_from(
@@ -696,6 +761,12 @@ pub(crate) fn watch(
         });
         if n > 0 {
             std::thread::sleep(Duration::from_millis(10));
+        }
+        // Server processes started since (their forks inherit the address in the kernel; this
+        // names their roles and finds new servers).
+        if pg_looked.elapsed() >= Duration::from_millis(250) {
+            place_pg(&mut rec, &mut pg_map);
+            pg_looked = Instant::now();
         }
         let elapsed = t0.elapsed();
         // Show every interval that ended more than a moment ago (events of other CPUs may
@@ -736,6 +807,8 @@ pub(crate) fn watch(
     }
     let end_ns = monotonic_ns();
     rec.end_ns = end_ns;
+    // The roles of server processes started since the last look.
+    place_pg(&mut rec, &mut pg_map);
     // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
     // then whatever is still in the ring buffer, and last what the batches still hold,
     // happened before the end. Failing that, the measurement so far is still written, with a
@@ -781,8 +854,17 @@ pub(crate) fn watch(
     // The threads' parts not yet written (each thread's last phase, up to the end).
     match pending_parts(&ebpf, end_ns) {
         Ok(pending) => {
-            for (tgid, tid, from, to, parts) in pending {
-                rec.add_parts(tgid, tid, from, to, &parts);
+            for p in pending {
+                rec.add_parts(p.tgid, p.tid, p.from, p.to, &p.parts);
+                // Off CPU at the end (an idle backend, a session still sleeping): the span
+                // so far, under its wait event.
+                if p.off_ts != 0 && p.off_ts < end_ns && (p.wev != 0 || rec.pg.is_pg(p.tgid)) {
+                    let from = p.off_ts.max(start_ns);
+                    let k = rec.interval_of(end_ns - 1);
+                    if let Some(op) = rec.pg.off_cpu(p.tgid, p.wev, end_ns - from) {
+                        rec.record(PG_RUN, op, k, end_ns - from, 0, false);
+                    }
+                }
             }
         }
         Err(e) => end_warnings.push(format!(
@@ -852,6 +934,8 @@ pub(crate) fn watch(
                 .position(|s| *s == k.1)
                 .unwrap_or(9);
             (2, String::new(), i)
+        } else if k.0 == PG_RUN {
+            (3, String::new(), 0)
         } else {
             (1, k.0.to_string(), 0)
         }
@@ -862,6 +946,8 @@ pub(crate) fn watch(
             "syscalls".to_string()
         } else if key.0 == "cpu" {
             "cpu".to_string()
+        } else if key.0 == PG_RUN {
+            PG_WAIT_RUN.to_string()
         } else {
             format!("block {}", key.0)
         };
@@ -922,6 +1008,7 @@ pub(crate) fn watch(
         comms: filters.comms.clone(),
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
         threads: rec.thread_time.into_values().collect(),
+        pg: rec.pg.finish(),
         disks: {
             let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
             names.sort_unstable();
