@@ -877,10 +877,14 @@ mod tests {
             if ppid != Some(&postmaster.to_string()) {
                 continue;
             }
-            // A process that ended meanwhile (an autovacuum worker) is passed over.
+            // A process that ended meanwhile (an autovacuum worker) is passed over, and so is
+            // one exiting (a zombie's command line is empty: seen in CI).
             let Ok(cmdline) = std::fs::read_to_string(format!("/proc/{pid}/cmdline")) else {
                 continue;
             };
+            if cmdline.is_empty() {
+                continue;
+            }
             let role = role_from_cmdline(&cmdline);
             // Only a preloaded extension's worker (pg_wait_sampling's collector) is "other".
             let known = match &role {
@@ -907,7 +911,8 @@ mod tests {
                 listed
                     .iter()
                     .any(|p| p.pid == pid && p.role.kind() == role.kind())
-                    || !Path::new(&format!("/proc/{pid}")).exists(),
+                    // Ended, or exiting (a zombie has no executable link).
+                    || std::fs::read_link(format!("/proc/{pid}/exe")).is_err(),
                 "pid {pid} ({role:?}) not listed by postgres_processes"
             );
         }
