@@ -6,32 +6,13 @@ mod common;
 
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, root_or_skip};
+use common::tmpfs::Tmpfs;
+use common::{bin, null_run, root_or_skip};
 use iolens::results::Results;
-
-/// A short null-engine run (no I/O on the target beyond creating a 1 MiB scratch file).
-fn null_run(dir: &Path, duration: &str) -> Command {
-    let mut c = bin();
-    c.args([
-        "run",
-        "--engine",
-        "null",
-        "--size",
-        "1M",
-        "--no-progress",
-        "--interval",
-        "100ms",
-        "--duration",
-        duration,
-    ])
-    .arg("--target")
-    .arg(dir.join("s.dat"));
-    c
-}
 
 /// Wait for `child`, killing it after `limit` (then the test fails: the command was slow).
 fn wait_limited(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
@@ -513,57 +494,6 @@ fn db_run_exits_130_on_ctrl_c_with_results() {
 
 // ---------------------------------------------------------------------------------------------
 // Item 14: full disks
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            if std::env::var_os("CI").is_some() {
-                panic!("cannot mount a tmpfs (CI runs as root)");
-            }
-            eprintln!("note: skipped (cannot mount a tmpfs here)");
-            return None;
-        }
-        Some(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fill the filesystem to the last byte.
-    fn fill(&self) -> PathBuf {
-        use std::io::Write;
-        let p = self.path().join("filler");
-        let mut f = std::fs::File::create(&p).unwrap();
-        let buf = vec![0x5au8; 64 << 10];
-        loop {
-            match f.write(&buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-        }
-        while f.write(&buf[..512]).is_ok_and(|n| n > 0) {}
-        p
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
 
 #[test]
 fn full_disk_leaves_no_partial_results_file() {

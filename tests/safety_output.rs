@@ -10,28 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, root_or_skip};
+use common::tmpfs::Tmpfs;
+use common::{bin, null_run, root_or_skip};
 use iolens::results::Results;
-
-/// A null-engine run (no I/O on the target beyond creating a 1 MiB scratch file).
-fn null_run(dir: &Path, duration: &str) -> Command {
-    let mut c = bin();
-    c.args([
-        "run",
-        "--engine",
-        "null",
-        "--size",
-        "1M",
-        "--no-progress",
-        "--interval",
-        "100ms",
-        "--duration",
-        duration,
-    ])
-    .arg("--target")
-    .arg(dir.join("s.dat"));
-    c
-}
 
 fn run_out(c: &mut Command) -> (ExitStatus, String, String) {
     let o = c.output().unwrap();
@@ -341,52 +322,6 @@ fn two_outputs_of_one_command_that_are_one_file_are_refused() {
 
 // ---------------------------------------------------------------------------------------------
 // Item 4: measured results are never lost
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            if common::ci() {
-                panic!("cannot mount a tmpfs (CI runs as root)");
-            }
-            eprintln!("note: skipped (cannot mount a tmpfs here)");
-            return None;
-        }
-        Some(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fill the filesystem to the last byte, then free `leave` bytes.
-    fn fill_leaving(&self, leave: u64) {
-        use std::io::Write;
-        let p = self.path().join("filler");
-        let mut f = std::fs::File::create(&p).unwrap();
-        let buf = vec![0x5au8; 4096];
-        while f.write(&buf).is_ok_and(|n| n > 0) {}
-        let len = f.metadata().unwrap().len();
-        f.set_len(len.saturating_sub(leave)).unwrap();
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
 
 /// The pre-run check once created an empty probe file, which a full filesystem allows: the run
 /// measured for its whole duration and then lost the results. The space is reserved up front.

@@ -13,6 +13,7 @@ use iolens::results::Results;
 use iolens::target::HEADER_AREA;
 
 mod common;
+use common::tmpfs::Tmpfs;
 use common::{bin, read_at, root_or_skip, write_at};
 
 const MB: u64 = 1 << 20;
@@ -186,53 +187,6 @@ fn refill_rewrites_a_damaged_scratch_file_its_journal_proves_iolens_made() {
 
 // ---------------------------------------------------------------------------------------------
 // Item 5: the journal is created complete or not at all
-
-/// A tmpfs of `size` mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        if !ok {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "cannot mount a tmpfs (CI runs as root)"
-            );
-            eprintln!("note: skipped (cannot mount a tmpfs here)");
-            return None;
-        }
-        Some(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Fill the filesystem to the last byte.
-    fn fill(&self) -> PathBuf {
-        use std::io::Write;
-        let p = self.path().join("filler");
-        let mut f = std::fs::File::create(&p).unwrap();
-        let buf = vec![0x5au8; 64 << 10];
-        while f.write(&buf).is_ok_and(|n| n > 0) {}
-        while f.write(&buf[..512]).is_ok_and(|n| n > 0) {}
-        p
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
-}
 
 /// The disk fills while the first writing run creates the journal: the run fails before
 /// writing, leaves no journal (not an empty one), `verify` finds the file healthy, and once

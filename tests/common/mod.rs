@@ -9,6 +9,7 @@ pub mod busy;
 pub mod iolimit;
 pub mod pgsampler;
 pub mod slowdev;
+pub mod tmpfs;
 
 use std::path::Path;
 use std::process::Command;
@@ -37,6 +38,26 @@ pub fn root_or_skip(what: &str) -> bool {
 /// The `iolens` binary built for these tests.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_iolens"))
+}
+
+/// A short null-engine run (no I/O on the target beyond creating a 1 MiB scratch file).
+pub fn null_run(dir: &Path, duration: &str) -> Command {
+    let mut c = bin();
+    c.args([
+        "run",
+        "--engine",
+        "null",
+        "--size",
+        "1M",
+        "--no-progress",
+        "--interval",
+        "100ms",
+        "--duration",
+        duration,
+    ])
+    .arg("--target")
+    .arg(dir.join("s.dat"));
+    c
 }
 
 /// Run `cmd`, assert that it succeeded (its stderr in the message), and return its stdout.
