@@ -426,10 +426,9 @@ fn unfinished(f: &File, len: u64) -> bool {
     }
 }
 
-/// Create journal `jpath` complete or not at all: written and synced under a temporary name,
-/// then linked to `jpath` (which must not exist, unless `replace` names an unfinished journal
-/// to be replaced).
-fn create_complete(jpath: &Path, h: &Header, replace: bool) -> Result<File> {
+/// A new journal temp file beside `jpath` (random name, `O_EXCL|O_NOFOLLOW`): the journal is
+/// written there whole and then linked or renamed into place.
+fn create_temp_beside(jpath: &Path) -> Result<(std::path::PathBuf, File)> {
     let tmp = jpath.with_file_name(format!(
         "{}.tmp-{:016x}",
         jpath.file_name().unwrap_or_default().to_string_lossy(),
@@ -442,6 +441,13 @@ fn create_complete(jpath: &Path, h: &Header, replace: bool) -> Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(&tmp)
         .with_context(|| format!("cannot create {}", tmp.display()))?;
+    Ok((tmp, f))
+}
+/// Create journal `jpath` complete or not at all: written and synced under a temporary name,
+/// then linked to `jpath` (which must not exist, unless `replace` names an unfinished journal
+/// to be replaced).
+fn create_complete(jpath: &Path, h: &Header, replace: bool) -> Result<File> {
+    let (tmp, f) = create_temp_beside(jpath)?;
     let placed = write_fresh(&f, h).and_then(|()| {
         if replace {
             std::fs::rename(&tmp, jpath)
@@ -803,18 +809,7 @@ fn regrain(old: &File, jpath: &Path, h: Header, granule: u64) -> Result<(File, H
         entries: h.entries * ratio,
         ..h
     };
-    let tmp = jpath.with_file_name(format!(
-        "{}.tmp-{:016x}",
-        jpath.file_name().unwrap_or_default().to_string_lossy(),
-        rand::random::<u64>()
-    ));
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&tmp)
-        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    let (tmp, f) = create_temp_beside(jpath)?;
     let mut cur = vec![0u8; PAGE];
     let mut cur_no = u64::MAX;
     let mut err: Option<String> = None;

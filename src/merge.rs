@@ -126,7 +126,20 @@ struct Established {
     kind: Kind,
     rank: Option<(u32, Option<u32>)>,
     merged: bool,
-    runs: Vec<(String, String, u64, bool, u64)>,
+    runs: Vec<RunKey>,
+}
+
+/// A run as [`Established`] compares it (durations by their bits: exactly what was read).
+type RunKey = (String, String, u64, bool, u64);
+
+fn run_key(name: &str, started: &str, duration_s: f64, unknown: bool, interval_s: f64) -> RunKey {
+    (
+        name.to_string(),
+        started.to_string(),
+        duration_s.to_bits(),
+        unknown,
+        interval_s.to_bits(),
+    )
 }
 
 impl Established {
@@ -139,12 +152,12 @@ impl Established {
                 .runs
                 .iter()
                 .map(|r| {
-                    (
-                        r.name.clone(),
-                        r.started.clone(),
-                        r.duration_s.to_bits(),
+                    run_key(
+                        &r.name,
+                        &r.started,
+                        r.duration_s,
                         r.duration_unknown,
-                        r.interval_s.to_bits(),
+                        r.interval_s,
                     )
                 })
                 .collect(),
@@ -160,12 +173,12 @@ impl Established {
                 .runs
                 .iter()
                 .map(|r| {
-                    (
-                        r.name.clone(),
-                        r.started.clone(),
-                        r.duration_s.to_bits(),
+                    run_key(
+                        &r.name,
+                        &r.started,
+                        r.duration_s,
                         r.duration_unknown,
-                        r.interval_s.to_bits(),
+                        r.interval_s,
                     )
                 })
                 .collect(),
