@@ -385,11 +385,15 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     // its binary when the page cache is busy, as during the whole test suite) can only add
     // device values, which lowers none of the ranks from the bottom; its other preads (the
     // main thread's, served from the cache) are the fastest, so they are skipped first.
+    // Completions the probe did not see (allowed above, up to 1 %) are missing from the
+    // device's ranks: its rank r is compared at r less the missing ones (CI: 5962 device reads
+    // for 5995 run reads put device rank 5940 at its p99.6 against the syscalls' p99).
     let extra = all - ios;
+    let missing = ios.saturating_sub(dev.len()) as f64;
     for q in [0.1, 0.5, 0.9, 0.99] {
         let r = q * ios as f64;
         let s = sys.value_at_quantile((r + extra as f64) / sys.len() as f64);
-        let d = dev.value_at_quantile(r / dev.len() as f64);
+        let d = dev.value_at_quantile((r - missing).max(0.0) / dev.len() as f64);
         assert!(
             s >= d,
             "rank {r:.0} (q{q} of the run's reads): syscall {s} < device {d} ({} syscalls, {} \
