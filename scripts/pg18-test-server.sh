@@ -25,6 +25,8 @@ PKG_SHA256=795d587bb466423385db256dc81e61f2ee40c9e10efde21e881f3e997dd1bdb2
 INSTALL="$BASE/$PKG_VERSION"
 PGBIN="$INSTALL/package/native/bin"
 DB=iolens_test
+# Two checkouts on one machine: give each its own ports (worker at IOLENS_PG18_PORT, uring one above).
+PORT_WORKER="${IOLENS_PG18_PORT:-54318}"
 
 if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
@@ -133,10 +135,10 @@ EOF
 
 mkdir -p "$BASE"
 if [ "$(id -u)" -eq 0 ]; then chown postgres: "$BASE"; fi
-DSN=$(start_cluster worker 54318 worker)
+DSN=$(start_cluster worker "$PORT_WORKER" worker)
 [ -n "$DSN" ] || { echo "PostgreSQL 18 did not start" >&2; exit 1; }
 echo "export IOLENS_PG18_DSN='$DSN'"
-URING=$(start_cluster uring 54319 io_uring)
+URING=$(start_cluster uring "$((PORT_WORKER + 1))" io_uring)
 if [ -n "$URING" ]; then
     echo "export IOLENS_PG18_URING_DSN='$URING'"
 else
