@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+mod labels;
 pub mod profile;
 mod write;
 pub use write::{dated_name, write_results, write_results_to};
@@ -2033,6 +2034,7 @@ impl Results {
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
         evidence::upgrade_extra(&mut r)?;
+        r.clean_labels();
         r.validate_merging(groups)?;
         Ok(r)
     }
@@ -2051,9 +2053,24 @@ impl Results {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }
+        let mut total: u64 = 0;
         for (i, run) in self.runs.iter().enumerate() {
             run.validate_merging(groups.map(|g| (g, i)))
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;
+            // Renderers add counts across runs (totals, heatmaps of several runs): the whole
+            // file's count must fit too, so no sum of its counts can overflow.
+            total = run
+                .ops
+                .iter()
+                .try_fold(total, |t, o| t.checked_add(o.count))
+                .filter(|t| *t <= MAX_COUNT)
+                .with_context(|| {
+                    format!(
+                        "its runs' op counts overflow when added up (at run {}): more than 2^63 \
+                         operations is not a measurement",
+                        i + 1
+                    )
+                })?;
         }
         if let Some(c) = &self.calibration {
             for p in &c.curve {
