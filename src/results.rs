@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+pub mod io_stats;
 pub mod profile;
 mod write;
 pub use write::{dated_name, write_results, write_results_to};
@@ -1935,6 +1936,9 @@ pub struct Results {
     /// A trace's slowest single waits, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_slowest: Vec<evidence::SlowWait>,
+    /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_stats: Vec<io_stats::IoStats>,
 }
 
 impl Results {
@@ -1962,6 +1966,7 @@ impl Results {
             trace_profile: None,
             trace_io: None,
             trace_slowest: Vec::new(),
+            io_stats: Vec::new(),
         }
     }
 
