@@ -51,8 +51,10 @@ impl PgView {
         match self {
             PgView::Io => "backend_type, object, context and reads",
             PgView::Database => "blks_read and blk_read_time",
-            PgView::Statements => "queryid and blk_read_time (16 and before) or \
-                 shared_blk_read_time (17 and after)",
+            PgView::Statements => {
+                "queryid and blk_read_time (16 and before) or \
+                 shared_blk_read_time (17 and after)"
+            }
         }
     }
 }
@@ -140,7 +142,12 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
                 "a selection without op_bytes or read_bytes (no bytes)"
             };
             ops.extend(op("read", &["reads"], Some("read_time"), by("read_bytes")));
-            ops.extend(op("write", &["writes"], Some("write_time"), by("write_bytes")));
+            ops.extend(op(
+                "write",
+                &["writes"],
+                Some("write_time"),
+                by("write_bytes"),
+            ));
             ops.extend(op(
                 "writeback",
                 &["writebacks"],
@@ -169,7 +176,12 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
             } else {
                 Vec::new()
             };
-            ops.extend(op("read", &["blks_read"], Some("blk_read_time"), Bytes::None));
+            ops.extend(op(
+                "read",
+                &["blks_read"],
+                Some("blk_read_time"),
+                Bytes::None,
+            ));
             ops.extend(op("write", &[], Some("blk_write_time"), Bytes::None));
             ops.extend(op("hit", &["blks_hit"], None, Bytes::None));
             (
@@ -316,6 +328,7 @@ pub(crate) struct Builder {
     bad_cells: u64,
     tables: u64,
     untimed: bool,
+    same_time: u64,
 }
 
 fn num(cell: &Option<String>, bad: &mut u64) -> Option<f64> {
@@ -347,6 +360,7 @@ impl Builder {
             bad_cells: 0,
             tables: 0,
             untimed: false,
+            same_time: 0,
         }
     }
 
@@ -446,14 +460,7 @@ impl Builder {
                 };
                 // NULL: an operation this key cannot do.
                 if count.is_some() || time.is_some() {
-                    ops.push((
-                        o.name,
-                        Vals {
-                            count,
-                            time,
-                            bytes,
-                        },
-                    ));
+                    ops.push((o.name, Vals { count, time, bytes }));
                 }
             }
             if self.cur.rows.len() >= MAX_KEYS {
@@ -473,18 +480,15 @@ impl Builder {
 
     fn series_index(&mut self, key: &str, op: &'static str) -> usize {
         let n_iv = self.out.intervals.len();
-        *self
-            .series
-            .entry((key.to_string(), op))
-            .or_insert_with(|| {
-                self.out.series.push(IoStatsSeries {
-                    key: key.to_string(),
-                    op: op.to_string(),
-                    deltas: vec![None; n_iv.saturating_sub(1)],
-                    ..Default::default()
-                });
-                self.out.series.len() - 1
-            })
+        *self.series.entry((key.to_string(), op)).or_insert_with(|| {
+            self.out.series.push(IoStatsSeries {
+                key: key.to_string(),
+                op: op.to_string(),
+                deltas: vec![None; n_iv.saturating_sub(1)],
+                ..Default::default()
+            });
+            self.out.series.len() - 1
+        })
     }
 
     /// Close the snapshot being read: the interval from the one before it.
@@ -503,16 +507,22 @@ impl Builder {
         };
         let duration_s = match (prev.time_ns, cur.time_ns) {
             (Some(a), Some(b)) => {
-                if b <= a {
+                if b < a {
                     bail!(
-                        "snapshot {} was taken at {} , not after the one before it ({}): \
+                        "snapshot {} was taken at {}, before the one before it ({}): \
                          snapshots must be in time order",
                         self.out.snapshots,
                         rfc3339_ns(b),
                         rfc3339_ns(a)
                     );
                 }
-                Some((b - a) as f64 / 1e9)
+                if b == a {
+                    // `\watch` titles are to the second.
+                    self.same_time += 1;
+                    None
+                } else {
+                    Some((b - a) as f64 / 1e9)
+                }
             }
             _ => None,
         };
@@ -555,7 +565,7 @@ impl Builder {
                     bytes: d(v.bytes, p.and_then(|p| p.bytes)).map(|x| x.round() as u64),
                     time_ms: d(v.time, p.and_then(|p| p.time)),
                 };
-                let s = self.series_index(key, name);
+                let s = self.series_index(key, *name);
                 let dl = &mut self.out.series[s].deltas;
                 dl.resize(iv, None);
                 dl.push(Some(delta));
@@ -615,7 +625,7 @@ impl Builder {
             });
             for key in &snap.keys {
                 for (name, v) in &snap.rows[key].ops {
-                    let s = self.series_index(key, name);
+                    let s = self.series_index(key, *name);
                     self.out.series[s].deltas = vec![Some(IoStatsDelta {
                         count: v.count.map(|x| x.round() as u64),
                         bytes: v.bytes.map(|x| x.round() as u64),
@@ -630,6 +640,13 @@ impl Builder {
                      lengths and rates are unknown"
                         .to_string(),
                 );
+            }
+            if self.same_time > 0 {
+                notes.push(format!(
+                    "{} interval(s) between snapshots stamped with the same time (a \\watch \
+                     title is to the second): their length is unknown",
+                    self.same_time
+                ));
             }
             if self.new_keys > 0 {
                 notes.push(format!(
@@ -669,7 +686,12 @@ impl Builder {
             };
             s.count = sum_u(&|d| d.count);
             s.bytes = sum_u(&|d| d.bytes);
-            let times: Vec<f64> = s.deltas.iter().flatten().filter_map(|d| d.time_ms).collect();
+            let times: Vec<f64> = s
+                .deltas
+                .iter()
+                .flatten()
+                .filter_map(|d| d.time_ms)
+                .collect();
             s.time_ms = (!times.is_empty()).then(|| times.iter().sum());
             // Operations that happened in no time: the timing was off.
             if s.count.is_some_and(|c| c > 0) && s.time_ms == Some(0.0) {
@@ -688,9 +710,9 @@ impl Builder {
         }
         if !untimed_ops.is_empty() {
             notes.push(format!(
-                "{}: operations counted with a total time of 0: the server's timing was off \
-                 (track_io_timing; track_wal_io_timing for wal rows), so no time or mean is \
-                 given for them",
+                "{}: operations counted with a total time of 0: no time was measured (the \
+                 server's timing was off: track_io_timing, track_wal_io_timing for wal rows), \
+                 so no time or mean is given for them",
                 untimed_ops.join(", ")
             ));
         }

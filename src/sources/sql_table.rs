@@ -100,7 +100,9 @@ fn watch_title(t: &str) -> Option<Option<i64>> {
         // `… PM UTC`: a zone name after the time is dropped.
         let cands = [
             cand.clone(),
-            cand.rsplit_once(' ').map(|x| x.0.to_string()).unwrap_or_default(),
+            cand.rsplit_once(' ')
+                .map(|x| x.0.to_string())
+                .unwrap_or_default(),
         ];
         for c in &cands {
             for f in &forms {
