@@ -378,3 +378,34 @@ fn db_sample_sees_a_scan_and_ends_on_ctrl_c() {
     assert!(r.io_stats.iter().all(|v| v.snapshots >= 1));
     c.batch_execute("DROP TABLE iolens_sample_t").unwrap();
 }
+
+/// The terminal summary names long keys (#1 …) under the table and fits 80 columns; rates
+/// are left out where the span is unknown (two `\watch` titles in the same second).
+#[test]
+fn summary_fits_80_columns() {
+    for (format, file) in [
+        ("pg-stat-io", "pg18_stat_io_watch.txt"),
+        ("pg-stat-io", "pg18_stat_io.csv"),
+        ("pg-stat-statements", "pg15_stat_statements.csv"),
+    ] {
+        let out = common::bin()
+            .args(["ingest", "--format", format])
+            .arg(real(file))
+            .env("COLUMNS", "80")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        for l in text.lines() {
+            assert!(
+                iolens::out::visible_width(l) <= 80,
+                "{file}: {l}\n---\n{text}"
+            );
+        }
+        assert!(text.contains("#1  "), "{text}");
+        assert!(!text.contains("p99"), "{text}");
+        if file.ends_with("watch.txt") {
+            assert!(!text.contains("per s"), "{text}");
+        }
+    }
+}

@@ -56,23 +56,41 @@ fn view(v: &IoStats, style: &TermStyle, s: &mut String) {
         v.column_set
     );
     s.push_str(&fit(&head, style.width));
-    let mut t = Table::new(&["key", "op", "count", "per s", "bytes", "time", "mean"]);
+    // Keys are long (`client backend/relation/bulkread`, a statement's text): the table names
+    // them #1, #2 … and the lines under it say which is which.
+    let mut head: Vec<&str> = vec!["key", "op", "count"];
+    if span.is_some() {
+        head.push("per s");
+    }
+    head.extend(["bytes", "time", "mean"]);
+    let mut t = Table::new(&head);
     let busy = v
         .series
         .iter()
         .filter(|x| x.count.unwrap_or(0) > 0 || x.time_ms.unwrap_or(0.0) > 0.0);
+    let mut keys: Vec<&str> = Vec::new();
     let mut shown = 0;
     for x in busy.clone().take(TOP) {
         shown += 1;
-        t.row(vec![
-            x.key.clone(),
+        let k = match keys.iter().position(|k| *k == x.key) {
+            Some(i) => i + 1,
+            None => {
+                keys.push(&x.key);
+                keys.len()
+            }
+        };
+        let mut row = vec![
+            format!("#{k}"),
             x.op.clone(),
             x.count.map(|c| c.to_string()).unwrap_or_else(|| "-".into()),
-            match (x.count, span) {
-                (Some(c), Some(d)) => sig3(c as f64 / d),
-                (Some(_), None) => UNKNOWN_RATE.to_string(),
-                _ => "-".into(),
-            },
+        ];
+        if let Some(d) = span {
+            row.push(match x.count {
+                Some(c) => sig3(c as f64 / d),
+                None => "-".into(),
+            });
+        }
+        row.extend([
             x.bytes.map(fmt_bytes).unwrap_or_else(|| "-".into()),
             x.time_ms
                 .map(|ms| fmt_ns(ms * 1e6))
@@ -81,6 +99,7 @@ fn view(v: &IoStats, style: &TermStyle, s: &mut String) {
                 .map(|ms| fmt_ns(ms * 1e6))
                 .unwrap_or_else(|| "-".into()),
         ]);
+        t.row(row);
     }
     let inner = TermStyle {
         width: style.width.saturating_sub(2),
@@ -93,6 +112,17 @@ fn view(v: &IoStats, style: &TermStyle, s: &mut String) {
             let _ = writeln!(s, "  {line}");
         }
     }
+    let mut legend = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        let _ = writeln!(legend, "  #{}  {k}", i + 1);
+    }
+    if span.is_none() && shown > 0 {
+        let _ = writeln!(
+            legend,
+            "  rates {UNKNOWN_RATE}: the snapshots' span is not known"
+        );
+    }
+    s.push_str(&fit(&legend, style.width));
     let more = busy.count().saturating_sub(shown);
     let mut tail = String::new();
     if more > 0 {

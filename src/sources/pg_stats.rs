@@ -80,7 +80,7 @@ enum Bytes {
     None,
     Col(usize),
     /// count × `op_bytes` (16, 17).
-    TimesOpBytes(usize),
+    PerOp(usize),
 }
 
 /// One operation, resolved against a table's columns.
@@ -131,7 +131,7 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
             let ob = c("op_bytes");
             let by = |col: &str| match (c(col), ob) {
                 (Some(i), _) => Bytes::Col(i),
-                (None, Some(o)) => Bytes::TimesOpBytes(o),
+                (None, Some(o)) => Bytes::PerOp(o),
                 _ => Bytes::None,
             };
             let set = if c("read_bytes").is_some() {
@@ -288,7 +288,7 @@ pub(crate) fn parse_ts(s: &str) -> Option<i64> {
     }
     let v: f64 = s.parse().ok()?;
     // Seconds since the epoch, 2001 to 2286.
-    (1e9..1e10).contains(&v).then(|| (v * 1e9) as i64)
+    (1e9..1e10).contains(&v).then_some((v * 1e9) as i64)
 }
 
 /// One operation's counters in one snapshot.
@@ -454,7 +454,7 @@ impl Builder {
                 let bytes = match o.bytes {
                     Bytes::None => None,
                     Bytes::Col(i) => num(&row[i], &mut self.bad_cells),
-                    Bytes::TimesOpBytes(i) => {
+                    Bytes::PerOp(i) => {
                         num(&row[i], &mut self.bad_cells).and_then(|b| count.map(|c| c * b))
                     }
                 };
@@ -565,7 +565,7 @@ impl Builder {
                     bytes: d(v.bytes, p.and_then(|p| p.bytes)).map(|x| x.round() as u64),
                     time_ms: d(v.time, p.and_then(|p| p.time)),
                 };
-                let s = self.series_index(key, *name);
+                let s = self.series_index(key, name);
                 let dl = &mut self.out.series[s].deltas;
                 dl.resize(iv, None);
                 dl.push(Some(delta));
@@ -625,7 +625,7 @@ impl Builder {
             });
             for key in &snap.keys {
                 for (name, v) in &snap.rows[key].ops {
-                    let s = self.series_index(key, *name);
+                    let s = self.series_index(key, name);
                     self.out.series[s].deltas = vec![Some(IoStatsDelta {
                         count: v.count.map(|x| x.round() as u64),
                         bytes: v.bytes.map(|x| x.round() as u64),
