@@ -321,7 +321,7 @@ mod tests {
         assert_eq!(row_count("(1 row)"), Some(1));
         assert_eq!(row_count("(3 行)"), Some(3));
         assert_eq!(row_count("(a b)"), None);
-        let t = watch_title("Tue Nov 25 14:00:00 2026 (every 10s)").unwrap();
+        let t = watch_title("Wed Nov 25 14:00:00 2026 (every 10s)").unwrap();
         assert_eq!(
             t,
             chrono::NaiveDate::from_ymd_opt(2026, 11, 25)
@@ -331,7 +331,7 @@ mod tests {
                 .and_utc()
                 .timestamp_nanos_opt()
         );
-        let t = watch_title("io  Tue 25 Nov 2026 02:00:00 PM UTC (every 1.5s)").unwrap();
+        let t = watch_title("io  Wed 25 Nov 2026 02:00:00 PM UTC (every 1.5s)").unwrap();
         assert!(t.is_some());
         assert_eq!(watch_title("reads (every day)"), None);
     }
