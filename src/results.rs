@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+pub mod io_stats;
 mod labels;
 pub mod profile;
 mod write;
@@ -1234,6 +1235,9 @@ pub struct Results {
     /// A trace's slowest single waits, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_slowest: Vec<evidence::SlowWait>,
+    /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_stats: Vec<io_stats::IoStats>,
 }
 
 impl Results {
@@ -1261,6 +1265,7 @@ impl Results {
             trace_profile: None,
             trace_io: None,
             trace_slowest: Vec::new(),
+            io_stats: Vec::new(),
         }
     }
 

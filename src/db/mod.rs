@@ -14,6 +14,7 @@
 
 pub mod host;
 pub mod libpq;
+pub mod pg_sample;
 pub mod postgres;
 pub mod sqlite;
 pub mod vfs;

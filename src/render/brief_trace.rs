@@ -79,6 +79,7 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
         }
         s.push_str(&fit(&tail, style.width));
     }
+    s.push_str(&super::io_stats::text(r, style));
     let mut tail = String::new();
     slowest(&r.trace_slowest, &mut tail);
     files(r, &mut tail);

@@ -29,6 +29,7 @@ pub mod heatmap;
 pub mod hlog;
 pub mod hosts;
 pub mod html;
+pub mod io_stats;
 pub mod markdown;
 pub mod stacks;
 pub mod svg;
