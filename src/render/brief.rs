@@ -206,6 +206,9 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     let f = an.calibration.clone().unwrap_or_default();
     let pct = c.percentile;
     let _ = writeln!(s, "\n== iolens calibration ==");
+    if let Some(pc) = &c.findings.precondition {
+        let _ = writeln!(s, "{}", pc.sentence);
+    }
     match (c.max_iops, c.max_iops_point) {
         (Some(iops), Some(p)) => {
             let pt = &c.curve[p];
@@ -225,7 +228,8 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
                 fmt_ns(pt.p999_ns as f64)
             );
             if let Some(why) = f.stop_reason {
-                let _ = writeln!(s, "  ramp stopped because {}", why.describe());
+                let why = f.stop_sentence.clone().unwrap_or(why.describe().into());
+                let _ = writeln!(s, "  ramp stopped because {why}");
             }
             if let Some(held) = c.findings.sustain {
                 let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
@@ -300,6 +304,9 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     }
     if let Some(m) = &f.modes_at_max {
         let _ = writeln!(s, "Latency modes at max IOPS: {m}");
+    }
+    if let Some(t) = &f.tiers_at_max {
+        let _ = writeln!(s, "  as tiers: {t}");
     }
     for p in &f.cache_probe {
         let _ = writeln!(
