@@ -367,3 +367,34 @@ fn cut_word(word: &str, room: usize) -> Vec<String> {
     out.push(rest.into_iter().collect());
     out
 }
+
+/// `text` as one line of plain text: every control character (newline, tab, escape…) and
+/// bidirectional override becomes its escape (`\n`, `\u{1b}`), so a name read from a file or
+/// a process (`prctl(PR_SET_NAME)`) can neither start a line of its own, nor colour, move or
+/// hide what iolens prints after it. Names stay distinct: different names stay different.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`one_line`] in place.
+pub fn make_one_line(text: &mut String) {
+    if let std::borrow::Cow::Owned(s) = one_line(text) {
+        *text = s;
+    }
+}

@@ -282,6 +282,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     // The terminal as it was before the summary is printed (or the error reported).
     drop(live.keys.take());
     let mut results = results?;
+    results.clean_labels();
     results.analysis = Some(crate::analysis::analyse(&results));
     results.validate()?;
     let an = crate::analysis::of(&results);
