@@ -339,6 +339,14 @@ pub struct CpuStats {
     pub session_run_s: f64,
 }
 
+impl CpuStats {
+    /// Whether the run-queue delay was measured (schedstat read): a delay of 0 from a run
+    /// without schedstat means "not known", not "none".
+    pub fn runq_measured(&self) -> bool {
+        self.runq_delay_s > 0.0 || self.session_run_s > 0.0 || self.runq_us_per_io > 0.0
+    }
+}
+
 /// The backing block device's own view from /proc/diskstats over the measured window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct DeviceStats {

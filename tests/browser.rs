@@ -370,3 +370,153 @@ fn flame_graph_opens_zooms_and_searches_in_headless_chromium() {
         "{p}"
     );
 }
+
+/// Appended after a report's own script: opens every <details>, then lists text boxes that
+/// overlap inside any SVG (charts, the flame graph), elements that reach past the page's
+/// right edge with nothing scrolling them, tables that need sideways scrolling, and where the
+/// flame graph and its search box are.
+const LAYOUT_PROBE: &str = r#"<script>
+(function(){
+var ds=document.querySelectorAll('details');for(var i=0;i<ds.length;i++){ds[i].open=true;}
+var over=[],svgs=document.querySelectorAll('svg');
+for(var s=0;s<svgs.length;s++){var ts=svgs[s].querySelectorAll('text'),bs=[];
+ for(var i=0;i<ts.length;i++){var t=ts[i];if(!t.textContent.trim())continue;var r=t.getBoundingClientRect();
+  if(r.width<=0||r.height<=0)continue;var g=t,shown=true;
+  while(g&&g!==svgs[s]){var st=getComputedStyle(g);if(st.display==='none'||st.visibility==='hidden')shown=false;g=g.parentNode;}
+  if(shown)bs.push([r,t.textContent]);}
+ for(var i=0;i<bs.length;i++)for(var j=i+1;j<bs.length;j++){var a=bs[i][0],b=bs[j][0];
+  var w=Math.min(a.right,b.right)-Math.max(a.left,b.left),h=Math.min(a.bottom,b.bottom)-Math.max(a.top,b.top);
+  if(w>1&&h>1)over.push([svgs[s].getAttribute('aria-label')||svgs[s].id,bs[i][1],bs[j][1],Math.round(w),Math.round(h)]);}}
+var W=document.documentElement.clientWidth,wide=[],all=document.body.querySelectorAll('*');
+for(var i=0;i<all.length;i++){var e=all[i];if(e.closest('#tip'))continue;var r=e.getBoundingClientRect();if(r.right<=W+1)continue;
+ var p=e.parentElement,scrolled=false;while(p){var o=getComputedStyle(p).overflowX;if(o==='auto'||o==='scroll'||o==='hidden'){scrolled=true;break;}p=p.parentElement;}
+ if(!scrolled)wide.push([e.tagName,Math.round(r.right),(e.textContent||'').slice(0,60)]);}
+var tables=[],tb=document.querySelectorAll('table');
+for(var i=0;i<tb.length;i++){if(tb[i].scrollWidth>tb[i].clientWidth+1)tables.push([tb[i].scrollWidth,tb[i].clientWidth,tb[i].textContent.slice(0,80)]);}
+var flame=null,f=document.getElementById('iolens-flame');
+if(f){var r=f.getBoundingClientRect(),s=document.getElementById('search');var sr=s?s.getBoundingClientRect():null;
+ flame=[Math.round(r.right),sr?Math.round(sr.right):-1];}
+var out=document.createElement('pre');out.id='probe';
+out.textContent='PROBE'+JSON.stringify({over:over,wide:wide.slice(0,20),tables:tables,flame:flame,W:W})+'EBORP';
+document.body.appendChild(out);})();
+</script>"#;
+
+/// The layout findings of report `html` in a window `width` pixels wide.
+fn layout_probe(bin: &Path, dir: &Path, html: &Path, width: u32) -> serde_json::Value {
+    let text = std::fs::read_to_string(html).unwrap();
+    let text = text.replacen("</body>", &format!("{LAYOUT_PROBE}</body>"), 1);
+    let probed = dir.join("layout-probe.html");
+    std::fs::write(&probed, text).unwrap();
+    let dom = run_chromium(
+        bin,
+        &dir.join("profile-layout"),
+        &["--dump-dom".into(), format!("--window-size={width},900")],
+        &format!("file://{}", probed.display()),
+    );
+    let marker = "<pre id=\"probe\">PROBE";
+    let a = dom.find(marker).expect("probe output in the DOM") + marker.len();
+    let b = a + dom[a..].find("EBORP").expect("probe end");
+    let json = dom[a..b]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).expect("probe JSON")
+}
+
+/// The reports the test suite makes (a run, a calibration, a trace, ingested wait-event
+/// histograms, a block-latency histogram and a stack profile with its flame graph), each in a
+/// window as wide as a laptop's browser: no two text boxes of a chart overlap, nothing reaches
+/// past the page's right edge, no table needs sideways scrolling, and the flame graph with its
+/// search box fits the page.
+#[test]
+fn report_text_never_overlaps_and_fits_the_page() {
+    let Some(bin) = chromium() else {
+        if std::env::var("IOLENS_BROWSER_TESTS").as_deref() == Ok("1") {
+            panic!("IOLENS_BROWSER_TESTS=1 but chromium is not installed");
+        }
+        eprintln!("note: skipping the report layout browser test: chromium not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fx = |p: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(p)
+    };
+    let mut reports = vec![
+        report(dir.path(), "run", &synth::run_results(20, 1.0, 11)),
+        report(dir.path(), "cal", &synth::calibration_results(4, 3, 100, 2)),
+    ];
+    let sources: [(&str, &[&str], PathBuf); 4] = [
+        ("trace", &["trace"], fx("real/js122a1_ora_9854.trc")),
+        (
+            "hist",
+            &["ingest", "--format", "event-histogram"],
+            fx("sources/event_histogram_micro.csv"),
+        ),
+        (
+            "bio",
+            &["ingest", "--format", "biolatency"],
+            fx("real/bcc_biolatency_D.txt"),
+        ),
+        (
+            "prof",
+            &["ingest", "--format", "perf-script"],
+            fx("recorded/perf-script-spin_ab.txt"),
+        ),
+    ];
+    for (name, args, input) in sources {
+        let json = dir.path().join(format!("{name}.json"));
+        let html = dir.path().join(format!("{name}.html"));
+        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .arg("-q")
+            .args(args)
+            .arg(&input)
+            .arg("--json")
+            .arg(&json)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name}");
+        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .args(["-q", "report"])
+            .arg(&json)
+            .arg("-o")
+            .arg(&html)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name} report");
+        reports.push(html);
+    }
+    for html in &reports {
+        let name = html.file_name().unwrap().to_string_lossy();
+        let p = layout_probe(&bin, dir.path(), html, 1000);
+        let over = p["over"].as_array().unwrap();
+        assert!(
+            over.is_empty(),
+            "{name}: overlapping text in charts: {over:?}"
+        );
+        let wide = p["wide"].as_array().unwrap();
+        assert!(wide.is_empty(), "{name}: wider than the page: {wide:?}");
+        let tables = p["tables"].as_array().unwrap();
+        assert!(
+            tables.is_empty(),
+            "{name}: tables scrolling sideways: {tables:?}"
+        );
+        if name.starts_with("prof") {
+            let w = p["W"].as_f64().unwrap();
+            let f = p["flame"]
+                .as_array()
+                .expect("a flame graph in the profile report");
+            assert!(
+                f[0].as_f64().unwrap() <= w,
+                "{name}: flame graph {f:?}, page {w}"
+            );
+            let search = f[1].as_f64().unwrap();
+            assert!(
+                search > 0.0 && search <= w,
+                "{name}: search box at {search}, page {w}"
+            );
+        }
+    }
+}

@@ -114,7 +114,7 @@ impl<R> crate::session::Watch<R> for DbProgress {
     fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
         if self.enabled {
             if let Some(l) = self.line(snaps) {
-                eprintln!("{l}");
+                eprintln!("{}", crate::out::for_stderr(&l));
             }
         }
     }

@@ -261,14 +261,25 @@ fn axes(
     let max_x_ticks = ((f.plot_width() / 80.0) as usize).max(2);
     for t in sx.ticks(max_x_ticks) {
         let x = sx.map(t);
+        let label = fx.format(t);
+        // Centred under its tick, unless that runs into the y axis' labels (left of the plot)
+        // or past the chart's right edge: then it starts, or ends, at its tick.
+        let half = label_width(&label) / 2.0;
+        let anchor = if x - half < f.x0() {
+            "start"
+        } else if x + half > f.width - 2.0 {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = write!(
             out,
             "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
-             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
             f.y0(),
             f.y1(),
             f.y0() + 14.0,
-            esc(&fx.format(t))
+            esc(&label)
         );
     }
     for t in sy.ticks(((f.plot_height() / 40.0) as usize).max(2)) {
@@ -393,7 +404,8 @@ impl LineChart {
 
     /// The scales this chart will use.
     pub(crate) fn scales(&self) -> Option<(Frame, Scale, Scale)> {
-        let f = Frame::new(self.width, self.height);
+        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+        let f = with_legend_room(Frame::new(self.width, self.height), &self.title, &names);
         let ((x0, x1), (y0, y1)) = self.extent()?;
         let sx = if self.x_log {
             Scale::log(x0, x1, f.x0(), f.x1())
@@ -503,6 +515,7 @@ impl LineChart {
         legend(
             &mut out,
             &f,
+            &self.title,
             self.series
                 .iter()
                 .map(|s| (s.name.as_str(), s.colour.as_str())),
@@ -512,23 +525,65 @@ impl LineChart {
     }
 }
 
-/// Series legend in the top right corner.
-fn legend<'a>(out: &mut String, f: &Frame, items: impl Iterator<Item = (&'a str, &'a str)>) {
-    let items: Vec<_> = items.collect();
-    if items.len() < 2 {
-        return;
+/// Height of one row of the legend.
+const LEGEND_ROW: f64 = 14.0;
+
+/// Where each legend entry goes: (x, row), right-aligned rows above the plot, the first beside
+/// the chart's title and never over it, each further row below the one before. None for fewer
+/// than two entries (one series needs no legend).
+fn legend_layout(f: &Frame, title: &str, names: &[&str]) -> Vec<(f64, usize)> {
+    if names.len() < 2 {
+        return Vec::new();
     }
-    let mut x = f.x1();
-    // Right-aligned row of swatches above the plot.
-    for (name, col) in items.iter().rev() {
-        let w = 7.0 * name.chars().count() as f64 + 22.0;
+    // The title is 13 px bold: about 7.5 px a character.
+    let title_end = f.x0() + title.chars().count() as f64 * 7.5 + 12.0;
+    let mut placed = vec![(0.0, 0); names.len()];
+    let (mut x, mut row) = (f.x1(), 0);
+    for (i, name) in names.iter().enumerate().rev() {
+        let w = label_width(name) + 22.0;
+        let left_end = if row == 0 { title_end } else { 4.0 };
+        if x - w < left_end && x < f.x1() {
+            row += 1;
+            x = f.x1();
+        }
         x -= w;
+        placed[i] = (x, row);
+    }
+    placed
+}
+
+/// `f` with room above the plot for the legend's rows beyond the first (the chart grows, the
+/// plot keeps its size).
+fn with_legend_room(mut f: Frame, title: &str, names: &[&str]) -> Frame {
+    let rows = legend_layout(&f, title, names)
+        .iter()
+        .map(|p| p.1 + 1)
+        .max()
+        .unwrap_or(1);
+    let more = (rows.saturating_sub(1)) as f64 * LEGEND_ROW;
+    f.top += more;
+    f.height += more;
+    f
+}
+
+/// Series legend above the plot, right-aligned (see [`legend_layout`]).
+fn legend<'a>(
+    out: &mut String,
+    f: &Frame,
+    title: &str,
+    items: impl Iterator<Item = (&'a str, &'a str)>,
+) {
+    let items: Vec<_> = items.collect();
+    let names: Vec<&str> = items.iter().map(|i| i.0).collect();
+    for ((name, col), (x, row)) in items.iter().zip(legend_layout(f, title, &names)) {
+        let y = 8.0 + row as f64 * LEGEND_ROW;
         let _ = write!(
             out,
-            "<rect x=\"{x:.1}\" y=\"8\" width=\"12\" height=\"10\" fill=\"{}\"/>\
-             <text class=\"tick\" x=\"{:.1}\" y=\"17\">{}</text>",
+            "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"12\" height=\"10\" fill=\"{}\"/>\
+             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
             esc(col),
             x + 15.0,
+            y + 9.0,
             esc(name)
         );
     }
@@ -590,7 +645,8 @@ fn label_width(label: &str) -> f64 {
 }
 
 pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
-    let f = Frame::new(860.0, 280.0);
+    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let f = with_legend_room(Frame::new(860.0, 280.0), title, &names);
     // A source bucket starting at 0 (bcc's `0 -> 1`) is drawn from half its upper edge on
     // the log axis; its label keeps the real edges.
     let low = |b0: f64, b1: f64| if b0 > 0.0 { b0 } else { b1 / 2.0 };
@@ -695,6 +751,7 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]
     legend(
         &mut out,
         &f,
+        title,
         series.iter().map(|s| (s.name.as_str(), s.colour.as_str())),
     );
     out.push_str("</svg>");

@@ -103,7 +103,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     };
     for s in if per > 1 { &merged } else { &w.intervals } {
         row(
-            format!("{}–{} s", sig3(s.start_s), sig3(s.start_s + s.duration_s)),
+            crate::units::fmt_span_s(s.start_s, s.start_s + s.duration_s),
             s,
         );
     }
