@@ -531,7 +531,7 @@ fn postgres_passwords_in_every_dsn_form_connect_and_never_show() {
 fn evict_table(c: &mut Client, table: &str) {
     let path: String = c
         .query_one(
-            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1)",
+            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1::text::regclass)",
             &[&table],
         )
         .unwrap()

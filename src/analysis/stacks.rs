@@ -17,8 +17,18 @@ use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState}
 /// How many functions the analysis lists.
 pub const TOP_FUNCTIONS: usize = 25;
 
-/// The scheduler's own frames at the top of every off-CPU stack: a blocked stack's time is
-/// charged to the innermost frame below them (what blocked), not to `__schedule`.
+/// Whether a module is the C library or the dynamic loader (their wait wrappers say only that a
+/// thread waited, not why).
+fn c_library(module: &str) -> bool {
+    let name = module.rsplit('/').next().unwrap_or(module);
+    ["libc.so", "libc-", "libpthread", "ld-linux", "libm.so"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// The scheduler's own frames at the top of every off-CPU stack, and the interrupt-exit code a
+/// preempted thread leaves through: a blocked stack's time is charged to the innermost frame
+/// below them (what blocked), not to `__schedule`.
 pub(crate) fn scheduler_frame(name: &str) -> bool {
     matches!(
         name,
@@ -114,9 +124,23 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
             e.0 = e.0.saturating_add(w);
             e.1 = e.1.saturating_add(s.count);
         }
-        // Off CPU: the innermost frame that is not the scheduler's (what blocked).
+        // Off CPU: the innermost frame that is not the scheduler's (what blocked); asleep
+        // (not I/O wait), the innermost user frame outside the C library (the program's reason
+        // to wait: an event loop's epoll_wait or a futex says only that it waited).
+        let not_sched = |f: &&u32| !scheduler_frame(&p.frames[**f as usize].name);
+        let program = |f: &&u32| {
+            let fr = &p.frames[**f as usize];
+            fr.kind == FrameKind::User && !c_library(&fr.module)
+        };
         let leaf = match s.state {
             StackState::OnCpu => s.frames.last(),
+            StackState::OffCpu(OffCpuReason::Sleep) => s
+                .frames
+                .iter()
+                .rev()
+                .find(program)
+                .or_else(|| s.frames.iter().rev().find(not_sched))
+                .or(s.frames.last()),
             StackState::OffCpu(_) => s
                 .frames
                 .iter()
