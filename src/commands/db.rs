@@ -139,11 +139,17 @@ pub struct RunArgs {
     /// PostgreSQL: wait-event samples per second (ASH-style).
     #[arg(long, default_value_t = 10.0)]
     pub(crate) ash_hz: f64,
-    /// SQLite: also trace, with BPF, the block requests the sessions' own I/O makes on the
-    /// database's disk (host queue and device service time per interval; needs root or
-    /// CAP_BPF+CAP_PERFMON and a kernel with BTF).
-    #[arg(long)]
+    /// Trace with BPF (needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF). SQLite: the
+    /// block requests the sessions' own I/O makes on the database's disk (host queue and device
+    /// service time per interval). PostgreSQL: require what a run as root does by itself —
+    /// the sessions' backends traced like `iolens watch` (per-I/O syscall and block histograms,
+    /// time split, wait-event table) — and fail when it cannot.
+    #[arg(long, conflicts_with = "no_probes")]
     pub watch: bool,
+    /// PostgreSQL: do not trace the backends, even as root (only the server's statistics and
+    /// the sampled wait profile).
+    #[arg(long)]
+    pub(crate) no_probes: bool,
     /// Write the results document here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -204,13 +210,6 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             let mut spec = run_spec(&a, cx.quiet)?;
             spec.start_at = launch.start_at;
             if a.watch {
-                if a.target.engine == EngineKind::Postgres {
-                    bail!(
-                        "--watch traces iolens' own I/O, and PostgreSQL's reads are made by its \
-                         server processes: watch those with `iolens watch --comm postgres` \
-                         during the run"
-                    );
-                }
                 // Refused before any I/O when BPF cannot be used here.
                 crate::watch::own::check()?;
             }
@@ -229,7 +228,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                     spec.interval_s,
                 )),
             )?;
-            if a.watch {
+            if a.watch && a.target.engine != EngineKind::Postgres {
                 let dir = sqlite_dir(&a.target)?;
                 spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
                     &dir,
@@ -307,6 +306,11 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         quiet,
         start_at: None,
         block_watch: None,
+        probes: match (a.watch, a.no_probes) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
     };
     spec.validate()?;
     Ok(spec)

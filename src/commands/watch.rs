@@ -249,6 +249,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         duration: a.duration,
         interval: a.interval,
         threads: a.threads,
+        stop: None,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);

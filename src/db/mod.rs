@@ -368,6 +368,10 @@ pub struct RunSpec {
     /// Trace the block layer under the sessions' own I/O (`--watch`, SQLite only).
     #[serde(skip)]
     pub block_watch: Option<std::sync::Arc<crate::watch::own::OwnWatch>>,
+    /// PostgreSQL: trace the sessions' backends with the watch probes. `None`: when this
+    /// process may (root) and the server is local, said otherwise; `Some(true)`: required
+    /// (`--watch`); `Some(false)`: never (`--no-probes`).
+    pub probes: Option<bool>,
 }
 
 impl RunSpec {
@@ -599,6 +603,7 @@ mod tests {
             quiet: true,
             start_at: None,
             block_watch: None,
+            probes: None,
         };
         spec.validate().unwrap();
         let kp = KeyPicker::new(1000, &spec).unwrap();

@@ -465,7 +465,21 @@ pub(crate) fn render_loaded(
         let _ = writeln!(
             out,
             "{}{}",
-            {
+            if run.rates_known() && run.phase == "db" && run.ops.iter().all(|o| o.bytes == 0) {
+                // SQL statements are not I/Os (PostgreSQL: the server does the reads).
+                let ops: u64 = run.ops.iter().map(|o| o.count).sum();
+                format!(
+                    "{} SQL operations/s{}",
+                    fmt_rate(ops as f64 / run.duration_s.max(1e-9)),
+                    run.counters
+                        .get("physical_reads_per_s")
+                        .map(|x| format!(
+                            "; {} physical reads/s by the server's count",
+                            fmt_rate(*x)
+                        ))
+                        .unwrap_or_default()
+                )
+            } else {
                 let bytes = run.ops.iter().any(|o| o.bytes > 0);
                 let rate = super::rate_name(r);
                 match (run.rates_known(), bytes) {
