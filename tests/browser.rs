@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use iolens::render::synth;
 
+mod common;
+
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("IOLENS_CHROMIUM") {
         let p = PathBuf::from(p);
@@ -519,4 +521,116 @@ fn report_text_never_overlaps_and_fits_the_page() {
             );
         }
     }
+}
+
+/// Appended to a watch report: the wall-time chart's size, and per bar the rendered heights of
+/// its parts (the browser's layout boxes, in the chart's units) against its total.
+const WALL_PROBE: &str = r#"<script>
+(function(){
+var svg=document.querySelector('#wall svg.chart'),out={errors:window.__errs,found:!!svg,bars:[]};
+if(svg){var r=svg.getBoundingClientRect();out.w=r.width;out.h=r.height;
+ var s=svg.dataset.sy.split(','),ppu=(+s[3]-+s[4])/(+s[2]-+s[1]);
+ var gs=svg.querySelectorAll('g.bar');
+ for(var i=0;i<gs.length;i++){var h=0,rs=gs[i].querySelectorAll('rect');
+  for(var k=0;k<rs.length;k++){h+=rs[k].getBBox().height;}
+  out.bars.push([h/ppu*(+gs[i].dataset.len),+gs[i].dataset.total,rs.length]);}}
+var p=document.createElement('pre');p.id='probe';p.textContent='PROBE'+JSON.stringify(out)+'EBORP';
+document.body.appendChild(p);})();
+</script>"#;
+
+/// Issue 23, item 8: the report of a real watch (a process doing synced writes, watched by its
+/// name) draws the wall-time split in a real browser: the chart is laid out, and every bar's
+/// parts, as the browser lays them out, stack to the thread time of its interval.
+#[test]
+fn watch_report_draws_the_wall_time_split_in_headless_chromium() {
+    let Some(chromium) = chromium() else {
+        if std::env::var("IOLENS_BROWSER_TESTS").as_deref() == Ok("1") {
+            panic!("IOLENS_BROWSER_TESTS=1 but chromium is not installed");
+        }
+        eprintln!("note: skipping the watch report browser test: chromium not found");
+        return;
+    };
+    if !common::root_or_skip("watch_report_draws_the_wall_time_split_in_headless_chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A copy of dd under a name nothing else on the host has: the watch follows it by name.
+    let dd = dir.path().join("iolens_wall_dd");
+    std::fs::copy("/bin/dd", &dd).unwrap();
+    let json = dir.path().join("w.json");
+    let mut w = common::bin()
+        .args([
+            "watch",
+            "--comm",
+            "iolens_wall_dd",
+            "--wait",
+            "--duration",
+            "3s",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(w.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("tracepoints attached") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "iolens watch ended before attaching");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let out = dir.path().join("dd.out");
+    let st = Command::new(&dd)
+        .args(["if=/dev/zero", "bs=8k", "count=400", "oflag=dsync"])
+        .arg(format!("of={}", out.display()))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(w.wait().unwrap().success(), "iolens watch failed");
+    let _ = std::fs::remove_file(&out);
+    let r = iolens::results::Results::read_file(&json).unwrap();
+    let html = report(dir.path(), "watch", &r);
+    let text = std::fs::read_to_string(&html).unwrap();
+    let text = text.replacen("<head>", &format!("<head>{ERRORS_HOOK}"), 1);
+    let text = text.replacen("</body>", &format!("{WALL_PROBE}</body>"), 1);
+    let probed = dir.path().join("wall.html");
+    std::fs::write(&probed, text).unwrap();
+    let dom = run_chromium(
+        &chromium,
+        &dir.path().join("profile-wall"),
+        &["--dump-dom".into(), "--window-size=1000,800".into()],
+        &format!("file://{}", probed.display()),
+    );
+    let marker = "<pre id=\"probe\">PROBE";
+    let a = dom.find(marker).expect("probe output in the DOM") + marker.len();
+    let b = a + dom[a..].find("EBORP").expect("probe end");
+    let v: serde_json::Value =
+        serde_json::from_str(&dom[a..b].replace("&quot;", "\"").replace("&amp;", "&")).unwrap();
+    assert_eq!(v["errors"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["found"], true, "no wall-time chart: {v}");
+    let (w, h) = (v["w"].as_f64().unwrap(), v["h"].as_f64().unwrap());
+    assert!(w >= 300.0 && h >= 100.0, "chart is {w}×{h}");
+    let bars = v["bars"].as_array().unwrap();
+    let spans = r.watch.as_ref().unwrap().intervals.len();
+    assert!(!bars.is_empty() && bars.len() <= spans, "{v}");
+    let mut drawn = 0;
+    for bar in bars {
+        let (stacked, total, parts) = (
+            bar[0].as_f64().unwrap(),
+            bar[1].as_f64().unwrap(),
+            bar[2].as_f64().unwrap(),
+        );
+        // Heights written to 0.001 px, at most eight parts: 0.008 px of the bar's height.
+        assert!(
+            (stacked - total).abs() <= 0.01 * total + 1e-3,
+            "bar drawn {stacked} thread-s high, its interval holds {total}: {v}"
+        );
+        if parts >= 2.0 {
+            drawn += 1;
+        }
+    }
+    assert!(drawn >= 1, "no bar with two parts or more: {v}");
 }

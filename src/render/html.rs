@@ -660,6 +660,9 @@ pub(crate) fn report_loaded(
     if r.profile.is_some() {
         out.push_str("<a href=\"#flame\">Flame graph</a>");
     }
+    if r.watch.is_some() {
+        out.push_str("<a href=\"#wall\">Wall time</a>");
+    }
     for (i, run) in r.runs.iter().enumerate().take(12) {
         let _ = write!(out, "<a href=\"#run-{i}\">{}</a>", esc(&run.name));
     }
@@ -676,6 +679,14 @@ pub(crate) fn report_loaded(
     let verdicts = |i: usize| an.runs.get(i).map(|a| a.verdicts.as_slice()).unwrap_or(&[]);
     out.push_str("<section id=\"summary\"><h2>Summary</h2>");
     headline(&mut out, r, &an);
+    // A watch's answer first: its verdict and the database's own words.
+    for (severity, line) in super::watch::headline(r, &an) {
+        let _ = write!(
+            out,
+            "<div class=\"verdict {severity}\">{}</div>",
+            esc(&line)
+        );
+    }
     // Verdicts of a calibration are given for its best step here (every step's own verdicts
     // are in its section); other documents list each run's, labelled when there are several.
     let summary_runs: Vec<(usize, &RunResult)> = match best.and_then(|b| Some((b, r.runs.get(b)?)))
@@ -704,6 +715,16 @@ pub(crate) fn report_loaded(
         let _ = write!(out, "<div class=\"wide\">{}</div>", summary_table(r).html());
     }
     out.push_str("</section>");
+    if let Some(chart) = super::watch::wall_chart(r, "Where the watched threads' time went") {
+        out.push_str("<section id=\"wall\"><h2>Wall time over time</h2>");
+        out.push_str(&chart);
+        out.push_str(
+            "<p class=\"note\">Every instant of every watched thread is in exactly one part: \
+             each bar's parts add up to the thread time of its interval (its area; its height is \
+             the number of threads watched, on average). The I/O parts are time inside traced \
+             I/O syscalls.</p></section>",
+        );
+    }
     out.push_str(&super::hosts::html(r));
 
     calibration_section(&mut out, r, &an);

@@ -930,6 +930,124 @@ pub(crate) fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) 
     out
 }
 
+/// One part of a [`stacked_chart`]: its name, colour and value in each column.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stack {
+    pub name: String,
+    pub colour: String,
+    pub values: Vec<f64>,
+}
+
+/// Stacked bars over time: column `i` spans `columns[i]` (start, length) on the x axis, and its
+/// parts are stacked from the axis up in the order given, each `values[i] / length` high, so a
+/// bar's height is the sum of its parts per unit of x and its area their sum (thread-seconds
+/// drawn as threads on average, for instance). Every part's rectangle carries `data-col`,
+/// `data-part` and its value (`data-v`); every bar's group carries its total (`data-total`).
+/// The legend wraps below the plot.
+pub(crate) fn stacked_chart(
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    y_fmt: Fmt,
+    columns: &[(f64, f64)],
+    parts: &[Stack],
+) -> String {
+    let totals: Vec<f64> = (0..columns.len())
+        .map(|i| {
+            parts
+                .iter()
+                .map(|p| p.values.get(i).copied().unwrap_or(0.0))
+                .sum()
+        })
+        .collect();
+    let top = columns
+        .iter()
+        .zip(&totals)
+        .filter(|(c, _)| c.1 > 0.0)
+        .map(|(c, t)| t / c.1)
+        .fold(0.0, f64::max);
+    if columns.is_empty() || top <= 0.0 {
+        return format!("<p class=\"note\">{}: no data.</p>", esc(title));
+    }
+    // Legend rows: swatch and name, wrapped at the plot's width.
+    let mut f = Frame::new(860.0, 300.0);
+    let mut rows: Vec<Vec<(f64, &Stack)>> = vec![vec![]];
+    let mut x = f.x0();
+    for p in parts {
+        let w = 7.0 * p.name.chars().count() as f64 + 26.0;
+        if x + w > f.x1() && x > f.x0() {
+            rows.push(vec![]);
+            x = f.x0();
+        }
+        rows.last_mut().expect("a row").push((x, p));
+        x += w;
+    }
+    f.bottom += 16.0 * rows.len() as f64;
+    f.height += 16.0 * rows.len() as f64;
+    let (t0, t1) = (columns[0].0, columns.last().map_or(1.0, |c| c.0 + c.1));
+    let sx = Scale::linear(t0, t1, f.x0(), f.x1());
+    let sy = Scale::linear(0.0, nice_ceil(top * 1.05), f.y0(), f.y1());
+    let mut out = String::new();
+    open_svg(&mut out, &f, title, &sx, &sy, Fmt::Seconds, y_fmt);
+    axes(
+        &mut out,
+        &f,
+        &sx,
+        &sy,
+        (Fmt::Seconds, y_fmt),
+        (x_label, y_label),
+    );
+    for (i, (&(start, len), total)) in columns.iter().zip(&totals).enumerate() {
+        if len <= 0.0 {
+            continue;
+        }
+        let (x0, x1) = (sx.map(start), sx.map(start + len));
+        let _ = write!(
+            out,
+            "<g class=\"bar\" data-col=\"{i}\" data-total=\"{total}\" data-len=\"{len}\">"
+        );
+        let mut acc = 0.0;
+        for (k, p) in parts.iter().enumerate() {
+            let v = p.values.get(i).copied().unwrap_or(0.0);
+            if v <= 0.0 {
+                continue;
+            }
+            let (y_lo, y_hi) = (sy.map(acc / len), sy.map((acc + v) / len));
+            acc += v;
+            let _ = write!(
+                out,
+                "<rect data-col=\"{i}\" data-part=\"{k}\" data-v=\"{v}\" x=\"{x0:.2}\" y=\"{y_hi:.3}\" \
+                 width=\"{:.2}\" height=\"{:.3}\" fill=\"{}\"><title>{}–{} s: {} {} ({}%)</title></rect>",
+                (x1 - x0 - 0.3).max(0.3),
+                y_lo - y_hi,
+                esc(&p.colour),
+                sig3(start),
+                sig3(start + len),
+                esc(&p.name),
+                sig3(v),
+                sig3(100.0 * v / total.max(1e-300))
+            );
+        }
+        out.push_str("</g>");
+    }
+    for (r, row) in rows.iter().enumerate() {
+        let y = f.y0() + 30.0 + 16.0 * r as f64;
+        for (x, p) in row {
+            let _ = write!(
+                out,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{}\"/>\
+                 <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                y - 9.0,
+                esc(&p.colour),
+                x + 15.0,
+                y,
+                esc(&p.name)
+            );
+        }
+    }
+    out.push_str("</svg>");
+    out
+}
+
 fn join_into(out: &mut String, items: impl Iterator<Item = String>) {
     for (i, s) in items.enumerate() {
         if i > 0 {

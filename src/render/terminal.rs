@@ -420,13 +420,21 @@ pub(crate) fn render_loaded(
             t.device_model
         );
     }
+    let an = crate::analysis::of(r);
+    // A watch's answer comes first: its verdict and the database's own words.
+    let top = super::watch::headline(r, &an);
+    if !top.is_empty() {
+        heading(&mut out, style, "Verdict");
+        for (_, line) in &top {
+            let _ = writeln!(out, "• {line}");
+        }
+    }
     // A stack profile alone (`profile`, perf-script ingest) has no runs to summarise.
     if !r.runs.is_empty() || r.profile.is_none() {
         heading(&mut out, style, "Summary");
         out.push_str(&summary_table(r).render(style));
     }
     out.push_str(&super::hosts::text(r, style));
-    let an = crate::analysis::of(r);
     calibration_text(r, &an, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {
