@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+pub mod io_stats;
 mod labels;
 pub mod profile;
 mod write;
@@ -336,6 +337,14 @@ pub struct CpuStats {
     pub runq_us_per_io: f64,
     /// Time the session threads spent on CPU, total seconds (schedstat).
     pub session_run_s: f64,
+}
+
+impl CpuStats {
+    /// Whether the run-queue delay was measured (schedstat read): a delay of 0 from a run
+    /// without schedstat means "not known", not "none".
+    pub fn runq_measured(&self) -> bool {
+        self.runq_delay_s > 0.0 || self.session_run_s > 0.0 || self.runq_us_per_io > 0.0
+    }
 }
 
 /// The backing block device's own view from /proc/diskstats over the measured window.
@@ -1234,6 +1243,9 @@ pub struct Results {
     /// A trace's slowest single waits, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_slowest: Vec<evidence::SlowWait>,
+    /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_stats: Vec<io_stats::IoStats>,
 }
 
 impl Results {
@@ -1261,6 +1273,7 @@ impl Results {
             trace_profile: None,
             trace_io: None,
             trace_slowest: Vec::new(),
+            io_stats: Vec::new(),
         }
     }
 

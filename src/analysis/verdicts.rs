@@ -104,7 +104,7 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
     let mean_ns = io_mean_ns(run)?;
     let runq_ns = cpu.runq_us_per_io * 1e3;
     let runq_share = runq_ns / mean_ns;
-    let measured = cpu.runq_delay_s > 0.0 || cpu.session_run_s > 0.0 || cpu.runq_us_per_io > 0.0;
+    let measured = cpu.runq_measured();
     let busy = cpu.host_busy > HOST_BUSY_WARN;
     let figures = [
         ("host_busy", cpu.host_busy),

@@ -877,6 +877,31 @@ pub struct StackProfileAnalysis {
     pub top_functions: Vec<FunctionRow>,
     /// Layers, by inclusive weight.
     pub layers: Vec<LayerRow>,
+    /// PostgreSQL: the time under each wait event the processes published (the wait event
+    /// `-` for none), heaviest first; empty for other programs. Idle stacks are left out.
+    #[serde(default)]
+    pub wait_events: Vec<ProfileWaitRow>,
+    /// Idle time (ns) the profile holds (with `--keep-idle`) or left out, never in the rows
+    /// above nor in the verdict.
+    #[serde(default)]
+    pub idle_ns: u64,
+}
+
+/// The time of a profile under one PostgreSQL wait event.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ProfileWaitRow {
+    /// `Class:Event` as pg_stat_activity names it; `-` for no wait event (running SQL, or a
+    /// wait PostgreSQL does not name).
+    pub event: String,
+    /// CPU time sampled under it, ns.
+    pub on_cpu_ns: u64,
+    /// Off-CPU time under it, ns, and the part of it waiting for a CPU.
+    pub off_cpu_ns: u64,
+    pub runnable_ns: u64,
+    /// Times a thread left the CPU under it.
+    pub count: u64,
+    /// Share of the profile's non-idle time.
+    pub share: f64,
 }
 
 /// Where the watched processes' I/O time went in one span (an interval, or the whole watch):
