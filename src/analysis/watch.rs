@@ -339,7 +339,7 @@ pub fn wal_chains(pg: &PgWaits) -> Vec<WalChain> {
         if c.flushes == 0 {
             continue;
         }
-        by.sort_by(|a, b| b.1.cmp(&a.1));
+        by.sort_by_key(|b| std::cmp::Reverse(b.1));
         c.flushes_by = by;
         let n = c.flushes as f64;
         c.flush_s = split.wall_s() / n;
