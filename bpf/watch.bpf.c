@@ -21,6 +21,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define EV_CPU_OFF 4
 // A thread's last parts, at its exit.
 #define EV_PARTS 5
+// Parts of a thread's time under one PostgreSQL wait event (a `parts_event`, `e.dev` the event).
+#define EV_WAIT 6
 
 #define LOST_RINGBUF 0
 #define LOST_SYSCALL_STATE 1
@@ -173,8 +175,17 @@ struct task_state {
 	// and when it entered the traced syscall in progress; 0: none, or not a PostgreSQL process.
 	__u32 wev;
 	__u32 sys_wev;
-	__u32 pad;
+	__u32 preempted; // switched out while runnable: it resumes where it was
 	__u64 acc[NPARTS];
+	// The wait event of every slice of wall time (see `observe`): the parts since the last
+	// observation point (`seg`, from `seg_from`, begun under `seg_wev`), and the parts under
+	// `tag_wev` not yet written (`tag`, from `tag_from`).
+	__u64 seg[NPARTS];
+	__u64 tag[NPARTS];
+	__u64 seg_from;
+	__u64 tag_from;
+	__u32 seg_wev;
+	__u32 tag_wev;
 };
 
 struct {
@@ -202,6 +213,16 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } pg_wait_ptr SEC(".maps");
+
+// Filled by user space before the watch's start: each PostgreSQL process's wait event as it
+// was then (tid -> wait_event_info), read from its memory. A thread first seen being woken was
+// asleep since before the watch, under that event (nothing changes it while it sleeps).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} pg_first_wev SEC(".maps");
 
 // A wait event that could not be read (its page not resident: no fault is taken here).
 #define WAIT_UNREADABLE 0xffffffffu
@@ -248,8 +269,10 @@ static __always_inline void account(struct task_state *st, __u64 now)
 	if (st->last && now > st->last) {
 		__u64 d = now - st->last;
 		__u32 p = part_of(st);
-		if (p < NPARTS)
+		if (p < NPARTS) {
 			st->acc[p] += d;
+			st->seg[p] += d;
+		}
 		if (p == P_IO_DEVICE)
 			st->sys_dev += d;
 		else if (p == P_IO_QUEUE)
@@ -286,17 +309,76 @@ static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+// Write the parts under the tagged wait event not yet written, as one EV_WAIT record.
+static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 tid, __u64 now)
+{
+	if (!st->tag_wev)
+		return;
+	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->e.kind = EV_WAIT;
+	e->e.tgid = tgid;
+	e->e.tid = tid;
+	e->e.ts = now;
+	e->e.dev = st->tag_wev;
+	e->from = st->tag_from ? st->tag_from : now;
+	for (int i = 0; i < NPARTS; i++) {
+		e->parts[i] = st->tag[i];
+		st->tag[i] = 0;
+	}
+	st->tag_wev = 0;
+	st->tag_from = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+// An observation point of a PostgreSQL process's wait event (a traced syscall's entry and exit,
+// a switch out and in): the slice since the last one is closed. PostgreSQL sets a wait event
+// just before the call that blocks and clears it just after (pgstat_report_wait_start/end around
+// each read, write, fsync and sleep), so a slice carries the event only when it began under it
+// and `end_wev` (the event now) is the same; a slice between a wait's end and the next wait's
+// start carries none. `next_wev` is the event the next slice begins under: the one read here at
+// a syscall entry or switch-out; none after a syscall's exit or a wakeup from sleep (the wait
+// ended with its call); the same after a preemption or inside a syscall. Time off CPU cannot
+// change the event: a span from a switch-out to the switch-in carries the event read at the
+// switch-out, run-queue wait after the wakeup included.
+static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
+				    __u32 end_wev, __u32 next_wev)
+{
+	account(st, now);
+	__u32 ev = st->seg_wev == end_wev ? end_wev : 0;
+	if (ev) {
+		if (st->tag_wev != ev) {
+			flush_tag(st, tgid, tid, now);
+			st->tag_wev = ev;
+			st->tag_from = st->seg_from ? st->seg_from : now;
+		}
+		for (int i = 0; i < NPARTS; i++)
+			st->tag[i] += st->seg[i];
+	}
+	for (int i = 0; i < NPARTS; i++)
+		st->seg[i] = 0;
+	st->seg_from = now;
+	st->seg_wev = next_wev;
+}
+
 // The state of thread `tid`, created when first seen at `now`: in `state`, accounted from
 // `from`. Created only where none exists (BPF_NOEXIST): another CPU may create the same thread's
 // state at the same moment (its wakeup while it enters a syscall), and neither may erase the
 // other's.
 static __always_inline struct task_state *task_get(__u32 tgid, __u32 tid, __u32 state, __u64 from,
-						   __u64 now)
+						   __u64 now, __u32 wev)
 {
 	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
 	if (st)
 		return st;
-	struct task_state fresh = { .last = from, .emit_ts = from, .state = state, .tgid = tgid };
+	struct task_state fresh = {
+		.last = from, .emit_ts = from, .seg_from = from, .state = state, .tgid = tgid,
+		.wev = wev, .seg_wev = wev
+	};
 	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */)
 		count_lost(LOST_TASK_STATE);
@@ -363,16 +445,17 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 		return;
 	__u32 tid = (__u32)id;
 	__u64 now = bpf_ktime_get_ns();
-	struct task_state *cur = task_get(tgid, tid, ST_ON, now, now);
+	struct task_state *cur = task_get(tgid, tid, ST_ON, now, now, 0);
 	if (!cur)
 		return;
-	account(cur, now);
+	__u32 wev = current_wait_event(tgid);
+	observe(cur, tgid, tid, now, wev, wev);
 	if (cur->sys_ts)
 		count_lost(LOST_SYSCALL_UNSEEN_EXIT);
 	cur->state = ST_ON;
 	cur->sys_index = *index;
 	cur->sys_ts = now;
-	cur->sys_wev = current_wait_event(tgid);
+	cur->sys_wev = wev;
 	cur->sys_dev = 0;
 	cur->sys_queue = 0;
 	cur->n_dev = 0;
@@ -426,7 +509,8 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 	if (!st || st->sys_ts == 0)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	account(st, now);
+	// Inside the kernel the event cannot change; PostgreSQL clears it just after the call.
+	observe(st, id >> 32, tid, now, st->seg_wev, 0);
 	__u64 ts = st->sys_ts;
 	__u32 index = st->sys_index;
 	__u64 dev = st->sys_dev, queue = st->sys_queue;
@@ -686,7 +770,13 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 	__u32 zero = 0;
 	__u64 *start = bpf_map_lookup_elem(&watch_start, &zero);
 	__u64 from = !is_new && start && *start && *start < now ? *start : now;
-	struct task_state *st = task_get(tgid, tid, ST_SLEEP, from, now);
+	__u32 wev = 0;
+	if (from != now) {
+		__u32 *w = bpf_map_lookup_elem(&pg_first_wev, &tid);
+		if (w)
+			wev = *w;
+	}
+	struct task_state *st = task_get(tgid, tid, ST_SLEEP, from, now, wev);
 	if (!st)
 		return;
 	account(st, now);
@@ -715,14 +805,16 @@ static __always_inline void on_switch(__u64 *ctx)
 		flush_sys(batch);
 
 	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
-		struct task_state *st = task_get(tgid, tid, ST_ON, now, now);
+		struct task_state *st = task_get(tgid, tid, ST_ON, now, now, 0);
 		if (st) {
-			account(st, now);
-			__u64 slice = st->on_ts ? now - st->on_ts : 0;
-			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
 			// sched_switch runs in the context of the thread leaving: its memory is the
 			// current one. The off-CPU span it begins carries this wait event.
-			st->wev = current_wait_event(tgid);
+			__u32 wev = current_wait_event(tgid);
+			observe(st, tgid, tid, now, wev, wev);
+			__u64 slice = st->on_ts ? now - st->on_ts : 0;
+			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
+			st->wev = wev;
+			st->preempted = prev_state == TASK_RUNNING;
 			st->on_ts = 0;
 			st->off_ts = now;
 			st->wake_ts = prev_state == TASK_RUNNING ? now : 0;
@@ -730,9 +822,12 @@ static __always_inline void on_switch(__u64 *ctx)
 		}
 	}
 	if (task_watched(next, &tgid, &tid)) {
-		struct task_state *st = task_get(tgid, tid, ST_RUNQ, now, now);
+		struct task_state *st = task_get(tgid, tid, ST_RUNQ, now, now, 0);
 		if (st) {
-			account(st, now);
+			// Back from a sleep, the wait that slept has ended (its call returns); back
+			// from a preemption or inside a syscall, it goes on.
+			observe(st, tgid, tid, now, st->seg_wev,
+				st->preempted || st->sys_ts ? st->seg_wev : 0);
 			__u64 runq = 0;
 			__u32 flags = 0;
 			if (st->off_ts) {
@@ -764,7 +859,8 @@ static __always_inline void on_exit(struct task_struct *p)
 	if (!st)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	account(st, now);
+	observe(st, tgid, tid, now, st->seg_wev, 0);
+	flush_tag(st, tgid, tid, now);
 	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now, 0);
 	bpf_map_delete_elem(&tasks, &tid);
 	// The process is gone (its pid may be reused): its wait-event address with it.

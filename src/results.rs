@@ -1601,12 +1601,14 @@ pub struct WatchBudget {
     pub pg: Option<PgWaits>,
 }
 
-/// The watched PostgreSQL server processes' time in the database's own words: every off-CPU
-/// span carries the wait event the process had published (`my_wait_event_info`, read at the
-/// switch-out: what `pg_stat_activity` would show), every on-CPU slice is CPU. Per role
-/// (client backend, walwriter, ...), a Method R profile: DB time = CPU + each wait + off-CPU
-/// time under no wait event; idle waits (`Client:ClientRead`, `Activity:*`) are kept apart.
-/// Latency histograms of the spans per event are the ops of the run `pg wait events`.
+/// The watched PostgreSQL server processes' time in the database's own words: every slice of
+/// their wall time (on CPU, runnable, inside an I/O syscall, off CPU) carries the wait event the
+/// process had published (`my_wait_event_info`, read at each traced syscall's entry and each
+/// switch-out: what `pg_stat_activity` shows), as PostgreSQL counts it: an event's time is all
+/// the time it was set. Per role (client backend, walwriter, ...), a Method R profile: DB time =
+/// CPU (on CPU under no event) + waiting for a CPU (runnable under no event) + each wait +
+/// off-CPU time under no event; idle waits (`Client:ClientRead`, `Activity:*`) are kept apart.
+/// Latency histograms of the off-CPU spans per event are the ops of the run `pg wait events`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct PgWaits {
     /// Major versions of the servers seen.
@@ -1628,6 +1630,10 @@ pub struct PgRoleWaits {
     pub major: Option<u32>,
     /// `pg::Role::kind`: "client backend", "walwriter", ...
     pub role: String,
+    /// For client backends and WAL senders: `user@database` (WAL senders: the user), from the
+    /// process title; sessions of other users or databases are other tables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
     /// Processes of the role seen.
     pub processes: u32,
     /// Database time (CPU, waits, off CPU under no wait event), thread-seconds.
@@ -1645,6 +1651,9 @@ pub enum PgWaitKind {
     /// On CPU (no wait event while running).
     #[default]
     Cpu,
+    /// Runnable, waiting for a CPU, under no wait event (a preempted process; PostgreSQL shows
+    /// it as running).
+    CpuWait,
     /// Off CPU under a wait event that counts as database time.
     Wait,
     /// Off CPU with no wait event published (preempted, page faults, waits PostgreSQL does not
@@ -1670,6 +1679,10 @@ pub struct PgWaitRow {
     /// Traced I/O syscalls entered under this wait event, and their summed latency.
     pub syscalls: u64,
     pub syscall_s: f64,
+    /// The row's time split by where the threads were (on CPU, runnable, in the device, ...):
+    /// for an I/O event, the OS layers of its time.
+    #[serde(default)]
+    pub split: WallSplit,
 }
 
 #[cfg(test)]

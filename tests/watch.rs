@@ -788,8 +788,18 @@ fn postgres_backends_reads_match_blks_read() {
 }
 
 /// Ground truth (a) of issue 23: pgbench writes on a host whose CPUs are all kept busy (two busy
-/// loops per CPU), on fast storage. The verdict must name the CPU, never the storage, and the
-/// accounting invariants hold over every server process.
+/// loops per CPU), on fast storage. Each transaction is one UPDATE committed on its own, so every
+/// commit flushes WAL and a backend waiting for its client is always outside a transaction
+/// (idle, never DB time, for the watch and for `pg_stat_activity` alike). The verdict must name
+/// the CPU, never the storage, and the WAL chain must say that the flushes wait for a CPU; the
+/// accounting invariants hold over every server process; and the watch's shares of the client
+/// backends' DB time per wait event agree within 10 points with PostgreSQL's own view over the
+/// same load: an independent `pg_stat_activity` sampler at 100 Hz (time-weighted rounds: on this
+/// host it is starved too) and pg_wait_sampling's profile (10 ms period, waits only). The
+/// references connect to another database, so that their own backends are not the sessions
+/// measured. 10 points: two samplers of a few thousand samples each differ by 1–2 points on a
+/// steady load; the rest is each sampler's own bias on a saturated host (it runs only when a CPU
+/// is free of the busy loops, and so of the backends).
 #[test]
 fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     if !root_or_skip("pgbench_on_a_saturated_host_is_the_cpu_not_the_storage") {
@@ -811,22 +821,51 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
         "{}",
         String::from_utf8_lossy(&init.stderr)
     );
+    let mut admin = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    let server = server_pid(&mut admin);
+    let session: String = admin
+        .query_one("SELECT current_user || '@' || current_database()", &[])
+        .unwrap()
+        .get(0);
+    drop(admin);
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("pg.json");
+    let script = tmp.path().join("update.sql");
+    std::fs::write(
+        &script,
+        "\\set aid random(1, 200000)\n\
+         UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n",
+    )
+    .unwrap();
+    let reference_dsn = format!("{dsn} dbname=postgres");
     let hogs = Hogs::start();
     let w = start_watch(&[
         "--comm",
         "postgres",
         "--duration",
-        "4s",
+        "8s",
         "--json",
         json.to_str().unwrap(),
     ]);
     let bench = Command::new("pgbench")
-        .args(["-c", "4", "-j", "2", "-T", "3", &dsn])
-        .output()
+        .args(["-n", "-c", "4", "-j", "2", "-T", "6", "-f"])
+        .arg(&script)
+        .arg(&dsn)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    finish_watch(w, Duration::from_secs(20));
+    // Once the sessions are connected: both references over the same window, inside the
+    // watch's.
+    std::thread::sleep(Duration::from_millis(1000));
+    let sampler = common::pgsampler::PgSampler::start(&reference_dsn, "pgbench", 100.0);
+    // pg_wait_sampling is created in the test database only (its window has two queries).
+    let server_side = common::pgsampler::WaitSamplingWindow::start(&dsn, "pgbench");
+    std::thread::sleep(Duration::from_millis(4000));
+    let seen = sampler.finish();
+    let server_side = server_side.map(common::pgsampler::WaitSamplingWindow::finish);
+    let bench = bench.wait_with_output().unwrap();
+    finish_watch(w, Duration::from_secs(30));
     drop(hogs);
     assert!(
         bench.status.success(),
@@ -836,7 +875,10 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     let r = Results::read_file(&json).unwrap();
     check_accounting(&r);
     let a = r.analysis.as_ref().unwrap().watch.as_ref().unwrap();
-    eprintln!("{:?}", a.verdicts.first().map(|v| &v.message));
+    eprintln!(
+        "{:?}",
+        a.verdicts.iter().map(|v| &v.message).collect::<Vec<_>>()
+    );
     assert_eq!(
         a.overall.verdict,
         Some(VerdictKind::CpuBound),
@@ -850,6 +892,120 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
         "{:?}",
         a.verdicts
     );
+    // The WAL chain: backends wait on WAL flushes, and the flushes wait for a CPU.
+    let chain = a
+        .wal
+        .iter()
+        .find(|c| c.server == Some(server))
+        .unwrap_or_else(|| panic!("no WAL chain for server {server}: {:?}", a.wal));
+    eprintln!("WAL chain: {chain:?}");
+    assert_eq!(chain.verdict, Some(VerdictKind::CpuBound), "{chain:?}");
+    assert!(
+        chain.cpu_wait_s > chain.device_s + chain.queue_s,
+        "{chain:?}"
+    );
+    let parts = chain.device_s + chain.queue_s + chain.cpu_wait_s + chain.cpu_s + chain.other_s;
+    assert!((parts - chain.flush_s).abs() <= 1e-9 + 1e-6 * chain.flush_s);
+    assert!(a
+        .verdicts
+        .iter()
+        .any(|v| v.message.starts_with("backends wait for WAL flushes")
+            && v.message
+                .contains("the CPU is saturated, the storage is fine")));
+
+    // The watch's shares of the pgbench sessions' DB time.
+    let pg = budget(&r).pg.expect("no PostgreSQL wait events recorded");
+    let role = pg
+        .roles
+        .iter()
+        .find(|x| {
+            x.role == "client backend"
+                && x.server == Some(server)
+                && x.session.as_deref() == Some(session.as_str())
+        })
+        .unwrap_or_else(|| panic!("no client backend {session} of server {server}"));
+    let mut watch: std::collections::BTreeMap<String, f64> = Default::default();
+    for x in &role.rows {
+        let Some(share) = x.share_of_db else { continue };
+        // pg_stat_activity shows a backend that waits on nothing as running: CPU.
+        let label = match x.kind {
+            PgWaitKind::Wait => x.event.clone(),
+            _ => "CPU".to_string(),
+        };
+        *watch.entry(label).or_default() += share;
+    }
+    let sampled = seen.db_time();
+    eprintln!(
+        "watch (DB time {:.2} thread-s): {watch:?}\nsampler ({} rounds, {:.0} Hz, {} samples): {:?}",
+        role.db_s,
+        seen.rounds,
+        seen.rate_hz(),
+        seen.samples,
+        sampled.shares
+    );
+    assert!(sampled.samples >= 200, "{} samples", sampled.samples);
+    let agree = |name: &str,
+                 theirs: &std::collections::BTreeMap<String, f64>,
+                 mine: &std::collections::BTreeMap<String, f64>| {
+        for label in theirs.keys().chain(mine.keys()) {
+            let (t, m) = (
+                theirs.get(label).copied().unwrap_or(0.0),
+                mine.get(label).copied().unwrap_or(0.0),
+            );
+            assert!(
+                (t - m).abs() <= 0.10,
+                "{label}: the watch {m:.3} of DB time, {name} {t:.3}\nwatch {mine:?}\n{name} {theirs:?}"
+            );
+        }
+    };
+    // Among the waits (CPU apart: the sampler, starved on this host, sees backends without a
+    // wait event far less often than the watch counts them; measured 1 % against 22 %, an
+    // open question, see the issue).
+    let waits_only = |m: &std::collections::BTreeMap<String, f64>| {
+        let kept: std::collections::BTreeMap<String, f64> = m
+            .iter()
+            .filter(|(k, _)| *k != "CPU")
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let total: f64 = kept.values().sum();
+        kept.into_iter()
+            .map(|(k, v)| (k, v / total.max(1e-12)))
+            .collect::<std::collections::BTreeMap<String, f64>>()
+    };
+    agree(
+        "the pg_stat_activity sampler",
+        &waits_only(&sampled.shares),
+        &waits_only(&watch),
+    );
+    // pg_wait_sampling (Debian's 1.1.4) counts waits only, and cannot tell a backend waiting
+    // for its client outside a transaction (here: every Client:ClientRead) from one inside:
+    // the shares among the other waits.
+    if let Some(ws) = server_side {
+        let waits_of = |m: &std::collections::BTreeMap<String, f64>| {
+            let kept: std::collections::BTreeMap<String, f64> = m
+                .iter()
+                .filter(|(k, _)| {
+                    *k != "CPU"
+                        && *k != "Client:ClientRead"
+                        && !k.starts_with("idle:")
+                        && !k.starts_with("none:")
+                })
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            let total: f64 = kept.values().sum();
+            kept.into_iter()
+                .map(|(k, v)| (k, v / total.max(1e-12)))
+                .collect::<std::collections::BTreeMap<String, f64>>()
+        };
+        let theirs = waits_of(&ws.shares);
+        eprintln!("pg_wait_sampling ({} samples): {theirs:?}", ws.samples);
+        assert!(
+            ws.samples >= 200,
+            "pg_wait_sampling: {} samples",
+            ws.samples
+        );
+        agree("pg_wait_sampling", &theirs, &waits_of(&watch));
+    }
 }
 
 /// The test server's postmaster pid (the parent of a backend): the watch covers every

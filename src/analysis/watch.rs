@@ -14,9 +14,11 @@
 //! below that, the answer is that I/O is not where the time goes.
 
 use super::verdicts::{device_limit, in_device};
-use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
+use crate::results::analysis::{
+    Severity, Verdict, VerdictKind, WalChain, WatchAnalysis, WatchShares,
+};
 use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState};
-use crate::results::{Results, WallSplit, WatchBudget, WatchSpan};
+use crate::results::{PgWaitKind, PgWaits, Results, WallSplit, WatchBudget, WatchSpan};
 
 /// The I/O syscalls `watch` traces (`crate::watch::SYSCALLS`, checked there): a profile's
 /// stack is inside I/O when its kernel frames hold one's entry (`__x64_sys_pread64`).
@@ -47,6 +49,8 @@ pub const MIN_CPU_WAIT: f64 = 0.02;
 pub const IO_SHARE: f64 = 0.10;
 /// Host-queue share from which a host-queueing warning is given even when it does not dominate.
 pub const QUEUE_SHARE: f64 = 0.30;
+/// Share of client backends' DB time waiting on WAL flushes from which the WAL chain is told.
+pub const WAL_SHARE: f64 = 0.10;
 
 /// The shares of one span.
 pub fn shares(s: &WatchSpan) -> WatchShares {
@@ -312,6 +316,129 @@ pub(crate) fn merged_shares(spans: &[WatchSpan], rows: usize) -> (usize, Vec<Wat
     (per, spans.chunks(per).map(|c| shares(&sum(c))).collect())
 }
 
+/// PostgreSQL's WAL chains (issue 23, item 4), server by server: where the client backends
+/// wait on WAL flushes for at least [`WAL_SHARE`] of their DB time, and flushes were traced,
+/// what the flushes were made of. Waiting for a CPU at least as long as for the device and the
+/// host queue together is the CPU; the device and queue at least half of a flush, the storage;
+/// else what is above the block layer.
+pub fn wal_chains(pg: &PgWaits) -> Vec<WalChain> {
+    let mut servers: Vec<Option<u32>> = pg.roles.iter().map(|r| r.server).collect();
+    servers.dedup();
+    servers.sort();
+    servers.dedup();
+    let mut out = Vec::new();
+    for server in servers {
+        let roles = || pg.roles.iter().filter(move |r| r.server == server);
+        let backends = || roles().filter(|r| r.role == "client backend");
+        let db_s: f64 = backends().map(|r| r.db_s).sum();
+        if db_s <= 0.0 {
+            continue;
+        }
+        let event_s = |event: &str| -> f64 {
+            backends()
+                .flat_map(|r| r.rows.iter())
+                .filter(|x| x.kind == PgWaitKind::Wait && x.event == event)
+                .map(|x| x.time_s)
+                .sum()
+        };
+        let mut c = WalChain {
+            server,
+            lwlock_share: event_s("LWLock:WALWrite") / db_s,
+            sync_share: event_s("IO:WALSync") / db_s,
+            write_share: event_s("IO:WALWrite") / db_s,
+            ..Default::default()
+        };
+        if c.lwlock_share + c.sync_share < WAL_SHARE {
+            continue;
+        }
+        let mut split = WallSplit::default();
+        let mut by: Vec<(String, u64)> = Vec::new();
+        for r in roles() {
+            for x in r.rows.iter().filter(|x| x.event == "IO:WALSync") {
+                split.add(&x.split);
+                c.flushes += x.syscalls;
+                if x.syscalls > 0 {
+                    match by.iter_mut().find(|b| b.0 == r.role) {
+                        Some(b) => b.1 += x.syscalls,
+                        None => by.push((r.role.clone(), x.syscalls)),
+                    }
+                }
+            }
+        }
+        if c.flushes == 0 {
+            continue;
+        }
+        by.sort_by_key(|b| std::cmp::Reverse(b.1));
+        c.flushes_by = by;
+        let n = c.flushes as f64;
+        c.flush_s = split.wall_s() / n;
+        c.device_s = split.io_device_s / n;
+        c.queue_s = split.io_queue_s / n;
+        c.cpu_wait_s = (split.io_runnable_s + split.runnable_s) / n;
+        c.cpu_s = (split.io_cpu_s + split.cpu_s) / n;
+        c.other_s = (split.io_above_s + split.off_cpu_s) / n;
+        let storage = c.device_s + c.queue_s;
+        c.verdict = Some(if c.cpu_wait_s >= storage && c.cpu_wait_s > 0.0 {
+            VerdictKind::CpuBound
+        } else if storage >= 0.5 * c.flush_s {
+            VerdictKind::StorageBound
+        } else {
+            VerdictKind::AboveBlockLayer
+        });
+        out.push(c);
+    }
+    out
+}
+
+/// The verdict of one WAL chain, in words.
+fn wal_verdict(c: &WalChain, several: bool) -> Option<Verdict> {
+    let kind = c.verdict?;
+    let ms = |s: f64| format!("{:.2} ms", s * 1e3);
+    let by = c
+        .flushes_by
+        .iter()
+        .map(|(role, n)| format!("{n} by {role}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let conclusion = match kind {
+        VerdictKind::CpuBound => "the CPU is saturated, the storage is fine",
+        VerdictKind::StorageBound => "the storage's flushes are slow",
+        _ => "the time is above the block layer (filesystem, journal), not in the device",
+    };
+    let server = match (several, c.server) {
+        (true, Some(pid)) => format!(" (server {pid})"),
+        _ => String::new(),
+    };
+    let message = format!(
+        "backends wait for WAL flushes{server} (LWLock:WALWrite {}, IO:WALSync {} of DB time); \
+         each flush (fdatasync under IO:WALSync, {} flushes: {by}) takes {}, of which {} in the \
+         device, {} in the host queue, {} waiting for a CPU, {} on CPU and {} elsewhere \
+         → {conclusion}",
+        pct(c.lwlock_share),
+        pct(c.sync_share),
+        c.flushes,
+        ms(c.flush_s),
+        ms(c.device_s),
+        ms(c.queue_s),
+        ms(c.cpu_wait_s),
+        ms(c.cpu_s),
+        ms(c.other_s),
+    );
+    let figures = [
+        ("wal_lwlock_share", c.lwlock_share),
+        ("wal_sync_share", c.sync_share),
+        ("wal_write_share", c.write_share),
+        ("flushes", c.flushes as f64),
+        ("flush_s", c.flush_s),
+        ("flush_device_s", c.device_s),
+        ("flush_queue_s", c.queue_s),
+        ("flush_cpu_wait_s", c.cpu_wait_s),
+        ("flush_cpu_s", c.cpu_s),
+        ("flush_other_s", c.other_s),
+    ];
+    Some(Verdict::new(kind, Severity::Warning, message, &figures))
+}
+
 /// The watch analysis of `r`, when it holds a watch's budget.
 pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     let Some(budget) = r.watch.as_ref() else {
@@ -320,10 +447,20 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     let budget: &WatchBudget = budget;
     let all = sum(&budget.intervals);
     let overall = shares(&all);
+    let mut verdicts = verdicts(&all, &overall, &disk_limits(r, budget), false);
+    let wal = budget.pg.as_ref().map(wal_chains).unwrap_or_default();
+    // Right after the headline: the database's own chain says what the waits were made of.
+    let at = verdicts.len().min(1);
+    for (i, c) in wal.iter().enumerate() {
+        if let Some(v) = wal_verdict(c, wal.len() > 1) {
+            verdicts.insert(at + i, v);
+        }
+    }
     Some(WatchAnalysis {
-        verdicts: verdicts(&all, &overall, &disk_limits(r, budget), false),
+        verdicts,
         intervals: budget.intervals.iter().map(shares).collect(),
         overall,
+        wal,
     })
 }
 
@@ -385,6 +522,7 @@ pub(crate) fn profile_analysis(p: &StackProfile) -> Option<WatchAnalysis> {
         verdicts: verdicts(&all, &overall, &(String::new(), Vec::new()), true),
         intervals: Vec::new(),
         overall,
+        wal: Vec::new(),
     })
 }
 

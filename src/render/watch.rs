@@ -191,6 +191,24 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     });
 }
 
+/// Where a wait-event row's time was: on CPU, waiting for a CPU, in the device, in the host
+/// queue, the rest (asleep above the block layer or off CPU), as shares of the row's time.
+fn where_split(w: &crate::results::WallSplit) -> String {
+    let total = w.wall_s();
+    if total <= 0.0 {
+        return "-".into();
+    }
+    let share = |x: f64| format!("{:.0}%", 100.0 * x / total);
+    format!(
+        "{} / {} / {} / {} / {}",
+        share(w.cpu_s + w.io_cpu_s),
+        share(w.runnable_s + w.io_runnable_s),
+        share(w.io_device_s),
+        share(w.io_queue_s),
+        share(w.off_cpu_s + w.io_above_s)
+    )
+}
+
 /// The wait-event tables of the watched PostgreSQL server processes, one per role: a Method R
 /// profile (DB time = CPU + each wait + off CPU under no wait event), idle waits apart.
 pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
@@ -229,10 +247,12 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
             "p99 (all roles)",
             "I/O syscalls",
             "I/O syscall time",
+            "where (CPU / CPU wait / device / queue / rest)",
         ]);
         for row in &role.rows {
             let name = match row.kind {
                 PgWaitKind::Cpu => "CPU".to_string(),
+                PgWaitKind::CpuWait => "waiting for a CPU (no wait event)".to_string(),
                 PgWaitKind::Unnamed => "off CPU, no wait event".to_string(),
                 PgWaitKind::Idle => format!("{} (idle)", row.event),
                 PgWaitKind::Wait => row.event.clone(),
@@ -243,7 +263,11 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
                 fmt_ns(row.time_s * 1e9),
                 row.share_of_db.map_or_else(|| "-".into(), pct),
                 row.count.to_string(),
-                fmt_ns(row.time_s * 1e9 / row.count.max(1) as f64),
+                if row.count > 0 {
+                    fmt_ns(row.time_s * 1e9 / row.count as f64)
+                } else {
+                    "-".into()
+                },
                 if named {
                     pctl(&row.event, 0.5)
                 } else {
@@ -256,13 +280,16 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
                 },
                 row.syscalls.to_string(),
                 fmt_ns(row.syscall_s * 1e9),
+                where_split(&row.split),
             ]);
         }
         let mut lines = vec![format!(
-            "{} process(es); DB time {} thread-s (CPU, waits, and off CPU under no wait event), \
-             idle {} thread-s (Client:ClientRead, Activity:*: waiting for work, not DB time). \
-             Each off-CPU span carries the wait event PostgreSQL {} published as it began, \
-             read from the process at every switch-out, not sampled.",
+            "{} process(es); DB time {} thread-s (CPU, waiting for a CPU, waits, and off CPU \
+             under no wait event), idle {} thread-s (Client:ClientRead, Activity:*: waiting for \
+             work, not DB time). Every slice of wall time (on CPU, runnable, in a syscall, off \
+             CPU) carries the wait event PostgreSQL {} had set, read from the process at every \
+             I/O syscall and every switch-out, not sampled: an event's time is all the time it \
+             was set, as pg_stat_activity counts it.",
             role.processes,
             sig3(role.db_s),
             sig3(role.idle_s),
@@ -288,7 +315,14 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
                         .map(|m| format!(", PostgreSQL {m}"))
                         .unwrap_or_default()
                 ),
-                _ => format!("PostgreSQL wait events: {}", role.role),
+                _ => format!(
+                    "PostgreSQL wait events: {}{}",
+                    role.role,
+                    role.session
+                        .as_ref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
+                ),
             },
             lines,
             table: Some(t),
@@ -478,6 +512,7 @@ fn role_sums(r: &Results) -> BTreeMap<String, RoleSum> {
         for row in &role.rows {
             let name = match row.kind {
                 PgWaitKind::Cpu => "CPU".to_string(),
+                PgWaitKind::CpuWait => "waiting for a CPU (no wait event)".to_string(),
                 PgWaitKind::Unnamed => "off CPU, no wait event".to_string(),
                 PgWaitKind::Idle => format!("{} (idle)", row.event),
                 PgWaitKind::Wait => row.event.clone(),

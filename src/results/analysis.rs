@@ -961,6 +961,39 @@ pub struct WatchAnalysis {
     pub overall: WatchShares,
     pub intervals: Vec<WatchShares>,
     pub verdicts: Vec<Verdict>,
+    /// Per PostgreSQL server whose client backends wait on WAL flushes: what the processes
+    /// doing the flushes were doing meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wal: Vec<WalChain>,
+}
+
+/// PostgreSQL's WAL chain on one server: client backends wait for WAL flushes
+/// (`LWLock:WALWrite` while another process flushes, `IO:WALSync` in their own flush), and the
+/// flushes (`fdatasync` under `IO:WALSync`, by backends and the walwriter) take their time in
+/// the device, the host queue, waiting for a CPU, or elsewhere.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WalChain {
+    /// The server's postmaster pid.
+    pub server: Option<u32>,
+    /// Shares of the client backends' DB time under `LWLock:WALWrite`, `IO:WALSync` and
+    /// `IO:WALWrite`.
+    pub lwlock_share: f64,
+    pub sync_share: f64,
+    pub write_share: f64,
+    /// The flushes: traced syscalls under `IO:WALSync`, by role (`client backend`, `walwriter`).
+    pub flushes: u64,
+    pub flushes_by: Vec<(String, u64)>,
+    /// Per flush, seconds: its whole time under `IO:WALSync`, and of it in the device, in the
+    /// host queue, waiting for a CPU, on CPU, and the rest (filesystem, journal, locks).
+    pub flush_s: f64,
+    pub device_s: f64,
+    pub queue_s: f64,
+    pub cpu_wait_s: f64,
+    pub cpu_s: f64,
+    pub other_s: f64,
+    /// What the flushes wait on most: `cpu-bound`, `storage-bound` (device and host queue) or
+    /// `above-block-layer`.
+    pub verdict: Option<VerdictKind>,
 }
 
 #[cfg(test)]

@@ -133,6 +133,8 @@ const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
 const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
+/// A thread's parts under one PostgreSQL wait event (`EV_WAIT` in `bpf/watch.bpf.c`).
+const EV_WAIT: u32 = 6;
 /// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
 /// was running another task (contention, not an idle CPU waking).
 const CPU_IN_IO: u32 = 1;
@@ -376,6 +378,7 @@ impl Recording {
         thread.watched_s += (hi - lo) as f64 / 1e9;
         let whole = part(lo, hi);
         thread.wall.add(&whole);
+        self.pg.wall(tgid, &whole);
         let (k0, k1) = (self.interval_of(lo), self.interval_of(hi.max(lo + 1) - 1));
         for k in k0..=k1 {
             let a = (self.start_ns + k as u64 * self.interval_ns).max(lo);
@@ -385,8 +388,31 @@ impl Recording {
         }
     }
 
+    /// A thread's parts over `[from, ts]` under wait event `info`, cut to the watch's end.
+    fn add_tagged(&mut self, tgid: u32, info: u32, from: u64, ts: u64, parts: &[u64; PARTS]) {
+        let total = ts.saturating_sub(from);
+        let inside = ts.min(self.end_ns).saturating_sub(from);
+        if total > 0 && inside == 0 {
+            return;
+        }
+        let f = if total == 0 {
+            1.0
+        } else {
+            inside as f64 / total as f64
+        };
+        let mut w = WallSplit::default();
+        for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
+            *dst = ns as f64 * f / 1e9;
+        }
+        self.pg.tagged(tgid, info, &w);
+    }
+
     fn add(&mut self, e: &Event, filters: &Filters) {
         if let Some((from, parts)) = &e.parts {
+            if e.kind == EV_WAIT {
+                self.add_tagged(e.tgid, e.dev, *from, e.ts, parts);
+                return;
+            }
             self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
         }
         if e.ts < self.start_ns || e.ts > self.end_ns {
@@ -466,7 +492,7 @@ impl Recording {
             }
             EV_CPU_ON => {
                 if self.pg.is_pg(e.tgid) {
-                    self.pg.on_cpu(e.tgid, e.a.min(e.ts - self.start_ns));
+                    self.pg.on_cpu(e.tgid);
                 }
                 self.record("cpu", CPU_ON, k, e.a, 0, false);
                 self.span(k).oncpu_ns += e.a;
@@ -476,7 +502,7 @@ impl Recording {
                 // its part inside the watch counts.
                 let ns = e.a.min(e.ts - self.start_ns);
                 if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
-                    if let Some(op) = self.pg.off_cpu(e.tgid, e.dev, ns) {
+                    if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
                         self.record(PG_RUN, op, k, ns, 0, false);
                     }
                 }
@@ -511,7 +537,7 @@ pub const PG_WAIT_RUN: &str = "pg wait events";
 const PG_RUN: &str = "pg";
 
 /// Bytes of `struct task_state` in `bpf/watch.bpf.c`, and the offsets read from it.
-const TASK_LEN: usize = 160;
+const TASK_LEN: usize = 312;
 const TASK_OFF: usize = 8;
 const TASK_LAST: usize = 24;
 const TASK_EMIT: usize = 32;
@@ -522,6 +548,10 @@ const TASK_N_QUEUE: usize = 76;
 const TASK_TGID: usize = 80;
 const TASK_WEV: usize = 84;
 const TASK_ACC: usize = 96;
+const TASK_SEG: usize = 160;
+const TASK_TAG: usize = 224;
+const TASK_SEG_WEV: usize = 304;
+const TASK_TAG_WEV: usize = 308;
 
 /// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
 fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
@@ -549,6 +579,10 @@ struct Pending {
     /// and the wait event it carries.
     off_ts: u64,
     wev: u32,
+    /// Its parts under PostgreSQL wait events not yet written: (event, parts), up to two
+    /// (the tagged parts, and the slice since the last observation point, which carries the
+    /// event it began under: at the end nothing can change it any more).
+    tags: Vec<(u32, [u64; PARTS])>,
 }
 
 /// Each watched thread's parts not yet written to the ring, up to `end_ns`.
@@ -568,6 +602,14 @@ fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending>> {
         for (i, p) in parts.iter_mut().enumerate() {
             *p = u64_at(TASK_ACC + i * 8);
         }
+        let parts_at = |o: usize| {
+            let mut p = [0u64; PARTS];
+            for (i, x) in p.iter_mut().enumerate() {
+                *x = u64_at(o + i * 8);
+            }
+            p
+        };
+        let mut seg = parts_at(TASK_SEG);
         if last < end_ns {
             let p = part_of(
                 u64_at(TASK_SYS_TS) != 0,
@@ -576,7 +618,15 @@ fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending>> {
                 u32_at(TASK_N_QUEUE) as i32,
             );
             parts[p] += end_ns - last.max(from);
+            seg[p] += end_ns - last.max(from);
         }
+        let tags = [
+            (u32_at(TASK_TAG_WEV), parts_at(TASK_TAG)),
+            (u32_at(TASK_SEG_WEV), seg),
+        ]
+        .into_iter()
+        .filter(|t| t.0 != 0)
+        .collect();
         out.push(Pending {
             tgid: u32_at(TASK_TGID),
             tid,
@@ -585,6 +635,7 @@ fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending>> {
             parts,
             off_ts: u64_at(TASK_OFF),
             wev: u32_at(TASK_WEV),
+            tags,
         });
     }
     Ok(out)
@@ -738,7 +789,23 @@ pub(crate) fn watch(
             let _ = map.insert(pid, addr, 0);
         }
     };
-    place_pg(&mut rec, &mut pg_map);
+    // Each server process's wait event now: a thread asleep since before the watch slept under
+    // it (filled before the start is set: only threads first seen woken after it use it).
+    {
+        let mut first: aya::maps::HashMap<&mut MapData, u32, u32> = aya::maps::HashMap::try_from(
+            ebpf.map_mut("pg_first_wev")
+                .context("BPF object lacks pg_first_wev")?,
+        )?;
+        for (pid, addr) in rec.pg.refresh(pg_watched) {
+            let _ = pg_map.insert(pid, addr, 0);
+            // A process gone since, or unreadable: its first sleep carries no event.
+            if let Ok(info) = pg::read_wait_event_at(pid, addr) {
+                if info != 0 {
+                    let _ = first.insert(pid, info, 0);
+                }
+            }
+        }
+    }
     let mut pg_looked = Instant::now();
     // Threads first seen being woken were asleep since the watch's start.
     {
@@ -828,7 +895,8 @@ pub(crate) fn watch(
     let detached = bpf::detach_tracepoint(&mut ebpf, "sched_switch")
         .and_then(|()| bpf::detach_tracepoint(&mut ebpf, "sys_exit"));
     let mut late = |e: Event| {
-        if e.ts <= end_ns {
+        // A wait-event record written after the end may hold time before it (it is cut).
+        if e.ts <= end_ns || e.kind == EV_WAIT {
             rec.add(&e, filters)
         }
     };
@@ -867,12 +935,21 @@ pub(crate) fn watch(
         Ok(pending) => {
             for p in pending {
                 rec.add_parts(p.tgid, p.tid, p.from, p.to, &p.parts);
+                for (info, parts) in &p.tags {
+                    rec.pg.tagged(p.tgid, *info, &{
+                        let mut w = WallSplit::default();
+                        for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
+                            *dst = ns as f64 / 1e9;
+                        }
+                        w
+                    });
+                }
                 // Off CPU at the end (an idle backend, a session still sleeping): the span
                 // so far, under its wait event.
                 if p.off_ts != 0 && p.off_ts < end_ns && (p.wev != 0 || rec.pg.is_pg(p.tgid)) {
                     let from = p.off_ts.max(start_ns);
                     let k = rec.interval_of(end_ns - 1);
-                    if let Some(op) = rec.pg.off_cpu(p.tgid, p.wev, end_ns - from) {
+                    if let Some(op) = rec.pg.off_cpu(p.tgid, p.wev) {
                         rec.record(PG_RUN, op, k, end_ns - from, 0, false);
                     }
                 }

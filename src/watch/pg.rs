@@ -118,7 +118,11 @@ pub fn wait_event_pointer_address(pid: u32) -> Result<u64> {
 /// The current `wait_event_info` of process `pid` (PostgreSQL 14 and later), read from its
 /// memory: what `pg_stat_activity.wait_event` shows for it at this instant (0: none).
 pub fn read_wait_event_info(pid: u32) -> Result<u32> {
-    let address = wait_event_pointer_address(pid)?;
+    read_wait_event_at(pid, wait_event_pointer_address(pid)?)
+}
+
+/// As [`read_wait_event_info`], the pointer's address known ([`wait_event_pointer_address`]).
+pub fn read_wait_event_at(pid: u32, address: u64) -> Result<u32> {
     let mem_path = format!("/proc/{pid}/mem");
     let mem = File::open(&mem_path).with_context(|| format!("cannot open {mem_path}"))?;
     let mut ptr = [0u8; 8];

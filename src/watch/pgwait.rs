@@ -1,37 +1,53 @@
 //! PostgreSQL's wait events joined to the watch: which server processes publish one, where
-//! (filled into the kernel's `pg_wait_ptr` map, `bpf/watch.bpf.c`), and the per-process sums of
-//! the spans each event covered, turned at the end into the per-role tables of
-//! [`PgWaits`](crate::results::PgWaits).
+//! (filled into the kernel's `pg_wait_ptr` map, `bpf/watch.bpf.c`), and per process its wall
+//! time, split into the same parts as every watched thread's, and the part of it under each
+//! wait event (the kernel tags every slice with the event set during it), turned at the end
+//! into the per-role tables of [`PgWaits`](crate::results::PgWaits): an event's time is all the
+//! time it was set, as PostgreSQL counts it; the rest, under no event, is CPU, waiting for a
+//! CPU, or off CPU unnamed.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::results::{PgRoleWaits, PgWaitKind, PgWaitRow, PgWaits};
+use crate::results::{PgRoleWaits, PgWaitKind, PgWaitRow, PgWaits, WallSplit};
 
 use super::pg;
 
 /// A wait event the kernel side could not read (its page not resident).
 pub(crate) const WAIT_UNREADABLE: u32 = 0xffff_ffff;
 
-/// Sums of one process's spans under one wait event.
+/// Counts of one process's off-CPU spans and traced syscalls under one wait event.
 #[derive(Clone, Copy, Default)]
 struct Sum {
-    off_ns: u64,
     spans: u64,
     syscalls: u64,
     syscall_ns: u64,
 }
 
+/// What a server process is: its role, its session (`user@database` of a client backend), its
+/// server's major version and postmaster.
+#[derive(Clone)]
+struct Proc {
+    role: &'static str,
+    session: Option<String>,
+    major: Option<u32>,
+    postmaster: u32,
+}
+
 /// What is known of the watched server processes, and their sums.
 #[derive(Default)]
 pub(crate) struct PgWaitAcc {
-    /// tgid → (role, major version, postmaster), from the latest look at /proc.
-    procs: HashMap<u32, (&'static str, Option<u32>, u32)>,
+    /// From the latest look at /proc.
+    procs: HashMap<u32, Proc>,
     /// Processes whose pointer address is in the kernel map (or could not be found).
     placed: HashMap<u32, bool>,
     /// (tgid, wait_event_info) → sums; info 0: off CPU under no wait event.
     sums: HashMap<(u32, u32), Sum>,
-    /// tgid → on-CPU ns, slices.
-    cpu: HashMap<u32, (u64, u64)>,
+    /// tgid → on-CPU slices.
+    cpu: HashMap<u32, u64>,
+    /// tgid → its threads' wall time, by part.
+    wall: HashMap<u32, WallSplit>,
+    /// (tgid, wait_event_info) → the part of that wall time under the event.
+    tagged: HashMap<(u32, u32), WallSplit>,
     /// Labels already made, for the histogram ops (bounded: a few hundred events per version).
     labels: HashMap<(Option<u32>, u32), &'static str>,
     /// postmaster → its (and its children's) wait-event pointer address.
@@ -39,6 +55,20 @@ pub(crate) struct PgWaitAcc {
     /// Servers whose pointer could not be found.
     no_addr: std::collections::HashSet<u32>,
     unreadable: Vec<String>,
+}
+
+/// The row of `kind` and `label` in a role's table, created empty.
+fn row<'a>(
+    rows: &'a mut BTreeMap<(u8, &'static str), PgWaitRow>,
+    kind: PgWaitKind,
+    label: &'static str,
+) -> &'a mut PgWaitRow {
+    rows.entry((kind as u8, label))
+        .or_insert_with(|| PgWaitRow {
+            event: label.to_string(),
+            kind,
+            ..Default::default()
+        })
 }
 
 /// Whether a wait event is idleness, not database time.
@@ -61,8 +91,22 @@ impl PgWaitAcc {
             if !watched(p.pid) {
                 continue;
             }
-            self.procs
-                .insert(p.pid, (p.role.kind(), p.major, p.postmaster));
+            let session = match &p.role {
+                pg::Role::ClientBackend { user, database, .. } => {
+                    Some(format!("{user}@{database}"))
+                }
+                pg::Role::WalSender { user, .. } => Some(user.clone()),
+                _ => None,
+            };
+            self.procs.insert(
+                p.pid,
+                Proc {
+                    role: p.role.kind(),
+                    session,
+                    major: p.major,
+                    postmaster: p.postmaster,
+                },
+            );
             if self.placed.contains_key(&p.pid) {
                 continue;
             }
@@ -94,7 +138,7 @@ impl PgWaitAcc {
 
     /// The `Class:Event` name of wait event `info` of process `tgid` (its server's version).
     pub(crate) fn label(&mut self, tgid: u32, info: u32) -> &'static str {
-        let major = self.procs.get(&tgid).and_then(|p| p.1);
+        let major = self.procs.get(&tgid).and_then(|p| p.major);
         if let Some(&l) = self.labels.get(&(major, info)) {
             return l;
         }
@@ -109,19 +153,29 @@ impl PgWaitAcc {
         l
     }
 
-    /// An off-CPU span of `ns` of process `tgid` under wait event `info`: the op name of its
+    /// An off-CPU span of process `tgid` under wait event `info`: the op name of its
     /// histogram (`None` for no wait event).
-    pub(crate) fn off_cpu(&mut self, tgid: u32, info: u32, ns: u64) -> Option<&'static str> {
-        let s = self.sums.entry((tgid, info)).or_default();
-        s.off_ns += ns;
-        s.spans += 1;
+    pub(crate) fn off_cpu(&mut self, tgid: u32, info: u32) -> Option<&'static str> {
+        self.sums.entry((tgid, info)).or_default().spans += 1;
         (info != 0).then(|| self.label(tgid, info))
     }
 
-    pub(crate) fn on_cpu(&mut self, tgid: u32, ns: u64) {
-        let c = self.cpu.entry(tgid).or_default();
-        c.0 += ns;
-        c.1 += 1;
+    /// An on-CPU slice of process `tgid`.
+    pub(crate) fn on_cpu(&mut self, tgid: u32) {
+        *self.cpu.entry(tgid).or_default() += 1;
+    }
+
+    /// Wall time of process `tgid`'s threads (every watched process's: which are server
+    /// processes is known at the end).
+    pub(crate) fn wall(&mut self, tgid: u32, w: &WallSplit) {
+        self.wall.entry(tgid).or_default().add(w);
+    }
+
+    /// Wall time of process `tgid`'s threads under wait event `info` (part of [`Self::wall`]).
+    pub(crate) fn tagged(&mut self, tgid: u32, info: u32, w: &WallSplit) {
+        if info != 0 {
+            self.tagged.entry((tgid, info)).or_default().add(w);
+        }
     }
 
     pub(crate) fn syscall(&mut self, tgid: u32, info: u32, ns: u64) {
@@ -132,69 +186,135 @@ impl PgWaitAcc {
 
     /// The tables, per role; `None` when no server process was watched.
     pub(crate) fn finish(mut self) -> Option<PgWaits> {
-        if self.placed.is_empty() && self.sums.is_empty() {
+        if self.placed.is_empty() && self.sums.is_empty() && self.tagged.is_empty() {
             return None;
         }
-        // Processes that exited before a look at /proc named them.
-        let role_of = |procs: &HashMap<u32, (&'static str, Option<u32>, u32)>, tgid: u32| {
-            procs
-                .get(&tgid)
-                .map_or(("(exited before identified)", 0, None), |p| (p.0, p.2, p.1))
+        // Server processes: those identified, and those that published a wait event (forked
+        // and gone between two looks at /proc).
+        let mut pids: std::collections::BTreeSet<u32> = self.procs.keys().copied().collect();
+        pids.extend(self.placed.keys().copied());
+        pids.extend(self.tagged.keys().map(|k| k.0));
+        pids.extend(self.sums.keys().filter(|k| k.1 != 0).map(|k| k.0));
+        let unknown = Proc {
+            role: "(exited before identified)",
+            session: None,
+            major: None,
+            postmaster: 0,
         };
         #[derive(Default)]
         struct Role {
             pids: std::collections::BTreeSet<u32>,
             rows: BTreeMap<(u8, &'static str), PgWaitRow>,
         }
-        // By server (postmaster pid; 0: not identified) and role.
-        let mut roles: BTreeMap<(u32, &'static str), Role> = BTreeMap::new();
+        // By server (postmaster pid; 0: not identified), role and session.
+        let mut roles: BTreeMap<(u32, &'static str, Option<String>), Role> = BTreeMap::new();
         let mut major_of: HashMap<u32, u32> = HashMap::new();
+        let mut tagged: Vec<((u32, u32), WallSplit)> = self.tagged.drain().collect();
+        tagged.sort_by_key(|t| t.0);
         let mut sums: Vec<((u32, u32), Sum)> = self.sums.drain().collect();
         sums.sort_by_key(|s| s.0);
-        for ((tgid, info), s) in sums {
-            let label = if info == 0 {
-                ""
-            } else {
-                self.label(tgid, info)
-            };
-            let (role_name, server, major) = role_of(&self.procs, tgid);
-            if let Some(m) = major {
-                major_of.insert(server, m);
+        for tgid in pids {
+            let p = self
+                .procs
+                .get(&tgid)
+                .cloned()
+                .unwrap_or_else(|| unknown.clone());
+            if let Some(m) = p.major {
+                major_of.insert(p.postmaster, m);
             }
-            let kind = match info {
-                // The postmaster names no wait while it waits for connections: not DB work.
-                0 if role_name == "postmaster" => PgWaitKind::Idle,
-                0 => PgWaitKind::Unnamed,
-                _ if idle(label) => PgWaitKind::Idle,
-                _ => PgWaitKind::Wait,
-            };
-            let role = roles.entry((server, role_name)).or_default();
+            let role = roles
+                .entry((p.postmaster, p.role, p.session.clone()))
+                .or_default();
             role.pids.insert(tgid);
-            let row = role
-                .rows
-                .entry((kind as u8, label))
-                .or_insert_with(|| PgWaitRow {
-                    event: label.to_string(),
-                    kind,
-                    ..Default::default()
-                });
-            row.time_s += s.off_ns as f64 / 1e9;
-            row.count += s.spans;
-            row.syscalls += s.syscalls;
-            row.syscall_s += s.syscall_ns as f64 / 1e9;
-        }
-        for (tgid, (ns, n)) in &self.cpu {
-            let (role_name, server, _) = role_of(&self.procs, *tgid);
-            let role = roles.entry((server, role_name)).or_default();
-            role.pids.insert(*tgid);
-            let row = role.rows.entry((0, "")).or_default();
-            row.time_s += *ns as f64 / 1e9;
-            row.count += n;
+            // What is left of the process's wall time once its events' time is taken out.
+            let mut rest = self.wall.get(&tgid).copied().unwrap_or_default();
+            let ev_kind = |label: &str| {
+                if idle(label) {
+                    PgWaitKind::Idle
+                } else {
+                    PgWaitKind::Wait
+                }
+            };
+            for ((_, info), w) in tagged.iter().filter(|t| t.0 .0 == tgid) {
+                let label = self.label(tgid, *info);
+                row(&mut role.rows, ev_kind(label), label).split.add(w);
+                for (a, b) in rest.parts_mut().into_iter().zip(w.parts()) {
+                    *a = (*a - b).max(0.0);
+                }
+            }
+            for ((_, info), s) in sums.iter().filter(|t| t.0 .0 == tgid) {
+                let (kind, label) = if *info == 0 {
+                    let kind = if p.role == "postmaster" {
+                        PgWaitKind::Idle
+                    } else {
+                        PgWaitKind::Unnamed
+                    };
+                    (kind, "")
+                } else {
+                    let label = self.label(tgid, *info);
+                    (ev_kind(label), label)
+                };
+                let r = row(&mut role.rows, kind, label);
+                r.count += s.spans;
+                r.syscalls += s.syscalls;
+                r.syscall_s += s.syscall_ns as f64 / 1e9;
+            }
+            // Under no event: on CPU, waiting for one, off CPU (the postmaster waiting for
+            // connections names no wait: not DB work).
+            let w = &rest;
+            let unnamed = if p.role == "postmaster" {
+                PgWaitKind::Idle
+            } else {
+                PgWaitKind::Unnamed
+            };
+            for (kind, split) in [
+                (
+                    PgWaitKind::Cpu,
+                    WallSplit {
+                        cpu_s: w.cpu_s,
+                        io_cpu_s: w.io_cpu_s,
+                        ..Default::default()
+                    },
+                ),
+                (
+                    PgWaitKind::CpuWait,
+                    WallSplit {
+                        runnable_s: w.runnable_s,
+                        io_runnable_s: w.io_runnable_s,
+                        ..Default::default()
+                    },
+                ),
+                (
+                    unnamed,
+                    WallSplit {
+                        off_cpu_s: w.off_cpu_s,
+                        io_device_s: w.io_device_s,
+                        io_queue_s: w.io_queue_s,
+                        io_above_s: w.io_above_s,
+                        ..Default::default()
+                    },
+                ),
+            ] {
+                if split.wall_s() > 0.0 {
+                    row(&mut role.rows, kind, "").split.add(&split);
+                }
+            }
+            if let Some(&n) = self.cpu.get(&tgid) {
+                row(&mut role.rows, PgWaitKind::Cpu, "").count += n;
+            }
         }
         let mut out: Vec<PgRoleWaits> = roles
             .into_iter()
-            .map(|((server, name), r)| {
-                let mut rows: Vec<PgWaitRow> = r.rows.into_values().collect();
+            .map(|((server, name, session), r)| {
+                let mut rows: Vec<PgWaitRow> = r
+                    .rows
+                    .into_values()
+                    .map(|mut x| {
+                        x.time_s = x.split.wall_s();
+                        x
+                    })
+                    .filter(|x| x.time_s > 0.0 || x.count > 0 || x.syscalls > 0)
+                    .collect();
                 let db_s: f64 = rows
                     .iter()
                     .filter(|x| x.kind != PgWaitKind::Idle)
@@ -216,6 +336,7 @@ impl PgWaitAcc {
                     server: (server != 0).then_some(server),
                     major: major_of.get(&server).copied(),
                     role: name.to_string(),
+                    session,
                     processes: r.pids.len() as u32,
                     db_s,
                     idle_s,
@@ -229,7 +350,7 @@ impl PgWaitAcc {
                 .cmp(&(a.role == "client backend"))
                 .then(b.db_s.total_cmp(&a.db_s))
         });
-        let mut majors: Vec<u32> = self.procs.values().filter_map(|p| p.1).collect();
+        let mut majors: Vec<u32> = self.procs.values().filter_map(|p| p.major).collect();
         majors.sort_unstable();
         majors.dedup();
         self.unreadable.sort();
@@ -246,27 +367,73 @@ impl PgWaitAcc {
 mod tests {
     use super::*;
 
+    fn split(cpu: f64, runnable: f64, off: f64, io_cpu: f64, io_device: f64) -> WallSplit {
+        WallSplit {
+            cpu_s: cpu,
+            runnable_s: runnable,
+            off_cpu_s: off,
+            io_cpu_s: io_cpu,
+            io_device_s: io_device,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn idle_waits_are_kept_apart_and_shares_are_of_db_time() {
         let mut a = PgWaitAcc::default();
-        a.procs.insert(10, ("client backend", Some(15), 9));
+        a.procs.insert(
+            10,
+            Proc {
+                role: "client backend",
+                session: Some("app@shop".into()),
+                major: Some(15),
+                postmaster: 9,
+            },
+        );
         a.placed.insert(10, true);
-        // PostgreSQL 15: Client:ClientRead is 0x06000000, Timeout:PgSleep 0x09000002.
+        // PostgreSQL 15: Client:ClientRead is 0x06000000, Timeout:PgSleep 0x09000002,
+        // IO:WALSync 0x0A00003F.
         let sleep = 0x0900_0002;
         let read = 0x0600_0000;
+        let sync = 0x0A00_003F;
         assert_eq!(pg::wait_event_label(15, sleep), "Timeout:PgSleep");
         assert_eq!(pg::wait_event_label(15, read), "Client:ClientRead");
-        assert_eq!(a.off_cpu(10, sleep, 3_000_000_000), Some("Timeout:PgSleep"));
-        a.off_cpu(10, read, 5_000_000_000);
-        a.off_cpu(10, 0, 500_000_000);
-        a.on_cpu(10, 500_000_000);
+        assert_eq!(pg::wait_event_label(15, sync), "IO:WALSync");
+        // 10 s of wall time: 3 s asleep in pg_sleep (0.1 s of it runnable after the wakeup),
+        // 5 s idle, 1 s in fdatasync under IO:WALSync (0.2 s of it on CPU), and under no event
+        // 0.5 s on CPU, 0.3 s runnable, 0.2 s off CPU.
+        a.wall(10, &split(0.5, 0.4, 8.1, 0.2, 0.8));
+        a.tagged(10, sleep, &split(0.0, 0.1, 2.9, 0.0, 0.0));
+        a.tagged(10, read, &split(0.0, 0.0, 5.0, 0.0, 0.0));
+        a.tagged(10, sync, &split(0.0, 0.0, 0.0, 0.2, 0.8));
+        assert_eq!(a.off_cpu(10, sleep), Some("Timeout:PgSleep"));
+        a.off_cpu(10, read);
+        a.off_cpu(10, 0);
+        a.on_cpu(10);
+        a.syscall(10, sync, 1_000_000_000);
         let w = a.finish().unwrap();
         let r = &w.roles[0];
         assert_eq!(r.role, "client backend");
+        assert_eq!(r.session.as_deref(), Some("app@shop"));
         assert_eq!((r.server, r.major), (Some(9), Some(15)));
-        assert!((r.db_s - 4.0).abs() < 1e-9 && (r.idle_s - 5.0).abs() < 1e-9);
+        assert!((r.db_s - 5.0).abs() < 1e-9 && (r.idle_s - 5.0).abs() < 1e-9);
         assert_eq!(r.rows[0].event, "Timeout:PgSleep");
-        assert_eq!(r.rows[0].share_of_db, Some(0.75));
+        assert!((r.rows[0].share_of_db.unwrap() - 0.6).abs() < 1e-9);
+        let get = |kind: PgWaitKind, event: &str| {
+            r.rows
+                .iter()
+                .find(|x| x.kind == kind && x.event == event)
+                .unwrap()
+        };
+        // The event's on-CPU time inside its syscall is the event's, not CPU.
+        let s = get(PgWaitKind::Wait, "IO:WALSync");
+        assert!((s.time_s - 1.0).abs() < 1e-9 && (s.split.io_device_s - 0.8).abs() < 1e-9);
+        assert_eq!((s.syscalls, s.syscall_s), (1, 1.0));
+        assert!((get(PgWaitKind::Cpu, "").time_s - 0.5).abs() < 1e-9);
+        assert!((get(PgWaitKind::CpuWait, "").time_s - 0.3).abs() < 1e-9);
+        assert!((get(PgWaitKind::Unnamed, "").time_s - 0.2).abs() < 1e-9);
+        let sum: f64 = r.rows.iter().filter_map(|x| x.share_of_db).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{sum}");
         let last = r.rows.last().unwrap();
         assert_eq!((last.kind, last.share_of_db), (PgWaitKind::Idle, None));
     }

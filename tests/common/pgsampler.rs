@@ -2,6 +2,10 @@
 //! (≥ 50 Hz) from a connection of its own, counting each sampled backend of one
 //! application_name by its wait event; and the same shares from pg_wait_sampling's profile
 //! over a window ([`WaitSamplingWindow`]). The references the watch verdicts are compared with.
+//!
+//! A round is weighted by the time it stands for (from the previous round's start to its own):
+//! on a saturated host the sampler itself waits for a CPU, and a round that came late stands
+//! for the longer time since the last one, not for one period.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +17,9 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct WaitShares {
     /// `class:event` (`IO:DataFileRead`, `Lock:transactionid`; `CPU` for an active backend
-    /// that waits on nothing) → its share of all backend samples.
+    /// that waits on nothing; `idle:` and the event for a backend outside a transaction waiting
+    /// for its client, `idle:Client:ClientRead`) → its share of all backend samples, each
+    /// weighted by the time its round stands for.
     pub shares: BTreeMap<String, f64>,
     /// Backend samples counted (one per backend per round).
     pub samples: u64,
@@ -53,6 +59,27 @@ impl WaitShares {
         }
     }
 
+    /// The shares of database time: idle samples (`idle:*`, outside a transaction) and those
+    /// of no state (`none:*`) left out, the rest renormalised.
+    pub fn db_time(&self) -> WaitShares {
+        let db: BTreeMap<String, f64> = self
+            .shares
+            .iter()
+            .filter(|(k, _)| !k.starts_with("idle:") && !k.starts_with("none:"))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        let total: f64 = db.values().sum();
+        WaitShares {
+            shares: db
+                .into_iter()
+                .map(|(k, v)| (k, if total > 0.0 { v / total } else { 0.0 }))
+                .collect(),
+            samples: (self.samples as f64 * total).round() as u64,
+            rounds: self.rounds,
+            window: self.window,
+        }
+    }
+
     /// The share of `label`, 0 when never seen.
     pub fn share(&self, label: &str) -> f64 {
         self.shares.get(label).copied().unwrap_or(0.0)
@@ -77,7 +104,8 @@ impl PgSampler {
         .expect("pg sampler: connect");
         let stmt = client
             .prepare(
-                "SELECT coalesce(wait_event_type || ':' || wait_event, \
+                "SELECT CASE WHEN state = 'idle' THEN 'idle:' ELSE '' END || \
+                   coalesce(wait_event_type || ':' || wait_event, \
                    CASE WHEN state = 'active' THEN 'CPU' ELSE 'none:' || coalesce(state, '') END) \
                  FROM pg_stat_activity WHERE application_name = $1 AND pid <> pg_backend_pid()",
             )
@@ -87,14 +115,19 @@ impl PgSampler {
         let app = app.to_string();
         let period = Duration::from_secs_f64(1.0 / hz);
         let handle = std::thread::spawn(move || {
-            let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+            let mut weights: BTreeMap<String, f64> = BTreeMap::new();
             let (mut samples, mut rounds) = (0u64, 0u64);
             let start = Instant::now();
             let mut last = start;
             let mut next = start;
+            let mut prev: Option<Instant> = None;
             while !stop2.load(Ordering::Relaxed) {
+                let at = Instant::now();
+                // The time this round stands for: since the last one (one period for the first).
+                let w = prev.map_or(period, |p| at - p).as_secs_f64();
+                prev = Some(at);
                 for row in client.query(&stmt, &[&app]).expect("pg sampler: query") {
-                    *counts.entry(row.get(0)).or_default() += 1;
+                    *weights.entry(row.get(0)).or_default() += w;
                     samples += 1;
                 }
                 rounds += 1;
@@ -107,10 +140,11 @@ impl PgSampler {
                     next = now;
                 }
             }
+            let total: f64 = weights.values().sum();
             WaitShares {
-                shares: counts
+                shares: weights
                     .into_iter()
-                    .map(|(k, c)| (k, c as f64 / samples.max(1) as f64))
+                    .map(|(k, w)| (k, if total > 0.0 { w / total } else { 0.0 }))
                     .collect(),
                 samples,
                 rounds,
