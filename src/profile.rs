@@ -171,10 +171,10 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
             break;
         }
         let left = o.duration.saturating_sub(started.elapsed());
-        pb.set_message(format!(
+        pb.set_message(crate::progress::fit(&format!(
             "profiling for {:.0} s more (Ctrl-C ends it early)",
             left.as_secs_f64()
-        ));
+        )));
         std::thread::sleep(left.min(Duration::from_millis(100)));
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -378,15 +378,20 @@ fn symbolise(
                     unames.insert((pid, a), n);
                 }
             }
-            Err(e) => gone.push(format!("{pid} ({e})")),
+            Err(e) => gone.push((pid, e.to_string())),
         }
     }
     if !gone.is_empty() {
+        // Named a few at a time: a busy host has hundreds of short-lived processes.
         gone.sort_unstable();
+        let pids: Vec<String> = gone.iter().map(|(p, _)| p.to_string()).collect();
         warnings.push(format!(
-            "the user stacks of process(es) {} could not be symbolised (exited before the end of \
-             the profile?): their user frames are [unknown]",
-            gone.join(", ")
+            "the user stacks of {} process(es) ({}) could not be symbolised (exited before the \
+             end of the profile?; pid {}: {}): their user frames are [unknown]",
+            gone.len(),
+            crate::units::fmt_some(&pids, 8),
+            gone[0].0,
+            gone[0].1
         ));
     }
     for (s, label) in raw.iter().zip(labels) {

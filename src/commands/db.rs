@@ -26,6 +26,27 @@ pub enum DbCommand {
     Run(Box<RunArgs>),
     /// Remove everything `db setup` created.
     Drop(DropArgs),
+    /// Take snapshots of PostgreSQL's I/O statistics (pg_stat_io, pg_stat_database,
+    /// pg_stat_statements) every --interval for --duration: per-interval counts, bytes, times
+    /// and means (no distributions: these views keep sums). Read-only.
+    Sample(SampleArgs),
+}
+
+/// Arguments of `db sample`.
+#[derive(Args, Debug, Clone)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Time between snapshots.
+    #[arg(long, default_value = "10s", value_parser = crate::commands::values::std_duration)]
+    pub interval: Duration,
+    /// Length of the window: snapshots at its start, every --interval, and at its end. Ctrl-C
+    /// ends it sooner; what was taken is written.
+    #[arg(long, value_parser = crate::commands::values::std_duration)]
+    pub duration: Duration,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Database engine.
@@ -218,6 +239,36 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             res.analysis = Some(crate::analysis::analyse(&res));
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
+            finish(&res, json)
+        }
+        DbCommand::Sample(a) => {
+            if a.target.engine != EngineKind::Postgres {
+                bail!(
+                    "db sample reads PostgreSQL's statistics views: give --engine postgres \
+                     --dsn …"
+                );
+            }
+            let Some(dsn) = a.target.dsn.as_deref() else {
+                bail!("db sample --engine postgres needs --dsn (a libpq connection string or URL)");
+            };
+            if a.interval.is_zero() || a.interval > a.duration {
+                bail!(
+                    "--interval must be more than 0 and at most --duration ({} s)",
+                    a.duration.as_secs_f64()
+                );
+            }
+            crate::interrupt::install();
+            crate::interrupt::set_writes_results(a.json.is_some());
+            let json =
+                super::results_output(&mut crate::output::Plan::new(), a.json.as_deref(), 0)?;
+            let mut res = crate::db::pg_sample::sample(dsn, a.interval, a.duration, cmdline)?;
+            res.analysis = Some(crate::analysis::analyse(&res));
+            res.validate()?;
+            let style = cx.brief_style();
+            crate::out!("{}", crate::render::io_stats::text(&res, &style));
+            for w in &res.warnings {
+                crate::out::warn(w);
+            }
             finish(&res, json)
         }
         DbCommand::Drop(a) => {

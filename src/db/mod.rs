@@ -14,6 +14,7 @@
 
 pub mod host;
 pub mod libpq;
+pub mod pg_sample;
 pub mod postgres;
 pub mod sqlite;
 pub mod vfs;
@@ -113,7 +114,7 @@ impl<R> crate::session::Watch<R> for DbProgress {
     fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
         if self.enabled {
             if let Some(l) = self.line(snaps) {
-                eprintln!("{l}");
+                eprintln!("{}", crate::out::for_stderr(&l));
             }
         }
     }
