@@ -600,6 +600,62 @@ mod tests {
     }
 
     #[test]
+    fn a_profile_gets_the_watch_verdict_without_its_idle_time() {
+        use crate::results::profile::{ProfileBuilder, ProfileSource};
+        let mut b = ProfileBuilder::new();
+        let main = b.frame("main", FrameKind::User, "prog");
+        let pread = b.frame("__x64_sys_pread64", FrameKind::Kernel, "");
+        let sched = b.frame("__schedule", FrameKind::Kernel, "");
+        let epoll = b.frame("do_epoll_wait", FrameKind::Kernel, "");
+        let s = |x: f64| (x * 1e9) as u64;
+        b.add("p", vec![main], StackState::OnCpu, 10, s(0.3));
+        b.add(
+            "p",
+            vec![main, pread, sched],
+            StackState::OffCpu(OffCpuReason::IoWait),
+            5,
+            s(0.6),
+        );
+        b.add(
+            "p",
+            vec![main, pread, sched],
+            StackState::OffCpu(OffCpuReason::Runnable),
+            5,
+            s(0.01),
+        );
+        // Ten seconds idle: kept (--keep-idle) but never counted.
+        b.add_tagged(
+            "p",
+            vec![main, epoll, sched],
+            StackState::OffCpu(OffCpuReason::Sleep),
+            None,
+            true,
+            1,
+            s(10.0),
+        );
+        let p = b.finish(ProfileSource {
+            producer: "bpf".into(),
+            off_cpu: true,
+            ..ProfileSource::default()
+        });
+        let a = profile_analysis(&p).unwrap();
+        let o = &a.overall;
+        assert!((o.wall_s - 0.91).abs() < 1e-6, "{}", o.wall_s);
+        assert!((o.io_s - 0.61).abs() < 1e-6);
+        assert_eq!(o.verdict, Some(VerdictKind::StorageBound));
+        assert!(a.verdicts[0].message.contains("does not tell them apart"));
+        // Without off-CPU stacks there is no wall time to split: no verdict.
+        let mut on = ProfileBuilder::new();
+        let f = on.frame("main", FrameKind::User, "prog");
+        on.add("p", vec![f], StackState::OnCpu, 1, 1);
+        assert!(profile_analysis(&on.finish(ProfileSource {
+            producer: "bpf".into(),
+            ..ProfileSource::default()
+        }))
+        .is_none());
+    }
+
+    #[test]
     fn merged_rows_are_exact_sums() {
         let spans: Vec<WatchSpan> = (0..10)
             .map(|k| WatchSpan {

@@ -1139,6 +1139,12 @@ mod tests {
     }
 
     #[test]
+    fn profile_verdicts_know_every_traced_syscall() {
+        let names: Vec<&str> = SYSCALLS.iter().map(|s| s.0).collect();
+        assert_eq!(names, crate::analysis::watch::IO_SYSCALLS);
+    }
+
+    #[test]
     fn ring_records_hold_one_event_or_a_batch() {
         let mut ts = Vec::new();
         assert!(Event::each(&event(5), |e| ts.push(e.ts)));
