@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use iolens::render::synth;
+use iolens::synth;
 
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("IOLENS_CHROMIUM") {

@@ -89,7 +89,7 @@ pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
     }
     let res = profile(&opts, cx.cmdline.clone())?;
     for w in &res.warnings {
-        eprintln!("iolens: warning: {w}");
+        crate::out::warn(w);
     }
     let prof = res
         .profile
