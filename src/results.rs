@@ -17,12 +17,14 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+pub mod io_stats;
+mod labels;
 pub mod profile;
 mod read;
 mod validate;
 mod write;
 pub use read::{read_results_text, MAX_RESULTS_BYTES};
-pub use validate::MAX_COUNT;
+pub use validate::{interval_groups, IntervalGroups, MAX_COUNT};
 pub use write::{dated_name, write_results, write_results_to};
 
 /// Identifies an iolens results document.
@@ -37,35 +39,6 @@ pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 /// The model's latency histogram type and the two helpers every producer records with; the
 /// histogram itself (layout, encodings, sums) is [`crate::histogram`].
 pub use crate::histogram::{new_histogram, record_ns, Hist};
-
-/// A reader of the interval histograms that validation decodes ([`Results::from_json_merging`]),
-/// handed each op's intervals merged into groups of consecutive intervals, the groups of
-/// [`interval_groups`] (display columns): a renderer then decodes no interval a second time.
-pub trait IntervalGroups: Sync {
-    /// At most how many groups op `op` of run `run` is wanted in (0: not wanted).
-    fn max_groups(&self, run: usize, op: &OpResult) -> usize;
-    /// Group `g` of op `op` (index `op_index`) of run `run`: the exact merge of its intervals'
-    /// counts as `(lowest equivalent value, count)` ascending, or `None` when one of them is
-    /// not a clean encoding of the standard layout (the reader then merges that group itself).
-    /// Called from validation's threads, in any order.
-    fn group(
-        &self,
-        run: usize,
-        op_index: usize,
-        op: &OpResult,
-        g: usize,
-        counts: Option<&[(u64, u64)]>,
-    );
-}
-
-/// How display columns group `ivs`: a stub last interval folded into the one before
-/// ([`fold_stub_tail`]), then at most `max_groups` groups of `per` consecutive intervals (the
-/// last may hold fewer; it also holds the folded stub). Returns `(per, groups)`.
-pub fn interval_groups(ivs: &[Interval], max_groups: usize) -> (usize, usize) {
-    let n = ivs.len() - has_stub_tail(ivs) as usize;
-    let per = n.div_ceil(max_groups.max(1)).max(1);
-    (per, n.div_ceil(per))
-}
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
@@ -250,6 +223,14 @@ pub struct CpuStats {
     pub runq_us_per_io: f64,
     /// Time the session threads spent on CPU, total seconds (schedstat).
     pub session_run_s: f64,
+}
+
+impl CpuStats {
+    /// Whether the run-queue delay was measured (schedstat read): a delay of 0 from a run
+    /// without schedstat means "not known", not "none".
+    pub fn runq_measured(&self) -> bool {
+        self.runq_delay_s > 0.0 || self.session_run_s > 0.0 || self.runq_us_per_io > 0.0
+    }
 }
 
 /// The backing block device's own view from /proc/diskstats over the measured window.
@@ -888,6 +869,9 @@ pub struct Results {
     /// A trace's slowest single waits, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_slowest: Vec<evidence::SlowWait>,
+    /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_stats: Vec<io_stats::IoStats>,
 }
 
 impl Results {
@@ -915,6 +899,7 @@ impl Results {
             trace_profile: None,
             trace_io: None,
             trace_slowest: Vec::new(),
+            io_stats: Vec::new(),
         }
     }
 

@@ -234,7 +234,11 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let pb = crate::progress::line(o.progress);
     let mut peeks = Vec::with_capacity(files.len());
     for (k, f) in files.iter().enumerate() {
-        pb.set_message(format!("checking file {} of {}", k + 1, files.len()));
+        pb.set_message(crate::progress::fit(&format!(
+            "checking file {} of {}",
+            k + 1,
+            files.len()
+        )));
         peeks.push(peek(f)?);
     }
     let name = |k: usize| files[k].display().to_string();
@@ -365,12 +369,12 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let mut scratch = Scratch::new();
     for (pos, &k) in order.iter().enumerate() {
         let file = name(k);
-        pb.set_message(format!(
+        pb.set_message(crate::progress::fit(&format!(
             "summing rank {} ({} of {}): {file}",
             ranks[pos],
             pos + 1,
             order.len()
-        ));
+        )));
         let mut res = Results::read_file(&files[k])?;
         let now = Established::of_results(&res);
         if now != established[k] {

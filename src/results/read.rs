@@ -148,6 +148,7 @@ impl Results {
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
         evidence::upgrade_extra(&mut r)?;
+        r.clean_labels();
         r.validate_merging(groups)?;
         Ok(r)
     }

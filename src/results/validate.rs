@@ -279,9 +279,24 @@ impl Results {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }
+        let mut total: u64 = 0;
         for (i, run) in self.runs.iter().enumerate() {
             run.validate_merging(groups.map(|g| (g, i)))
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;
+            // Renderers add counts across runs (totals, heatmaps of several runs): the whole
+            // file's count must fit too, so no sum of its counts can overflow.
+            total = run
+                .ops
+                .iter()
+                .try_fold(total, |t, o| t.checked_add(o.count))
+                .filter(|t| *t <= MAX_COUNT)
+                .with_context(|| {
+                    format!(
+                        "its runs' op counts overflow when added up (at run {}): more than 2^63 \
+                         operations is not a measurement",
+                        i + 1
+                    )
+                })?;
         }
         if let Some(c) = &self.calibration {
             for p in &c.curve {
@@ -309,4 +324,33 @@ impl Results {
         }
         Ok(())
     }
+}
+
+/// A reader of the interval histograms that validation decodes ([`Results::from_json_merging`]),
+/// handed each op's intervals merged into groups of consecutive intervals, the groups of
+/// [`interval_groups`] (display columns): a renderer then decodes no interval a second time.
+pub trait IntervalGroups: Sync {
+    /// At most how many groups op `op` of run `run` is wanted in (0: not wanted).
+    fn max_groups(&self, run: usize, op: &OpResult) -> usize;
+    /// Group `g` of op `op` (index `op_index`) of run `run`: the exact merge of its intervals'
+    /// counts as `(lowest equivalent value, count)` ascending, or `None` when one of them is
+    /// not a clean encoding of the standard layout (the reader then merges that group itself).
+    /// Called from validation's threads, in any order.
+    fn group(
+        &self,
+        run: usize,
+        op_index: usize,
+        op: &OpResult,
+        g: usize,
+        counts: Option<&[(u64, u64)]>,
+    );
+}
+
+/// How display columns group `ivs`: a stub last interval folded into the one before
+/// ([`fold_stub_tail`]), then at most `max_groups` groups of `per` consecutive intervals (the
+/// last may hold fewer; it also holds the folded stub). Returns `(per, groups)`.
+pub fn interval_groups(ivs: &[Interval], max_groups: usize) -> (usize, usize) {
+    let n = ivs.len() - has_stub_tail(ivs) as usize;
+    let per = n.div_ceil(max_groups.max(1)).max(1);
+    (per, n.div_ceil(per))
 }

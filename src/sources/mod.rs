@@ -40,8 +40,10 @@ pub mod hlog;
 pub mod oracle_trace;
 pub mod pairs;
 pub mod perf_script;
+pub mod pg_stats;
 pub mod pylatencymap;
 pub mod sniff;
+pub mod sql_table;
 
 mod buckets;
 mod intervals;
@@ -117,6 +119,12 @@ pub enum Format {
     Folded,
     /// Oracle AWR or Statspack report, text form: wait event histograms over the snap window.
     Awr,
+    /// PostgreSQL `pg_stat_io` snapshots (psql or CSV): means-only per-interval deltas.
+    PgStatIo,
+    /// PostgreSQL `pg_stat_database` snapshots: block reads and their time, means only.
+    PgStatDatabase,
+    /// PostgreSQL `pg_stat_statements` snapshots: per-statement block I/O time, means only.
+    PgStatStatements,
 }
 
 /// What `iolens ingest` reads and how.
@@ -173,6 +181,7 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
     let mut results = Results::new(Kind::Ingest, command_line);
     let mut stats = Vec::new();
     let mut stacks: Option<(crate::results::profile::ProfileBuilder, ProfileSource)> = None;
+    let mut io_stats = Vec::new();
     for path in &args.files {
         let mut reader = LineReader::open(path)?;
         let mut read_stacks = |p: Result<StackProfile>| -> Result<Vec<RunResult>> {
@@ -200,6 +209,17 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
             Format::PerfScript => read_stacks(perf_script::read(&mut reader)),
             Format::Folded => read_stacks(folded::read(&mut reader)),
             Format::Awr => awr::read(&mut reader, args),
+            Format::PgStatIo | Format::PgStatDatabase | Format::PgStatStatements => {
+                let view = match args.format {
+                    Format::PgStatIo => pg_stats::PgView::Io,
+                    Format::PgStatDatabase => pg_stats::PgView::Database,
+                    _ => pg_stats::PgView::Statements,
+                };
+                pg_stats::read(&mut reader, view).map(|s| {
+                    io_stats.push(s);
+                    Vec::new()
+                })
+            }
         }
         .map_err(|e| {
             // Errors of the line reader already name the file.
@@ -213,7 +233,7 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         for w in reader.warnings.drain(..) {
             results.warnings.push(format!("{}: {w}", path.display()));
         }
-        let stacks_read = reader.stats.parsed > 0 && stacks.is_some();
+        let stacks_read = reader.stats.parsed > 0 && (stacks.is_some() || !io_stats.is_empty());
         if runs.is_empty() && !stacks_read {
             // Nothing read is an error, not an empty results document (exit non-zero even with
             // -q, and say why), with the likely format when it is another.
@@ -255,6 +275,7 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
         }
         stats.push(reader.file_stats(path));
     }
+    results.io_stats = io_stats;
     results.source = Some(SourceInfo {
         format: format_name(args.format).to_string(),
         files: stats,
@@ -359,6 +380,9 @@ pub fn format_name(f: Format) -> &'static str {
         Format::PerfScript => "perf-script",
         Format::Folded => "folded",
         Format::Awr => "awr",
+        Format::PgStatIo => "pg-stat-io",
+        Format::PgStatDatabase => "pg-stat-database",
+        Format::PgStatStatements => "pg-stat-statements",
     }
 }
 
