@@ -12,7 +12,7 @@ fn main() -> ExitCode {
                 "{}",
                 iolens::out::for_stderr(&format!("iolens: error: {text}"))
             );
-            return ExitCode::from(iolens::target::exit_code_of(&e));
+            return ExitCode::from(iolens::exit::of_error(&e));
         }
     };
     // Text for people that could not be written (stdout full, or an I/O error) makes an
@@ -23,7 +23,7 @@ fn main() -> ExitCode {
                 std::io::stderr(),
                 "iolens: error: cannot write to standard output: {why}"
             );
-            ExitCode::from(2)
+            ExitCode::from(iolens::exit::ERROR)
         }
         _ => code,
     }

@@ -270,7 +270,7 @@ pub(crate) fn sleep_until(at: SystemTime, interrupt: &std::sync::atomic::AtomicB
     loop {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             // Exits as any interrupted work does (130 for Ctrl-C, 143 for SIGTERM).
-            return Err(crate::target::Interrupted(format!(
+            return Err(crate::exit::Interrupted(format!(
                 "interrupted while waiting for the start time {}",
                 fmt_time(at)
             ))

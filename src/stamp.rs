@@ -68,8 +68,6 @@ pub(crate) const UNIT: usize = 512;
 /// Bytes of the stamp header at the start of each unit.
 pub const STAMP_LEN: usize = 32;
 pub(crate) const MAGIC: [u8; 4] = *b"iolB";
-/// Exit code of a run or `iolens verify` that found corrupt data.
-pub const EXIT_CORRUPTION: u8 = 3;
 /// Most corruption reports kept per session (all are counted).
 pub(crate) const MAX_REPORTS: usize = 100;
 

@@ -343,6 +343,14 @@ fn meminfo(field: &str) -> Option<u64> {
     line[field.len()..].split_whitespace().next()?.parse().ok()
 }
 
+/// Peak resident set size of this process (VmHWM from /proc/self/status).
+pub(crate) fn peak_rss() -> Option<String> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .map(|l| l["VmHWM:".len()..].trim().to_string())
+}
+
 /// Total memory of the host in bytes (/proc/meminfo MemTotal; 0 when unknown).
 pub(crate) fn memory_bytes() -> u64 {
     meminfo("MemTotal:").unwrap_or(0) * 1024

@@ -90,11 +90,11 @@ fn seeds(work: &Path) -> Vec<Seed> {
     let mut docs = vec![
         (
             "synth run".to_string(),
-            iolens::render::synth::run_results_with(4, 1.0, 30, 7),
+            iolens::synth::run_results_with(4, 1.0, 30, 7),
         ),
         (
             "synth calibrate".to_string(),
-            iolens::render::synth::calibration_results(3, 2, 20, 7),
+            iolens::synth::calibration_results(3, 2, 20, 7),
         ),
     ];
     let f = work.join("seed.in");
@@ -398,7 +398,7 @@ fn load_and_render(text: &str) {
     let _ = iolens::render::csv::intervals_csv(&r);
     stage("export --hlog");
     let _ = iolens::render::hlog::interval_log(&r);
-    let base = iolens::render::synth::run_results_with(2, 1.0, 10, 3);
+    let base = iolens::synth::run_results_with(2, 1.0, 10, 3);
     let inputs = vec![("a".to_string(), base), ("b".to_string(), r)];
     stage("compare");
     let _ = iolens::render::compare::incompatibilities(&inputs);

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use iolens::render::synth;
 use iolens::results::{
     new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
     SCHEMA_VERSION,
 };
+use iolens::synth;
 
 fn iolens(args: &[&str], envs: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_iolens"));

@@ -212,7 +212,7 @@ fn a_real_run_has_no_stub_last_interval() {
 fn renderers_fold_a_stub_tail_of_an_old_file() {
     // A file written before runs folded their tail: 3 s of 1 s intervals and then one I/O in a
     // 4 ms interval. No chart or CSV row may show 250 IOPS (or a latency jump) for it.
-    let mut r = iolens::render::synth::run_results(3, 1.0, 7);
+    let mut r = iolens::synth::run_results(3, 1.0, 7);
     let run = &mut r.runs[0];
     for o in &mut run.ops {
         let mut h = iolens::results::new_histogram();

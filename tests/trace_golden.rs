@@ -15,10 +15,9 @@ use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use iolens::results::{Hist, Results};
-use iolens::sources::oracle_trace::{
-    build_results, parse_trace, write_synthetic_trace, ParseOptions,
-};
+use iolens::sources::oracle_trace::{build_results, parse_trace, ParseOptions};
 use iolens::sources::LineReader;
+use iolens::synth::write_synthetic_trace;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

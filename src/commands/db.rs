@@ -199,7 +199,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                      command to resume",
                     rows_loaded
                 ));
-                return Ok(ExitCode::from(crate::interrupt::exit_code()));
+                return Ok(ExitCode::from(crate::exit::interrupted()));
             }
             Ok(ExitCode::SUCCESS)
         }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Result};
 use clap::Args;
 
-use crate::render::synth;
+use crate::synth;
 
 /// `iolens dev-synth`: write a synthetic results file.
 #[derive(Args, Debug)]

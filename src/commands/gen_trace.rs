@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use crate::output::{Holds, Plan};
 use clap::Args;
 
-use crate::sources::oracle_trace::write_synthetic_trace;
+use crate::synth::write_synthetic_trace;
 
 /// Arguments of the hidden `iolens gen-trace` command (benchmark input).
 #[derive(Args, Debug, Clone)]

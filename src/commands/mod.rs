@@ -189,7 +189,11 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     let cli = match Cli::try_parse_from(args.clone()) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { 2 } else { 0 };
+            let code = if e.use_stderr() {
+                crate::exit::ERROR
+            } else {
+                crate::exit::SUCCESS
+            };
             let _ = e.print();
             return Ok(ExitCode::from(code));
         }
@@ -237,7 +241,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
             started.elapsed().as_secs_f64(),
             user,
             sys,
-            crate::sources::peak_rss().unwrap_or_else(|| "unknown".into())
+            crate::sys::peak_rss().unwrap_or_else(|| "unknown".into())
         ));
     }
     code
@@ -294,12 +298,12 @@ pub(crate) fn finish(res: &Results, json: Option<Output>) -> Result<ExitCode> {
         }
     }
     let interrupted = res.runs.iter().any(|r| r.interrupted) || crate::interrupt::interrupted();
-    Ok(if res.runs.iter().any(|r| r.found_corruption()) {
+    let corruption = res.runs.iter().any(|r| r.found_corruption());
+    if corruption {
         crate::out::note("CORRUPT DATA was read; see the corruption report above");
-        ExitCode::from(crate::stamp::EXIT_CORRUPTION)
-    } else if interrupted {
-        ExitCode::from(crate::interrupt::exit_code())
-    } else {
-        ExitCode::SUCCESS
-    })
+    }
+    Ok(ExitCode::from(crate::exit::of_finished(
+        corruption,
+        interrupted,
+    )))
 }

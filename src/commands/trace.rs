@@ -8,7 +8,8 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{finish_evidence, Context};
-use crate::sources::{oracle_trace, peak_rss, TraceOptions};
+use crate::sources::{oracle_trace, TraceOptions};
+use crate::sys::peak_rss;
 
 /// Arguments of `iolens trace`.
 #[derive(Args, Debug, Clone)]

@@ -131,7 +131,7 @@ pub fn summary(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::synth;
+    use crate::synth;
 
     #[test]
     fn calibration_summary_as_markdown_tables() {

@@ -124,6 +124,21 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Leave out the column headed `name`, from the header and every row (nothing when no
+    /// column has that name): a column is named, never numbered, so adding one before it
+    /// cannot make this drop the wrong one.
+    pub fn drop_column(&mut self, name: &str) {
+        let Some(i) = self.header.iter().position(|h| h == name) else {
+            return;
+        };
+        self.header.remove(i);
+        for row in &mut self.rows {
+            if i < row.len() {
+                row.remove(i);
+            }
+        }
+    }
+
     /// Which columns hold text (the first, and any with a cell that is not a figure).
     fn text_columns(&self) -> Vec<bool> {
         (0..self.header.len())
@@ -450,6 +465,30 @@ mod tests {
             .to_vec(),
         );
         t
+    }
+
+    #[test]
+    fn a_column_is_dropped_by_its_name_wherever_it_stands() {
+        let mut t = Table::new(&["run", "new", "count", "MB/s", "p99"]);
+        t.row(vec![
+            "a".into(),
+            "x".into(),
+            "1".into(),
+            "0".into(),
+            "2 ms".into(),
+        ]);
+        t.row(vec![
+            "b".into(),
+            "y".into(),
+            "3".into(),
+            "0".into(),
+            "4 ms".into(),
+        ]);
+        t.drop_column("MB/s");
+        assert_eq!(t.header, ["run", "new", "count", "p99"]);
+        assert_eq!(t.rows[1], ["b", "y", "3", "4 ms"]);
+        t.drop_column("no such column");
+        assert_eq!(t.header.len(), 4);
     }
 
     #[test]

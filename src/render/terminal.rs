@@ -40,9 +40,6 @@ pub fn summary_table(r: &Results) -> Table {
         "max",
         "errors",
     ]);
-    if !bytes {
-        t.header.remove(4);
-    }
     for (i, run) in r.runs.iter().enumerate() {
         for op in &run.ops {
             let s = &op.summary;
@@ -54,7 +51,7 @@ pub fn summary_table(r: &Results) -> Table {
                     "unknown".to_string()
                 }
             };
-            let mut row = vec![
+            t.row(vec![
                 format!("{i}: {}", run.name),
                 op.op.clone(),
                 op.count.to_string(),
@@ -66,12 +63,11 @@ pub fn summary_table(r: &Results) -> Table {
                 fmt_ns(s.p999_ns as f64),
                 fmt_ns(s.max_ns as f64),
                 op.errors.to_string(),
-            ];
-            if !bytes {
-                row.remove(4);
-            }
-            t.row(row);
+            ]);
         }
+    }
+    if !bytes {
+        t.drop_column("MB/s");
     }
     t
 }
@@ -550,8 +546,8 @@ pub(crate) fn render_loaded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::synth;
     use crate::render::table::plain;
+    use crate::synth;
 
     #[test]
     fn heatmap_fits_width_and_shows_both_modes() {

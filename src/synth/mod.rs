@@ -1,5 +1,8 @@
-//! Synthetic results files for tests, demos and the report benchmark (`iolens dev-synth`,
-//! hidden). Latencies are drawn from seeded log-normal mixtures so the output is repeatable:
+//! Synthetic evidence for tests, demos and benchmarks: a producer, like the readers and the
+//! engine, but of made-up data. This file makes results files (`iolens dev-synth`, hidden);
+//! `trace.rs` writes Oracle extended SQL traces (`iolens gen-trace`, hidden).
+//!
+//! Synthetic results files for tests, demos and the report benchmark. Latencies are drawn from seeded log-normal mixtures so the output is repeatable:
 //! reads are bimodal (a cache tier near 100 µs, a slow tier near 4 ms), writes unimodal, with a
 //! burst of slow I/O in the middle of the run; calibrations get a load curve whose latency
 //! climbs once the "device" saturates. Every document says it is synthetic in its warnings.
@@ -8,6 +11,9 @@ use hdrhistogram::Histogram;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rand_distr::{Distribution, LogNormal};
+
+mod trace;
+pub use trace::write_synthetic_trace;
 
 use crate::results::{
     new_histogram, record_ns, Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist,
