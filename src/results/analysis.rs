@@ -208,6 +208,9 @@ pub enum VerdictKind {
     RegimeChange,
     /// The SNIA PTS steady-state verdict of the run's last regime.
     SteadyState,
+    /// A cgroup I/O limit (blk-throttle) held the watched processes' I/O above the block
+    /// layer: the limit, not the device.
+    CgroupLimit,
 }
 
 impl VerdictKind {
@@ -229,6 +232,7 @@ impl VerdictKind {
             VerdictKind::NotIo => "not-io",
             VerdictKind::RegimeChange => "regime-change",
             VerdictKind::SteadyState => "steady-state",
+            VerdictKind::CgroupLimit => "cgroup-limit",
         }
     }
 }
