@@ -11,6 +11,14 @@
 // runnable again; when it is switched back in, the blocked span (switch-out to wake-up) goes to
 // its reason and the run-queue span (wake-up to switch-in) to "runnable", both on the same stack.
 //
+// PostgreSQL: each stack is also keyed by the process's wait event as PostgreSQL publishes it
+// (`*my_wait_event_info`, the value pg_stat_activity shows), read in the process's own context at
+// the sample and at the switch-out, exactly as bpf/watch.bpf.c reads it; the address comes from
+// user space (`pg_wait_ptr`) and is inherited by forked backends.
+//
+// Processes are matched by name through their group leader's name, so threads that renamed
+// themselves are profiled with their process (as `watch --comm` does).
+//
 // Nothing is dropped silently: a full map or a failed stack walk increments a slot of `lost`.
 // Each tracepoint handler exists as tp_btf and as raw_tp; user space attaches what the kernel
 // takes (see src/bpf/mod.rs).
@@ -45,6 +53,7 @@ struct prof_key {
 	__s32 user_stack;
 	__s32 kernel_stack;
 	__u32 state;
+	__u32 wev;
 	char comm[16];
 };
 
@@ -60,6 +69,8 @@ struct prof_off {
 	__s32 kernel_stack;
 	__u32 state;
 	__u32 tgid;
+	__u32 wev;
+	__u32 pad;
 	char comm[16];
 };
 
@@ -83,6 +94,46 @@ struct {
 	__type(key, __u32);
 	__type(value, struct prof_off);
 } off_cpu SEC(".maps");
+
+// PostgreSQL server processes (filled by user space, src/profile.rs): tgid -> user address of
+// the global `uint32 *my_wait_event_info`.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} pg_wait_ptr SEC(".maps");
+
+// A wait event that could not be read (its page not resident: no fault is taken here).
+#define WAIT_UNREADABLE 0xffffffffu
+
+// The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
+// nothing.
+static __always_inline __u32 current_wait_event(__u32 tgid)
+{
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+	if (!addr)
+		return 0;
+	__u64 ptr = 0;
+	__u32 info = 0;
+	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
+		return WAIT_UNREADABLE;
+	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
+		return WAIT_UNREADABLE;
+	return info;
+}
+
+// Whether task `t` of process `tgid` is profiled: by pid, or by its process's (group leader's)
+// name.
+static __always_inline int task_watched(struct task_struct *t, __u32 tgid)
+{
+	struct comm_key key = {};
+	if (!watch_all) {
+		struct task_struct *leader = BPF_CORE_READ(t, group_leader);
+		bpf_probe_read_kernel(key.comm, sizeof(key.comm), &leader->comm);
+	}
+	return watched(tgid, &key);
+}
 
 static __always_inline void add(struct prof_key *k, __u64 count, __u64 ns)
 {
@@ -113,12 +164,13 @@ int on_sample(struct bpf_perf_event_data *ctx)
 	__u32 tgid = id >> 32;
 	if ((__u32)id == 0)
 		return 0;  // idle
+	if (!task_watched((struct task_struct *)bpf_get_current_task(), tgid))
+		return 0;
 	struct prof_key k = {};
 	bpf_get_current_comm(k.comm, sizeof(k.comm));
-	if (!watched(tgid, (const struct comm_key *)k.comm))
-		return 0;
 	k.tgid = tgid;
 	k.state = STATE_ON_CPU;
+	k.wev = current_wait_event(tgid);
 	k.kernel_stack = bpf_get_stackid(ctx, &stacks, 0);
 	k.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (k.kernel_stack < 0 && k.kernel_stack != -14)  // -EFAULT: sampled in user mode
@@ -138,12 +190,19 @@ static __always_inline void switch_out(void *ctx, bool preempt, struct task_stru
 	__u32 tid = BPF_CORE_READ(prev, pid);
 	if (tid == 0)
 		return;
+	if (!task_watched(prev, tgid))
+		return;
+	// An exiting thread's last switch (TASK_DEAD): it never comes back.
+	if (prev_state & 0x80) {
+		bpf_map_delete_elem(&off_cpu, &tid);
+		return;
+	}
 	struct prof_off s = {};
 	bpf_probe_read_kernel(s.comm, sizeof(s.comm), &prev->comm);
-	if (!watched(tgid, (const struct comm_key *)s.comm))
-		return;
 	s.ts = bpf_ktime_get_ns();
 	s.tgid = tgid;
+	// `prev` is current: its own address space.
+	s.wev = current_wait_event(tgid);
 	if (preempt || (prev_state & 0xff) == 0)
 		s.state = STATE_RUNNABLE;
 	else if (BPF_CORE_READ_BITFIELD_PROBED(prev, in_iowait))
@@ -174,6 +233,7 @@ static __always_inline void switch_in(struct task_struct *next)
 	k.tgid = s->tgid;
 	k.user_stack = s->user_stack;
 	k.kernel_stack = s->kernel_stack;
+	k.wev = s->wev;
 	__builtin_memcpy(k.comm, s->comm, 16);
 	__u64 wake = s->wake_ts && s->wake_ts >= s->ts && s->wake_ts <= now ? s->wake_ts : now;
 	if (s->state != STATE_RUNNABLE && wake > s->ts) {
@@ -206,5 +266,33 @@ static __always_inline void on_wakeup(struct task_struct *p)
 		s->wake_ts = bpf_ktime_get_ns();
 }
 
+// A PostgreSQL process forks its backends without exec: a child shares its parent's wait-event
+// pointer address.
+static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
+		return;
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
+	if (addr) {
+		__u64 a = *addr;
+		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
+	}
+}
+
+// An exited process's pid may be reused: its address goes with it; an exiting thread leaves
+// no off-CPU state behind.
+static __always_inline void on_exit(struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	__u32 tid = BPF_CORE_READ(p, pid);
+	bpf_map_delete_elem(&off_cpu, &tid);
+	if (tgid == tid)
+		bpf_map_delete_elem(&pg_wait_ptr, &tgid);
+}
+
 HANDLER(sched_switch, on_switch(ctx, ctx))
+HANDLER(sched_process_fork, on_fork((struct task_struct *)ctx[0], (struct task_struct *)ctx[1]))
+HANDLER(sched_process_exit, on_exit((struct task_struct *)ctx[0]))
 HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0]))

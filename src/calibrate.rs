@@ -15,7 +15,9 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::analysis::{self, Severity, Verdict, VerdictKind};
-use crate::results::analysis::{CacheStep, CalibrationFindings, CommitStep, RampBest, SustainStep};
+use crate::results::analysis::{
+    CacheStep, CalibrationFindings, CommitStep, Precondition, RampBest, SustainStep,
+};
 pub use crate::results::analysis::{Phase, PhasePlan, Plan, StopReason};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
 use crate::run::{execute, RunOptions};
@@ -81,6 +83,9 @@ pub struct CalibrateOptions {
     pub huge_pages: crate::workload::HugePages,
     /// `--sustain`: seconds to hold the chosen random-read point after the ramp (0: not held).
     pub sustain: f64,
+    /// `--precondition`: bound on the SNIA-style preconditioning before the phases, seconds
+    /// (0: none).
+    pub precondition: f64,
 }
 
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
@@ -102,6 +107,15 @@ pub struct Ramp {
 /// Steps in a row without growth (by the plateau threshold, over the best step so far) that
 /// make a plateau: one noisy step never stops a ramp.
 pub const PLATEAU_STEPS: u32 = 2;
+
+/// A step below the best by more than this many times the plateau threshold has fallen past
+/// the peak (not noise): the ramp stops at once (with the default 5 %: a fall of over 10 %).
+pub const FALL_FACTOR: f64 = 2.0;
+
+/// Did a step of `value` fall past the peak `best` (threshold `plateau`, 0.05 = 5 %)?
+fn fell(value: f64, best: f64, plateau: f64) -> bool {
+    value < best * (1.0 - FALL_FACTOR * plateau)
+}
 
 impl Ramp {
     /// A ramp up to `max_sessions`, latency target `target_ns`, plateau threshold (0.05 = 5 %),
@@ -180,8 +194,13 @@ impl Ramp {
             return;
         }
         // A plateau must persist: PLATEAU_STEPS good steps in a row that do not beat the best
-        // step so far by the threshold (one noisy step is not a plateau).
+        // step so far by the threshold (one noisy step is not a plateau). A fall beyond noise
+        // (below the best by FALL_FACTOR × the threshold) is past the peak: it stops at once.
         match prev_best {
+            Some((_, best)) if fell(iops, best, self.plateau) => {
+                self.stop = Some(StopReason::Fell);
+                return;
+            }
             Some((_, best)) if iops < best * (1.0 + self.plateau) => {
                 self.flat += 1;
                 if self.flat >= PLATEAU_STEPS {
@@ -218,8 +237,9 @@ impl Ramp {
 }
 
 /// The queue-depth ramp of a sequential phase: it is told each step's MB/s and says whether
-/// to go on. It stops only when [`PLATEAU_STEPS`] steps in a row fail to beat the best so far
-/// by the plateau threshold, and reports the best step observed.
+/// to go on. It stops when [`PLATEAU_STEPS`] steps in a row fail to beat the best so far by the
+/// plateau threshold, or at once when a step falls below the best by more than [`FALL_FACTOR`]
+/// times it, and reports the best step observed.
 #[derive(Clone, Debug)]
 pub struct SeqRamp {
     plateau: f64,
@@ -243,6 +263,7 @@ impl SeqRamp {
         let prev = self.best();
         self.steps.push((qd, mbs));
         match prev {
+            Some((_, best)) if fell(mbs, best, self.plateau) => false,
             Some((_, best)) if mbs < best * (1.0 + self.plateau) => {
                 self.flat += 1;
                 self.flat < PLATEAU_STEPS
@@ -374,6 +395,19 @@ impl Plan {
         if !(a.budget.is_finite() && a.budget > 0.0) {
             bail!("--budget must be positive (e.g. 2m)");
         }
+        if !(a.precondition.is_finite() && a.precondition >= 0.0) {
+            bail!("--precondition must be a positive bound on its time (e.g. 10m)");
+        }
+        if a.precondition > 0.0 && a.precondition < PRECONDITION_MIN_S {
+            bail!(
+                "--precondition {}s leaves no time for the fill and {} rounds of at least {} s; \
+                 give at least {}s",
+                a.precondition,
+                crate::analysis::regimes::SNIA_ROUNDS,
+                MIN_STEP_S,
+                PRECONDITION_MIN_S
+            );
+        }
         let mut phases = a
             .phases
             .clone()
@@ -400,11 +434,13 @@ impl Plan {
                     Ramp::max_steps(a.max_sessions, REFINEMENTS),
                     format!(
                         "{} random reads, sync engine, sessions 1, 2, 4, … ≤ {}; stop when p{} > {} \
-                         or IOPS grows < {} % or at the ceiling; then up to {} refinement steps",
+                         or when IOPS falls > {} % below the best step, or grows < {} % over it two \
+                         steps in a row, or at the ceiling; then up to {} refinement steps",
                         fmt_bytes(a.bs),
                         a.max_sessions,
                         a.percentile,
                         fmt_ns(a.max_latency * 1e9),
+                        crate::units::sig3(FALL_FACTOR * a.plateau_pct),
                         a.plateau_pct,
                         REFINEMENTS
                     ),
@@ -413,10 +449,12 @@ impl Plan {
                     qds,
                     format!(
                         "{} sequential reads, io_uring, {} streams, queue depth 1 … {} per stream; \
-                         stop when MB/s grows < {} %",
+                         stop when MB/s falls > {} % below the best step, or grows < {} % over \
+                         it two steps in a row",
                         fmt_bytes(a.large_bs),
                         a.streams,
                         a.max_qd,
+                        crate::units::sig3(FALL_FACTOR * a.plateau_pct),
                         a.plateau_pct
                     ),
                 ),
@@ -498,6 +536,7 @@ impl Plan {
             direct: a.direct,
             small_pages: a.huge_pages == crate::workload::HugePages::Off,
             sustain_s: a.sustain,
+            precondition_s: a.precondition,
         })
     }
 
@@ -513,6 +552,30 @@ impl Plan {
                 "huge pages where the kernel gives them"
             }
         );
+        if self.precondition_s > 0.0 {
+            s += &format!(
+                "  0. precondition (SNIA-style, beyond the budget, at most {}): {} sequential \
+                 writes over the whole target, up to {} times ({} of a pass per step), then \
+                 rounds of {} random writes ({} sessions × queue depth {}, io_uring) until the \
+                 last {} rounds' IOPS are steady by both SNIA PTS criteria (range ≤ 20 % of \
+                 the average, best-fit slope excursion ≤ 10 %), at most {} rounds\n",
+                humantime::format_duration(std::time::Duration::from_secs(
+                    self.precondition_s as u64
+                )),
+                fmt_bytes(FILL_BS),
+                FILL_PASSES,
+                if FILL_CHUNKS == 1 {
+                    "all".to_string()
+                } else {
+                    format!("1/{FILL_CHUNKS}")
+                },
+                fmt_bytes(self.bs),
+                ROUND_SESSIONS,
+                ROUND_QD,
+                crate::analysis::regimes::SNIA_ROUNDS,
+                MAX_ROUNDS
+            );
+        }
         for (i, p) in self.phases.iter().enumerate() {
             s += &format!(
                 "  {}. {}: {}\n     up to {} steps of {:.1} s ({:.1} s warm-up excluded from results)\n",
@@ -582,6 +645,167 @@ fn curve_point_of(
     }
 }
 
+/// Block size of the preconditioning fill (SNIA's workload-independent preconditioning writes
+/// 128 KiB sequentially).
+pub const FILL_BS: u64 = 128 << 10;
+/// Passes of the fill over the target (SNIA: twice the capacity).
+pub const FILL_PASSES: u32 = 2;
+/// Steps per fill pass: the time bound is checked between them.
+pub const FILL_CHUNKS: u64 = 4;
+/// Most write rounds (SNIA PTS: 25).
+pub const MAX_ROUNDS: u32 = 25;
+/// Longest round, seconds (SNIA PTS rounds are about a minute).
+pub const MAX_ROUND_S: f64 = 60.0;
+/// Sessions and queue depth of the write rounds (SNIA's OIO of 32: 2 threads × 16).
+pub const ROUND_SESSIONS: u32 = 2;
+pub const ROUND_QD: u32 = 16;
+/// Smallest `--precondition` bound: a fill and the SNIA window of rounds of at least a second.
+pub const PRECONDITION_MIN_S: f64 = 10.0;
+
+/// `--precondition`: fill the target (up to [`FILL_PASSES`] sequential passes of [`FILL_BS`]
+/// writes, in [`FILL_CHUNKS`] steps each, while the fill has used at most half the bound), then
+/// rounds of random writes until the last [`crate::analysis::regimes::SNIA_ROUNDS`] rounds'
+/// IOPS are steady by both SNIA criteria, [`MAX_ROUNDS`] rounds were run, or the bound is
+/// spent. Round length: what is left of the bound over [`MAX_ROUNDS`], between
+/// [`MIN_STEP_S`] and [`MAX_ROUND_S`].
+fn precondition(st: &mut Stepper, plan: &Plan) -> Result<Precondition> {
+    use crate::analysis::regimes::snia_steady;
+    let bound_s = plan.precondition_s;
+    let started = Instant::now();
+    let data = st.target.data_size;
+    let bs = FILL_BS.min(data / plan.bs.max(1) * plan.bs).max(plan.bs);
+    let blocks = data / bs;
+    let mut pc = Precondition {
+        target_bytes: data,
+        bound_s,
+        ..Default::default()
+    };
+    let phase = "precondition";
+    let chunks = FILL_CHUNKS.min(blocks).max(1);
+    'fill: for pass in 0..FILL_PASSES {
+        for c in 0..chunks {
+            if st.interrupted() || started.elapsed().as_secs_f64() >= bound_s / 2.0 {
+                break 'fill;
+            }
+            let first = blocks * c / chunks;
+            let n = blocks * (c + 1) / chunks - first;
+            let spec = WorkloadSpec {
+                pattern: Pattern::Write,
+                block_size: bs,
+                sessions: 1,
+                qd: 8,
+                engine: EngineKind::Uring,
+                region_offset: first * bs,
+                region_size: n * bs,
+                io_count: Some(n),
+                duration_s: None,
+                warmup_s: 0.0,
+                interval_s: 1.0,
+                ..st.spec()
+            };
+            let label = format!(
+                "precondition fill pass {}/{FILL_PASSES} part {}/{chunks}",
+                pass + 1,
+                c + 1
+            );
+            let i = st.run_as(phase, spec, label)?;
+            pc.fill_bytes += st.results[i].ops.iter().map(|o| o.bytes).sum::<u64>();
+            pc.fill_runs.push(i);
+        }
+    }
+    pc.fill_s = started.elapsed().as_secs_f64();
+    let left = bound_s - pc.fill_s;
+    pc.round_s = (left / MAX_ROUNDS as f64).clamp(MIN_STEP_S, MAX_ROUND_S);
+    let mut starts = Vec::new();
+    pc.ended = "round-limit".into();
+    while (pc.rounds.len() as u32) < MAX_ROUNDS {
+        if st.interrupted() {
+            pc.ended = "interrupted".into();
+            break;
+        }
+        if started.elapsed().as_secs_f64() + pc.round_s > bound_s * 1.02 {
+            pc.ended = "time-bound".into();
+            break;
+        }
+        let spec = WorkloadSpec {
+            pattern: Pattern::Randwrite,
+            block_size: plan.bs,
+            sessions: ROUND_SESSIONS,
+            qd: ROUND_QD,
+            engine: EngineKind::Uring,
+            duration_s: Some(pc.round_s),
+            io_count: None,
+            warmup_s: 0.0,
+            interval_s: if pc.round_s >= 5.0 {
+                1.0
+            } else {
+                pc.round_s / 5.0
+            },
+            ..st.spec()
+        };
+        let label = format!(
+            "precondition round {} randwrite {}",
+            pc.rounds.len() + 1,
+            fmt_bytes(plan.bs)
+        );
+        starts.push(started.elapsed().as_secs_f64());
+        let i = st.run_as(phase, spec, label)?;
+        pc.rounds.push(i);
+        pc.round_iops.push(st.results[i].iops());
+        pc.steady = snia_steady(&pc.round_iops, &starts);
+        if pc.steady.as_ref().is_some_and(|s| s.steady) {
+            pc.reached = true;
+            pc.ended = "steady".into();
+            break;
+        }
+    }
+    pc.sentence = precondition_sentence(&pc);
+    Ok(pc)
+}
+
+/// One line for people about a preconditioning.
+pub fn precondition_sentence(pc: &Precondition) -> String {
+    let fill = format!(
+        "filled {} of {} ({:.2} passes) in {:.0} s",
+        fmt_bytes(pc.fill_bytes),
+        fmt_bytes(pc.target_bytes),
+        pc.fill_bytes as f64 / pc.target_bytes.max(1) as f64,
+        pc.fill_s
+    );
+    let rounds = pc.rounds.len();
+    let test = pc.steady.as_ref().map_or(String::new(), |s| {
+        format!(
+            " (last {} rounds: {} IOPS, range {:.1} % of the average, steady ≤ 20 %; slope \
+             {:.1} %, steady ≤ 10 %)",
+            s.rounds,
+            crate::units::fmt_rate(s.average),
+            s.range_pct,
+            s.slope_pct
+        )
+    });
+    let verdict = if pc.reached {
+        format!(
+            "steady state reached after {rounds} rounds of {:.0} s{test}",
+            pc.round_s
+        )
+    } else {
+        let why = match pc.ended.as_str() {
+            "time-bound" => format!(
+                "the {} bound was reached",
+                humantime::format_duration(std::time::Duration::from_secs(pc.bound_s as u64))
+            ),
+            "interrupted" => "it was interrupted".to_string(),
+            _ => format!("the {MAX_ROUNDS}-round limit was reached"),
+        };
+        format!(
+            "NOT steady after {rounds} rounds of {:.0} s: {why}{test}; the figures below may \
+             move as the device settles",
+            pc.round_s
+        )
+    };
+    format!("Preconditioned (SNIA-style): {fill}; {verdict}")
+}
+
 /// Runs steps, keeping the wall-clock accounting of time spent between them.
 struct Stepper<'a> {
     target: &'a Target,
@@ -611,6 +835,30 @@ impl Stepper<'_> {
     /// True when the calibration must stop: Ctrl-C, or a step read corrupt data.
     fn interrupted(&self) -> bool {
         self.corrupt || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Run `spec` as given (its own duration or I/O count) as a step of `phase`; returns its
+    /// index in `results`.
+    fn run_as(&mut self, phase: &str, spec: WorkloadSpec, label: String) -> Result<usize> {
+        self.step_no += 1;
+        let r = execute(
+            &spec,
+            self.target,
+            &RunOptions {
+                name: label.clone(),
+                phase: phase.into(),
+                progress: self.progress,
+                progress_prefix: format!("calibrate {phase} step {}", self.step_no),
+                interrupt: crate::interrupt::flag(),
+                start_at: None,
+                block_watch: self.block_watch,
+            },
+        )
+        .with_context(|| format!("calibration step `{label}`"))?;
+        self.step_wall_s += spec.warmup_s + r.duration_s;
+        self.corrupt |= r.found_corruption();
+        self.results.push(r);
+        Ok(self.results.len() - 1)
     }
 
     /// Run one step; returns its index in `results`.
@@ -729,6 +977,16 @@ pub fn calibrate(
         slot: start_at,
     };
     let mut f = CalibrationFindings::default();
+    if plan.precondition_s > 0.0 {
+        if scheduled {
+            bail!("--precondition cannot be combined with --start-at (a fixed schedule)");
+        }
+        let pc = precondition(&mut st, &plan)?;
+        crate::outln!("{}", pc.sentence);
+        // The budget starts after the preconditioning.
+        st.deadline = Instant::now() + std::time::Duration::from_secs_f64(plan.budget_s * 1.02);
+        f.precondition = Some(pc);
+    }
     // The procedure's own notes (skipped steps, verdicts at the best step, contradictions).
     let mut notes: Vec<Verdict> = Vec::new();
     let mut curve: Vec<CurvePoint> = Vec::new();

@@ -491,6 +491,60 @@ pub(crate) fn proof_of_ownership(target: &Path, data: &File, id: u64) -> Option<
     })
 }
 
+/// Header `h` of journal `file` with entries for a data area of `data_size` bytes: the pages a
+/// grown scratch file needs are appended with zero bounds (nothing known yet) and synced; the
+/// header saying so is the caller's to write, after them.
+fn add_entries(file: &File, h: Header, data_size: u64) -> Result<Header> {
+    let need = data_size.div_ceil(h.granule);
+    if need <= h.entries {
+        return Ok(h);
+    }
+    let mut grown = h;
+    grown.entries = need;
+    let mut page = vec![0u8; PAGE];
+    for p in h.pages()..grown.pages() {
+        page.fill(0);
+        seal(&mut page, p, h.target_id);
+        file.write_all_at(&page, (1 + p) * PAGE as u64)?;
+    }
+    file.sync_data()?;
+    Ok(grown)
+}
+
+/// Scratch file `data` (reached as `target`, id `id`) has grown to `data_size` bytes of data
+/// (`--grow`): its journal, if it has one, is extended to cover all of them, so that
+/// `verify` never checks part of the file against a journal that stops short of it. The new
+/// granules' bounds are 0 until a writing run raises them.
+pub(crate) fn extend(target: &Path, data: &File, id: u64, data_size: u64) -> Result<()> {
+    let Some(jpath) = proof_of_ownership(target, data, id) else {
+        return Ok(());
+    };
+    let f =
+        open_nofollow(&jpath, true).with_context(|| format!("cannot open {}", jpath.display()))?;
+    let h = read_header(&f).map_err(|why| anyhow::anyhow!("{}: {why}", jpath.display()))?;
+    let len = f.metadata()?.len();
+    if len < h.file_len() {
+        bail!(
+            "{} is shorter than its header says ({len} of {} bytes: truncated). Refusing to \
+             extend it; run `iolens verify --target {}`",
+            jpath.display(),
+            h.file_len(),
+            target.display()
+        );
+    }
+    let grown = add_entries(&f, h, data_size)?;
+    if grown.entries != h.entries {
+        let nh = Header {
+            updated: unix_now(),
+            ..grown
+        };
+        f.write_all_at(&nh.encode(), 0)
+            .and_then(|_| f.sync_data())
+            .with_context(|| format!("cannot write {}", jpath.display()))?;
+    }
+    Ok(())
+}
+
 /// `--refill` is rewriting every block of scratch file `data` with generation 0: the bounds
 /// of its journal (if it has one) start again at 0, keeping its run counter so that later
 /// generations still grow. Written complete under a temporary name and renamed over it.
@@ -625,21 +679,7 @@ impl RunJournal {
         if fine != h.granule {
             (file, h) = regrain(&file, &jpath, h, fine)?;
         }
-        let need = g.data_size.div_ceil(h.granule);
-        if need > h.entries {
-            // The scratch file grew: extend with zero bounds (nothing known yet).
-            let old_pages = h.pages();
-            let mut grown = h;
-            grown.entries = need;
-            let mut page = vec![0u8; PAGE];
-            for p in old_pages..grown.pages() {
-                page.fill(0);
-                seal(&mut page, p, id);
-                file.write_all_at(&page, (1 + p) * PAGE as u64)?;
-            }
-            file.sync_data()?;
-            h = grown;
-        }
+        h = add_entries(&file, h, g.data_size)?;
         // The pages covering this run's region.
         let start = g.region_offset / h.granule;
         let end = (g.region_offset + g.blocks * g.block_size).div_ceil(h.granule);

@@ -33,6 +33,7 @@ pub mod calibrate;
 pub mod commands;
 pub mod db;
 pub(crate) mod engine;
+pub mod histogram;
 pub(crate) mod interrupt;
 pub mod journal;
 pub(crate) mod merge;

@@ -9,8 +9,8 @@ fn main() -> ExitCode {
             let text = format!("{e:#}");
             let _ = writeln!(
                 std::io::stderr(),
-                "iolens: error: {}",
-                iolens::out::term_safe(&text)
+                "{}",
+                iolens::out::for_stderr(&format!("iolens: error: {text}"))
             );
             return ExitCode::from(iolens::target::exit_code_of(&e));
         }

@@ -18,13 +18,15 @@ use hdrhistogram::Histogram;
 use serde::Deserialize;
 
 use crate::analysis::median;
+use crate::histogram::{
+    add_sparse, new_histogram, sparse_quantile, value_of, Hist, Sparse, V2Scan,
+};
 use crate::results::hosts::{
     MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
-use crate::results::standard_reference;
 use crate::results::{
-    new_histogram, BucketConvention, CpuStats, CurvePoint, Hist, Interval, Kind, LatencySummary,
-    OpResult, Results, RunResult, V2Scan, SCHEMA_NAME, SCHEMA_VERSION,
+    BucketConvention, CpuStats, CurvePoint, Interval, Kind, LatencySummary, OpResult, Results,
+    RunResult, SCHEMA_NAME, SCHEMA_VERSION,
 };
 use crate::units::{fmt_ns, fmt_ranks, fmt_rate};
 
@@ -237,7 +239,11 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let pb = crate::progress::line(o.progress);
     let mut peeks = Vec::with_capacity(files.len());
     for (k, f) in files.iter().enumerate() {
-        pb.set_message(format!("checking file {} of {}", k + 1, files.len()));
+        pb.set_message(crate::progress::fit(&format!(
+            "checking file {} of {}",
+            k + 1,
+            files.len()
+        )));
         peeks.push(peek(f)?);
     }
     let name = |k: usize| files[k].display().to_string();
@@ -368,12 +374,12 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let mut scratch = Scratch::new();
     for (pos, &k) in order.iter().enumerate() {
         let file = name(k);
-        pb.set_message(format!(
+        pb.set_message(crate::progress::fit(&format!(
             "summing rank {} ({} of {}): {file}",
             ranks[pos],
             pos + 1,
             order.len()
-        ));
+        )));
         let mut res = Results::read_file(&files[k])?;
         let now = Established::of_results(&res);
         if now != established[k] {
@@ -609,66 +615,6 @@ fn spec_differences(at: &str, a: &serde_json::Value, b: &serde_json::Value, out:
     }
 }
 
-/// A latency distribution as `(lowest equivalent value, count)` in the standard layout,
-/// ascending: what an interval's histogram holds, and a grid slot's sum of them.
-type Sparse = Vec<(u64, u64)>;
-
-/// Add the sparse counts `add` to `acc` (both ascending), in place: merged from the back into
-/// `acc`'s grown tail, then moved down over the gap that equal values left.
-fn add_sparse(acc: &mut Sparse, add: &[(u64, u64)]) {
-    if add.is_empty() {
-        return;
-    }
-    let n = acc.len();
-    acc.resize(n + add.len(), (0, 0));
-    let (mut i, mut j, mut w) = (n, add.len(), n + add.len());
-    while j > 0 {
-        w -= 1;
-        let b = add[j - 1];
-        if i > 0 && acc[i - 1].0 > b.0 {
-            acc[w] = acc[i - 1];
-            i -= 1;
-        } else if i > 0 && acc[i - 1].0 == b.0 {
-            acc[w] = (b.0, acc[i - 1].1.saturating_add(b.1));
-            i -= 1;
-            j -= 1;
-        } else {
-            acc[w] = b;
-            j -= 1;
-        }
-    }
-    if w > i {
-        let len = acc.len();
-        acc.copy_within(w.., i);
-        acc.truncate(len - (w - i));
-    }
-}
-
-/// What HdrHistogram's `value_at_quantile` gives for the histogram of the standard layout
-/// holding `counts`; 0 when empty.
-fn sparse_quantile(counts: &[(u64, u64)], q: f64) -> u64 {
-    let reference = standard_reference();
-    let total = counts.iter().fold(0u64, |t, c| t.saturating_add(c.1));
-    if total == 0 {
-        return 0;
-    }
-    let target = ((q.min(1.0) * total as f64).ceil() as u64).max(1);
-    let mut seen = 0u64;
-    for &(v, n) in counts {
-        seen = seen.saturating_add(n);
-        if seen >= target {
-            return if q == 0.0 {
-                v
-            } else {
-                reference.highest_equivalent(v)
-            };
-        }
-    }
-    counts
-        .last()
-        .map_or(0, |c| reference.highest_equivalent(c.0))
-}
-
 /// Buffers reused for every interval a merge reads.
 struct Scratch {
     scan: V2Scan,
@@ -694,7 +640,7 @@ impl Scratch {
         if self.scan.scan(hist, &mut self.indices) && V2Scan::len_in_range(&self.indices).is_some()
         {
             self.values
-                .extend(self.indices.iter().map(|&(i, n)| (V2Scan::value_of(i), n)));
+                .extend(self.indices.iter().map(|&(i, n)| (value_of(i), n)));
         } else {
             let h = hist.decode()?;
             self.values.extend(h.iter_recorded().map(|v| {
@@ -1420,72 +1366,4 @@ fn merge_calibration(
         budget_s: c0.budget_s,
         verdicts,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    /// Latencies from 0 to about an hour, clustered as real ones are (a few decades apart).
-    fn latencies() -> impl Strategy<Value = Vec<(u64, u64)>> {
-        proptest::collection::vec(
-            (0u32..40, 0u64..1000, 1u64..5).prop_map(|(shift, low, n)| ((low << shift) >> 8, n)),
-            0..60,
-        )
-    }
-
-    fn histogram_of(values: &[(u64, u64)]) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for &(v, n) in values {
-            crate::results::record_ns(&mut h, v);
-            if n > 1 {
-                h.record_n(v.min(h.high()), n - 1).unwrap();
-            }
-        }
-        h
-    }
-
-    fn sparse_of(h: &Histogram<u64>) -> Sparse {
-        h.iter_recorded()
-            .map(|v| {
-                (
-                    h.lowest_equivalent(v.value_iterated_to()),
-                    v.count_at_value(),
-                )
-            })
-            .collect()
-    }
-
-    proptest! {
-        /// Summing sparse counts in place gives the sparse counts of the summed histograms,
-        /// and the quantiles read from them are HdrHistogram's own.
-        #[test]
-        fn sparse_sums_and_quantiles_are_hdrhistograms(parts in proptest::collection::vec(latencies(), 1..6)) {
-            let mut sum = new_histogram();
-            let mut acc = Sparse::new();
-            for p in &parts {
-                let h = histogram_of(p);
-                sum.add(&h).unwrap();
-                add_sparse(&mut acc, &sparse_of(&h));
-                prop_assert_eq!(&acc, &sparse_of(&sum));
-            }
-            for q in [0.0, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
-                let want = if sum.is_empty() { 0 } else { sum.value_at_quantile(q) };
-                prop_assert_eq!(sparse_quantile(&acc, q), want, "q {}", q);
-            }
-        }
-    }
-
-    #[test]
-    fn sparse_sum_closes_the_gap_equal_values_leave() {
-        let mut acc = vec![(1, 1), (5, 2), (9, 3)];
-        add_sparse(&mut acc, &[(0, 1), (5, 1), (9, 1), (12, 4)]);
-        assert_eq!(acc, vec![(0, 1), (1, 1), (5, 3), (9, 4), (12, 4)]);
-        add_sparse(&mut acc, &[]);
-        assert_eq!(acc.len(), 5);
-        let mut empty = Sparse::new();
-        add_sparse(&mut empty, &[(3, 1)]);
-        assert_eq!(empty, vec![(3, 1)]);
-    }
 }

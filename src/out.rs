@@ -161,14 +161,46 @@ pub fn term_safe(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// The width of the terminal on stderr (`--width` first, then the terminal's, then $COLUMNS);
+/// none when stderr is a pipe or a file and nothing says a width.
+pub fn stderr_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if let Some(Some(w)) = WIDTH.get() {
+        return Some(*w);
+    }
+    let tty = io::stderr().is_terminal();
+    tty.then(|| terminal_size::terminal_size_of(io::stderr()).map(|(w, _)| w.0 as usize))
+        .flatten()
+        .or_else(|| {
+            std::env::var("COLUMNS")
+                .ok()
+                .and_then(|c| c.trim().parse().ok())
+        })
+        .map(|w: usize| w.clamp(40, 400))
+}
+
+/// `text` for stderr, made safe and fitted to [`stderr_width`].
+pub fn for_stderr(text: &str) -> String {
+    let safe = term_safe(text);
+    match stderr_width() {
+        Some(w) => fit(&safe, w),
+        None => safe.into_owned(),
+    }
+}
+
 /// A line for people on stderr, `iolens: …`: warnings and notices that must reach a person even
-/// when stdout carries the results or is piped away. A closed stderr is ignored (never a panic).
+/// when stdout carries the results or is piped away, fitted to the terminal's width. A closed
+/// stderr is ignored (never a panic).
 pub fn note(text: &str) {
-    let _ = writeln!(io::stderr().lock(), "iolens: {}", term_safe(text));
+    let _ = writeln!(
+        io::stderr().lock(),
+        "{}",
+        for_stderr(&format!("iolens: {text}"))
+    );
 }
 
 /// [`note`] of a warning: `iolens: warning: …`.
-pub(crate) fn warn(text: &str) {
+pub fn warn(text: &str) {
     note(&format!("warning: {text}"));
 }
 
@@ -245,10 +277,19 @@ const UNITS: &[&str] = &[
     "IOPS", "I/Os", "×",
 ];
 
-/// Whether the break between `prev` and `next` would split a figure from its unit.
+/// Whether the break between `prev` and `next` would split a figure from its unit, or a label
+/// from the figure after it (`p99.9 605 µs`, `util 18.1%`).
 fn binds(prev: &str, next: &str) -> bool {
     let unit = next.trim_end_matches(|c: char| ",;:.)".contains(c));
-    prev.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit)
+    if prev.ends_with(|c: char| c.is_ascii_digit()) && UNITS.contains(&unit) {
+        return true;
+    }
+    let label = !prev.is_empty()
+        && !prev.contains(' ')
+        && !prev.starts_with(|c: char| c.is_ascii_digit())
+        && !prev.ends_with(|c: char| ",;.)".contains(c))
+        && visible_width(prev) <= 12;
+    label && next.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// `text` with every line longer than `width` columns broken between words, never between a
@@ -325,4 +366,35 @@ fn cut_word(word: &str, room: usize) -> Vec<String> {
     }
     out.push(rest.into_iter().collect());
     out
+}
+
+/// `text` as one line of plain text: every control character (newline, tab, escape…) and
+/// bidirectional override becomes its escape (`\n`, `\u{1b}`), so a name read from a file or
+/// a process (`prctl(PR_SET_NAME)`) can neither start a line of its own, nor colour, move or
+/// hide what iolens prints after it. Names stay distinct: different names stay different.
+pub fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| {
+        c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    };
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`one_line`] in place.
+pub fn make_one_line(text: &mut String) {
+    if let std::borrow::Cow::Owned(s) = one_line(text) {
+        *text = s;
+    }
 }

@@ -38,6 +38,8 @@ pub(crate) struct ProfileOptions {
     pub(crate) off_cpu: bool,
     /// Draw a progress line on a terminal.
     pub(crate) progress: bool,
+    /// Keep idle stacks (see [`idle_stack`]) in the profile and the flame graph.
+    pub(crate) keep_idle: bool,
 }
 
 /// Highest sampling frequency accepted (a sample every 10 µs of CPU time).
@@ -68,6 +70,19 @@ impl ProfileOptions {
             if c.is_empty() {
                 bail!("--comm needs a process name");
             }
+            if c.contains('/') {
+                bail!(
+                    "--comm {c}: give the process name as `ps -o comm` shows it (e.g. postgres), \
+                     not a path"
+                );
+            }
+            let cut: String = c.chars().take(15).collect();
+            if !crate::watch::filter::process_named(&cut) {
+                bail!(
+                    "--comm {c}: no running process has this name (`ps -e -o comm` lists them; \
+                     the name is the process's, not a thread's)"
+                );
+            }
         }
         Ok(())
     }
@@ -95,7 +110,7 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
         }
     });
     crate::interrupt::install();
-    let sampler = Sampler::start(&SamplerOptions {
+    let mut sampler = Sampler::start(&SamplerOptions {
         pids: o.pids.clone(),
         comms: comm.iter().cloned().collect(),
         period_ns: o.period_ns(),
@@ -117,9 +132,30 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
         },
         crate::units::sig3(o.duration.as_secs_f64())
     );
+    // PostgreSQL server processes among the profiled: where each publishes its wait event
+    // (forked backends inherit it in the kernel; a look every 250 ms finds new servers).
+    let mut pg = crate::watch::pgwait::PgWaitAcc::default();
+    let profiled = |pid: u32| {
+        o.pids.contains(&pid)
+            || comm
+                .as_ref()
+                .is_some_and(|c| crate::watch::filter::comm_of(pid).as_deref() == Some(c))
+    };
+    let place = |pg: &mut crate::watch::pgwait::PgWaitAcc, sampler: &mut Sampler| {
+        for (pid, addr) in pg.refresh(profiled) {
+            // A process gone since has nothing to place.
+            let _ = sampler.place_wait_pointer(pid, addr);
+        }
+    };
+    place(&mut pg, &mut sampler);
+    let mut pg_looked = Instant::now();
     let started = Instant::now();
     let pb = crate::progress::line(o.progress);
     while started.elapsed() < o.duration && !crate::interrupt::interrupted() {
+        if pg_looked.elapsed() >= Duration::from_millis(250) {
+            place(&mut pg, &mut sampler);
+            pg_looked = Instant::now();
+        }
         // Watching pids: once every one has exited there is nothing left to sample.
         if comm.is_none() && !o.pids.is_empty() && !o.pids.iter().any(|&p| alive(p)) {
             let at = crate::units::sig3(started.elapsed().as_secs_f64());
@@ -135,17 +171,23 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
             break;
         }
         let left = o.duration.saturating_sub(started.elapsed());
-        pb.set_message(format!(
+        pb.set_message(crate::progress::fit(&format!(
             "profiling for {:.0} s more (Ctrl-C ends it early)",
             left.as_secs_f64()
-        ));
+        )));
         std::thread::sleep(left.min(Duration::from_millis(100)));
     }
     let elapsed = started.elapsed().as_secs_f64();
     pb.finish_and_clear();
     let (raw, lost) = sampler.finish().map_err(anyhow::Error::new)?;
+    // Wait events by name, in each process's server version.
+    let labels: Vec<Option<String>> = raw
+        .iter()
+        .map(|s| (s.wait_event != 0).then(|| pg.label(s.tgid, s.wait_event).to_string()))
+        .collect();
     let mut b = ProfileBuilder::new();
-    symbolise(&raw, &mut b, &mut warnings).context("symbolising the sampled stacks")?;
+    let (idle_ns, idle_count) = symbolise(&raw, &labels, o.keep_idle, &mut b, &mut warnings)
+        .context("symbolising the sampled stacks")?;
     if raw.is_empty() {
         warnings.push(
             "no stack was recorded: the chosen processes did not run (or were not found by \
@@ -177,6 +219,8 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
         cpus,
         lost: lost.counts_full + lost.off_state,
         truncated: lost.user_stack + lost.kernel_stack,
+        idle_ns,
+        idle_count,
     });
     let mut res = Results::new(Kind::Profile, command_line);
     res.environment = crate::sys::environment();
@@ -247,8 +291,40 @@ fn lookup_addr(i: usize, a: u64) -> u64 {
     }
 }
 
-/// Symbolise every raw stack into `b`.
-fn symbolise(raw: &[RawStack], b: &mut ProfileBuilder, warnings: &mut Vec<String>) -> Result<()> {
+/// Kernel functions an event loop sleeps in, waiting for something to do.
+const EVENT_LOOP_WAITS: &[&str] = &[
+    "do_epoll_wait",
+    "ep_poll",
+    "do_sys_poll",
+    "do_select",
+    "core_sys_select",
+];
+
+/// Whether a stack is idle, not work: off CPU asleep (not waiting for a CPU, not in I/O wait)
+/// under PostgreSQL's idle wait events (Client:ClientRead, Activity:*, as `watch` keeps them
+/// apart), or, with no wait event, asleep in an event loop's wait (epoll_wait, poll, select).
+fn idle_stack(state: StackState, wait_event: Option<&str>, kernel: &[(String, u32)]) -> bool {
+    if state != StackState::OffCpu(OffCpuReason::Sleep) {
+        return false;
+    }
+    match wait_event {
+        Some(e) => crate::watch::pgwait::idle(e),
+        None => kernel
+            .iter()
+            .any(|(n, _)| EVENT_LOOP_WAITS.contains(&n.as_str())),
+    }
+}
+
+/// Symbolise every raw stack into `b` (`labels`: each one's wait event by name); idle stacks
+/// are left out unless `keep_idle`. Returns the idle time left out (ns) and its count.
+fn symbolise(
+    raw: &[RawStack],
+    labels: &[Option<String>],
+    keep_idle: bool,
+    b: &mut ProfileBuilder,
+    warnings: &mut Vec<String>,
+) -> Result<(u64, u64)> {
+    let (mut idle_ns, mut idle_count) = (0u64, 0u64);
     let sym = Symbolizer::builder().enable_demangling(false).build();
     // Kernel addresses, all processes together.
     let mut kaddrs: Vec<u64> = raw
@@ -302,18 +378,23 @@ fn symbolise(raw: &[RawStack], b: &mut ProfileBuilder, warnings: &mut Vec<String
                     unames.insert((pid, a), n);
                 }
             }
-            Err(e) => gone.push(format!("{pid} ({e})")),
+            Err(e) => gone.push((pid, e.to_string())),
         }
     }
     if !gone.is_empty() {
+        // Named a few at a time: a busy host has hundreds of short-lived processes.
         gone.sort_unstable();
+        let pids: Vec<String> = gone.iter().map(|(p, _)| p.to_string()).collect();
         warnings.push(format!(
-            "the user stacks of process(es) {} could not be symbolised (exited before the end of \
-             the profile?): their user frames are [unknown]",
-            gone.join(", ")
+            "the user stacks of {} process(es) ({}) could not be symbolised (exited before the \
+             end of the profile?; pid {}: {}): their user frames are [unknown]",
+            gone.len(),
+            crate::units::fmt_some(&pids, 8),
+            gone[0].0,
+            gone[0].1
         ));
     }
-    for s in raw {
+    for (s, label) in raw.iter().zip(labels) {
         let mut frames: Vec<u32> = Vec::with_capacity(s.user.len() + s.kernel.len());
         for (i, &a) in s.user.iter().enumerate().rev() {
             let id = match unames
@@ -346,10 +427,16 @@ fn symbolise(raw: &[RawStack], b: &mut ProfileBuilder, warnings: &mut Vec<String
                 kernel.truncate(at + 1);
             }
         }
+        let idle = idle_stack(state, label.as_deref(), &kernel);
+        if idle && !keep_idle {
+            idle_ns = idle_ns.saturating_add(s.ns);
+            idle_count = idle_count.saturating_add(s.count);
+            continue;
+        }
         frames.extend(kernel.into_iter().map(|(_, id)| id));
-        b.add(&s.comm, frames, state, s.count, s.ns);
+        b.add_tagged(&s.comm, frames, state, label.clone(), idle, s.count, s.ns);
     }
-    Ok(())
+    Ok((idle_ns, idle_count))
 }
 
 #[cfg(test)]

@@ -31,9 +31,8 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::results::{
-    new_histogram, Hist, Interval, LatencySummary, OpResult, SessionSummary, HIST_MAX_NS, SIGFIG,
-};
+use crate::histogram::{add_sparse, new_histogram, Hist, HIST_MAX_NS, SIGFIG};
+use crate::results::{Interval, LatencySummary, OpResult, SessionSummary};
 
 /// One named operation a recorder records: its position in its [`OpSet`] and its name in the
 /// results.
@@ -339,42 +338,6 @@ impl SessionRecorder {
         });
         self.dirty = false;
     }
-}
-
-/// Add ascending (value, count) pairs into an ascending sparse histogram.
-fn add_sparse(total: &mut Vec<(u64, u64)>, add: &[(u64, Count)]) {
-    if add.is_empty() {
-        return;
-    }
-    let mut out = Vec::with_capacity(total.len() + add.len());
-    let (mut a, mut b) = (total.iter().peekable(), add.iter().peekable());
-    loop {
-        match (a.peek(), b.peek()) {
-            (Some(&&(va, ca)), Some(&&(vb, cb))) => {
-                if va < vb {
-                    out.push((va, ca));
-                    a.next();
-                } else if vb < va {
-                    out.push((vb, u64::from(cb)));
-                    b.next();
-                } else {
-                    out.push((va, ca + u64::from(cb)));
-                    a.next();
-                    b.next();
-                }
-            }
-            (Some(&&x), None) => {
-                out.push(x);
-                a.next();
-            }
-            (None, Some(&&(vb, cb))) => {
-                out.push((vb, u64::from(cb)));
-                b.next();
-            }
-            (None, None) => break,
-        }
-    }
-    *total = out;
 }
 
 impl Drop for SessionRecorder {

@@ -10,8 +10,6 @@
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
-use base64::Engine as _;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,6 +17,8 @@ use serde::{Deserialize, Serialize};
 pub mod analysis;
 pub mod evidence;
 pub mod hosts;
+pub mod io_stats;
+mod labels;
 pub mod profile;
 mod write;
 pub use write::{dated_name, write_results, write_results_to};
@@ -31,200 +31,10 @@ pub const SCHEMA_NAME: &str = "iolens-results";
 pub const SCHEMA_VERSION: u32 = 2;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
-/// Significant digits of every latency histogram.
-pub const SIGFIG: u8 = 3;
-/// Highest trackable latency: one hour in ns (values above are clamped, and counted as such).
-pub const HIST_MAX_NS: u64 = 3_600_000_000_000;
 
-/// A fresh, empty latency histogram with the project-wide configuration (1 ns .. 1 h, 3 digits).
-pub fn new_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, HIST_MAX_NS, SIGFIG).expect("static histogram bounds are valid")
-}
-
-/// Record a latency (ns; 0 is recorded as 0), clamping to the histogram's range instead of failing.
-#[inline]
-pub fn record_ns(h: &mut Histogram<u64>, ns: u64) {
-    h.saturating_record(ns);
-}
-
-/// A latency histogram (ns) kept in its V2-deflate encoding, base64 in JSON.
-///
-/// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
-/// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
-#[derive(Clone, Debug, Default, JsonSchema)]
-#[schemars(transparent)]
-pub struct Hist {
-    b64: String,
-    /// The number of values, when the encoder that wrote `b64` counted them itself, from values
-    /// it kept within the project-wide range ([`Hist::counted`]): [`Hist::checked_len`] need not
-    /// decode it. Not stored; a histogram read from a file is always decoded to be checked.
-    #[schemars(skip)]
-    counted: Option<u64>,
-}
-
-impl PartialEq for Hist {
-    fn eq(&self, other: &Hist) -> bool {
-        self.b64 == other.b64
-    }
-}
-
-impl Eq for Hist {}
-
-impl Hist {
-    /// This histogram, known to hold `n` values, all within the project-wide range, because its
-    /// producer counted and clamped them as it encoded them (the interval encoder of
-    /// `sources::Binned`), so that checking it does not decode it again.
-    pub(crate) fn counted(mut self, n: u64) -> Hist {
-        self.counted = Some(n);
-        self
-    }
-
-    /// Encode a histogram.
-    ///
-    /// The V2 encoding cannot hold a bucket count above `i64::MAX`; such counts (absurd input,
-    /// saturated sums) are capped there rather than panicking, so the histogram's total no
-    /// longer matches its op's count and [`Results::validate`] rejects the document.
-    pub fn encode(h: &Histogram<u64>) -> Hist {
-        let mut buf = Vec::new();
-        if V2DeflateSerializer::new().serialize(h, &mut buf).is_err() {
-            let mut capped = h.clone();
-            capped.reset();
-            for v in h.iter_recorded() {
-                let _ = capped.record_n(
-                    v.value_iterated_to(),
-                    v.count_at_value().min(i64::MAX as u64),
-                );
-            }
-            buf.clear();
-            if V2DeflateSerializer::new()
-                .serialize(&capped, &mut buf)
-                .is_err()
-            {
-                buf.clear();
-            }
-        }
-        Hist {
-            b64: base64::engine::general_purpose::STANDARD.encode(buf),
-            counted: None,
-        }
-    }
-
-    /// Decode with the bounds it was stored with (`None` when empty), checking every declared
-    /// size before allocating.
-    fn decode_as_stored(&self) -> Result<Option<Histogram<u64>>> {
-        if self.b64.is_empty() {
-            return Ok(None);
-        }
-        if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
-            bail!(
-                "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
-                self.b64.len(),
-                MAX_HIST_BYTES >> 20
-            );
-        }
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(self.b64.as_bytes())
-            .context("histogram is not valid base64")?;
-        decode_v2_bounded(&bytes).map(Some)
-    }
-
-    /// Decode into a histogram with the project-wide bounds.
-    pub fn decode(&self) -> Result<Histogram<u64>> {
-        let Some(h) = self.decode_as_stored()? else {
-            return Ok(new_histogram());
-        };
-        // Normalise bounds so histograms from any producer merge exactly.
-        let mut out = new_histogram();
-        out.add(&h)
-            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
-        Ok(out)
-    }
-
-    /// Number of values the histogram holds, checking that it decodes and fits the
-    /// project-wide range, without building the full-range histogram [`Hist::decode`] returns
-    /// (cheap enough to check every interval histogram of a long run on load).
-    pub(crate) fn checked_len(&self) -> Result<u64> {
-        if let Some(n) = self.counted {
-            return Ok(n);
-        }
-        thread_local! {
-            static SCAN: std::cell::RefCell<(V2Scan, Vec<(usize, u64)>)> =
-                std::cell::RefCell::new((V2Scan::new(), Vec::new()));
-        }
-        // Fast path (the standard layout): the same answer without building the histogram.
-        let fast = SCAN.with(|s| {
-            let (scan, counts) = &mut *s.borrow_mut();
-            scan.scan(self, counts)
-                .then(|| V2Scan::len_in_range(counts))?
-        });
-        match fast {
-            Some(len) => Ok(len),
-            None => self.checked_len_general(),
-        }
-    }
-
-    /// [`Hist::checked_len`] by decoding the histogram (any layout; the errors).
-    fn checked_len_general(&self) -> Result<u64> {
-        let Some(h) = self.decode_as_stored()? else {
-            return Ok(0);
-        };
-        static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let limit = *LIMIT.get_or_init(|| {
-            let h = new_histogram();
-            h.highest_equivalent(h.high())
-        });
-        if !h.is_empty() && h.max() > limit {
-            bail!(
-                "histogram out of range: {} ns is beyond the {} ns iolens histograms hold",
-                h.max(),
-                HIST_MAX_NS
-            );
-        }
-        Ok(h.len())
-    }
-
-    /// Add this histogram's values into `h` exactly, decoding it with its stored bounds (no
-    /// full-range histogram is built: cheap enough for millions of interval histograms).
-    pub(crate) fn add_to(&self, h: &mut Histogram<u64>) -> Result<()> {
-        if let Some(x) = self.decode_as_stored()? {
-            h.add(&x)
-                .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
-        }
-        Ok(())
-    }
-
-    /// The raw base64 text (as it appears in JSON).
-    pub(crate) fn as_base64(&self) -> &str {
-        &self.b64
-    }
-
-    /// Raw V2-deflate bytes (for `.hlog` export).
-    pub(crate) fn to_bytes(&self) -> Result<Vec<u8>> {
-        Ok(base64::engine::general_purpose::STANDARD.decode(self.b64.as_bytes())?)
-    }
-}
-
-impl Serialize for Hist {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.serialize_str(&self.b64)
-    }
-}
-
-impl<'de> Deserialize<'de> for Hist {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(Hist {
-            b64: s,
-            counted: None,
-        })
-    }
-}
-
-/// An empty histogram of the standard layout (equivalence ranges only; never recorded into).
-pub(crate) fn standard_reference() -> &'static Histogram<u64> {
-    static R: std::sync::OnceLock<Histogram<u64>> = std::sync::OnceLock::new();
-    R.get_or_init(new_histogram)
-}
+/// The model's latency histogram type and the two helpers every producer records with; the
+/// histogram itself (layout, encodings, sums) is [`crate::histogram`].
+pub use crate::histogram::{new_histogram, record_ns, Hist};
 
 /// Largest results file any command reads: a day of 1 s intervals is about 250 MB, so this is
 /// several times the largest run iolens writes; a longer "file" (a device, `/dev/zero`, a pipe
@@ -313,516 +123,6 @@ pub fn read_results_text(path: &std::path::Path) -> Result<String> {
             e.utf8_error().valid_up_to()
         )
     })
-}
-
-/// Most bytes a histogram's V2 encoding may hold, compressed or decompressed. An iolens
-/// histogram (1 ns .. 1 h, 3 digits) needs well under 1 MiB; the cap stops a declared or
-/// deflated size from allocating gigabytes.
-pub const MAX_HIST_BYTES: usize = 16 << 20;
-
-const V2_COOKIE: u32 = 0x1c84_9313;
-const V2_DEFLATE_COOKIE: u32 = 0x1c84_9314;
-/// Bytes of the V2 header: cookie, payload length, normalising offset, digits, low, high, ratio.
-const V2_HEADER: usize = 40;
-
-/// Decode an HdrHistogram V2 or V2-deflate encoding, checking every declared length against
-/// the bytes actually present (and decompressing at most [`MAX_HIST_BYTES`]) before anything
-/// is allocated: a crafted header cannot make the decoder allocate gigabytes.
-pub(crate) fn decode_v2_bounded(bytes: &[u8]) -> Result<Histogram<u64>> {
-    use std::io::Read as _;
-    let be32 = |b: &[u8], at: usize| -> Option<u32> {
-        b.get(at..at + 4)
-            .map(|x| u32::from_be_bytes([x[0], x[1], x[2], x[3]]))
-    };
-    let inflated;
-    let raw: &[u8] = match be32(bytes, 0) {
-        Some(V2_COOKIE) => bytes,
-        Some(V2_DEFLATE_COOKIE) => {
-            let declared = be32(bytes, 4).context("histogram is truncated (no length)")? as usize;
-            let held = bytes.len() - 8;
-            if declared > held {
-                bail!("histogram declares {declared} compressed bytes but holds only {held}");
-            }
-            let mut out = Vec::new();
-            flate2::read::ZlibDecoder::new(&bytes[8..8 + declared])
-                .take(MAX_HIST_BYTES as u64 + 1)
-                .read_to_end(&mut out)
-                .context("histogram's compressed data is corrupt")?;
-            if out.len() > MAX_HIST_BYTES {
-                bail!(
-                    "histogram decompresses to more than {} MiB",
-                    MAX_HIST_BYTES >> 20
-                );
-            }
-            inflated = out;
-            &inflated
-        }
-        Some(c) => bail!("histogram is not an HdrHistogram V2 encoding (cookie {c:#010x})"),
-        None => bail!("histogram is truncated ({} bytes)", bytes.len()),
-    };
-    if raw.len() < V2_HEADER || be32(raw, 0) != Some(V2_COOKIE) {
-        bail!("histogram's V2 header is missing or truncated");
-    }
-    let payload = be32(raw, 4).unwrap_or(0) as usize;
-    if payload > raw.len() - V2_HEADER {
-        bail!(
-            "histogram declares a payload of {payload} bytes but holds only {}",
-            raw.len() - V2_HEADER
-        );
-    }
-    let digits = be32(raw, 12).unwrap_or(0);
-    if digits > 5 {
-        bail!("histogram declares {digits} significant digits (at most 5 are possible)");
-    }
-    let be64 = |at: usize| u64::from_be_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
-    let layout = V2Layout::of(be64(16), be64(24), digits as u8)?;
-    if layout.counts_len > MAX_DENSE_COUNTS {
-        // A layout far wider or finer than iolens keeps (say 1 ns .. 2^63 at 5 digits, 25 MB
-        // of counts) is not built: its few counts are read and recorded at 3 digits, which is
-        // what every reader of the histogram keeps of it anyway.
-        return layout.decode_sparse(&raw[V2_HEADER..V2_HEADER + payload]);
-    }
-    Deserializer::new()
-        .deserialize(&mut &raw[..V2_HEADER + payload])
-        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))
-}
-
-/// Largest counts array a decoded histogram is built with in its declared layout (1 MiB of
-/// counts; the standard layout needs about 45,000). Wider layouts are read sparsely.
-const MAX_DENSE_COUNTS: usize = 1 << 17;
-
-/// The bucket layout a V2 header declares, computed as HdrHistogram does, without allocating.
-struct V2Layout {
-    low: u64,
-    high: u64,
-    unit_magnitude: u32,
-    half_magnitude: u32,
-    counts_len: usize,
-}
-
-impl V2Layout {
-    fn of(low: u64, high: u64, digits: u8) -> Result<V2Layout> {
-        if low < 1 || high < low.saturating_mul(2) || digits > 5 {
-            bail!("histogram declares an impossible layout ({low}..{high}, {digits} digits)");
-        }
-        let single = 2 * 10u64.pow(digits as u32);
-        let sub_magnitude = (single as f64).log2().ceil() as u32;
-        let half_magnitude = sub_magnitude.max(1) - 1;
-        let unit_magnitude = 63 - low.leading_zeros();
-        if unit_magnitude + half_magnitude + 1 > 63 {
-            bail!("histogram declares an impossible layout ({low}..{high}, {digits} digits)");
-        }
-        let sub_count = 1u64 << (half_magnitude + 1);
-        let mut smallest_untrackable = sub_count << unit_magnitude;
-        let mut buckets = 1usize;
-        while smallest_untrackable <= high {
-            if smallest_untrackable > u64::MAX / 2 {
-                buckets += 1;
-                break;
-            }
-            smallest_untrackable <<= 1;
-            buckets += 1;
-        }
-        Ok(V2Layout {
-            low,
-            high,
-            unit_magnitude,
-            half_magnitude,
-            counts_len: (buckets + 1) << half_magnitude,
-        })
-    }
-
-    /// The lowest value of counts index `i`.
-    fn value_of(&self, i: usize) -> u64 {
-        let half = 1usize << self.half_magnitude;
-        let mut bucket = (i >> self.half_magnitude) as i64 - 1;
-        let mut sub = (i & (half - 1)) + half;
-        if bucket < 0 {
-            sub -= half;
-            bucket = 0;
-        }
-        (sub as u64)
-            .checked_shl(bucket as u32 + self.unit_magnitude)
-            .unwrap_or(u64::MAX)
-    }
-
-    /// Read the zig-zag LEB128 counts `payload` (runs of zeros as negative numbers) into a
-    /// 3-digit histogram of the declared range: time and memory follow the payload, not the
-    /// declared layout.
-    fn decode_sparse(&self, payload: &[u8]) -> Result<Histogram<u64>> {
-        let mut h = Histogram::<u64>::new_with_bounds(self.low, self.high, SIGFIG)
-            .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
-        let (mut at, mut index) = (0usize, 0usize);
-        while at < payload.len() {
-            let mut v = 0u64;
-            let mut k = 0;
-            loop {
-                let Some(&b) = payload.get(at + k) else {
-                    bail!("histogram cannot be decoded: its counts end inside a number");
-                };
-                if k == 8 {
-                    v |= (b as u64) << 56;
-                    k += 1;
-                    break;
-                }
-                v |= ((b & 0x7f) as u64) << (7 * k);
-                k += 1;
-                if b & 0x80 == 0 {
-                    break;
-                }
-            }
-            at += k;
-            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            if n < 0 {
-                index = index.saturating_add(n.unsigned_abs() as usize);
-            } else {
-                if index >= self.counts_len {
-                    bail!(
-                        "histogram cannot be decoded: its counts run past the {} its layout holds",
-                        self.counts_len
-                    );
-                }
-                if n > 0 {
-                    h.record_n(self.value_of(index), n as u64)
-                        .map_err(|e| anyhow::anyhow!("histogram cannot be decoded: {e:?}"))?;
-                }
-                index += 1;
-            }
-            if index > self.counts_len {
-                bail!(
-                    "histogram cannot be decoded: its counts run past the {} its layout holds",
-                    self.counts_len
-                );
-            }
-        }
-        Ok(h)
-    }
-}
-
-/// Reads the counts of a V2-deflate encoding of a histogram in the project's standard layout
-/// (lowest value 1 ns, 3 significant digits, at most [`HIST_MAX_NS`]) without building the
-/// histogram: one reused inflate state and output buffer, no counts array allocated or cleared
-/// per call. It accepts only what [`decode_v2_bounded`] and HdrHistogram's decoder accept (and
-/// refuses anything else: callers then take that general path, which reports the error), so a
-/// long run's thousands of interval histograms are checked and merged several times faster.
-///
-/// It inflates with zlib-rs (the deflate streams are those any zlib writes; its inflater is
-/// about 1.5 times as fast as miniz_oxide's on these small streams, which are mostly Huffman
-/// table set-up), and reads the counts' LEB128 with a one-byte fast path.
-pub struct V2Scan {
-    b64: Vec<u8>,
-    /// The inflated V2 encoding is `raw[..raw_len]`; `raw` only grows.
-    raw: Vec<u8>,
-    raw_len: usize,
-    z: zlib_rs::Inflate,
-    /// Counts-array length of the standard layout by highest trackable value.
-    lens: Vec<(u64, usize)>,
-}
-
-impl Default for V2Scan {
-    fn default() -> Self {
-        V2Scan::new()
-    }
-}
-
-impl V2Scan {
-    /// A scanner.
-    pub(crate) fn new() -> V2Scan {
-        V2Scan {
-            b64: Vec::new(),
-            raw: Vec::new(),
-            raw_len: 0,
-            z: zlib_rs::Inflate::new(true, 15),
-            lens: Vec::new(),
-        }
-    }
-
-    /// The value of counts index `i` in the standard layout (2048 sub-buckets, unit 1 ns): the
-    /// lowest value of that bucket, as HdrHistogram computes it.
-    pub(crate) fn value_of(i: usize) -> u64 {
-        const HALF_MAG: u32 = 10;
-        const HALF: u64 = 1 << HALF_MAG;
-        let bucket = (i >> HALF_MAG) as i64 - 1;
-        let sub = (i as u64 & (HALF - 1)) + HALF;
-        if bucket < 0 {
-            sub - HALF
-        } else {
-            sub << bucket
-        }
-    }
-
-    /// How many values the counts [`V2Scan::scan`] read hold, when that sum does not overflow
-    /// and the highest of them lies within the project-wide range ([`HIST_MAX_NS`]); `None`
-    /// otherwise (the general path then reports why).
-    pub(crate) fn len_in_range(counts: &[(usize, u64)]) -> Option<u64> {
-        static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let reference = standard_reference();
-        let limit = *LIMIT.get_or_init(|| reference.highest_equivalent(reference.high()));
-        let mut len = 0u64;
-        for &(_, n) in counts {
-            len = len.checked_add(n)?;
-        }
-        let max = counts.last().map_or(0, |&(i, _)| {
-            reference.highest_equivalent(V2Scan::value_of(i))
-        });
-        (max <= limit).then_some(len)
-    }
-
-    /// Inflate the zlib stream `zdata` into `raw[..raw_len]`: false unless it ends cleanly
-    /// (checksum verified) within [`MAX_HIST_BYTES`].
-    fn inflate(&mut self, zdata: &[u8]) -> bool {
-        self.z.reset(true);
-        let mut out = 0usize;
-        loop {
-            if out == self.raw.len() {
-                if self.raw.len() > MAX_HIST_BYTES {
-                    return false;
-                }
-                let grow = (self.raw.len() * 2).clamp(1 << 16, MAX_HIST_BYTES + 1);
-                self.raw.resize(grow, 0);
-            }
-            let (in0, out0) = (self.z.total_in(), self.z.total_out());
-            let Some(rest) = zdata.get(in0 as usize..) else {
-                return false;
-            };
-            let status =
-                self.z
-                    .decompress(rest, &mut self.raw[out..], zlib_rs::InflateFlush::Finish);
-            out = self.z.total_out() as usize;
-            match status {
-                Ok(zlib_rs::Status::StreamEnd) => break,
-                Ok(_) if self.z.total_in() != in0 || self.z.total_out() != out0 => {}
-                _ => return false,
-            }
-        }
-        self.raw_len = out;
-        out <= MAX_HIST_BYTES
-    }
-
-    /// The non-zero `(counts index, count)` of `hist` into `out` (cleared first), ascending;
-    /// false when `hist` is not a clean V2-deflate encoding of the standard layout.
-    pub(crate) fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
-        out.clear();
-        let text = hist.as_base64();
-        if text.is_empty() {
-            return true;
-        }
-        self.b64.clear();
-        if base64::engine::general_purpose::STANDARD
-            .decode_vec(text, &mut self.b64)
-            .is_err()
-        {
-            return false;
-        }
-        let be32 = |b: &[u8], at: usize| -> Option<u32> {
-            Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
-        };
-        let be64 = |b: &[u8], at: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
-        };
-        let b = std::mem::take(&mut self.b64);
-        let inflated = be32(&b, 0) == Some(V2_DEFLATE_COOKIE)
-            && be32(&b, 4)
-                .and_then(|d| b.get(8..8 + d as usize))
-                .is_some_and(|zdata| self.inflate(zdata));
-        self.b64 = b;
-        if !inflated {
-            return false;
-        }
-        let r = &self.raw[..self.raw_len];
-        let (Some(V2_COOKIE), Some(payload), Some(0), Some(3), Some(1), Some(high), Some(ratio)) = (
-            be32(r, 0),
-            be32(r, 4),
-            be32(r, 8),
-            be32(r, 12),
-            be64(r, 16),
-            be64(r, 24),
-            be64(r, 32),
-        ) else {
-            return false;
-        };
-        if f64::from_bits(ratio) != 1.0 || !(2..=HIST_MAX_NS).contains(&high) {
-            return false;
-        }
-        let len = match self.lens.iter().find(|(h, _)| *h == high) {
-            Some(&(_, l)) => l,
-            None => match Histogram::<u64>::new_with_bounds(1, high, SIGFIG) {
-                Ok(h) => {
-                    if self.lens.len() >= 64 {
-                        self.lens.clear();
-                    }
-                    self.lens.push((high, h.distinct_values()));
-                    h.distinct_values()
-                }
-                Err(_) => return false,
-            },
-        };
-        let Some(p) = r.get(V2_HEADER..V2_HEADER + payload as usize) else {
-            return false;
-        };
-        // LEB128 values, at most 9 bytes, the 9th contributing all 8 bits (HdrHistogram's),
-        // zig-zag signed: a count (>= 0) at the next index, or a run of zeros (< 0). Nearly all
-        // are one byte: eight of those are read at a time, without a branch on their values.
-        let mut at = 0usize;
-        let mut index = 0usize;
-        let mut buf = [(0usize, 0u64); 64];
-        let mut k = 0usize;
-        let mut beyond = false;
-        /// One value into `buf[k]` (kept when a non-zero count): false when it moves the
-        /// index past `usize`; a count beyond the layout's `len` sets `beyond`.
-        #[inline(always)]
-        fn put(
-            v: u64,
-            (index, k): (&mut usize, &mut usize),
-            buf: &mut [(usize, u64); 64],
-            beyond: &mut bool,
-            len: usize,
-        ) -> bool {
-            let n = ((v >> 1) as i64) ^ -((v & 1) as i64);
-            let count = n >= 0;
-            *beyond |= count & (*index >= len);
-            buf[*k & 63] = (*index, n as u64);
-            *k += (n > 0) as usize;
-            let step = if count { 1 } else { n.unsigned_abs() as usize };
-            match index.checked_add(step) {
-                Some(i) => {
-                    *index = i;
-                    true
-                }
-                None => false,
-            }
-        }
-        loop {
-            if k > 64 - 8 {
-                out.extend_from_slice(&buf[..k]);
-                k = 0;
-            }
-            if let Some(w) = p.get(at..at + 8).and_then(|w| w.try_into().ok()) {
-                let w = u64::from_le_bytes(w);
-                if w & 0x8080_8080_8080_8080 == 0 {
-                    for j in 0..8 {
-                        if !put(
-                            (w >> (8 * j)) & 0xff,
-                            (&mut index, &mut k),
-                            &mut buf,
-                            &mut beyond,
-                            len,
-                        ) {
-                            return false;
-                        }
-                    }
-                    at += 8;
-                    continue;
-                }
-            }
-            if at >= p.len() {
-                break;
-            }
-            let mut v: u64 = 0;
-            let mut used = 0;
-            loop {
-                let Some(&byte) = p.get(at + used) else {
-                    return false;
-                };
-                if used == 8 {
-                    v |= (byte as u64) << 56;
-                    used += 1;
-                    break;
-                }
-                v |= ((byte & 0x7f) as u64) << (7 * used);
-                used += 1;
-                if byte & 0x80 == 0 {
-                    break;
-                }
-            }
-            at += used;
-            if !put(v, (&mut index, &mut k), &mut buf, &mut beyond, len) {
-                return false;
-            }
-        }
-        out.extend_from_slice(&buf[..k]);
-        !beyond
-    }
-}
-
-/// The counts of many standard-layout histograms added into one array indexed like
-/// HdrHistogram's own counts, straight from their V2 encodings ([`V2Scan`]): no histogram is
-/// allocated, cleared or walked per interval, and clearing touches only the indices used.
-/// This is how validation merges a long run's intervals into display columns
-/// ([`IntervalGroups`]) and how renderers merge them otherwise.
-pub struct DenseCounts {
-    counts: Vec<u64>,
-    /// Lowest and highest index added since the last clear (`lo > hi`: none).
-    lo: usize,
-    hi: usize,
-    /// Non-zero `(index, count)` of the encoding being added.
-    pending: Vec<(usize, u64)>,
-    scan: V2Scan,
-}
-
-impl Default for DenseCounts {
-    fn default() -> Self {
-        DenseCounts::new()
-    }
-}
-
-impl DenseCounts {
-    /// Empty counts.
-    pub(crate) fn new() -> DenseCounts {
-        DenseCounts {
-            counts: vec![0; standard_reference().distinct_values()],
-            lo: usize::MAX,
-            hi: 0,
-            pending: Vec::new(),
-            scan: V2Scan::new(),
-        }
-    }
-
-    /// Back to empty.
-    pub(crate) fn clear(&mut self) {
-        if self.lo <= self.hi {
-            self.counts[self.lo..=self.hi].fill(0);
-        }
-        (self.lo, self.hi) = (usize::MAX, 0);
-    }
-
-    /// Add the histogram `hist` encodes and return how many values it holds (what
-    /// [`Hist::checked_len`] returns); `None`, with nothing added, when it is not a
-    /// V2-deflate encoding of the standard layout that decodes cleanly and lies in range.
-    pub(crate) fn add(&mut self, hist: &Hist) -> Option<u64> {
-        // (`scan` keeps the indices ascending and within its layout, which is never longer
-        // than the standard one: checking the last is a guard.)
-        if !self.scan.scan(hist, &mut self.pending)
-            || self
-                .pending
-                .last()
-                .is_some_and(|&(i, _)| i >= self.counts.len())
-        {
-            return None;
-        }
-        let len = V2Scan::len_in_range(&self.pending)?;
-        if let (Some(&(lo, _)), Some(&(hi, _))) = (self.pending.first(), self.pending.last()) {
-            self.lo = self.lo.min(lo);
-            self.hi = self.hi.max(hi);
-        }
-        for &(i, n) in &self.pending {
-            self.counts[i] = self.counts[i].saturating_add(n);
-        }
-        Some(len)
-    }
-
-    /// The counts as `(lowest equivalent value, count)`, ascending.
-    pub(crate) fn sparse(&self) -> Vec<(u64, u64)> {
-        if self.lo > self.hi {
-            return Vec::new();
-        }
-        self.counts[self.lo..=self.hi]
-            .iter()
-            .enumerate()
-            .filter(|(_, &c)| c > 0)
-            .map(|(i, &c)| (V2Scan::value_of(self.lo + i), c))
-            .collect()
-    }
 }
 
 /// A reader of the interval histograms that validation decodes ([`Results::from_json_merging`]),
@@ -1037,6 +337,14 @@ pub struct CpuStats {
     pub runq_us_per_io: f64,
     /// Time the session threads spent on CPU, total seconds (schedstat).
     pub session_run_s: f64,
+}
+
+impl CpuStats {
+    /// Whether the run-queue delay was measured (schedstat read): a delay of 0 from a run
+    /// without schedstat means "not known", not "none".
+    pub fn runq_measured(&self) -> bool {
+        self.runq_delay_s > 0.0 || self.session_run_s > 0.0 || self.runq_us_per_io > 0.0
+    }
 }
 
 /// The backing block device's own view from /proc/diskstats over the measured window.
@@ -1626,7 +934,7 @@ fn checked_lens(
                 .map(|iv| iv.hist.checked_len())
                 .collect();
         };
-        let mut dense = DenseCounts::new();
+        let mut dense = crate::histogram::DenseCounts::new();
         let mut out = Vec::new();
         for u in us {
             dense.clear();
@@ -1935,6 +1243,9 @@ pub struct Results {
     /// A trace's slowest single waits, slowest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trace_slowest: Vec<evidence::SlowWait>,
+    /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_stats: Vec<io_stats::IoStats>,
 }
 
 impl Results {
@@ -1962,6 +1273,7 @@ impl Results {
             trace_profile: None,
             trace_io: None,
             trace_slowest: Vec::new(),
+            io_stats: Vec::new(),
         }
     }
 
@@ -2033,6 +1345,7 @@ impl Results {
             serde_json::from_str(text).context("results file does not match the iolens schema")?
         };
         evidence::upgrade_extra(&mut r)?;
+        r.clean_labels();
         r.validate_merging(groups)?;
         Ok(r)
     }
@@ -2051,9 +1364,24 @@ impl Results {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }
+        let mut total: u64 = 0;
         for (i, run) in self.runs.iter().enumerate() {
             run.validate_merging(groups.map(|g| (g, i)))
                 .with_context(|| format!("run {} (\"{}\") is not valid", i + 1, run.name))?;
+            // Renderers add counts across runs (totals, heatmaps of several runs): the whole
+            // file's count must fit too, so no sum of its counts can overflow.
+            total = run
+                .ops
+                .iter()
+                .try_fold(total, |t, o| t.checked_add(o.count))
+                .filter(|t| *t <= MAX_COUNT)
+                .with_context(|| {
+                    format!(
+                        "its runs' op counts overflow when added up (at run {}): more than 2^63 \
+                         operations is not a measurement",
+                        i + 1
+                    )
+                })?;
         }
         if let Some(c) = &self.calibration {
             for p in &c.curve {
@@ -2101,131 +1429,6 @@ impl Results {
     ) -> Result<Results> {
         let text = read_results_text(path)?;
         Results::from_json_merging(&text, groups).with_context(|| format!("{}", path.display()))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn database_extras_are_read_into_db_and_unknown_keys_kept() {
-        let r = Results::new(Kind::Db, vec!["iolens".into()]);
-        let mut v = serde_json::to_value(&r).unwrap();
-        v["extra"] = serde_json::json!({
-            "engine": "postgres",
-            "layout": {"schemas": 2, "rows": 1000, "seed": 7},
-            "wait_profile": {"hz": 10.0, "samples": 20, "session_samples": 40,
-                             "events": [{"event": "IO:DataFileRead", "count": 30, "share": 0.75}]},
-            "from_a_newer_iolens": {"x": [1, 2]},
-        });
-        let back = Results::from_json(&v.to_string()).unwrap();
-        let db = back.db.as_ref().unwrap();
-        assert_eq!(db.engine, evidence::DbEngine::Postgres);
-        assert_eq!(db.layout.rows, 1000);
-        let w = db.wait_profile.as_ref().unwrap();
-        assert_eq!((w.samples, w.events[0].count), (20, 30));
-        assert_eq!(
-            back.extra.keys().collect::<Vec<_>>(),
-            ["from_a_newer_iolens"]
-        );
-        // Written again: typed fields in their place, the unknown key kept as it was.
-        let again: serde_json::Value = serde_json::from_str(&back.to_json().unwrap()).unwrap();
-        assert_eq!(again["db"]["engine"], "postgres");
-        assert_eq!(
-            again["extra"],
-            serde_json::json!({"from_a_newer_iolens": {"x": [1, 2]}})
-        );
-        assert_eq!(Results::from_json(&again.to_string()).unwrap(), back);
-        v["extra"]["layout"] = serde_json::json!("big");
-        let err = Results::from_json(&v.to_string()).unwrap_err();
-        assert!(format!("{err:#}").contains("database layout"), "{err:#}");
-    }
-
-    #[test]
-    fn a_watch_budget_in_extra_is_read_into_watch() {
-        let mut r = Results::new(Kind::Watch, vec!["iolens".into(), "watch".into()]);
-        r.watch = Some(WatchBudget {
-            pids: vec![42],
-            ..Default::default()
-        });
-        let mut v = serde_json::to_value(&r).unwrap();
-        let budget = v.as_object_mut().unwrap().remove("watch").unwrap();
-        v["extra"]["watch"] = budget;
-        let back = Results::from_json(&v.to_string()).unwrap();
-        assert_eq!(back.watch.unwrap().pids, vec![42]);
-        assert!(back.extra.is_empty());
-        v["extra"]["watch"] = serde_json::json!({"intervals": 3});
-        let err = Results::from_json(&v.to_string()).unwrap_err();
-        assert!(format!("{err:#}").contains("watch budget"), "{err:#}");
-    }
-
-    #[test]
-    fn hist_roundtrip_exact() {
-        let mut h = new_histogram();
-        for v in [1u64, 50, 999, 12_345, 1_000_000, 987_654_321] {
-            record_ns(&mut h, v);
-        }
-        let back = Hist::encode(&h).decode().unwrap();
-        assert_eq!(h, back);
-    }
-
-    #[test]
-    fn checked_len_fast_path_agrees_with_decoding_on_damaged_encodings() {
-        let mut h = new_histogram();
-        for v in [0u64, 1, 999, 2_048, 123_456, 7_000_000, 3_000_000_000_000] {
-            h.record_n(v, v % 7 + 1).unwrap();
-        }
-        let mut other = Histogram::<u64>::new_with_bounds(1, 1 << 20, 2).unwrap();
-        other.record(77).unwrap();
-        let mut small = Histogram::<u64>::new_with_max(1 << 20, SIGFIG).unwrap();
-        small.auto(true);
-        small.record(5_000_000).unwrap();
-        let mut cases = Vec::new();
-        for src in [h, new_histogram(), other, small] {
-            let good = Hist::encode(&src);
-            let bytes = good.to_bytes().unwrap();
-            cases.push(good.clone());
-            for cut in 0..bytes.len() {
-                let mut b = bytes.clone();
-                b.truncate(cut);
-                cases.push(Hist {
-                    b64: base64::engine::general_purpose::STANDARD.encode(&b),
-                    counted: None,
-                });
-                let mut f = bytes.clone();
-                f[cut] ^= 1 << (cut % 8);
-                cases.push(Hist {
-                    b64: base64::engine::general_purpose::STANDARD.encode(&f),
-                    counted: None,
-                });
-            }
-        }
-        let mut fast_taken = 0;
-        for (i, c) in cases.iter().enumerate() {
-            let general = c.checked_len_general().map_err(|e| e.to_string());
-            let now = c.checked_len().map_err(|e| e.to_string());
-            assert_eq!(now, general, "case {i}");
-            let mut v = Vec::new();
-            fast_taken += V2Scan::new().scan(c, &mut v) as usize;
-        }
-        assert!(fast_taken > 4, "the fast path was taken {fast_taken} times");
-    }
-
-    #[test]
-    fn rejects_foreign_newer_truncated() {
-        assert!(Results::from_json("{\"a\":1}")
-            .unwrap_err()
-            .to_string()
-            .contains("not an iolens results file"));
-        let mut r = Results::new(Kind::Run, vec![]);
-        r.version = SCHEMA_VERSION + 1;
-        let e = Results::from_json(&r.to_json().unwrap()).unwrap_err();
-        assert!(e.to_string().contains("newer"), "{e}");
-        let r = Results::new(Kind::Run, vec![]);
-        let j = r.to_json().unwrap();
-        let e = Results::from_json(&j[..j.len() / 2]).unwrap_err();
-        assert!(e.to_string().contains("truncated"), "{e}");
     }
 }
 
@@ -2518,4 +1721,77 @@ pub struct PgWaitRow {
     /// Traced I/O syscalls entered under this wait event, and their summed latency.
     pub syscalls: u64,
     pub syscall_s: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_extras_are_read_into_db_and_unknown_keys_kept() {
+        let r = Results::new(Kind::Db, vec!["iolens".into()]);
+        let mut v = serde_json::to_value(&r).unwrap();
+        v["extra"] = serde_json::json!({
+            "engine": "postgres",
+            "layout": {"schemas": 2, "rows": 1000, "seed": 7},
+            "wait_profile": {"hz": 10.0, "samples": 20, "session_samples": 40,
+                             "events": [{"event": "IO:DataFileRead", "count": 30, "share": 0.75}]},
+            "from_a_newer_iolens": {"x": [1, 2]},
+        });
+        let back = Results::from_json(&v.to_string()).unwrap();
+        let db = back.db.as_ref().unwrap();
+        assert_eq!(db.engine, evidence::DbEngine::Postgres);
+        assert_eq!(db.layout.rows, 1000);
+        let w = db.wait_profile.as_ref().unwrap();
+        assert_eq!((w.samples, w.events[0].count), (20, 30));
+        assert_eq!(
+            back.extra.keys().collect::<Vec<_>>(),
+            ["from_a_newer_iolens"]
+        );
+        // Written again: typed fields in their place, the unknown key kept as it was.
+        let again: serde_json::Value = serde_json::from_str(&back.to_json().unwrap()).unwrap();
+        assert_eq!(again["db"]["engine"], "postgres");
+        assert_eq!(
+            again["extra"],
+            serde_json::json!({"from_a_newer_iolens": {"x": [1, 2]}})
+        );
+        assert_eq!(Results::from_json(&again.to_string()).unwrap(), back);
+        v["extra"]["layout"] = serde_json::json!("big");
+        let err = Results::from_json(&v.to_string()).unwrap_err();
+        assert!(format!("{err:#}").contains("database layout"), "{err:#}");
+    }
+
+    #[test]
+    fn a_watch_budget_in_extra_is_read_into_watch() {
+        let mut r = Results::new(Kind::Watch, vec!["iolens".into(), "watch".into()]);
+        r.watch = Some(WatchBudget {
+            pids: vec![42],
+            ..Default::default()
+        });
+        let mut v = serde_json::to_value(&r).unwrap();
+        let budget = v.as_object_mut().unwrap().remove("watch").unwrap();
+        v["extra"]["watch"] = budget;
+        let back = Results::from_json(&v.to_string()).unwrap();
+        assert_eq!(back.watch.unwrap().pids, vec![42]);
+        assert!(back.extra.is_empty());
+        v["extra"]["watch"] = serde_json::json!({"intervals": 3});
+        let err = Results::from_json(&v.to_string()).unwrap_err();
+        assert!(format!("{err:#}").contains("watch budget"), "{err:#}");
+    }
+
+    #[test]
+    fn rejects_foreign_newer_truncated() {
+        assert!(Results::from_json("{\"a\":1}")
+            .unwrap_err()
+            .to_string()
+            .contains("not an iolens results file"));
+        let mut r = Results::new(Kind::Run, vec![]);
+        r.version = SCHEMA_VERSION + 1;
+        let e = Results::from_json(&r.to_json().unwrap()).unwrap_err();
+        assert!(e.to_string().contains("newer"), "{e}");
+        let r = Results::new(Kind::Run, vec![]);
+        let j = r.to_json().unwrap();
+        let e = Results::from_json(&j[..j.len() / 2]).unwrap_err();
+        assert!(e.to_string().contains("truncated"), "{e}");
+    }
 }

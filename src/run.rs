@@ -514,7 +514,7 @@ impl Watch for RunProgress<'_, '_> {
                 _ => {}
             }
         }
-        self.pb.set_message(m);
+        self.pb.set_message(crate::progress::fit(&m));
         self.pb.tick();
     }
 }

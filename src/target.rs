@@ -152,6 +152,9 @@ pub struct PrepareOptions {
     /// fill from a read-only command, or rewrite a truncated, damaged or old-format scratch
     /// file from the start (destroying the evidence).
     pub refill: bool,
+    /// `--grow`: the user asks to grow an existing scratch file to `size` (fill the new part
+    /// and extend its generation journal over it). Without it a larger `--size` is refused.
+    pub grow: bool,
 }
 
 /// Default data size of a new scratch file.
@@ -876,6 +879,20 @@ impl Target {
             return Self::refill(path, file, h.restart(), len, opts, stop, dry);
         }
         let want = opts.size.unwrap_or(h.data_size);
+        // Growing is asked for, never done on the side: the file and its generation journal
+        // grow together, or not at all.
+        if want > h.data_size && !opts.grow {
+            bail!(
+                "--size {} is larger than scratch file {} ({} of data): a scratch file grows only \
+                 when asked. Add --grow to fill the {} more and extend its generation journal \
+                 over them, or give --size {} or less to use it as it is",
+                fmt_bytes(want),
+                path.display(),
+                fmt_bytes(h.data_size),
+                fmt_bytes(want - h.data_size),
+                fmt_bytes(h.data_size)
+            );
+        }
         let needs_fill = want > h.filled_upto;
         if opts.refill && !needs_fill {
             let h = Header::new(want.max(h.data_size), 0, h.id);
@@ -910,7 +927,10 @@ impl Target {
                 .with_context(|| format!("cannot open {} to fill it", path.display()))?;
             let mut h2 = h;
             if want > h.data_size {
-                // Record the new size first: the file never grows beyond what its header says.
+                // The journal first, then the new size: the journal always covers the whole
+                // data area the header names, and the file never grows beyond what its header
+                // says.
+                crate::journal::extend(path, &file, h.id, want)?;
                 h2.data_size = want;
                 rw.write_all_at(&h2.encode(), 0)?;
                 rw.sync_data()?;

@@ -144,9 +144,47 @@ pub(crate) fn fmt_ranks(ranks: &[u32]) -> String {
     out.join(", ")
 }
 
+/// A span of seconds, `15–15.3 s`: both ends with as many decimals as keep them apart (a
+/// last, partial interval never reads `15–15 s`).
+pub(crate) fn fmt_span_s(from: f64, to: f64) -> String {
+    let (a, b) = (sig3(from), sig3(to));
+    if a != b || to <= from {
+        return format!("{a}–{b} s");
+    }
+    let d = (1..=6)
+        .find(|&d| format!("{from:.d$}") != format!("{to:.d$}"))
+        .unwrap_or(6);
+    format!("{from:.d$}–{to:.d$} s")
+}
+
+/// At most `max` of `items`, then how many more: `1, 2, 3 and 40 more`; a warning that names
+/// what it is about stays a line or two however many there are.
+pub(crate) fn fmt_some(items: &[String], max: usize) -> String {
+    if items.len() <= max {
+        return items.join(", ");
+    }
+    format!("{} and {} more", items[..max].join(", "), items.len() - max)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_never_read_as_empty() {
+        assert_eq!(fmt_span_s(0.0, 1.0), "0–1 s");
+        assert_eq!(fmt_span_s(15.0, 15.3), "15–15.3 s");
+        assert_eq!(fmt_span_s(1500.0, 1500.4), "1500.0–1500.4 s");
+        assert_eq!(fmt_span_s(15.0, 15.004), "15.000–15.004 s");
+    }
+
+    #[test]
+    fn fmt_some_names_a_few_and_counts_the_rest() {
+        let v: Vec<String> = (1..=50).map(|i| i.to_string()).collect();
+        assert_eq!(fmt_some(&v[..3], 5), "1, 2, 3");
+        assert_eq!(fmt_some(&v, 3), "1, 2, 3 and 47 more");
+    }
+
     #[test]
     fn ranks_as_runs() {
         assert_eq!(fmt_ranks(&[9, 0, 1, 2, 7, 10, 11, 2]), "0–2, 7, 9–11");

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use iolens::render::synth;
 
+mod common;
+
 fn chromium() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("IOLENS_CHROMIUM") {
         let p = PathBuf::from(p);
@@ -369,4 +371,266 @@ fn flame_graph_opens_zooms_and_searches_in_headless_chromium() {
         p["matched"].as_str().unwrap().starts_with("Matched: 6"),
         "{p}"
     );
+}
+
+/// Appended after a report's own script: opens every <details>, then lists text boxes that
+/// overlap inside any SVG (charts, the flame graph), elements that reach past the page's
+/// right edge with nothing scrolling them, tables that need sideways scrolling, and where the
+/// flame graph and its search box are.
+const LAYOUT_PROBE: &str = r#"<script>
+(function(){
+var ds=document.querySelectorAll('details');for(var i=0;i<ds.length;i++){ds[i].open=true;}
+var over=[],svgs=document.querySelectorAll('svg');
+for(var s=0;s<svgs.length;s++){var ts=svgs[s].querySelectorAll('text'),bs=[];
+ for(var i=0;i<ts.length;i++){var t=ts[i];if(!t.textContent.trim())continue;var r=t.getBoundingClientRect();
+  if(r.width<=0||r.height<=0)continue;var g=t,shown=true;
+  while(g&&g!==svgs[s]){var st=getComputedStyle(g);if(st.display==='none'||st.visibility==='hidden')shown=false;g=g.parentNode;}
+  if(shown)bs.push([r,t.textContent]);}
+ for(var i=0;i<bs.length;i++)for(var j=i+1;j<bs.length;j++){var a=bs[i][0],b=bs[j][0];
+  var w=Math.min(a.right,b.right)-Math.max(a.left,b.left),h=Math.min(a.bottom,b.bottom)-Math.max(a.top,b.top);
+  if(w>1&&h>1)over.push([svgs[s].getAttribute('aria-label')||svgs[s].id,bs[i][1],bs[j][1],Math.round(w),Math.round(h)]);}}
+var W=document.documentElement.clientWidth,wide=[],all=document.body.querySelectorAll('*');
+for(var i=0;i<all.length;i++){var e=all[i];if(e.closest('#tip'))continue;var r=e.getBoundingClientRect();if(r.right<=W+1)continue;
+ var p=e.parentElement,scrolled=false;while(p){var o=getComputedStyle(p).overflowX;if(o==='auto'||o==='scroll'||o==='hidden'){scrolled=true;break;}p=p.parentElement;}
+ if(!scrolled)wide.push([e.tagName,Math.round(r.right),(e.textContent||'').slice(0,60)]);}
+var tables=[],tb=document.querySelectorAll('table');
+for(var i=0;i<tb.length;i++){if(tb[i].scrollWidth>tb[i].clientWidth+1)tables.push([tb[i].scrollWidth,tb[i].clientWidth,tb[i].textContent.slice(0,80)]);}
+var flame=null,f=document.getElementById('iolens-flame');
+if(f){var r=f.getBoundingClientRect(),s=document.getElementById('search');var sr=s?s.getBoundingClientRect():null;
+ flame=[Math.round(r.right),sr?Math.round(sr.right):-1];}
+var out=document.createElement('pre');out.id='probe';
+out.textContent='PROBE'+JSON.stringify({over:over,wide:wide.slice(0,20),tables:tables,flame:flame,W:W})+'EBORP';
+document.body.appendChild(out);})();
+</script>"#;
+
+/// The layout findings of report `html` in a window `width` pixels wide.
+fn layout_probe(bin: &Path, dir: &Path, html: &Path, width: u32) -> serde_json::Value {
+    let text = std::fs::read_to_string(html).unwrap();
+    let text = text.replacen("</body>", &format!("{LAYOUT_PROBE}</body>"), 1);
+    let probed = dir.join("layout-probe.html");
+    std::fs::write(&probed, text).unwrap();
+    let dom = run_chromium(
+        bin,
+        &dir.join("profile-layout"),
+        &["--dump-dom".into(), format!("--window-size={width},900")],
+        &format!("file://{}", probed.display()),
+    );
+    let marker = "<pre id=\"probe\">PROBE";
+    let a = dom.find(marker).expect("probe output in the DOM") + marker.len();
+    let b = a + dom[a..].find("EBORP").expect("probe end");
+    let json = dom[a..b]
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
+    serde_json::from_str(&json).expect("probe JSON")
+}
+
+/// The reports the test suite makes (a run, a calibration, a trace, ingested wait-event
+/// histograms, a block-latency histogram and a stack profile with its flame graph), each in a
+/// window as wide as a laptop's browser: no two text boxes of a chart overlap, nothing reaches
+/// past the page's right edge, no table needs sideways scrolling, and the flame graph with its
+/// search box fits the page.
+#[test]
+fn report_text_never_overlaps_and_fits_the_page() {
+    let Some(bin) = chromium() else {
+        if std::env::var("IOLENS_BROWSER_TESTS").as_deref() == Ok("1") {
+            panic!("IOLENS_BROWSER_TESTS=1 but chromium is not installed");
+        }
+        eprintln!("note: skipping the report layout browser test: chromium not found");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fx = |p: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(p)
+    };
+    let mut reports = vec![
+        report(dir.path(), "run", &synth::run_results(20, 1.0, 11)),
+        report(dir.path(), "cal", &synth::calibration_results(4, 3, 100, 2)),
+    ];
+    let sources: [(&str, &[&str], PathBuf); 4] = [
+        ("trace", &["trace"], fx("real/js122a1_ora_9854.trc")),
+        (
+            "hist",
+            &["ingest", "--format", "event-histogram"],
+            fx("sources/event_histogram_micro.csv"),
+        ),
+        (
+            "bio",
+            &["ingest", "--format", "biolatency"],
+            fx("real/bcc_biolatency_D.txt"),
+        ),
+        (
+            "prof",
+            &["ingest", "--format", "perf-script"],
+            fx("recorded/perf-script-spin_ab.txt"),
+        ),
+    ];
+    for (name, args, input) in sources {
+        let json = dir.path().join(format!("{name}.json"));
+        let html = dir.path().join(format!("{name}.html"));
+        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .arg("-q")
+            .args(args)
+            .arg(&input)
+            .arg("--json")
+            .arg(&json)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name}");
+        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+            .args(["-q", "report"])
+            .arg(&json)
+            .arg("-o")
+            .arg(&html)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name} report");
+        reports.push(html);
+    }
+    for html in &reports {
+        let name = html.file_name().unwrap().to_string_lossy();
+        let p = layout_probe(&bin, dir.path(), html, 1000);
+        let over = p["over"].as_array().unwrap();
+        assert!(
+            over.is_empty(),
+            "{name}: overlapping text in charts: {over:?}"
+        );
+        let wide = p["wide"].as_array().unwrap();
+        assert!(wide.is_empty(), "{name}: wider than the page: {wide:?}");
+        let tables = p["tables"].as_array().unwrap();
+        assert!(
+            tables.is_empty(),
+            "{name}: tables scrolling sideways: {tables:?}"
+        );
+        if name.starts_with("prof") {
+            let w = p["W"].as_f64().unwrap();
+            let f = p["flame"]
+                .as_array()
+                .expect("a flame graph in the profile report");
+            assert!(
+                f[0].as_f64().unwrap() <= w,
+                "{name}: flame graph {f:?}, page {w}"
+            );
+            let search = f[1].as_f64().unwrap();
+            assert!(
+                search > 0.0 && search <= w,
+                "{name}: search box at {search}, page {w}"
+            );
+        }
+    }
+}
+
+/// Appended to a watch report: the wall-time chart's size, and per bar the rendered heights of
+/// its parts (the browser's layout boxes, in the chart's units) against its total.
+const WALL_PROBE: &str = r#"<script>
+(function(){
+var svg=document.querySelector('#wall svg.chart'),out={errors:window.__errs,found:!!svg,bars:[]};
+if(svg){var r=svg.getBoundingClientRect();out.w=r.width;out.h=r.height;
+ var s=svg.dataset.sy.split(','),ppu=(+s[3]-+s[4])/(+s[2]-+s[1]);
+ var gs=svg.querySelectorAll('g.bar');
+ for(var i=0;i<gs.length;i++){var h=0,rs=gs[i].querySelectorAll('rect');
+  for(var k=0;k<rs.length;k++){h+=rs[k].getBBox().height;}
+  out.bars.push([h/ppu*(+gs[i].dataset.len),+gs[i].dataset.total,rs.length]);}}
+var p=document.createElement('pre');p.id='probe';p.textContent='PROBE'+JSON.stringify(out)+'EBORP';
+document.body.appendChild(p);})();
+</script>"#;
+
+/// Issue 23, item 8: the report of a real watch (a process doing synced writes, watched by its
+/// name) draws the wall-time split in a real browser: the chart is laid out, and every bar's
+/// parts, as the browser lays them out, stack to the thread time of its interval.
+#[test]
+fn watch_report_draws_the_wall_time_split_in_headless_chromium() {
+    let Some(chromium) = chromium() else {
+        if std::env::var("IOLENS_BROWSER_TESTS").as_deref() == Ok("1") {
+            panic!("IOLENS_BROWSER_TESTS=1 but chromium is not installed");
+        }
+        eprintln!("note: skipping the watch report browser test: chromium not found");
+        return;
+    };
+    if !common::root_or_skip("watch_report_draws_the_wall_time_split_in_headless_chromium") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A copy of dd under a name nothing else on the host has: the watch follows it by name.
+    let dd = dir.path().join("iolens_wall_dd");
+    std::fs::copy("/bin/dd", &dd).unwrap();
+    let json = dir.path().join("w.json");
+    let mut w = common::bin()
+        .args([
+            "watch",
+            "--comm",
+            "iolens_wall_dd",
+            "--wait",
+            "--duration",
+            "3s",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(w.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("tracepoints attached") {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+        assert!(n > 0, "iolens watch ended before attaching");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let out = dir.path().join("dd.out");
+    let st = Command::new(&dd)
+        .args(["if=/dev/zero", "bs=8k", "count=400", "oflag=dsync"])
+        .arg(format!("of={}", out.display()))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(w.wait().unwrap().success(), "iolens watch failed");
+    let _ = std::fs::remove_file(&out);
+    let r = iolens::results::Results::read_file(&json).unwrap();
+    let html = report(dir.path(), "watch", &r);
+    let text = std::fs::read_to_string(&html).unwrap();
+    let text = text.replacen("<head>", &format!("<head>{ERRORS_HOOK}"), 1);
+    let text = text.replacen("</body>", &format!("{WALL_PROBE}</body>"), 1);
+    let probed = dir.path().join("wall.html");
+    std::fs::write(&probed, text).unwrap();
+    let dom = run_chromium(
+        &chromium,
+        &dir.path().join("profile-wall"),
+        &["--dump-dom".into(), "--window-size=1000,800".into()],
+        &format!("file://{}", probed.display()),
+    );
+    let marker = "<pre id=\"probe\">PROBE";
+    let a = dom.find(marker).expect("probe output in the DOM") + marker.len();
+    let b = a + dom[a..].find("EBORP").expect("probe end");
+    let v: serde_json::Value =
+        serde_json::from_str(&dom[a..b].replace("&quot;", "\"").replace("&amp;", "&")).unwrap();
+    assert_eq!(v["errors"].as_array().unwrap().len(), 0, "{v}");
+    assert_eq!(v["found"], true, "no wall-time chart: {v}");
+    let (w, h) = (v["w"].as_f64().unwrap(), v["h"].as_f64().unwrap());
+    assert!(w >= 300.0 && h >= 100.0, "chart is {w}×{h}");
+    let bars = v["bars"].as_array().unwrap();
+    let spans = r.watch.as_ref().unwrap().intervals.len();
+    assert!(!bars.is_empty() && bars.len() <= spans, "{v}");
+    let mut drawn = 0;
+    for bar in bars {
+        let (stacked, total, parts) = (
+            bar[0].as_f64().unwrap(),
+            bar[1].as_f64().unwrap(),
+            bar[2].as_f64().unwrap(),
+        );
+        // Heights written to 0.001 px, at most eight parts: 0.008 px of the bar's height.
+        assert!(
+            (stacked - total).abs() <= 0.01 * total + 1e-3,
+            "bar drawn {stacked} thread-s high, its interval holds {total}: {v}"
+        );
+        if parts >= 2.0 {
+            drawn += 1;
+        }
+    }
+    assert!(drawn >= 1, "no bar with two parts or more: {v}");
 }

@@ -230,6 +230,158 @@ fn half_cached_file_shows_two_modes_with_the_right_shares() {
     assert!(modes[modes.len() - 1].centre_ns > 5.0 * modes[0].centre_ns);
 }
 
+/// Whether `p` is on tmpfs (RAM: there O_DIRECT reads are RAM too).
+fn on_tmpfs(p: &std::path::Path) -> bool {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string and a zeroed statfs to fill.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type as i64 == 0x0102_1994 }
+}
+
+/// Issue 24 item 3: a scratch file in the page cache, read buffered, is named as cached (a
+/// cache answered; the figures are the cache's, with the latency tiers as evidence); O_DIRECT
+/// reads of the same file on the same device are not.
+#[test]
+fn a_cached_file_read_buffered_is_named_cached_and_o_direct_is_not() {
+    let _quiet = quiet();
+    let dir = tempfile::tempdir().unwrap();
+    if on_tmpfs(dir.path()) {
+        eprintln!("note: skipped: the temporary directory is on tmpfs, where O_DIRECT is RAM too");
+        return;
+    }
+    let size = 16u64 << 20;
+    let t = common::scratch(&dir.path().join("s.dat"), size, false);
+    t.warm(0, size).unwrap();
+    let spec = |direct| WorkloadSpec {
+        target: t.path.display().to_string(),
+        target_size: t.data_size,
+        direct,
+        duration_s: None,
+        io_count: Some(2000),
+        interval_s: 0.1,
+        ..Default::default()
+    };
+    let cached = |r: &iolens::results::RunResult| {
+        iolens::analysis::run_verdicts(r)
+            .into_iter()
+            .filter(|v| v.message.contains("a cache answered these reads"))
+            .collect::<Vec<_>>()
+    };
+    let r = execute(&spec(false), &t, &common::opts(&AtomicBool::new(false))).unwrap();
+    let resident = r.page_cache.as_ref().unwrap().resident_before;
+    assert!(resident > 0.9, "warmed: {resident}");
+    let v = cached(&r);
+    assert_eq!(v.len(), 1, "{:#?}", iolens::analysis::run_verdicts(&r));
+    assert!(
+        v[0].message.contains("this host's page cache"),
+        "{}",
+        v[0].message
+    );
+    assert!(
+        v[0].message.contains("latency tiers: RAM cache:"),
+        "{}",
+        v[0].message
+    );
+    assert!(
+        v[0].message.contains("the figures are the cache's"),
+        "{}",
+        v[0].message
+    );
+    let r = execute(&spec(true), &t, &common::opts(&AtomicBool::new(false))).unwrap();
+    assert!(
+        cached(&r).is_empty(),
+        "O_DIRECT named cached: {:#?}",
+        iolens::analysis::run_verdicts(&r)
+    );
+}
+
+/// `calibrate --precondition` on a scratch file: the fill covers it, the rounds end by one of
+/// the named reasons within the bound, and the verdict follows the SNIA criteria it reports.
+#[test]
+fn calibrate_precondition_reports_rounds_and_steady_state() {
+    let _quiet = quiet();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("cal.json");
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args([
+            "calibrate",
+            "--precondition",
+            "12s",
+            "--budget",
+            "3s",
+            "--max-sessions",
+            "1",
+            "--phases",
+            "randread",
+            "--size",
+            "16M",
+            "--no-progress",
+        ])
+        .arg("--target")
+        .arg(dir.path().join("s.dat"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("0. precondition (SNIA-style"), "{stdout}");
+    let r = Results::read_file(&json).unwrap();
+    let pc = r
+        .calibration
+        .as_ref()
+        .unwrap()
+        .findings
+        .precondition
+        .clone()
+        .unwrap();
+    assert!(stdout.contains(&pc.sentence), "{stdout}");
+    // Two passes of whole 128 KiB blocks over the data area.
+    assert!(
+        pc.fill_bytes <= 2 * pc.target_bytes
+            && pc.fill_bytes + 2 * (128 << 10) > 2 * pc.target_bytes,
+        "{}",
+        pc.sentence
+    );
+    assert!(
+        !pc.rounds.is_empty() && pc.rounds.len() <= 25,
+        "{}",
+        pc.sentence
+    );
+    assert_eq!(pc.rounds.len(), pc.round_iops.len());
+    assert!(["steady", "round-limit", "time-bound"].contains(&pc.ended.as_str()));
+    match &pc.steady {
+        Some(s) => assert_eq!(
+            pc.reached,
+            s.range_pct <= 20.0 && s.slope_pct <= 10.0,
+            "{}",
+            pc.sentence
+        ),
+        None => assert!(!pc.reached && pc.rounds.len() < 5),
+    }
+    // The bound holds (plus the budget, set-up and the fill's last step).
+    assert!(took < 12.0 * 1.02 + 3.0 + 10.0, "took {took:.1} s");
+    // Refused on a file iolens may not write, which stays as it was.
+    let victim = dir.path().join("data.bin");
+    let content = vec![42u8; 4 << 20];
+    std::fs::write(&victim, &content).unwrap();
+    let out = bin()
+        .args(["calibrate", "--precondition", "--budget", "2m"])
+        .arg("--target")
+        .arg(&victim)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing to write"));
+    assert_eq!(std::fs::read(&victim).unwrap(), content);
+}
+
 #[test]
 fn calibrate_end_to_end_writes_a_complete_results_file() {
     let _quiet = quiet();

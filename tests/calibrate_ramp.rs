@@ -38,10 +38,10 @@ fn a_real_plateau_stops_after_it_persists() {
     let r = seq(&[500.0, 510.0, 900.0, 905.0, 1200.0, 1210.0, 1215.0]);
     assert_eq!(r.steps.len(), 7, "{:?}", r.steps);
     assert_eq!(r.best(), Some((64, 1215.0)));
-    // Falling after a peak: still the peak.
+    // Falling after a peak: still the peak, and the fall (50 %) stops the ramp at once.
     let r = seq(&[2000.0, 1000.0, 900.0]);
     assert_eq!(r.best(), Some((1, 2000.0)));
-    assert_eq!(r.steps.len(), 3);
+    assert_eq!(r.steps.len(), 2);
 }
 
 fn drive(mut ramp: Ramp, model: impl Fn(u32) -> (f64, f64)) -> Ramp {
@@ -100,4 +100,28 @@ fn contradicting_headlines_are_flagged() {
         "{:?}",
         w[0]
     );
+}
+
+/// Issue 24 item 4: `--help` says the ramp stops when IOPS stops growing, yet a ramp went on
+/// after IOPS fell. A fall beyond noise (more than twice the plateau threshold below the best
+/// step) stops it at once; a dip within that still rides out (above).
+#[test]
+fn a_ramp_stops_when_iops_falls_past_the_peak() {
+    let r = drive(Ramp::new(64, 5.0 * MS, 0.05, 2), |n| {
+        let iops = match n {
+            1 => 1000.0,
+            2 => 1900.0,
+            4 => 3600.0,
+            _ => 2900.0, // 19 % below the best: past the peak
+        };
+        (iops, 0.5 * MS)
+    });
+    let sessions: Vec<u32> = r.steps.iter().map(|s| s.0).collect();
+    assert_eq!(sessions, vec![1, 2, 4, 8], "{sessions:?}");
+    assert_eq!(r.stop, Some(StopReason::Fell));
+    assert_eq!(r.best(), Some((4, 3600.0)));
+    // The sequential ramps follow the same rule.
+    let r = seq(&[500.0, 1000.0, 1800.0, 1500.0, 2500.0]);
+    assert_eq!(r.steps.len(), 4, "{:?}", r.steps);
+    assert_eq!(r.best(), Some((4, 1800.0)));
 }

@@ -247,6 +247,11 @@ fn postgres_bad_input_is_explained() {
     ]);
     assert!(!ok);
     assert!(se.contains("cannot connect to PostgreSQL"), "{se}");
+    // The socket looked for is named, not a bare "No such file or directory".
+    assert!(
+        se.contains("no server socket /nonexistent/socket/dir/.s.PGSQL.1"),
+        "{se}"
+    );
     assert!(
         !se.contains("topsecret9") && !so.contains("topsecret9"),
         "{se}"
@@ -519,4 +524,165 @@ fn postgres_passwords_in_every_dsn_form_connect_and_never_show() {
         assert!(!ok, "form {i}: a wrong password connected: {so}");
         clean("the error message", &format!("{so}{se}"));
     }
+}
+
+/// Drop a table's pages from the OS page cache (as root: the server's files), so that its
+/// reads reach the device.
+fn evict_table(c: &mut Client, table: &str) {
+    let path: String = c
+        .query_one(
+            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1::text::regclass)",
+            &[&table],
+        )
+        .unwrap()
+        .get(0);
+    let f = std::fs::File::open(&path).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor; POSIX_FADV_DONTNEED only drops clean cached pages.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    assert_eq!(rc, 0, "fadvise {path}");
+}
+
+/// As root, `db run --engine postgres` traces its sessions' backends with the watch probes:
+/// each physical read PostgreSQL counts is one traced `pread64` of a backend (PostgreSQL 15
+/// reads a block with one pread), the reads that missed the page cache are block requests on
+/// the data directory's disk (the run's block layer, as a SQLite run has it), the wait-event
+/// table names IO:DataFileRead, and `show` and `export --markdown` print the wait profile.
+/// Without root the same run says what it could not measure.
+#[test]
+fn postgres_run_as_root_traces_the_backends() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "needs root, and CI is set"
+        );
+        eprintln!("note: postgres_run_as_root_traces_the_backends skipped: it needs root");
+        return;
+    }
+    let Some(db) = TestDb::new("iolens_probes") else {
+        return;
+    };
+    let dsn = db.dsn();
+    let (ok, so, se) = iolens(&[
+        "db",
+        "setup",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &dsn,
+        "--schemas",
+        "1",
+        "--scale",
+        "32M",
+    ]);
+    assert!(ok, "{so}\n{se}");
+    let mut c = db.client();
+    evict_table(&mut c, "iolens_t0");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("pg.json");
+    let (ok, so, se) = iolens(&[
+        "db",
+        "run",
+        "--engine",
+        "postgres",
+        "--dsn",
+        &dsn,
+        "--sessions",
+        "2",
+        "--work-unit",
+        "16",
+        "--duration",
+        "3s",
+        "--interval",
+        "500ms",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(ok, "{so}\n{se}");
+    let r = Results::read_file(&json).unwrap();
+    let run = &r.runs[0];
+    let physical = run.counters["physical_reads"];
+    let syscalls = r
+        .runs
+        .iter()
+        .find(|x| x.name == "syscalls")
+        .expect("the backends' syscalls run");
+    let preads = syscalls.op("pread64").map_or(0, |o| o.count) as f64;
+    assert!(physical > 500.0, "{physical} physical reads");
+    // Both count the same reads over nearly the same window (the probes attach just before
+    // the statistics are read and stop as the sessions stop).
+    assert!(
+        (preads - physical).abs() <= 0.03 * physical + 20.0,
+        "{preads} traced preads, {physical} physical reads"
+    );
+    // The evicted table's reads reached the disk: requests on it, never more than the reads.
+    let block = run.block.as_ref().expect("the run's block layer");
+    let dev = block.op("blk:read:device").expect("device reads traced");
+    assert!(
+        dev.count > 0 && dev.count as f64 <= preads + 64.0,
+        "{} device reads, {preads} preads",
+        dev.count
+    );
+    // The wait-event table: the backends waited on IO:DataFileRead.
+    let pg = r
+        .watch
+        .as_ref()
+        .and_then(|w| w.pg.as_ref())
+        .expect("wait-event table");
+    let rows: Vec<&str> = pg
+        .roles
+        .iter()
+        .flat_map(|role| role.rows.iter().map(|x| x.event.as_str()))
+        .collect();
+    assert!(rows.contains(&"IO:DataFileRead"), "{rows:?}");
+    // Shown by show and export --markdown.
+    let (ok, shown, se) = iolens(&["show", json.to_str().unwrap()]);
+    assert!(ok, "{se}");
+    assert!(shown.contains("IO:DataFileRead"), "{shown}");
+    let (ok, md, se) = iolens(&["export", json.to_str().unwrap(), "--markdown", "-"]);
+    assert!(ok, "{se}");
+    assert!(md.contains("IO:DataFileRead"), "{md}");
+
+    // Without root: the run goes on and says what it did not measure.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let plain = tmp.path().join("plain.json");
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            env!("CARGO_BIN_EXE_iolens"),
+            "db",
+            "run",
+            "--engine",
+            "postgres",
+            "--dsn",
+            &dsn,
+            "--sessions",
+            "1",
+            "--duration",
+            "1s",
+            "--json",
+            plain.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let (so, se) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{so}\n{se}");
+    let r = Results::read_file(&plain).unwrap();
+    assert!(r.watch.is_none());
+    let said = r.runs[0].warnings.join("\n");
+    assert!(
+        said.contains("per-I/O latency histograms") && said.contains("root"),
+        "{said}"
+    );
 }

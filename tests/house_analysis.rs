@@ -262,7 +262,7 @@ fn trace_profile_is_typed_and_shown_as_tables() {
     assert!(!html.contains("Producer extras"));
     let w = r.trace_slowest.first().expect("slowest waits");
     assert!(
-        html.contains(&format!("<td>{}:{}</td>", w.path, w.line)),
+        html.contains(&format!(">{}:{}</td>", w.path, w.line)),
         "slowest wait {}:{} in the report",
         w.path,
         w.line

@@ -9,9 +9,10 @@ use std::path::Path;
 use std::process::Command;
 
 use hdrhistogram::Histogram;
+use iolens::histogram::HIST_MAX_NS;
 use iolens::render::heatmap::{LoadedColumns, OpSeries};
 use iolens::render::{html, terminal, TermStyle};
-use iolens::results::{interval_groups, Hist, Results, HIST_MAX_NS};
+use iolens::results::{interval_groups, Hist, Results};
 
 fn iolens(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_iolens"))

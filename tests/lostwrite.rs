@@ -68,6 +68,91 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
     (dir, path)
 }
 
+/// `iolens run` on `path` with `args`, then `--size SIZE --target PATH`.
+fn run_sized(path: &Path, size: &str, args: &[&str]) -> Output {
+    bin()
+        .args(["run", "--no-progress", "--buffered"])
+        .args(args)
+        .args(["--size", size, "--target"])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn growing_is_asked_for_and_the_journal_grows_with_the_file() {
+    let (_d, path) = setup();
+    ok(&write_run(&path, "8k", "64k", "0"));
+    let jpath = path_for(&path);
+    let (data, journal) = (
+        std::fs::read(&path).unwrap(),
+        std::fs::read(&jpath).unwrap(),
+    );
+    // 4 MiB at an 8 KiB granule: 512 entries, 2 pages after the header page.
+    assert_eq!(journal.len(), 3 * PAGE);
+    // A larger --size without --grow is refused, reading or writing, naming the flag; the
+    // file and its journal are left as they were.
+    for pattern in ["randread", "randwrite"] {
+        let out = run_sized(&path, "8M", &["--pattern", pattern, "--ios", "50"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{pattern}: {err}");
+        assert!(err.contains("--grow") && err.contains("4 MiB"), "{err}");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            data,
+            "{pattern}: file untouched"
+        );
+        assert_eq!(
+            std::fs::read(&jpath).unwrap(),
+            journal,
+            "{pattern}: journal untouched"
+        );
+    }
+    // Grown by a read-only run: the journal covers the whole new size before any write
+    // (8 MiB: 1,024 entries, 3 pages), its old pages kept.
+    ok(&run_sized(
+        &path,
+        "8M",
+        &["--pattern", "randread", "--ios", "50", "--grow"],
+    ));
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().len(),
+        HEADER_AREA + 8 * MB
+    );
+    let grown = std::fs::read(&jpath).unwrap();
+    assert_eq!(grown.len(), 4 * PAGE);
+    assert_eq!(
+        grown[PAGE..3 * PAGE],
+        journal[PAGE..3 * PAGE],
+        "old bounds kept"
+    );
+    let (code, text) = verify(&path, &[]);
+    assert_eq!(code, 0, "{text}");
+    // A lost write in the grown part is found like any other.
+    let blk = HEADER_AREA + 6 * MB + 3 * BS;
+    let old = read_at(&path, blk, BS as usize);
+    ok(&run_sized(
+        &path,
+        "8M",
+        &[
+            "--pattern",
+            "randwrite",
+            "--bs",
+            "8k",
+            "--working-set",
+            "64k",
+            "--offset",
+            "6M",
+            "--ios",
+            "600",
+        ],
+    ));
+    write_at(&path, blk, &old);
+    let (code, text) = verify(&path, &[]);
+    assert_eq!(code, 3, "{text}");
+    assert!(text.contains(&format!("stale at offset {blk} ")), "{text}");
+}
+
 #[test]
 fn a_block_restored_from_an_older_copy_after_the_run_is_stale() {
     let (_d, path) = setup();

@@ -513,3 +513,80 @@ fn calibrate_reports_sustained_not_the_burst() {
     assert!(stdout.contains("IOPS sustained"), "{stdout}");
     assert!(stdout.contains("inside a burst"), "{stdout}");
 }
+
+/// `calibrate --precondition` on a device whose writes a cgroup holds at a fixed rate (steady
+/// by construction): the fill covers the device, the write rounds reach SNIA steady state by
+/// both criteria in the first window of 5 rounds (a round or two more allowed for the start),
+/// at the limit's rate, and the report says how many rounds ran and that steady state was
+/// reached.
+#[test]
+fn precondition_reaches_steady_state_on_a_steady_device() {
+    if !root_or_skip("the steady emulated device (loop device, cgroup I/O limit)") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lo) = Loop::new(16 << 20) else {
+        assert!(!common::ci(), "no loop device under CI");
+        return;
+    };
+    let Some(lim) = Limit::new(&lo.majmin, Dir::Write) else {
+        assert!(!common::ci(), "no cgroup I/O controller under CI");
+        return;
+    };
+    lim.set(400);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let dev = lo.dev.display().to_string();
+    let args: Vec<String> = [
+        "calibrate",
+        "--precondition",
+        "60s",
+        "--phases",
+        "randread",
+        "--max-sessions",
+        "1",
+        "--budget",
+        "3s",
+        "--no-progress",
+        "--target",
+        &dev,
+        "--disposable-target",
+        &dev,
+        "--json",
+        &json.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = lim.command(&args).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = Results::read_file(&json).unwrap();
+    let pc = r
+        .calibration
+        .as_ref()
+        .unwrap()
+        .findings
+        .precondition
+        .clone();
+    let pc = pc.expect("a precondition record");
+    eprintln!("{}", pc.sentence);
+    assert!(stdout.contains(&pc.sentence), "{stdout}");
+    assert!(pc.fill_bytes >= pc.target_bytes, "{}", pc.sentence);
+    assert!(pc.reached && pc.ended == "steady", "{}", pc.sentence);
+    assert!((5..=7).contains(&pc.rounds.len()), "{}", pc.sentence);
+    let st = pc.steady.as_ref().unwrap();
+    assert!(st.range_pct <= 20.0 && st.slope_pct <= 10.0, "{st:?}");
+    assert!((st.average / 400.0 - 1.0).abs() <= 0.05, "{}", pc.sentence);
+    assert!(pc.sentence.contains(&format!(
+        "steady state reached after {} rounds",
+        pc.rounds.len()
+    )));
+    for &i in pc.rounds.iter().chain(&pc.fill_runs) {
+        assert_eq!(r.runs[i].phase, "precondition");
+    }
+}

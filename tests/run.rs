@@ -264,7 +264,24 @@ fn scratch_file_is_marked_and_reused_without_refill() {
     let t2 = scratch(dir.path(), 8 * MB, true);
     assert_eq!(t2.filled_bytes, 0, "reuse does not refill");
     assert_eq!(t2.id, t1.id);
-    let t3 = scratch(dir.path(), 12 * MB, false);
+    // Growing is asked for (`--grow`): a larger size alone is refused.
+    let grow = |grow: bool| {
+        Target::prepare(
+            &dir.path().join("scratch.dat"),
+            &iolens::target::PrepareOptions {
+                size: Some(12 * MB),
+                grow,
+                ..Default::default()
+            },
+            &AtomicBool::new(false),
+        )
+    };
+    let e = match grow(false) {
+        Ok(_) => panic!("a larger --size without --grow must be refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("--grow"), "{e}");
+    let t3 = grow(true).unwrap();
     assert_eq!(t3.filled_bytes, 4 * MB, "growing fills only the new part");
     // Incompressible fill: a run of 64 KiB holds no long repeats and many distinct bytes
     // (outside the 32-byte stamp at the start of each 512-byte unit).

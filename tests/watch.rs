@@ -1769,6 +1769,224 @@ fn memory_stays_flat_over_many_intervals() {
     );
 }
 
+/// Per bar of the HTML report's wall-time chart: (total, interval length, summed heights of its
+/// parts in px, px per unit of the y axis).
+fn wall_bars(html: &str) -> Vec<(f64, f64, f64, f64)> {
+    fn attr<'a>(tag: &'a str, name: &str) -> &'a str {
+        let at = tag.find(&format!(" {name}=\"")).expect(name) + name.len() + 3;
+        &tag[at..at + tag[at..].find('"').unwrap()]
+    }
+    let at = html
+        .find("<section id=\"wall\">")
+        .expect("a wall-time section");
+    let svg = &html[at..at + html[at..].find("</svg>").unwrap()];
+    let sy: Vec<f64> = attr(svg, "data-sy")
+        .split(',')
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let px_per_unit = (sy[2] - sy[3]) / (sy[1] - sy[0]);
+    svg.split("<g class=\"bar\"")
+        .skip(1)
+        .map(|g| {
+            let g = &g[..g.find("</g>").unwrap()];
+            let heights: f64 = g
+                .split("<rect ")
+                .skip(1)
+                .map(|r| attr(&format!(" {r}"), "height").parse::<f64>().unwrap())
+                .sum();
+            (
+                attr(g, "data-total").parse().unwrap(),
+                attr(g, "data-len").parse().unwrap(),
+                heights,
+                px_per_unit,
+            )
+        })
+        .collect()
+}
+
+/// Issue 23, item 8: a real watch of PostgreSQL under pgbench, twice (the second beside busy
+/// loops on every CPU), is shown by every renderer with its answer first: `show` and `export
+/// --markdown` open with the verdict and the client backends' wait events, then the wait-event
+/// tables; `report` with the verdict, then the wall-time split over time as stacked bars whose
+/// parts add up to each interval's thread time (to the 0.001 px the heights are written with);
+/// `compare` puts both watches' wall splits and wait-event tables side by side, each difference
+/// the one the two files' own sums give.
+#[test]
+fn pg_watch_is_shown_by_show_report_markdown_and_compare() {
+    if !root_or_skip("pg_watch_is_shown_by_show_report_markdown_and_compare") {
+        return;
+    }
+    let Some(dsn) = pg_dsn() else { return };
+    if Command::new("pgbench").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "pgbench is missing");
+        eprintln!("note: pgbench missing: test skipped");
+        return;
+    }
+    let _serial = serial();
+    let init = Command::new("pgbench")
+        .args(["-i", "-s", "2", "-q", &dsn])
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let watch_pgbench = |name: &str, hogs: bool| -> String {
+        let json = tmp.path().join(name);
+        let hogs = hogs.then(Hogs::start);
+        let w = start_watch(&[
+            "--comm",
+            "postgres",
+            "--duration",
+            "4s",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let bench = Command::new("pgbench")
+            .args(["-c", "4", "-j", "2", "-T", "3", &dsn])
+            .output()
+            .unwrap();
+        finish_watch(w, Duration::from_secs(20));
+        drop(hogs);
+        assert!(
+            bench.status.success(),
+            "{}",
+            String::from_utf8_lossy(&bench.stderr)
+        );
+        json.to_str().unwrap().to_string()
+    };
+    let a = watch_pgbench("idle.json", false);
+    let b = watch_pgbench("busy.json", true);
+    let ra = Results::read_file(Path::new(&a)).unwrap();
+    let rb = Results::read_file(Path::new(&b)).unwrap();
+    check_accounting(&ra);
+    check_accounting(&rb);
+    let verdict = &ra
+        .analysis
+        .as_ref()
+        .unwrap()
+        .watch
+        .as_ref()
+        .unwrap()
+        .verdicts[0];
+    let pg = budget(&ra).pg.expect("no PostgreSQL wait events recorded");
+    let backends = pg
+        .roles
+        .iter()
+        .find(|x| x.role == "client backend" && x.server.is_some())
+        .expect("no client backend");
+    let top_wait = backends
+        .rows
+        .iter()
+        .find(|x| x.kind == PgWaitKind::Wait)
+        .expect("the backends waited on nothing");
+
+    // show: the verdict first, in full, with the backends' busiest wait event.
+    let text = run_ok(&["--width", "400", "show", &a]);
+    let (v, s) = (
+        text.find("\nVerdict\n").expect("a verdict section"),
+        text.find("\nSummary\n").expect("a summary"),
+    );
+    assert!(v < s, "{text}");
+    let top = &text[v..s];
+    assert!(top.contains(&verdict.message), "{top}");
+    assert!(top.contains("PostgreSQL client backend"), "{top}");
+    assert!(top.contains(&top_wait.event), "{top}");
+    assert!(
+        text.contains("PostgreSQL wait events: client backend"),
+        "{text}"
+    );
+
+    // export --markdown: the same order.
+    let md_path = tmp.path().join("w.md");
+    run_ok(&["export", "--markdown", md_path.to_str().unwrap(), &a]);
+    let md = std::fs::read_to_string(&md_path).unwrap();
+    let (v, s) = (
+        md.find("### Verdict").expect("a verdict section"),
+        md.find("### Summary").expect("a summary"),
+    );
+    assert!(v < s, "{md}");
+    assert!(md[v..s].contains(&top_wait.event), "{md}");
+    for section in [
+        "### Where the watched threads' time went",
+        "### PostgreSQL wait events: client backend",
+    ] {
+        assert!(md.contains(section), "{section}: {md}");
+    }
+
+    // report: the verdict in the summary, the wall-time chart next, every bar the sum of its
+    // interval's parts, the wait-event tables further down.
+    let html_path = tmp.path().join("w.html");
+    run_ok(&["report", &a, "-o", html_path.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    let (v, w, t) = (
+        html.find("Verdict: ").expect("a verdict"),
+        html.find("<section id=\"wall\">")
+            .expect("a wall-time chart"),
+        html.find("PostgreSQL wait events: client backend")
+            .expect("a wait-event table"),
+    );
+    assert!(v < w && w < t, "verdict {v}, chart {w}, table {t}");
+    let bars = wall_bars(&html);
+    let spans: Vec<_> = budget(&ra)
+        .intervals
+        .into_iter()
+        .filter(|s| s.duration_s > 0.0)
+        .collect();
+    assert_eq!(bars.len(), spans.len());
+    for ((total, len, heights, ppu), s) in bars.iter().zip(&spans) {
+        let wall = s.wall.wall_s();
+        assert!(
+            (total - wall).abs() <= 1e-9 * wall.max(1.0),
+            "{total} vs {wall}"
+        );
+        assert!((len - s.duration_s).abs() < 1e-9);
+        // Eight parts at most, each height written to 0.001 px.
+        let want = wall / s.duration_s * ppu;
+        assert!(
+            (heights - want).abs() <= 0.008 + 1e-9,
+            "interval at {} s: parts {heights} px, its thread time {want} px",
+            s.start_s
+        );
+    }
+
+    // compare: both watches side by side, the differences those of the files' own sums.
+    let text = run_ok(&["--width", "400", "compare", &a, &b]);
+    for title in [
+        "Where the watched threads' time went",
+        "PostgreSQL wait events: client backend",
+    ] {
+        assert!(text.contains(title), "{title}: {text}");
+    }
+    let wall = |r: &Results| {
+        let mut w = iolens::results::WallSplit::default();
+        for s in &budget(r).intervals {
+            w.add(&s.wall);
+        }
+        w
+    };
+    let (wa, wb) = (wall(&ra), wall(&rb));
+    let d = (wb.runnable_s / wb.wall_s() - wa.runnable_s / wa.wall_s()) * 100.0;
+    let want = if d.abs() < 0.05 {
+        "0".to_string()
+    } else {
+        format!("{d:+.1} pts")
+    };
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("waiting for a CPU "))
+        .expect("a CPU-wait row");
+    assert!(row.trim_end().ends_with(&want), "{row:?}, want {want}");
+    let cmp_path = tmp.path().join("cmp.html");
+    run_ok(&["compare", &a, &b, "-o", cmp_path.to_str().unwrap()]);
+    let cmp = std::fs::read_to_string(&cmp_path).unwrap();
+    assert!(cmp.contains("<section id=\"watch\">"), "no watch section");
+    assert_eq!(cmp.matches(": wall time</title>").count(), 2);
+}
+
 /// /proc/diskstats of block device `name`: milliseconds spent reading (summed over requests) and
 /// milliseconds with a request in flight (`io_ticks`).
 fn disk_read_ms(name: &str) -> (u64, u64) {

@@ -202,3 +202,178 @@ fn width_flag_fits_every_command_that_prints_a_summary() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--width"));
 }
+
+/// What a terminal `cols` columns wide showed while `args` ran on it: stdout and stderr both
+/// the terminal (a pseudo-terminal of that size, $COLUMNS unset), as a person sees them, with
+/// the progress lines drawn. Returns the exit status and everything the terminal received.
+fn on_pty(dir: &Path, args: &[String], cols: u16) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 50,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into the integers given; the name is not asked
+    // for, and the terminal settings are left at their defaults.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened by openpty and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut cmd = bin();
+    cmd.args(args)
+        .current_dir(dir)
+        .env_remove("COLUMNS")
+        .env_remove("NO_COLOR")
+        .env("TERM", "xterm-256color")
+        .stdin(std::process::Stdio::null())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave);
+    let mut child = cmd.spawn().unwrap();
+    // The terminal's end: nothing else may hold the other end, or reading never ends.
+    drop(cmd);
+    let reader = std::thread::spawn(move || {
+        let mut f = std::fs::File::from(master);
+        let mut all = Vec::new();
+        let mut buf = [0u8; 8192];
+        loop {
+            match f.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => all.extend_from_slice(&buf[..n]),
+                // EIO: every writer of the terminal has closed it.
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        all
+    });
+    let status = child.wait().unwrap();
+    let text = String::from_utf8_lossy(&reader.join().unwrap()).into_owned();
+    (status.code(), text)
+}
+
+/// Lines of terminal text wider than `width`: a line ends at a newline or a carriage return
+/// (a progress line redrawn in place), and escape sequences take no columns.
+fn screen_too_wide(text: &str, width: usize) -> Vec<String> {
+    text.split(['\n', '\r'])
+        .filter(|l| iolens::out::visible_width(l) > width)
+        .map(|l| format!("{} columns: {l:?}", iolens::out::visible_width(l)))
+        .collect()
+}
+
+/// Every command of the README's usage list, as a person runs it on a terminal 80 and 60
+/// columns wide: no line the terminal shows is wider (results, progress lines, notes,
+/// warnings and errors alike), and no command panics. Left out: `completions` and `man`
+/// (a script and a manual page for programs, not text for a terminal), `export --markdown`
+/// (a Markdown table is pasted, not wrapped), `db … --engine postgres` (needs a server; the
+/// sqlite engine prints through the same code), and `profile --pid` unless root (BPF).
+#[test]
+fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fx = |p: &str| fixtures.join(p).to_str().unwrap().to_string();
+    let trace = fx("real/js122a1_ora_9854.trc");
+    let bio = fx("real/bcc_biolatency_D.txt");
+    let evh = fx("sources/event_histogram_micro.csv");
+    let awr = fx("real/statspack_11204_igt.txt");
+    let perf = fx("recorded/perf-script-spin_ab.txt");
+    let root = unsafe { libc::geteuid() } == 0;
+    for cols in [80u16, 60] {
+        let dir = tempfile::tempdir().unwrap();
+        // A process to profile, alive for the whole profile.
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = sleeper.id().to_string();
+        let short = "--duration 0.6s --interval 200ms";
+        // (command line, must it succeed?)
+        let mut cmds: Vec<(String, bool)> = vec![
+            (format!("run --target s.dat --size 8M --pattern randread --bs 8k --sessions 2 {short} --json run.json"), true),
+            (format!("run --target s.dat --pattern randread --bs 8k --sessions 2 {short} --json run2.json"), true),
+            (format!("run --target s.dat --pattern randread --engine uring --qd 8 --sessions 1 {short}"), false),
+            (format!("run --target s.dat --pattern write --bs 8k --sync dsync --sessions 1 {short}"), true),
+            (format!("run --target s.dat --pattern write --bs 8k --sync fdatasync:4 {short}"), true),
+            (format!("run --target s.dat --pattern randrw --read-pct 80 --sessions 2 {short}"), true),
+            (format!("run --target s.dat --dist zipf:0.9 {short}"), true),
+            (format!("run --target s.dat --dist hotspot:90:5 {short}"), true),
+            (format!("run --target s.dat --rate 500 {short}"), true),
+            (format!("run --target n.dat --size 1M --engine null {short}"), true),
+            (format!("run --target s.dat --sessions 4 --huge-pages off {short}"), true),
+            ("run --target s.dat --sessions 16 --pattern randrw --read-pct 80 --explain".into(), true),
+            (format!("run --target s.dat --verify header --on-corruption continue {short}"), true),
+            ("verify --target s.dat".into(), true),
+            (format!("run --target s.dat --refill {short}"), true),
+            ("calibrate --target c.dat --budget 6s --max-latency 2ms --percentile 99 --max-sessions 2 --max-qd 1 --phases randread,seqread1 --size 32M --json cal.json".into(), true),
+            ("calibrate --target c.dat --writes --cache-probe --explain".into(), true),
+            ("show run.json".into(), true),
+            ("show cal.json".into(), true),
+            ("report run.json -o run.html".into(), true),
+            ("compare run.json run2.json -o cmp.html".into(), true),
+            ("compare run.json run2.json".into(), true),
+            ("export run.json --csv intervals.csv --hlog run.hlog".into(), true),
+            ("db setup --engine sqlite --dir slob --schemas 1 --scale 8M".into(), true),
+            ("db run --engine sqlite --dir slob --sessions 2 --update-pct 20 --work-unit 8 --duration 1s --json db.json".into(), true),
+            ("show db.json".into(), true),
+            ("db drop --engine sqlite --dir slob".into(), true),
+            (format!("trace {trace} --json trace.json"), true),
+            (format!("trace {trace} --event PL/SQL-lock-timer"), true),
+            ("show trace.json".into(), true),
+            (format!("ingest --format event-histogram {evh} --json hist.json"), true),
+            ("show hist.json".into(), true),
+            (format!("ingest --format biolatency {bio}"), true),
+            (format!("ingest --format awr {awr} --json awr.json"), true),
+            (format!("ingest --format perf-script {perf} --json prof.json"), true),
+            ("show prof.json".into(), true),
+            ("export prof.json --flame flame.svg --folded stacks.folded".into(), true),
+            // Errors a person meets: they fit too.
+            ("show missing.json".into(), false),
+            ("run --target s.dat --size 64M --duration 1s".into(), false),
+            ("run --target s.dat --bs 3k --duration 1s".into(), false),
+        ];
+        if root {
+            cmds.push((format!("profile --pid {pid} --duration 1s -o flame2.svg --folded out.folded --json prof2.json"), true));
+            cmds.push((
+                format!("profile --pid {pid} --off-cpu --frequency 99 --duration 1s -o flame3.svg"),
+                true,
+            ));
+        } else {
+            eprintln!("note: `profile` left out of the width test: it needs root");
+        }
+        for (line, must) in &cmds {
+            // `PL/SQL-lock-timer` stands for one argument with spaces.
+            let args: Vec<String> = line
+                .split(' ')
+                .map(|a| a.replace("PL/SQL-lock-timer", "PL/SQL lock timer"))
+                .collect();
+            let (code, text) = on_pty(dir.path(), &args, cols);
+            assert!(
+                !text.contains("panicked"),
+                "iolens {line} at {cols} columns panicked:\n{text}"
+            );
+            if *must {
+                assert_eq!(code, Some(0), "iolens {line} at {cols} columns:\n{text}");
+            } else {
+                assert!(code.is_some(), "iolens {line}: killed by a signal\n{text}");
+            }
+            let wide = screen_too_wide(&text, cols as usize);
+            assert!(
+                wide.is_empty(),
+                "iolens {line} on a terminal of {cols} columns: lines wider than it:\n{}\n--- \
+                 the whole screen:\n{text}",
+                wide.join("\n")
+            );
+        }
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+    }
+}

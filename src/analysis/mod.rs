@@ -222,11 +222,20 @@ fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
         qd: b.level,
         mb_per_s: b.value,
     };
+    let usl = fit_usl(&pts);
+    let plateau = f.plan.as_ref().map_or(0.05, |p| p.plateau);
     CalibrationAnalysis {
         stop_reason: f.stop_reason,
+        stop_sentence: f
+            .stop_reason
+            .map(|s| verdicts::ramp_stop_sentence(s, usl.as_ref(), c.max_iops, plateau)),
         knee: find_knee(&c.curve),
-        usl: fit_usl(&pts),
+        usl,
         little,
+        tiers_at_max: max_point
+            .and_then(|p| run(p.run)?.merged_io_hist().ok())
+            .filter(|h| !h.is_empty())
+            .map(|h| modes::tiers(&find_modes(&h))),
         modes_at_max: max_point
             .and_then(|p| run(p.run))
             .map(|rr| merged_latency(rr).2)
@@ -310,7 +319,8 @@ mod tests {
         assert_eq!(a.modes[0].op, "read");
         assert_eq!(a.modes[0].modes.len(), 2, "{}", a.modes[0].description);
         let kinds: Vec<&str> = a.verdicts.iter().map(|v| v.kind.as_str()).collect();
-        assert_eq!(kinds, ["bad-histogram", "cpu-bound"]);
+        // Two thirds of the reads at ~2 µs: below any device's floor, so a cache answered.
+        assert_eq!(kinds, ["bad-histogram", "cpu-bound", "cache-answered"]);
         assert!(a.verdicts[0]
             .message
             .contains("sync histogram of 'randread'"));

@@ -501,6 +501,68 @@ fn peak_location(d: &Density, j: usize) -> f64 {
     d.x(j) + off * d.dx
 }
 
+/// Latency below which no device answered: the fastest storage-class memory behind NVMe
+/// (Optane-class, ~10 µs for a 4 KiB read at the device) is slower, and a virtualised device
+/// adds a VM exit; only RAM on this host's side of the interface answers faster.
+pub const RAM_MAX_NS: f64 = 5_000.0;
+/// Upper bound of the tier between RAM and flash: a cache behind the device interface (a
+/// hypervisor's host page cache, an array's cache) or storage-class memory. NAND flash reads
+/// take ~50–100 µs at the device.
+pub const NEAR_RAM_MAX_NS: f64 = 40_000.0;
+/// Upper bound of flash (an array's cache over a network falls here too, 0.1–0.5 ms).
+pub const FLASH_MAX_NS: f64 = 1_500_000.0;
+
+/// The storage tier a latency mode's centre points to, with its evidence: RAM (a cache on this
+/// host's side, below [`RAM_MAX_NS`]), a cache behind the device interface or storage-class
+/// memory (to [`NEAR_RAM_MAX_NS`]), flash (to [`FLASH_MAX_NS`]), else disk or a queue.
+pub fn tier(centre_ns: f64) -> (&'static str, String) {
+    if centre_ns < RAM_MAX_NS {
+        (
+            "RAM cache",
+            format!(
+                "below {}, faster than any device answers",
+                fmt_ns(RAM_MAX_NS)
+            ),
+        )
+    } else if centre_ns < NEAR_RAM_MAX_NS {
+        (
+            "cache behind the device (hypervisor or array) or storage-class memory",
+            format!(
+                "{}–{}, faster than NAND flash reads",
+                fmt_ns(RAM_MAX_NS),
+                fmt_ns(NEAR_RAM_MAX_NS)
+            ),
+        )
+    } else if centre_ns < FLASH_MAX_NS {
+        (
+            "flash (or an array cache over the network)",
+            format!("{}–{}", fmt_ns(NEAR_RAM_MAX_NS), fmt_ns(FLASH_MAX_NS)),
+        )
+    } else {
+        (
+            "disk (rotating) or a queue",
+            format!("above {}, slower than flash", fmt_ns(FLASH_MAX_NS)),
+        )
+    }
+}
+
+/// The modes named as storage tiers with their evidence, e.g. `RAM cache: 38 % around 1.9 µs
+/// (below 5.00 µs, faster than any device answers); flash (…): 62 % around 90 µs (40 µs–1.5 ms)`.
+pub fn tiers(modes: &[Mode]) -> String {
+    modes
+        .iter()
+        .map(|m| {
+            let (name, why) = tier(m.centre_ns);
+            format!(
+                "{name}: {} % around {} ({why})",
+                fmt_pct(m.share),
+                fmt_ns(m.centre_ns)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// One line describing the modes, e.g. `2 modes: 38 % around 90 µs, 62 % around 4.1 ms`.
 pub fn describe(modes: &[Mode]) -> String {
     if modes.is_empty() {
@@ -802,6 +864,22 @@ mod tests {
             31,
         );
         assert_modes(&find_modes(&h), &[(100_000.0, 0.5), (400_000.0, 0.5)]);
+    }
+
+    /// Issue 24 item 3: modes are named as tiers with their evidence.
+    #[test]
+    fn modes_are_named_as_tiers() {
+        assert_eq!(tier(1_800.0).0, "RAM cache");
+        assert!(tier(20_000.0).0.starts_with("cache behind the device"));
+        assert!(tier(90_000.0).0.starts_with("flash"));
+        assert!(tier(6_000_000.0).0.starts_with("disk"));
+        let h = mixture(&[(2_000.0, 1.2, 0.4), (4_000_000.0, 1.3, 0.6)], 20_000, 3);
+        let t = tiers(&find_modes(&h));
+        assert!(t.starts_with("RAM cache: 40 % around"), "{t}");
+        assert!(
+            t.contains("; disk (rotating) or a queue: 60 % around"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -9,11 +9,51 @@
 use std::collections::HashMap;
 
 use super::dblayers::{classify, Layer};
-use crate::results::analysis::{FunctionRow, LayerRow, OffCpuRow, StackProfileAnalysis};
+use crate::results::analysis::{
+    FunctionRow, LayerRow, OffCpuRow, ProfileWaitRow, StackProfileAnalysis,
+};
 use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState};
 
 /// How many functions the analysis lists.
 pub const TOP_FUNCTIONS: usize = 25;
+
+/// Whether a module is the C library or the dynamic loader (their wait wrappers say only that a
+/// thread waited, not why).
+fn c_library(module: &str) -> bool {
+    let name = module.rsplit('/').next().unwrap_or(module);
+    ["libc.so", "libc-", "libpthread", "ld-linux", "libm.so"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// The scheduler's own frames at the top of every off-CPU stack, and the interrupt-exit code a
+/// preempted thread leaves through: a blocked stack's time is charged to the innermost frame
+/// below them (what blocked), not to `__schedule`.
+pub(crate) fn scheduler_frame(name: &str) -> bool {
+    matches!(
+        name,
+        "__schedule"
+            | "schedule"
+            | "schedule_idle"
+            | "io_schedule"
+            | "io_schedule_timeout"
+            | "schedule_timeout"
+            | "schedule_hrtimeout_range"
+            | "schedule_hrtimeout_range_clock"
+            | "schedule_preempt_disabled"
+            | "preempt_schedule"
+            | "preempt_schedule_common"
+            | "preempt_schedule_irq"
+            | "preempt_schedule_notrace"
+            | "__cond_resched"
+            | "_cond_resched"
+    ) || name.starts_with("irqentry_")
+        || name.contains("exit_to_user_mode")
+        || name.starts_with("asm_sysvec_")
+        || name.starts_with("sysvec_")
+        || name.contains("common_interrupt")
+        || name.contains("irqentry_exit_cond_resched")
+}
 
 /// The `System: layer` label of a frame, when the table knows it.
 pub(crate) fn layer_label(name: &str, kind: FrameKind) -> Option<String> {
@@ -22,7 +62,14 @@ pub(crate) fn layer_label(name: &str, kind: FrameKind) -> Option<String> {
 
 /// Analyse a stack profile.
 pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
-    let total = p.total_weight_ns().max(1) as f64;
+    // Shares are of the time at work: idle stacks (kept with --keep-idle) are left out.
+    let total = p
+        .stacks
+        .iter()
+        .filter(|s| !s.idle)
+        .map(|s| s.weight_ns)
+        .fold(0u64, u64::saturating_add)
+        .max(1) as f64;
     let layer_of: Vec<Option<&'static Layer>> = p
         .frames
         .iter()
@@ -64,14 +111,44 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
     let mut off: HashMap<OffCpuReason, (u64, u64)> = HashMap::new();
     let mut seen_fn: Vec<u32> = vec![u32::MAX; fns.len()];
     let mut seen_layer: Vec<(&'static str, &'static str)> = Vec::new();
+    let mut idle_ns = p.source.idle_ns;
     for (k, s) in p.stacks.iter().enumerate() {
         let w = s.weight_ns;
+        if s.idle {
+            idle_ns = idle_ns.saturating_add(w);
+            continue;
+        }
+
         if let StackState::OffCpu(r) = s.state {
             let e = off.entry(r).or_default();
             e.0 = e.0.saturating_add(w);
             e.1 = e.1.saturating_add(s.count);
         }
-        if let Some(&leaf) = s.frames.last() {
+        // Off CPU: the innermost frame that is not the scheduler's (what blocked); asleep
+        // (not I/O wait), the innermost user frame outside the C library (the program's reason
+        // to wait: an event loop's epoll_wait or a futex says only that it waited).
+        let not_sched = |f: &&u32| !scheduler_frame(&p.frames[**f as usize].name);
+        let program = |f: &&u32| {
+            let fr = &p.frames[**f as usize];
+            fr.kind == FrameKind::User && !c_library(&fr.module)
+        };
+        let leaf = match s.state {
+            StackState::OnCpu => s.frames.last(),
+            StackState::OffCpu(OffCpuReason::Sleep) => s
+                .frames
+                .iter()
+                .rev()
+                .find(program)
+                .or_else(|| s.frames.iter().rev().find(not_sched))
+                .or(s.frames.last()),
+            StackState::OffCpu(_) => s
+                .frames
+                .iter()
+                .rev()
+                .find(|&&f| !scheduler_frame(&p.frames[f as usize].name))
+                .or(s.frames.last()),
+        };
+        if let Some(&leaf) = leaf {
             let f = &mut fns[frame_fn[leaf as usize]];
             match s.state {
                 StackState::OnCpu => {
@@ -171,6 +248,44 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
         })
         .collect();
     off_rows.sort_by(|a, b| b.weight_ns.cmp(&a.weight_ns).then(a.reason.cmp(&b.reason)));
+    // PostgreSQL's processes publish wait events: every non-idle stack under its event.
+    let mut wait_events: Vec<ProfileWaitRow> = if !p.stacks.iter().any(|s| s.wait_event.is_some()) {
+        Vec::new()
+    } else {
+        let mut all: HashMap<&str, ProfileWaitRow> = HashMap::new();
+        for s in p.stacks.iter().filter(|s| !s.idle) {
+            let e = all
+                .entry(s.wait_event.as_deref().unwrap_or("-"))
+                .or_default();
+            match s.state {
+                StackState::OnCpu => e.on_cpu_ns = e.on_cpu_ns.saturating_add(s.weight_ns),
+                StackState::OffCpu(r) => {
+                    e.off_cpu_ns = e.off_cpu_ns.saturating_add(s.weight_ns);
+                    e.count = e.count.saturating_add(s.count);
+                    if r == OffCpuReason::Runnable {
+                        e.runnable_ns = e.runnable_ns.saturating_add(s.weight_ns);
+                    }
+                }
+            }
+        }
+        let busy = all
+            .values()
+            .map(|r| r.on_cpu_ns.saturating_add(r.off_cpu_ns))
+            .fold(0u64, u64::saturating_add)
+            .max(1) as f64;
+        all.into_iter()
+            .map(|(event, mut r)| {
+                r.event = event.to_string();
+                r.share = r.on_cpu_ns.saturating_add(r.off_cpu_ns) as f64 / busy;
+                r
+            })
+            .collect()
+    };
+    wait_events.sort_by(|a, b| {
+        (b.on_cpu_ns.saturating_add(b.off_cpu_ns))
+            .cmp(&a.on_cpu_ns.saturating_add(a.off_cpu_ns))
+            .then_with(|| a.event.cmp(&b.event))
+    });
     StackProfileAnalysis {
         samples: p.on_cpu_samples(),
         on_cpu_ns: p.weight_ns(StackState::OnCpu),
@@ -179,6 +294,8 @@ pub fn analyse(p: &StackProfile) -> StackProfileAnalysis {
         stacks: p.stacks.len() as u64,
         top_functions: fns,
         layers: layer_rows,
+        wait_events,
+        idle_ns,
     }
 }
 
@@ -220,7 +337,8 @@ mod tests {
         let a = analyse(&b.finish(ProfileSource::default()));
         assert_eq!((a.on_cpu_ns, a.off_cpu_ns, a.samples), (1_000, 3_000, 1));
         assert_eq!(a.off_cpu[0].reason, "io-wait");
-        assert_eq!(a.top_functions[0].name, "io_schedule");
+        // The blocked time is the read's, not the scheduler's.
+        assert_eq!(a.top_functions[0].name, "pread64");
         let l = |name: &str| a.layers.iter().find(|l| l.layer == name).unwrap();
         assert_eq!(l("row sources").total_ns, 4_000);
         assert_eq!(l("buffer cache").total_ns, 4_000);

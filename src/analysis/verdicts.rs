@@ -104,7 +104,7 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
     let mean_ns = io_mean_ns(run)?;
     let runq_ns = cpu.runq_us_per_io * 1e3;
     let runq_share = runq_ns / mean_ns;
-    let measured = cpu.runq_delay_s > 0.0 || cpu.session_run_s > 0.0 || cpu.runq_us_per_io > 0.0;
+    let measured = cpu.runq_measured();
     let busy = cpu.host_busy > HOST_BUSY_WARN;
     let figures = [
         ("host_busy", cpu.host_busy),
@@ -133,7 +133,7 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
     let storage = if no_io {
         "the null engine does no I/O: this is iolens' own overhead"
     } else {
-        "the storage may be faster than it looks"
+        MAY_BE_FASTER
     };
     if measured && runq_share > 1.0 {
         // A wait longer than the operation it would be part of is not inside it: it falls
@@ -338,8 +338,7 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     } else {
         let msg = format!(
             "{name} accounts for {} % of the latency of the application reads that reached it \
-             ({} of {}): the time is spent in the storage, not the host (compared: {name}'s \
-             time per read with {compared})",
+             ({} of {}): {IN_STORAGE} (compared: {name}'s time per read with {compared})",
             pct(1.0 - share),
             fmt_ns(await_ns),
             fmt_ns(cmp_ns)
@@ -487,8 +486,8 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
         ))
     } else {
         let msg = format!(
-            "{name} accounts for {} % of the median read and {} % of the p99 read: the time is \
-             spent in the storage, not the host: {dists}",
+            "{name} accounts for {} % of the median read and {} % of the p99 read: \
+             {IN_STORAGE}: {dists}",
             pct(1.0 - s50),
             pct(1.0 - s99),
         );
@@ -580,13 +579,211 @@ pub(crate) fn slowest_mean_ns(h: &hdrhistogram::Histogram<u64>, k: u64) -> Optio
     Some(sum / k as f64)
 }
 
-/// All verdicts for one run, CPU first.
+/// All verdicts for one run, CPU first, decided together: a CPU-bound run whose device was
+/// timed is not told both that "the storage may be faster than it looks" and that "the time is
+/// spent in the storage, not the host" (issue 24). The scheduling delay is inside the
+/// application's latency and outside the device's, so the device's own time is the storage's
+/// figure, and the storage-bound sentence says the host's part includes that delay.
 pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
-    [cpu_verdict(run), host_queue_verdict(run)]
-        .into_iter()
-        .flatten()
-        .collect()
+    let mut cpu = cpu_verdict(run);
+    let mut host = host_queue_verdict(run);
+    if let (Some(c), Some(h)) = (cpu.as_mut(), host.as_mut()) {
+        if c.kind == VerdictKind::CpuBound && h.kind == VerdictKind::StorageBound {
+            let dev_ns = h
+                .figures
+                .get("device_await_us")
+                .or(h.figures.get("device_p50_us"))
+                .map(|us| us * 1e3);
+            if let Some(dev_ns) = dev_ns {
+                c.message = c.message.replace(
+                    MAY_BE_FASTER,
+                    &format!(
+                        "the device's own time per read ({}) is free of it: that is the \
+                         storage's figure",
+                        fmt_ns(dev_ns)
+                    ),
+                );
+            }
+            h.message = h.message.replace(IN_STORAGE, IN_STORAGE_CPU_BOUND);
+        }
+    }
+    // A cache that answered and the page-cache verdict say one thing: one verdict says it.
+    let mut cache = cache_verdict(run);
+    if let (Some(h), Some(c)) = (host.as_mut(), cache.as_ref()) {
+        if h.kind == VerdictKind::PageCache {
+            h.message = format!("{}; {}", c.message, h.message);
+            h.severity = Severity::Warning;
+            for (k, v) in &c.figures {
+                h.figures.entry(k.clone()).or_insert(*v);
+            }
+            cache = None;
+        }
+    }
+    [cpu, host, cache].into_iter().flatten().collect()
 }
+
+/// Share of the working set resident in the page cache before a buffered run above which the
+/// page cache is named as what answered.
+pub const RESIDENT_CACHED: f64 = 0.9;
+
+/// Did a cache answer this run's reads, so that its figures are the cache's, not the media's?
+/// Evidence: the reads' median below [`super::modes::RAM_MAX_NS`] (faster than any device
+/// answers); for a buffered run, fewer than [`CACHE_RATIO`] of the read bytes reaching the
+/// device, or at least [`RESIDENT_CACHED`] of the working set in the page cache before the run.
+/// Names the cache (this host's page cache for buffered runs; RAM in front of the device for
+/// O_DIRECT ones) and the latency tiers of the reads. `None` without reads, for the null
+/// engine, or without evidence.
+pub fn cache_verdict(run: &RunResult) -> Option<Verdict> {
+    let read = run.op("read").filter(|o| o.count > 0)?;
+    let spec = run.spec.as_ref();
+    let engine = spec
+        .and_then(|s| s.other.get("engine"))
+        .and_then(|v| v.as_str());
+    if engine == Some("null") {
+        return None;
+    }
+    let direct = spec
+        .and_then(|s| s.other.get("direct"))
+        .and_then(|v| v.as_bool());
+    let p50 = read.summary.p50_ns as f64;
+    let floor = super::modes::RAM_MAX_NS;
+    let mut evidence = Vec::new();
+    let mut figures = vec![("read_p50_us", p50 / 1e3), ("device_floor_us", floor / 1e3)];
+    if positive(p50) && p50 < floor {
+        evidence.push(format!(
+            "the median read took {}, below {} (faster than any device answers)",
+            fmt_ns(p50),
+            fmt_ns(floor)
+        ));
+    }
+    let buffered = direct == Some(false);
+    if buffered {
+        if let Some(dev) = run
+            .device
+            .as_ref()
+            .filter(|d| (read.bytes > 0 && d.read_bytes > 0) || d.reads == 0)
+        {
+            let ratio = dev.read_bytes as f64 / read.bytes.max(1) as f64;
+            if ratio < CACHE_RATIO {
+                let name = if dev.device.is_empty() {
+                    "the device"
+                } else {
+                    &dev.device
+                };
+                evidence.push(format!(
+                    "only {} % of the read bytes reached {name}",
+                    pct(ratio)
+                ));
+                figures.push(("device_read_ratio", ratio));
+            }
+        }
+        if let Some(pc) = run
+            .page_cache
+            .as_ref()
+            .filter(|p| p.resident_before >= RESIDENT_CACHED)
+        {
+            evidence.push(format!(
+                "{} % of the working set was in the page cache before the run",
+                pct(pc.resident_before)
+            ));
+            figures.push(("resident_before", pc.resident_before));
+        }
+    }
+    if evidence.is_empty() {
+        return None;
+    }
+    let which = if buffered {
+        "this host's page cache (buffered reads)"
+    } else {
+        "RAM in front of the media (a RAM disk, a hypervisor's or an array's cache: O_DIRECT \
+         bypasses only this host's page cache)"
+    };
+    let tiers = read
+        .hist
+        .decode()
+        .ok()
+        .filter(|h| !h.is_empty())
+        .map(|h| super::modes::tiers(&super::modes::find_modes(&h)))
+        .map_or(String::new(), |t| format!("; latency tiers: {t}"));
+    let fix = if buffered {
+        "; measure the device with O_DIRECT (the default, without --buffered)"
+    } else {
+        ""
+    };
+    let msg = format!(
+        "a cache answered these reads, not the media: {which}; {}: the figures are the \
+         cache's{fix}{tiers}",
+        evidence.join("; ")
+    );
+    Some(Verdict::new(
+        VerdictKind::CacheAnswered,
+        Severity::Warning,
+        msg,
+        &figures,
+    ))
+}
+
+/// A USL fit looser than this (R²) says nothing about where the peak is.
+pub const USL_R2_MIN: f64 = 0.9;
+
+/// Why the random-read ramp stopped, in one sentence that agrees with the USL fit printed
+/// beside it (issue 24: "the session ceiling was reached (more may be possible)" beside a fit
+/// whose peak is 1 % above the measured maximum). Completes "the ramp stopped because …".
+/// `measured` is the max IOPS found, `plateau` the growth threshold (0.05 = 5 %): a predicted
+/// peak within it of the measured maximum is the measured maximum.
+pub fn ramp_stop_sentence(
+    stop: crate::results::analysis::StopReason,
+    usl: Option<&crate::results::analysis::UslFit>,
+    measured: Option<f64>,
+    plateau: f64,
+) -> String {
+    use crate::results::analysis::StopReason;
+    let why = stop.describe();
+    if stop != StopReason::Ceiling {
+        return why.to_string();
+    }
+    let (Some(u), Some(m)) = (usl, measured.filter(|m| positive(*m))) else {
+        return why.to_string();
+    };
+    let ceiling = "the session ceiling was reached";
+    if u.r2 < USL_R2_MIN {
+        return format!(
+            "{ceiling} (more may be possible: the USL fit, R² {:.2}, is too loose to say)",
+            u.r2
+        );
+    }
+    match (u.peak_x, u.peak_n) {
+        (Some(x), Some(n)) if x <= m * (1.0 + plateau) => format!(
+            "{ceiling}, and little more is possible: the USL fit puts the peak at {} IOPS ({:.0} \
+             sessions), {} % above the measured {}, within the {} % plateau threshold",
+            fmt_rate(x),
+            n,
+            sig3((x / m - 1.0).max(0.0) * 100.0),
+            fmt_rate(m),
+            sig3(plateau * 100.0)
+        ),
+        (Some(x), Some(n)) => format!(
+            "{ceiling}; more is possible: the USL fit predicts a peak of {} IOPS at {:.0} \
+             sessions ({} % above the measured {}): raise --max-sessions to measure it",
+            fmt_rate(x),
+            n,
+            sig3((x / m - 1.0) * 100.0),
+            fmt_rate(m)
+        ),
+        _ => format!(
+            "{ceiling} while IOPS still grew (the USL fit shows no peak): more may be possible, \
+             raise --max-sessions to measure it"
+        ),
+    }
+}
+
+/// The CPU verdict's warning about the storage, when the device's own time is not known.
+const MAY_BE_FASTER: &str = "the storage may be faster than it looks";
+/// The storage-bound conclusion.
+const IN_STORAGE: &str = "the time is spent in the storage, not the host";
+/// The storage-bound conclusion beside a CPU-bound verdict at the same run.
+const IN_STORAGE_CPU_BOUND: &str = "most of the time is spent in the storage; the host's \
+     smaller part includes the scheduling delay above";
 
 #[cfg(test)]
 mod tests {
@@ -676,6 +873,77 @@ mod tests {
             ("cpu-bound", "warning")
         );
         assert!(v.message.contains("not measured"), "{}", v.message);
+    }
+
+    /// Issue 24 item 4, as seen on the default calibration: "host CPU 99.5 % busy … the storage
+    /// may be faster than it looks" beside "vda accounts for 73.7 % … the time is spent in the
+    /// storage, not the host" at one step. Decided together, the two say one thing.
+    #[test]
+    fn cpu_bound_and_storage_bound_at_one_step_do_not_contradict() {
+        let mut d = dev(100_000, 184.0);
+        d.device = "vda".into();
+        let r = run_with(250_000.0, Some(cpu(0.995, 30.0)), Some(d));
+        let v = run_verdicts(&r);
+        let kinds: Vec<&str> = v.iter().map(|v| v.kind.as_str()).collect();
+        assert_eq!(kinds, ["cpu-bound", "storage-bound"], "{v:?}");
+        let all = v.iter().map(|v| v.message.as_str()).collect::<Vec<_>>();
+        let says = |p: &str| all.iter().any(|m| m.contains(p));
+        assert!(says("vda accounts for 73.6 %"), "{all:?}");
+        assert!(
+            !(says("may be faster than it looks") && says("not the host")),
+            "contradicting verdicts: {all:?}"
+        );
+        assert!(
+            v[0].message
+                .contains("the device's own time per read (184 µs) is free of it"),
+            "{}",
+            v[0].message
+        );
+        assert!(
+            v[1].message.contains("includes the scheduling delay above"),
+            "{}",
+            v[1].message
+        );
+        // Alone, each keeps its own sentence.
+        let alone = cpu_verdict(&run_with(250_000.0, Some(cpu(0.995, 30.0)), None)).unwrap();
+        assert!(alone.message.contains(MAY_BE_FASTER), "{}", alone.message);
+    }
+
+    /// Issue 24 item 4: "ramp stopped because the session ceiling was reached (more may be
+    /// possible)" beside a USL fit predicting the peak at 80.3k, 1 % above the measured 79.7k.
+    #[test]
+    fn the_ceiling_sentence_agrees_with_the_usl_fit() {
+        use crate::results::analysis::{StopReason, UslFit};
+        let fit = |peak: Option<(f64, f64)>, r2: f64| UslFit {
+            lambda: 5000.0,
+            sigma: 0.01,
+            kappa: 0.0001,
+            peak_n: peak.map(|p| p.0),
+            peak_x: peak.map(|p| p.1),
+            r2,
+        };
+        let seen = fit(Some((60.0, 80_300.0)), 0.99);
+        let s = ramp_stop_sentence(StopReason::Ceiling, Some(&seen), Some(79_700.0), 0.05);
+        assert!(!s.contains("more may be possible"), "{s}");
+        assert!(s.contains("little more is possible"), "{s}");
+        assert!(s.contains("0.75 % above the measured 79.7k"), "{s}");
+        // A peak well above what was measured: more is possible, and how much.
+        let far = fit(Some((150.0, 120_000.0)), 0.99);
+        let s = ramp_stop_sentence(StopReason::Ceiling, Some(&far), Some(79_700.0), 0.05);
+        assert!(s.contains("more is possible"), "{s}");
+        assert!(s.contains("120k IOPS at 150 sessions"), "{s}");
+        // No peak (κ = 0), a loose fit, no fit: more may be possible.
+        for (u, m) in [
+            (Some(fit(None, 0.99)), "IOPS still grew"),
+            (Some(fit(Some((60.0, 80_300.0)), 0.5)), "too loose"),
+            (None, "more may be possible"),
+        ] {
+            let s = ramp_stop_sentence(StopReason::Ceiling, u.as_ref(), Some(79_700.0), 0.05);
+            assert!(s.contains(m), "{s}");
+        }
+        // Other reasons are their own words.
+        let s = ramp_stop_sentence(StopReason::Plateau, Some(&seen), Some(79_700.0), 0.05);
+        assert_eq!(s, StopReason::Plateau.describe());
     }
 
     #[test]

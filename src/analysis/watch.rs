@@ -19,7 +19,24 @@
 
 use super::verdicts::{device_limit, in_device};
 use crate::results::analysis::{Severity, Verdict, VerdictKind, WatchAnalysis, WatchShares};
-use crate::results::{CgroupIoLimit, Results, WatchBudget, WatchCgroup, WatchSpan};
+use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState};
+use crate::results::{CgroupIoLimit, Results, WallSplit, WatchBudget, WatchCgroup, WatchSpan};
+
+/// The I/O syscalls `watch` traces (`crate::watch::SYSCALLS`, checked there): a profile's
+/// stack is inside I/O when its kernel frames hold one's entry (`__x64_sys_pread64`).
+pub const IO_SYSCALLS: &[&str] = &[
+    "pread64",
+    "pwrite64",
+    "preadv",
+    "preadv2",
+    "pwritev",
+    "pwritev2",
+    "fsync",
+    "fdatasync",
+    "io_submit",
+    "io_getevents",
+    "io_uring_enter",
+];
 
 /// Share of I/O syscall time spent waiting for a CPU (another task on it) from which the CPU
 /// is the verdict.
@@ -246,6 +263,7 @@ fn verdicts(
     all: &WatchSpan,
     o: &WatchShares,
     limits: &(String, Vec<(String, f64)>),
+    profile: bool,
     held: Option<&Held>,
 ) -> Vec<Verdict> {
     let mut v = Vec::new();
@@ -285,6 +303,17 @@ fn verdicts(
         pct(o.runq)
     );
     let message = match kind {
+        // A profile sees the I/O wait (uninterruptible sleep) but not which block layer held it.
+        VerdictKind::StorageBound | VerdictKind::HostQueueing if profile => format!(
+            "the I/O is slow: I/O syscalls are {} of the profiled threads' time at work, and {} \
+             of that asleep waiting for the I/O, in the device or the host's block queue (a \
+             profile does not tell them apart: `iolens watch` does); waiting for a CPU {} of \
+             their time, running {}",
+            pct(o.io_s / o.wall_s.max(1e-12)),
+            pct(o.device + o.host_queue),
+            pct(o.wall_cpu_wait),
+            pct(o.wall_cpu)
+        ),
         VerdictKind::CpuBound => format!(
             "the CPU is saturated; the storage may be fine: the watched threads waited {} of \
              their time for a CPU ({:.3} thread-s, {:.3} of it inside I/O syscalls after the I/O \
@@ -432,17 +461,87 @@ pub(crate) fn merged_shares(b: &WatchBudget, rows: usize) -> (usize, Vec<WatchSh
 
 /// The watch analysis of `r`, when it holds a watch's budget.
 pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
-    let budget: &WatchBudget = r.watch.as_ref()?;
+    let Some(budget) = r.watch.as_ref() else {
+        return r.profile.as_ref().and_then(profile_analysis);
+    };
+    let budget: &WatchBudget = budget;
     let all = sum(&budget.intervals);
     let held = held_limit(budget);
     let overall = throttled(shares(&all), held.is_some());
     Some(WatchAnalysis {
-        verdicts: verdicts(&all, &overall, &disk_limits(r, budget), held.as_ref()),
+        verdicts: verdicts(
+            &all,
+            &overall,
+            &disk_limits(r, budget),
+            false,
+            held.as_ref(),
+        ),
         intervals: budget
             .intervals
             .iter()
             .map(|s| throttled(shares(s), held.is_some()))
             .collect(),
+        overall,
+    })
+}
+
+/// A profile's time as a watch span, so that `profile` and `watch` reach one verdict by one
+/// analysis: every non-idle stack's weight in one part of [`WallSplit`] — on CPU, waiting for
+/// a CPU, asleep — inside an I/O syscall (one of [`IO_SYSCALLS`] among its kernel frames) or
+/// not. Asleep inside I/O in uninterruptible I/O wait is charged to the device (a profile
+/// cannot split device from host queue; the verdict says so), other sleep inside I/O to above
+/// the block layer. Waiting for a CPU counts as contended. `None` without off-CPU stacks (no
+/// wall time to split).
+pub(crate) fn profile_analysis(p: &StackProfile) -> Option<WatchAnalysis> {
+    if !p.has_off_cpu() || p.source.producer != "bpf" {
+        return None;
+    }
+    let in_io: Vec<bool> = p
+        .frames
+        .iter()
+        .map(|f| {
+            f.kind == FrameKind::Kernel
+                && IO_SYSCALLS.iter().any(|s| {
+                    f.name
+                        .strip_suffix(s)
+                        .is_some_and(|head| head.ends_with("sys_"))
+                })
+        })
+        .collect();
+    let mut w = WallSplit::default();
+    let (mut runq, mut runq_io) = (0u64, 0u64);
+    for s in p.stacks.iter().filter(|s| !s.idle) {
+        let io = s.frames.iter().any(|&f| in_io[f as usize]);
+        let x = s.weight_ns as f64 / 1e9;
+        match (s.state, io) {
+            (StackState::OnCpu, false) => w.cpu_s += x,
+            (StackState::OnCpu, true) => w.io_cpu_s += x,
+            (StackState::OffCpu(OffCpuReason::Runnable), io) => {
+                runq = runq.saturating_add(s.weight_ns);
+                if io {
+                    runq_io = runq_io.saturating_add(s.weight_ns);
+                    w.io_runnable_s += x;
+                } else {
+                    w.runnable_s += x;
+                }
+            }
+            (StackState::OffCpu(OffCpuReason::IoWait), true) => w.io_device_s += x,
+            (StackState::OffCpu(_), true) => w.io_above_s += x,
+            (StackState::OffCpu(_), false) => w.off_cpu_s += x,
+        }
+    }
+    let all = WatchSpan {
+        duration_s: p.source.duration_s.unwrap_or(0.0),
+        runq_ns: runq,
+        runq_io_ns: runq_io,
+        runq_contended_ns: runq,
+        wall: w,
+        ..Default::default()
+    };
+    let overall = shares(&all);
+    Some(WatchAnalysis {
+        verdicts: verdicts(&all, &overall, &(String::new(), Vec::new()), true, None),
+        intervals: Vec::new(),
         overall,
     })
 }

@@ -51,6 +51,9 @@ pub(crate) struct RawStack {
     pub(crate) kernel: Vec<u64>,
     pub(crate) count: u64,
     pub(crate) ns: u64,
+    /// PostgreSQL's wait_event_info when sampled or switched out (0: none, or not PostgreSQL;
+    /// 0xffffffff: unreadable).
+    pub(crate) wait_event: u32,
 }
 
 /// Losses, counted by the programs.
@@ -73,6 +76,7 @@ struct Key {
     user_stack: i32,
     kernel_stack: i32,
     state: u32,
+    wev: u32,
     comm: [u8; 16],
 }
 // SAFETY: plain old data, laid out as `struct prof_key` in bpf/profile.bpf.c.
@@ -87,9 +91,39 @@ struct Weight {
 // SAFETY: plain old data, laid out as `struct prof_weight`.
 unsafe impl Pod for Weight {}
 
+/// A thread off CPU (`struct prof_off` in bpf/profile.bpf.c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Off {
+    ts: u64,
+    wake_ts: u64,
+    user_stack: i32,
+    kernel_stack: i32,
+    state: u32,
+    tgid: u32,
+    wev: u32,
+    pad: u32,
+    comm: [u8; 16],
+}
+// SAFETY: plain old data, laid out as `struct prof_off`.
+unsafe impl Pod for Off {}
+
+/// CLOCK_MONOTONIC now, ns (the clock of `bpf_ktime_get_ns`).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// A running sampler: the programs stay attached while it lives.
 pub(crate) struct Sampler {
     ebpf: Ebpf,
+    /// When the programs were attached (CLOCK_MONOTONIC ns).
+    start_ns: u64,
     /// CPUs with a sampling event.
     pub(crate) cpus: u32,
 }
@@ -120,8 +154,11 @@ impl Sampler {
         ];
         let mut ebpf = load(PROFILE_OBJECT, &globals)?;
         super::set_process_filter(&mut ebpf, &o.pids, &o.comms)?;
+        let btf = Btf::from_sys_fs().map_err(|_| BpfError::NoBtf)?;
+        // Forked PostgreSQL backends inherit their server's wait-event address.
+        attach_tracepoint(&mut ebpf, &btf, "sched_process_fork")?;
+        attach_tracepoint(&mut ebpf, &btf, "sched_process_exit")?;
         if o.off_cpu {
-            let btf = Btf::from_sys_fs().map_err(|_| BpfError::NoBtf)?;
             attach_tracepoint(&mut ebpf, &btf, "sched_wakeup")?;
             attach_tracepoint(&mut ebpf, &btf, "sched_switch")?;
         }
@@ -147,26 +184,50 @@ impl Sampler {
         }
         Ok(Sampler {
             ebpf,
+            start_ns: monotonic_ns(),
             cpus: cpus.len() as u32,
         })
     }
 
+    /// Tell the programs where PostgreSQL process `pid` publishes its wait event (the user
+    /// address of its `my_wait_event_info`, see `crate::watch::pg`).
+    pub(crate) fn place_wait_pointer(&mut self, pid: u32, addr: u64) -> Result<(), BpfError> {
+        let mut m: BpfHashMap<&mut MapData, u32, u64> = BpfHashMap::try_from(
+            self.ebpf
+                .map_mut("pg_wait_ptr")
+                .ok_or_else(|| err("no map pg_wait_ptr"))?,
+        )
+        .map_err(err)?;
+        m.insert(pid, addr, 0).map_err(err)
+    }
+
     /// Stop sampling (detach every program) and read the stacks and losses.
     pub(crate) fn finish(mut self) -> Result<(Vec<RawStack>, Lost), BpfError> {
+        let end_ns = monotonic_ns();
         // Detach first so the maps no longer change while they are read.
         if let Some(p) = self.ebpf.program_mut("on_sample") {
             if let Ok(p) = <&mut PerfEvent>::try_from(p) {
                 let _ = p.unload();
             }
         }
-        for name in ["btf_sched_switch", "btf_sched_wakeup"] {
+        for name in [
+            "btf_sched_switch",
+            "btf_sched_wakeup",
+            "btf_sched_process_fork",
+            "btf_sched_process_exit",
+        ] {
             if let Some(p) = self.ebpf.program_mut(name) {
                 if let Ok(p) = <&mut BtfTracePoint>::try_from(p) {
                     let _ = p.unload();
                 }
             }
         }
-        for name in ["raw_sched_switch", "raw_sched_wakeup"] {
+        for name in [
+            "raw_sched_switch",
+            "raw_sched_wakeup",
+            "raw_sched_process_fork",
+            "raw_sched_process_exit",
+        ] {
             if let Some(p) = self.ebpf.program_mut(name) {
                 if let Ok(p) = <&mut RawTracePoint>::try_from(p) {
                     let _ = p.unload();
@@ -211,7 +272,56 @@ impl Sampler {
                 kernel: walk(k.kernel_stack),
                 count: w.count,
                 ns: w.ns,
+                wait_event: k.wev,
             });
+        }
+        // Threads still off CPU at the end: their span so far (from their switch-out, or the
+        // start), as a switch-in at the end would have counted it.
+        let off: BpfHashMap<&MapData, u32, Off> = BpfHashMap::try_from(
+            self.ebpf
+                .map("off_cpu")
+                .ok_or_else(|| err("no map off_cpu"))?,
+        )
+        .map_err(err)?;
+        for kv in off.iter() {
+            let Ok((_, s)) = kv else { continue };
+            let from = s.ts.max(self.start_ns);
+            if from >= end_ns {
+                continue;
+            }
+            let n = s.comm.iter().position(|&c| c == 0).unwrap_or(16);
+            let one = |state: RawState, count: u64, ns: u64| RawStack {
+                tgid: s.tgid,
+                comm: String::from_utf8_lossy(&s.comm[..n]).into_owned(),
+                state,
+                user: walk(s.user_stack),
+                kernel: walk(s.kernel_stack),
+                count,
+                ns,
+                wait_event: s.wev,
+            };
+            let wake = if s.wake_ts >= s.ts && s.wake_ts > 0 && s.wake_ts <= end_ns {
+                s.wake_ts.max(from)
+            } else {
+                end_ns
+            };
+            let runnable = s.state == 3;
+            if !runnable && wake > from {
+                let state = if s.state == 1 {
+                    RawState::IoWait
+                } else {
+                    RawState::Sleep
+                };
+                out.push(one(state, 1, wake - from));
+            }
+            let runq_from = if runnable { from } else { wake };
+            if end_ns > runq_from {
+                out.push(one(
+                    RawState::Runnable,
+                    u64::from(runnable),
+                    end_ns - runq_from,
+                ));
+            }
         }
         let l = sum_per_cpu(&self.ebpf, "lost")?;
         let lost = Lost {

@@ -44,7 +44,9 @@ pub struct CalibrateArgs {
     /// Streams of the many-streams sequential phase (default: 4).
     #[arg(long, default_value_t = 4)]
     pub streams: u32,
-    /// IOPS growth below which the ramp is called a plateau, percent.
+    /// IOPS growth below which the ramp is called a plateau, percent: a ramp stops when two
+    /// steps in a row grow less than this over the best step, or at once when a step falls
+    /// more than twice this below it (past the peak).
     #[arg(long, default_value_t = 5.0)]
     pub(crate) plateau_pct: f64,
     /// Phases to run (comma-separated); default randread,seqread,seqread1.
@@ -66,6 +68,15 @@ pub struct CalibrateArgs {
     /// SNIA steady-state verdict of the held load.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub sustain: f64,
+    /// Precondition the target first, SNIA-style, within this bound (default 10m when given
+    /// without a value): write it sequentially (twice over while the fill has used at most
+    /// half the bound), then rounds of random writes until the last 5 rounds' IOPS are steady
+    /// by both SNIA PTS criteria (range ≤ 20 % of the average, best-fit slope excursion
+    /// ≤ 10 %), at most 25 rounds. Says how many rounds ran and whether steady state was
+    /// reached. Writes to the target: only an iolens scratch file (or a target named
+    /// disposable); beyond --budget.
+    #[arg(long, num_args = 0..=1, default_missing_value = "10m", value_parser = parse_duration)]
+    pub precondition: Option<f64>,
     /// Print the whole plan and exit without doing any I/O.
     #[arg(long)]
     pub explain: bool,
@@ -93,6 +104,7 @@ impl CalibrateArgs {
             direct: !self.t.buffered,
             huge_pages: self.t.huge_pages,
             sustain: self.sustain,
+            precondition: self.precondition.unwrap_or(0.0),
         }
     }
 }
@@ -107,8 +119,13 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let o = a.options();
     let plan = Plan::new(&o)?;
     let progress = cx.progress(a.t.no_progress);
-    let prep =
-        a.t.prepare_options(plan.phase(Phase::Writes).is_some(), progress);
+    if plan.precondition_s > 0.0 && launch.start_at.is_some() {
+        anyhow::bail!("--precondition cannot be combined with --start-at (a fixed schedule)");
+    }
+    let prep = a.t.prepare_options(
+        plan.phase(Phase::Writes).is_some() || plan.precondition_s > 0.0,
+        progress,
+    );
     if a.explain {
         // The same checks as a real run, without creating or writing anything.
         Target::check(&a.t.target, &prep)?;
@@ -132,7 +149,10 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let json = super::results_output(
         crate::output::Plan::new().input(&a.t.target),
         a.t.json.as_deref().or(dated.as_deref()),
-        crate::output::results_estimate(crate::output::intervals(plan.budget_s + a.sustain, 1.0)),
+        crate::output::results_estimate(crate::output::intervals(
+            plan.budget_s + a.sustain + plan.precondition_s,
+            1.0,
+        )),
     )?;
     if let Some(p) = &dated {
         crate::outln!(

@@ -26,6 +26,27 @@ pub enum DbCommand {
     Run(Box<RunArgs>),
     /// Remove everything `db setup` created.
     Drop(DropArgs),
+    /// Take snapshots of PostgreSQL's I/O statistics (pg_stat_io, pg_stat_database,
+    /// pg_stat_statements) every --interval for --duration: per-interval counts, bytes, times
+    /// and means (no distributions: these views keep sums). Read-only.
+    Sample(SampleArgs),
+}
+
+/// Arguments of `db sample`.
+#[derive(Args, Debug, Clone)]
+pub struct SampleArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Time between snapshots.
+    #[arg(long, default_value = "10s", value_parser = crate::commands::values::std_duration)]
+    pub interval: Duration,
+    /// Length of the window: snapshots at its start, every --interval, and at its end. Ctrl-C
+    /// ends it sooner; what was taken is written.
+    #[arg(long, value_parser = crate::commands::values::std_duration)]
+    pub duration: Duration,
+    /// Write the results document (JSON) here.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 /// Database engine.
@@ -118,11 +139,17 @@ pub struct RunArgs {
     /// PostgreSQL: wait-event samples per second (ASH-style).
     #[arg(long, default_value_t = 10.0)]
     pub(crate) ash_hz: f64,
-    /// SQLite: also trace, with BPF, the block requests the sessions' own I/O makes on the
-    /// database's disk (host queue and device service time per interval; needs root or
-    /// CAP_BPF+CAP_PERFMON and a kernel with BTF).
-    #[arg(long)]
+    /// Trace with BPF (needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF). SQLite: the
+    /// block requests the sessions' own I/O makes on the database's disk (host queue and device
+    /// service time per interval). PostgreSQL: require what a run as root does by itself —
+    /// the sessions' backends traced like `iolens watch` (per-I/O syscall and block histograms,
+    /// time split, wait-event table) — and fail when it cannot.
+    #[arg(long, conflicts_with = "no_probes")]
     pub watch: bool,
+    /// PostgreSQL: do not trace the backends, even as root (only the server's statistics and
+    /// the sampled wait profile).
+    #[arg(long)]
+    pub(crate) no_probes: bool,
     /// Write the results document here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -183,13 +210,6 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             let mut spec = run_spec(&a, cx.quiet)?;
             spec.start_at = launch.start_at;
             if a.watch {
-                if a.target.engine == EngineKind::Postgres {
-                    bail!(
-                        "--watch traces iolens' own I/O, and PostgreSQL's reads are made by its \
-                         server processes: watch those with `iolens watch --comm postgres` \
-                         during the run"
-                    );
-                }
                 // Refused before any I/O when BPF cannot be used here.
                 crate::watch::own::check()?;
             }
@@ -208,7 +228,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                     spec.interval_s,
                 )),
             )?;
-            if a.watch {
+            if a.watch && a.target.engine != EngineKind::Postgres {
                 let dir = sqlite_dir(&a.target)?;
                 spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
                     &dir,
@@ -219,6 +239,36 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             res.analysis = Some(crate::analysis::analyse(&res));
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
+            finish(&res, json)
+        }
+        DbCommand::Sample(a) => {
+            if a.target.engine != EngineKind::Postgres {
+                bail!(
+                    "db sample reads PostgreSQL's statistics views: give --engine postgres \
+                     --dsn …"
+                );
+            }
+            let Some(dsn) = a.target.dsn.as_deref() else {
+                bail!("db sample --engine postgres needs --dsn (a libpq connection string or URL)");
+            };
+            if a.interval.is_zero() || a.interval > a.duration {
+                bail!(
+                    "--interval must be more than 0 and at most --duration ({} s)",
+                    a.duration.as_secs_f64()
+                );
+            }
+            crate::interrupt::install();
+            crate::interrupt::set_writes_results(a.json.is_some());
+            let json =
+                super::results_output(&mut crate::output::Plan::new(), a.json.as_deref(), 0)?;
+            let mut res = crate::db::pg_sample::sample(dsn, a.interval, a.duration, cmdline)?;
+            res.analysis = Some(crate::analysis::analyse(&res));
+            res.validate()?;
+            let style = cx.brief_style();
+            crate::out!("{}", crate::render::io_stats::text(&res, &style));
+            for w in &res.warnings {
+                crate::out::warn(w);
+            }
             finish(&res, json)
         }
         DbCommand::Drop(a) => {
@@ -256,6 +306,11 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         quiet,
         start_at: None,
         block_watch: None,
+        probes: match (a.watch, a.no_probes) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
     };
     spec.validate()?;
     Ok(spec)

@@ -264,6 +264,7 @@ pub(crate) fn finish_evidence(
     json: Option<Output>,
     cx: &Context,
 ) -> Result<ExitCode> {
+    results.clean_labels();
     results.analysis = Some(crate::analysis::analyse(&results));
     results.validate()?;
     let style = cx.brief_style();

@@ -32,6 +32,11 @@ pub struct ProfileArgs {
     /// other sleep and waiting for a CPU.
     #[arg(long)]
     pub off_cpu: bool,
+    /// Keep idle stacks (PostgreSQL's Client:ClientRead and Activity:* waits, event loops
+    /// asleep in epoll_wait, poll or select) in the profile and the flame graph; by default
+    /// they are left out and their total is shown apart. Never counted in the verdict.
+    #[arg(long)]
+    pub keep_idle: bool,
     /// Write the interactive flame graph (SVG) here.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -56,6 +61,7 @@ impl ProfileArgs {
             frequency_hz: self.frequency,
             off_cpu: self.off_cpu,
             progress: cx.progress(self.no_progress),
+            keep_idle: self.keep_idle,
         }
     }
 }
@@ -89,7 +95,7 @@ pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
     }
     let res = profile(&opts, cx.cmdline.clone())?;
     for w in &res.warnings {
-        eprintln!("iolens: warning: {w}");
+        crate::out::warn(w);
     }
     let prof = res
         .profile
@@ -97,6 +103,12 @@ pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
         .expect("profile producer writes a profile");
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let an = crate::analysis::of(&res);
+    // The verdict first, from the analysis `watch` uses.
+    if let Some(w) = &an.watch {
+        for v in &w.verdicts {
+            crate::outln!("Verdict: {}", v.message);
+        }
+    }
     crate::out!(
         "{}",
         crate::render::stacks::text(&res, an.stack_profile.as_ref(), &style, 10)

@@ -35,6 +35,10 @@ pub struct TargetArgs {
     /// corruption (exit 3) and the file is left as found.
     #[arg(long)]
     pub refill: bool,
+    /// Grow an existing scratch file to --size: fill the new part and extend its generation
+    /// journal over it. Without it a --size larger than the file is refused.
+    #[arg(long)]
+    pub grow: bool,
     /// Use the page cache (default: O_DIRECT).
     #[arg(long)]
     pub buffered: bool,
@@ -196,6 +200,7 @@ impl TargetArgs {
             writes,
             progress,
             refill: self.refill,
+            grow: self.grow,
         }
     }
 }

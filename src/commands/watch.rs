@@ -249,6 +249,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         duration: a.duration,
         interval: a.interval,
         threads: a.threads,
+        stop: None,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);
@@ -271,10 +272,10 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         cx.cmdline.clone(),
         &mut |tps| {
             if !quiet {
-                eprintln!(
-                    "iolens: watching {what} ({} tracepoints attached)",
+                crate::out::note(&format!(
+                    "watching {what} ({} tracepoints attached)",
                     tps.len()
-                );
+                ));
             }
         },
         &mut |v| live.interval(v),
@@ -282,6 +283,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     // The terminal as it was before the summary is printed (or the error reported).
     drop(live.keys.take());
     let mut results = results?;
+    results.clean_labels();
     results.analysis = Some(crate::analysis::analyse(&results));
     results.validate()?;
     let an = crate::analysis::of(&results);
@@ -289,7 +291,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     text.push_str(&terminal::summary_table(&results).render(&style));
     text.push_str(&crate::render::analysis::text(&results, &an, &style));
     for w in &results.warnings {
-        eprintln!("iolens: warning: {w}");
+        crate::out::warn(w);
     }
     crate::out!("{text}");
     finish(&results, json)

@@ -14,6 +14,7 @@
 
 pub mod host;
 pub mod libpq;
+pub mod pg_sample;
 pub mod postgres;
 pub mod sqlite;
 pub mod vfs;
@@ -113,7 +114,7 @@ impl<R> crate::session::Watch<R> for DbProgress {
     fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
         if self.enabled {
             if let Some(l) = self.line(snaps) {
-                eprintln!("{l}");
+                eprintln!("{}", crate::out::for_stderr(&l));
             }
         }
     }
@@ -367,6 +368,10 @@ pub struct RunSpec {
     /// Trace the block layer under the sessions' own I/O (`--watch`, SQLite only).
     #[serde(skip)]
     pub block_watch: Option<std::sync::Arc<crate::watch::own::OwnWatch>>,
+    /// PostgreSQL: trace the sessions' backends with the watch probes. `None`: when this
+    /// process may (root) and the server is local, said otherwise; `Some(true)`: required
+    /// (`--watch`); `Some(false)`: never (`--no-probes`).
+    pub probes: Option<bool>,
 }
 
 impl RunSpec {
@@ -598,6 +603,7 @@ mod tests {
             quiet: true,
             start_at: None,
             block_watch: None,
+            probes: None,
         };
         spec.validate().unwrap();
         let kp = KeyPicker::new(1000, &spec).unwrap();

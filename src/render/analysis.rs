@@ -49,11 +49,12 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         return;
     };
     let mut lines = Vec::new();
+    if let Some(pc) = &c.findings.precondition {
+        lines.push(format!("{}.", pc.sentence));
+    }
     if let Some(s) = ca.stop_reason {
-        lines.push(format!(
-            "Random-read ramp stopped because {}.",
-            s.describe()
-        ));
+        let why = ca.stop_sentence.clone().unwrap_or(s.describe().into());
+        lines.push(format!("Random-read ramp stopped because {why}."));
     }
     if let Some(k) = &ca.knee {
         lines.push(knee_line(k));
@@ -63,6 +64,9 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     }
     if let Some(m) = &ca.modes_at_max {
         lines.push(format!("Latency modes at max IOPS: {m}."));
+    }
+    if let Some(t) = &ca.tiers_at_max {
+        lines.push(format!("Latency tiers at max IOPS: {t}."));
     }
     if let Some(b) = ca.seq_best {
         lines.push(format!(

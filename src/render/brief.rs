@@ -75,14 +75,18 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
     if let Some(c) = &r.cpu {
         let _ = writeln!(
             s,
-            "  CPU: {:.2} µs per I/O (user {:.2}, sys {:.2}); host {:.0} % busy, {:.0} % iowait on {} CPUs; run-queue delay {:.2} µs per I/O",
+            "  CPU: {:.2} µs per I/O (user {:.2}, sys {:.2}); host {:.0} % busy, {:.0} % iowait on {} CPUs; run-queue delay {}",
             c.us_per_io,
             c.user_us_per_io,
             c.sys_us_per_io,
             c.host_busy * 100.0,
             c.host_iowait * 100.0,
             c.cpus,
-            c.runq_us_per_io
+            if c.runq_measured() {
+                format!("{:.2} µs per I/O", c.runq_us_per_io)
+            } else {
+                "not measured".into()
+            }
         );
     }
     if let Some(d) = &r.device {
@@ -206,6 +210,9 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     let f = an.calibration.clone().unwrap_or_default();
     let pct = c.percentile;
     let _ = writeln!(s, "\n== iolens calibration ==");
+    if let Some(pc) = &c.findings.precondition {
+        let _ = writeln!(s, "{}", pc.sentence);
+    }
     match (c.max_iops, c.max_iops_point) {
         (Some(iops), Some(p)) => {
             let pt = &c.curve[p];
@@ -225,7 +232,8 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
                 fmt_ns(pt.p999_ns as f64)
             );
             if let Some(why) = f.stop_reason {
-                let _ = writeln!(s, "  ramp stopped because {}", why.describe());
+                let why = f.stop_sentence.clone().unwrap_or(why.describe().into());
+                let _ = writeln!(s, "  ramp stopped because {why}");
             }
             if let Some(held) = c.findings.sustain {
                 let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
@@ -300,6 +308,9 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     }
     if let Some(m) = &f.modes_at_max {
         let _ = writeln!(s, "Latency modes at max IOPS: {m}");
+    }
+    if let Some(t) = &f.tiers_at_max {
+        let _ = writeln!(s, "  as tiers: {t}");
     }
     for p in &f.cache_probe {
         let _ = writeln!(
@@ -512,5 +523,20 @@ mod tests {
         // Short lines and ANSI escapes are left alone.
         let c = "\x1b[33mwarning:\x1b[0m short\n";
         assert_eq!(fit(c, 20), c);
+        // A label stays on the line of its figure: at every width that breaks this line, no
+        // line ends in a label whose value starts the next.
+        let l =
+            "  read latency: mean 210 µs, p50 53.2 µs, p99 4.01 ms, p99.9 8.04 ms, max 17.6 ms\n";
+        for w in 40..l.len() {
+            let s = fit(l, w);
+            for pair in s.lines().collect::<Vec<_>>().windows(2) {
+                let label = pair[0].rsplit(' ').next().unwrap();
+                assert!(
+                    !["mean", "p50", "p99", "p99.9", "max"].contains(&label),
+                    "label {label:?} split from its value at {w}:\n{s}"
+                );
+            }
+            assert_eq!(s.replace("\n    ", " "), l);
+        }
     }
 }

@@ -27,7 +27,12 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
                 format!("{}, ", run.started)
             },
             if run.duration_unknown {
-                format!("{n_iv} histogram(s), duration unknown: IOPS, MB/s {UNKNOWN_RATE}")
+                let rates = if run.ops.iter().any(|o| o.bytes > 0) {
+                    format!("{}, MB/s", super::rate_name(r))
+                } else {
+                    super::rate_name(r).to_string()
+                };
+                format!("{n_iv} histogram(s), duration unknown: {rates} {UNKNOWN_RATE}")
             } else {
                 format!(
                     "{} s, {n_iv} interval(s) of {} s",
@@ -79,6 +84,7 @@ pub fn sources_summary(r: &Results, style: &TermStyle) -> String {
         }
         s.push_str(&fit(&tail, style.width));
     }
+    s.push_str(&super::io_stats::text(r, style));
     let mut tail = String::new();
     slowest(&r.trace_slowest, &mut tail);
     files(r, &mut tail);

@@ -655,6 +655,10 @@ pub fn terminal(
         let _ = writeln!(out, "\nAnalysis");
         out.push_str(&t.render(style));
     }
+    for (title, t) in super::watch::compare_tables(inputs) {
+        let _ = writeln!(out, "\n{title}");
+        out.push_str(&t.render(style));
+    }
     for (title, t) in run_tables(inputs) {
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
@@ -772,6 +776,20 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
     if let Some(t) = analysis_table(inputs) {
         out.push_str("<section id=\"analysis\"><h2>Analysis</h2>");
         out.push_str(&t.html());
+        out.push_str("</section>");
+    }
+    let watch = super::watch::compare_tables(inputs);
+    if !watch.is_empty() {
+        out.push_str("<section id=\"watch\"><h2>Where the time went</h2>");
+        for (title, t) in &watch {
+            let _ = write!(out, "<h3>{}</h3>", esc(title));
+            out.push_str(&t.html());
+        }
+        for (label, r) in inputs {
+            if let Some(chart) = super::watch::wall_chart(r, &format!("{label}: wall time")) {
+                out.push_str(&chart);
+            }
+        }
         out.push_str("</section>");
     }
     out.push_str("<section id=\"runs\"><h2>Runs and operations</h2>");

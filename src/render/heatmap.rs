@@ -11,9 +11,9 @@
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 
+use crate::histogram::{DenseCounts, Hist};
 use crate::results::{
-    fold_stub_tail, has_stub_tail, interval_groups, DenseCounts, Hist, Interval, IntervalGroups,
-    OpResult,
+    fold_stub_tail, has_stub_tail, interval_groups, Interval, IntervalGroups, OpResult,
 };
 
 /// Rows per factor of two on the fine latency grid every histogram is binned onto.
@@ -370,13 +370,11 @@ impl IntervalGroups for LoadedColumns {
 /// need the project-wide bounds that [`Hist::decode`] normalises to (which costs a second
 /// allocation and a merge per interval), so this is the fast path for per-interval figures.
 pub(crate) fn decode_any_bounds(hist: &Hist) -> Result<Histogram<u64>> {
-    if hist.as_base64().is_empty() {
-        return Ok(crate::results::new_histogram());
-    }
-    let bytes = hist.to_bytes().context("histogram is not valid base64")?;
     // Every declared size is checked, and a layout far wider than iolens keeps is read by its
     // counts, not allocated (a file declaring 1 ns .. 2^62 at 5 digits everywhere).
-    crate::results::decode_v2_bounded(&bytes)
+    Ok(hist
+        .decode_as_stored()?
+        .unwrap_or_else(crate::histogram::new_histogram))
 }
 
 /// One display column: its figures and its cells.
@@ -924,7 +922,7 @@ fn source_bins(h: &Histogram<u64>, edges: &[u64], per_octave: u32) -> Vec<Bin> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{new_histogram, record_ns, V2Scan};
+    use crate::histogram::{new_histogram, record_ns};
 
     fn op_with(intervals: &[&[u64]]) -> OpResult {
         let mut total = new_histogram();
@@ -1007,10 +1005,10 @@ mod tests {
     fn dense_merge_indexes_like_hdrhistogram_and_refuses_other_layouts() {
         let h = new_histogram();
         for i in 0..h.distinct_values() - 1 {
-            let v = V2Scan::value_of(i);
+            let v = crate::histogram::value_of(i);
             assert_eq!(h.lowest_equivalent(v), v, "index {i}");
             assert_eq!(
-                V2Scan::value_of(i + 1),
+                crate::histogram::value_of(i + 1),
                 h.next_non_equivalent(v),
                 "index {i}"
             );

@@ -33,8 +33,9 @@ nav{margin:8px 0 0;font-size:13px}nav a{margin-right:12px;color:var(--accent)}
 .cards{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
 .card{border:1px solid var(--line);border-radius:6px;padding:8px 12px;min-width:140px}
 .card .v{font-size:20px;font-weight:600}.card .k{font-size:12px;color:var(--muted)}
-table{border-collapse:collapse;margin:8px 0;font-size:13px;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;font-variant-numeric:tabular-nums;display:block;max-width:100%;overflow-x:auto}
 th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:right;white-space:nowrap}
+td.t{white-space:normal;overflow-wrap:anywhere;min-width:6em}
 th:first-child,td:first-child{text-align:left}
 #environment td{white-space:normal;overflow-wrap:anywhere;text-align:left}
 .wide{overflow-x:auto;max-width:100%}
@@ -43,7 +44,7 @@ pre{background:#f6f8fa;border:1px solid var(--line);padding:8px;overflow:auto;fo
 .verdict{border-left:4px solid var(--accent);padding:4px 10px;margin:6px 0;background:#f6f9fc}
 .verdict.warning{border-color:#e6a100;background:#fffaf0}.verdict.critical{border-color:#d62728;background:#fff5f5}
 .warn{color:#8a5a00}
-svg.chart{display:block;max-width:100%;height:auto;margin:6px 0 14px}
+svg.chart,svg.flame{display:block;max-width:100%;height:auto;margin:6px 0 14px}
 svg .grid{stroke:#eceff2}svg .axis{stroke:#333}svg .tick{font-size:11px;fill:#333}
 svg .alabel{font-size:12px;fill:#333}svg .ctitle{font-size:13px;font-weight:600;fill:#111}
 svg .ref{stroke:#d62728;stroke-dasharray:6 4}svg .reflabel{font-size:11px;fill:#d62728}
@@ -140,10 +141,12 @@ fn headline(out: &mut String, r: &Results, an: &Analysis) {
         if let Some(v) = c.max_pmbps {
             card(out, "max MB/s (one stream)", &sig3(v));
         }
+    } else if let Some(tp) = &r.trace_profile {
+        trace_headline(out, &tp.total);
     } else if let Some(run) = r.runs.first() {
         if r.runs.len() == 1 {
             if run.rates_known() {
-                card(out, "IOPS", &fmt_rate(run.iops()));
+                card(out, super::rate_name(r), &fmt_rate(run.iops()));
                 if run.ops.iter().any(|o| o.bytes > 0) {
                     card(out, "MB/s", &sig3(run.mb_per_s()));
                 }
@@ -178,6 +181,32 @@ fn headline(out: &mut String, r: &Results, an: &Analysis) {
         }
     }
     out.push_str("</div>");
+}
+
+/// Headline cards of a trace: its response time R, then what R went to, largest first (the
+/// top waits, CPU), as Method R reads a trace; not its events in file order.
+fn trace_headline(out: &mut String, p: &crate::results::analysis::Profile) {
+    card(
+        out,
+        "response time R",
+        &format!("{} s", sig3(p.response_time_s)),
+    );
+    for row in p.rows.iter().filter(|x| x.seconds > 0.0).take(3) {
+        let mean = row
+            .mean_us
+            .zip(row.count)
+            .map(|(m, n)| format!(", {n} × {}", fmt_ns(m * 1e3)))
+            .unwrap_or_default();
+        card(
+            out,
+            &format!(
+                "{} ({} % of R{mean})",
+                row.component,
+                sig3(row.share * 100.0)
+            ),
+            &format!("{} s", sig3(row.seconds)),
+        );
+    }
 }
 
 /// Latency histogram chart of every op of a run (one chart per op, modes shaded).
@@ -215,12 +244,13 @@ fn run_histograms(out: &mut String, run: &RunResult, ra: Option<&RunAnalysis>) -
 /// merge of its intervals.
 pub const TIME_COLUMNS: usize = 770;
 
-/// Latency-over-time and IOPS-over-time charts plus heatmaps of run `ri`.
+/// Latency-over-time and IOPS- (or waits/s-) over-time charts plus heatmaps of run `ri`.
 fn run_time_charts(
     out: &mut String,
     run: &RunResult,
     ri: usize,
     loaded: Option<&LoadedColumns>,
+    rate: &str,
 ) -> Result<()> {
     let id = &format!("r{ri}");
     let series =
@@ -228,10 +258,15 @@ fn run_time_charts(
     if series.iter().all(|s| s.stats.len() < 2) {
         return Ok(());
     }
+    let title = format!("{rate} over time");
     let mut iops = LineChart::new(
-        "IOPS over time",
+        &title,
         "time since start of measurement",
-        "operations per second",
+        if rate == "IOPS" {
+            "operations per second"
+        } else {
+            "waits per second"
+        },
         Fmt::Seconds,
         Fmt::Rate,
     );
@@ -323,7 +358,11 @@ fn run_host(out: &mut String, run: &RunResult) {
         t.row(vec!["system".into(), sig3(c.sys_us_per_io)]);
         t.row(vec![
             "run-queue delay (waiting for a CPU)".into(),
-            sig3(c.runq_us_per_io),
+            if c.runq_measured() {
+                sig3(c.runq_us_per_io)
+            } else {
+                "not measured".into()
+            },
         ]);
         out.push_str(&t.html());
     }
@@ -592,19 +631,27 @@ pub(crate) fn report_loaded(
         &mut out,
         &format!("iolens {} report — {source}", kind_name(r.kind)),
     );
-    let _ = write!(
-        out,
-        "<header><h1>iolens {} report</h1><p class=\"meta\">{} · {} · {} · written {}</p>",
-        kind_name(r.kind),
-        esc(source),
-        esc(&r.environment.hostname),
-        esc(r
-            .environment
+    // Source, host, target and time; a part the results do not have is left out, not shown
+    // as an empty slot between two dots.
+    let written = format!("written {}", r.created);
+    let meta: Vec<String> = [
+        source,
+        r.environment.hostname.as_str(),
+        r.environment
             .target
             .as_ref()
-            .map(|t| t.path.as_str())
-            .unwrap_or("")),
-        esc(&r.created)
+            .map_or("", |t| t.path.as_str()),
+        written.as_str(),
+    ]
+    .iter()
+    .filter(|p| !p.trim().is_empty())
+    .map(|p| esc(p).to_string())
+    .collect();
+    let _ = write!(
+        out,
+        "<header><h1>iolens {} report</h1><p class=\"meta\">{}</p>",
+        kind_name(r.kind),
+        meta.join(" · ")
     );
     out.push_str("<nav><a href=\"#summary\">Summary</a>");
     if r.calibration.is_some() {
@@ -612,6 +659,9 @@ pub(crate) fn report_loaded(
     }
     if r.profile.is_some() {
         out.push_str("<a href=\"#flame\">Flame graph</a>");
+    }
+    if r.watch.is_some() {
+        out.push_str("<a href=\"#wall\">Wall time</a>");
     }
     for (i, run) in r.runs.iter().enumerate().take(12) {
         let _ = write!(out, "<a href=\"#run-{i}\">{}</a>", esc(&run.name));
@@ -629,6 +679,14 @@ pub(crate) fn report_loaded(
     let verdicts = |i: usize| an.runs.get(i).map(|a| a.verdicts.as_slice()).unwrap_or(&[]);
     out.push_str("<section id=\"summary\"><h2>Summary</h2>");
     headline(&mut out, r, &an);
+    // A watch's answer first: its verdict and the database's own words.
+    for (severity, line) in super::watch::headline(r, &an) {
+        let _ = write!(
+            out,
+            "<div class=\"verdict {severity}\">{}</div>",
+            esc(&line)
+        );
+    }
     // Verdicts of a calibration are given for its best step here (every step's own verdicts
     // are in its section); other documents list each run's, labelled when there are several.
     let summary_runs: Vec<(usize, &RunResult)> = match best.and_then(|b| Some((b, r.runs.get(b)?)))
@@ -652,8 +710,21 @@ pub(crate) fn report_loaded(
             );
         }
     }
-    let _ = write!(out, "<div class=\"wide\">{}</div>", summary_table(r).html());
+    // A stack profile alone (`profile`, perf-script ingest) has no runs: no empty table.
+    if !r.runs.is_empty() {
+        let _ = write!(out, "<div class=\"wide\">{}</div>", summary_table(r).html());
+    }
     out.push_str("</section>");
+    if let Some(chart) = super::watch::wall_chart(r, "Where the watched threads' time went") {
+        out.push_str("<section id=\"wall\"><h2>Wall time over time</h2>");
+        out.push_str(&chart);
+        out.push_str(
+            "<p class=\"note\">Every instant of every watched thread is in exactly one part: \
+             each bar's parts add up to the thread time of its interval (its area; its height is \
+             the number of threads watched, on average). The I/O parts are time inside traced \
+             I/O syscalls.</p></section>",
+        );
+    }
     out.push_str(&super::hosts::html(r));
 
     calibration_section(&mut out, r, &an);
@@ -665,7 +736,9 @@ pub(crate) fn report_loaded(
         out.push_str("</section>");
     }
     if let Some(p) = &r.profile {
-        out.push_str("<section id=\"flame\"><h2>Flame graph</h2><div style=\"overflow-x:auto\">");
+        // Scaled to the page's width (its viewBox keeps the drawing): no sideways scrolling,
+        // and the search box in its top right corner is on screen.
+        out.push_str("<section id=\"flame\"><h2>Flame graph</h2><div>");
         out.push_str(&super::flame::flame_svg(p, &super::flame::title(r), false));
         out.push_str("</div></section>");
     }
@@ -675,13 +748,14 @@ pub(crate) fn report_loaded(
         let open = r.runs.len() <= 3 || best == Some(i);
         let _ = write!(
             out,
-            "<section id=\"run-{i}\"><h2>Run {i}: {}</h2><details{}><summary>{} s measured in {} s intervals{} — {} IOPS{}</summary>",
+            "<section id=\"run-{i}\"><h2>Run {i}: {}</h2><details{}><summary>{} s measured in {} s intervals{} — {} {}{}</summary>",
             esc(&run.name),
             if open { " open" } else { "" },
             sig3(run.duration_s),
             sig3(run.interval_s),
             if run.warmup_s > 0.0 { format!(" after {} s warm-up", sig3(run.warmup_s)) } else { String::new() },
             if run.rates_known() { fmt_rate(run.iops()) } else { crate::results::UNKNOWN_RATE.into() },
+            super::rate_name(r),
             if !run.ops.iter().any(|o| o.bytes > 0) {
                 String::new()
             } else if run.rates_known() {
@@ -713,7 +787,7 @@ pub(crate) fn report_loaded(
         out.push_str("<h3>Latency distribution</h3>");
         run_histograms(&mut out, run, an.runs.get(i))?;
         out.push_str("<h3>Over time</h3>");
-        run_time_charts(&mut out, run, i, loaded)?;
+        run_time_charts(&mut out, run, i, loaded, super::rate_name(r))?;
         if !run.sessions.is_empty() {
             let mut t = Table::new(&["session", "count", "mean", "p99"]);
             for s in &run.sessions {

@@ -62,6 +62,13 @@ pub fn summary(r: &Results) -> String {
             md(&t.device_model)
         );
     }
+    let top = super::watch::headline(r, &an);
+    if !top.is_empty() {
+        let _ = writeln!(out, "\n### Verdict\n");
+        for (_, line) in &top {
+            let _ = writeln!(out, "- {}", md(line));
+        }
+    }
     let _ = writeln!(out, "\n### Summary\n\n{}", summary_table(r).markdown());
     if let Some(c) = &r.calibration {
         let _ = writeln!(
@@ -96,7 +103,11 @@ pub fn summary(r: &Results) -> String {
             ]);
         }
     }
-    for b in super::watch::pg_wait_blocks(r) {
+    // A watch's sections: where the time went per interval, the wait-event tables, the
+    // processes' syscalls.
+    let mut watch = Vec::new();
+    super::watch::blocks(r, &an, &mut watch);
+    for b in watch {
         let _ = writeln!(out, "### {}\n", md(&b.title));
         for l in &b.lines {
             let _ = writeln!(out, "{}\n", md(l));

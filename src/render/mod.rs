@@ -29,6 +29,7 @@ pub mod heatmap;
 pub mod hlog;
 pub mod hosts;
 pub mod html;
+pub mod io_stats;
 pub mod markdown;
 pub mod stacks;
 pub mod svg;
@@ -42,6 +43,25 @@ use std::io::{IsTerminal, Write};
 use anyhow::{Context, Result};
 
 use crate::results::Kind;
+
+/// Whether a document counts database wait events, not I/O requests (a trace, an ingested
+/// `V$EVENT_HISTOGRAM` spool or AWR report): their rate is waits per second, never IOPS.
+pub(crate) fn counts_waits(r: &crate::results::Results) -> bool {
+    r.kind == Kind::Trace
+        || (r.kind == Kind::Ingest
+            && r.source
+                .as_ref()
+                .is_some_and(|s| matches!(s.format.as_str(), "event-histogram" | "awr")))
+}
+
+/// The name of a document's rate of operations: `IOPS`, or `waits/s` ([`counts_waits`]).
+pub(crate) fn rate_name(r: &crate::results::Results) -> &'static str {
+    if counts_waits(r) {
+        "waits/s"
+    } else {
+        "IOPS"
+    }
+}
 
 /// When to use ANSI colour in terminal output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

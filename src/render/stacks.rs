@@ -51,6 +51,23 @@ pub fn blocks(r: &Results, an: Option<&StackProfileAnalysis>, out: &mut Vec<Bloc
             p.source.lost, p.source.truncated
         ));
     }
+    if a.idle_ns > 0 {
+        lines.push(if p.source.idle_ns > 0 {
+            format!(
+                "idle (waiting for a client or for work: Client:ClientRead, Activity:*, \
+                 epoll_wait, poll, select): {} over {} waits, left out of the stacks and the \
+                 flame graph (--keep-idle keeps them)",
+                fmt_ns(a.idle_ns as f64),
+                p.source.idle_count
+            )
+        } else {
+            format!(
+                "idle (waiting for a client or for work): {}, kept in the stacks and the flame \
+                 graph, left out of every figure below",
+                fmt_ns(a.idle_ns as f64)
+            )
+        });
+    }
     let mut off = None;
     if a.off_cpu_ns > 0 || p.source.off_cpu {
         lines.push(format!("off CPU: {} in total", fmt_ns(a.off_cpu_ns as f64)));
@@ -98,6 +115,37 @@ pub fn blocks(r: &Results, an: Option<&StackProfileAnalysis>, out: &mut Vec<Bloc
             amount(f.total_ns),
             pct(f.total_share),
         ]);
+    }
+    if !a.wait_events.is_empty() {
+        let mut w = Table::new(&[
+            "wait event",
+            "time",
+            "share",
+            "on CPU",
+            "off CPU",
+            "of which waiting for a CPU",
+            "waits",
+        ]);
+        for e in &a.wait_events {
+            w.row(vec![
+                e.event.clone(),
+                fmt_ns(e.on_cpu_ns.saturating_add(e.off_cpu_ns) as f64),
+                pct(e.share),
+                fmt_ns(e.on_cpu_ns as f64),
+                fmt_ns(e.off_cpu_ns as f64),
+                fmt_ns(e.runnable_ns as f64),
+                e.count.to_string(),
+            ]);
+        }
+        out.push(Block {
+            title: "PostgreSQL wait events (as each process published it)".into(),
+            lines: vec![
+                "- is no wait event: running or runnable, or a wait PostgreSQL does not name; \
+                 idle time is not counted"
+                    .into(),
+            ],
+            table: Some(w),
+        });
     }
     out.push(Block {
         title: "Top functions (by own time, then total)".into(),

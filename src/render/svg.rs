@@ -261,14 +261,25 @@ fn axes(
     let max_x_ticks = ((f.plot_width() / 80.0) as usize).max(2);
     for t in sx.ticks(max_x_ticks) {
         let x = sx.map(t);
+        let label = fx.format(t);
+        // Centred under its tick, unless that runs into the y axis' labels (left of the plot)
+        // or past the chart's right edge: then it starts, or ends, at its tick.
+        let half = label_width(&label) / 2.0;
+        let anchor = if x - half < f.x0() {
+            "start"
+        } else if x + half > f.width - 2.0 {
+            "end"
+        } else {
+            "middle"
+        };
         let _ = write!(
             out,
             "<line class=\"grid\" x1=\"{x:.1}\" y1=\"{:.1}\" x2=\"{x:.1}\" y2=\"{:.1}\"/>\
-             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+             <text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">{}</text>",
             f.y0(),
             f.y1(),
             f.y0() + 14.0,
-            esc(&fx.format(t))
+            esc(&label)
         );
     }
     for t in sy.ticks(((f.plot_height() / 40.0) as usize).max(2)) {
@@ -393,7 +404,8 @@ impl LineChart {
 
     /// The scales this chart will use.
     pub(crate) fn scales(&self) -> Option<(Frame, Scale, Scale)> {
-        let f = Frame::new(self.width, self.height);
+        let names: Vec<&str> = self.series.iter().map(|s| s.name.as_str()).collect();
+        let f = with_legend_room(Frame::new(self.width, self.height), &self.title, &names);
         let ((x0, x1), (y0, y1)) = self.extent()?;
         let sx = if self.x_log {
             Scale::log(x0, x1, f.x0(), f.x1())
@@ -503,6 +515,7 @@ impl LineChart {
         legend(
             &mut out,
             &f,
+            &self.title,
             self.series
                 .iter()
                 .map(|s| (s.name.as_str(), s.colour.as_str())),
@@ -512,23 +525,65 @@ impl LineChart {
     }
 }
 
-/// Series legend in the top right corner.
-fn legend<'a>(out: &mut String, f: &Frame, items: impl Iterator<Item = (&'a str, &'a str)>) {
-    let items: Vec<_> = items.collect();
-    if items.len() < 2 {
-        return;
+/// Height of one row of the legend.
+const LEGEND_ROW: f64 = 14.0;
+
+/// Where each legend entry goes: (x, row), right-aligned rows above the plot, the first beside
+/// the chart's title and never over it, each further row below the one before. None for fewer
+/// than two entries (one series needs no legend).
+fn legend_layout(f: &Frame, title: &str, names: &[&str]) -> Vec<(f64, usize)> {
+    if names.len() < 2 {
+        return Vec::new();
     }
-    let mut x = f.x1();
-    // Right-aligned row of swatches above the plot.
-    for (name, col) in items.iter().rev() {
-        let w = 7.0 * name.chars().count() as f64 + 22.0;
+    // The title is 13 px bold: about 7.5 px a character.
+    let title_end = f.x0() + title.chars().count() as f64 * 7.5 + 12.0;
+    let mut placed = vec![(0.0, 0); names.len()];
+    let (mut x, mut row) = (f.x1(), 0);
+    for (i, name) in names.iter().enumerate().rev() {
+        let w = label_width(name) + 22.0;
+        let left_end = if row == 0 { title_end } else { 4.0 };
+        if x - w < left_end && x < f.x1() {
+            row += 1;
+            x = f.x1();
+        }
         x -= w;
+        placed[i] = (x, row);
+    }
+    placed
+}
+
+/// `f` with room above the plot for the legend's rows beyond the first (the chart grows, the
+/// plot keeps its size).
+fn with_legend_room(mut f: Frame, title: &str, names: &[&str]) -> Frame {
+    let rows = legend_layout(&f, title, names)
+        .iter()
+        .map(|p| p.1 + 1)
+        .max()
+        .unwrap_or(1);
+    let more = (rows.saturating_sub(1)) as f64 * LEGEND_ROW;
+    f.top += more;
+    f.height += more;
+    f
+}
+
+/// Series legend above the plot, right-aligned (see [`legend_layout`]).
+fn legend<'a>(
+    out: &mut String,
+    f: &Frame,
+    title: &str,
+    items: impl Iterator<Item = (&'a str, &'a str)>,
+) {
+    let items: Vec<_> = items.collect();
+    let names: Vec<&str> = items.iter().map(|i| i.0).collect();
+    for ((name, col), (x, row)) in items.iter().zip(legend_layout(f, title, &names)) {
+        let y = 8.0 + row as f64 * LEGEND_ROW;
         let _ = write!(
             out,
-            "<rect x=\"{x:.1}\" y=\"8\" width=\"12\" height=\"10\" fill=\"{}\"/>\
-             <text class=\"tick\" x=\"{:.1}\" y=\"17\">{}</text>",
+            "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"12\" height=\"10\" fill=\"{}\"/>\
+             <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
             esc(col),
             x + 15.0,
+            y + 9.0,
             esc(name)
         );
     }
@@ -590,7 +645,8 @@ fn label_width(label: &str) -> f64 {
 }
 
 pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]) -> String {
-    let f = Frame::new(860.0, 280.0);
+    let names: Vec<&str> = series.iter().map(|s| s.name.as_str()).collect();
+    let f = with_legend_room(Frame::new(860.0, 280.0), title, &names);
     // A source bucket starting at 0 (bcc's `0 -> 1`) is drawn from half its upper edge on
     // the log axis; its label keeps the real edges.
     let low = |b0: f64, b1: f64| if b0 > 0.0 { b0 } else { b1 / 2.0 };
@@ -695,6 +751,7 @@ pub(crate) fn histogram_chart(title: &str, series: &[HistSeries], bands: &[Band]
     legend(
         &mut out,
         &f,
+        title,
         series.iter().map(|s| (s.name.as_str(), s.colour.as_str())),
     );
     out.push_str("</svg>");
@@ -869,6 +926,124 @@ pub(crate) fn heatmap_chart(title: &str, m: &Heatmap, kind: HeatKind, id: &str) 
         esc(id),
         esc(&data)
     );
+    out.push_str("</svg>");
+    out
+}
+
+/// One part of a [`stacked_chart`]: its name, colour and value in each column.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stack {
+    pub name: String,
+    pub colour: String,
+    pub values: Vec<f64>,
+}
+
+/// Stacked bars over time: column `i` spans `columns[i]` (start, length) on the x axis, and its
+/// parts are stacked from the axis up in the order given, each `values[i] / length` high, so a
+/// bar's height is the sum of its parts per unit of x and its area their sum (thread-seconds
+/// drawn as threads on average, for instance). Every part's rectangle carries `data-col`,
+/// `data-part` and its value (`data-v`); every bar's group carries its total (`data-total`).
+/// The legend wraps below the plot.
+pub(crate) fn stacked_chart(
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    y_fmt: Fmt,
+    columns: &[(f64, f64)],
+    parts: &[Stack],
+) -> String {
+    let totals: Vec<f64> = (0..columns.len())
+        .map(|i| {
+            parts
+                .iter()
+                .map(|p| p.values.get(i).copied().unwrap_or(0.0))
+                .sum()
+        })
+        .collect();
+    let top = columns
+        .iter()
+        .zip(&totals)
+        .filter(|(c, _)| c.1 > 0.0)
+        .map(|(c, t)| t / c.1)
+        .fold(0.0, f64::max);
+    if columns.is_empty() || top <= 0.0 {
+        return format!("<p class=\"note\">{}: no data.</p>", esc(title));
+    }
+    // Legend rows: swatch and name, wrapped at the plot's width.
+    let mut f = Frame::new(860.0, 300.0);
+    let mut rows: Vec<Vec<(f64, &Stack)>> = vec![vec![]];
+    let mut x = f.x0();
+    for p in parts {
+        let w = 7.0 * p.name.chars().count() as f64 + 26.0;
+        if x + w > f.x1() && x > f.x0() {
+            rows.push(vec![]);
+            x = f.x0();
+        }
+        rows.last_mut().expect("a row").push((x, p));
+        x += w;
+    }
+    f.bottom += 16.0 * rows.len() as f64;
+    f.height += 16.0 * rows.len() as f64;
+    let (t0, t1) = (columns[0].0, columns.last().map_or(1.0, |c| c.0 + c.1));
+    let sx = Scale::linear(t0, t1, f.x0(), f.x1());
+    let sy = Scale::linear(0.0, nice_ceil(top * 1.05), f.y0(), f.y1());
+    let mut out = String::new();
+    open_svg(&mut out, &f, title, &sx, &sy, Fmt::Seconds, y_fmt);
+    axes(
+        &mut out,
+        &f,
+        &sx,
+        &sy,
+        (Fmt::Seconds, y_fmt),
+        (x_label, y_label),
+    );
+    for (i, (&(start, len), total)) in columns.iter().zip(&totals).enumerate() {
+        if len <= 0.0 {
+            continue;
+        }
+        let (x0, x1) = (sx.map(start), sx.map(start + len));
+        let _ = write!(
+            out,
+            "<g class=\"bar\" data-col=\"{i}\" data-total=\"{total}\" data-len=\"{len}\">"
+        );
+        let mut acc = 0.0;
+        for (k, p) in parts.iter().enumerate() {
+            let v = p.values.get(i).copied().unwrap_or(0.0);
+            if v <= 0.0 {
+                continue;
+            }
+            let (y_lo, y_hi) = (sy.map(acc / len), sy.map((acc + v) / len));
+            acc += v;
+            let _ = write!(
+                out,
+                "<rect data-col=\"{i}\" data-part=\"{k}\" data-v=\"{v}\" x=\"{x0:.2}\" y=\"{y_hi:.3}\" \
+                 width=\"{:.2}\" height=\"{:.3}\" fill=\"{}\"><title>{}–{} s: {} {} ({}%)</title></rect>",
+                (x1 - x0 - 0.3).max(0.3),
+                y_lo - y_hi,
+                esc(&p.colour),
+                sig3(start),
+                sig3(start + len),
+                esc(&p.name),
+                sig3(v),
+                sig3(100.0 * v / total.max(1e-300))
+            );
+        }
+        out.push_str("</g>");
+    }
+    for (r, row) in rows.iter().enumerate() {
+        let y = f.y0() + 30.0 + 16.0 * r as f64;
+        for (x, p) in row {
+            let _ = write!(
+                out,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"10\" fill=\"{}\"/>\
+                 <text class=\"tick\" x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+                y - 9.0,
+                esc(&p.colour),
+                x + 15.0,
+                y,
+                esc(&p.name)
+            );
+        }
+    }
     out.push_str("</svg>");
     out
 }

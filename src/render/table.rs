@@ -40,11 +40,75 @@ pub fn abbreviate(s: &str, w: usize) -> String {
     t
 }
 
+/// `cells` (one column) cut to `w` columns each so that cells that differ still read
+/// differently: a cell whose plain abbreviation another cell shares keeps its head and its
+/// tail around the `…` (`SQL*Net…client` and `SQL*Net…o client`), with as much head as leaves
+/// every such cell distinct. `None` when no split at `w` keeps them apart.
+fn abbreviate_unique(cells: &[&str], w: usize) -> Option<Vec<String>> {
+    let mut out: Vec<String> = cells.iter().map(|c| abbreviate(c, w)).collect();
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    let mut clash = vec![false; cells.len()];
+    for (i, a) in out.iter().enumerate() {
+        if let Some(first) = seen.insert(a.as_str(), cells[i]) {
+            if first != cells[i] {
+                clash[i] = true;
+            }
+        }
+    }
+    if !clash.iter().any(|&c| c) {
+        return Some(out);
+    }
+    // Every cell whose abbreviation is shared by a different cell is in a clash group.
+    let clashing: std::collections::HashSet<String> = (0..cells.len())
+        .filter(|&i| clash[i])
+        .map(|i| out[i].clone())
+        .collect();
+    let group: Vec<usize> = (0..cells.len())
+        .filter(|&i| clashing.contains(&out[i]))
+        .collect();
+    let outside: std::collections::HashSet<&str> = (0..cells.len())
+        .filter(|j| !clashing.contains(&out[*j]))
+        .map(|j| out[j].as_str())
+        .collect();
+    let split = |c: &str, head: usize| -> String {
+        let ch: Vec<char> = c.chars().collect();
+        if ch.len() <= w {
+            return c.to_string();
+        }
+        let tail = w - 1 - head;
+        let mut t: String = ch[..head].iter().collect();
+        t.push('…');
+        t.extend(&ch[ch.len() - tail..]);
+        t
+    };
+    if w < 2 {
+        return None;
+    }
+    for head in (0..w - 1).rev() {
+        let tried: Vec<String> = group.iter().map(|&i| split(cells[i], head)).collect();
+        let mut by: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+        let distinct = group.iter().zip(&tried).all(|(&i, t)| {
+            by.insert(t.as_str(), cells[i])
+                .is_none_or(|prev| prev == cells[i])
+        });
+        // Nor may a split cell read as a cell outside the group.
+        let apart = tried.iter().all(|t| !outside.contains(t.as_str()));
+        if distinct && apart {
+            for (&i, t) in group.iter().zip(tried) {
+                out[i] = t;
+            }
+            return Some(out);
+        }
+    }
+    None
+}
+
 /// A cell that reads as a figure (a number with its unit, or a placeholder): never cut.
 fn is_figure(c: &str) -> bool {
     c.is_empty()
         || c == "-"
         || c == crate::results::UNKNOWN_RATE
+        || c == "unknown"
         || c.starts_with(|ch: char| ch.is_ascii_digit() || ch == '-' || ch == '+' || ch == '.')
 }
 
@@ -89,7 +153,16 @@ impl Table {
         let min: Vec<usize> = (0..n)
             .map(|i| {
                 if text[i] {
-                    w[i].min(6)
+                    // As narrow as six columns, or as the narrowest width at which its
+                    // different cells still read differently.
+                    let cells: Vec<&str> = self
+                        .rows
+                        .iter()
+                        .map(|r| r.get(i).map_or("", |c| c))
+                        .collect();
+                    (w[i].min(6)..w[i])
+                        .find(|&m| abbreviate_unique(&cells, m).is_some())
+                        .unwrap_or(w[i])
                 } else {
                     data_w[i].max(cols(&self.header[i]).min(4)).max(1)
                 }
@@ -123,10 +196,25 @@ impl Table {
     pub fn render(&self, style: &TermStyle) -> String {
         let (w, gap, shown) = self.layout(style.width);
         let mut out = String::new();
-        let line = |out: &mut String, r: &[String], bold: bool| {
+        // Each column's cells cut together, so that different cells never read the same.
+        let cut: Vec<Vec<String>> = (0..shown)
+            .map(|i| {
+                let cells: Vec<&str> = self
+                    .rows
+                    .iter()
+                    .map(|r| r.get(i).map_or("", |c| c.as_str()))
+                    .collect();
+                abbreviate_unique(&cells, w[i])
+                    .unwrap_or_else(|| cells.iter().map(|c| abbreviate(c, w[i])).collect())
+            })
+            .collect();
+        let line = |out: &mut String, r: &[String], row: Option<usize>, bold: bool| {
             let mut s = String::new();
             for (i, wi) in w.iter().enumerate().take(shown) {
-                let c = abbreviate(r.get(i).map_or("", |c| c.as_str()), *wi);
+                let c = match row {
+                    Some(k) => cut[i][k].clone(),
+                    None => abbreviate(r.get(i).map_or("", |c| c.as_str()), *wi),
+                };
                 let pad = wi.saturating_sub(cols(&c));
                 if i == 0 {
                     s.push_str(&c);
@@ -143,9 +231,9 @@ impl Table {
                 let _ = writeln!(out, "{s}");
             }
         };
-        line(&mut out, &self.header, true);
-        for r in &self.rows {
-            line(&mut out, r, false);
+        line(&mut out, &self.header, None, true);
+        for (k, r) in self.rows.iter().enumerate() {
+            line(&mut out, r, Some(k), false);
         }
         if shown < self.header.len() {
             let left: Vec<&str> = self.header[shown..]
@@ -162,8 +250,10 @@ impl Table {
         out
     }
 
-    /// The table as an HTML `<table>` (cells escaped).
+    /// The table as an HTML `<table>` (cells escaped). Cells of text columns carry class `t`:
+    /// long text there wraps instead of widening the page.
     pub fn html(&self) -> String {
+        let text = self.text_columns();
         let mut s = String::from("<table><thead><tr>");
         for h in &self.header {
             let _ = write!(s, "<th>{}</th>", esc(h));
@@ -171,8 +261,12 @@ impl Table {
         s.push_str("</tr></thead><tbody>");
         for r in &self.rows {
             s.push_str("<tr>");
-            for c in r {
-                let _ = write!(s, "<td>{}</td>", esc(c));
+            for (i, c) in r.iter().enumerate() {
+                if text.get(i).copied().unwrap_or(false) {
+                    let _ = write!(s, "<td class=\"t\">{}</td>", esc(c));
+                } else {
+                    let _ = write!(s, "<td>{}</td>", esc(c));
+                }
             }
             s.push_str("</tr>");
         }
@@ -405,10 +499,59 @@ mod tests {
     }
 
     #[test]
+    fn different_cells_never_abbreviate_alike() {
+        let mut t = Table::new(&["event", "count", "mean", "p50", "p99", "p99.9", "max"]);
+        for name in [
+            "SQL*Net message to client",
+            "SQL*Net message from client",
+            "SQL*Net more data to client",
+            "db file sequential read",
+            "db file scattered read",
+        ] {
+            t.row(
+                [
+                    name, "12345", "1.22 ms", "617 µs", "1.82 ms", "1.82 ms", "1.82 ms",
+                ]
+                .map(String::from)
+                .to_vec(),
+            );
+        }
+        for width in [60, 50, 45] {
+            let s = t.render(&plain(width));
+            // The rows differ only in their names: no two may read the same.
+            let firsts: Vec<&str> = s.lines().skip(1).take(5).collect();
+            let mut uniq = firsts.clone();
+            uniq.sort_unstable();
+            uniq.dedup();
+            assert_eq!(uniq.len(), 5, "at {width}: {firsts:?}\n{s}");
+            for l in s.lines() {
+                assert!(cols(l) <= width, "{l:?} wider than {width}\n{s}");
+            }
+        }
+        // Where the head alone tells them apart, the plain abbreviation stays.
+        let cells = ["abcdefghij", "xbcdefghij"];
+        assert_eq!(abbreviate_unique(&cells, 5).unwrap(), ["abcd…", "xbcd…"]);
+        // The shared head is kept as far as it can be, the tail tells them apart.
+        let cells = ["SQL*Net message to client", "SQL*Net message from client"];
+        let cut = abbreviate_unique(&cells, 10).unwrap();
+        assert_ne!(cut[0], cut[1], "{cut:?}");
+        assert!(
+            cut.iter()
+                .all(|c| cols(c) == 10 && c.starts_with('S') && c.contains('…')),
+            "{cut:?}"
+        );
+    }
+
+    #[test]
     fn html_and_markdown_escape() {
         let mut t = Table::new(&["a", "b"]);
         t.row(vec!["<x>".into(), "1|2".into()]);
-        assert!(t.html().contains("<td>&lt;x&gt;</td>"));
+        // A text cell (it may wrap in a browser); figures keep plain cells.
+        assert!(
+            t.html().contains("<td class=\"t\">&lt;x&gt;</td>"),
+            "{}",
+            t.html()
+        );
         let md = t.markdown();
         assert_eq!(md.lines().next(), Some("| a | b |"));
         assert_eq!(md.lines().nth(1), Some("| --- | ---: |"));

@@ -28,7 +28,17 @@ fn warn_line(out: &mut String, style: &TermStyle, text: &str) {
 pub fn summary_table(r: &Results) -> Table {
     let bytes = r.runs.iter().flat_map(|x| &x.ops).any(|o| o.bytes > 0);
     let mut t = Table::new(&[
-        "run", "op", "count", "IOPS", "MB/s", "mean", "p50", "p99", "p99.9", "max", "errors",
+        "run",
+        "op",
+        "count",
+        super::rate_name(r),
+        "MB/s",
+        "mean",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "errors",
     ]);
     if !bytes {
         t.header.remove(4);
@@ -36,11 +46,12 @@ pub fn summary_table(r: &Results) -> Table {
     for (i, run) in r.runs.iter().enumerate() {
         for op in &run.ops {
             let s = &op.summary;
+            // Why a rate is unknown is said once, beside the run, not in every cell.
             let per_s = |v: f64, f: fn(f64) -> String| {
                 if run.rates_known() {
                     f(v / run.duration_s)
                 } else {
-                    crate::results::UNKNOWN_RATE.to_string()
+                    "unknown".to_string()
                 }
             };
             let mut row = vec![
@@ -69,14 +80,20 @@ pub fn summary_table(r: &Results) -> Table {
 pub(crate) fn host_lines(run: &RunResult) -> Vec<String> {
     let mut v = Vec::new();
     if let Some(c) = &run.cpu {
+        let runq = if c.runq_measured() {
+            format!(
+                "run-queue delay {} µs per I/O ({} total)",
+                sig3(c.runq_us_per_io),
+                fmt_ns(c.runq_delay_s * 1e9)
+            )
+        } else {
+            "run-queue delay not measured".to_string()
+        };
         v.push(format!(
-            "CPU per I/O: {} µs (user {}, sys {}); run-queue delay {} µs per I/O ({} total); \
-             host busy {}%, iowait {}%, {} CPUs",
+            "CPU per I/O: {} µs (user {}, sys {}); {runq}; host busy {}%, iowait {}%, {} CPUs",
             sig3(c.us_per_io),
             sig3(c.user_us_per_io),
             sig3(c.sys_us_per_io),
-            sig3(c.runq_us_per_io),
-            fmt_ns(c.runq_delay_s * 1e9),
             sig3(c.host_busy * 100.0),
             sig3(c.host_iowait * 100.0),
             c.cpus
@@ -403,13 +420,21 @@ pub(crate) fn render_loaded(
             t.device_model
         );
     }
+    let an = crate::analysis::of(r);
+    // A watch's answer comes first: its verdict and the database's own words.
+    let top = super::watch::headline(r, &an);
+    if !top.is_empty() {
+        heading(&mut out, style, "Verdict");
+        for (_, line) in &top {
+            let _ = writeln!(out, "• {line}");
+        }
+    }
     // A stack profile alone (`profile`, perf-script ingest) has no runs to summarise.
     if !r.runs.is_empty() || r.profile.is_none() {
         heading(&mut out, style, "Summary");
         out.push_str(&summary_table(r).render(style));
     }
     out.push_str(&super::hosts::text(r, style));
-    let an = crate::analysis::of(r);
     calibration_text(r, &an, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {
@@ -448,14 +473,33 @@ pub(crate) fn render_loaded(
         let _ = writeln!(
             out,
             "{}{}",
-            if run.rates_known() {
+            if run.rates_known() && run.phase == "db" && run.ops.iter().all(|o| o.bytes == 0) {
+                // SQL statements are not I/Os (PostgreSQL: the server does the reads).
+                let ops: u64 = run.ops.iter().map(|o| o.count).sum();
                 format!(
-                    "{} IOPS, {} MB/s",
-                    fmt_rate(run.iops()),
-                    sig3(run.mb_per_s())
+                    "{} SQL operations/s{}",
+                    fmt_rate(ops as f64 / run.duration_s.max(1e-9)),
+                    run.counters
+                        .get("physical_reads_per_s")
+                        .map(|x| format!(
+                            "; {} physical reads/s by the server's count",
+                            fmt_rate(*x)
+                        ))
+                        .unwrap_or_default()
                 )
             } else {
-                format!("IOPS, MB/s: {}", crate::results::UNKNOWN_RATE)
+                let bytes = run.ops.iter().any(|o| o.bytes > 0);
+                let rate = super::rate_name(r);
+                match (run.rates_known(), bytes) {
+                    (true, true) => format!(
+                        "{} {rate}, {} MB/s",
+                        fmt_rate(run.iops()),
+                        sig3(run.mb_per_s())
+                    ),
+                    (true, false) => format!("{} {rate}", fmt_rate(run.iops())),
+                    (false, true) => format!("{rate}, MB/s: {}", crate::results::UNKNOWN_RATE),
+                    (false, false) => format!("{rate}: {}", crate::results::UNKNOWN_RATE),
+                }
             },
             if run.interrupted {
                 " (interrupted before its planned end)"

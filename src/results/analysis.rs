@@ -208,6 +208,9 @@ pub enum VerdictKind {
     RegimeChange,
     /// The SNIA PTS steady-state verdict of the run's last regime.
     SteadyState,
+    /// A cache answered (latency below any device's floor, or the reads never reached the
+    /// device): the figures are the cache's, not the media's.
+    CacheAnswered,
     /// A cgroup I/O limit (blk-throttle) held the watched processes' I/O above the block
     /// layer: the limit, not the device.
     CgroupLimit,
@@ -232,6 +235,7 @@ impl VerdictKind {
             VerdictKind::NotIo => "not-io",
             VerdictKind::RegimeChange => "regime-change",
             VerdictKind::SteadyState => "steady-state",
+            VerdictKind::CacheAnswered => "cache-answered",
             VerdictKind::CgroupLimit => "cgroup-limit",
         }
     }
@@ -353,8 +357,10 @@ pub struct LittleCheck {
 pub enum StopReason {
     /// The latency percentile exceeded the target.
     LatencyTarget,
-    /// IOPS grew less than the plateau threshold over the previous step.
+    /// IOPS grew less than the plateau threshold over the best step, steps in a row.
     Plateau,
+    /// IOPS fell below the best step by more than twice the plateau threshold (past the peak).
+    Fell,
     /// The session ceiling was reached.
     Ceiling,
     /// The budget (or Ctrl-C) ended the ramp.
@@ -367,6 +373,7 @@ impl StopReason {
         match self {
             StopReason::LatencyTarget => "the next load level broke the latency target",
             StopReason::Plateau => "IOPS stopped growing with more sessions",
+            StopReason::Fell => "IOPS fell with more sessions (past the peak)",
             StopReason::Ceiling => "the session ceiling was reached (more may be possible)",
             StopReason::Interrupted => "the ramp was cut short (budget or Ctrl-C)",
         }
@@ -433,6 +440,40 @@ pub struct CalibrationFindings {
     /// it. Absent when a file's plan is missing or of an older shape.
     #[serde(default, deserialize_with = "lenient")]
     pub plan: Option<Plan>,
+    /// `--precondition`: the fill and the write rounds before the phases, and whether they
+    /// reached steady state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precondition: Option<Precondition>,
+}
+
+/// SNIA-style preconditioning (`calibrate --precondition`): the target written sequentially
+/// (up to twice over, SNIA's workload-independent preconditioning), then rounds of random
+/// writes until the last [`SteadyState::rounds`] rounds' IOPS meet both SNIA PTS criteria, or
+/// the round limit or the time bound ends them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Precondition {
+    /// Runs of the sequential fill, in order.
+    pub fill_runs: Vec<usize>,
+    /// Bytes the fill wrote and the target's data size.
+    pub fill_bytes: u64,
+    pub target_bytes: u64,
+    /// Seconds the fill took.
+    pub fill_s: f64,
+    /// Runs of the random-write rounds, in order, and each round's IOPS.
+    pub rounds: Vec<usize>,
+    pub round_iops: Vec<f64>,
+    /// Seconds each round measured.
+    pub round_s: f64,
+    /// The SNIA test over the last rounds (absent with fewer rounds than its window).
+    pub steady: Option<SteadyState>,
+    /// Whether steady state was reached.
+    pub reached: bool,
+    /// Why the rounds ended: `steady`, `round-limit`, `time-bound` or `interrupted`.
+    pub ended: String,
+    /// The bound on the whole preconditioning, seconds.
+    pub bound_s: f64,
+    /// One line for people.
+    pub sentence: String,
 }
 
 /// `Some` when the value reads as a `T`, `None` when it is null, missing or of another shape
@@ -505,6 +546,9 @@ pub struct Plan {
     /// `--sustain`: seconds the chosen random-read point is held after the ramp (0: not held).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sustain_s: f64,
+    /// `--precondition`: the bound on its time, seconds (0: no preconditioning).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub precondition_s: f64,
 }
 
 fn is_zero(v: &f64) -> bool {
@@ -573,6 +617,10 @@ pub struct SeqBest {
 pub struct CalibrationAnalysis {
     /// Why the random-read ramp stopped.
     pub stop_reason: Option<StopReason>,
+    /// The same in one sentence that agrees with the USL fit (completes "the ramp stopped
+    /// because …"; absent in older files: then [`StopReason::describe`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sentence: Option<String>,
     /// The knee of the random-read load curve.
     pub knee: Option<Knee>,
     /// USL fit of the random-read curve (σ, κ, predicted peak).
@@ -581,6 +629,10 @@ pub struct CalibrationAnalysis {
     pub little: Vec<LittleAt>,
     /// Latency modes at the max-IOPS point.
     pub modes_at_max: Option<String>,
+    /// The same modes named as storage tiers with their evidence (RAM cache, a cache behind the
+    /// device, flash, disk; `analysis::modes::tier`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tiers_at_max: Option<String>,
     /// Sequential reads, many streams and one stream.
     pub seq_best: Option<SeqBest>,
     pub seq1_best: Option<SeqBest>,
@@ -829,6 +881,31 @@ pub struct StackProfileAnalysis {
     pub top_functions: Vec<FunctionRow>,
     /// Layers, by inclusive weight.
     pub layers: Vec<LayerRow>,
+    /// PostgreSQL: the time under each wait event the processes published (the wait event
+    /// `-` for none), heaviest first; empty for other programs. Idle stacks are left out.
+    #[serde(default)]
+    pub wait_events: Vec<ProfileWaitRow>,
+    /// Idle time (ns) the profile holds (with `--keep-idle`) or left out, never in the rows
+    /// above nor in the verdict.
+    #[serde(default)]
+    pub idle_ns: u64,
+}
+
+/// The time of a profile under one PostgreSQL wait event.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ProfileWaitRow {
+    /// `Class:Event` as pg_stat_activity names it; `-` for no wait event (running SQL, or a
+    /// wait PostgreSQL does not name).
+    pub event: String,
+    /// CPU time sampled under it, ns.
+    pub on_cpu_ns: u64,
+    /// Off-CPU time under it, ns, and the part of it waiting for a CPU.
+    pub off_cpu_ns: u64,
+    pub runnable_ns: u64,
+    /// Times a thread left the CPU under it.
+    pub count: u64,
+    /// Share of the profile's non-idle time.
+    pub share: f64,
 }
 
 /// Where the watched processes' I/O time went in one span (an interval, or the whole watch):

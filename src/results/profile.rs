@@ -114,6 +114,15 @@ pub struct Stack {
     pub count: u64,
     /// Nanoseconds: CPU time (samples × period) on CPU, blocked time off CPU.
     pub weight_ns: u64,
+    /// PostgreSQL: the wait event the process published (`IO:DataFileRead`, `Lock:transactionid`)
+    /// when sampled or when it left the CPU; absent for no wait event or another program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_event: Option<String>,
+    /// Idle, not work: off CPU waiting for a client or for something to do (PostgreSQL's
+    /// Client:ClientRead and Activity:* wait events; an event loop's epoll_wait, poll or
+    /// select). Kept only with `profile --keep-idle`; never counted in the verdict.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub idle: bool,
 }
 
 /// Where the profile came from and how it was taken.
@@ -148,6 +157,12 @@ pub struct ProfileSource {
     /// Stacks the kernel could not walk (user or kernel part missing), counted.
     #[serde(default)]
     pub truncated: u64,
+    /// Idle time (ns) left out of the stacks (see [`Stack::idle`]; 0 with `--keep-idle`).
+    #[serde(default)]
+    pub idle_ns: u64,
+    /// Times a thread went idle, left out with that time.
+    #[serde(default)]
+    pub idle_count: u64,
 }
 
 /// A whole stack profile: interned frames and weighted stacks.
@@ -234,8 +249,11 @@ impl StackProfile {
 pub struct ProfileBuilder {
     frames: Vec<Frame>,
     frame_ids: HashMap<Frame, u32>,
-    stacks: HashMap<(String, Vec<u32>, StackState), (u64, u64)>,
+    stacks: HashMap<StackKey, (u64, u64)>,
 }
+
+/// What tells two stacks apart: process name, frames, state, wait event, idleness.
+type StackKey = (String, Vec<u32>, StackState, Option<String>, bool);
 
 impl ProfileBuilder {
     /// An empty builder.
@@ -269,9 +287,23 @@ impl ProfileBuilder {
         count: u64,
         weight_ns: u64,
     ) {
+        self.add_tagged(comm, frames, state, None, false, count, weight_ns);
+    }
+    /// [`ProfileBuilder::add`] with a wait event and the stack's idleness.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn add_tagged(
+        &mut self,
+        comm: &str,
+        frames: Vec<u32>,
+        state: StackState,
+        wait_event: Option<String>,
+        idle: bool,
+        count: u64,
+        weight_ns: u64,
+    ) {
         let e = self
             .stacks
-            .entry((comm.to_string(), frames, state))
+            .entry((comm.to_string(), frames, state, wait_event, idle))
             .or_insert((0, 0));
         e.0 = e.0.saturating_add(count);
         e.1 = e.1.saturating_add(weight_ns);
@@ -285,7 +317,15 @@ impl ProfileBuilder {
         let map: Vec<u32> = p.frames.iter().map(|f| self.intern(f.clone())).collect();
         for s in &p.stacks {
             let frames = s.frames.iter().map(|&f| map[f as usize]).collect();
-            self.add(&s.comm, frames, s.state, s.count, s.weight_ns);
+            self.add_tagged(
+                &s.comm,
+                frames,
+                s.state,
+                s.wait_event.clone(),
+                s.idle,
+                s.count,
+                s.weight_ns,
+            );
         }
     }
     /// The profile, stacks heaviest first (ties in a stable order).
@@ -293,13 +333,17 @@ impl ProfileBuilder {
         let mut stacks: Vec<Stack> = self
             .stacks
             .into_iter()
-            .map(|((comm, frames, state), (count, weight_ns))| Stack {
-                comm,
-                frames,
-                state,
-                count,
-                weight_ns,
-            })
+            .map(
+                |((comm, frames, state, wait_event, idle), (count, weight_ns))| Stack {
+                    comm,
+                    frames,
+                    state,
+                    count,
+                    weight_ns,
+                    wait_event,
+                    idle,
+                },
+            )
             .collect();
         stacks.sort_by(|a, b| {
             b.weight_ns
@@ -307,6 +351,8 @@ impl ProfileBuilder {
                 .then_with(|| a.state.cmp(&b.state))
                 .then_with(|| a.comm.cmp(&b.comm))
                 .then_with(|| a.frames.cmp(&b.frames))
+                .then_with(|| a.wait_event.cmp(&b.wait_event))
+                .then_with(|| a.idle.cmp(&b.idle))
         });
         StackProfile {
             source,

@@ -162,7 +162,7 @@ fn decode_any(bytes: &[u8]) -> std::result::Result<Histogram<u64>, String> {
     let inner: &[u8] = match base {
         V2 | V2_DEFLATE => {
             // Declared lengths are checked against the data before anything is allocated.
-            return crate::results::decode_v2_bounded(bytes).map_err(|e| format!("{e:#}"));
+            return crate::histogram::decode_v2_bounded(bytes).map_err(|e| format!("{e:#}"));
         }
         V0 | V1 => bytes,
         V0_DEFLATE | V1_DEFLATE => {
@@ -243,7 +243,7 @@ fn decode_any(bytes: &[u8]) -> std::result::Result<Histogram<u64>, String> {
     v2.extend_from_slice(&high.to_be_bytes());
     v2.extend_from_slice(&1f64.to_be_bytes());
     v2.extend_from_slice(&counts);
-    crate::results::decode_v2_bounded(&v2).map_err(|e| format!("{e:#}"))
+    crate::histogram::decode_v2_bounded(&v2).map_err(|e| format!("{e:#}"))
 }
 
 fn be32(b: &[u8], at: usize) -> Option<u32> {

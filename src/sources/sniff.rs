@@ -148,5 +148,8 @@ fn describe(f: Format) -> &'static str {
         Format::PerfScript => "perf script",
         Format::Folded => "folded stacks",
         Format::Awr => "Oracle AWR/Statspack report",
+        Format::PgStatIo => "pg_stat_io snapshot",
+        Format::PgStatDatabase => "pg_stat_database snapshot",
+        Format::PgStatStatements => "pg_stat_statements snapshot",
     }
 }

@@ -124,7 +124,7 @@ pub(crate) fn comm_of(pid: u32) -> Option<String> {
 }
 
 /// Whether a running process (its main thread) is named `name` (already truncated).
-fn process_named(name: &str) -> bool {
+pub(crate) fn process_named(name: &str) -> bool {
     let self_pid = std::process::id();
     let Ok(dir) = fs::read_dir("/proc") else {
         return false;

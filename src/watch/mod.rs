@@ -16,7 +16,7 @@ pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
 pub mod pg;
-mod pgwait;
+pub(crate) mod pgwait;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -100,6 +100,9 @@ pub struct WatchOptions {
     pub interval: Duration,
     /// Break the per-process syscall table down by thread.
     pub threads: bool,
+    /// Set by another thread to end the watch (`db run --engine postgres` ends it with its
+    /// run); `None`: only the duration, Ctrl-C or the pids' exit end it.
+    pub(crate) stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
@@ -798,6 +801,14 @@ pub(crate) fn watch(
         }
         if crate::interrupt::interrupted() {
             end_reason = "interrupted";
+            break;
+        }
+        if opts
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            end_reason = "stopped";
             break;
         }
         if let Some(d) = opts.duration {

@@ -42,7 +42,7 @@ pub(crate) struct PgWaitAcc {
 }
 
 /// Whether a wait event is idleness, not database time.
-fn idle(label: &str) -> bool {
+pub(crate) fn idle(label: &str) -> bool {
     label == "Client:ClientRead" || label.starts_with("Activity:")
 }
 
@@ -92,7 +92,8 @@ impl PgWaitAcc {
         new
     }
 
-    fn label(&mut self, tgid: u32, info: u32) -> &'static str {
+    /// The `Class:Event` name of wait event `info` of process `tgid` (its server's version).
+    pub(crate) fn label(&mut self, tgid: u32, info: u32) -> &'static str {
         let major = self.procs.get(&tgid).and_then(|p| p.1);
         if let Some(&l) = self.labels.get(&(major, info)) {
             return l;

@@ -30,6 +30,8 @@ use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
 use serde_json::json;
 
+mod probes;
+
 use super::{host, redact_dsn, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
 use crate::recorder::{self, IntervalSnapshot, SessionRecorder};
 use crate::results::evidence::{DbEngine, DbInfo, WaitProfile, WaitShare};
@@ -106,9 +108,48 @@ pub fn connect(dsn: &str) -> Result<Client> {
             redact_dsn(dsn),
             super::libpq::describe_hosts(&cfg),
             cfg.get_user().unwrap_or("?"),
-            pg_msg(&e)
+            connect_failure(&cfg, &e)
         )
     })
+}
+
+/// Why a connection failed, in words that name what was tried: the socket file looked for, a
+/// peer that does not speak PostgreSQL's protocol.
+fn connect_failure(cfg: &postgres::Config, e: &postgres::Error) -> String {
+    let msg = pg_msg(e);
+    let ports = cfg.get_ports();
+    let port = ports.first().copied().unwrap_or(5432);
+    let sockets: Vec<String> = cfg
+        .get_hosts()
+        .iter()
+        .filter_map(|h| match h {
+            postgres::config::Host::Unix(p) => {
+                Some(p.join(format!(".s.PGSQL.{port}")).display().to_string())
+            }
+            _ => None,
+        })
+        .collect();
+    let not_found = std::iter::successors(Some(e as &(dyn std::error::Error + 'static)), |x| {
+        x.source()
+    })
+    .any(|x| {
+        x.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::NotFound)
+    });
+    if not_found && !sockets.is_empty() {
+        return format!(
+            "no server socket {} (is the server running, with that directory in its \
+             unix_socket_directories and port {port}?)",
+            sockets.join(" or ")
+        );
+    }
+    if msg.contains("bytes remaining on stream") || msg.contains("unexpected message") {
+        return format!(
+            "the peer at port {port} did not answer as a PostgreSQL server does (another \
+             service on that port?): {msg}"
+        );
+    }
+    msg
 }
 
 #[derive(Clone, Debug)]
@@ -800,10 +841,22 @@ struct PgWatch<'a> {
     cpu0: BTreeMap<i32, (f64, f64)>,
     cpu1: BTreeMap<i32, (f64, f64)>,
     done: Arc<Barrier>,
+    /// Trace the backends with the watch probes (measured phase, local server, privilege).
+    probe: bool,
+    interval: Duration,
+    probes: Option<probes::BackendProbes>,
+    probe_error: Option<anyhow::Error>,
 }
 
 impl Watch<i32> for PgWatch<'_> {
     fn starting(&mut self, pids: &[i32]) -> Result<()> {
+        if self.measure && self.probe {
+            // First, so the whole measured window is under the probes.
+            match probes::BackendProbes::start(pids, self.interval) {
+                Ok(p) => self.probes = Some(p),
+                Err(e) => self.probe_error = Some(e),
+            }
+        }
         if self.measure {
             self.stats0 = read_stats(self.ctl, self.tables, self.version)?;
             let (d, p, s, hz) = (
@@ -832,6 +885,9 @@ impl Watch<i32> for PgWatch<'_> {
         // still exist.
         self.cpu1 = cpu_of(&self.others);
         self.stop.store(true, Ordering::Relaxed);
+        if let Some(p) = &self.probes {
+            p.stop();
+        }
         self.done.wait();
     }
 }
@@ -849,6 +905,8 @@ struct Phase {
     ash: Option<(u64, BTreeMap<String, u64>)>,
     snap0: SysSnapshot,
     snap1: SysSnapshot,
+    /// The backends' watch (`None`: not traced), or why it failed.
+    probes: Option<Result<Results>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -866,6 +924,7 @@ fn run_phase(
     tables: &[String],
     version: i32,
     device: Option<&str>,
+    probe: bool,
 ) -> Result<Phase> {
     let n = spec.sessions as usize;
     let done = Arc::new(Barrier::new(n + 1));
@@ -906,6 +965,10 @@ fn run_phase(
         cpu0: BTreeMap::new(),
         cpu1: BTreeMap::new(),
         done: done.clone(),
+        probe,
+        interval: Duration::from_secs_f64(spec.interval_s),
+        probes: None,
+        probe_error: None,
     };
     let driven = session::drive(
         &plan,
@@ -930,8 +993,15 @@ fn run_phase(
         sampler,
         cpu0,
         cpu1,
+        probes,
+        probe_error,
         ..
     } = watch;
+    let probes = match (probes, probe_error) {
+        (Some(p), _) => Some(p.finish()),
+        (None, Some(e)) => Some(Err(e)),
+        (None, None) => None,
+    };
     let mut driven = driven?;
     let (base, pids) = (driven.base, std::mem::take(&mut driven.ready));
     let end = base + secs_d;
@@ -989,6 +1059,7 @@ fn run_phase(
         ash,
         snap0,
         snap1,
+        probes,
     })
 }
 
@@ -1118,6 +1189,39 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
                 .to_string(),
         );
     }
+    // The backends' own I/O, timed in the kernel by the watch probes: only where the server
+    // runs on this host and this process may load BPF programs; otherwise said.
+    let probe = match spec.probes {
+        Some(false) => false,
+        _ if !local => {
+            if spec.probes == Some(true) {
+                bail!(
+                    "--watch traces the server's backends, and this server does not run on this \
+                     host (or its processes are not visible): run iolens on the server's host"
+                );
+            }
+            warnings.push(
+                "the server does not run on this host: the backends' per-I/O latency histograms \
+                 and the wait-event table (kernel probes) were not measured"
+                    .to_string(),
+            );
+            false
+        }
+        _ => match probes::unavailable() {
+            Some(why) if spec.probes == Some(true) => bail!("--watch: {why}"),
+            Some(why) => {
+                warnings.push(format!(
+                    "the backends' per-I/O latency histograms, their time split and the \
+                     wait-event table were not measured: they need root (or CAP_BPF and \
+                     CAP_PERFMON) to trace the backends ({why}); the wait profile is \
+                     pg_stat_activity sampled {} times a second",
+                    spec.ash_hz
+                ));
+                false
+            }
+            None => true,
+        },
+    };
     if spec.warmup_s > 0.0 {
         run_phase(
             dsn,
@@ -1133,6 +1237,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             &tables,
             version,
             None,
+            false,
         )?;
     }
     let ph = run_phase(
@@ -1149,6 +1254,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         &tables,
         version,
         device.as_deref(),
+        probe,
     )?;
     let stats1 = read_stats(&mut ctl, &tables, version)?;
     let d = |k: &str| {
@@ -1281,6 +1387,15 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
                 .collect(),
         }
     });
+    let mut probe_res = None;
+    match ph.probes {
+        Some(Ok(w)) => probe_res = Some(w),
+        Some(Err(e)) => warnings.push(format!(
+            "the backends' probes failed ({e:#}): their per-I/O latency histograms and the \
+             wait-event table were not measured"
+        )),
+        None => {}
+    }
     let ops_res: Vec<OpResult> = ph.ops;
     let spec_json = json!({
         "engine": "postgres",
@@ -1341,5 +1456,8 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         layout: layout.stored(),
         wait_profile,
     });
+    if let Some(w) = probe_res {
+        probes::merge(&mut res, w, device.as_deref());
+    }
     Ok(res)
 }
