@@ -1104,6 +1104,57 @@ pub struct WatchBudget {
     /// PostgreSQL's own account of the watched server processes' time, when any was watched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pg: Option<PgWaits>,
+    /// The cgroups that limit the watched processes' block I/O (their own or an ancestor).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cgroups: Vec<WatchCgroup>,
+}
+
+/// A cgroup that limits the block I/O of watched processes in it or below it (cgroup v2
+/// `io.max`, v1 `blkio.throttle.*`). Its throttle (blk-throttle) holds bios above the block
+/// layer before they become requests: that time is in the syscalls, not in the device.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct WatchCgroup {
+    /// Its path in its hierarchy (as in `/proc/PID/cgroup`).
+    pub path: String,
+    /// The hierarchy: 2 (`io.max`, `io.stat`) or 1 (`blkio.throttle.*`).
+    pub version: u8,
+    /// The watched processes found in it or below it.
+    pub pids: Vec<u32>,
+    /// Its limits, one row per device.
+    pub limits: Vec<CgroupIoLimit>,
+    /// Seconds between the first and the last reading of its counters (from when a watched
+    /// process was first found in it to the watch's end).
+    pub window_s: f64,
+    /// Time some of its tasks stalled on I/O over the window (v2 `io.pressure`, "some"),
+    /// seconds; absent without PSI or on v1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure_some_s: Option<f64>,
+}
+
+/// One device's limits in a cgroup (`None`: unlimited), and what the cgroup completed on that
+/// device over the window (`io.stat`, or v1 `blkio.throttle.io_serviced` / `io_service_bytes`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct CgroupIoLimit {
+    /// The device's kernel name (`vda`, `loop3`).
+    pub disk: String,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    pub riops: Option<u64>,
+    pub wiops: Option<u64>,
+    /// Bytes per second.
+    pub rbps: Option<u64>,
+    pub wbps: Option<u64>,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Seconds from the first reading of its counters that saw I/O on the device to the last
+    /// (read every 100 ms), and what it completed in between (reads, writes, read bytes,
+    /// written bytes): its rate while it did I/O.
+    #[serde(default)]
+    pub busy_s: f64,
+    #[serde(default)]
+    pub busy: [u64; 4],
 }
 
 /// The watched PostgreSQL server processes' time in the database's own words: every slice of

@@ -11,14 +11,20 @@
 //! [`MIN_CPU_WAIT`] of it), or inside their I/O for at least [`CPU_SHARE`] of it, the CPU is
 //! the answer, whatever the storage does. Otherwise, when
 //! I/O syscalls are at least [`IO_SHARE`] of the time, the layer that dominates inside them is;
-//! below that, the answer is that I/O is not where the time goes.
+//! below that, the answer is that I/O is not where the time goes. When the time above the
+//! block layer dominates and a cgroup of the watched processes ran at one of its I/O limits
+//! (at least [`LIMIT_USE`] of it while it did I/O), the answer is that limit: blk-throttle holds
+//! bios before they become requests, so a throttled wait is above the block layer, and no
+//! device is to blame.
 
 use super::verdicts::{device_limit, in_device};
 use crate::results::analysis::{
     Severity, Verdict, VerdictKind, WalChain, WatchAnalysis, WatchShares,
 };
 use crate::results::profile::{FrameKind, OffCpuReason, StackProfile, StackState};
-use crate::results::{PgWaitKind, PgWaits, Results, WallSplit, WatchBudget, WatchSpan};
+use crate::results::{
+    CgroupIoLimit, PgWaitKind, PgWaits, Results, WallSplit, WatchBudget, WatchCgroup, WatchSpan,
+};
 
 /// The I/O syscalls `watch` traces (`crate::watch::SYSCALLS`, checked there): a profile's
 /// stack is inside I/O when its kernel frames hold one's entry (`__x64_sys_pread64`).
@@ -51,6 +57,73 @@ pub const IO_SHARE: f64 = 0.10;
 pub const QUEUE_SHARE: f64 = 0.30;
 /// Share of client backends' DB time waiting on WAL flushes from which the WAL chain is told.
 pub const WAL_SHARE: f64 = 0.10;
+/// Share of a cgroup I/O limit that the cgroup's rate, while it did I/O, must reach for the
+/// limit to be what held the I/O (blk-throttle runs a saturated cgroup at its limit, within
+/// its slices' rounding; a rate far below the limit was not held by it).
+pub const LIMIT_USE: f64 = 0.8;
+
+/// A cgroup I/O limit the watched processes' cgroup ran at.
+struct Held<'a> {
+    cg: &'a WatchCgroup,
+    lim: &'a CgroupIoLimit,
+    /// `riops`, `wiops`, `rbps` or `wbps`.
+    what: &'static str,
+    limit: u64,
+    /// The cgroup's rate on the device while it did I/O (per second).
+    rate: f64,
+}
+
+/// The limit of a watched cgroup its rate came nearest to, when at least [`LIMIT_USE`] of it.
+fn held_limit(b: &WatchBudget) -> Option<Held<'_>> {
+    let mut best: Option<Held> = None;
+    for cg in &b.cgroups {
+        for lim in &cg.limits {
+            // The rate while the cgroup did I/O; failing two readings apart, over the window.
+            let (secs, n) = if lim.busy_s >= 0.2 {
+                (lim.busy_s, lim.busy)
+            } else {
+                (
+                    cg.window_s,
+                    [lim.reads, lim.writes, lim.read_bytes, lim.write_bytes],
+                )
+            };
+            if secs <= 0.0 {
+                continue;
+            }
+            for (i, what, limit) in [
+                (0, "riops", lim.riops),
+                (1, "wiops", lim.wiops),
+                (2, "rbps", lim.rbps),
+                (3, "wbps", lim.wbps),
+            ] {
+                let Some(limit) = limit.filter(|&l| l > 0) else {
+                    continue;
+                };
+                let rate = n[i] as f64 / secs;
+                let use_ = rate / limit as f64;
+                if use_ >= LIMIT_USE && best.as_ref().is_none_or(|b| use_ > b.rate / b.limit as f64)
+                {
+                    best = Some(Held {
+                        cg,
+                        lim,
+                        what,
+                        limit,
+                        rate,
+                    });
+                }
+            }
+        }
+    }
+    best
+}
+
+/// With a cgroup limit held, time above the block layer is the throttle's.
+fn throttled(mut s: WatchShares, held: bool) -> WatchShares {
+    if held && s.verdict == Some(VerdictKind::AboveBlockLayer) {
+        s.verdict = Some(VerdictKind::CgroupLimit);
+    }
+    s
+}
 
 /// The shares of one span.
 pub fn shares(s: &WatchSpan) -> WatchShares {
@@ -152,6 +225,44 @@ fn disk_limits(r: &Results, budget: &WatchBudget) -> (String, Vec<(String, f64)>
     (text, figures)
 }
 
+/// The words of a cgroup-limit verdict: the cgroup, its limit, its rate, the throttled share.
+fn cgroup_message(h: &Held, all: &WatchSpan, o: &WatchShares, inside: &str) -> String {
+    let (rate, limit) = if h.what.ends_with("bps") {
+        (
+            format!("{}/s", crate::units::fmt_bytes(h.rate as u64)),
+            crate::units::fmt_bytes(h.limit),
+        )
+    } else {
+        (
+            format!("{:.1} I/Os per second", h.rate),
+            h.limit.to_string(),
+        )
+    };
+    let file = if h.cg.version == 2 {
+        "io.max"
+    } else {
+        "blkio.throttle"
+    };
+    let pressure =
+        h.cg.pressure_some_s
+            .map(|p| format!("; io.pressure: its tasks stalled on I/O for {p:.2} s"))
+            .unwrap_or_default();
+    format!(
+        "a cgroup I/O limit holds the I/O, not the device: cgroup {} (cgroup v{} {file}) \
+         limits {} to {}={limit}, and it ran at {rate} ({} of the limit) while doing I/O; I/O \
+         syscalls are {} of the watched threads' time, and {} of that was held above the \
+         block layer before becoming requests (throttled; {}){pressure}",
+        h.cg.path,
+        h.cg.version,
+        h.lim.disk,
+        h.what,
+        pct(h.rate / h.limit as f64),
+        pct(o.io_s / o.wall_s.max(1e-12)),
+        pct(all.wall.io_above_s / o.io_s.max(1e-12)),
+        inside
+    )
+}
+
 /// The verdicts of the whole watch (`limits`: [`disk_limits`], said where the host queues;
 /// its figures go with every verdict).
 fn verdicts(
@@ -159,6 +270,7 @@ fn verdicts(
     o: &WatchShares,
     limits: &(String, Vec<(String, f64)>),
     profile: bool,
+    held: Option<&Held>,
 ) -> Vec<Verdict> {
     let mut v = Vec::new();
     let Some(kind) = o.verdict else {
@@ -248,6 +360,12 @@ fn verdicts(
             pct(o.wall_cpu_wait),
             pct(o.wall_off_cpu)
         ),
+        VerdictKind::CgroupLimit => cgroup_message(
+            held.expect("a cgroup-limit verdict has its limit"),
+            all,
+            o,
+            &inside,
+        ),
         _ => format!(
             "the time is above the block layer: I/O syscalls are {} of the watched threads' \
              time, and {} of that was not in the block layer (page cache, filesystem, locks; {})",
@@ -263,7 +381,30 @@ fn verdicts(
     };
     let mut figures: Vec<(&str, f64)> = figures.to_vec();
     figures.extend(limits.1.iter().map(|(k, x)| (k.as_str(), *x)));
+    if let Some(h) = held {
+        figures.extend([
+            ("cgroup_limit", h.limit as f64),
+            ("cgroup_rate", h.rate),
+            ("cgroup_limit_use", h.rate / h.limit as f64),
+            ("throttled_share", all.wall.io_above_s / o.io_s.max(1e-12)),
+        ]);
+    }
     v.push(Verdict::new(kind, severity, message, &figures));
+    // A limit held while another answer leads (a saturated CPU): said as well, when a good
+    // part of the I/O time was held by it.
+    if let Some(h) = held {
+        if kind != VerdictKind::CgroupLimit
+            && all.wall.io_above_s >= QUEUE_SHARE * o.io_s
+            && o.io_s >= IO_SHARE * o.wall_s
+        {
+            v.push(Verdict::new(
+                VerdictKind::CgroupLimit,
+                Severity::Warning,
+                format!("as well, {}", cgroup_message(h, all, o, &inside)),
+                &figures,
+            ));
+        }
+    }
     if kind != VerdictKind::HostQueueing
         && o.host_queue >= QUEUE_SHARE
         && o.io_s >= IO_SHARE * o.wall_s
@@ -311,9 +452,17 @@ fn sum(spans: &[WatchSpan]) -> WatchSpan {
 
 /// The shares of `spans` in at most `rows` rows, each row the exact sum of `per` consecutive
 /// spans (the last may hold fewer); `per` is returned with them. For tables of long watches.
-pub(crate) fn merged_shares(spans: &[WatchSpan], rows: usize) -> (usize, Vec<WatchShares>) {
+pub(crate) fn merged_shares(b: &WatchBudget, rows: usize) -> (usize, Vec<WatchShares>) {
+    let spans = &b.intervals;
+    let held = held_limit(b).is_some();
     let per = spans.len().div_ceil(rows.max(1)).max(1);
-    (per, spans.chunks(per).map(|c| shares(&sum(c))).collect())
+    (
+        per,
+        spans
+            .chunks(per)
+            .map(|c| throttled(shares(&sum(c)), held))
+            .collect(),
+    )
 }
 
 /// PostgreSQL's WAL chains (issue 23, item 4), server by server: where the client backends
@@ -446,8 +595,15 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     };
     let budget: &WatchBudget = budget;
     let all = sum(&budget.intervals);
-    let overall = shares(&all);
-    let mut verdicts = verdicts(&all, &overall, &disk_limits(r, budget), false);
+    let held = held_limit(budget);
+    let overall = throttled(shares(&all), held.is_some());
+    let mut verdicts = verdicts(
+        &all,
+        &overall,
+        &disk_limits(r, budget),
+        false,
+        held.as_ref(),
+    );
     let wal = budget.pg.as_ref().map(wal_chains).unwrap_or_default();
     // Right after the headline: the database's own chain says what the waits were made of.
     let at = verdicts.len().min(1);
@@ -458,7 +614,11 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     }
     Some(WatchAnalysis {
         verdicts,
-        intervals: budget.intervals.iter().map(shares).collect(),
+        intervals: budget
+            .intervals
+            .iter()
+            .map(|s| throttled(shares(s), held.is_some()))
+            .collect(),
         overall,
         wal,
     })
@@ -519,7 +679,7 @@ pub(crate) fn profile_analysis(p: &StackProfile) -> Option<WatchAnalysis> {
     };
     let overall = shares(&all);
     Some(WatchAnalysis {
-        verdicts: verdicts(&all, &overall, &(String::new(), Vec::new()), true),
+        verdicts: verdicts(&all, &overall, &(String::new(), Vec::new()), true, None),
         intervals: Vec::new(),
         overall,
         wal: Vec::new(),
@@ -599,6 +759,66 @@ mod tests {
         assert_eq!(shares(&idle).verdict, None);
     }
 
+    /// A watch budget of one span and one cgroup limiting loop3 to 100 reads per second, which
+    /// completed `busy` reads in the second it did I/O.
+    fn limited(s: WatchSpan, busy: u64) -> Results {
+        let mut r = Results::new(crate::results::Kind::Watch, vec![]);
+        r.watch = Some(WatchBudget {
+            intervals: vec![s],
+            cgroups: vec![WatchCgroup {
+                path: "/ctr".into(),
+                version: 2,
+                pids: vec![7],
+                limits: vec![CgroupIoLimit {
+                    disk: "loop3".into(),
+                    dev: "7:3".into(),
+                    riops: Some(100),
+                    reads: busy,
+                    busy_s: 1.0,
+                    busy: [busy, 0, busy * 8192, 0],
+                    ..Default::default()
+                }],
+                window_s: 1.5,
+                pressure_some_s: None,
+            }],
+            ..Default::default()
+        });
+        r
+    }
+
+    #[test]
+    fn a_cgroup_limit_run_at_is_named_and_only_then() {
+        // Held above the block layer, the cgroup at its limit: the limit, not the device.
+        let held = span([0.05, 0.0, 0.0], 0.9, 0.05, 0.0);
+        let a = watch_analysis(&limited(held.clone(), 98)).unwrap();
+        assert_eq!(a.overall.verdict, Some(VerdictKind::CgroupLimit));
+        assert_eq!(a.intervals[0].verdict, Some(VerdictKind::CgroupLimit));
+        let v = &a.verdicts[0];
+        assert_eq!(v.kind, VerdictKind::CgroupLimit);
+        assert!(
+            v.message.contains("/ctr") && v.message.contains("riops=100"),
+            "{}",
+            v.message
+        );
+        assert!((v.figures["cgroup_rate"] - 98.0).abs() < 1e-9);
+        assert!((v.figures["throttled_share"] - 0.85 / 0.9).abs() < 1e-9);
+        // The same time above the block layer with the cgroup far below its limit: not it.
+        let a = watch_analysis(&limited(held, 10)).unwrap();
+        assert_eq!(a.overall.verdict, Some(VerdictKind::AboveBlockLayer));
+        assert!(a
+            .verdicts
+            .iter()
+            .all(|v| v.kind != VerdictKind::CgroupLimit));
+        // A slow device under a limit it does not reach, or reaches while the device dominates:
+        // the storage.
+        let slow = span([0.8, 0.0, 0.0], 0.9, 0.05, 0.0);
+        for busy in [10, 98] {
+            let a = watch_analysis(&limited(slow.clone(), busy)).unwrap();
+            assert_eq!(a.overall.verdict, Some(VerdictKind::StorageBound));
+            assert_eq!(a.verdicts[0].kind, VerdictKind::StorageBound);
+        }
+    }
+
     #[test]
     fn a_profile_gets_the_watch_verdict_without_its_idle_time() {
         use crate::results::profile::{ProfileBuilder, ProfileSource};
@@ -664,13 +884,17 @@ mod tests {
                 ..span([0.01 * k as f64, 0.0, 0.0], 0.2, 0.1, 0.0)
             })
             .collect();
-        let (per, rows) = merged_shares(&spans, 4);
+        let b = WatchBudget {
+            intervals: spans.clone(),
+            ..Default::default()
+        };
+        let (per, rows) = merged_shares(&b, 4);
         assert_eq!((per, rows.len()), (3, 4));
         assert_eq!(rows[0].syscalls, 30);
         assert!((rows[0].wall_s - 3.0).abs() < 1e-9);
         assert!((rows[0].io_s - 0.6).abs() < 1e-9);
         assert_eq!((rows[3].start_s, rows[3].duration_s), (9.0, 1.0));
-        let (per, rows) = merged_shares(&spans, 40);
+        let (per, rows) = merged_shares(&b, 40);
         assert_eq!((per, rows.len()), (1, 10));
         assert_eq!(rows[4], shares(&spans[4]));
     }

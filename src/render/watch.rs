@@ -25,6 +25,7 @@ pub(crate) fn verdict_short(k: Option<VerdictKind>) -> &'static str {
         Some(VerdictKind::StorageBound) => "storage slow",
         Some(VerdictKind::HostQueueing) => "host queues",
         Some(VerdictKind::AboveBlockLayer) => "above block layer",
+        Some(VerdictKind::CgroupLimit) => "cgroup limit",
         Some(VerdictKind::CpuBound) => "CPU saturated",
         Some(VerdictKind::NotIo) => "not I/O",
         Some(_) => "-",
@@ -103,7 +104,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     // A long watch's intervals are merged for the table, exactly (sums of whole intervals).
     let (per, merged) = match r.watch.as_ref() {
         Some(b) if b.intervals.len() > MAX_ROWS => {
-            crate::analysis::watch::merged_shares(&b.intervals, MAX_ROWS)
+            crate::analysis::watch::merged_shares(b, MAX_ROWS)
         }
         _ => (1, Vec::new()),
     };

@@ -211,6 +211,9 @@ pub enum VerdictKind {
     /// A cache answered (latency below any device's floor, or the reads never reached the
     /// device): the figures are the cache's, not the media's.
     CacheAnswered,
+    /// A cgroup I/O limit (blk-throttle) held the watched processes' I/O above the block
+    /// layer: the limit, not the device.
+    CgroupLimit,
 }
 
 impl VerdictKind {
@@ -233,6 +236,7 @@ impl VerdictKind {
             VerdictKind::RegimeChange => "regime-change",
             VerdictKind::SteadyState => "steady-state",
             VerdictKind::CacheAnswered => "cache-answered",
+            VerdictKind::CgroupLimit => "cgroup-limit",
         }
     }
 }

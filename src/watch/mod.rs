@@ -11,6 +11,7 @@
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
 
 mod acc;
+mod cgroup;
 pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
@@ -807,6 +808,10 @@ pub(crate) fn watch(
         }
     }
     let mut pg_looked = Instant::now();
+    // The cgroups limiting the watched processes' I/O: their counters from now on.
+    let mut cgroups = cgroup::CgroupTracker::default();
+    cgroups.look(filters.pids.iter().copied());
+    let mut cgroups_read = Instant::now();
     // Threads first seen being woken were asleep since the watch's start.
     {
         let mut ws: Array<&mut MapData, u64> = Array::try_from(
@@ -836,7 +841,12 @@ pub(crate) fn watch(
         // names their roles and finds new servers).
         if pg_looked.elapsed() >= Duration::from_millis(250) {
             place_pg(&mut rec, &mut pg_map);
+            cgroups.look(rec.thread_time.values().map(|t| t.pid));
             pg_looked = Instant::now();
+        }
+        if cgroups_read.elapsed() >= cgroup::SAMPLE {
+            cgroups.sample();
+            cgroups_read = Instant::now();
         }
         let elapsed = t0.elapsed();
         // Show every interval that ended more than a moment ago (events of other CPUs may
@@ -885,6 +895,8 @@ pub(crate) fn watch(
     }
     let end_ns = monotonic_ns();
     rec.end_ns = end_ns;
+    cgroups.look(rec.thread_time.values().map(|t| t.pid));
+    let cgroups = cgroups.finish();
     // The roles of server processes started since the last look.
     place_pg(&mut rec, &mut pg_map);
     // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
@@ -1097,6 +1109,7 @@ pub(crate) fn watch(
         devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
         threads: rec.thread_time.into_values().collect(),
         pg: rec.pg.finish(),
+        cgroups,
         disks: {
             let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
             names.sort_unstable();
