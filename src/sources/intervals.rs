@@ -518,8 +518,16 @@ impl Binned {
             hi = hi.max(s_hi.div_euclid(interval_ns as i64));
         }
         let span = (hi as i128 - lo as i128 + 1) as u128;
-        if span > MAX_INTERVALS as u128 {
-            let f = span.div_ceil(MAX_INTERVALS as u128).min(i64::MAX as u128) as i64;
+        // The grid's size follows the data: a few values with one stray time far from the rest
+        // (a 3 KB trace whose times span 84 days) must not become 172,800 empty intervals per
+        // event (200 MB of results); [`MIN_GRID`] keeps short sources' grids as they are.
+        let values: u64 = kept
+            .iter()
+            .map(|o| o.total.len())
+            .fold(0, u64::saturating_add);
+        let limit = (values.saturating_mul(GRID_PER_VALUE) as i64).clamp(MIN_GRID, MAX_INTERVALS);
+        if span > limit as u128 {
+            let f = span.div_ceil(limit as u128).min(i64::MAX as u128) as i64;
             for o in &mut kept {
                 let old = std::mem::take(&mut o.closed);
                 for (k, slot) in old {
@@ -529,7 +537,7 @@ impl Binned {
             interval_ns = interval_ns.saturating_mul(f as u64).min(i64::MAX as u64);
             warning = Some(format!(
                 "the data spans {span} intervals of {} s: interval widened to {} s to keep at \
-                 most {MAX_INTERVALS} (check for times far from the rest)",
+                 most {limit} for {values} value(s) (check for times far from the rest)",
                 self.interval_ns as f64 / 1e9,
                 interval_ns as f64 / 1e9
             ));
@@ -607,6 +615,12 @@ impl Binned {
 /// source keeps its 1 s intervals (display columns merge them exactly, whatever their number);
 /// beyond, the interval is widened (with a warning).
 pub const MAX_INTERVALS: i64 = 172_800;
+
+/// Intervals a source's grid may always have, however few its values (an hour of 1 s).
+const MIN_GRID: i64 = 3_600;
+/// Intervals a source's grid may have per value it holds, up to [`MAX_INTERVALS`]: a grid of
+/// mostly empty intervals tells nothing a coarser one does not.
+const GRID_PER_VALUE: u64 = 16;
 
 /// What [`Binned::finish`] returns.
 pub(crate) struct Finished {
@@ -901,9 +915,19 @@ mod tests {
         a.record(r, 500_000 * 1_000_000_000, 1000, 0); // 500,000 s later
         let f = a.finish(BucketConvention::Exact, &|_| true);
         assert!(f.warning.is_some());
+        // Two values: the grid is held to MIN_GRID intervals, 500,001 s / 3,600 → 139 s.
+        assert_eq!(f.interval_s, 139.0);
+        assert!(f.ops[0].intervals.len() as i64 <= MIN_GRID);
+        assert_eq!(f.ops[0].count, 2);
+        // Many values over the same span keep the finer grid MAX_INTERVALS allows.
+        let mut a = Binned::new(1_000_000_000);
+        let r = a.op("read");
+        for k in 0..20_000i64 {
+            a.record(r, k * 25 * 1_000_000_000, 1000, 0);
+        }
+        let f = a.finish(BucketConvention::Exact, &|_| true);
         assert_eq!(f.interval_s, 3.0);
         assert!(f.ops[0].intervals.len() as i64 <= MAX_INTERVALS);
-        assert_eq!(f.ops[0].count, 2);
     }
 
     #[test]
