@@ -122,6 +122,15 @@ pub fn sig3(v: f64) -> String {
     }
 }
 
+/// `other / base` as `1.23×` (or `-` when undefined).
+pub fn ratio(base: f64, other: f64) -> String {
+    if base > 0.0 && other.is_finite() {
+        format!("{}×", sig3(other / base))
+    } else {
+        "-".into()
+    }
+}
+
 /// Ranks as ascending runs: `0–4, 7, 9–999` (the input in any order; repeats once).
 pub(crate) fn fmt_ranks(ranks: &[u32]) -> String {
     let mut v = ranks.to_vec();

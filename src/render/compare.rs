@@ -16,6 +16,7 @@ use super::table::Table;
 use super::{kind_name, TermStyle};
 use crate::results::analysis::CalibrationAnalysis;
 use crate::results::{Calibration, Results, RunResult};
+pub use crate::units::ratio;
 use crate::units::{fmt_ns, fmt_rate, sig3};
 
 /// Spec keys that may differ between compared runs without making the comparison meaningless:
@@ -214,15 +215,6 @@ pub(crate) fn pair_runs(a: &Results, b: &Results) -> Vec<(usize, usize)> {
         (0..a.runs.len().min(b.runs.len()))
             .map(|i| (i, i))
             .collect()
-    }
-}
-
-/// `other / base` as `1.23×` (or `-` when undefined).
-pub fn ratio(base: f64, other: f64) -> String {
-    if base > 0.0 && other.is_finite() {
-        format!("{}×", sig3(other / base))
-    } else {
-        "-".into()
     }
 }
 

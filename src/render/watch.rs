@@ -560,7 +560,7 @@ pub(crate) fn compare_tables(inputs: &[(String, Results)]) -> Vec<(String, Table
     for (i, w) in walls.iter().enumerate() {
         total.push(format!("{} s", sig3(w.wall_s())));
         if i > 0 {
-            total.push(super::compare::ratio(walls[0].wall_s(), w.wall_s()));
+            total.push(crate::units::ratio(walls[0].wall_s(), w.wall_s()));
         }
     }
     t.rows.push(total);
@@ -628,7 +628,7 @@ pub(crate) fn compare_tables(inputs: &[(String, Results)]) -> Vec<(String, Table
             let d = get(i).map_or(0.0, |x| x.0);
             db.push(format!("{} s", sig3(d)));
             if i > 0 {
-                db.push(super::compare::ratio(get(0).map_or(0.0, |x| x.0), d));
+                db.push(crate::units::ratio(get(0).map_or(0.0, |x| x.0), d));
             }
         }
         t.rows.push(db);
@@ -660,7 +660,7 @@ pub(crate) fn compare_tables(inputs: &[(String, Results)]) -> Vec<(String, Table
                 if *kind == PgWaitKind::Idle {
                     r.push(format!("{} s", sig3(time)));
                     if i > 0 {
-                        r.push(super::compare::ratio(value(0).0, time));
+                        r.push(crate::units::ratio(value(0).0, time));
                     }
                 } else {
                     r.push(format!("{} ({} s)", pct1(share), sig3(time)));
