@@ -392,10 +392,10 @@ mod tests {
         );
         a.placed.insert(10, true);
         // PostgreSQL 15: Client:ClientRead is 0x06000000, Timeout:PgSleep 0x09000002,
-        // IO:WALSync 0x0A00003F.
+        // IO:WALSync 0x0A000046.
         let sleep = 0x0900_0002;
         let read = 0x0600_0000;
-        let sync = 0x0A00_003F;
+        let sync = 0x0A00_0046;
         assert_eq!(pg::wait_event_label(15, sleep), "Timeout:PgSleep");
         assert_eq!(pg::wait_event_label(15, read), "Client:ClientRead");
         assert_eq!(pg::wait_event_label(15, sync), "IO:WALSync");
