@@ -11,6 +11,11 @@ use std::process::Command;
 use iolens::results::Results;
 use postgres::{Client, NoTls};
 
+/// Held by the tests whose `db run` traces its backends as root. Two such runs at once (each
+/// with its own watch probes) were seen to leave one run without its block layer (CI, 2 test
+/// threads): an open defect of concurrent watches, noted on issue 23, not what these tests check.
+static ROOT_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn base_dsn() -> Option<String> {
     let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
     let dsn = std::env::var("IOLENS_PG_DSN")
@@ -94,6 +99,7 @@ fn iolens(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn postgres_setup_and_run_end_to_end() {
+    let _one = ROOT_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(db) = TestDb::new("iolens_e2e") else {
         return;
     };
@@ -551,6 +557,7 @@ fn evict_table(c: &mut Client, table: &str) {
 /// Without root the same run says what it could not measure.
 #[test]
 fn postgres_run_as_root_traces_the_backends() {
+    let _one = ROOT_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(
