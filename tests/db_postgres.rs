@@ -11,11 +11,6 @@ use std::process::Command;
 use iolens::results::Results;
 use postgres::{Client, NoTls};
 
-/// Held by the tests whose `db run` traces its backends as root. Two such runs at once (each
-/// with its own watch probes) were seen to leave one run without its block layer (CI, 2 test
-/// threads): an open defect of concurrent watches, noted on issue 23, not what these tests check.
-static ROOT_RUNS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn base_dsn() -> Option<String> {
     let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
     let dsn = std::env::var("IOLENS_PG_DSN")
@@ -99,7 +94,6 @@ fn iolens(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn postgres_setup_and_run_end_to_end() {
-    let _one = ROOT_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     let Some(db) = TestDb::new("iolens_e2e") else {
         return;
     };
@@ -535,6 +529,10 @@ fn postgres_passwords_in_every_dsn_form_connect_and_never_show() {
 /// Drop a table's pages from the OS page cache (as root: the server's files), so that its
 /// reads reach the device.
 fn evict_table(c: &mut Client, table: &str) {
+    // POSIX_FADV_DONTNEED drops only clean pages: a table just loaded by `db setup` is still
+    // dirty in the page cache until written back, and its reads would all be cache hits.
+    // CHECKPOINT writes and syncs it; the file is synced again before the pages are dropped.
+    c.batch_execute("CHECKPOINT").unwrap();
     let path: String = c
         .query_one(
             "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1::text::regclass)",
@@ -543,6 +541,7 @@ fn evict_table(c: &mut Client, table: &str) {
         .unwrap()
         .get(0);
     let f = std::fs::File::open(&path).unwrap();
+    f.sync_all().unwrap();
     use std::os::fd::AsRawFd;
     // SAFETY: a valid descriptor; POSIX_FADV_DONTNEED only drops clean cached pages.
     let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
@@ -557,7 +556,6 @@ fn evict_table(c: &mut Client, table: &str) {
 /// Without root the same run says what it could not measure.
 #[test]
 fn postgres_run_as_root_traces_the_backends() {
-    let _one = ROOT_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(
