@@ -40,6 +40,8 @@ pub(crate) struct ProfileOptions {
     pub(crate) progress: bool,
     /// Keep idle stacks (see [`idle_stack`]) in the profile and the flame graph.
     pub(crate) keep_idle: bool,
+    /// With `comm`: a name no running process has yet is accepted (`--wait`).
+    pub(crate) wait: bool,
 }
 
 /// Highest sampling frequency accepted (a sample every 10 µs of CPU time).
@@ -77,10 +79,10 @@ impl ProfileOptions {
                 );
             }
             let cut: String = c.chars().take(15).collect();
-            if !crate::watch::filter::process_named(&cut) {
+            if !self.wait && !crate::watch::filter::process_named(&cut) {
                 bail!(
                     "--comm {c}: no running process has this name (`ps -e -o comm` lists them; \
-                     the name is the process's, not a thread's)"
+                     the name is the process's, not a thread's; --wait waits for one)"
                 );
             }
         }

@@ -278,6 +278,7 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
     let mut prof = start_profile(&[
         "--comm",
         "iolens-spinab",
+        "--wait",
         "--duration",
         "9s",
         "--frequency",
@@ -472,6 +473,7 @@ fn perf_record_of_the_same_program_ingests_to_the_same_stacks() {
     let mut prof = start_profile(&[
         "--comm",
         "iolens-spinpf",
+        "--wait",
         "--duration",
         "6s",
         "--frequency",

@@ -18,9 +18,13 @@ pub struct ProfileArgs {
     /// Process ids to profile (all their threads).
     #[arg(long, num_args = 1.., required_unless_present = "comm", conflicts_with = "comm")]
     pub pid: Vec<u32>,
-    /// Profile every process with this name (the kernel's 15-byte command name).
+    /// Profile every process with this name (the kernel's 15-byte command name; the
+    /// process's, not a thread's). A name no running process has is an error, unless --wait.
     #[arg(long)]
     pub comm: Option<String>,
+    /// With --comm: accept a name no process has yet, and profile it once one starts.
+    #[arg(long, requires = "comm")]
+    pub wait: bool,
     /// How long to sample; Ctrl-C ends earlier and keeps what was sampled.
     #[arg(long, default_value = "10s", value_parser = crate::commands::values::std_duration)]
     pub duration: std::time::Duration,
@@ -62,6 +66,7 @@ impl ProfileArgs {
             off_cpu: self.off_cpu,
             progress: cx.progress(self.no_progress),
             keep_idle: self.keep_idle,
+            wait: self.wait,
         }
     }
 }
