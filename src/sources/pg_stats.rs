@@ -742,8 +742,10 @@ pub fn read(r: &mut LineReader, view: PgView) -> Result<IoStats> {
     match b.finish()? {
         Some(s) => Ok(s),
         None => {
+            // Every reader says "no FORMAT data found" when it finds nothing to read.
             let mut m = format!(
-                "no {} table in the input (its columns must include {})",
+                "no {} data found: no {} table in the input (its columns must include {})",
+                view.name().replace('_', "-"),
                 view.name(),
                 view.needs()
             );
