@@ -1765,14 +1765,20 @@ fn watch_is_refused_before_any_io() {
             "setpriv (util-linux) is missing"
         ),
     }
-    // PostgreSQL's I/O is its server's: a clear error, before connecting.
+    // `db run --engine postgres --watch` traces the server's backends (issue 23 item 7): with
+    // no server to reach it is a clear error naming the socket it looked for, before any I/O.
     let err = bin()
         .args(["db", "run", "--engine", "postgres", "--watch"])
+        .env("PGHOST", "/nonexistent-iolens-socket-dir")
         .output()
         .unwrap();
     assert!(!err.status.success());
     let text = String::from_utf8_lossy(&err.stderr);
-    assert!(text.contains("iolens watch --comm postgres"), "{text}");
+    assert!(
+        text.contains("cannot connect to PostgreSQL")
+            && text.contains("/nonexistent-iolens-socket-dir"),
+        "{text}"
+    );
 }
 
 /// On a terminal, keys switch the live heatmap's layer (s, b, c), and the terminal is set back
