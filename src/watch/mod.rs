@@ -12,6 +12,7 @@
 
 mod acc;
 mod cgroup;
+mod layout;
 pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
@@ -180,22 +181,16 @@ struct Event {
     /// Syscall: device and host-queue time charged to it, ns.
     c: u64,
     d: u64,
+    /// Syscall: the file its descriptor named at entry (inode, filesystem device as the kernel
+    /// numbers it, 0 and 0: none) and the descriptor.
+    ino: u64,
+    fdev: u32,
+    fd: i32,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
 }
 
-/// Parts of a thread's wall time, in the kernel's order (`P_CPU` .. `P_IO_ABOVE`).
-const PARTS: usize = 8;
-/// Bytes of a parts record: an event, its start, its parts.
-const PARTS_LEN: usize = EVENT_LEN + 8 + PARTS * 8;
-
-/// Events in one syscall batch record (`SYS_BATCH` in `bpf/watch.bpf.c`).
-const SYS_BATCH: usize = 16;
-/// Bytes of one event record, of a batch record's header (`struct sys_batch`: count, pad,
-/// first timestamp; the events it holds follow), and of a whole batch.
-const EVENT_LEN: usize = 64;
-const BATCH_HEADER: usize = 16;
-const BATCH_LEN: usize = BATCH_HEADER + SYS_BATCH * EVENT_LEN;
+use layout::{BATCH_HEADER, BATCH_LEN, EVENT_LEN, PARTS, PARTS_LEN, SYS_BATCH};
 
 impl Event {
     /// Every event of one ring-buffer record (a single event; a batch of syscall events, as
@@ -212,9 +207,9 @@ impl Event {
             let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
             let mut parts = [0u64; PARTS];
             for (i, p) in parts.iter_mut().enumerate() {
-                *p = u64_at(EVENT_LEN + 8 + i * 8);
+                *p = u64_at(layout::PARTS_AT + i * 8);
             }
-            e.parts = Some((u64_at(EVENT_LEN), parts));
+            e.parts = Some((u64_at(layout::PARTS_FROM), parts));
             f(e);
             return true;
         }
@@ -242,18 +237,22 @@ impl Event {
         }
         let u32_at = |o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap_or([0; 4]));
         let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
+        use layout::*;
         Some(Event {
-            kind: u32_at(0),
-            tgid: u32_at(4),
-            tid: u32_at(8),
-            sub: u32_at(12),
-            a: u64_at(16),
-            b: u64_at(24),
-            ts: u64_at(32),
-            dev: u32_at(40),
-            bytes: u32_at(44),
-            c: u64_at(48),
-            d: u64_at(56),
+            kind: u32_at(EV_KIND),
+            tgid: u32_at(EV_TGID),
+            tid: u32_at(EV_TID),
+            sub: u32_at(EV_SUB),
+            a: u64_at(EV_A),
+            b: u64_at(EV_B),
+            ts: u64_at(EV_TS),
+            dev: u32_at(EV_DEV),
+            bytes: u32_at(EV_BYTES),
+            c: u64_at(EV_C),
+            d: u64_at(EV_D),
+            ino: u64_at(EV_INO),
+            fdev: u32_at(EV_FDEV),
+            fd: u32_at(EV_FD) as i32,
             parts: None,
         })
     }
@@ -537,22 +536,10 @@ pub const PG_WAIT_RUN: &str = "pg wait events";
 /// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
 const PG_RUN: &str = "pg";
 
-/// Bytes of `struct task_state` in `bpf/watch.bpf.c`, and the offsets read from it.
-const TASK_LEN: usize = 312;
-const TASK_OFF: usize = 8;
-const TASK_LAST: usize = 24;
-const TASK_EMIT: usize = 32;
-const TASK_SYS_TS: usize = 40;
-const TASK_STATE: usize = 68;
-const TASK_N_DEV: usize = 72;
-const TASK_N_QUEUE: usize = 76;
-const TASK_TGID: usize = 80;
-const TASK_WEV: usize = 84;
-const TASK_ACC: usize = 96;
-const TASK_SEG: usize = 160;
-const TASK_TAG: usize = 224;
-const TASK_SEG_WEV: usize = 304;
-const TASK_TAG_WEV: usize = 308;
+use layout::{
+    TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF, TASK_SEG,
+    TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
+};
 
 /// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
 fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
@@ -1135,7 +1122,7 @@ mod tests {
         for x in [1000u64, 8192, ts] {
             v.extend_from_slice(&x.to_ne_bytes());
         }
-        v.extend_from_slice(&[0; 24]);
+        v.resize(EVENT_LEN, 0);
         v
     }
 
