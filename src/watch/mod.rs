@@ -18,6 +18,8 @@ pub mod filter;
 pub mod own;
 pub mod pg;
 pub(crate) mod pgwait;
+mod queries;
+pub mod relations;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -104,6 +106,9 @@ pub struct WatchOptions {
     /// Set by another thread to end the watch (`db run --engine postgres` ends it with its
     /// run); `None`: only the duration, Ctrl-C or the pids' exit end it.
     pub(crate) stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The server's catalogs (`--dsn`): relations named, query ids sampled. `None`: files are
+    /// named by their paths, and the output says names need a DSN.
+    pub catalog: Option<relations::Catalog>,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
@@ -281,6 +286,10 @@ struct Recording {
     end_ns: u64,
     /// PostgreSQL's wait events of the watched server processes.
     pg: pgwait::PgWaitAcc,
+    /// The files the traced syscalls were on.
+    files: relations::FileTable,
+    /// The query ids sampled (with a DSN).
+    queries: queries::QueryAcc,
 }
 
 impl Recording {
@@ -428,6 +437,13 @@ impl Recording {
                 if e.dev != 0 || self.pg.is_pg(e.tgid) {
                     self.pg.syscall(e.tgid, e.dev, e.a);
                 }
+                if e.ino != 0 {
+                    if let Some(op) = relations::file_op(name) {
+                        self.files
+                            .syscall(e.tgid, e.fd, e.fdev, e.ino, op, e.a, e.b, e.c, e.d);
+                    }
+                }
+                self.queries.syscall(e.tgid, e.a, e.c);
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
@@ -760,6 +776,8 @@ pub(crate) fn watch(
         thread_time: BTreeMap::new(),
         end_ns: u64::MAX,
         pg: pgwait::PgWaitAcc::default(),
+        files: relations::FileTable::default(),
+        queries: queries::QueryAcc::default(),
     };
     // The watched PostgreSQL server processes: where each publishes its wait event.
     let pg_watched = |pid: u32| {
@@ -807,6 +825,8 @@ pub(crate) fn watch(
         )?;
         ws.set(0, start_ns, 0)?;
     }
+    // Query ids, sampled from the server while the watch runs.
+    let sampler = opts.catalog.as_ref().map(queries::QuerySampler::start);
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;
@@ -814,6 +834,9 @@ pub(crate) fn watch(
     let mut parse_errors = 0u64;
     let end_reason;
     loop {
+        if let Some(q) = &sampler {
+            q.drain(&mut rec.queries, pg_watched);
+        }
         // The programs do not wake us per record (see emit() in watch.bpf.c): read the ring
         // in batches, every few milliseconds.
         let n = bpf::drain_ring(&mut ring, Duration::from_millis(20), |d| {
@@ -958,6 +981,7 @@ pub(crate) fn watch(
             "the watched threads' time since their last switch is left out: {e:#}"
         )),
     }
+    let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
@@ -1086,6 +1110,14 @@ pub(crate) fn watch(
         });
     }
     res.warnings = warnings;
+    // The files named from the catalogs (each database's), and the query ids sampled.
+    let mut relations = rec.files.finish(opts.catalog.as_ref());
+    if let (Some(c), Some(notes)) = (&opts.catalog, query_notes) {
+        let (queries, notes) = rec.queries.finish(c, notes);
+        let r = relations.get_or_insert_with(Default::default);
+        r.queries = queries;
+        r.query_notes = notes;
+    }
     let budget = WatchBudget {
         intervals: rec.spans.clone(),
         processes: rec.processes.into_values().collect(),
@@ -1097,6 +1129,7 @@ pub(crate) fn watch(
         threads: rec.thread_time.into_values().collect(),
         pg: rec.pg.finish(),
         cgroups,
+        relations,
         disks: {
             let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
             names.sort_unstable();

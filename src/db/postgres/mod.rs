@@ -82,6 +82,22 @@ fn is_code(e: &postgres::Error, code: &postgres::error::SqlState) -> bool {
 
 /// Connect, with a clear message that never shows the password.
 pub fn connect(dsn: &str) -> Result<Client> {
+    connect_database(dsn, None)
+}
+
+/// The catalogs of the server at `dsn`, for `watch`'s relation names and query ids: connects
+/// to the DSN's database, or to another database of the same server (same host, user,
+/// password), as `iolens-watch`.
+pub fn catalog(dsn: &str) -> crate::watch::relations::Catalog {
+    let owned = dsn.to_string();
+    crate::watch::relations::Catalog {
+        connect: std::sync::Arc::new(move |db| connect_database(&owned, db)),
+        shown: format!("'{}'", redact_dsn(dsn)),
+    }
+}
+
+/// Connect to database `db` (the DSN's own when `None`).
+fn connect_database(dsn: &str, db: Option<&str>) -> Result<Client> {
     // libpq's conventions: PG* environment variables, the password file, libpq's defaults.
     let r = super::libpq::resolve(dsn)
         .map_err(|e| anyhow!("the DSN '{}' cannot be used: {e}", redact_dsn(dsn)))?;
@@ -93,6 +109,9 @@ pub fn connect(dsn: &str) -> Result<Client> {
     });
     let mut cfg = r.config;
     cfg.application_name("iolens-db");
+    if let Some(db) = db {
+        cfg.dbname(db);
+    }
     if cfg.get_connect_timeout().is_none() {
         cfg.connect_timeout(Duration::from_secs(10));
     }
@@ -852,7 +871,7 @@ impl Watch<i32> for PgWatch<'_> {
     fn starting(&mut self, pids: &[i32]) -> Result<()> {
         if self.measure && self.probe {
             // First, so the whole measured window is under the probes.
-            match probes::BackendProbes::start(pids, self.interval) {
+            match probes::BackendProbes::start(pids, self.interval, self.dsn) {
                 Ok(p) => self.probes = Some(p),
                 Err(e) => self.probe_error = Some(e),
             }
