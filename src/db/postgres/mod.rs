@@ -22,7 +22,7 @@ mod run;
 mod sampling;
 mod setup;
 
-pub use errors::connect;
+pub use errors::{catalog, connect};
 pub(crate) use errors::pg_msg;
 pub use run::run;
 pub(crate) use setup::drop_layout;
