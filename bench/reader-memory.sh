@@ -2,7 +2,8 @@
 # Peak memory of every reader on inputs that are not what they claim (issue 22): /dev/zero and
 # /dev/urandom given to every command that reads results and to every `ingest` format and
 # `trace`, 20,000 one-line bpftrace keys, and a results file whose every histogram declares
-# 1 ns .. 2^62 at 5 significant digits. Each command runs for at most LIMIT seconds (default
+# 1 ns .. 2^62 at 5 significant digits; then `compare` of two 24-hour runs and an .hlog of
+# 20,000 lines, which are read, not refused. Each command runs for at most LIMIT seconds (default
 # 10; an endless input such as /dev/urandom read as text is stopped there, which is expected)
 # and its peak RSS (the child's maximum resident set, from wait4) is printed beside the
 # 256 MiB budget.
@@ -96,4 +97,31 @@ measure "show (5-digit 1..2^62 histograms, $(($(stat -c %s "$tmp/wide.json") / 1
   "$IOLENS" show "$tmp/wide.json"
 measure "report (5-digit 1..2^62 histograms)" "$IOLENS" report "$tmp/wide.json" -o "$tmp/r.html"
 measure "export --csv (5-digit 1..2^62 histograms)" "$IOLENS" export "$tmp/wide.json" --csv "$tmp/r.csv"
+# Two 24-hour runs of one-second intervals (issue 22: compare took 22.9 GB, about 265 KB an
+# interval) and an .hlog of 20,000 one-value lines (about 270 KB a line). Not refused: given
+# 20 minutes each, their peak and time are what follows from what they hold.
+"$IOLENS" -q dev-synth --seconds 86400 --samples 200 --seed 1 -o "$tmp/day1.json"
+"$IOLENS" -q dev-synth --seconds 86400 --samples 200 --seed 2 -o "$tmp/day2.json"
+LIMIT=1200 measure "compare of two 24-h runs ($(($(stat -c %s "$tmp/day1.json") >> 20)) MB each)" \
+  "$IOLENS" compare "$tmp/day1.json" "$tmp/day2.json"
+rm -f "$tmp/day1.json" "$tmp/day2.json"
+python3 - "$tmp/long.hlog" <<'PY'
+import base64, struct, sys, zlib
+def leb(n):
+    n = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while True:
+        b = n & 0x7f; n >>= 7
+        if n: out.append(b | 0x80)
+        else: out.append(b); return bytes(out)
+payload = leb(-1000) + leb(1)
+raw = struct.pack('>IIIIQQd', 0x1c849313, len(payload), 0, 3, 1, 3600 * 10**9, 1.0) + payload
+z = zlib.compress(raw)
+h = base64.b64encode(struct.pack('>II', 0x1c849314, len(z)) + z).decode()
+with open(sys.argv[1], 'w') as f:
+    for i in range(20000):
+        f.write('%d.000,1.000,1.000,%s\n' % (i, h))
+PY
+measure "ingest --format hlog (20,000 one-value lines)" \
+  "$IOLENS" ingest -q --format hlog "$tmp/long.hlog" --json "$tmp/i.json"
 exit $over

@@ -259,3 +259,37 @@ fn compare_of_long_runs_is_bounded_by_what_they_hold() {
         o.peak_kb
     );
 }
+
+/// An `.hlog` reader kept a full-layout histogram for every line until the end (about 270 KB
+/// a line: 4,000 one-value lines took over 1 GB). It keeps what each line holds now.
+#[test]
+fn hlog_memory_follows_what_its_lines_hold() {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    h.record(1000).unwrap();
+    let mut buf = Vec::new();
+    V2DeflateSerializer::new().serialize(&h, &mut buf).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&buf);
+    let f = dir.path().join("long.hlog");
+    let text: String = (0..4000)
+        .map(|i| format!("{i}.000,1.000,1.000,{b64}\n"))
+        .collect();
+    std::fs::write(&f, &text).unwrap();
+    let mut c = bin();
+    c.args(["ingest", "-q", "--format", "hlog"])
+        .arg(&f)
+        .arg("--json")
+        .arg(dir.path().join("r.json"));
+    let o = bounded(c, Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "hlog of 4,000 lines: {}", o.stderr);
+    // The input and the results written from it, a few times over, and the binary itself.
+    let bound_kb = 16 * (text.len() as u64 >> 10) + 48 * 1024;
+    assert!(
+        o.peak_kb < bound_kb,
+        "hlog of 4,000 lines ({} KB): peak RSS {} KB, over {bound_kb} KB",
+        text.len() >> 10,
+        o.peak_kb
+    );
+}

@@ -24,13 +24,18 @@ use super::{ingest_run, parse_f64, rfc3339_ns, Format, IngestOptions, LineReader
 use crate::histogram::new_histogram;
 use crate::results::{BucketConvention, RunResult};
 
+/// One line: its start, its length, its tag and its values with their counts.
+type Entry = (f64, f64, String, Vec<(u64, u64)>);
+
 /// Read an HdrHistogram interval log.
 pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let scale = args.unit.map(|u| u.ns()).unwrap_or(1.0);
     let mut start_time: Option<f64> = None;
     let mut base_time: Option<f64> = None;
-    // (absolute-or-relative start, length, tag, histogram)
-    let mut entries: Vec<(f64, f64, String, Histogram<u64>)> = Vec::new();
+    // (absolute-or-relative start, length, tag, the values to record and their counts). Each
+    // line's values are kept as its non-zero buckets, not as a histogram of the full layout
+    // (about 270 KB a line), so memory follows what the lines hold.
+    let mut entries: Vec<Entry> = Vec::new();
     while let Some(line) = r.next_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -84,21 +89,25 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 continue;
             }
         };
-        let mut out = new_histogram();
-        if scale == 1.0 {
-            for v in h.iter_recorded() {
-                out.saturating_record_n(
-                    h.median_equivalent(v.value_iterated_to()),
-                    v.count_at_value(),
-                );
-            }
+        let values: Vec<(u64, u64)> = if scale == 1.0 {
+            h.iter_recorded()
+                .map(|v| {
+                    (
+                        h.median_equivalent(v.value_iterated_to()),
+                        v.count_at_value(),
+                    )
+                })
+                .collect()
         } else {
-            for v in h.iter_recorded() {
-                let x = (h.median_equivalent(v.value_iterated_to()) as f64 * scale) as u64;
-                out.saturating_record_n(x.max(1), v.count_at_value());
-            }
-        }
-        entries.push((start, len.max(0.0), tag, out));
+            h.iter_recorded()
+                .map(|v| {
+                    let x = (h.median_equivalent(v.value_iterated_to()) as f64 * scale) as u64;
+                    (x.max(1), v.count_at_value())
+                })
+                .collect()
+        };
+        drop(h);
+        entries.push((start, len.max(0.0), tag, values));
         r.parsed();
     }
     if entries.is_empty() {
@@ -122,11 +131,16 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
             .or_default()
             .push(i);
     }
+    let mut out = new_histogram();
     for ((s, l), idx) in groups {
         ss.begin_interval(s as f64 / 1e6, l as f64 / 1e6);
         for i in idx {
             let op = ss.op(&entries[i].2)?;
-            ss.add_hist(op, &entries[i].3);
+            out.reset();
+            for &(v, n) in &entries[i].3 {
+                out.saturating_record_n(v, n);
+            }
+            ss.add_hist(op, &out);
         }
     }
     let n = ss.len();
