@@ -36,9 +36,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 
-/// The model's latency histogram type and the two helpers every producer records with; the
-/// histogram itself (layout, encodings, sums) is [`crate::histogram`].
-pub use crate::histogram::{new_histogram, record_ns, Hist};
+/// The model's latency histogram type; the histogram itself (layout, encodings, sums, the
+/// helpers producers record with) is [`crate::histogram`].
+pub use crate::histogram::Hist;
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
@@ -646,7 +646,7 @@ impl RunResult {
 
     /// Merge all I/O ops (not `sync`) into one histogram.
     pub fn merged_io_hist(&self) -> Result<Histogram<u64>> {
-        let mut h = new_histogram();
+        let mut h = crate::histogram::new_histogram();
         for o in self.ops.iter().filter(|o| o.op != "sync") {
             h.add(o.hist.decode()?)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
