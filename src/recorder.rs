@@ -611,7 +611,7 @@ pub(crate) fn session_summary(rec: &SessionRecorder) -> SessionSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::record_ns;
+    use crate::histogram::record_ns;
 
     #[test]
     fn intervals_sum_to_total_and_merge_exactly() {
