@@ -293,6 +293,11 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
     let ops = driven.ops(measured_s).remove(0);
     let (mut start_snap, mut end_snap) = driven.snaps;
+    let device_intervals = if spec.engine == EngineKind::Null {
+        Vec::new()
+    } else {
+        crate::sys::device_intervals(&driven.disk_edges)
+    };
     let ios: u64 = ops.iter().map(|o| o.count).sum();
     // Run-queue figures from the session threads themselves, from the measurement base to exit.
     let sched = outcomes
@@ -336,6 +341,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         verify: (spec.engine != EngineKind::Null).then_some(vstats),
         corruption,
         block: None,
+        device_intervals,
         io_buffers: pool
             .as_ref()
             .filter(|_| spec.engine != EngineKind::Null)
