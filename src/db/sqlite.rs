@@ -976,6 +976,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         corruption: Vec::new(),
         block: None,
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut run0 = run0;
     if let Some(w) = &spec.block_watch {

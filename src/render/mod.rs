@@ -38,6 +38,7 @@ pub mod svg;
 #[doc(hidden)]
 pub use crate::synth;
 pub mod table;
+pub(crate) mod targets;
 pub mod terminal;
 pub mod watch;
 

@@ -1434,6 +1434,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         corruption: Vec::new(),
         block: None,
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();
