@@ -613,7 +613,7 @@ fn latency_at(h: &Histogram<u64>, pct: f64) -> f64 {
 pub fn curve_point(idx: usize, r: &RunResult, sessions: u32, qd: u32) -> CurvePoint {
     let h = r
         .merged_io_hist()
-        .unwrap_or_else(|_| crate::results::new_histogram());
+        .unwrap_or_else(|_| crate::histogram::new_histogram());
     curve_point_of(idx, r, &h, sessions, qd)
 }
 

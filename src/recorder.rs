@@ -622,7 +622,7 @@ pub(crate) fn session_summary_of(recs: &[SessionRecorder]) -> SessionSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::record_ns;
+    use crate::histogram::record_ns;
 
     #[test]
     fn intervals_sum_to_total_and_merge_exactly() {

@@ -36,9 +36,9 @@ pub const SCHEMA_VERSION: u32 = 2;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 
-/// The model's latency histogram type and the two helpers every producer records with; the
-/// histogram itself (layout, encodings, sums) is [`crate::histogram`].
-pub use crate::histogram::{new_histogram, record_ns, Hist};
+/// The model's latency histogram type; the histogram itself (layout, encodings, sums, the
+/// helpers producers record with) is [`crate::histogram`].
+pub use crate::histogram::Hist;
 
 /// Percentile summary of a histogram, in ns. Derived from the histogram; written into JSON
 /// so that a reader with `jq` does not need to decode HdrHistogram.
@@ -680,7 +680,7 @@ impl RunResult {
 
     /// Merge all I/O ops (not `sync`) into one histogram.
     pub fn merged_io_hist(&self) -> Result<Histogram<u64>> {
-        let mut h = new_histogram();
+        let mut h = crate::histogram::new_histogram();
         for o in self.ops.iter().filter(|o| o.op != "sync") {
             h.add(o.hist.decode()?)
                 .map_err(|e| anyhow::anyhow!("{e:?}"))?;
@@ -1141,6 +1141,10 @@ pub struct WatchBudget {
     /// The cgroups that limit the watched processes' block I/O (their own or an ancestor).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroups: Vec<WatchCgroup>,
+    /// The watched PostgreSQL processes' I/O syscalls by the relation (or WAL, temporary file)
+    /// they were on, when any was on a data directory's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relations: Option<PgRelations>,
 }
 
 /// A cgroup that limits the block I/O of watched processes in it or below it (cgroup v2
@@ -1273,6 +1277,78 @@ pub struct PgWaitRow {
     /// for an I/O event, the OS layers of its time.
     #[serde(default)]
     pub split: WallSplit,
+}
+
+/// The watched PostgreSQL processes' traced I/O syscalls (pread, pwrite, fsync…; not
+/// io_uring or AIO submissions) by the file they were on, named as the server names it: each
+/// syscall's file is exact (read by the kernel side through its descriptor), its relation named
+/// from the catalogs of the database its path holds (`--dsn`), at the watch's end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRelations {
+    /// One row per relation and fork (segments summed), WAL, temporary files; most syscall
+    /// time first.
+    pub rows: Vec<PgRelationIo>,
+    /// The databases whose catalogs named files: `name (oid N): K relation file(s) named`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<String>,
+    /// What could not be named, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Query ids the watched backends were seen running (sampled from `pg_stat_activity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queries: Vec<PgQueryIo>,
+    /// How the query ids were sampled, and what could not be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query_notes: Vec<String>,
+}
+
+/// The traced I/O syscalls on one relation's fork (or WAL, temporary files, another file).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRelationIo {
+    /// `schema.name`; `WAL (pg_wal)`; `base/DBOID/FILENODE` when not named.
+    pub name: String,
+    /// "table", "index on public.a", "TOAST table of public.a", "WAL", "temporary files"...
+    pub kind: String,
+    /// Its database's name (`(shared)` for shared catalogs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// "main", "free space map", "visibility map", "init"; empty for other files.
+    #[serde(default)]
+    pub fork: String,
+    /// Files (segments) seen.
+    pub files: u32,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// fsync / fdatasync calls.
+    pub syncs: u64,
+    /// Summed syscall latency, seconds.
+    pub syscall_s: f64,
+    /// Device service and host-queue time charged to those syscalls (the union of the requests
+    /// each waited for), seconds.
+    pub device_s: f64,
+    pub queue_s: f64,
+}
+
+/// A query id the watched client backends were seen running, and the I/O syscalls they made
+/// while it was the one last sampled.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgQueryIo {
+    /// `pg_stat_activity.query_id`.
+    pub query_id: i64,
+    /// The query's text from `pg_stat_statements` (one line, truncated), when it has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Samples in which an active backend was running it.
+    pub samples: u64,
+    /// Of those, samples in which it waited on an I/O event (`IO:*`).
+    pub io_samples: u64,
+    /// Traced I/O syscalls of backends whose last sample showed this query, their summed
+    /// latency and the device time charged to them.
+    pub syscalls: u64,
+    pub syscall_s: f64,
+    pub device_s: f64,
 }
 
 #[cfg(test)]

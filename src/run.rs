@@ -503,7 +503,8 @@ pub fn execute_on(
 /// `t`'s ops): per op, counts, bytes and errors summed, histograms merged, interval by
 /// interval on the run's one grid.
 fn sum_ops(sets: &[Vec<crate::results::OpResult>]) -> Result<Vec<crate::results::OpResult>> {
-    use crate::results::{new_histogram, Hist, Interval, OpResult};
+    use crate::histogram::new_histogram;
+    use crate::results::{Hist, Interval, OpResult};
     let merge = |h: &mut hdrhistogram::Histogram<u64>, x: &Hist| -> Result<()> {
         h.add(x.decode()?)
             .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))

@@ -116,7 +116,7 @@ fn check_sums(res: &Results) {
                 .sum();
             assert_eq!(n, iv.count, "{} interval {k}", o.op);
         }
-        let mut h = iolens::results::new_histogram();
+        let mut h = iolens::histogram::new_histogram();
         for p in &parts {
             h.add(p.hist.decode().unwrap()).unwrap();
         }

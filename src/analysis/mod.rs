@@ -284,7 +284,8 @@ fn db_figures(r: &Results) -> Vec<DbFigures> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{new_histogram, record_ns, CpuStats, Hist, OpResult};
+    use crate::histogram::{new_histogram, record_ns};
+    use crate::results::{CpuStats, Hist, OpResult};
 
     #[test]
     fn analyse_run_decodes_histograms_and_collects_verdicts() {

@@ -376,7 +376,7 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     let queue = block
         .op("blk:read:queue")
         .and_then(|o| o.hist.decode().ok())
-        .unwrap_or_else(crate::results::new_histogram);
+        .unwrap_or_else(crate::histogram::new_histogram);
     let name = &block.device;
     let by_bytes = dev_op.bytes > 0 && read.bytes > 0;
     let ratio = if by_bytes {
@@ -1098,13 +1098,13 @@ mod tests {
     /// A buffered run: `hits` page-cache hits near 2 µs and `misses` device reads near
     /// `miss_us` (spread ±10 %), 8 KiB each, with the device's own counters.
     fn partly_cached(hits: u64, misses: u64, miss_us: f64, await_us: f64) -> RunResult {
-        let mut h = crate::results::new_histogram();
+        let mut h = crate::histogram::new_histogram();
         for i in 0..hits {
-            crate::results::record_ns(&mut h, 1_800 + (i % 400));
+            crate::histogram::record_ns(&mut h, 1_800 + (i % 400));
         }
         for i in 0..misses {
             let f = 0.9 + 0.2 * (i % 1000) as f64 / 1000.0;
-            crate::results::record_ns(&mut h, (miss_us * 1e3 * f) as u64);
+            crate::histogram::record_ns(&mut h, (miss_us * 1e3 * f) as u64);
         }
         let n = hits + misses;
         let read = crate::results::OpResult::new("read", &h, n * 8192, vec![]);
@@ -1182,9 +1182,9 @@ mod tests {
 
     #[test]
     fn slowest_mean_takes_the_tail() {
-        let mut h = crate::results::new_histogram();
+        let mut h = crate::histogram::new_histogram();
         for v in [1_000u64, 1_000, 1_000, 5_000, 9_000] {
-            crate::results::record_ns(&mut h, v);
+            crate::histogram::record_ns(&mut h, v);
         }
         let near = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < b * 1e-3);
         assert!(near(slowest_mean_ns(&h, 2), 7_000.0));

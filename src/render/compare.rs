@@ -896,7 +896,7 @@ mod tests {
 
     #[test]
     fn session_counts_differ_without_force_block_sizes_do_not() {
-        let a = crate::render::synth::run_results(5, 1.0, 1);
+        let a = crate::synth::run_results(5, 1.0, 1);
         let mut b = a.clone();
         b.runs[0].spec.as_mut().unwrap().sessions = Some(99);
         let inputs = vec![("a.json".to_string(), a.clone()), ("b.json".to_string(), b)];

@@ -15,9 +15,10 @@ use rand_distr::{Distribution, LogNormal};
 mod trace;
 pub use trace::write_synthetic_trace;
 
+use crate::histogram::{new_histogram, record_ns};
 use crate::results::{
-    new_histogram, record_ns, Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist,
-    Interval, Kind, OpResult, Results, RunResult, TargetInfo,
+    Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist, Interval, Kind, OpResult,
+    Results, RunResult, TargetInfo,
 };
 
 /// A component of a latency mixture: weight, median ns, log-space sigma.
