@@ -36,7 +36,8 @@ pub fn verify_target(
     o: &OfflineOptions,
     stop: &AtomicBool,
 ) -> Result<crate::results::RunResult> {
-    use crate::results::{new_histogram, record_ns, Hist, Interval, OpResult, RunResult};
+    use crate::histogram::{new_histogram, record_ns};
+    use crate::results::{Hist, Interval, OpResult, RunResult};
     use crate::target::HEADER_AREA;
 
     if o.chunk == 0 || !o.chunk.is_multiple_of(UNIT) || o.chunk > 256 << 20 {

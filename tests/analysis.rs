@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use iolens::analysis::{analyse_run, describe, find_knee, fit_usl, littles_law};
+use iolens::histogram::{new_histogram, record_ns};
 use iolens::results::{
-    new_histogram, record_ns, BucketConvention, Calibration, CpuStats, CurvePoint, DeviceStats,
-    Kind, OpResult, Results, RunResult,
+    BucketConvention, Calibration, CpuStats, CurvePoint, DeviceStats, Kind, OpResult, Results,
+    RunResult,
 };
 use rand::rngs::SmallRng;
 use rand::SeedableRng;

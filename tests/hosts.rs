@@ -12,8 +12,9 @@ use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use common::bin;
+use iolens::histogram::new_histogram;
 use iolens::results::hosts::{Launcher, StragglerReason};
-use iolens::results::{new_histogram, Results};
+use iolens::results::Results;
 
 fn iolens_path() -> &'static str {
     env!("CARGO_BIN_EXE_iolens")

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use iolens::histogram::{new_histogram, record_ns};
 use iolens::results::{
-    new_histogram, record_ns, BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult,
-    SCHEMA_VERSION,
+    BucketConvention, Hist, Interval, Kind, OpResult, Results, RunResult, SCHEMA_VERSION,
 };
 use iolens::synth;
 

@@ -215,8 +215,8 @@ fn renderers_fold_a_stub_tail_of_an_old_file() {
     let mut r = iolens::synth::run_results(3, 1.0, 7);
     let run = &mut r.runs[0];
     for o in &mut run.ops {
-        let mut h = iolens::results::new_histogram();
-        iolens::results::record_ns(&mut h, 5_000_000);
+        let mut h = iolens::histogram::new_histogram();
+        iolens::histogram::record_ns(&mut h, 5_000_000);
         let mut total = o.hist.decode().unwrap();
         total.add(&h).unwrap();
         o.intervals.push(iolens::results::Interval {

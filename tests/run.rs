@@ -34,7 +34,7 @@ fn check_accounting(r: &iolens::results::RunResult) {
     for o in &r.ops {
         let sum: u64 = o.intervals.iter().map(|i| i.count).sum();
         assert_eq!(sum, o.count, "intervals of {} sum to its total", o.op);
-        let mut h = iolens::results::new_histogram();
+        let mut h = iolens::histogram::new_histogram();
         for i in &o.intervals {
             h.add(i.hist.decode().unwrap()).unwrap();
         }

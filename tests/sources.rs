@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use hdrhistogram::Histogram;
-use iolens::results::{new_histogram, record_ns, BucketConvention, Results, RunResult};
+use iolens::histogram::{new_histogram, record_ns};
+use iolens::results::{BucketConvention, Results, RunResult};
 use iolens::sources::oracle_trace::{build_results, parse_trace, ParseOptions};
 use iolens::sources::{ingest, Format, IngestOptions, LineReader, Unit};
 use proptest::prelude::*;

@@ -649,7 +649,7 @@ fn merge_unseparated(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::{new_histogram, record_ns};
+    use crate::histogram::{new_histogram, record_ns};
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
     use rand_distr::{Distribution, LogNormal};

@@ -14,6 +14,7 @@
 
 pub mod host;
 pub mod libpq;
+pub(crate) mod load;
 pub mod pg_sample;
 pub mod postgres;
 pub mod sqlite;
@@ -122,52 +123,6 @@ impl<R> crate::session::Watch<R> for DbProgress {
 
 /// Smallest table iolens builds (rows): enough for the layout checks to be meaningful.
 pub const MIN_ROWS: u64 = 1024;
-
-/// Progress of loading one table during `db setup`, shared by the engines: a line when loading
-/// starts, one every 10 % of the rows, and one when the index is built — drawn only when
-/// asked for and stderr is a terminal (setup's layout check is printed regardless).
-pub(crate) struct LoadProgress {
-    on: bool,
-    table: String,
-    rows: u64,
-    next: u64,
-}
-
-impl LoadProgress {
-    /// Start reporting on `table`, of which `loaded` of `rows` rows are already in.
-    pub(crate) fn start(enabled: bool, table: String, loaded: u64, rows: u64) -> LoadProgress {
-        let on = enabled && crate::progress::wanted();
-        if on && loaded < rows {
-            crate::outln!("{table}: loading rows {}..{rows} of {rows}", loaded + 1);
-        }
-        LoadProgress {
-            on,
-            table,
-            rows,
-            next: loaded + rows / 10,
-        }
-    }
-
-    /// `loaded` rows are now in.
-    pub(crate) fn loaded(&mut self, loaded: u64) {
-        if self.on && loaded >= self.next && loaded < self.rows {
-            crate::outln!(
-                "{}: {loaded} of {} rows ({:.0}%)",
-                self.table,
-                self.rows,
-                loaded as f64 * 100.0 / self.rows as f64
-            );
-            self.next = loaded + self.rows / 10;
-        }
-    }
-
-    /// The index `index` is being built.
-    pub(crate) fn indexing(&self, index: &str) {
-        if self.on {
-            crate::outln!("{}: building index {index}", self.table);
-        }
-    }
-}
 
 /// Operation totals of a database run, common to every engine.
 pub(crate) struct WorkTotals {

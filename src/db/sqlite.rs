@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
-use rand::{RngCore, SeedableRng};
+use rand::SeedableRng;
 use rusqlite::{ffi, params, Connection, OpenFlags, OptionalExtension};
 use serde_json::json;
 
+use super::load::{self, LoadState, Loader, Rows};
 use super::vfs::{self, IoCounts, IoCtx};
-use super::{host, KeyPicker, Layout, LayoutCheck, Perm, RunSpec, BLOCK};
+use super::{host, KeyPicker, Layout, LayoutCheck, RunSpec, BLOCK};
 use crate::recorder::{self, SessionRecorder, IO_OPS};
 use crate::results::evidence::{DbEngine, DbInfo};
 use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
@@ -282,14 +283,6 @@ fn create_schema(conn: &mut Connection, layout: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// Permutation of schema `s`.
-fn schema_perm(layout: &Layout, s: u32) -> Perm {
-    Perm::new(
-        layout.rows,
-        layout.seed.wrapping_mul(1_000_003).wrapping_add(s as u64),
-    )
-}
-
 fn load_and_check(
     conn: &mut Connection,
     layout: &Layout,
@@ -297,90 +290,85 @@ fn load_and_check(
     progress: bool,
 ) -> Result<SetupOutcome> {
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA cache_size=-8192;")?;
-    let (_, prog) = read_state(conn)?.context("iolens_meta vanished")?;
-    let mut budget = max_rows.unwrap_or(u64::MAX);
-    let mut loaded_now = 0u64;
-    let mut pad = vec![0u8; PAD_BYTES];
-    for p in &prog {
-        let s = p.schema;
-        let mut loaded = p.loaded;
-        let mut report =
-            super::LoadProgress::start(progress, format!("schema {s}"), loaded, layout.rows);
-        let perm = schema_perm(layout, s);
-        let mut rng = SmallRng::seed_from_u64(layout.seed ^ ((s as u64) << 40) ^ loaded);
-        while loaded < layout.rows {
-            // A signal (Ctrl-C, SIGTERM) stops between committed chunks: resumable.
-            if budget == 0 || crate::interrupt::interrupted() {
-                return Ok(SetupOutcome {
-                    rows_loaded: loaded_now,
-                    complete: false,
-                    checks: vec![],
-                });
+    load::load_and_check(&mut SqliteLoader(conn), layout, max_rows, progress)
+}
+
+/// The shared load loop's SQLite side: rowid order is physical order; the WAL is checkpointed
+/// before and after the checks.
+struct SqliteLoader<'c>(&'c mut Connection);
+
+impl Loader for SqliteLoader<'_> {
+    const CHUNK: u64 = CHUNK;
+    const PAD_BYTES: usize = PAD_BYTES;
+
+    fn state(&mut self) -> Result<Vec<LoadState>> {
+        let (_, prog) = read_state(self.0)?.context("iolens_meta vanished")?;
+        Ok(prog
+            .into_iter()
+            .map(|p| LoadState {
+                schema: p.schema,
+                loaded: p.loaded,
+                indexed: p.indexed,
+                checked: p.check.is_some(),
+            })
+            .collect())
+    }
+
+    fn table(&self, s: u32) -> String {
+        format!("schema {s}")
+    }
+
+    fn load_chunk(&mut self, s: u32, first: u64, n: u64, rows: &mut Rows) -> Result<()> {
+        let tx = self.0.transaction()?;
+        {
+            let mut ins = tx.prepare_cached(&format!(
+                "INSERT INTO t{s}(id, k, v, pad) VALUES (?1, ?2, 0, ?3)"
+            ))?;
+            for i in first..first + n {
+                let (k, pad) = rows.row(i);
+                ins.execute(params![(i + 1) as i64, k, pad])?;
             }
-            let n = CHUNK.min(layout.rows - loaded).min(budget);
-            let tx = conn.transaction()?;
-            {
-                let mut ins = tx.prepare_cached(&format!(
-                    "INSERT INTO t{s}(id, k, v, pad) VALUES (?1, ?2, 0, ?3)"
-                ))?;
-                for i in loaded..loaded + n {
-                    rng.fill_bytes(&mut pad);
-                    ins.execute(params![
-                        (i + 1) as i64,
-                        (perm.permute(i) + 1) as i64,
-                        &pad[..]
-                    ])?;
-                }
-                tx.execute(
-                    "UPDATE iolens_progress SET loaded=?1 WHERE schema=?2",
-                    params![(loaded + n) as i64, s as i64],
-                )?;
-            }
-            tx.commit()?;
-            loaded += n;
-            loaded_now += n;
-            budget -= n;
-            report.loaded(loaded);
-        }
-        if crate::interrupt::interrupted() {
-            return Ok(SetupOutcome {
-                rows_loaded: loaded_now,
-                complete: false,
-                checks: vec![],
-            });
-        }
-        if !p.indexed {
-            report.indexing(&format!("t{s}_k"));
-            let tx = conn.transaction()?;
-            tx.execute_batch(&format!("CREATE INDEX IF NOT EXISTS t{s}_k ON t{s}(k);"))?;
             tx.execute(
-                "UPDATE iolens_progress SET indexed=1 WHERE schema=?1",
-                [s as i64],
+                "UPDATE iolens_progress SET loaded=?1 WHERE schema=?2",
+                params![(first + n) as i64, s as i64],
             )?;
-            tx.commit()?;
         }
+        tx.commit()?;
+        Ok(())
     }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    let mut checks = Vec::new();
-    let mut problems = Vec::new();
-    for p in &prog {
-        let c = check_schema(conn, p.schema)?;
-        problems.extend(c.problems());
-        conn.execute(
-            "UPDATE iolens_progress SET checked=?1 WHERE schema=?2",
-            params![serde_json::to_string(&c)?, p.schema as i64],
+
+    fn index_name(&self, s: u32) -> String {
+        format!("t{s}_k")
+    }
+
+    fn build_index(&mut self, s: u32) -> Result<()> {
+        let tx = self.0.transaction()?;
+        tx.execute_batch(&format!("CREATE INDEX IF NOT EXISTS t{s}_k ON t{s}(k);"))?;
+        tx.execute(
+            "UPDATE iolens_progress SET indexed=1 WHERE schema=?1",
+            [s as i64],
         )?;
-        checks.push(c);
+        tx.commit()?;
+        Ok(())
     }
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    if !problems.is_empty() {
-        bail!("the layout failed verification: {}", problems.join("; "));
+
+    fn settle(&mut self) -> Result<()> {
+        self.0
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
     }
-    Ok(SetupOutcome {
-        rows_loaded: loaded_now,
-        complete: true,
-        checks,
-    })
+
+    fn check(&mut self, s: u32) -> Result<LayoutCheck> {
+        check_schema(self.0, s)
+    }
+
+    fn record_check(&mut self, s: u32, c: &LayoutCheck) -> Result<()> {
+        self.0.execute(
+            "UPDATE iolens_progress SET checked=?1 WHERE schema=?2",
+            params![serde_json::to_string(c)?, s as i64],
+        )?;
+        Ok(())
+    }
 }
 
 /// Verify one schema's layout from SQLite's own page map (the `dbstat` virtual table).
@@ -975,7 +963,9 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         verify: None,
         corruption: Vec::new(),
         block: None,
+        device_intervals: Vec::new(),
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut run0 = run0;
     if let Some(w) = &spec.block_watch {

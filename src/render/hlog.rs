@@ -15,7 +15,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
-use crate::results::{new_histogram, Hist, Results};
+use crate::histogram::new_histogram;
+use crate::results::{Hist, Results};
 
 /// Make an op name usable as a tag (no commas or whitespace, which end a tag).
 pub(crate) fn tag_of(name: &str) -> String {

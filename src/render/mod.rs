@@ -13,7 +13,6 @@
 //! - [`heatmap`] (shared binning) and [`svg`] (chart geometry) serve the above.
 //! - [`flame`]: the interactive flame graph of a stack profile (SVG); [`folded`]: its folded
 //!   stacks.
-//! - [`synth`]: synthetic results for tests, demos and the report benchmark.
 
 pub mod analysis;
 pub mod brief;
@@ -33,11 +32,8 @@ pub mod io_stats;
 pub mod markdown;
 pub mod stacks;
 pub mod svg;
-/// Synthetic results are made by [`crate::synth`] (a producer); this name stays for the tests
-/// that still use it.
-#[doc(hidden)]
-pub use crate::synth;
 pub mod table;
+pub(crate) mod targets;
 pub mod terminal;
 pub mod watch;
 

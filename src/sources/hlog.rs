@@ -21,7 +21,8 @@ use hdrhistogram::Histogram;
 use serde_json::json;
 
 use super::{ingest_run, parse_f64, rfc3339_ns, Format, IngestOptions, LineReader, SnapshotSeries};
-use crate::results::{new_histogram, BucketConvention, RunResult};
+use crate::histogram::new_histogram;
+use crate::results::{BucketConvention, RunResult};
 
 /// Read an HdrHistogram interval log.
 pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {

@@ -15,9 +15,10 @@ use rand_distr::{Distribution, LogNormal};
 mod trace;
 pub use trace::write_synthetic_trace;
 
+use crate::histogram::{new_histogram, record_ns};
 use crate::results::{
-    new_histogram, record_ns, Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist,
-    Interval, Kind, OpResult, Results, RunResult, TargetInfo,
+    Calibration, CpuStats, CurvePoint, DeviceStats, Environment, Hist, Interval, Kind, OpResult,
+    Results, RunResult, TargetInfo,
 };
 
 /// A component of a latency mixture: weight, median ns, log-space sigma.
@@ -92,6 +93,7 @@ fn environment() -> Environment {
             nr_requests: Some(1023),
             max_sectors_kb: Some(128),
             read_ahead_kb: Some(128),
+            link_mb_per_s: None,
         }),
     }
 }

@@ -10,7 +10,8 @@
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
-use crate::results::{fold_stub_tail, new_histogram, record_ns, Hist, Interval, OpResult};
+use crate::histogram::{new_histogram, record_ns};
+use crate::results::{fold_stub_tail, Hist, Interval, OpResult};
 
 /// An interval still receiving events: its histogram, bytes and errors.
 struct Open {

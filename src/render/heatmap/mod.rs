@@ -235,7 +235,7 @@ fn interval_stat(
 }
 
 /// Merges interval histograms of the project's standard layout (lowest value 1 ns, 3
-/// significant digits: [`crate::results::new_histogram`]) by adding the counts of their V2
+/// significant digits: [`crate::histogram::new_histogram`]) by adding the counts of their V2
 /// encodings straight into one array ([`DenseCounts`]): no histogram is allocated, cleared or
 /// walked per interval, which is what makes the display columns of a day of 1-second intervals
 /// cheap. An encoding in any other layout, or one that is damaged, is refused (nothing added)
@@ -250,7 +250,7 @@ pub(crate) struct DenseMerge {
 
 impl DenseMerge {
     pub(crate) fn new() -> DenseMerge {
-        let reference = crate::results::new_histogram();
+        let reference = crate::histogram::new_histogram();
         DenseMerge {
             dense: DenseCounts::new(),
             merged: reference.clone(),
@@ -313,7 +313,7 @@ impl LoadedColumns {
     pub fn new(max_cols: usize) -> LoadedColumns {
         LoadedColumns {
             max_cols,
-            reference: crate::results::new_histogram(),
+            reference: crate::histogram::new_histogram(),
             columns: Default::default(),
         }
     }
