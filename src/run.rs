@@ -406,6 +406,11 @@ pub fn execute_on(
         sets.remove(0)
     };
     let (mut start_snap, mut end_snap) = driven.snaps;
+    let device_intervals = if spec.engine == EngineKind::Null {
+        Vec::new()
+    } else {
+        crate::sys::device_intervals(&driven.disk_edges)
+    };
     let ios: u64 = ops.iter().map(|o| o.count).sum();
     // Run-queue figures from the session threads themselves, from the measurement base to exit.
     let sched = outcomes
@@ -449,6 +454,7 @@ pub fn execute_on(
         verify: (spec.engine != EngineKind::Null).then_some(vstats),
         corruption,
         block: None,
+        device_intervals,
         io_buffers: pool
             .as_ref()
             .filter(|_| spec.engine != EngineKind::Null)
@@ -709,7 +715,7 @@ impl Watch for RunProgress<'_, '_> {
             return;
         }
         let end = self.snap_disks();
-        // (Measurement never began: no window to count over.)
+        // When measurement never began there is no window to count over.
         if let Some((_, b)) = &mut self.disk_snaps {
             *b = end;
         }

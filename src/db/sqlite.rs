@@ -963,6 +963,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         verify: None,
         corruption: Vec::new(),
         block: None,
+        device_intervals: Vec::new(),
         io_buffers: None,
         targets: Vec::new(),
     };

@@ -493,6 +493,8 @@ impl RunGrid {
             verify: None,
             corruption,
             block: None,
+            // Each rank's device is its own: their counters are not summed.
+            device_intervals: Vec::new(),
             // The ranks' pools together, when every rank recorded one.
             io_buffers: parts
                 .iter()
