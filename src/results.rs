@@ -391,6 +391,68 @@ pub struct RunResult {
     /// The memory the engine moved data to and from (engine runs that did I/O).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_buffers: Option<IoBuffers>,
+    /// The device's own counters interval by interval (`/proc/diskstats` of the target's
+    /// device read at the edges of the run's intervals): everything the device did, for every
+    /// process, beside what iolens asked of it. Empty in older files, for targets without a
+    /// block device, and for readers of evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_intervals: Vec<DeviceInterval>,
+    /// A run over several targets: each target's own series, queue facts and disk view, in
+    /// target order (`ops` above are the totals); empty for a run on one target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetRun>,
+}
+
+/// One target of a run over several (`--target` given more than once, see `stripe`): the
+/// I/O that landed on it, its storage's queue facts, and its disk's own view.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TargetRun {
+    /// The target and its storage as sysfs describes it when the run started (device,
+    /// scheduler, `nr_requests`, …).
+    pub target: TargetInfo,
+    /// The I/Os that landed on this target, per op, with per-interval histograms on the run's
+    /// grid (their counts sum, op by op and interval by interval, to the run's).
+    pub ops: Vec<OpResult>,
+    /// How many requests its disk takes at once (block-multiqueue tags), where sysfs says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<DiskQueue>,
+    /// The SCSI device's queue depth (`/sys/block/DISK/device/queue_depth`: the LUN queue an
+    /// HBA driver such as lpfc or qla2xxx sets), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lun_queue_depth: Option<u32>,
+    /// Its disk's own counters (`/proc/diskstats`) over the measured window. Disks are
+    /// counted whole: two targets on one disk each see both's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceStats>,
+}
+
+impl TargetRun {
+    /// I/Os completed on this target (all ops).
+    pub fn total_count(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+}
+
+/// One interval of the device's own counters (see [`RunResult::device_intervals`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct DeviceInterval {
+    /// Start, seconds since the run's measurement start.
+    pub start_s: f64,
+    /// Length, seconds (the span between the two readings).
+    pub duration_s: f64,
+    /// Reads the device completed.
+    pub reads: u64,
+    /// Writes the device completed.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Milliseconds the device had requests in flight (io_ticks).
+    pub busy_ms: u64,
+    /// Request-milliseconds spent in the queue and the device (weighted time in queue):
+    /// divided by the interval, the mean number of requests in flight.
+    pub queue_ms: u64,
 }
 
 /// The I/O buffers of an engine run: one pool for all sessions, on transparent huge pages
@@ -737,6 +799,11 @@ pub struct TargetInfo {
     pub nr_requests: Option<u32>,
     pub max_sectors_kb: Option<u32>,
     pub read_ahead_kb: Option<u32>,
+    /// What the device's own link can carry, MB/s of payload (an NVMe device's PCIe link:
+    /// rate × lanes × line-code efficiency); absent where sysfs gives no link for the device.
+    /// A read rate above it came from a cache on the host's side of the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_mb_per_s: Option<f64>,
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).
