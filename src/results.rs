@@ -397,6 +397,40 @@ pub struct RunResult {
     /// block device, and for readers of evidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_intervals: Vec<DeviceInterval>,
+    /// A run over several targets: each target's own series, queue facts and disk view, in
+    /// target order (`ops` above are the totals); empty for a run on one target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetRun>,
+}
+
+/// One target of a run over several (`--target` given more than once, see `stripe`): the
+/// I/O that landed on it, its storage's queue facts, and its disk's own view.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TargetRun {
+    /// The target and its storage as sysfs describes it when the run started (device,
+    /// scheduler, `nr_requests`, …).
+    pub target: TargetInfo,
+    /// The I/Os that landed on this target, per op, with per-interval histograms on the run's
+    /// grid (their counts sum, op by op and interval by interval, to the run's).
+    pub ops: Vec<OpResult>,
+    /// How many requests its disk takes at once (block-multiqueue tags), where sysfs says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<DiskQueue>,
+    /// The SCSI device's queue depth (`/sys/block/DISK/device/queue_depth`: the LUN queue an
+    /// HBA driver such as lpfc or qla2xxx sets), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lun_queue_depth: Option<u32>,
+    /// Its disk's own counters (`/proc/diskstats`) over the measured window. Disks are
+    /// counted whole: two targets on one disk each see both's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceStats>,
+}
+
+impl TargetRun {
+    /// I/Os completed on this target (all ops).
+    pub fn total_count(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
 }
 
 /// One interval of the device's own counters (see [`RunResult::device_intervals`]).

@@ -140,6 +140,8 @@ pub(crate) trait Watch<R = ()> {
     /// Every session has stopped recording (the end snapshot has just been taken); the
     /// sessions have not been joined yet.
     fn stopped(&mut self) {}
+    /// Measurement has begun (the start snapshot has just been taken).
+    fn measuring(&mut self) {}
 }
 
 /// No live view.
@@ -341,6 +343,7 @@ where
             let now = Instant::now();
             if start_snap.is_none() && now >= base {
                 start_snap = Some(SysSnapshot::take(plan.device, &[]));
+                watch.measuring();
             }
             if let (Some(edge), Some(dev)) = (next_edge, plan.device) {
                 if now >= edge && !stop.load(Ordering::Relaxed) {

@@ -489,6 +489,12 @@ pub(crate) fn disk_queue(disk: &str) -> Option<crate::results::DiskQueue> {
     })
 }
 
+/// The SCSI queue depth of the disk `disk` (`/sys/block/DISK/device/queue_depth`: the LUN
+/// queue an HBA driver sets, e.g. lpfc_lun_queue_depth); `None` for disks without one.
+pub(crate) fn lun_queue_depth(disk: &str) -> Option<u32> {
+    read_num(format!("/sys/block/{disk}/device/queue_depth"))
+}
+
 /// The block-multiqueue tags of the disk `disk` (`/sys/block/DISK/mq/*/nr_tags`): how many
 /// hardware queues it has and how many requests its driver takes at once over all of them;
 /// `None` where the disk has no such directory.

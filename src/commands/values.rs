@@ -1,5 +1,5 @@
 //! The command-line spelling of the domain enums: clap's [`ValueEnum`] for the workload,
-//! verification, calibration, ingest and colour choices, written here so that the modules
+//! verification, calibration, ingest, watch layer and colour choices, written here so that the modules
 //! defining those enums know nothing of clap. Each value keeps the name and help clap's derive
 //! gave it (the variant name in kebab case, the first line of its documentation). Also the
 //! one parser of duration values ([`duration`], [`std_duration`]) every command's options use.
@@ -11,6 +11,8 @@ use crate::calibrate::Phase;
 use crate::render::ColorChoice;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
+use crate::stripe::StripeMode;
+use crate::watch::Layer;
 use crate::workload::{EngineKind, HugePages, Pattern};
 
 /// `impl ValueEnum for $t`: each variant with its command-line name and optional help.
@@ -43,6 +45,11 @@ value_enum!(EngineKind {
     Null => "null": "No I/O at all: measures the tool's own cost per I/O",
 });
 
+value_enum!(StripeMode {
+    Unit => "unit": "Stripe the address space over the targets in --stripe-unit allocation units, as ASM does",
+    PerSession => "per-session": "One target per session: session i on target i mod N",
+});
+
 value_enum!(HugePages {
     Try => "try": "Reserved (hugetlb) huge pages if enough are free, else transparent ones; small pages where the kernel gives none",
     Off => "off": "Small pages only, as a database without huge pages",
@@ -58,6 +65,12 @@ value_enum!(VerifyMode {
 value_enum!(OnCorruption {
     Stop => "stop": "End the run at the first corrupt block",
     Continue => "continue": "Keep going, reporting every corrupt block",
+});
+
+value_enum!(Layer {
+    Syscall => "syscall": "I/O syscall latency (pread64, pwrite64, fsync, io_uring_enter, ...)",
+    Block => "block": "Block device service time (issue to completion)",
+    Cpu => "cpu": "CPU run-queue wait of the watched threads",
 });
 
 value_enum!(Phase {

@@ -965,6 +965,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         block: None,
         device_intervals: Vec::new(),
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut run0 = run0;
     if let Some(w) = &spec.block_watch {

@@ -511,6 +511,8 @@ impl RunGrid {
                         .then(|| b[0].thp_setting.clone())
                         .flatten(),
                 }),
+            // Per-target series are not merged across ranks (each rank's own targets).
+            targets: Vec::new(),
         };
         let m = RunMerge {
             name: p0.name.clone(),

@@ -578,10 +578,18 @@ pub struct Plan {
     /// `--precondition`: the bound on its time, seconds (0: no preconditioning).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub precondition_s: f64,
+    /// The allocation unit each step's I/O is striped in over several targets
+    /// (`--stripe-unit`; one target: unused).
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: u64,
 }
 
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn default_stripe_unit() -> u64 {
+    1 << 20
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole
