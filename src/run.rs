@@ -715,10 +715,9 @@ impl Watch for RunProgress<'_, '_> {
             return;
         }
         let end = self.snap_disks();
-        match &mut self.disk_snaps {
-            Some((_, b)) => *b = end,
-            // Measurement never began: no window to count over.
-            None => {}
+        // When measurement never began there is no window to count over.
+        if let Some((_, b)) = &mut self.disk_snaps {
+            *b = end;
         }
     }
 

@@ -1151,9 +1151,9 @@ mod tests {
     fn reads_faster_than_the_link_name_a_cache_and_slower_ones_do_not() {
         // O_DIRECT 128 KiB reads at 100 µs (above any RAM floor): 300k of them in 10 s is
         // 3.93 GB/s. A PCIe 3.0 x2 link carries 1.97 GB/s of payload, x4 3.94 GB/s.
-        let mut h = crate::results::new_histogram();
+        let mut h = crate::histogram::new_histogram();
         for i in 0..300_000u64 {
-            crate::results::record_ns(&mut h, 90_000 + (i % 20_000));
+            crate::histogram::record_ns(&mut h, 90_000 + (i % 20_000));
         }
         let read = crate::results::OpResult::new("read", &h, 300_000 * (128 << 10), vec![]);
         let mut spec = crate::results::Spec::default();

@@ -1,5 +1,5 @@
 //! The command-line spelling of the domain enums: clap's [`ValueEnum`] for the workload,
-//! verification, calibration, ingest and colour choices, written here so that the modules
+//! verification, calibration, ingest, watch layer and colour choices, written here so that the modules
 //! defining those enums know nothing of clap. Each value keeps the name and help clap's derive
 //! gave it (the variant name in kebab case, the first line of its documentation). Also the
 //! one parser of duration values ([`duration`], [`std_duration`]) every command's options use.
@@ -12,6 +12,7 @@ use crate::render::ColorChoice;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
 use crate::stripe::StripeMode;
+use crate::watch::Layer;
 use crate::workload::{EngineKind, HugePages, Pattern};
 
 /// `impl ValueEnum for $t`: each variant with its command-line name and optional help.
@@ -64,6 +65,12 @@ value_enum!(VerifyMode {
 value_enum!(OnCorruption {
     Stop => "stop": "End the run at the first corrupt block",
     Continue => "continue": "Keep going, reporting every corrupt block",
+});
+
+value_enum!(Layer {
+    Syscall => "syscall": "I/O syscall latency (pread64, pwrite64, fsync, io_uring_enter, ...)",
+    Block => "block": "Block device service time (issue to completion)",
+    Cpu => "cpu": "CPU run-queue wait of the watched threads",
 });
 
 value_enum!(Phase {

@@ -6,23 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::{finish, Context};
-use crate::render::heatmap::{HeatKind, OpSeries};
-use crate::render::{terminal, ColorChoice, TermStyle};
+use crate::render::heatmap::OpSeries;
+use crate::render::{terminal, watch, ColorChoice, TermStyle};
 use crate::watch::{Filters, IntervalView, Layer, WatchOptions};
-
-/// The layer the live heatmap shows.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum LayerArg {
-    /// I/O syscall latency (pread64, pwrite64, fsync, io_uring_enter, ...).
-    Syscall,
-    /// Block device service time (issue to completion).
-    Block,
-    /// CPU run-queue wait of the watched threads.
-    Cpu,
-}
 
 /// Arguments of `iolens watch`.
 #[derive(Args, Debug, Clone)]
@@ -58,8 +47,8 @@ pub struct WatchArgs {
     #[arg(long)]
     pub threads: bool,
     /// The layer the live heatmap shows first (keys switch it: s, b, c; space or tab: next).
-    #[arg(long, value_enum, default_value_t = LayerArg::Syscall)]
-    pub layer: LayerArg,
+    #[arg(long, value_enum, default_value_t = Layer::Syscall)]
+    pub layer: Layer,
     /// No live view (it is drawn only when standard output is a terminal).
     #[arg(long)]
     pub(crate) no_progress: bool,
@@ -74,8 +63,8 @@ pub struct WatchArgs {
     pub json: Option<PathBuf>,
 }
 
-/// The live view: a refreshing heatmap of the chosen layer and one line per interval. Keys
-/// switch the layer (`s` syscalls, `b` block device, `c` CPU run queue, space or tab: the next).
+/// The live view's state: the interval lines so far and the layer shown (drawn by
+/// [`watch::live_frame`]). Keys switch the layer (`s` syscalls, `b` block device, `c` CPU run queue, space or tab: the next).
 struct Live {
     style: TermStyle,
     lines: Vec<String>,
@@ -109,46 +98,26 @@ impl Live {
         let Ok(hist) = v.layer_hist(self.layer) else {
             return;
         };
-        let line = crate::render::watch::interval_line(&shares, self.layer.name(), &hist);
-        self.lines.push(line);
-        let (width, height) = terminal_size::terminal_size()
+        self.lines.push(watch::interval_line(&shares, &hist));
+        let size = terminal_size::terminal_size()
             .map(|(w, h)| (w.0 as usize, h.0 as usize))
             .unwrap_or((80, 40));
-        let mut frame = String::from("\x1b[H\x1b[J");
-        frame.push_str(&format!(
-            "iolens watch: {} (Ctrl-C to stop)\nheatmap: {}{}\n",
-            self.what,
-            self.layer.name(),
-            if self.keys.is_some() {
-                " (keys: s syscalls, b block, c run queue)"
-            } else {
-                ""
-            }
-        ));
-        // Both heatmaps when the terminal is tall enough, else the frequency one. Newest
-        // interval on the right; as many as the terminal has columns.
-        if let Ok(series) = v
-            .series(self.layer, width)
+        // As many intervals as the terminal has columns.
+        let series = v
+            .series(self.layer, size.0)
             .and_then(|r| OpSeries::decode(&r))
-        {
-            let maps: Vec<String> = [HeatKind::Frequency, HeatKind::Intensity]
-                .into_iter()
-                .filter_map(|kind| terminal::heatmap_text(&series, kind, &self.style))
-                .collect();
-            let tall: usize = maps.iter().map(|m| m.lines().count()).sum();
-            for (i, m) in maps.iter().enumerate() {
-                if i == 0 || tall + 6 <= height {
-                    frame.push_str(m);
-                }
-            }
-        }
-        let used = frame.lines().count() + 2;
-        let keep = height.saturating_sub(used).clamp(3, 30);
-        let from = self.lines.len().saturating_sub(keep);
-        for l in &self.lines[from..] {
-            frame.push_str(l);
-            frame.push('\n');
-        }
+            .ok();
+        let frame = watch::live_frame(
+            &watch::LiveFrame {
+                what: &self.what,
+                layer: self.layer.name(),
+                keys: self.keys.is_some(),
+                series: series.as_ref(),
+                lines: &self.lines,
+                size,
+            },
+            &self.style,
+        );
         crate::out!("{frame}");
     }
 }
@@ -266,11 +235,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         lines: Vec::new(),
         draw,
         what: what.clone(),
-        layer: match a.layer {
-            LayerArg::Syscall => Layer::Syscall,
-            LayerArg::Block => Layer::Block,
-            LayerArg::Cpu => Layer::Cpu,
-        },
+        layer: a.layer,
         keys: if draw { Keys::start() } else { None },
     };
     let quiet = cx.quiet;
