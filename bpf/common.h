@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // What every iolens BPF program shares: the process filter user space fills
-// (src/bpf/mod.rs: set_process_filter), the per-CPU lost-event counters, and the macro that
-// builds one handler as a tp_btf and a raw_tp program (user space attaches what the kernel takes).
-// Include after vmlinux.h and the libbpf headers, with LOST_SLOTS defined.
+// (src/bpf/mod.rs: set_process_filter), the per-CPU lost-event counters, the macro that builds
+// one handler as a tp_btf and a raw_tp program (user space attaches what the kernel takes), and
+// PostgreSQL's wait event read from a server process's memory (watch and profile alike).
+// Include after vmlinux.h and the libbpf headers (bpf_core_read.h too), with LOST_SLOTS defined.
 #ifndef IOLENS_COMMON_H
 #define IOLENS_COMMON_H
 
@@ -68,6 +69,52 @@ static __always_inline int watched(__u32 tgid, const struct comm_key *key)
 	if (bpf_map_lookup_elem(&watch_pids, &tgid))
 		return 1;
 	return bpf_map_lookup_elem(&watch_comms, key) != 0;
+}
+
+// PostgreSQL server processes (filled by user space: src/watch/pgwait.rs, src/profile.rs):
+// tgid -> user address of the global `uint32 *my_wait_event_info`, through which the process
+// publishes its current wait event (the value pg_stat_activity shows). Read in the process's
+// own context (a syscall, the switch-out of the thread leaving the CPU, a sample).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} pg_wait_ptr SEC(".maps");
+
+// A wait event that could not be read (its page not resident: no fault is taken here).
+#define WAIT_UNREADABLE 0xffffffffu
+
+// The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
+// nothing.
+static __always_inline __u32 current_wait_event(__u32 tgid)
+{
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+	if (!addr)
+		return 0;
+	__u64 ptr = 0;
+	__u32 info = 0;
+	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
+		return WAIT_UNREADABLE;
+	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
+		return WAIT_UNREADABLE;
+	return info;
+}
+
+// A PostgreSQL process forks its backends and workers without exec: a child process inherits
+// its parent's address space, so its wait-event pointer is at the same address, known from
+// its first instant however short its life.
+static __always_inline void pg_wait_ptr_fork(struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid);
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
+		return;
+	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
+	if (addr) {
+		__u64 a = *addr;
+		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
+	}
 }
 
 #endif

@@ -95,34 +95,6 @@ struct {
 	__type(value, struct prof_off);
 } off_cpu SEC(".maps");
 
-// PostgreSQL server processes (filled by user space, src/profile.rs): tgid -> user address of
-// the global `uint32 *my_wait_event_info`.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} pg_wait_ptr SEC(".maps");
-
-// A wait event that could not be read (its page not resident: no fault is taken here).
-#define WAIT_UNREADABLE 0xffffffffu
-
-// The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
-// nothing.
-static __always_inline __u32 current_wait_event(__u32 tgid)
-{
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
-	if (!addr)
-		return 0;
-	__u64 ptr = 0;
-	__u32 info = 0;
-	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
-		return WAIT_UNREADABLE;
-	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
-		return WAIT_UNREADABLE;
-	return info;
-}
-
 // Whether task `t` of process `tgid` is profiled: by pid, or by its process's (group leader's)
 // name.
 static __always_inline int task_watched(struct task_struct *t, __u32 tgid)
@@ -266,19 +238,10 @@ static __always_inline void on_wakeup(struct task_struct *p)
 		s->wake_ts = bpf_ktime_get_ns();
 }
 
-// A PostgreSQL process forks its backends without exec: a child shares its parent's wait-event
-// pointer address.
+// A PostgreSQL process's children share its wait-event pointer address (common.h).
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
-		return;
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
-	if (addr) {
-		__u64 a = *addr;
-		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
-	}
+	pg_wait_ptr_fork(parent, child);
 }
 
 // An exited process's pid may be reused: its address goes with it; an exiting thread leaves

@@ -215,16 +215,6 @@ struct {
 	__type(value, __u64);
 } watch_start SEC(".maps");
 
-// PostgreSQL server processes (filled by user space, src/watch/mod.rs): tgid -> user address
-// of the global `uint32 *my_wait_event_info`, through which the process publishes its current
-// wait event (the value pg_stat_activity shows). Read in the process's own context.
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} pg_wait_ptr SEC(".maps");
-
 // Filled by user space before the watch's start: each PostgreSQL process's wait event as it
 // was then (tid -> wait_event_info), read from its memory. A thread first seen being woken was
 // asleep since before the watch, under that event (nothing changes it while it sleeps).
@@ -234,25 +224,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } pg_first_wev SEC(".maps");
-
-// A wait event that could not be read (its page not resident: no fault is taken here).
-#define WAIT_UNREADABLE 0xffffffffu
-
-// The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
-// nothing.
-static __always_inline __u32 current_wait_event(__u32 tgid)
-{
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
-	if (!addr)
-		return 0;
-	__u64 ptr = 0;
-	__u32 info = 0;
-	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
-		return WAIT_UNREADABLE;
-	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
-		return WAIT_UNREADABLE;
-	return info;
-}
 
 static __always_inline __u32 part_of(const struct task_state *st)
 {
@@ -930,20 +901,10 @@ static __always_inline void on_exit(struct task_struct *p)
 		bpf_map_delete_elem(&pg_wait_ptr, &tgid);
 }
 
-// A PostgreSQL process forks its backends and workers without exec: a child inherits its
-// parent's address space, so its wait-event pointer is at the same address. Known from its first
-// instant, however short its life.
+// A PostgreSQL process's children share its wait-event pointer address (common.h).
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = BPF_CORE_READ(parent, tgid);
-	__u32 ctgid = BPF_CORE_READ(child, tgid);
-	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
-		return;
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
-	if (addr) {
-		__u64 a = *addr;
-		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
-	}
+	pg_wait_ptr_fork(parent, child);
 }
 
 HANDLER(sched_process_exit, on_exit((struct task_struct *)ctx[0]))
