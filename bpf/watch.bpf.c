@@ -76,7 +76,13 @@ struct event {
 	__u32 bytes; // block: completed bytes; syscall: 1 when it failed
 	__u64 c;    // syscall: device time charged to it (the union of its requests'), ns
 	__u64 d;    // syscall: host-queue time charged to it (none of its requests in the device)
+	// Syscall: the file its first argument named at entry (see `file_of`), so user space can
+	// name the file (and the PostgreSQL relation) each I/O was on.
+	__u64 ino;  // its inode number; 0: no open file under that descriptor
+	__u32 fdev; // its filesystem's device, the kernel's s_dev (major << 20 | minor)
+	__s32 fd;   // the descriptor (the syscall's first argument)
 };
+// user space (src/watch/mod.rs, `RawEvent`) checks this layout against the object's BTF.
 
 // Where a watched thread's wall time went, part by part (user space: src/watch/mod.rs,
 // `PARTS`). Every instant of a thread's life under watch is in exactly one part, so the parts
@@ -186,7 +192,12 @@ struct task_state {
 	__u64 tag_from;
 	__u32 seg_wev;
 	__u32 tag_wev;
+	// The file of the traced syscall in progress (its first argument): see `struct event`.
+	__u64 sys_ino;
+	__u32 sys_fdev;
+	__s32 sys_fd;
 };
+// user space (src/watch/mod.rs, `RawTask`) checks this layout against the object's BTF.
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -415,6 +426,33 @@ static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 
 	e->bytes = bytes;
 	e->c = 0;
 	e->d = 0;
+	e->ino = 0;
+	e->fdev = 0;
+	e->fd = -1;
+}
+
+// The file open under descriptor `fd` in the current process: its inode number and its
+// filesystem's device (0, 0 when none). Read at a syscall's entry, in the process's context,
+// so a descriptor closed and reused later cannot name another file.
+static __always_inline void file_of(__s32 fd, __u64 *ino, __u32 *dev)
+{
+	*ino = 0;
+	*dev = 0;
+	if (fd < 0)
+		return;
+	struct task_struct *t = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(t, files, fdt);
+	if (!fdt || (__u32)fd >= BPF_CORE_READ(fdt, max_fds))
+		return;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return;
+	struct inode *in = BPF_CORE_READ(f, f_inode);
+	if (!in)
+		return;
+	*ino = BPF_CORE_READ(in, i_ino);
+	*dev = BPF_CORE_READ(in, i_sb, s_dev);
 }
 
 static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
@@ -460,6 +498,11 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	cur->sys_queue = 0;
 	cur->n_dev = 0;
 	cur->n_queue = 0;
+	// Every traced syscall but io_submit (an AIO context) and io_getevents takes a file
+	// descriptor first; user space keeps the file of those that read or write a file.
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	cur->sys_fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	file_of(cur->sys_fd, &cur->sys_ino, &cur->sys_fdev);
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -470,7 +513,7 @@ static __always_inline void flush_sys(struct sys_batch *b)
 		n = SYS_BATCH;
 	// Only the events held: the header (16 bytes) and n events.
 	__u64 size = 16 + (__u64)n * sizeof(struct event);
-	// The verifier bounds `size` loosely (it sees 16 | n << 6): say the bound outright.
+	// The verifier bounds `size` loosely: say the bound outright.
 	if (size > sizeof(*b))
 		size = sizeof(*b);
 	if (bpf_ringbuf_output(&events, b, size, BPF_RB_NO_WAKEUP))
@@ -479,7 +522,8 @@ static __always_inline void flush_sys(struct sys_batch *b)
 }
 
 static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
-				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev)
+				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev,
+				     const struct task_state *st)
 {
 	__u32 zero = 0;
 	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
@@ -494,6 +538,9 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
 	b->ev[n].c = dev;
 	b->ev[n].d = queue;
+	b->ev[n].ino = st->sys_ino;
+	b->ev[n].fdev = st->sys_fdev;
+	b->ev[n].fd = st->sys_fd;
 	n++;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
@@ -519,7 +566,7 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 	st->n_queue = 0;
 	long ret = (long)ctx[1];
 	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0, dev,
-		 queue, st->sys_wev);
+		 queue, st->sys_wev, st);
 }
 
 HANDLER(sys_enter, on_sys_enter(ctx))

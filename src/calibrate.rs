@@ -20,7 +20,7 @@ use crate::results::analysis::{
 };
 pub use crate::results::analysis::{Phase, PhasePlan, Plan, StopReason};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
-use crate::run::{execute, RunOptions};
+use crate::run::{execute_on, RunOptions};
 use crate::target::Target;
 use crate::units::{fmt_bytes, fmt_ns};
 use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
@@ -86,6 +86,8 @@ pub struct CalibrateOptions {
     /// `--precondition`: bound on the SNIA-style preconditioning before the phases, seconds
     /// (0: none).
     pub precondition: f64,
+    /// `--stripe-unit`: the allocation unit of a calibration over several targets.
+    pub stripe_unit: u64,
 }
 
 /// The session ramp of the random-read phase as a pure state machine: it proposes session
@@ -537,6 +539,7 @@ impl Plan {
             small_pages: a.huge_pages == crate::workload::HugePages::Off,
             sustain_s: a.sustain,
             precondition_s: a.precondition,
+            stripe_unit: a.stripe_unit,
         })
     }
 
@@ -672,7 +675,7 @@ fn precondition(st: &mut Stepper, plan: &Plan) -> Result<Precondition> {
     use crate::analysis::regimes::snia_steady;
     let bound_s = plan.precondition_s;
     let started = Instant::now();
-    let data = st.target.data_size;
+    let data = st.base.target_size;
     let bs = FILL_BS.min(data / plan.bs.max(1) * plan.bs).max(plan.bs);
     let blocks = data / bs;
     let mut pc = Precondition {
@@ -808,7 +811,7 @@ pub fn precondition_sentence(pc: &Precondition) -> String {
 
 /// Runs steps, keeping the wall-clock accounting of time spent between them.
 struct Stepper<'a> {
-    target: &'a Target,
+    targets: &'a [Target],
     /// Block-layer watch of each step's own I/O (`--watch`).
     block_watch: Option<&'a crate::watch::own::OwnWatch>,
     base: WorkloadSpec,
@@ -841,9 +844,9 @@ impl Stepper<'_> {
     /// index in `results`.
     fn run_as(&mut self, phase: &str, spec: WorkloadSpec, label: String) -> Result<usize> {
         self.step_no += 1;
-        let r = execute(
+        let r = execute_on(
             &spec,
-            self.target,
+            self.targets,
             &RunOptions {
                 name: label.clone(),
                 phase: phase.into(),
@@ -888,9 +891,9 @@ impl Stepper<'_> {
             interval_s: if measured >= 5.0 { 1.0 } else { measured / 5.0 },
             ..spec
         };
-        let r = execute(
+        let r = execute_on(
             &spec,
-            self.target,
+            self.targets,
             &RunOptions {
                 name: label.clone(),
                 phase: pp.phase.name().into(),
@@ -926,14 +929,23 @@ impl Stepper<'_> {
 pub fn calibrate(
     plan: &Plan,
     verify: crate::stamp::VerifyMode,
-    target: &Target,
+    targets: &[Target],
     progress: bool,
     cmdline: Vec<String>,
     start_at: Option<std::time::SystemTime>,
     block_watch: Option<&crate::watch::own::OwnWatch>,
 ) -> Result<Results> {
     let plan = plan.clone();
-    crate::out!("{}", plan.explain(&target.path.display().to_string()));
+    let Some(target) = targets.first() else {
+        bail!("internal: a calibration without a target");
+    };
+    crate::out!(
+        "{}",
+        plan.explain(&crate::stripe::describe(
+            targets.iter().map(|t| t.path.as_path()),
+            plan.stripe_unit
+        ))
+    );
     let scheduled = start_at.is_some();
     if let Some(t) = start_at {
         crate::outln!(
@@ -944,9 +956,20 @@ pub fn calibrate(
         );
     }
     let started = Instant::now();
+    // Several targets: every step striped over them in --stripe-unit allocation units, its
+    // working set laid out alike on each, within the smallest.
     let base = WorkloadSpec {
         target: target.path.display().to_string(),
-        target_size: target.data_size,
+        target_size: targets.iter().map(|t| t.data_size).min().unwrap_or(0),
+        targets: if targets.len() > 1 {
+            targets
+                .iter()
+                .map(|t| t.path.display().to_string())
+                .collect()
+        } else {
+            Vec::new()
+        },
+        stripe_unit: plan.stripe_unit,
         direct: plan.direct,
         huge_pages: if plan.small_pages {
             crate::workload::HugePages::Off
@@ -957,7 +980,7 @@ pub fn calibrate(
         ..Default::default()
     };
     let mut st = Stepper {
-        target,
+        targets,
         block_watch,
         base,
         progress,
@@ -1094,7 +1117,11 @@ pub fn calibrate(
                 }
             }
             Phase::Writes => {
-                let lbs = crate::sys::logical_block_size(&target.path) as u64;
+                let lbs = targets
+                    .iter()
+                    .map(|t| crate::sys::logical_block_size(&t.path) as u64)
+                    .max()
+                    .unwrap_or(512);
                 for size in COMMIT_SIZES {
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
@@ -1177,13 +1204,19 @@ pub fn calibrate(
                     if st.interrupted() || Instant::now() >= st.deadline {
                         break;
                     }
-                    let ws = ((target.data_size as f64 * share) as u64 / plan.bs * plan.bs)
-                        .max(plan.bs * 16);
+                    // (On each target, over several: at least one allocation unit.)
+                    let data = st.base.target_size;
+                    let least = if targets.len() > 1 {
+                        plan.stripe_unit
+                    } else {
+                        plan.bs * 16
+                    };
+                    let ws = ((data as f64 * share) as u64 / plan.bs * plan.bs).max(least);
                     let spec = WorkloadSpec {
                         pattern: Pattern::Randread,
                         block_size: plan.bs,
                         sessions,
-                        region_size: ws.min(target.data_size),
+                        region_size: ws.min(data),
                         engine: EngineKind::Sync,
                         ..st.spec()
                     };

@@ -50,6 +50,7 @@ pub mod run;
 pub(crate) mod session;
 pub mod sources;
 pub mod stamp;
+pub mod stripe;
 pub mod synth;
 pub(crate) mod sys;
 pub mod target;

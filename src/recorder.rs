@@ -586,17 +586,28 @@ impl Collector {
 
 /// Per-session summaries, gathered from recorders before they are dropped.
 pub(crate) fn session_summary(rec: &SessionRecorder) -> SessionSummary {
+    session_summary_of(std::slice::from_ref(rec))
+}
+
+/// [`session_summary`] of a session's recorders together (one per target of a run over
+/// several, each with its share of the session's operations).
+pub(crate) fn session_summary_of(recs: &[SessionRecorder]) -> SessionSummary {
+    let Some(rec) = recs.first() else {
+        return SessionSummary::default();
+    };
     // One scratch histogram per set of recorders: sessions ending together do not each
     // allocate a full one.
     let mut guard = rec.scratch.lock().unwrap_or_else(|e| e.into_inner());
     let t = guard.get_or_insert_with(new_histogram);
     t.reset();
-    for &(v, c) in &rec.total {
-        t.saturating_record_n(v, c);
-    }
-    for h in rec.hists.iter().flatten() {
-        for v in h.iter_recorded() {
-            t.saturating_record_n(v.value_iterated_to(), u64::from(v.count_at_value()));
+    for rec in recs {
+        for &(v, c) in &rec.total {
+            t.saturating_record_n(v, c);
+        }
+        for h in rec.hists.iter().flatten() {
+            for v in h.iter_recorded() {
+                t.saturating_record_n(v.value_iterated_to(), u64::from(v.count_at_value()));
+            }
         }
     }
     let s = LatencySummary::of(t);

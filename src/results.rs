@@ -391,6 +391,68 @@ pub struct RunResult {
     /// The memory the engine moved data to and from (engine runs that did I/O).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_buffers: Option<IoBuffers>,
+    /// The device's own counters interval by interval (`/proc/diskstats` of the target's
+    /// device read at the edges of the run's intervals): everything the device did, for every
+    /// process, beside what iolens asked of it. Empty in older files, for targets without a
+    /// block device, and for readers of evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub device_intervals: Vec<DeviceInterval>,
+    /// A run over several targets: each target's own series, queue facts and disk view, in
+    /// target order (`ops` above are the totals); empty for a run on one target.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<TargetRun>,
+}
+
+/// One target of a run over several (`--target` given more than once, see `stripe`): the
+/// I/O that landed on it, its storage's queue facts, and its disk's own view.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct TargetRun {
+    /// The target and its storage as sysfs describes it when the run started (device,
+    /// scheduler, `nr_requests`, …).
+    pub target: TargetInfo,
+    /// The I/Os that landed on this target, per op, with per-interval histograms on the run's
+    /// grid (their counts sum, op by op and interval by interval, to the run's).
+    pub ops: Vec<OpResult>,
+    /// How many requests its disk takes at once (block-multiqueue tags), where sysfs says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<DiskQueue>,
+    /// The SCSI device's queue depth (`/sys/block/DISK/device/queue_depth`: the LUN queue an
+    /// HBA driver such as lpfc or qla2xxx sets), where it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lun_queue_depth: Option<u32>,
+    /// Its disk's own counters (`/proc/diskstats`) over the measured window. Disks are
+    /// counted whole: two targets on one disk each see both's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceStats>,
+}
+
+impl TargetRun {
+    /// I/Os completed on this target (all ops).
+    pub fn total_count(&self) -> u64 {
+        self.ops.iter().map(|o| o.count).sum()
+    }
+}
+
+/// One interval of the device's own counters (see [`RunResult::device_intervals`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct DeviceInterval {
+    /// Start, seconds since the run's measurement start.
+    pub start_s: f64,
+    /// Length, seconds (the span between the two readings).
+    pub duration_s: f64,
+    /// Reads the device completed.
+    pub reads: u64,
+    /// Writes the device completed.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Milliseconds the device had requests in flight (io_ticks).
+    pub busy_ms: u64,
+    /// Request-milliseconds spent in the queue and the device (weighted time in queue):
+    /// divided by the interval, the mean number of requests in flight.
+    pub queue_ms: u64,
 }
 
 /// The I/O buffers of an engine run: one pool for all sessions, on transparent huge pages
@@ -737,6 +799,11 @@ pub struct TargetInfo {
     pub nr_requests: Option<u32>,
     pub max_sectors_kb: Option<u32>,
     pub read_ahead_kb: Option<u32>,
+    /// What the device's own link can carry, MB/s of payload (an NVMe device's PCIe link:
+    /// rate × lanes × line-code efficiency); absent where sysfs gives no link for the device.
+    /// A read rate above it came from a cache on the host's side of the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_mb_per_s: Option<f64>,
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).
@@ -1107,6 +1174,10 @@ pub struct WatchBudget {
     /// The cgroups that limit the watched processes' block I/O (their own or an ancestor).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cgroups: Vec<WatchCgroup>,
+    /// The watched PostgreSQL processes' I/O syscalls by the relation (or WAL, temporary file)
+    /// they were on, when any was on a data directory's file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relations: Option<PgRelations>,
 }
 
 /// A cgroup that limits the block I/O of watched processes in it or below it (cgroup v2
@@ -1239,6 +1310,78 @@ pub struct PgWaitRow {
     /// for an I/O event, the OS layers of its time.
     #[serde(default)]
     pub split: WallSplit,
+}
+
+/// The watched PostgreSQL processes' traced I/O syscalls (pread, pwrite, fsync…; not
+/// io_uring or AIO submissions) by the file they were on, named as the server names it: each
+/// syscall's file is exact (read by the kernel side through its descriptor), its relation named
+/// from the catalogs of the database its path holds (`--dsn`), at the watch's end.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRelations {
+    /// One row per relation and fork (segments summed), WAL, temporary files; most syscall
+    /// time first.
+    pub rows: Vec<PgRelationIo>,
+    /// The databases whose catalogs named files: `name (oid N): K relation file(s) named`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<String>,
+    /// What could not be named, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// Query ids the watched backends were seen running (sampled from `pg_stat_activity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queries: Vec<PgQueryIo>,
+    /// How the query ids were sampled, and what could not be.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub query_notes: Vec<String>,
+}
+
+/// The traced I/O syscalls on one relation's fork (or WAL, temporary files, another file).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRelationIo {
+    /// `schema.name`; `WAL (pg_wal)`; `base/DBOID/FILENODE` when not named.
+    pub name: String,
+    /// "table", "index on public.a", "TOAST table of public.a", "WAL", "temporary files"...
+    pub kind: String,
+    /// Its database's name (`(shared)` for shared catalogs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database: Option<String>,
+    /// "main", "free space map", "visibility map", "init"; empty for other files.
+    #[serde(default)]
+    pub fork: String,
+    /// Files (segments) seen.
+    pub files: u32,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// fsync / fdatasync calls.
+    pub syncs: u64,
+    /// Summed syscall latency, seconds.
+    pub syscall_s: f64,
+    /// Device service and host-queue time charged to those syscalls (the union of the requests
+    /// each waited for), seconds.
+    pub device_s: f64,
+    pub queue_s: f64,
+}
+
+/// A query id the watched client backends were seen running, and the I/O syscalls they made
+/// while it was the one last sampled.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgQueryIo {
+    /// `pg_stat_activity.query_id`.
+    pub query_id: i64,
+    /// The query's text from `pg_stat_statements` (one line, truncated), when it has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Samples in which an active backend was running it.
+    pub samples: u64,
+    /// Of those, samples in which it waited on an I/O event (`IO:*`).
+    pub io_samples: u64,
+    /// Traced I/O syscalls of backends whose last sample showed this query, their summed
+    /// latency and the device time charged to them.
+    pub syscalls: u64,
+    pub syscall_s: f64,
+    pub device_s: f64,
 }
 
 #[cfg(test)]

@@ -17,10 +17,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use crate::engine::{make_engine, run_engine_session, session_buffers, SessionCtx, SessionOutcome};
-use crate::recorder::{session_summary, IntervalSnapshot, IO_OPS};
+use crate::recorder::{session_summary_of, IntervalSnapshot, IO_OPS};
 use crate::results::{IoBuffers, PageCacheInfo, RunResult, SessionSummary};
 use crate::session::{self, Gate, Plan, Watch};
 use crate::stamp::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
+use crate::sys::SysSnapshot;
 use crate::target::{Target, TargetKind};
 use crate::units::{fmt_ns, fmt_rate};
 use crate::workload::{EngineKind, WorkloadSpec};
@@ -45,64 +46,114 @@ pub struct RunOptions<'a> {
 
 /// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
 pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> Result<RunResult> {
+    execute_on(spec, std::slice::from_ref(target), opts)
+}
+
+/// Run `spec` over `targets` (in the order of `spec.targets`; one target: `spec.target`),
+/// spreading its I/O as `spec.stripe` says (see [`crate::stripe`]). Every target is checked
+/// (alignment, room, verification, locks, journals) before any I/O. The spec's sizes must
+/// already be resolved against the targets (`target_size`: the smallest data area).
+pub fn execute_on(
+    spec: &WorkloadSpec,
+    targets: &[Target],
+    opts: &RunOptions<'_>,
+) -> Result<RunResult> {
+    if targets.is_empty() || targets.len() != spec.target_count() {
+        bail!(
+            "internal: {} target(s) prepared for a spec of {}",
+            targets.len(),
+            spec.target_count()
+        );
+    }
     spec.validate()?;
-    let (mode, note) = resolve_verify(spec, target)?;
+    let (mode, note) = resolve_verify(spec, targets)?;
     let resolved = WorkloadSpec {
         verify: mode,
         ..spec.clone()
     };
     let spec = &resolved;
     let writes = spec.pattern.writes() && spec.engine != EngineKind::Null;
-    let stamped = target.kind == TargetKind::Scratch;
-    if writes
-        && stamped
-        && (!spec.block_size.is_multiple_of(UNIT as u64)
-            || !spec.region_offset.is_multiple_of(UNIT as u64))
-    {
-        bail!(
-            "writes to an iolens scratch file must be whole 512-byte units (its blocks are \
-             stamped per 512 bytes): use a --bs and --offset that are multiples of 512"
-        );
+    let each = crate::stripe::per_target_working_set(spec);
+    let per_target_blocks = each / spec.block_size;
+    for target in targets {
+        let stamped = target.kind == TargetKind::Scratch;
+        if writes
+            && stamped
+            && (!spec.block_size.is_multiple_of(UNIT as u64)
+                || !spec.region_offset.is_multiple_of(UNIT as u64))
+        {
+            bail!(
+                "writes to an iolens scratch file must be whole 512-byte units (its blocks are \
+                 stamped per 512 bytes): use a --bs and --offset that are multiples of 512"
+            );
+        }
+        if spec.engine != EngineKind::Null {
+            target.check_alignment(spec)?;
+        }
+        if spec
+            .region_offset
+            .checked_add(each)
+            .is_none_or(|end| end > target.data_size)
+        {
+            bail!(
+                "the working set does not fit in the data area of {}",
+                target.path.display()
+            );
+        }
     }
-    if spec.engine != EngineKind::Null {
-        target.check_alignment(spec)?;
+    let files = targets
+        .iter()
+        .map(|t| t.open(spec))
+        .collect::<Result<Vec<_>>>()?;
+    let mut locks = Vec::new();
+    if writes || mode != VerifyMode::None {
+        for (f, t) in files.iter().zip(targets) {
+            locks.push(crate::stamp::lock(f, writes, &t.path)?);
+        }
     }
-    if spec
-        .region_offset
-        .checked_add(spec.working_set())
-        .is_none_or(|end| end > target.data_size)
-    {
-        bail!("the working set does not fit in the target's data area");
-    }
-    let file = target.open(spec)?;
-    let _lock = if writes || mode != VerifyMode::None {
-        Some(crate::stamp::lock(&file, writes, &target.path)?)
-    } else {
-        None
-    };
     // Writes to a scratch file are journaled (offline lost-write detection, see `journal`):
     // the journal hands out this run's nonce, so generations grow from run to run.
-    let mut journal = if writes && stamped {
-        open_journal(spec, target, &file)?
-    } else {
-        None
-    };
-    let nonce = journal
-        .as_ref()
-        .map(|j| j.nonce())
-        .unwrap_or_else(|| rand::random::<u64>() % 0xFF_FFFF + 1);
-    let vshared = (writes || mode != VerifyMode::None).then(|| VerifyShared {
-        mode,
-        stamp: writes,
-        target_id: target.id,
-        gens: writes.then(|| GenMap::new(spec.blocks(), nonce)),
-        region_offset: spec.region_offset,
-        block_size: spec.block_size,
-        data_offset: target.data_offset,
+    let mut journals = Vec::with_capacity(targets.len());
+    for (f, t) in files.iter().zip(targets) {
+        journals.push(if writes && t.kind == TargetKind::Scratch {
+            open_journal(spec, t, f, per_target_blocks)?
+        } else {
+            None
+        });
+    }
+    let vshared: Option<Vec<VerifyShared>> = (writes || mode != VerifyMode::None).then(|| {
+        targets
+            .iter()
+            .zip(&journals)
+            .map(|(t, j)| {
+                let nonce = j
+                    .as_ref()
+                    .map(|j| j.nonce())
+                    .unwrap_or_else(|| rand::random::<u64>() % 0xFF_FFFF + 1);
+                VerifyShared {
+                    mode,
+                    stamp: writes,
+                    target_id: t.id,
+                    gens: writes.then(|| GenMap::new(per_target_blocks, nonce)),
+                    region_offset: spec.region_offset,
+                    block_size: spec.block_size,
+                    data_offset: t.data_offset,
+                }
+            })
+            .collect()
     });
-    let device = crate::sys::block_dev_for(&target.path).map(|b| b.name);
-    let page_before = if !spec.direct && spec.engine != EngineKind::Null {
-        target
+    let disks: Vec<Option<String>> = targets
+        .iter()
+        .map(|t| crate::sys::block_dev_for(&t.path).map(|b| b.name))
+        .collect();
+    // The run's own disk view: its one disk (all targets on one disk count it once).
+    let device = disks
+        .iter()
+        .all(|d| d.is_some() && *d == disks[0])
+        .then(|| disks[0].clone())
+        .flatten();
+    let page_before = if !spec.direct && spec.engine != EngineKind::Null && targets.len() == 1 {
+        targets[0]
             .residency(spec.region_offset, spec.working_set())
             .ok()
     } else {
@@ -110,14 +161,20 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     };
     let sessions = spec.sessions as usize;
     let quota_total = spec.io_count.unwrap_or(u64::MAX);
+    let many = targets.len() > 1;
     let mut watch = RunProgress {
         pb: crate::progress::line(opts.progress),
         opts,
         spec,
+        disks: if many { disks.clone() } else { Vec::new() },
+        disk_snaps: None,
     };
+    // One set of recorders per target: each I/O is recorded once, in its target's; the run's
+    // totals are their exact sum (`sum_ops`), made once the sessions are done.
+    let op_sets = vec![IO_OPS; targets.len()];
     let plan = Plan {
         sessions,
-        ops: &[IO_OPS],
+        ops: &op_sets,
         warmup: Duration::from_secs_f64(spec.warmup_s),
         duration: spec.duration_s.map(Duration::from_secs_f64),
         interval: Duration::from_secs_f64(spec.interval_s),
@@ -136,27 +193,43 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         spec.huge_pages,
     )
     .ok();
-    let (file_ref, vshared_ref, pool_ref) = (&file, vshared.as_ref(), pool.as_ref());
-    if sessions > 1 {
+    let data_offsets: Vec<u64> = targets.iter().map(|t| t.data_offset).collect();
+    let names: Vec<String> = targets
+        .iter()
+        .map(|t| t.path.display().to_string())
+        .collect();
+    let placement = crate::stripe::Placement::of(spec);
+    let (files_ref, vshared_ref, pool_ref) = (&files, vshared.as_deref(), pool.as_ref());
+    let (offsets_ref, names_ref) = (&data_offsets[..], &names[..]);
+    if sessions > 1 || many {
         crate::sys::raise_nofile_limit();
     }
     // One session: its engine is made before it reports ready, so set-up errors surface before
     // any I/O.
     let session = |i: usize, gate: Gate<()>| -> Result<(SessionOutcome, SessionSummary)> {
-        // Each session reads and writes through a descriptor of its own, as a database's
-        // processes (and fio's jobs) do: on one shared descriptor every pread of every session
-        // takes and drops a reference on the same open file. Measured at 480 sessions of
-        // O_DIRECT 8 KiB reads: about 3 % more IOPS. Out of descriptors, the session shares
-        // the run's.
-        let own = own_descriptor(target, spec, sessions)?;
-        let eng = make_engine(spec, own.as_ref().unwrap_or(file_ref))?;
+        // Each session reads and writes through a descriptor of its own on each target, as a
+        // database's processes (and fio's jobs) do: on one shared descriptor every pread of
+        // every session takes and drops a reference on the same open file. Measured at 480
+        // sessions of O_DIRECT 8 KiB reads: about 3 % more IOPS. Out of descriptors, the
+        // session shares the run's.
+        let own = targets
+            .iter()
+            .map(|t| own_descriptor(t, spec, sessions))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&std::fs::File> = own
+            .iter()
+            .zip(files_ref)
+            .map(|(o, f)| o.as_ref().unwrap_or(f))
+            .collect();
+        let eng = make_engine(spec, &refs)?;
         let buf = session_buffers(spec, i as u32, pool_ref);
         let Some(mut st) = gate.ready(()) else {
             return Ok((idle_outcome(None), SessionSummary::default()));
         };
-        let mut rec = st.recs.remove(0);
         // The planned end closes the measured window (see `recorder`).
-        rec.set_end(st.end);
+        for r in &mut st.recs {
+            r.set_end(st.end);
+        }
         let quota = if quota_total == u64::MAX {
             u64::MAX
         } else {
@@ -165,7 +238,9 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         let ctx = SessionCtx {
             spec,
             session: i as u32,
-            data_offset: target.data_offset,
+            data_offsets: offsets_ref,
+            names: names_ref,
+            placement,
             quota,
             stop: &st.stop,
             end: st.end,
@@ -174,9 +249,9 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         let out = if quota == 0 {
             idle_outcome(None)
         } else {
-            run_engine_session(&ctx, &mut rec, eng, &buf)
+            run_engine_session(&ctx, &mut st.recs, eng, &buf)
         };
-        Ok((out, session_summary(&rec)))
+        Ok((out, session_summary_of(&st.recs)))
     };
 
     let sessions_done = AtomicBool::new(false);
@@ -187,27 +262,32 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         // page cache the run is measuring, so a buffered run (unless O_DSYNC) records its
         // generations at the end only (a crash mid-run leaves the journal lagging: sound).
         let periodic = spec.direct || spec.sync == crate::workload::SyncMode::Dsync;
-        let flusher = match (
-            journal.as_mut(),
-            vshared.as_ref().and_then(|v| v.gens.as_ref()),
-        ) {
-            (Some(j), Some(gens)) if periodic => {
-                let (done, file, err) = (&sessions_done, &file, &mut journal_err);
-                Some(sc.spawn(move || {
-                    let mut last = Instant::now();
-                    while !done.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(50));
-                        if last.elapsed() >= crate::journal::FLUSH_INTERVAL {
-                            last = Instant::now();
+        // Each target's journal with the generations of its own blocks.
+        let mut flushing: Vec<_> = journals
+            .iter_mut()
+            .zip(&files)
+            .zip(vshared.iter().flatten())
+            .filter_map(|((j, f), v)| Some((j.as_mut()?, f, v.gens.as_ref()?)))
+            .collect();
+        let flusher = if periodic && !flushing.is_empty() {
+            let (done, err) = (&sessions_done, &mut journal_err);
+            Some(sc.spawn(move || {
+                let mut last = Instant::now();
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(50));
+                    if last.elapsed() >= crate::journal::FLUSH_INTERVAL {
+                        last = Instant::now();
+                        for (j, file, gens) in flushing.iter_mut() {
                             if let Err(e) = j.flush(gens, file) {
                                 *err = Some(format!("{e:#}"));
                                 return;
                             }
                         }
                     }
-                }))
-            }
-            _ => None,
+                }
+            }))
+        } else {
+            None
         };
         let driven = session::drive(&plan, session, &mut watch);
         sessions_done.store(true, Ordering::Relaxed);
@@ -233,23 +313,37 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     pb.finish_and_clear();
     // Every write has completed: record the final generations.
     let mut journal_note = String::new();
-    if let (Some(j), Some(gens)) = (
-        journal.as_mut(),
-        vshared.as_ref().and_then(|v| v.gens.as_ref()),
-    ) {
-        if journal_err.is_none() {
-            if let Err(e) = j.flush(gens, &file) {
-                journal_err = Some(format!("{e:#}"));
+    for ((j, file), v) in journals
+        .iter_mut()
+        .zip(&files)
+        .zip(vshared.iter().flatten())
+    {
+        let (Some(j), Some(gens)) = (j.as_mut(), v.gens.as_ref()) else {
+            continue;
+        };
+        let mut err = journal_err.clone();
+        if err.is_none() {
+            if let Err(e) = j.flush(gens, file) {
+                err = Some(format!("{e:#}"));
             }
         }
-        journal_note = std::mem::take(&mut j.note);
-        if let Some(e) = &journal_err {
+        let mut jn = std::mem::take(&mut j.note);
+        if let Some(e) = &err {
             crate::out::warn(&format!(
                 "the generation journal {} was not brought up to date ({e}); \
                  it lags this run's writes, so `iolens verify` may miss stale blocks they cover",
                 j.path().display()
             ));
-            journal_note = format!("generation journal not up to date: {e}");
+            jn = format!("generation journal not up to date: {e}");
+            if many {
+                jn += &format!(" ({})", j.path().display());
+            }
+        }
+        if !jn.is_empty() && !journal_note.contains(&jn) {
+            if !journal_note.is_empty() {
+                journal_note += "; ";
+            }
+            journal_note += &jn;
         }
     }
 
@@ -265,12 +359,26 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         (true, false) => journal_note,
         (false, false) => format!("{note}; {journal_note}"),
     };
-    let (mut vstats, mut corruption) = crate::stamp::merge(vshared.as_ref(), mode, &note, tallies);
+    let (mut vstats, mut corruption) = crate::stamp::merge(
+        vshared.as_ref().and_then(|v| v.first()),
+        mode,
+        &note,
+        tallies,
+    );
+    if let Some(v) = &vshared {
+        vstats.generation_slots = v
+            .iter()
+            .filter_map(|v| v.gens.as_ref().map(|g| g.slots()))
+            .sum();
+    }
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
-    if corruption
-        .iter()
-        .any(|c| c.kind == crate::results::CorruptionKind::Truncated)
+    // (A run over several targets: the report's expected target id names the file.)
+    if !many
+        && corruption
+            .iter()
+            .any(|c| c.kind == crate::results::CorruptionKind::Truncated)
     {
+        let target = &targets[0];
         let len = target.file().metadata().map(|m| m.len()).unwrap_or(0);
         for c in corruption
             .iter_mut()
@@ -291,8 +399,18 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         end = end.min(base + Duration::from_secs_f64(d));
     }
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
-    let ops = driven.ops(measured_s).remove(0);
+    let mut sets = driven.ops(measured_s);
+    let ops = if many {
+        sum_ops(&sets)?
+    } else {
+        sets.remove(0)
+    };
     let (mut start_snap, mut end_snap) = driven.snaps;
+    let device_intervals = if spec.engine == EngineKind::Null {
+        Vec::new()
+    } else {
+        crate::sys::device_intervals(&driven.disk_edges)
+    };
     let ios: u64 = ops.iter().map(|o| o.count).sum();
     // Run-queue figures from the session threads themselves, from the measurement base to exit.
     let sched = outcomes
@@ -325,7 +443,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         },
         page_cache: page_before.map(|b| PageCacheInfo {
             resident_before: b,
-            resident_after: target
+            resident_after: targets[0]
                 .residency(spec.region_offset, spec.working_set())
                 .unwrap_or(0.0),
             working_set_bytes: spec.working_set(),
@@ -336,6 +454,7 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
         verify: (spec.engine != EngineKind::Null).then_some(vstats),
         corruption,
         block: None,
+        device_intervals,
         io_buffers: pool
             .as_ref()
             .filter(|_| spec.engine != EngineKind::Null)
@@ -346,7 +465,33 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
                 hugetlb: p.hugetlb(),
                 thp_setting: crate::sys::thp_setting(),
             }),
+        targets: Vec::new(),
     };
+    if many {
+        let snaps = watch.disk_snaps.take();
+        r.targets = targets
+            .iter()
+            .zip(sets)
+            .enumerate()
+            .map(|(i, (t, ops))| {
+                let disk = crate::sys::block_dev_for(&t.path).map(|b| b.disk);
+                let device = match (&snaps, &disks[i]) {
+                    (Some((a, b)), Some(name)) if spec.engine != EngineKind::Null => {
+                        let n = ops.iter().map(|o| o.count).sum();
+                        a[i].delta(&b[i], n, Some(name)).1
+                    }
+                    _ => None,
+                };
+                crate::results::TargetRun {
+                    target: crate::sys::target_info(&t.path, t.kind.into(), t.data_size),
+                    ops,
+                    queue: disk.as_deref().and_then(crate::sys::disk_queue),
+                    lun_queue_depth: disk.as_deref().and_then(crate::sys::lun_queue_depth),
+                    device,
+                }
+            })
+            .collect();
+    }
     r.counters.insert(
         "ios_completed_incl_warmup".into(),
         outcomes.iter().map(|o| o.completed).sum::<u64>() as f64,
@@ -360,6 +505,70 @@ pub fn execute(spec: &WorkloadSpec, target: &Target, opts: &RunOptions<'_>) -> R
     Ok(r)
 }
 
+/// The exact sum of the per-target results of a run over several targets (`sets[t]`: target
+/// `t`'s ops): per op, counts, bytes and errors summed, histograms merged, interval by
+/// interval on the run's one grid.
+fn sum_ops(sets: &[Vec<crate::results::OpResult>]) -> Result<Vec<crate::results::OpResult>> {
+    use crate::histogram::new_histogram;
+    use crate::results::{Hist, Interval, OpResult};
+    let merge = |h: &mut hdrhistogram::Histogram<u64>, x: &Hist| -> Result<()> {
+        h.add(x.decode()?)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
+    };
+    let mut out = Vec::new();
+    for op in IO_OPS.ops() {
+        let parts: Vec<&OpResult> = sets
+            .iter()
+            .filter_map(|s| s.iter().find(|o| o.op == op.name()))
+            .collect();
+        if parts.is_empty() {
+            continue;
+        }
+        let mut total = new_histogram();
+        let mut ivs: Vec<(Interval, hdrhistogram::Histogram<u64>)> = Vec::new();
+        for p in &parts {
+            merge(&mut total, &p.hist)?;
+            for (k, iv) in p.intervals.iter().enumerate() {
+                if ivs.len() <= k {
+                    ivs.push((
+                        Interval {
+                            count: 0,
+                            bytes: 0,
+                            ..iv.clone()
+                        },
+                        new_histogram(),
+                    ));
+                }
+                let (sum, h) = &mut ivs[k];
+                sum.count += iv.count;
+                sum.bytes += iv.bytes;
+                // The grid is the run's: a shorter last interval on one target is the same
+                // interval, trimmed alike.
+                sum.duration_s = sum.duration_s.min(iv.duration_s);
+                if iv.count > 0 {
+                    merge(h, &iv.hist)?;
+                }
+            }
+        }
+        let intervals = ivs
+            .into_iter()
+            .map(|(mut iv, h)| {
+                iv.hist = Hist::encode(&h);
+                iv
+            })
+            .collect();
+        let mut r = OpResult::new(
+            op.name(),
+            &total,
+            parts.iter().map(|p| p.bytes).sum(),
+            intervals,
+        );
+        r.errors = parts.iter().map(|p| p.errors).sum();
+        out.push(r);
+    }
+    Ok(out)
+}
+
 /// Open the generation journal of a scratch file for a run that writes it. Setting
 /// `IOLENS_JOURNAL=off` runs without one (to measure what the journal costs); it is refused
 /// when the target already has a journal, which such a run would make wrong.
@@ -367,6 +576,7 @@ fn open_journal(
     spec: &WorkloadSpec,
     target: &Target,
     file: &std::fs::File,
+    blocks: u64,
 ) -> Result<Option<crate::journal::RunJournal>> {
     if std::env::var_os("IOLENS_JOURNAL").is_some_and(|v| v == "off") {
         let jp = crate::journal::locate(&target.path, file, target.id);
@@ -388,15 +598,16 @@ fn open_journal(
             data_size: target.data_size,
             region_offset: spec.region_offset,
             block_size: spec.block_size,
-            blocks: spec.blocks(),
+            blocks,
         },
     )
     .map(Some)
 }
 
-/// Resolve `--verify` against the target: the mode to use and, when off, why.
-fn resolve_verify(spec: &WorkloadSpec, target: &Target) -> Result<(VerifyMode, String)> {
-    let stamped = target.kind == TargetKind::Scratch;
+/// Resolve `--verify` against the targets: the mode to use and, when off, why. Stamps are
+/// checked only when every target carries them (iolens' own scratch files).
+fn resolve_verify(spec: &WorkloadSpec, targets: &[Target]) -> Result<(VerifyMode, String)> {
+    let unstamped = targets.iter().find(|t| t.kind != TargetKind::Scratch);
     if spec.engine == EngineKind::Null {
         if matches!(spec.verify, VerifyMode::Header | VerifyMode::Full) {
             bail!(
@@ -406,9 +617,9 @@ fn resolve_verify(spec: &WorkloadSpec, target: &Target) -> Result<(VerifyMode, S
         }
         return Ok((VerifyMode::None, "null engine: nothing is read".into()));
     }
-    Ok(match spec.verify {
-        VerifyMode::Auto if stamped => (VerifyMode::Full, String::new()),
-        VerifyMode::Auto => (
+    Ok(match (spec.verify, unstamped) {
+        (VerifyMode::Auto, None) => (VerifyMode::Full, String::new()),
+        (VerifyMode::Auto, Some(target)) => (
             VerifyMode::None,
             format!(
                 "verification off: {} is a {} iolens did not create, so its blocks carry no stamps",
@@ -416,15 +627,15 @@ fn resolve_verify(spec: &WorkloadSpec, target: &Target) -> Result<(VerifyMode, S
                 target.kind.name()
             ),
         ),
-        VerifyMode::None => (VerifyMode::None, "verification off (--verify none)".into()),
-        m if !stamped => bail!(
+        (VerifyMode::None, _) => (VerifyMode::None, "verification off (--verify none)".into()),
+        (m, Some(target)) => bail!(
             "--verify {} needs blocks stamped by iolens, but {} is a {} iolens did not create \
              (its blocks carry no stamps); use --verify none, or a scratch file iolens creates",
             m.name(),
             target.path.display(),
             target.kind.name()
         ),
-        m => (m, String::new()),
+        (m, None) => (m, String::new()),
     })
 }
 
@@ -477,9 +688,39 @@ struct RunProgress<'a, 'b> {
     pb: indicatif::ProgressBar,
     opts: &'a RunOptions<'b>,
     spec: &'a WorkloadSpec,
+    /// A run over several targets: each target's disk (`/proc/diskstats` name)...
+    disks: Vec<Option<String>>,
+    /// ...and their counters at the start of measurement and once every session stopped.
+    disk_snaps: Option<(Vec<SysSnapshot>, Vec<SysSnapshot>)>,
+}
+
+impl RunProgress<'_, '_> {
+    fn snap_disks(&self) -> Vec<SysSnapshot> {
+        self.disks
+            .iter()
+            .map(|d| SysSnapshot::take(d.as_deref(), &[]))
+            .collect()
+    }
 }
 
 impl Watch for RunProgress<'_, '_> {
+    fn measuring(&mut self) {
+        if !self.disks.is_empty() {
+            self.disk_snaps = Some((self.snap_disks(), Vec::new()));
+        }
+    }
+
+    fn stopped(&mut self) {
+        if self.disks.is_empty() {
+            return;
+        }
+        let end = self.snap_disks();
+        // When measurement never began there is no window to count over.
+        if let Some((_, b)) = &mut self.disk_snaps {
+            *b = end;
+        }
+    }
+
     fn tick(&mut self, now: Instant, base: Instant, last: &[IntervalSnapshot], done: u64) {
         let (opts, spec) = (self.opts, self.spec);
         let mut m = String::new();
@@ -492,15 +733,29 @@ impl Watch for RunProgress<'_, '_> {
             m += " | warming up";
         } else {
             if let Some(iv) = last.first() {
-                let iops = iv.count as f64 / spec.interval_s;
-                let mbs = iv.bytes as f64 / spec.interval_s / 1e6;
-                m += &format!(
-                    " | {} IOPS {:.0} MB/s p50 {} p99 {}",
-                    fmt_rate(iops),
-                    mbs,
-                    fmt_ns(iv.p50_ns as f64),
-                    fmt_ns(iv.p99_ns as f64)
-                );
+                // (Several targets: one snapshot each; counts summed, the worst p99 shown.)
+                let count: u64 = last.iter().map(|s| s.count).sum();
+                let bytes: u64 = last.iter().map(|s| s.bytes).sum();
+                let iops = count as f64 / spec.interval_s;
+                let mbs = bytes as f64 / spec.interval_s / 1e6;
+                if last.len() > 1 {
+                    let p99 = last.iter().map(|s| s.p99_ns).max().unwrap_or(0);
+                    m += &format!(
+                        " | {} IOPS {:.0} MB/s p99 {} (worst of {} targets)",
+                        fmt_rate(iops),
+                        mbs,
+                        fmt_ns(p99 as f64),
+                        last.len()
+                    );
+                } else {
+                    m += &format!(
+                        " | {} IOPS {:.0} MB/s p50 {} p99 {}",
+                        fmt_rate(iops),
+                        mbs,
+                        fmt_ns(iv.p50_ns as f64),
+                        fmt_ns(iv.p99_ns as f64)
+                    );
+                }
             }
             match (spec.duration_s, spec.io_count) {
                 (Some(d), _) => {
@@ -510,7 +765,7 @@ impl Watch for RunProgress<'_, '_> {
                         end.saturating_duration_since(now).as_secs_f64()
                     )
                 }
-                (_, Some(n)) => m += &format!(" | {done}/{n} I/Os"),
+                (_, Some(n)) if self.disks.is_empty() => m += &format!(" | {done}/{n} I/Os"),
                 _ => {}
             }
         }

@@ -23,7 +23,7 @@ use anyhow::{anyhow, Context, Result};
 
 use crate::recorder::{recorders, Collector, IntervalSnapshot, OpSet, SessionRecorder};
 use crate::results::OpResult;
-use crate::sys::SysSnapshot;
+use crate::sys::{DiskCounters, SysSnapshot};
 
 /// What to drive.
 pub(crate) struct Plan<'a> {
@@ -140,6 +140,8 @@ pub(crate) trait Watch<R = ()> {
     /// Every session has stopped recording (the end snapshot has just been taken); the
     /// sessions have not been joined yet.
     fn stopped(&mut self) {}
+    /// Measurement has begun (the start snapshot has just been taken).
+    fn measuring(&mut self) {}
 }
 
 /// No live view.
@@ -155,6 +157,9 @@ pub(crate) struct Driven<R, O> {
     pub(crate) base: Instant,
     /// System snapshots at the base and once every session stopped recording.
     pub(crate) snaps: (SysSnapshot, SysSnapshot),
+    /// The device's counters read at the edges of the intervals (seconds since the base),
+    /// the first at the base (empty without a device).
+    pub(crate) disk_edges: Vec<(f64, DiskCounters)>,
     /// Ctrl-C ended the run before its planned end.
     pub(crate) interrupted: bool,
     collectors: Vec<Collector>,
@@ -330,10 +335,31 @@ where
         let mut aligner = Aligner::new(cols.len(), plan);
         let mut last = Vec::new();
         let mut last_tick = Instant::now();
+        // The device's own counters at each interval edge (a noisy neighbour shows against
+        // ours), read by this thread, off the sessions' path.
+        let mut disk_edges: Vec<(f64, DiskCounters)> = Vec::new();
+        let mut next_edge = plan.device.map(|_| base);
         loop {
             let now = Instant::now();
             if start_snap.is_none() && now >= base {
                 start_snap = Some(SysSnapshot::take(plan.device, &[]));
+                watch.measuring();
+            }
+            if let (Some(edge), Some(dev)) = (next_edge, plan.device) {
+                if now >= edge && !stop.load(Ordering::Relaxed) {
+                    match crate::sys::disk_counters(dev) {
+                        Some(c) => {
+                            disk_edges.push((now.duration_since(base).as_secs_f64(), c));
+                            // The next edge after now (a late wake-up skips none: it reads once).
+                            let mut e = edge + plan.interval;
+                            while e <= now {
+                                e += plan.interval;
+                            }
+                            next_edge = Some(e);
+                        }
+                        None => next_edge = None,
+                    }
+                }
             }
             if plan.interrupt.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
                 interrupted = true;
@@ -348,6 +374,9 @@ where
             }
             if let Some(d) = deadline {
                 wait = wait.min(d.saturating_duration_since(now));
+            }
+            if let Some(e) = next_edge {
+                wait = wait.min(e.saturating_duration_since(now));
             }
             let mut live = false;
             for (i, c) in cols.iter_mut().enumerate() {
@@ -365,6 +394,15 @@ where
         }
         let start_snap = start_snap.unwrap_or_else(|| SysSnapshot::take(plan.device, &[]));
         let end_snap = SysSnapshot::take(plan.device, &[]);
+        // The last edge, read once every session stopped recording.
+        if let Some(dev) = plan.device.filter(|_| !disk_edges.is_empty()) {
+            if let Some(c) = crate::sys::disk_counters(dev) {
+                disk_edges.push((
+                    Instant::now().saturating_duration_since(base).as_secs_f64(),
+                    c,
+                ));
+            }
+        }
         watch.stopped();
         let outs = handles.into_iter().map(join).collect();
         Ok(Driven {
@@ -372,6 +410,7 @@ where
             outs,
             base,
             snaps: (start_snap, end_snap),
+            disk_edges,
             interrupted,
             collectors: cols,
         })

@@ -128,6 +128,30 @@ pub(crate) fn disk_counters(dev: &str) -> Option<DiskCounters> {
     None
 }
 
+/// The device's counters between successive readings (`edges`: seconds since the measurement
+/// start and the counters read then), one interval per pair. A reading whose counters went back
+/// (the device was replaced) yields zeros rather than a wrapped count.
+pub(crate) fn device_intervals(
+    edges: &[(f64, DiskCounters)],
+) -> Vec<crate::results::DeviceInterval> {
+    edges
+        .windows(2)
+        .map(|w| {
+            let ((t0, a), (t1, b)) = (w[0], w[1]);
+            crate::results::DeviceInterval {
+                start_s: t0,
+                duration_s: (t1 - t0).max(0.0),
+                reads: b.reads.saturating_sub(a.reads),
+                writes: b.writes.saturating_sub(a.writes),
+                read_bytes: b.read_sectors.saturating_sub(a.read_sectors) * 512,
+                write_bytes: b.write_sectors.saturating_sub(a.write_sectors) * 512,
+                busy_ms: b.io_ticks_ms.saturating_sub(a.io_ticks_ms),
+                queue_ms: b.weighted_ms.saturating_sub(a.weighted_ms),
+            }
+        })
+        .collect()
+}
+
 /// A block device as found under /sys/dev/block.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct BlockDev {
@@ -421,8 +445,36 @@ pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: 
         t.nr_requests = read_num(format!("{q}/nr_requests"));
         t.max_sectors_kb = read_num(format!("{q}/max_sectors_kb"));
         t.read_ahead_kb = read_num(format!("{q}/read_ahead_kb"));
+        // Only an NVMe device's PCIe link is its own: a virtual disk's emulated PCI link
+        // (virtio) says nothing about what the host behind it can move.
+        if bd.disk.starts_with("nvme") {
+            t.link_mb_per_s = fs::canonicalize(format!("/sys/block/{}/device/device", bd.disk))
+                .ok()
+                .and_then(|d| pcie_link_mb_per_s(&d));
+        }
     }
     t
+}
+
+/// The payload MB/s of the PCIe link whose sysfs directory is `dir` (`current_link_speed`
+/// such as `8.0 GT/s PCIe`, `current_link_width` such as `4`): GT/s × lanes × the line code's
+/// efficiency (8b/10b up to 5 GT/s, 128b/130b from 8 GT/s; 64 GT/s PCIe 6 counted as 1) ÷ 8.
+/// An upper bound: packet headers take a few percent more.
+pub(crate) fn pcie_link_mb_per_s(dir: &Path) -> Option<f64> {
+    let speed = read_trim(dir.join("current_link_speed"))?;
+    let gts: f64 = speed.split_whitespace().next()?.parse().ok()?;
+    let lanes: f64 = read_num::<u32>(dir.join("current_link_width"))? as f64;
+    if !(gts > 0.0 && lanes > 0.0) {
+        return None;
+    }
+    let code = if gts <= 5.0 {
+        0.8
+    } else if gts < 64.0 {
+        128.0 / 130.0
+    } else {
+        1.0
+    };
+    Some(gts * 1e9 * lanes * code / 8.0 / 1e6)
 }
 
 /// How many requests the disk `disk` takes at once: its driver's tags and, on virtio, whether
@@ -435,6 +487,12 @@ pub(crate) fn disk_queue(disk: &str) -> Option<crate::results::DiskQueue> {
         hw_queues,
         virtio_indirect: virtio_indirect(disk),
     })
+}
+
+/// The SCSI queue depth of the disk `disk` (`/sys/block/DISK/device/queue_depth`: the LUN
+/// queue an HBA driver sets, e.g. lpfc_lun_queue_depth); `None` for disks without one.
+pub(crate) fn lun_queue_depth(disk: &str) -> Option<u32> {
+    read_num(format!("/sys/block/{disk}/device/queue_depth"))
 }
 
 /// The block-multiqueue tags of the disk `disk` (`/sys/block/DISK/mq/*/nr_tags`): how many
@@ -621,6 +679,23 @@ pub(crate) fn fs_space(dir: &Path) -> std::io::Result<(u64, u64)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn pcie_link_payload_rates() {
+        let d = tempfile::tempdir().unwrap();
+        let link = |speed: &str, width: &str| {
+            std::fs::write(d.path().join("current_link_speed"), speed).unwrap();
+            std::fs::write(d.path().join("current_link_width"), width).unwrap();
+            super::pcie_link_mb_per_s(d.path())
+        };
+        // As the kernel writes them (drivers/pci/pci-sysfs.c).
+        let g3x4 = link("8.0 GT/s PCIe\n", "4\n").unwrap();
+        assert!((g3x4 - 3938.46).abs() < 0.1, "{g3x4}");
+        let g1x1 = link("2.5 GT/s PCIe\n", "1\n").unwrap();
+        assert!((g1x1 - 250.0).abs() < 1e-9, "{g1x1}");
+        assert_eq!(link("Unknown\n", "4\n"), None);
+        assert_eq!(link("16.0 GT/s PCIe\n", "0\n"), None);
+    }
+
     use super::*;
 
     #[test]

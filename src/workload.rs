@@ -240,6 +240,16 @@ pub struct WorkloadSpec {
     /// Transparent huge pages for the I/O buffers.
     #[serde(default)]
     pub huge_pages: HugePages,
+    /// Every target of a run over several (`--target` given more than once), in order; empty
+    /// for a run on one target (`target`). See [`crate::stripe`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// How the I/O is spread over several targets.
+    #[serde(default)]
+    pub stripe: crate::stripe::StripeMode,
+    /// Allocation unit of `--stripe unit`, bytes.
+    #[serde(default = "crate::stripe::default_unit")]
+    pub stripe_unit: u64,
 }
 
 impl Default for WorkloadSpec {
@@ -269,13 +279,22 @@ impl Default for WorkloadSpec {
             verify: VerifyMode::Auto,
             on_corruption: OnCorruption::Stop,
             huge_pages: HugePages::Try,
+            targets: Vec::new(),
+            stripe: crate::stripe::StripeMode::Unit,
+            stripe_unit: crate::stripe::DEFAULT_STRIPE_UNIT,
         }
     }
 }
 
 impl WorkloadSpec {
+    /// How many targets the run spreads its I/O over (1 unless `targets` names several).
+    pub fn target_count(&self) -> usize {
+        self.targets.len().max(1)
+    }
+
     /// Check every field and combination; the message names the option to change.
     pub fn validate(&self) -> Result<()> {
+        crate::stripe::validate(self)?;
         if self.block_size == 0 {
             bail!("--bs must be at least 1 byte");
         }
@@ -472,6 +491,9 @@ impl WorkloadSpec {
         if self.engine == EngineKind::Uring {
             s += &format!(" qd={}", self.qd);
         }
+        if self.target_count() > 1 {
+            s += &format!(" targets={}", self.target_count());
+        }
         s
     }
 
@@ -526,13 +548,36 @@ impl WorkloadSpec {
                 }
             );
         }
-        out += &format!(
-            "\n  target {} ({}), working set {} at offset {}",
-            self.target,
-            fmt_bytes(self.target_size),
-            fmt_bytes(self.working_set()),
-            fmt_bytes(self.region_offset)
-        );
+        if self.target_count() > 1 {
+            let each = crate::stripe::per_target_working_set(self);
+            out += &format!(
+                "\n  {} targets: {}; working set {} at offset {} on each ({} in all), {}",
+                self.targets.len(),
+                self.targets.join(", "),
+                fmt_bytes(each),
+                fmt_bytes(self.region_offset),
+                fmt_bytes(each * self.targets.len() as u64),
+                match self.stripe {
+                    crate::stripe::StripeMode::Unit => format!(
+                        "striped in {} allocation units (unit k on target k mod {})",
+                        fmt_bytes(self.stripe_unit),
+                        self.targets.len()
+                    ),
+                    crate::stripe::StripeMode::PerSession => format!(
+                        "one target per session (session i on target i mod {})",
+                        self.targets.len()
+                    ),
+                }
+            );
+        } else {
+            out += &format!(
+                "\n  target {} ({}), working set {} at offset {}",
+                self.target,
+                fmt_bytes(self.target_size),
+                fmt_bytes(self.working_set()),
+                fmt_bytes(self.region_offset)
+            );
+        }
         match self.distribution {
             Distribution::Uniform => {}
             Distribution::Zipf { theta } => out += &format!(", zipf θ={theta}"),

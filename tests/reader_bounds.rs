@@ -2,11 +2,11 @@
 //! `/dev/zero` and `/dev/urandom` given to every command that reads results, bpftrace output
 //! of thousands of one-line keys, random bytes and histograms that declare absurd layouts.
 //! Each runs the real binary under a time limit (killed past it, so a regression fails instead
-//! of hanging CI) and its peak memory is the child's own maximum resident set, from `wait4`.
+//! of hanging CI) and its peak memory is its own, after exec (`common::peak`).
 
 use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 mod common;
@@ -22,38 +22,14 @@ struct Outcome {
     stderr: String,
 }
 
-/// Run `cmd` for at most `limit` (then SIGKILL): its exit code, peak RSS and stderr.
-#[allow(clippy::zombie_processes)] // reaped by wait4 below, which also gives its rusage
-fn bounded(mut cmd: Command, limit: Duration) -> Outcome {
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(err.reopen().unwrap())
-        .spawn()
-        .expect("start iolens");
-    let pid = child.id() as i32;
-    let t0 = Instant::now();
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 reaps our own child, kill signals only it (it is
-    // not reaped until wait4 returns it, so the pid cannot have been reused).
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut killed = false;
-    loop {
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
-        if r == pid {
-            break;
-        }
-        assert_eq!(r, 0, "wait4");
-        if !killed && t0.elapsed() > limit {
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            killed = true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Run `cmd` for at most `limit` (then SIGKILL): its exit code, peak RSS (its own, after
+/// exec: [`common::peak`]) and stderr.
+fn bounded(cmd: Command, limit: Duration) -> Outcome {
+    let p = common::peak::run(cmd, limit);
     Outcome {
-        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
-        peak_kb: ru.ru_maxrss as u64,
-        stderr: std::fs::read_to_string(err.path()).unwrap_or_default(),
+        code: if p.killed { None } else { p.status.code() },
+        peak_kb: p.peak_kb,
+        stderr: p.stderr_text(),
     }
 }
 
@@ -237,6 +213,48 @@ fn histograms_declaring_huge_layouts_are_read_by_what_they_hold() {
     eprintln!(
         "show of {n} wide histograms ({} KB): {:.1} s, peak {} KB",
         std::fs::metadata(&f).unwrap().len() >> 10,
+        t0.elapsed().as_secs_f64(),
+        o.peak_kb
+    );
+}
+
+/// `compare` of two long runs decoded every interval's histogram of both at once: two
+/// 24-hour runs took 22.9 GB (about 265 KB an interval; two hours of one-second intervals
+/// here took 971 MB). Its memory now follows the size of its inputs: a few times what they
+/// hold, well under the budget.
+#[test]
+fn compare_of_long_runs_is_bounded_by_what_they_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for seed in ["1", "2"] {
+        let f = dir.path().join(format!("long{seed}.json"));
+        let o = bin()
+            .args(["-q", "dev-synth", "--seconds", "3600", "--samples", "200"])
+            .args(["--seed", seed, "-o"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        files.push(f);
+    }
+    let held_kb: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len() >> 10)
+        .sum();
+    let mut c = bin();
+    c.arg("compare").args(&files);
+    let t0 = Instant::now();
+    let o = bounded(c, Duration::from_secs(300));
+    assert_eq!(o.code, Some(0), "compare of two hours: {}", o.stderr);
+    // The inputs parsed (their text, then the model) and the debug binary itself.
+    let bound_kb = 6 * held_kb + 32 * 1024;
+    assert!(
+        o.peak_kb < bound_kb,
+        "compare of two 1-hour runs ({held_kb} KB of results): peak RSS {} KB, over {bound_kb} KB",
+        o.peak_kb
+    );
+    eprintln!(
+        "compare of two 1-hour runs ({held_kb} KB): {:.1} s, peak {} KB",
         t0.elapsed().as_secs_f64(),
         o.peak_kb
     );

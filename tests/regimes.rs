@@ -380,6 +380,10 @@ fn steady_device_is_steady_and_has_no_change_points() {
     let r = Results::read_file(&json).unwrap();
     let g = run_regimes(&r.runs[0]).unwrap();
     assert!(g.changes.is_empty(), "{}", g.sentence);
+    // Nothing else used the device: no neighbour named (the other side of
+    // `a_neighbour_on_the_device_is_named_where_it_ran`).
+    assert!(!r.runs[0].device_intervals.is_empty());
+    assert!(g.neighbours.is_empty(), "{}", g.sentence);
     let st = g.steady.as_ref().expect("a steady-state verdict");
     assert!(st.steady, "{}", g.sentence);
     assert!(
@@ -589,4 +593,146 @@ fn precondition_reaches_steady_state_on_a_steady_device() {
     for &i in pc.rounds.iter().chain(&pc.fill_runs) {
         assert_eq!(r.runs[i].phase, "precondition");
     }
+}
+
+/// A reader of `dev` with O_DIRECT (another process's load, as dd or fio would put on it):
+/// 128 KiB sequential reads with a 5 ms pause between them, from `from` for `len`. Returns
+/// when it started and stopped (wall clock).
+fn neighbour(dev: &Path, from: Instant, len: Duration) -> (SystemTime, SystemTime) {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(dev)
+        .expect("open the loop device for the neighbour");
+    let size = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let size = if size == 0 { 64 << 20 } else { size };
+    const BS: usize = 128 << 10;
+    let layout = std::alloc::Layout::from_size_align(BS, 4096).unwrap();
+    // SAFETY: a non-zero layout; freed below with the same layout.
+    let ptr = unsafe { std::alloc::alloc(layout) };
+    assert!(!ptr.is_null());
+    // SAFETY: `ptr` holds BS bytes, and only this slice uses them until they are freed.
+    let buf = unsafe { std::slice::from_raw_parts_mut(ptr, BS) };
+    std::thread::sleep(from.saturating_duration_since(Instant::now()));
+    let began = SystemTime::now();
+    let until = Instant::now() + len;
+    let mut off = 0u64;
+    while Instant::now() < until {
+        f.read_at(buf, off).expect("the neighbour's read");
+        off = (off + BS as u64) % (size / BS as u64 * BS as u64);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ended = SystemTime::now();
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(ptr, layout) };
+    (began, ended)
+}
+
+/// Seconds from `a` to `b` (negative when `b` is earlier).
+fn secs_between(a: SystemTime, b: SystemTime) -> f64 {
+    match b.duration_since(a) {
+        Ok(d) => d.as_secs_f64(),
+        Err(e) => -e.duration().as_secs_f64(),
+    }
+}
+
+/// A noisy neighbour by construction: iolens reads the loop device at a rate its cgroup holds
+/// (500 IOPS of 4 KiB), and a second reader outside that cgroup reads the same device from a
+/// known second for 4 s. The device's own per-interval counters must name that stretch (to
+/// within the interval that holds each end) as a neighbour's, and nothing else; no change is
+/// called the storage's. The steady test above is the other side: no neighbour, none named.
+#[test]
+fn a_neighbour_on_the_device_is_named_where_it_ran() {
+    if !root_or_skip("the noisy neighbour (loop device, cgroup I/O limit)") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lo) = Loop::new(64 << 20) else {
+        assert!(!common::ci(), "no loop device under CI");
+        return;
+    };
+    let Some(lim) = Limit::new(&lo.majmin, Dir::Read) else {
+        assert!(!common::ci(), "no cgroup I/O controller under CI");
+        return;
+    };
+    lim.set(500);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args: Vec<String> = [
+        "run",
+        "--pattern",
+        "randread",
+        "--bs",
+        "4k",
+        "--sessions",
+        "4",
+        "--duration",
+        "16s",
+        "--no-progress",
+        "--target",
+        &lo.dev.display().to_string(),
+        "--json",
+        &json.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let from = Instant::now() + Duration::from_secs(6);
+    let ((began, ended), out) = std::thread::scope(|s| {
+        let h = s.spawn(|| neighbour(&lo.dev, from, Duration::from_secs(4)));
+        let out = lim.command(&args).output().unwrap();
+        (h.join().unwrap(), out)
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = Results::read_file(&json).unwrap();
+    assert!(
+        !r.runs[0].device_intervals.is_empty(),
+        "the run recorded the device's own counters per interval"
+    );
+    let g = run_regimes(&r.runs[0]).unwrap();
+    eprintln!("{}", g.sentence);
+    let (t0, t1) = (
+        secs_between(started(&r), began),
+        secs_between(started(&r), ended),
+    );
+    eprintln!(
+        "neighbour ran {t0:.2}–{t1:.2} s; named: {:?}",
+        g.neighbours
+            .iter()
+            .map(|n| (n.start_s, n.end_s, n.device_bytes, n.own_bytes))
+            .collect::<Vec<_>>()
+    );
+    // One stretch, from the interval holding its start to the one holding its end.
+    assert_eq!(g.neighbours.len(), 1, "{}", g.sentence);
+    let n = &g.neighbours[0];
+    assert!(
+        (n.start_s - t0).abs() <= 1.0 && (n.end_s - t1).abs() <= 1.0,
+        "named {:.1}–{:.1} s, the neighbour ran {t0:.2}–{t1:.2} s",
+        n.start_s,
+        n.end_s
+    );
+    assert!(n.device_bytes as f64 >= 1.5 * n.own_bytes as f64);
+    // Not a change of the storage.
+    assert!(
+        g.changes.iter().all(|c| !matches!(
+            c.cause,
+            RegimeCause::CreditsExhausted | RegimeCause::WriteCacheFull
+        )),
+        "{}",
+        g.sentence
+    );
+    let an = iolens::analysis::analyse(&r);
+    assert!(
+        an.runs[0]
+            .verdicts
+            .iter()
+            .any(|v| v.kind.as_str() == "noisy-neighbour"),
+        "{:?}",
+        an.runs[0].verdicts
+    );
 }

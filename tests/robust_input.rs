@@ -1,7 +1,7 @@
 //! Hostile, broken and absurd input (issue 10 items 8–11), driven through the real binary:
 //! - the panics fuzzing found stay fixed;
 //! - input without line breaks (`/dev/zero`) and a gzip bomb are refused with a clear error
-//!   and bounded memory (peak RSS of the child measured with getrusage(RUSAGE_CHILDREN), and
+//!   and bounded memory (peak RSS of the child after its exec, sampled by `common::peak`, and
 //!   an address-space limit so a regression fails instead of exhausting the machine);
 //! - crafted-bad results files are refused the same way by `show`, `report`, `compare` and
 //!   `export`;
@@ -43,40 +43,18 @@ fn run_limited(mut cmd: Command, limit_mb: u64) -> (Output, u64) {
     run_measured(cmd)
 }
 
-/// Run to completion; the output and the peak RSS (MiB) of that child alone (wait4), not of
-/// every child of this test process (tests run in parallel threads).
-fn run_measured(mut cmd: Command) -> (Output, u64) {
-    use std::io::Read as _;
-    use std::os::unix::process::ExitStatusExt as _;
-    let mut child = cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run iolens");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let t = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = out.read_to_end(&mut b);
-        b
-    });
-    let mut stderr = Vec::new();
-    let _ = err.read_to_end(&mut stderr);
-    let stdout = t.join().unwrap();
-    let mut status = 0;
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = child.id() as libc::pid_t;
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    assert_eq!(r, pid, "wait4: {}", std::io::Error::last_os_error());
-    // Already reaped by wait4 (which also gives its rusage): this only says so (ECHILD).
-    let _ = child.wait();
+/// Run to completion; the output and the peak RSS (MiB) of that child alone, after its exec
+/// ([`common::peak`]: `ru_maxrss` would count this test process's pages).
+fn run_measured(cmd: Command) -> (Output, u64) {
+    let p = common::peak::run(cmd, std::time::Duration::from_secs(600));
+    assert!(!p.killed, "the command ran for 10 minutes");
+    let mib = p.peak_mib();
     let o = Output {
-        status: std::process::ExitStatus::from_raw(status),
-        stdout,
-        stderr,
+        status: p.status,
+        stdout: p.stdout,
+        stderr: p.stderr,
     };
-    (o, ru.ru_maxrss as u64 / 1024)
+    (o, mib)
 }
 
 fn stderr(o: &Output) -> String {

@@ -84,6 +84,12 @@ pub(crate) fn test_op(name: &str, count: u64, mean_ns: f64) -> crate::results::O
 
 /// Analyse one run: decode each op's histogram, find its modes, and collect the verdicts.
 pub fn analyse_run(run: &RunResult) -> RunAnalysis {
+    analyse_run_with(run, None)
+}
+
+/// [`analyse_run`] knowing what the target device's link can carry (MB/s), when the results
+/// file recorded it.
+pub fn analyse_run_with(run: &RunResult, link_mb_per_s: Option<f64>) -> RunAnalysis {
     let mut modes = Vec::new();
     let mut verdicts = Vec::new();
     for op in &run.ops {
@@ -108,10 +114,13 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
             )),
         }
     }
-    verdicts.extend(run_verdicts(run));
+    verdicts.extend(verdicts::run_verdicts_with(run, link_mb_per_s));
     let regimes = regimes::run_regimes(run);
     if let Some(g) = &regimes {
-        verdicts.extend(regimes::verdicts(g));
+        verdicts.extend(regimes::verdicts(
+            g,
+            run.device.as_ref().map_or("", |d| d.device.as_str()),
+        ));
     }
     RunAnalysis {
         modes,
@@ -126,7 +135,16 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
 /// on the file as read.
 pub fn analyse(r: &Results) -> Analysis {
     Analysis {
-        runs: r.runs.iter().map(analyse_run).collect(),
+        runs: r
+            .runs
+            .iter()
+            .map(|run| {
+                analyse_run_with(
+                    run,
+                    r.environment.target.as_ref().and_then(|t| t.link_mb_per_s),
+                )
+            })
+            .collect(),
         calibration: r.calibration.as_ref().map(|c| calibration(r, c)),
         trace_profile: r.trace_profile.clone(),
         db: db_figures(r),

@@ -585,6 +585,11 @@ pub(crate) fn slowest_mean_ns(h: &hdrhistogram::Histogram<u64>, k: u64) -> Optio
 /// application's latency and outside the device's, so the device's own time is the storage's
 /// figure, and the storage-bound sentence says the host's part includes that delay.
 pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
+    run_verdicts_with(run, None)
+}
+
+/// [`run_verdicts`] knowing what the device's link can carry (MB/s; see [`cache_verdict_with`]).
+pub fn run_verdicts_with(run: &RunResult, link_mb_per_s: Option<f64>) -> Vec<Verdict> {
     let mut cpu = cpu_verdict(run);
     let mut host = host_queue_verdict(run);
     if let (Some(c), Some(h)) = (cpu.as_mut(), host.as_mut()) {
@@ -608,7 +613,7 @@ pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
         }
     }
     // A cache that answered and the page-cache verdict say one thing: one verdict says it.
-    let mut cache = cache_verdict(run);
+    let mut cache = cache_verdict_with(run, link_mb_per_s);
     if let (Some(h), Some(c)) = (host.as_mut(), cache.as_ref()) {
         if h.kind == VerdictKind::PageCache {
             h.message = format!("{}; {}", c.message, h.message);
@@ -634,6 +639,13 @@ pub const RESIDENT_CACHED: f64 = 0.9;
 /// O_DIRECT ones) and the latency tiers of the reads. `None` without reads, for the null
 /// engine, or without evidence.
 pub fn cache_verdict(run: &RunResult) -> Option<Verdict> {
+    cache_verdict_with(run, None)
+}
+
+/// [`cache_verdict`] with one more piece of evidence: reads moved faster than the device's
+/// own link can carry (`link_mb_per_s`, [`crate::results::TargetInfo::link_mb_per_s`]), so
+/// they came from a cache on the host's side of it.
+pub fn cache_verdict_with(run: &RunResult, link_mb_per_s: Option<f64>) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
     let spec = run.spec.as_ref();
     let engine = spec
@@ -655,6 +667,19 @@ pub fn cache_verdict(run: &RunResult) -> Option<Verdict> {
             fmt_ns(p50),
             fmt_ns(floor)
         ));
+    }
+    let read_mbps = if run.duration_unknown || !positive(run.duration_s) {
+        0.0
+    } else {
+        read.bytes as f64 / run.duration_s / 1e6
+    };
+    if let Some(link) = link_mb_per_s.filter(|l| positive(*l) && read_mbps > *l) {
+        evidence.push(format!(
+            "reads moved {:.0} MB/s, more than the device's link carries ({:.0} MB/s)",
+            read_mbps, link
+        ));
+        figures.push(("read_mb_per_s", read_mbps));
+        figures.push(("link_mb_per_s", link));
     }
     let buffered = direct == Some(false);
     if buffered {
@@ -1120,6 +1145,40 @@ mod tests {
             }),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn reads_faster_than_the_link_name_a_cache_and_slower_ones_do_not() {
+        // O_DIRECT 128 KiB reads at 100 µs (above any RAM floor): 300k of them in 10 s is
+        // 3.93 GB/s. A PCIe 3.0 x2 link carries 1.97 GB/s of payload, x4 3.94 GB/s.
+        let mut h = crate::histogram::new_histogram();
+        for i in 0..300_000u64 {
+            crate::histogram::record_ns(&mut h, 90_000 + (i % 20_000));
+        }
+        let read = crate::results::OpResult::new("read", &h, 300_000 * (128 << 10), vec![]);
+        let mut spec = crate::results::Spec::default();
+        spec.other.insert("direct".into(), serde_json::json!(true));
+        let run = RunResult {
+            duration_s: 10.0,
+            spec: Some(spec),
+            ops: vec![read],
+            ..Default::default()
+        };
+        let x2 = 8.0e9 * 2.0 * (128.0 / 130.0) / 8.0 / 1e6;
+        let v = cache_verdict_with(&run, Some(x2)).expect("above the link: a cache");
+        assert_eq!(v.kind.as_str(), "cache-answered");
+        assert!(
+            v.message.contains("more than the device's link carries"),
+            "{}",
+            v.message
+        );
+        assert!(
+            v.message.contains("RAM in front of the media"),
+            "{}",
+            v.message
+        );
+        assert!(cache_verdict_with(&run, Some(2.0 * x2 + 10.0)).is_none());
+        assert!(cache_verdict_with(&run, None).is_none());
     }
 
     #[test]

@@ -11,7 +11,6 @@ use crate::calibrate::{CalibrateOptions, Phase, Plan};
 use crate::commands::values::duration as parse_duration;
 use crate::results::Results;
 use crate::stamp::VerifyMode;
-use crate::target::Target;
 use crate::units::{parse_latency, parse_size};
 
 /// `iolens calibrate` options.
@@ -105,6 +104,7 @@ impl CalibrateArgs {
             huge_pages: self.t.huge_pages,
             sustain: self.sustain,
             precondition: self.precondition.unwrap_or(0.0),
+            stripe_unit: self.t.stripe_unit,
         }
     }
 }
@@ -122,14 +122,24 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     if plan.precondition_s > 0.0 && launch.start_at.is_some() {
         anyhow::bail!("--precondition cannot be combined with --start-at (a fixed schedule)");
     }
-    let prep = a.t.prepare_options(
-        plan.phase(Phase::Writes).is_some() || plan.precondition_s > 0.0,
-        progress,
-    );
+    let writes = plan.phase(Phase::Writes).is_some() || plan.precondition_s > 0.0;
+    if a.t.target.len() > 1 && a.t.stripe == crate::stripe::StripeMode::PerSession {
+        anyhow::bail!(
+            "calibrate stripes its steps over several targets in allocation units: its steps \
+             of one session cannot give each target a session of its own (--stripe per-session \
+             is for `run`)"
+        );
+    }
     if a.explain {
         // The same checks as a real run, without creating or writing anything.
-        Target::check(&a.t.target, &prep)?;
-        crate::out!("{}", plan.explain(&a.t.target.display().to_string()));
+        a.t.check_all(writes)?;
+        crate::out!(
+            "{}",
+            plan.explain(&crate::stripe::describe(
+                a.t.target.iter().map(|p| p.as_path()),
+                a.t.stripe_unit
+            ))
+        );
         return Ok(ExitCode::SUCCESS);
     }
     crate::interrupt::install();
@@ -147,7 +157,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         crate::results::dated_name(std::path::Path::new("."), "calibrate", now)
     });
     let json = super::results_output(
-        crate::output::Plan::new().input(&a.t.target),
+        crate::output::Plan::new().inputs(a.t.target.iter().map(|p| p.as_path())),
         a.t.json.as_deref().or(dated.as_deref()),
         crate::output::results_estimate(crate::output::intervals(
             plan.budget_s + a.sustain + plan.precondition_s,
@@ -164,12 +174,12 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
     }
-    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
-    let block_watch = a.t.own_watch(&target)?;
+    let targets = a.t.prepare_all(writes, progress)?;
+    let block_watch = a.t.own_watch(&targets[0])?;
     let mut res: Results = crate::calibrate::calibrate(
         &plan,
         o.verify,
-        &target,
+        &targets,
         progress,
         cx.cmdline.clone(),
         launch.start_at,

@@ -1,15 +1,16 @@
 //! `iolens run`: one workload on a target, its full latency distribution.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::Args;
 
 use super::{finish, Context};
 use crate::commands::values::duration as parse_duration;
 use crate::results::{Kind, Results};
 use crate::stamp::{OnCorruption, VerifyMode};
+use crate::stripe::StripeMode;
 use crate::target::{PrepareOptions, Target};
 use crate::units::{parse_latency, parse_size};
 use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, WorkloadSpec};
@@ -18,16 +19,26 @@ use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, Wo
 #[derive(Args, Debug, Clone)]
 pub struct TargetArgs {
     /// Target: a scratch file iolens creates (and marks) if missing, an existing file or a
-    /// block device (read-only unless named with --disposable-target).
+    /// block device (read-only unless named with --disposable-target). Give it more than once
+    /// to spread the I/O over several targets (see --stripe); every one must pass the checks
+    /// before any I/O, and none may be named twice.
     #[arg(long, default_value = "iolens-scratch.dat")]
-    pub target: PathBuf,
+    pub target: Vec<PathBuf>,
     /// Data size of the target (a new scratch file is created this large; default 1G).
     #[arg(long, value_parser = parse_size)]
     pub size: Option<u64>,
     /// Allow writes to this existing file or device, whose contents you declare disposable.
-    /// Must name the same path as --target.
+    /// Must name the same file or device as a --target; give it once per such target.
     #[arg(long, value_name = "PATH")]
-    pub(crate) disposable_target: Option<PathBuf>,
+    pub(crate) disposable_target: Vec<PathBuf>,
+    /// Several targets: `unit` stripes the address space over them in --stripe-unit
+    /// allocation units (unit k on target k mod N), as ASM stripes a disk group;
+    /// `per-session` gives each session one target (session i on target i mod N).
+    #[arg(long, value_enum, default_value = "unit")]
+    pub stripe: StripeMode,
+    /// Allocation unit of --stripe unit: a whole number of blocks (--bs).
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    pub stripe_unit: u64,
     /// Rewrite the scratch file's fill: complete an interrupted fill from a read-only command,
     /// or rewrite a truncated, damaged or old-format scratch file from the start, only where
     /// its generation journal proves iolens made that very file (a header alone proves
@@ -144,7 +155,7 @@ impl RunArgs {
         WorkloadSpec {
             pattern: self.pattern,
             block_size: self.bs,
-            target: self.t.target.display().to_string(),
+            target: self.t.target[0].display().to_string(),
             target_size: self.t.size.unwrap_or(crate::target::DEFAULT_SCRATCH_SIZE),
             region_offset: self.offset,
             region_size: self.working_set.unwrap_or(0),
@@ -169,6 +180,17 @@ impl RunArgs {
             verify: self.verify,
             on_corruption: self.on_corruption,
             huge_pages: self.t.huge_pages,
+            targets: if self.t.target.len() > 1 {
+                self.t
+                    .target
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            stripe: self.t.stripe,
+            stripe_unit: self.t.stripe_unit,
         }
     }
 }
@@ -178,8 +200,9 @@ impl TargetArgs {
     /// --disposable-target and --json expanded.
     pub(crate) fn expanded(&self, l: &super::launch::Launch) -> Result<TargetArgs> {
         let mut t = self.clone();
-        t.target = l.rank.expand("--target", &t.target)?;
-        l.expand_opt("--disposable-target", &mut t.disposable_target)?;
+        for p in t.target.iter_mut().chain(t.disposable_target.iter_mut()) {
+            *p = l.rank.expand("--target", p)?;
+        }
         l.expand_opt("--json", &mut t.json)?;
         Ok(t)
     }
@@ -192,15 +215,89 @@ impl TargetArgs {
         crate::watch::own::OwnWatch::start(&target.path).map(Some)
     }
 
-    /// How to open (and, for a new scratch file, create) the target.
-    pub(crate) fn prepare_options(&self, writes: bool, progress: bool) -> PrepareOptions {
+    /// How to open (and, for a new scratch file, create) `target`, one of the targets.
+    pub(crate) fn prepare_options_for(
+        &self,
+        target: &Path,
+        writes: bool,
+        progress: bool,
+    ) -> PrepareOptions {
         PrepareOptions {
             size: self.size,
-            disposable: self.disposable_target.clone(),
+            // The --disposable-target that names this very file or device, if any.
+            disposable: self
+                .disposable_target
+                .iter()
+                .find(|d| crate::target::same_file(d, target))
+                .or(self
+                    .disposable_target
+                    .first()
+                    .filter(|_| self.target.len() == 1))
+                .cloned(),
             writes,
             progress,
             refill: self.refill,
             grow: self.grow,
+        }
+    }
+
+    /// Every check [`Target::prepare`] makes, on every target, without creating or writing
+    /// anything; refuses a target named twice. Returns each target's data size.
+    pub(crate) fn check_all(&self, writes: bool) -> Result<Vec<u64>> {
+        crate::target::refuse_repeats(&self.target)?;
+        if self.target.len() > 1 && self.watch {
+            anyhow::bail!(
+                "--watch traces one target's disk; a run over several targets reports each \
+                 disk's own counters (/proc/diskstats) instead: leave out --watch"
+            );
+        }
+        self.target
+            .iter()
+            .map(|t| {
+                self.about(
+                    t,
+                    Target::check(t, &self.prepare_options_for(t, writes, false)),
+                )
+            })
+            .collect()
+    }
+
+    /// Prepare every target (after [`TargetArgs::check_all`] passed for all of them, so that
+    /// one failing target refuses the run before any target is created or written).
+    pub(crate) fn prepare_all(&self, writes: bool, progress: bool) -> Result<Vec<Target>> {
+        self.check_all(writes)?;
+        let mut out: Vec<Target> = Vec::with_capacity(self.target.len());
+        for t in &self.target {
+            let prep = self.prepare_options_for(t, writes, progress);
+            let p = self.about(t, Target::prepare(t, &prep, crate::interrupt::flag()))?;
+            // Opened now, by descriptor: the same inode or device reached by two paths.
+            if let Some(o) = out.iter().find(|o| o.same_as(&p)) {
+                anyhow::bail!(
+                    "{} and {} are the same {}: name each target once",
+                    o.path.display(),
+                    p.path.display(),
+                    p.kind.name()
+                );
+            }
+            out.push(p);
+        }
+        Ok(out)
+    }
+
+    /// On a run over several targets, an error about target `t` says which target and that
+    /// the run was refused whole.
+    fn about<T>(&self, t: &Path, r: Result<T>) -> Result<T> {
+        if self.target.len() > 1 {
+            r.with_context(|| {
+                format!(
+                    "{} (one of {} targets) failed its checks, so the whole run is refused: \
+                     no target was written",
+                    t.display(),
+                    self.target.len()
+                )
+            })
+        } else {
+            r
         }
     }
 }
@@ -232,11 +329,10 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     };
     provisional.validate()?;
     let progress = cx.progress(a.t.no_progress);
-    let prep =
-        a.t.prepare_options(a.pattern.writes() && a.engine != EngineKind::Null, progress);
+    let writes = a.pattern.writes() && a.engine != EngineKind::Null;
     if a.explain {
         // The same checks as a real run, without creating or writing anything.
-        spec.target_size = Target::check(&a.t.target, &prep)?;
+        spec.target_size = a.t.check_all(writes)?.into_iter().min().unwrap_or(0);
         spec.validate()?;
         crate::outln!("Plan: {}", spec.explain());
         return Ok(ExitCode::SUCCESS);
@@ -244,7 +340,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     // A results file that cannot be written must fail now, not after the measurement.
     // The target is an input: it is never the results file, by name or identity.
     let json = super::results_output(
-        crate::output::Plan::new().input(&a.t.target),
+        crate::output::Plan::new().inputs(a.t.target.iter().map(|p| p.as_path())),
         a.t.json.as_deref(),
         crate::output::results_estimate(crate::output::intervals(
             spec.duration_s.unwrap_or(0.0) + spec.warmup_s,
@@ -255,9 +351,11 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
     }
-    let target = Target::prepare(&a.t.target, &prep, crate::interrupt::flag())?;
-    let block_watch = a.t.own_watch(&target)?;
-    spec.target_size = target.data_size;
+    let targets = a.t.prepare_all(writes, progress)?;
+    let target = &targets[0];
+    let block_watch = a.t.own_watch(target)?;
+    // Several targets: the working set is laid out alike on each, within the smallest.
+    spec.target_size = targets.iter().map(|t| t.data_size).min().unwrap_or(0);
     spec.validate()?;
     crate::outln!("Plan: {}", spec.explain());
     let mut res = Results::new(Kind::Run, cx.cmdline.clone());
@@ -267,9 +365,9 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
         target.kind.into(),
         target.data_size,
     ));
-    let r = crate::run::execute(
+    let r = crate::run::execute_on(
         &spec,
-        &target,
+        &targets,
         &crate::run::RunOptions {
             name: spec.label(),
             phase: "run".into(),

@@ -11,6 +11,7 @@ use crate::calibrate::Phase;
 use crate::render::ColorChoice;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
+use crate::stripe::StripeMode;
 use crate::watch::Layer;
 use crate::workload::{EngineKind, HugePages, Pattern};
 
@@ -42,6 +43,11 @@ value_enum!(EngineKind {
     Sync => "sync": "pread/pwrite, one I/O in flight per session",
     Uring => "uring": "io_uring, `--qd` I/Os in flight per session",
     Null => "null": "No I/O at all: measures the tool's own cost per I/O",
+});
+
+value_enum!(StripeMode {
+    Unit => "unit": "Stripe the address space over the targets in --stripe-unit allocation units, as ASM does",
+    PerSession => "per-session": "One target per session: session i on target i mod N",
 });
 
 value_enum!(HugePages {

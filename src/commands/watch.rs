@@ -52,6 +52,12 @@ pub struct WatchArgs {
     /// No live view (it is drawn only when standard output is a terminal).
     #[arg(long)]
     pub(crate) no_progress: bool,
+    /// Name the files PostgreSQL processes read and write as relations (schema.table, index)
+    /// from this server's catalogs (each database's, connected to in turn), and sample the
+    /// backends' query ids (`pg_stat_activity`, every 100 ms; texts from pg_stat_statements).
+    /// A libpq connection string or URI, e.g. `host=/var/run/postgresql dbname=app`.
+    #[arg(long, value_name = "DSN")]
+    pub dsn: Option<String>,
     /// Write the results document (JSON) here.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -219,6 +225,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         interval: a.interval,
         threads: a.threads,
         stop: None,
+        catalog: a.dsn.as_deref().map(crate::db::postgres::catalog),
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);
@@ -234,7 +241,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     let quiet = cx.quiet;
     let results = crate::watch::watch(
         &opts,
-        cx.cmdline.clone(),
+        crate::db::redact_args(&cx.cmdline),
         &mut |tps| {
             if !quiet {
                 crate::out::note(&format!(

@@ -963,7 +963,9 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         verify: None,
         corruption: Vec::new(),
         block: None,
+        device_intervals: Vec::new(),
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut run0 = run0;
     if let Some(w) = &spec.block_watch {

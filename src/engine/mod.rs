@@ -34,8 +34,9 @@ use crate::workload::{IoOp, OffsetGen, SyncMode, WorkloadSpec};
 
 /// What an engine must do. Results passed to `done` are bytes transferred or `-errno`.
 pub(crate) trait IoEngine {
-    /// Queue one I/O of `len` bytes at absolute `offset` using the buffer of `slot`.
-    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize);
+    /// Queue one I/O of `len` bytes at absolute `offset` of target `file` (its index in the
+    /// run's targets) using the buffer of `slot`.
+    fn push(&mut self, slot: u32, op: IoOp, file: u32, offset: u64, buf: *mut u8, len: usize);
     /// Issue queued I/Os, wait for at least one completion — or, when `until` is given, no
     /// later than `until` (an open-loop run's next intended start) — and report every
     /// completion available as `done(slot, result)`.
@@ -44,8 +45,8 @@ pub(crate) trait IoEngine {
         done: &mut impl FnMut(u32, i64),
         until: Option<Instant>,
     ) -> io::Result<()>;
-    /// Make written data durable (fdatasync).
-    fn sync(&mut self) -> io::Result<()>;
+    /// Make data written to target `file` durable (fdatasync).
+    fn sync(&mut self, file: u32) -> io::Result<()>;
     /// Called once with the session's buffers before the first I/O (io_uring registers them).
     fn attach(&mut self, _buf: &AlignedBuf<'_>) -> io::Result<()> {
         Ok(())
@@ -144,8 +145,12 @@ impl Drop for AlignedBuf<'_> {
 pub(crate) struct SessionCtx<'a> {
     pub(crate) spec: &'a WorkloadSpec,
     pub(crate) session: u32,
-    /// Absolute byte offset of the target's data area.
-    pub(crate) data_offset: u64,
+    /// Absolute byte offset of each target's data area, in target order.
+    pub(crate) data_offsets: &'a [u64],
+    /// Each target's path, in target order (named in an I/O error of a run over several).
+    pub(crate) names: &'a [String],
+    /// Where each I/O lands on a run over several targets (`None`: one target).
+    pub(crate) placement: Option<crate::stripe::Placement>,
     /// I/Os this session should complete (`u64::MAX` for a duration-bound run).
     pub(crate) quota: u64,
     /// Set to end the run (deadline, Ctrl-C, or another session's error).
@@ -153,8 +158,8 @@ pub(crate) struct SessionCtx<'a> {
     /// Planned end of measurement: the session issues nothing after it (it does not wait for
     /// the driver's stop flag, which at hundreds of busy sessions may come late).
     pub(crate) end: Option<Instant>,
-    /// Stamping and verification (targets whose blocks iolens stamps).
-    pub(crate) verify: Option<&'a VerifyShared>,
+    /// Stamping and verification (targets whose blocks iolens stamps), one per target.
+    pub(crate) verify: Option<&'a [VerifyShared]>,
 }
 
 /// How a session ended.
@@ -178,6 +183,8 @@ pub(crate) struct SessionOutcome {
 struct Slot {
     op: IoOp,
     start: Instant,
+    /// Target (index) and offset within its data area.
+    target: u32,
     offset: u64,
     /// Generation-map snapshot taken before a read was issued.
     snap: u64,
@@ -201,11 +208,13 @@ fn wait_until(t: Instant) {
     }
 }
 
-/// The session loop: keep `qd` I/Os in flight until stopped or the quota is done.
+/// The session loop: keep `qd` I/Os in flight until stopped or the quota is done. `recs` holds
+/// one recorder per target (one, on a run over one target): each I/O is recorded once, in its
+/// target's; the run's totals are their exact sum, made off the hot path (see `run`).
 pub(crate) fn run_session<E: IoEngine>(
     eng: &mut E,
     ctx: &SessionCtx<'_>,
-    rec: &mut SessionRecorder,
+    recs: &mut [SessionRecorder],
     buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
     let spec = ctx.spec;
@@ -222,10 +231,11 @@ pub(crate) fn run_session<E: IoEngine>(
             verify: VerifyTally::default(),
         };
     }
-    let vs = ctx.verify;
-    let verify_reads = vs.is_some_and(|v| v.reads());
+    let vall = ctx.verify;
+    let verify_reads = vall.is_some_and(|v| v.iter().any(|v| v.reads()));
+    let placement = ctx.placement;
     let keep_going = spec.on_corruption == OnCorruption::Continue;
-    let mut tally = if vs.is_some() {
+    let mut tally = if vall.is_some() {
         VerifyTally::new()
     } else {
         VerifyTally::default()
@@ -233,12 +243,17 @@ pub(crate) fn run_session<E: IoEngine>(
     // Reads completed in the last batch, verified once the whole batch has been stamped.
     let mut to_verify: Vec<u32> = Vec::with_capacity(qd);
     let mut corrupt = false;
-    let mut gen = OffsetGen::new(spec, ctx.session);
+    let mut gen = if placement.is_some() {
+        OffsetGen::new(&crate::stripe::logical_spec(spec), ctx.session)
+    } else {
+        OffsetGen::new(spec, ctx.session)
+    };
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slots = vec![
         Slot {
             op: IoOp::Read,
             start: Instant::now(),
+            target: 0,
             offset: 0,
             snap: 0,
             ticket: None,
@@ -268,7 +283,7 @@ pub(crate) fn run_session<E: IoEngine>(
     let mut past_end = false;
     let mut last_end: Option<Instant> = None;
     // Run-queue accounting starts at the measurement base (warm-up excluded).
-    let base = rec.base();
+    let base = recs[0].base();
     let mut past_base = Instant::now() >= base;
     let tid = crate::sys::gettid();
     let mut sched0 = if past_base {
@@ -302,6 +317,11 @@ pub(crate) fn run_session<E: IoEngine>(
             }
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
+            let (t, off) = match placement {
+                None => (0, off),
+                Some(pl) => pl.place(ctx.session, off),
+            };
+            let vs = vall.map(|v| &v[t as usize]);
             let p = buf.slot(slot);
             let mut snap = 0;
             let mut ticket = None;
@@ -347,11 +367,12 @@ pub(crate) fn run_session<E: IoEngine>(
             slots[slot as usize] = Slot {
                 op,
                 start,
+                target: t,
                 offset: off,
                 snap,
                 ticket,
             };
-            eng.push(slot, op, ctx.data_offset + off, p, bs);
+            eng.push(slot, op, t, ctx.data_offsets[t as usize] + off, p, bs);
             inflight += 1;
             issued += 1;
         }
@@ -365,11 +386,12 @@ pub(crate) fn run_session<E: IoEngine>(
             past_end |= deadline.is_some_and(|d| end >= d);
             last_end = Some(end);
             let s = slots[slot as usize];
+            let vs = vall.map(|v| &v[s.target as usize]);
             if let (Some(t), Some(v)) = (&s.ticket, vs) {
                 v.write_done(t, res == bs as i64);
             }
             if res == bs as i64 {
-                rec.record(s.op.op(), s.start, end, bs as u64);
+                recs[s.target as usize].record(s.op.op(), s.start, end, bs as u64);
                 if s.op == IoOp::Write {
                     writes_since_sync += 1;
                 } else if verify_reads {
@@ -377,26 +399,31 @@ pub(crate) fn run_session<E: IoEngine>(
                 }
             } else if verify_reads && s.op == IoOp::Read && (0..bs as i64).contains(&res) {
                 // A short read of a stamped target: it ends early.
-                rec.error(s.op.op());
+                recs[s.target as usize].error(s.op.op());
                 if let Some(v) = vs {
                     v.short_read(&mut tally, s.offset, bs as u64, res as u64, ctx.session, base);
                 }
                 corrupt = true;
             } else {
-                rec.error(s.op.op());
+                recs[s.target as usize].error(s.op.op());
                 if error.is_none() {
+                    let on = if ctx.names.len() > 1 {
+                        format!(" of {}", ctx.names[s.target as usize])
+                    } else {
+                        String::new()
+                    };
                     error = Some(if res < 0 {
                         format!(
-                            "{} at offset {} failed: {}",
+                            "{} at offset {}{on} failed: {}",
                             s.op.op().name(),
-                            ctx.data_offset + s.offset,
+                            ctx.data_offsets[s.target as usize] + s.offset,
                             io::Error::from_raw_os_error(-res as i32)
                         )
                     } else {
                         format!(
-                            "short {} at offset {}: {res} of {bs} bytes (is the target smaller than expected?)",
+                            "short {} at offset {}{on}: {res} of {bs} bytes (is the target smaller than expected?)",
                             s.op.op().name(),
-                            ctx.data_offset + s.offset
+                            ctx.data_offsets[s.target as usize] + s.offset
                         )
                     });
                 }
@@ -413,12 +440,13 @@ pub(crate) fn run_session<E: IoEngine>(
             break;
         }
         if !to_verify.is_empty() {
-            if let Some(v) = vs {
+            if let Some(vall) = vall {
                 tally.batches += 1;
                 let t0 = (tally.batches & 7 == 1).then(Instant::now);
                 let n = to_verify.len() as u64;
                 for &slot in &to_verify {
                     let s = slots[slot as usize];
+                    let v = &vall[s.target as usize];
                     // SAFETY: the slot's buffer holds `bs` bytes just read; it is not reissued
                     // before this loop ends.
                     let data = unsafe { std::slice::from_raw_parts(buf.slot(slot), bs) };
@@ -436,12 +464,15 @@ pub(crate) fn run_session<E: IoEngine>(
             ctx.stop.store(true, Ordering::Relaxed);
         }
         if fsync_every > 0 && writes_since_sync >= fsync_every {
-            let t0 = Instant::now();
-            match eng.sync() {
-                Ok(()) => rec.record(SYNC, t0, Instant::now(), 0),
-                Err(e) => {
-                    rec.error(SYNC);
-                    error.get_or_insert_with(|| format!("fdatasync failed: {e}"));
+            // Every target, each its own timed sync (one target: one sync).
+            for (t, rec) in recs.iter_mut().enumerate() {
+                let t0 = Instant::now();
+                match eng.sync(t as u32) {
+                    Ok(()) => rec.record(SYNC, t0, Instant::now(), 0),
+                    Err(e) => {
+                        rec.error(SYNC);
+                        error.get_or_insert_with(|| format!("fdatasync failed: {e}"));
+                    }
                 }
             }
             writes_since_sync = 0;
@@ -484,14 +515,14 @@ pub(crate) fn run_session<E: IoEngine>(
 /// placing the memory (page faults, zeroing a huge page) is not measured.
 pub(crate) fn run_engine_session(
     ctx: &SessionCtx<'_>,
-    rec: &mut SessionRecorder,
+    recs: &mut [SessionRecorder],
     engine: EngineBox,
     buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
     match engine {
-        EngineBox::Sync(mut e) => run_session(&mut e, ctx, rec, buf),
-        EngineBox::Uring(mut e) => run_session(e.as_mut(), ctx, rec, buf),
-        EngineBox::Null(mut e) => run_session(&mut e, ctx, rec, buf),
+        EngineBox::Sync(mut e) => run_session(&mut e, ctx, recs, buf),
+        EngineBox::Uring(mut e) => run_session(e.as_mut(), ctx, recs, buf),
+        EngineBox::Null(mut e) => run_session(&mut e, ctx, recs, buf),
     }
 }
 
@@ -517,13 +548,13 @@ pub(crate) enum EngineBox {
     Null(null::NullEngine),
 }
 
-/// Create one engine instance for a session.
-pub(crate) fn make_engine(spec: &WorkloadSpec, file: &File) -> anyhow::Result<EngineBox> {
+/// Create one engine instance for a session, over `files` (one per target, in order).
+pub(crate) fn make_engine(spec: &WorkloadSpec, files: &[&File]) -> anyhow::Result<EngineBox> {
     use crate::workload::EngineKind;
     Ok(match spec.engine {
-        EngineKind::Sync => EngineBox::Sync(sync::SyncEngine::new(file)?),
+        EngineKind::Sync => EngineBox::Sync(sync::SyncEngine::new(files)?),
         EngineKind::Uring => EngineBox::Uring(Box::new(uring::UringEngine::new(
-            file,
+            files,
             spec.qd,
             spec.batch_submit,
         )?)),

@@ -14,7 +14,7 @@ pub(crate) struct NullEngine {
 
 impl IoEngine for NullEngine {
     #[inline]
-    fn push(&mut self, slot: u32, _op: IoOp, _offset: u64, _buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, _op: IoOp, _file: u32, _offset: u64, _buf: *mut u8, len: usize) {
         self.pending.push((slot, len));
     }
 
@@ -30,7 +30,7 @@ impl IoEngine for NullEngine {
         Ok(())
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&mut self, _file: u32) -> io::Result<()> {
         Ok(())
     }
 }

@@ -8,11 +8,11 @@ use std::os::fd::{AsRawFd, RawFd};
 use super::IoEngine;
 use crate::workload::IoOp;
 
-/// pread/pwrite on the session's descriptor (its own; the run's, shared, when the process had
-/// none left: pread is safe to use from many threads).
+/// pread/pwrite on the session's descriptor of each target (its own; the run's, shared, when
+/// the process had none left: pread is safe to use from many threads).
 pub(crate) struct SyncEngine {
-    fd: RawFd,
-    pending: Option<(u32, IoOp, u64, *mut u8, usize)>,
+    fds: Vec<RawFd>,
+    pending: Option<(u32, IoOp, RawFd, u64, *mut u8, usize)>,
 }
 
 // SAFETY: the raw buffer pointer refers to the session's own buffer; the engine lives in one
@@ -20,10 +20,10 @@ pub(crate) struct SyncEngine {
 unsafe impl Send for SyncEngine {}
 
 impl SyncEngine {
-    /// An engine over `file`, which must outlive the run.
-    pub(crate) fn new(file: &File) -> anyhow::Result<SyncEngine> {
+    /// An engine over `files` (one per target, in target order), which must outlive the run.
+    pub(crate) fn new(files: &[&File]) -> anyhow::Result<SyncEngine> {
         Ok(SyncEngine {
-            fd: file.as_raw_fd(),
+            fds: files.iter().map(|f| f.as_raw_fd()).collect(),
             pending: None,
         })
     }
@@ -31,9 +31,9 @@ impl SyncEngine {
 
 impl IoEngine for SyncEngine {
     #[inline]
-    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, op: IoOp, file: u32, offset: u64, buf: *mut u8, len: usize) {
         debug_assert!(self.pending.is_none(), "sync engine has one I/O in flight");
-        self.pending = Some((slot, op, offset, buf, len));
+        self.pending = Some((slot, op, self.fds[file as usize], offset, buf, len));
     }
 
     #[inline]
@@ -42,14 +42,14 @@ impl IoEngine for SyncEngine {
         done: &mut impl FnMut(u32, i64),
         _until: Option<std::time::Instant>,
     ) -> io::Result<()> {
-        let Some((slot, op, offset, buf, len)) = self.pending.take() else {
+        let Some((slot, op, fd, offset, buf, len)) = self.pending.take() else {
             return Ok(());
         };
         // SAFETY: buf is valid for len bytes (the session's slot buffer) and fd is open.
         let r = unsafe {
             match op {
-                IoOp::Read => libc::pread(self.fd, buf as *mut libc::c_void, len, offset as i64),
-                _ => libc::pwrite(self.fd, buf as *const libc::c_void, len, offset as i64),
+                IoOp::Read => libc::pread(fd, buf as *mut libc::c_void, len, offset as i64),
+                _ => libc::pwrite(fd, buf as *const libc::c_void, len, offset as i64),
             }
         };
         let res = if r < 0 {
@@ -63,9 +63,9 @@ impl IoEngine for SyncEngine {
         Ok(())
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&mut self, file: u32) -> io::Result<()> {
         // SAFETY: fd is open.
-        if unsafe { libc::fdatasync(self.fd) } != 0 {
+        if unsafe { libc::fdatasync(self.fds[file as usize]) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())

@@ -15,7 +15,9 @@ use crate::workload::IoOp;
 /// One ring per session.
 pub(crate) struct UringEngine {
     ring: IoUring,
-    fd: i32,
+    /// The session's descriptor of each target, in target order (registered as fixed files
+    /// 0..N where the kernel allows).
+    fds: Vec<i32>,
     fixed_file: bool,
     fixed_bufs: bool,
     /// Why registering the buffers failed (errno); they are then passed with each I/O.
@@ -56,10 +58,10 @@ fn unavailable(e: &io::Error) -> anyhow::Error {
 }
 
 impl UringEngine {
-    /// A ring with room for `qd` I/Os on `file`, which must outlive the run. With
+    /// A ring with room for `qd` I/Os on `files` (one per target), which must outlive the run. With
     /// `batch_submit`, queued I/Os are submitted together in one system call; otherwise each
     /// is submitted as it is queued, so the device sees a steady stream rather than bursts.
-    pub(crate) fn new(file: &File, qd: u32, batch_submit: bool) -> anyhow::Result<UringEngine> {
+    pub(crate) fn new(files: &[&File], qd: u32, batch_submit: bool) -> anyhow::Result<UringEngine> {
         let entries = qd.next_power_of_two().max(2);
         let ring = match IoUring::builder().setup_coop_taskrun().build(entries) {
             Ok(r) => r,
@@ -71,11 +73,11 @@ impl UringEngine {
         if (ring.params().sq_entries()) < qd {
             bail!("io_uring ring too small for --qd {qd}");
         }
-        let fd = file.as_raw_fd();
-        let fixed_file = ring.submitter().register_files(&[fd]).is_ok();
+        let fds: Vec<i32> = files.iter().map(|f| f.as_raw_fd()).collect();
+        let fixed_file = ring.submitter().register_files(&fds).is_ok();
         Ok(UringEngine {
             ring,
-            fd,
+            fds,
             fixed_file,
             fixed_bufs: false,
             unregistered: None,
@@ -106,32 +108,33 @@ impl IoEngine for UringEngine {
     }
 
     #[inline]
-    fn push(&mut self, slot: u32, op: IoOp, offset: u64, buf: *mut u8, len: usize) {
+    fn push(&mut self, slot: u32, op: IoOp, file: u32, offset: u64, buf: *mut u8, len: usize) {
+        let fd = self.fds[file as usize];
         let sqe = match (op, self.fixed_file, self.fixed_bufs) {
-            (IoOp::Read, true, true) => opcode::ReadFixed::new(types::Fixed(0), buf, len as u32, 0)
-                .offset(offset)
-                .build(),
-            (IoOp::Read, false, true) => {
-                opcode::ReadFixed::new(types::Fd(self.fd), buf, len as u32, 0)
+            (IoOp::Read, true, true) => {
+                opcode::ReadFixed::new(types::Fixed(file), buf, len as u32, 0)
                     .offset(offset)
                     .build()
             }
-            (IoOp::Read, true, false) => opcode::Read::new(types::Fixed(0), buf, len as u32)
+            (IoOp::Read, false, true) => opcode::ReadFixed::new(types::Fd(fd), buf, len as u32, 0)
                 .offset(offset)
                 .build(),
-            (IoOp::Read, false, false) => opcode::Read::new(types::Fd(self.fd), buf, len as u32)
+            (IoOp::Read, true, false) => opcode::Read::new(types::Fixed(file), buf, len as u32)
                 .offset(offset)
                 .build(),
-            (_, true, true) => opcode::WriteFixed::new(types::Fixed(0), buf, len as u32, 0)
+            (IoOp::Read, false, false) => opcode::Read::new(types::Fd(fd), buf, len as u32)
                 .offset(offset)
                 .build(),
-            (_, false, true) => opcode::WriteFixed::new(types::Fd(self.fd), buf, len as u32, 0)
+            (_, true, true) => opcode::WriteFixed::new(types::Fixed(file), buf, len as u32, 0)
                 .offset(offset)
                 .build(),
-            (_, true, false) => opcode::Write::new(types::Fixed(0), buf, len as u32)
+            (_, false, true) => opcode::WriteFixed::new(types::Fd(fd), buf, len as u32, 0)
                 .offset(offset)
                 .build(),
-            (_, false, false) => opcode::Write::new(types::Fd(self.fd), buf, len as u32)
+            (_, true, false) => opcode::Write::new(types::Fixed(file), buf, len as u32)
+                .offset(offset)
+                .build(),
+            (_, false, false) => opcode::Write::new(types::Fd(fd), buf, len as u32)
                 .offset(offset)
                 .build(),
         };
@@ -185,9 +188,9 @@ impl IoEngine for UringEngine {
         Ok(())
     }
 
-    fn sync(&mut self) -> io::Result<()> {
+    fn sync(&mut self, file: u32) -> io::Result<()> {
         // SAFETY: fd is open.
-        if unsafe { libc::fdatasync(self.fd) } != 0 {
+        if unsafe { libc::fdatasync(self.fds[file as usize]) } != 0 {
             return Err(io::Error::last_os_error());
         }
         Ok(())

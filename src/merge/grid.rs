@@ -493,6 +493,8 @@ impl RunGrid {
             verify: None,
             corruption,
             block: None,
+            // Each rank's device is its own: their counters are not summed.
+            device_intervals: Vec::new(),
             // The ranks' pools together, when every rank recorded one.
             io_buffers: parts
                 .iter()
@@ -509,6 +511,8 @@ impl RunGrid {
                         .then(|| b[0].thp_setting.clone())
                         .flatten(),
                 }),
+            // Per-target series are not merged across ranks (each rank's own targets).
+            targets: Vec::new(),
         };
         let m = RunMerge {
             name: p0.name.clone(),

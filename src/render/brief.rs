@@ -69,6 +69,19 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
         let _ = writeln!(s, "  {line}");
     }
     s.push_str(&errors_lines);
+    if let Some(mut tt) = super::targets::table(r) {
+        // The queue facts are in `show`; the closing summary keeps to what landed where.
+        for c in ["scheduler", "nr_requests", "tags", "disk await"] {
+            tt.drop_column(c);
+        }
+        let _ = writeln!(s, "  per target:");
+        for line in tt.render(&inner).lines() {
+            let _ = writeln!(s, "  {line}");
+        }
+        if let Some(n) = super::targets::note(r) {
+            let _ = writeln!(s, "  note: {n}");
+        }
+    }
     if !r.rates_known() {
         let _ = writeln!(s, "  IOPS, MB/s: {}", crate::results::UNKNOWN_RATE);
     }

@@ -14,6 +14,7 @@ use super::heatmap::log_bins;
 use super::svg::{self, colour, esc, Fmt, HistSeries, LineChart, Series};
 use super::table::Table;
 use super::{kind_name, TermStyle};
+use crate::histogram::{sparse_quantile, standard_reference, value_of, V2Scan};
 use crate::results::analysis::CalibrationAnalysis;
 use crate::results::{Calibration, Results, RunResult};
 pub use crate::units::ratio;
@@ -276,29 +277,62 @@ pub(crate) fn op_noise(run: &RunResult, op: &str) -> Vec<Option<f64>> {
         }
         spread(&ivs.iter().map(|i| f(i) / i.duration_s).collect::<Vec<_>>())
     };
-    let hists: Vec<_> = ivs.iter().filter_map(|i| i.hist.decode().ok()).collect();
-    let lat = |q: Option<f64>| -> Option<f64> {
-        spread(
-            &hists
-                .iter()
-                .map(|h| match q {
-                    Some(q) => h.value_at_quantile(q) as f64,
-                    None => h.mean(),
-                })
-                .collect::<Vec<_>>(),
-        )
-    };
+    // One histogram decoded at a time, keeping only its figures: a day of one-second
+    // intervals decoded at once was ~265 KB an interval (issue 22).
+    let (mut scan, mut counts, mut sparse) = (V2Scan::new(), Vec::new(), Vec::new());
+    let figures: Vec<[f64; 5]> = ivs
+        .iter()
+        .filter_map(|i| interval_figures(&i.hist, &mut scan, &mut counts, &mut sparse))
+        .collect();
+    let lat =
+        |k: usize| -> Option<f64> { spread(&figures.iter().map(|f| f[k]).collect::<Vec<_>>()) };
     let mut v = vec![
         rates(|i| i.count as f64),
         rates(|i| i.bytes as f64),
-        lat(None),
-        lat(Some(0.5)),
-        lat(Some(0.9)),
-        lat(Some(0.99)),
-        lat(Some(0.999)),
+        lat(0),
+        lat(1),
+        lat(2),
+        lat(3),
+        lat(4),
     ];
     v.resize(n_metrics, None);
     v
+}
+
+/// The mean and the 50th, 90th, 99th and 99.9th percentiles of one interval's histogram (ns),
+/// the figures HdrHistogram gives: read from its non-zero counts straight from the encoding
+/// ([`V2Scan`]) when it has the standard layout, else decoded with the bounds it was stored
+/// with and dropped; `None` when it does not decode.
+fn interval_figures(
+    hist: &crate::results::Hist,
+    scan: &mut V2Scan,
+    counts: &mut Vec<(usize, u64)>,
+    sparse: &mut Vec<(u64, u64)>,
+) -> Option<[f64; 5]> {
+    if scan.scan(hist, counts) && V2Scan::len_in_range(counts).is_some() {
+        let total = counts.iter().map(|c| c.1).sum::<u64>();
+        if total == 0 {
+            return Some([0.0; 5]);
+        }
+        let r = standard_reference();
+        sparse.clear();
+        sparse.extend(counts.iter().map(|&(i, n)| (value_of(i), n)));
+        // As `Histogram::mean` sums, in the same order.
+        let mean = sparse.iter().fold(0.0, |m, &(v, n)| {
+            m + r.median_equivalent(v) as f64 * n as f64 / total as f64
+        });
+        let q = |q: f64| sparse_quantile(sparse, q) as f64;
+        return Some([mean, q(0.5), q(0.9), q(0.99), q(0.999)]);
+    }
+    let stored = hist.decode_as_stored().ok()?;
+    let h = match stored {
+        None => return Some([0.0; 5]),
+        Some(h) if h.low() == 1 && h.sigfig() == crate::histogram::SIGFIG => h,
+        // Another layout: the project-wide one, as every other figure is read.
+        Some(_) => hist.decode().ok()?,
+    };
+    let q = |q: f64| h.value_at_quantile(q) as f64;
+    Some([h.mean(), q(0.5), q(0.9), q(0.99), q(0.999)])
 }
 
 /// `f(v)`, or [`crate::results::UNKNOWN_RATE`] for NaN (a rate of a run without a duration).
@@ -861,6 +895,49 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The figures read from an interval's encoding are HdrHistogram's own, for the standard
+    /// layout (scanned), an interval's grown layout and another precision (decoded).
+    #[test]
+    fn interval_figures_are_hdrhistograms() {
+        use crate::results::Hist;
+        let values = [
+            0u64,
+            1,
+            900,
+            1_000,
+            12_345,
+            250_000,
+            3_000_000,
+            7_000_000_000,
+        ];
+        let mut std = crate::histogram::new_histogram();
+        let mut grown = crate::histogram::interval_histogram();
+        let mut two = Histogram::<u64>::new_with_bounds(1, 1 << 40, 2).unwrap();
+        for (k, &v) in values.iter().enumerate() {
+            for h in [&mut std, &mut grown, &mut two] {
+                h.record_n(v, k as u64 + 1).unwrap();
+            }
+        }
+        let (mut scan, mut counts, mut sparse) = (V2Scan::new(), Vec::new(), Vec::new());
+        for h in [&std, &grown, &two] {
+            let want = Hist::encode(h).decode().unwrap();
+            let q = |q: f64| want.value_at_quantile(q) as f64;
+            let got = interval_figures(&Hist::encode(h), &mut scan, &mut counts, &mut sparse);
+            assert_eq!(
+                got,
+                Some([want.mean(), q(0.5), q(0.9), q(0.99), q(0.999)]),
+                "{} digits up to {}",
+                h.sigfig(),
+                h.high()
+            );
+        }
+        let empty = Hist::encode(&crate::histogram::new_histogram());
+        assert_eq!(
+            interval_figures(&empty, &mut scan, &mut counts, &mut sparse),
+            Some([0.0; 5])
+        );
+    }
 
     #[test]
     fn spec_differences_ignore_location_and_duration() {

@@ -784,6 +784,7 @@ pub(crate) fn report_loaded(
             let _ = write!(out, "<p class=\"warn\">warning: {}</p>", esc(w));
         }
         run_host(&mut out, run);
+        out.push_str(&super::targets::html(run));
         out.push_str("<h3>Latency distribution</h3>");
         run_histograms(&mut out, run, an.runs.get(i))?;
         out.push_str("<h3>Over time</h3>");

@@ -33,6 +33,7 @@ pub mod markdown;
 pub mod stacks;
 pub mod svg;
 pub mod table;
+pub(crate) mod targets;
 pub mod terminal;
 pub mod watch;
 

@@ -506,6 +506,7 @@ pub(crate) fn render_loaded(
         for l in host_lines(run) {
             let _ = writeln!(out, "{l}");
         }
+        out.push_str(&super::targets::text(run, style));
         for w in &run.warnings {
             warn_line(&mut out, style, w);
         }

@@ -242,6 +242,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         return;
     };
     out.extend(pg_wait_blocks(r));
+    out.extend(pg_relation_blocks(r));
     if b.processes.is_empty() {
         return;
     }
@@ -401,6 +402,144 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
             },
             lines,
             table: Some(t),
+        });
+    }
+    out
+}
+
+/// Rows of the relations table; the rest are summed in one row.
+const MAX_RELATIONS: usize = 25;
+
+/// The watched PostgreSQL processes' I/O by relation (WAL, temporary files), most syscall time
+/// first, and the query ids sampled.
+pub(crate) fn pg_relation_blocks(r: &Results) -> Vec<Block> {
+    let Some(rel) = r.watch.as_ref().and_then(|b| b.relations.as_ref()) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    if !rel.rows.is_empty() {
+        // A database column only when the rows are of several databases.
+        let dbs: std::collections::BTreeSet<&str> = rel
+            .rows
+            .iter()
+            .filter_map(|x| x.database.as_deref())
+            .filter(|d| *d != "(shared)")
+            .collect();
+        let with_db = dbs.len() > 1;
+        let mut head = vec!["relation", "kind"];
+        if with_db {
+            head.push("database");
+        }
+        head.extend([
+            "reads",
+            "read",
+            "writes",
+            "written",
+            "syncs",
+            "syscall time",
+            "share",
+            "device",
+            "host queue",
+        ]);
+        let mut t = Table::new(&head);
+        let total: f64 = rel.rows.iter().map(|x| x.syscall_s).sum();
+        let share = |x: f64| {
+            if total > 0.0 {
+                pct(x / total)
+            } else {
+                "-".into()
+            }
+        };
+        let mut add = |x: &crate::results::PgRelationIo| {
+            let mut name = x.name.clone();
+            if !x.fork.is_empty() && x.fork != "main" {
+                name.push_str(&format!(" ({})", x.fork));
+            }
+            let mut row = vec![name, x.kind.clone()];
+            if with_db {
+                row.push(x.database.clone().unwrap_or_default());
+            }
+            row.extend([
+                x.reads.to_string(),
+                fmt_bytes(x.read_bytes),
+                x.writes.to_string(),
+                fmt_bytes(x.write_bytes),
+                x.syncs.to_string(),
+                fmt_ns(x.syscall_s * 1e9),
+                share(x.syscall_s),
+                fmt_ns(x.device_s * 1e9),
+                fmt_ns(x.queue_s * 1e9),
+            ]);
+            t.row(row)
+        };
+        for x in rel.rows.iter().take(MAX_RELATIONS) {
+            add(x);
+        }
+        if rel.rows.len() > MAX_RELATIONS {
+            let mut rest = crate::results::PgRelationIo {
+                name: format!("({} more)", rel.rows.len() - MAX_RELATIONS),
+                ..Default::default()
+            };
+            for x in &rel.rows[MAX_RELATIONS..] {
+                rest.files += x.files;
+                rest.reads += x.reads;
+                rest.read_bytes += x.read_bytes;
+                rest.writes += x.writes;
+                rest.write_bytes += x.write_bytes;
+                rest.syncs += x.syncs;
+                rest.syscall_s += x.syscall_s;
+                rest.device_s += x.device_s;
+                rest.queue_s += x.queue_s;
+            }
+            add(&rest);
+        }
+        let mut lines = vec![format!(
+            "Traced I/O syscalls (pread, pwrite, fsync…) of the watched PostgreSQL processes \
+             by the file each was on, read by the probes through its descriptor (exact, every \
+             syscall; io_uring and AIO submissions are not by file); segments summed. Device and \
+             host-queue time: the requests each syscall waited for. Top by syscall time: {}.",
+            rel.rows
+                .iter()
+                .take(3)
+                .map(|x| format!("{} {}", x.name, share(x.syscall_s)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        for d in &rel.resolved {
+            lines.push(format!("Named from the catalog of {d}."));
+        }
+        lines.extend(rel.notes.iter().cloned());
+        out.push(Block {
+            title: "PostgreSQL I/O by relation".into(),
+            lines,
+            table: Some(t),
+        });
+    }
+    if !rel.queries.is_empty() || !rel.query_notes.is_empty() {
+        let mut t = Table::new(&[
+            "query id",
+            "samples",
+            "in IO wait",
+            "I/O syscalls",
+            "syscall time",
+            "device",
+            "query",
+        ]);
+        for q in rel.queries.iter().take(MAX_RELATIONS) {
+            t.row(vec![
+                q.query_id.to_string(),
+                q.samples.to_string(),
+                q.io_samples.to_string(),
+                q.syscalls.to_string(),
+                fmt_ns(q.syscall_s * 1e9),
+                fmt_ns(q.device_s * 1e9),
+                q.text.clone().unwrap_or_else(|| "-".into()),
+            ]);
+        }
+        out.push(Block {
+            title: "PostgreSQL query ids (sampled)".into(),
+            lines: rel.query_notes.clone(),
+            table: (!rel.queries.is_empty()).then_some(t),
         });
     }
     out

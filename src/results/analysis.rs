@@ -62,6 +62,28 @@ pub struct RunRegimes {
     pub steady: Option<SteadyState>,
     /// One line for people, e.g. `4.0k IOPS for 41 s, then 1.0k sustained (…)`.
     pub sentence: String,
+    /// Stretches of intervals in which the device did much more work than iolens asked of it
+    /// (its own counters against ours): another process on the same device. Empty when none,
+    /// and for runs without the device's per-interval counters (older files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub neighbours: Vec<NeighbourSpan>,
+}
+
+/// A stretch of intervals in which another process used the run's device (see
+/// `analysis::regimes::neighbours`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct NeighbourSpan {
+    /// Start and end, seconds from the start of measurement (whole intervals).
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Bytes the device moved in the span, all processes.
+    pub device_bytes: u64,
+    /// Bytes iolens moved in the span.
+    pub own_bytes: u64,
+    /// I/Os the device completed in the span, all processes.
+    pub device_ops: u64,
+    /// I/Os iolens completed in the span.
+    pub own_ops: u64,
 }
 
 /// One regime: a stretch of intervals at one level. Its figures leave out intervals that mix
@@ -109,6 +131,9 @@ pub enum RegimeCause {
     ThrottlingStarts,
     /// The rate recovered after a fall.
     ThrottlingStops,
+    /// Another process used the same device then (its counters moved much more than ours):
+    /// a noisy neighbour, not a change of the storage.
+    Neighbour,
     /// No cause can be named from the evidence.
     #[default]
     Unknown,
@@ -208,6 +233,9 @@ pub enum VerdictKind {
     RegimeChange,
     /// The SNIA PTS steady-state verdict of the run's last regime.
     SteadyState,
+    /// Another process used the run's device in some intervals (the device's own counters
+    /// moved much more than the run's I/O): those intervals are a neighbour's, not the storage's.
+    NoisyNeighbour,
     /// A cache answered (latency below any device's floor, or the reads never reached the
     /// device): the figures are the cache's, not the media's.
     CacheAnswered,
@@ -235,6 +263,7 @@ impl VerdictKind {
             VerdictKind::NotIo => "not-io",
             VerdictKind::RegimeChange => "regime-change",
             VerdictKind::SteadyState => "steady-state",
+            VerdictKind::NoisyNeighbour => "noisy-neighbour",
             VerdictKind::CacheAnswered => "cache-answered",
             VerdictKind::CgroupLimit => "cgroup-limit",
         }
@@ -549,10 +578,18 @@ pub struct Plan {
     /// `--precondition`: the bound on its time, seconds (0: no preconditioning).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub precondition_s: f64,
+    /// The allocation unit each step's I/O is striped in over several targets
+    /// (`--stripe-unit`; one target: unused).
+    #[serde(default = "default_stripe_unit")]
+    pub stripe_unit: u64,
 }
 
 fn is_zero(v: &f64) -> bool {
     *v == 0.0
+}
+
+fn default_stripe_unit() -> u64 {
+    1 << 20
 }
 
 /// What Oracle's DBMS_RESOURCE_MANAGER.CALIBRATE_IO would print for the same device: whole

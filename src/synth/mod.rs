@@ -93,6 +93,7 @@ fn environment() -> Environment {
             nr_requests: Some(1023),
             max_sectors_kb: Some(128),
             read_ahead_kb: Some(128),
+            link_mb_per_s: None,
         }),
     }
 }

@@ -142,6 +142,49 @@ pub struct PrepareOptions {
     pub grow: bool,
 }
 
+/// Whether `a` and `b` name the same file (device and inode) or the same block device (device
+/// number), through whatever links; `false` when either cannot be examined.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => {
+            (x.dev(), x.ino()) == (y.dev(), y.ino())
+                || (x.file_type().is_block_device()
+                    && y.file_type().is_block_device()
+                    && x.rdev() == y.rdev())
+        }
+        _ => false,
+    }
+}
+
+/// Refuse a list of targets that names one file or device twice: by identity where it exists
+/// (two paths, links or device nodes of one inode or device), by its resolved directory and
+/// name where it is yet to be created.
+pub fn refuse_repeats(paths: &[PathBuf]) -> Result<()> {
+    let resolved = |p: &Path| -> Option<PathBuf> {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(dir).ok()?.join(p.file_name()?))
+    };
+    for (i, a) in paths.iter().enumerate() {
+        for b in &paths[..i] {
+            let same = same_file(a, b)
+                || (std::fs::symlink_metadata(a).is_err()
+                    && resolved(a).is_some_and(|x| Some(x) == resolved(b)));
+            if same {
+                bail!(
+                    "{} and {} are the same target: name each file or device once (a run over \
+                     several targets spreads its I/O over distinct ones)",
+                    b.display(),
+                    a.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Default data size of a new scratch file.
 pub const DEFAULT_SCRATCH_SIZE: u64 = 1 << 30;
 
@@ -173,6 +216,11 @@ impl Target {
     /// The descriptor opened once for this command.
     pub fn file(&self) -> &File {
         &self.file
+    }
+
+    /// Whether `other` is the very same file or device (compared by the descriptors held).
+    pub fn same_as(&self, other: &Target) -> bool {
+        self.identity == other.identity
     }
 
     fn prepare_inner(

@@ -12,11 +12,14 @@
 
 mod acc;
 mod cgroup;
+mod layout;
 pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
 pub mod pg;
 pub(crate) mod pgwait;
+mod queries;
+pub mod relations;
 
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
@@ -103,6 +106,9 @@ pub struct WatchOptions {
     /// Set by another thread to end the watch (`db run --engine postgres` ends it with its
     /// run); `None`: only the duration, Ctrl-C or the pids' exit end it.
     pub(crate) stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The server's catalogs (`--dsn`): relations named, query ids sampled. `None`: files are
+    /// named by their paths, and the output says names need a DSN.
+    pub catalog: Option<relations::Catalog>,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
@@ -180,22 +186,16 @@ struct Event {
     /// Syscall: device and host-queue time charged to it, ns.
     c: u64,
     d: u64,
+    /// Syscall: the file its descriptor named at entry (inode, filesystem device as the kernel
+    /// numbers it, 0 and 0: none) and the descriptor.
+    ino: u64,
+    fdev: u32,
+    fd: i32,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
 }
 
-/// Parts of a thread's wall time, in the kernel's order (`P_CPU` .. `P_IO_ABOVE`).
-const PARTS: usize = 8;
-/// Bytes of a parts record: an event, its start, its parts.
-const PARTS_LEN: usize = EVENT_LEN + 8 + PARTS * 8;
-
-/// Events in one syscall batch record (`SYS_BATCH` in `bpf/watch.bpf.c`).
-const SYS_BATCH: usize = 16;
-/// Bytes of one event record, of a batch record's header (`struct sys_batch`: count, pad,
-/// first timestamp; the events it holds follow), and of a whole batch.
-const EVENT_LEN: usize = 64;
-const BATCH_HEADER: usize = 16;
-const BATCH_LEN: usize = BATCH_HEADER + SYS_BATCH * EVENT_LEN;
+use layout::{BATCH_HEADER, BATCH_LEN, EVENT_LEN, PARTS, PARTS_LEN, SYS_BATCH};
 
 impl Event {
     /// Every event of one ring-buffer record (a single event; a batch of syscall events, as
@@ -212,9 +212,9 @@ impl Event {
             let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
             let mut parts = [0u64; PARTS];
             for (i, p) in parts.iter_mut().enumerate() {
-                *p = u64_at(EVENT_LEN + 8 + i * 8);
+                *p = u64_at(layout::PARTS_AT + i * 8);
             }
-            e.parts = Some((u64_at(EVENT_LEN), parts));
+            e.parts = Some((u64_at(layout::PARTS_FROM), parts));
             f(e);
             return true;
         }
@@ -242,18 +242,22 @@ impl Event {
         }
         let u32_at = |o: usize| u32::from_ne_bytes(d[o..o + 4].try_into().unwrap_or([0; 4]));
         let u64_at = |o: usize| u64::from_ne_bytes(d[o..o + 8].try_into().unwrap_or([0; 8]));
+        use layout::*;
         Some(Event {
-            kind: u32_at(0),
-            tgid: u32_at(4),
-            tid: u32_at(8),
-            sub: u32_at(12),
-            a: u64_at(16),
-            b: u64_at(24),
-            ts: u64_at(32),
-            dev: u32_at(40),
-            bytes: u32_at(44),
-            c: u64_at(48),
-            d: u64_at(56),
+            kind: u32_at(EV_KIND),
+            tgid: u32_at(EV_TGID),
+            tid: u32_at(EV_TID),
+            sub: u32_at(EV_SUB),
+            a: u64_at(EV_A),
+            b: u64_at(EV_B),
+            ts: u64_at(EV_TS),
+            dev: u32_at(EV_DEV),
+            bytes: u32_at(EV_BYTES),
+            c: u64_at(EV_C),
+            d: u64_at(EV_D),
+            ino: u64_at(EV_INO),
+            fdev: u32_at(EV_FDEV),
+            fd: u32_at(EV_FD) as i32,
             parts: None,
         })
     }
@@ -282,6 +286,10 @@ struct Recording {
     end_ns: u64,
     /// PostgreSQL's wait events of the watched server processes.
     pg: pgwait::PgWaitAcc,
+    /// The files the traced syscalls were on.
+    files: relations::FileTable,
+    /// The query ids sampled (with a DSN).
+    queries: queries::QueryAcc,
 }
 
 impl Recording {
@@ -429,6 +437,13 @@ impl Recording {
                 if e.dev != 0 || self.pg.is_pg(e.tgid) {
                     self.pg.syscall(e.tgid, e.dev, e.a);
                 }
+                if e.ino != 0 {
+                    if let Some(op) = relations::file_op(name) {
+                        self.files
+                            .syscall(e.tgid, e.fd, e.fdev, e.ino, op, e.a, e.b, e.c, e.d);
+                    }
+                }
+                self.queries.syscall(e.tgid, e.a, e.c);
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
@@ -537,22 +552,10 @@ pub const PG_WAIT_RUN: &str = "pg wait events";
 /// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
 const PG_RUN: &str = "pg";
 
-/// Bytes of `struct task_state` in `bpf/watch.bpf.c`, and the offsets read from it.
-const TASK_LEN: usize = 312;
-const TASK_OFF: usize = 8;
-const TASK_LAST: usize = 24;
-const TASK_EMIT: usize = 32;
-const TASK_SYS_TS: usize = 40;
-const TASK_STATE: usize = 68;
-const TASK_N_DEV: usize = 72;
-const TASK_N_QUEUE: usize = 76;
-const TASK_TGID: usize = 80;
-const TASK_WEV: usize = 84;
-const TASK_ACC: usize = 96;
-const TASK_SEG: usize = 160;
-const TASK_TAG: usize = 224;
-const TASK_SEG_WEV: usize = 304;
-const TASK_TAG_WEV: usize = 308;
+use layout::{
+    TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF, TASK_SEG,
+    TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
+};
 
 /// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
 fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
@@ -773,6 +776,8 @@ pub(crate) fn watch(
         thread_time: BTreeMap::new(),
         end_ns: u64::MAX,
         pg: pgwait::PgWaitAcc::default(),
+        files: relations::FileTable::default(),
+        queries: queries::QueryAcc::default(),
     };
     // The watched PostgreSQL server processes: where each publishes its wait event.
     let pg_watched = |pid: u32| {
@@ -820,6 +825,8 @@ pub(crate) fn watch(
         )?;
         ws.set(0, start_ns, 0)?;
     }
+    // Query ids, sampled from the server while the watch runs.
+    let sampler = opts.catalog.as_ref().map(queries::QuerySampler::start);
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;
@@ -827,6 +834,9 @@ pub(crate) fn watch(
     let mut parse_errors = 0u64;
     let end_reason;
     loop {
+        if let Some(q) = &sampler {
+            q.drain(&mut rec.queries, pg_watched);
+        }
         // The programs do not wake us per record (see emit() in watch.bpf.c): read the ring
         // in batches, every few milliseconds.
         let n = bpf::drain_ring(&mut ring, Duration::from_millis(20), |d| {
@@ -971,6 +981,7 @@ pub(crate) fn watch(
             "the watched threads' time since their last switch is left out: {e:#}"
         )),
     }
+    let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
@@ -1099,6 +1110,14 @@ pub(crate) fn watch(
         });
     }
     res.warnings = warnings;
+    // The files named from the catalogs (each database's), and the query ids sampled.
+    let mut relations = rec.files.finish(opts.catalog.as_ref());
+    if let (Some(c), Some(notes)) = (&opts.catalog, query_notes) {
+        let (queries, notes) = rec.queries.finish(c, notes);
+        let r = relations.get_or_insert_with(Default::default);
+        r.queries = queries;
+        r.query_notes = notes;
+    }
     let budget = WatchBudget {
         intervals: rec.spans.clone(),
         processes: rec.processes.into_values().collect(),
@@ -1110,6 +1129,7 @@ pub(crate) fn watch(
         threads: rec.thread_time.into_values().collect(),
         pg: rec.pg.finish(),
         cgroups,
+        relations,
         disks: {
             let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
             names.sort_unstable();
@@ -1135,7 +1155,7 @@ mod tests {
         for x in [1000u64, 8192, ts] {
             v.extend_from_slice(&x.to_ne_bytes());
         }
-        v.extend_from_slice(&[0; 24]);
+        v.resize(EVENT_LEN, 0);
         v
     }
 

@@ -45,6 +45,22 @@ pub(super) fn is_code(e: &postgres::Error, code: &postgres::error::SqlState) -> 
 
 /// Connect, with a clear message that never shows the password.
 pub fn connect(dsn: &str) -> Result<Client> {
+    connect_database(dsn, None)
+}
+
+/// The catalogs of the server at `dsn`, for `watch`'s relation names and query ids: connects
+/// to the DSN's database, or to another database of the same server (same host, user,
+/// password), as `iolens-watch`.
+pub fn catalog(dsn: &str) -> crate::watch::relations::Catalog {
+    let owned = dsn.to_string();
+    crate::watch::relations::Catalog {
+        connect: std::sync::Arc::new(move |db| connect_database(&owned, db)),
+        shown: format!("'{}'", redact_dsn(dsn)),
+    }
+}
+
+/// Connect to database `db` (the DSN's own when `None`).
+fn connect_database(dsn: &str, db: Option<&str>) -> Result<Client> {
     // libpq's conventions: PG* environment variables, the password file, libpq's defaults.
     let r = crate::db::libpq::resolve(dsn)
         .map_err(|e| anyhow!("the DSN '{}' cannot be used: {e}", redact_dsn(dsn)))?;
@@ -56,6 +72,9 @@ pub fn connect(dsn: &str) -> Result<Client> {
     });
     let mut cfg = r.config;
     cfg.application_name("iolens-db");
+    if let Some(db) = db {
+        cfg.dbname(db);
+    }
     if cfg.get_connect_timeout().is_none() {
         cfg.connect_timeout(Duration::from_secs(10));
     }

@@ -22,8 +22,8 @@ mod run;
 mod sampling;
 mod setup;
 
-pub use errors::connect;
 pub(crate) use errors::pg_msg;
+pub use errors::{catalog, connect};
 pub use run::run;
 pub(crate) use setup::drop_layout;
 pub use setup::setup;

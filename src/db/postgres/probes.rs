@@ -39,7 +39,8 @@ pub(super) struct BackendProbes {
 impl BackendProbes {
     /// Load and attach the probes for `pids` (the sessions' backends); returns once they are
     /// attached, so the measured phase starts under them.
-    pub(super) fn start(pids: &[i32], interval: Duration) -> Result<BackendProbes> {
+    /// The server's catalogs (through `dsn`) name the relations the backends' I/O was on.
+    pub(super) fn start(pids: &[i32], interval: Duration, dsn: &str) -> Result<BackendProbes> {
         let pids: Vec<u32> = pids.iter().filter_map(|&p| u32::try_from(p).ok()).collect();
         let filters = Filters::new(&pids, &[], &[], false)
             .context("the sessions' backends are not visible on this host")?;
@@ -50,6 +51,7 @@ impl BackendProbes {
             interval: interval.max(Duration::from_millis(10)),
             threads: false,
             stop: Some(stop.clone()),
+            catalog: Some(super::catalog(dsn)),
         };
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()

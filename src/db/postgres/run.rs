@@ -710,7 +710,9 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         verify: None,
         corruption: Vec::new(),
         block: None,
+        device_intervals: Vec::new(),
         io_buffers: None,
+        targets: Vec::new(),
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();

@@ -209,7 +209,7 @@ impl Watch<i32> for PgWatch<'_> {
     fn starting(&mut self, pids: &[i32]) -> Result<()> {
         if self.measure && self.probe {
             // First, so the whole measured window is under the probes.
-            match probes::BackendProbes::start(pids, self.interval) {
+            match probes::BackendProbes::start(pids, self.interval, self.dsn) {
                 Ok(p) => self.probes = Some(p),
                 Err(e) => self.probe_error = Some(e),
             }

@@ -1,0 +1,242 @@
+//! Several targets in one run: where each I/O of the workload lands.
+//!
+//! As ASM stripes a disk group, [`StripeMode::Unit`] lays the workload's address space over
+//! the targets in allocation units (`--stripe-unit`, 1 MiB by default): unit 0 on the first
+//! target, unit 1 on the second, …, unit N on the first again. The offset generator works in
+//! that logical space ([`logical_spec`]: N times each target's working set, rounded down to
+//! whole units), and [`Placement::place`] maps each logical offset to a target and the offset
+//! within its data area. [`StripeMode::PerSession`] gives each session one target (session
+//! `i` → target `i mod N`), its offsets those of a one-target run.
+//!
+//! Placement is two divisions and a remainder per I/O, with no branch on a one-target run (the
+//! session loop has no placement then).
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::units::fmt_bytes;
+use crate::workload::WorkloadSpec;
+
+/// Default allocation unit of `--stripe unit` (ASM's default AU size).
+pub const DEFAULT_STRIPE_UNIT: u64 = 1 << 20;
+
+/// How a run's I/O is spread over several targets (`--stripe`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StripeMode {
+    /// The address space striped over the targets in allocation units, as ASM does.
+    #[default]
+    Unit,
+    /// Each session on one target: session `i` on target `i mod N`.
+    PerSession,
+}
+
+impl StripeMode {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StripeMode::Unit => "unit",
+            StripeMode::PerSession => "per-session",
+        }
+    }
+}
+
+/// The targets of a run in words: the one path, or the list and how it is striped.
+pub fn describe<'a>(paths: impl Iterator<Item = &'a std::path::Path>, unit: u64) -> String {
+    let all: Vec<String> = paths.map(|p| p.display().to_string()).collect();
+    if all.len() < 2 {
+        return all.join("");
+    }
+    format!(
+        "{} (striped over these {} in {} allocation units)",
+        all.join(", "),
+        all.len(),
+        fmt_bytes(unit)
+    )
+}
+
+/// The serde default of [`WorkloadSpec::stripe_unit`].
+pub(crate) fn default_unit() -> u64 {
+    DEFAULT_STRIPE_UNIT
+}
+
+/// Where the I/Os of a run over several targets land.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placement {
+    targets: u64,
+    unit: u64,
+    /// log2 of `unit` when it is a power of two (a shift and a mask instead of a division).
+    shift: Option<u32>,
+    region_offset: u64,
+    per_session: bool,
+}
+
+impl Placement {
+    /// The placement of `spec` over its targets; `None` for a one-target run.
+    pub(crate) fn of(spec: &WorkloadSpec) -> Option<Placement> {
+        let n = spec.target_count();
+        (n > 1).then_some(Placement {
+            targets: n as u64,
+            unit: spec.stripe_unit.max(1),
+            shift: spec
+                .stripe_unit
+                .is_power_of_two()
+                .then(|| spec.stripe_unit.trailing_zeros()),
+            region_offset: spec.region_offset,
+            per_session: spec.stripe == StripeMode::PerSession,
+        })
+    }
+
+    /// The target (index) and offset within its data area of the I/O at `off`, an offset the
+    /// session's generator (made from [`logical_spec`]) gave.
+    #[inline]
+    pub(crate) fn place(&self, session: u32, off: u64) -> (u32, u64) {
+        if self.per_session {
+            return ((session as u64 % self.targets) as u32, off);
+        }
+        let (u, within) = match self.shift {
+            Some(s) => (off >> s, off & (self.unit - 1)),
+            None => (off / self.unit, off % self.unit),
+        };
+        let row = u / self.targets;
+        let t = u - row * self.targets;
+        (t as u32, self.region_offset + row * self.unit + within)
+    }
+}
+
+/// The working set on each target of a striped run: the spec's, rounded down to whole units
+/// (a partial unit would leave the logical space with holes).
+pub(crate) fn per_target_working_set(spec: &WorkloadSpec) -> u64 {
+    let w = spec.working_set();
+    if spec.target_count() > 1 && spec.stripe == StripeMode::Unit {
+        w / spec.stripe_unit.max(1) * spec.stripe_unit.max(1)
+    } else {
+        w
+    }
+}
+
+/// The spec the sessions' offset generators are made from: for `--stripe unit` over several
+/// targets, the logical address space (offset 0, N whole-unit working sets); otherwise `spec`.
+pub(crate) fn logical_spec(spec: &WorkloadSpec) -> WorkloadSpec {
+    let n = spec.target_count() as u64;
+    if n < 2 || spec.stripe != StripeMode::Unit {
+        return spec.clone();
+    }
+    WorkloadSpec {
+        region_offset: 0,
+        region_size: per_target_working_set(spec) * n,
+        target_size: per_target_working_set(spec) * n,
+        ..spec.clone()
+    }
+}
+
+/// Check the striping options of `spec` (called by [`WorkloadSpec::validate`]).
+pub(crate) fn validate(spec: &WorkloadSpec) -> Result<()> {
+    let n = spec.target_count();
+    if n < 2 {
+        return Ok(());
+    }
+    match spec.stripe {
+        StripeMode::Unit => {
+            let (u, bs) = (spec.stripe_unit, spec.block_size);
+            if u == 0 || u < bs || !u.is_multiple_of(bs) {
+                bail!(
+                    "--stripe-unit {} must be a whole number of blocks (--bs {}): each I/O lies \
+                     within one allocation unit, on one target",
+                    fmt_bytes(u),
+                    fmt_bytes(bs)
+                );
+            }
+            if spec.working_set() < u {
+                bail!(
+                    "the working set on each target ({}) is smaller than one --stripe-unit ({}): \
+                     give a larger --working-set or --size, or a smaller --stripe-unit",
+                    fmt_bytes(spec.working_set()),
+                    fmt_bytes(u)
+                );
+            }
+        }
+        StripeMode::PerSession => {
+            if (spec.sessions as usize) < n {
+                bail!(
+                    "--stripe per-session with {n} targets needs at least {n} sessions (one \
+                     target per session; --sessions is {})",
+                    spec.sessions
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(n: usize, unit: u64) -> WorkloadSpec {
+        WorkloadSpec {
+            targets: (0..n).map(|i| format!("t{i}")).collect(),
+            target_size: 16 << 20,
+            region_offset: 1 << 20,
+            stripe_unit: unit,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn units_go_round_the_targets_and_fill_each_working_set_exactly() {
+        let s = spec(3, 1 << 20);
+        let p = Placement::of(&s).unwrap();
+        let l = logical_spec(&s);
+        // 15 MiB per target from offset 1 MiB: 15 whole units each, 45 in the logical space.
+        assert_eq!(l.working_set(), 45 << 20);
+        let mut per = [0u64; 3];
+        let mut seen = std::collections::HashSet::new();
+        for b in 0..l.blocks() {
+            let (t, off) = p.place(0, b * l.block_size);
+            per[t as usize] += 1;
+            assert!(off >= s.region_offset && off + l.block_size <= s.target_size);
+            assert!(
+                seen.insert((t, off)),
+                "each logical block has its own place"
+            );
+        }
+        assert_eq!(per, [15 * 128; 3]);
+        assert_eq!(p.place(0, 0), (0, 1 << 20));
+        assert_eq!(p.place(0, 1 << 20), (1, 1 << 20));
+        assert_eq!(p.place(0, (3 << 20) + 8192), (0, (2 << 20) + 8192));
+    }
+
+    #[test]
+    fn per_session_puts_each_session_on_one_target() {
+        let s = WorkloadSpec {
+            stripe: StripeMode::PerSession,
+            sessions: 4,
+            ..spec(2, 1 << 20)
+        };
+        let p = Placement::of(&s).unwrap();
+        assert_eq!(p.place(3, 8192), (1, 8192));
+        assert_eq!(p.place(2, 8192), (0, 8192));
+        assert!(Placement::of(&spec(1, 1 << 20)).is_none());
+    }
+
+    #[test]
+    fn bad_units_and_too_few_sessions_are_refused() {
+        assert!(
+            validate(&spec(2, 12 << 10)).is_err(),
+            "not whole 8 KiB blocks"
+        );
+        assert!(validate(&spec(2, 4 << 10)).is_err(), "smaller than a block");
+        assert!(
+            validate(&spec(2, 32 << 20)).is_err(),
+            "larger than the working set"
+        );
+        let s = WorkloadSpec {
+            stripe: StripeMode::PerSession,
+            sessions: 2,
+            ..spec(3, 1 << 20)
+        };
+        assert!(validate(&s).unwrap_err().to_string().contains("3 sessions"));
+        assert!(validate(&spec(2, 1 << 20)).is_ok());
+    }
+}
