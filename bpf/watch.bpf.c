@@ -353,7 +353,8 @@ static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 t
 // and `end_wev` (the event now) is the same; a slice between a wait's end and the next wait's
 // start carries none. `next_wev` is the event the next slice begins under: the one read here at
 // a syscall entry or switch-out; none after a syscall's exit or a wakeup from sleep (the wait
-// ended with its call); the same after a preemption or inside a syscall. Time off CPU cannot
+// ended with its call, and after a preemption outside a traced syscall, see on_switch); the
+// same inside a traced syscall. Time off CPU cannot
 // change the event: a span from a switch-out to the switch-in carries the event read at the
 // switch-out, run-queue wait after the wakeup included.
 static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
@@ -376,16 +377,24 @@ static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid
 	st->seg_wev = next_wev;
 }
 
-// The state of thread `tid`, created when first seen at `now`: in `state`, accounted from
-// `from`. Created only where none exists (BPF_NOEXIST): another CPU may create the same thread's
-// state at the same moment (its wakeup while it enters a syscall), and neither may erase the
-// other's.
-static __always_inline struct task_state *task_get(__u32 tgid, __u32 tid, __u32 state, __u64 from,
-						   __u64 now, __u32 wev)
+// PF_EXITING in task_struct.flags: the thread is in do_exit.
+#define PF_EXITING_FLAG 0x00000004
+
+// The state of thread `tid` (task `p`), created when first seen at `now`: in `state`, accounted
+// from `from`. Created only where none exists (BPF_NOEXIST): another CPU may create the same
+// thread's state at the same moment (its wakeup while it enters a syscall), and neither may
+// erase the other's. Never created for a thread that is exiting: its state was written and
+// removed at sched_process_exit, and a preemption on its way out (frequent on a saturated host)
+// would create one its last switch (TASK_DEAD, not followed) never ends: it would count as on
+// CPU to the end of the watch (measured: two of four pgbench backends, 1.5 s each).
+static __always_inline struct task_state *task_get(struct task_struct *p, __u32 tgid, __u32 tid,
+						   __u32 state, __u64 from, __u64 now, __u32 wev)
 {
 	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
 	if (st)
 		return st;
+	if (BPF_CORE_READ(p, flags) & PF_EXITING_FLAG)
+		return 0;
 	struct task_state fresh = {
 		.last = from, .emit_ts = from, .seg_from = from, .state = state, .tgid = tgid,
 		.wev = wev, .seg_wev = wev
@@ -483,7 +492,8 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 		return;
 	__u32 tid = (__u32)id;
 	__u64 now = bpf_ktime_get_ns();
-	struct task_state *cur = task_get(tgid, tid, ST_ON, now, now, 0);
+	struct task_state *cur =
+		task_get((struct task_struct *)bpf_get_current_task(), tgid, tid, ST_ON, now, now, 0);
 	if (!cur)
 		return;
 	__u32 wev = current_wait_event(tgid);
@@ -823,7 +833,7 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 		if (w)
 			wev = *w;
 	}
-	struct task_state *st = task_get(tgid, tid, ST_SLEEP, from, now, wev);
+	struct task_state *st = task_get(p, tgid, tid, ST_SLEEP, from, now, wev);
 	if (!st)
 		return;
 	account(st, now);
@@ -852,7 +862,7 @@ static __always_inline void on_switch(__u64 *ctx)
 		flush_sys(batch);
 
 	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
-		struct task_state *st = task_get(tgid, tid, ST_ON, now, now, 0);
+		struct task_state *st = task_get(prev, tgid, tid, ST_ON, now, now, 0);
 		if (st) {
 			// sched_switch runs in the context of the thread leaving: its memory is the
 			// current one. The off-CPU span it begins carries this wait event.
@@ -869,12 +879,17 @@ static __always_inline void on_switch(__u64 *ctx)
 		}
 	}
 	if (task_watched(next, &tgid, &tid)) {
-		struct task_state *st = task_get(tgid, tid, ST_RUNQ, now, now, 0);
+		struct task_state *st = task_get(next, tgid, tid, ST_RUNQ, now, now, 0);
 		if (st) {
-			// Back from a sleep, the wait that slept has ended (its call returns); back
-			// from a preemption or inside a syscall, it goes on.
-			observe(st, tgid, tid, now, st->seg_wev,
-				st->preempted || st->sys_ts ? st->seg_wev : 0);
+			// Back from a sleep, the wait that slept has ended (its call returns). Inside a
+			// traced syscall it goes on. Back from a preemption in user space, the process
+			// may clear its event at once and set it again later, with no observation point
+			// between (a backend preempted just after its wakeup under LWLock:WALWrite runs
+			// its next transaction and sleeps under LWLock:WALWrite again): the slice would
+			// carry that CPU work as the wait. PostgreSQL sets an event only around a call
+			// that blocks, so the slice after a preemption carries none: the preemption's
+			// run-queue wait keeps the event read when it began.
+			observe(st, tgid, tid, now, st->seg_wev, st->sys_ts ? st->seg_wev : 0);
 			__u64 runq = 0;
 			__u32 flags = 0;
 			if (st->off_ts) {

@@ -163,6 +163,31 @@ impl Plan {
         holds: Holds,
         reserve: u64,
     ) -> Result<Output> {
+        self.output_with(flag, path, holds, reserve, false)
+    }
+
+    /// [`Plan::output`] for a file that must not exist: refused when anything is at the
+    /// destination, and placed only where nothing appeared meanwhile (`RENAME_NOREPLACE`, or a
+    /// hard link where that is not supported); what appeared is left alone and the finished
+    /// file is kept beside it under a name the error says.
+    pub fn new_output(
+        &mut self,
+        flag: &str,
+        path: &Path,
+        holds: Holds,
+        reserve: u64,
+    ) -> Result<Output> {
+        self.output_with(flag, path, holds, reserve, true)
+    }
+
+    fn output_with(
+        &mut self,
+        flag: &str,
+        path: &Path,
+        holds: Holds,
+        reserve: u64,
+        new_only: bool,
+    ) -> Result<Output> {
         let what = match holds {
             Holds::Results => "results",
             Holds::Other => "output",
@@ -215,8 +240,12 @@ impl Plan {
                 _ => None,
             })
             .collect();
-        let place = Place::open(path, flag, what, inputs)?;
+        let mut place = Place::open(path, flag, what, inputs)?;
+        place.new_only = new_only;
         place.existing(holds)?;
+        if let Some(note) = place.unfinished() {
+            crate::out::warn(&note);
+        }
         let (fd, tmp) = place.create_temp()?;
         let pending = Pending {
             place,
@@ -505,6 +534,8 @@ struct Place {
     name: CString,
     /// The identities of the command's inputs, checked again when the file is placed.
     inputs: Vec<Node>,
+    /// Only a new file: nothing at the destination is replaced ([`Plan::new_output`]).
+    new_only: bool,
 }
 
 impl Place {
@@ -555,6 +586,7 @@ impl Place {
             dir_shown: dir_path,
             name: CString::new(name.as_bytes()).expect("checked for NUL above"),
             inputs,
+            new_only: false,
         })
     }
 
@@ -584,6 +616,14 @@ impl Place {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(Existing::Nothing),
             Err(e) => bail!("cannot write {what} to {}: {e}", self.path.display()),
         };
+        if self.new_only {
+            bail!(
+                "refusing to write {what} to {}: it exists, and {} writes a new file only; \
+                 name a path that does not exist",
+                self.path.display(),
+                self.flag
+            );
+        }
         let refuse = |why: String| {
             anyhow!(
                 "refusing to write {what} to {}: {why}; iolens writes only to a regular file or a \
@@ -719,6 +759,10 @@ impl Place {
             if fd >= 0 {
                 // SAFETY: fd was just opened and is owned by nobody else.
                 let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                // Locked while it is written: a later run tells a file being written from one
+                // an interrupted run left ([`Place::unfinished`]).
+                // SAFETY: flock on the descriptor we own.
+                unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
                 if let Ok(st) = self.stat(&self.name) {
                     if st.st_mode & libc::S_IFMT == libc::S_IFREG {
                         // Keep the permissions of the file being replaced (less set-id bits).
@@ -744,6 +788,87 @@ impl Place {
             self.path.display(),
             self.dir_shown.display()
         )
+    }
+
+    /// A warning naming the unfinished temp files an interrupted iolens left beside the
+    /// destination (killed while writing, so none is complete): names this module gives
+    /// (`.iolens-results-HEX.tmp`, `.iolens-output-HEX.tmp`), regular files that no running
+    /// iolens holds locked. They are said, never removed: a name does not prove who made a
+    /// file, and iolens deletes nothing it cannot prove it made.
+    fn unfinished(&self) -> Option<String> {
+        let entries = std::fs::read_dir(format!("/proc/self/fd/{}", self.dir.as_raw_fd()))
+            .or_else(|_| std::fs::read_dir(&self.dir_shown))
+            .ok()?;
+        let now = std::time::SystemTime::now();
+        let mut found = Vec::new();
+        // A huge directory is not read to its end for a warning.
+        for e in entries.take(100_000).flatten() {
+            let name = e.file_name();
+            if !is_temp_name(name.as_bytes()) {
+                continue;
+            }
+            let Ok(c) = CString::new(name.as_bytes()) else {
+                continue;
+            };
+            // SAFETY: openat with a valid dirfd and NUL-terminated name; never follows a link
+            // and never blocks on a FIFO.
+            let fd = unsafe {
+                libc::openat(
+                    self.dir.as_raw_fd(),
+                    c.as_ptr(),
+                    libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                continue;
+            }
+            // SAFETY: fd was just opened and is owned by nobody else.
+            let file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+            let Ok(m) = file.metadata() else { continue };
+            // SAFETY: flock on a descriptor we own; a shared lock taken here is released when
+            // it closes.
+            let free = unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } == 0;
+            if !m.is_file() || !free {
+                continue;
+            }
+            let age = m
+                .modified()
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .map_or(0, |d| d.as_secs());
+            let age = match age {
+                a if a < 120 => format!("{a} s old"),
+                a if a < 7200 => format!("{} min old", a / 60),
+                a if a < 172_800 => format!("{} h old", a / 3600),
+                a => format!("{} days old", a / 86_400),
+            };
+            found.push(format!(
+                "{} ({} KB, {age})",
+                name.to_string_lossy(),
+                m.len().div_ceil(1024)
+            ));
+        }
+        if found.is_empty() {
+            return None;
+        }
+        found.sort();
+        let n = found.len();
+        let shown = if n > 5 {
+            format!("{}, and {} more", found[..5].join(", "), n - 5)
+        } else {
+            found.join(", ")
+        };
+        let dir = self.real_dir();
+        Some(format!(
+            "{} holds {n} unfinished file{} that an interrupted iolens left (killed while \
+             writing: none is complete): {shown}; iolens removes only files it can prove it \
+             made, so delete {} yourself (rm {}/.iolens-*.tmp) unless another program uses \
+             such names",
+            dir.display(),
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+            dir.display()
+        ))
     }
 
     fn unlink(&self, tmp: &CString) {
@@ -829,7 +954,24 @@ impl Place {
                     let e = std::io::Error::last_os_error();
                     match e.raw_os_error() {
                         Some(libc::EINVAL) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
-                            // A filesystem without RENAME_NOREPLACE: check again, then rename.
+                            // A filesystem without RENAME_NOREPLACE. A new file only: a hard
+                            // link claims the name or fails, never replacing anything.
+                            if self.new_only {
+                                // SAFETY: linkat/unlinkat within our directory descriptor.
+                                if unsafe {
+                                    libc::linkat(d, tmp.as_ptr(), d, self.name.as_ptr(), 0)
+                                } != 0
+                                {
+                                    let e = std::io::Error::last_os_error();
+                                    if e.raw_os_error() == Some(libc::EEXIST) {
+                                        return self.replace_with(tmp);
+                                    }
+                                    return Err(fail(e));
+                                }
+                                self.unlink(tmp);
+                                return Ok(());
+                            }
+                            // Check again, then rename.
                             if self.existing(holds)? == Existing::Nothing {
                                 // SAFETY: as above.
                                 if unsafe { libc::renameat(d, tmp.as_ptr(), d, self.name.as_ptr()) }
@@ -852,6 +994,18 @@ impl Place {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is one [`Place::create_temp`] gives: `.iolens-results-` or `.iolens-output-`,
+/// 16 hexadecimal digits, `.tmp`.
+fn is_temp_name(name: &[u8]) -> bool {
+    let Some(rest) = name
+        .strip_prefix(b".iolens-results-")
+        .or_else(|| name.strip_prefix(b".iolens-output-"))
+    else {
+        return false;
+    };
+    rest.len() == 20 && rest.ends_with(b".tmp") && rest[..16].iter().all(u8::is_ascii_hexdigit)
 }
 
 /// Whether `head`, the start of a file, is the start of an iolens results document.
@@ -972,5 +1126,48 @@ mod tests {
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         drop(out);
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    /// A new output never replaces what appeared at its destination while it was written: the
+    /// finished file is kept beside it and the error says where.
+    #[test]
+    fn a_new_output_never_replaces_what_appeared() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.trc");
+        std::fs::write(&p, b"evidence").unwrap();
+        let e = Plan::new()
+            .new_output("the output", &p, Holds::Other, 0)
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("writes a new file only"), "{e:#}");
+        std::fs::remove_file(&p).unwrap();
+        let out = Plan::new()
+            .new_output("the output", &p, Holds::Other, 0)
+            .unwrap();
+        std::fs::write(&p, b"appeared").unwrap();
+        let e = format!("{:#}", out.write_bytes(b"trace").unwrap_err());
+        assert!(e.contains("kept in") && e.contains("iolens-kept-"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), b"appeared");
+        let kept: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains("iolens-kept-"))
+            .collect();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(std::fs::read(&kept[0]).unwrap(), b"trace");
+    }
+
+    #[test]
+    fn temp_names_are_told_apart() {
+        assert!(is_temp_name(b".iolens-results-0123456789abcdef.tmp"));
+        assert!(is_temp_name(b".iolens-output-0123456789ABCDEF.tmp"));
+        for n in [
+            &b".iolens-results-mine.tmp"[..],
+            b".iolens-results-0123456789abcdef.tmp~",
+            b".iolens-other-0123456789abcdef.tmp",
+            b"iolens-results-0123456789abcdef.tmp",
+            b".iolens-results-0123456789abcdeg.tmp",
+        ] {
+            assert!(!is_temp_name(n), "{}", String::from_utf8_lossy(n));
+        }
     }
 }

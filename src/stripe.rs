@@ -67,6 +67,8 @@ pub(crate) struct Placement {
     unit: u64,
     /// log2 of `unit` when it is a power of two (a shift and a mask instead of a division).
     shift: Option<u32>,
+    /// log2 of `targets` when it is a power of two (2, 4, 8 … targets: no division at all).
+    tshift: Option<u32>,
     region_offset: u64,
     per_session: bool,
 }
@@ -82,6 +84,7 @@ impl Placement {
                 .stripe_unit
                 .is_power_of_two()
                 .then(|| spec.stripe_unit.trailing_zeros()),
+            tshift: n.is_power_of_two().then(|| n.trailing_zeros()),
             region_offset: spec.region_offset,
             per_session: spec.stripe == StripeMode::PerSession,
         })
@@ -98,7 +101,12 @@ impl Placement {
             Some(s) => (off >> s, off & (self.unit - 1)),
             None => (off / self.unit, off % self.unit),
         };
-        let row = u / self.targets;
+        let row = match self.tshift {
+            Some(s) => u >> s,
+            // A 32-bit division where the unit index fits (any working set under 4 G units).
+            None if u <= u32::MAX as u64 => (u as u32 / self.targets as u32) as u64,
+            None => u / self.targets,
+        };
         let t = u - row * self.targets;
         (t as u32, self.region_offset + row * self.unit + within)
     }
@@ -205,6 +213,14 @@ mod tests {
         assert_eq!(p.place(0, 0), (0, 1 << 20));
         assert_eq!(p.place(0, 1 << 20), (1, 1 << 20));
         assert_eq!(p.place(0, (3 << 20) + 8192), (0, (2 << 20) + 8192));
+        // Four targets (shifts) and a unit that is no power of two (divisions) agree.
+        let p4 = Placement::of(&spec(4, 1 << 20)).unwrap();
+        assert_eq!(p4.place(0, (5 << 20) + 4096), (1, (2 << 20) + 4096));
+        let p3 = Placement::of(&spec(3, 24 << 10)).unwrap();
+        assert_eq!(
+            p3.place(0, (24 << 10) * 7 + 8192),
+            (1, (1 << 20) + (48 << 10) + 8192)
+        );
     }
 
     #[test]

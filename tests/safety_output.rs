@@ -559,3 +559,92 @@ fn profile_writes_its_results_first_and_keeps_an_unplaceable_flame_graph() {
         "{kept:.80}"
     );
 }
+
+/// The hidden temp files in `dir` (`.iolens-….tmp`).
+fn temp_files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".iolens-") && n.ends_with(".tmp"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A run killed with SIGKILL (a container's grace period ending) leaves the hidden temp file
+/// of its `--json` beside the destination. The next output there says so, naming it, and
+/// leaves it (a name does not prove iolens made a file); the temp file of a run still writing
+/// is not mentioned, since that run holds it locked.
+#[test]
+fn unfinished_temp_files_a_killed_run_left_are_said_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut run = null_run(dir.path(), "10m")
+        .arg("--json")
+        .arg(out.join("r.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let tmp = loop {
+        if let Some(t) = temp_files(&out).pop() {
+            break t;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no temp file appeared"
+        );
+        assert!(run.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let synth = |name: &str| {
+        let (st, _, err) = run_out(
+            bin()
+                .args(["-q", "dev-synth", "--seconds", "2", "-o"])
+                .arg(out.join(name)),
+        );
+        assert!(st.success(), "{err}");
+        err
+    };
+    let err = synth("live.json");
+    assert!(
+        !err.contains("unfinished"),
+        "the temp file of a running iolens was called unfinished: {err}"
+    );
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let err = synth("after.json");
+    assert!(
+        err.contains("1 unfinished file") && err.contains(&tmp) && err.contains("KB"),
+        "{err}"
+    );
+    assert_eq!(
+        temp_files(&out),
+        std::slice::from_ref(&tmp),
+        "the temp file was removed"
+    );
+    // A file that only resembles one (not 16 hex digits) is not named.
+    std::fs::write(out.join(".iolens-results-mine.tmp"), b"mine").unwrap();
+    let err = synth("again.json");
+    assert!(err.contains(&tmp) && !err.contains("mine"), "{err}");
+    assert_eq!(
+        std::fs::read(out.join(".iolens-results-mine.tmp")).unwrap(),
+        b"mine"
+    );
+}
+
+/// `gen-trace` writes a new file only: one that appears at the destination while it writes
+/// is left alone, and the trace is kept beside it under a name the error says (it once checked
+/// the name, then replaced whatever was there when it finished).
+#[test]
+fn gen_trace_refuses_an_existing_file_by_the_one_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("t.trc");
+    std::fs::write(&f, b"evidence").unwrap();
+    let (st, _, err) = run_out(bin().args(["gen-trace", "--size", "64K"]).arg(&f));
+    assert_eq!(st.code(), Some(2), "{err}");
+    assert!(err.contains("writes a new file only"), "{err}");
+    assert_eq!(std::fs::read(&f).unwrap(), b"evidence");
+}

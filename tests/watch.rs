@@ -801,13 +801,14 @@ fn postgres_backends_reads_match_blks_read() {
 /// (idle, never DB time, for the watch and for `pg_stat_activity` alike). The verdict must name
 /// the CPU, never the storage, and the WAL chain must say that the flushes wait for a CPU; the
 /// accounting invariants hold over every server process; and the watch's shares of the client
-/// backends' DB time per wait event agree within 10 points with PostgreSQL's own view over the
-/// same load: an independent `pg_stat_activity` sampler at 100 Hz (time-weighted rounds: on this
-/// host it is starved too) and pg_wait_sampling's profile (10 ms period, waits only). The
-/// references connect to another database, so that their own backends are not the sessions
-/// measured. 10 points: two samplers of a few thousand samples each differ by 1–2 points on a
-/// steady load; the rest is each sampler's own bias on a saturated host (it runs only when a CPU
-/// is free of the busy loops, and so of the backends).
+/// backends' DB time — every wait event and CPU (active, no wait event) — agree within 10
+/// points with PostgreSQL's own view over the same window: an independent `pg_stat_activity`
+/// sampler at 100 Hz, real-time (SCHED_FIFO, thread and backend: at normal priority it is
+/// starved, looks only when the backends are not running and saw 1 % CPU where they had 8 to
+/// 14 %), and pg_wait_sampling's profile (10 ms period, waits only, its collector real-time
+/// too). The watch and both references start together once pgbench's sessions are connected,
+/// and end before pgbench does: connection and exit are outside all three. The references
+/// connect to another database, so that their own backends are not the sessions measured.
 #[test]
 fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     if !root_or_skip("pgbench_on_a_saturated_host_is_the_cpu_not_the_storage") {
@@ -847,33 +848,34 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     .unwrap();
     let reference_dsn = format!("{dsn} dbname=postgres");
     let hogs = Hogs::start();
-    let w = start_watch(&[
-        "--comm",
-        "postgres",
-        "--duration",
-        "8s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
     let bench = Command::new("pgbench")
-        .args(["-n", "-c", "4", "-j", "2", "-T", "6", "-f"])
+        .args(["-n", "-c", "4", "-j", "2", "-T", "8", "-f"])
         .arg(&script)
         .arg(&dsn)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Once the sessions are connected: both references over the same window, inside the
-    // watch's.
+    // Once the sessions are connected, the watch and both references over the same window
+    // (within the few milliseconds between their starts): pgbench's start and end, and its
+    // sessions' connection and exit, outside all three.
     std::thread::sleep(Duration::from_millis(1000));
+    let w = start_watch(&[
+        "--comm",
+        "postgres",
+        "--duration",
+        "5s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     let sampler = common::pgsampler::PgSampler::start(&reference_dsn, "pgbench", 100.0);
     // pg_wait_sampling is created in the test database only (its window has two queries).
     let server_side = common::pgsampler::WaitSamplingWindow::start(&dsn, "pgbench");
-    std::thread::sleep(Duration::from_millis(4000));
+    std::thread::sleep(Duration::from_millis(4900));
     let seen = sampler.finish();
     let server_side = server_side.map(common::pgsampler::WaitSamplingWindow::finish);
-    let bench = bench.wait_with_output().unwrap();
     finish_watch(w, Duration::from_secs(30));
+    let bench = bench.wait_with_output().unwrap();
     drop(hogs);
     assert!(
         bench.status.success(),
@@ -934,6 +936,10 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
         .unwrap_or_else(|| panic!("no client backend {session} of server {server}"));
     let mut watch: std::collections::BTreeMap<String, f64> = Default::default();
     for x in &role.rows {
+        eprintln!(
+            "  {:?} {:24} {:.3} s, {:?} of DB time: {:?}",
+            x.kind, x.event, x.time_s, x.share_of_db, x.split
+        );
         let Some(share) = x.share_of_db else { continue };
         // pg_stat_activity shows a backend that waits on nothing as running: CPU.
         let label = match x.kind {
@@ -944,46 +950,79 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     }
     let sampled = seen.db_time();
     eprintln!(
-        "watch (DB time {:.2} thread-s): {watch:?}\nsampler ({} rounds, {:.0} Hz, {} samples): {:?}",
+        "watch (DB time {:.2} thread-s): {watch:?}\nsampler ({} rounds, {:.0} Hz, {} samples, \
+         real-time {}): {:?}\nits standard errors: {:?}",
         role.db_s,
         seen.rounds,
         seen.rate_hz(),
         seen.samples,
-        sampled.shares
+        seen.realtime,
+        sampled.shares,
+        sampled.stderr
     );
     assert!(sampled.samples >= 200, "{} samples", sampled.samples);
+    // A sampler that must win a CPU on this saturated host sees backends only when they are
+    // not running (see tests/common/pgsampler.rs): it runs real-time, or its CPU share is void.
+    assert!(
+        seen.realtime,
+        "the pg_stat_activity sampler could not run SCHED_FIFO"
+    );
+    assert!(
+        seen.rate_hz() >= 50.0,
+        "sampled at {:.0} Hz",
+        seen.rate_hz()
+    );
     let agree = |name: &str,
                  theirs: &std::collections::BTreeMap<String, f64>,
-                 mine: &std::collections::BTreeMap<String, f64>| {
-        for label in theirs.keys().chain(mine.keys()) {
+                 mine: &std::collections::BTreeMap<String, f64>,
+                 tol: &dyn Fn(&str) -> f64| {
+        let labels: std::collections::BTreeSet<&String> =
+            theirs.keys().chain(mine.keys()).collect();
+        let mut wrong = Vec::new();
+        for label in labels {
             let (t, m) = (
                 theirs.get(label).copied().unwrap_or(0.0),
                 mine.get(label).copied().unwrap_or(0.0),
             );
-            assert!(
-                (t - m).abs() <= 0.10,
-                "{label}: the watch {m:.3} of DB time, {name} {t:.3}\nwatch {mine:?}\n{name} {theirs:?}"
+            let tol = tol(label);
+            eprintln!(
+                "{label}: watch {m:.3}, {name} {t:.3}, difference {:+.3} (tolerance {tol:.3})",
+                m - t
             );
+            if (t - m).abs() > tol {
+                wrong.push(format!(
+                    "{label}: the watch {m:.3} of DB time, {name} {t:.3} (tolerance {tol:.3})"
+                ));
+            }
         }
+        assert!(
+            wrong.is_empty(),
+            "{wrong:?}\nwatch {mine:?}\n{name} {theirs:?}"
+        );
     };
-    // Among the waits (CPU apart: the sampler, starved on this host, sees backends without a
-    // wait event far less often than the watch counts them; measured 1 % against 22 %, an
-    // open question, see the issue).
-    let waits_only = |m: &std::collections::BTreeMap<String, f64>| {
-        let kept: std::collections::BTreeMap<String, f64> = m
-            .iter()
-            .filter(|(k, _)| *k != "CPU")
-            .map(|(k, v)| (k.clone(), *v))
-            .collect();
-        let total: f64 = kept.values().sum();
-        kept.into_iter()
-            .map(|(k, v)| (k, v / total.max(1e-12)))
-            .collect::<std::collections::BTreeMap<String, f64>>()
+    // Every share, CPU included (an active backend with no wait event), against the sampler,
+    // within the issue's 10 points. That bound must be wider than the sampler's own error:
+    // three of its batch-means standard errors (measured, whatever the correlation between
+    // the backends of a round and between neighbouring rounds), 4 to 6 points at ~100 Hz over
+    // 5 s (500 rounds); what is left covers what the two do not see alike: the sampler's own
+    // real-time CPU is taken from the backends while it samples, and pg_stat_activity reads a
+    // backend's state and its wait event at two moments. Measured on the loaded 2-CPU VM
+    // (docs/pg-watch-accuracy.md): CPU within -6 to +6 points.
+    let tol = |label: &str| {
+        let err = 3.0 * sampled.stderr.get(label).copied().unwrap_or(0.0);
+        assert!(
+            err <= 0.07,
+            "{label}: the sampler's own error is {err:.3}: too few rounds ({}) to compare \
+             within 10 points",
+            seen.rounds
+        );
+        0.10
     };
     agree(
         "the pg_stat_activity sampler",
-        &waits_only(&sampled.shares),
-        &waits_only(&watch),
+        &sampled.shares,
+        &watch,
+        &tol,
     );
     // pg_wait_sampling (Debian's 1.1.4) counts waits only, and cannot tell a backend waiting
     // for its client outside a transaction (here: every Client:ClientRead) from one inside:
@@ -1012,8 +1051,78 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
             "pg_wait_sampling: {} samples",
             ws.samples
         );
-        agree("pg_wait_sampling", &theirs, &waits_of(&watch));
+        // Its rounds are not kept: the issue's 10 points.
+        agree("pg_wait_sampling", &theirs, &waits_of(&watch), &|_| 0.10);
     }
+}
+
+/// Issue 23, item 3: a server process asleep for the whole watch (here a session idle since
+/// before it began, in Client:ClientRead) is never seen by the probes — no switch, no wakeup,
+/// no syscall — yet it was there all along: its table holds the whole watch under the event
+/// it had at the start (read from its memory then), as idle time, and no DB time. Tolerance:
+/// the watch's own start and end are stamped a few milliseconds from the probes'; 5 %.
+#[test]
+fn a_session_asleep_for_the_whole_watch_has_its_time() {
+    if !root_or_skip("a_session_asleep_for_the_whole_watch_has_its_time") {
+        return;
+    }
+    let Some(dsn) = pg_dsn() else { return };
+    let _serial = serial();
+    let mut admin = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'iolens_asleep') \
+             THEN CREATE ROLE iolens_asleep LOGIN; END IF; END$$",
+        )
+        .unwrap();
+    let server = server_pid(&mut admin);
+    let database: String = admin
+        .query_one("SELECT current_database()", &[])
+        .unwrap()
+        .get(0);
+    let mut asleep =
+        postgres::Client::connect(&format!("{dsn} user=iolens_asleep"), postgres::NoTls).unwrap();
+    asleep.batch_execute("SELECT 1").unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("asleep.json");
+    let w = start_watch(&[
+        "--comm",
+        "postgres",
+        "--duration",
+        "2s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    finish_watch(w, Duration::from_secs(30));
+    drop(asleep);
+    let r = Results::read_file(&json).unwrap();
+    check_accounting(&r);
+    let pg = budget(&r).pg.expect("no PostgreSQL tables");
+    let session = format!("iolens_asleep@{database}");
+    let role = pg
+        .roles
+        .iter()
+        .find(|x| {
+            x.role == "client backend"
+                && x.server == Some(server)
+                && x.session.as_deref() == Some(session.as_str())
+        })
+        .unwrap_or_else(|| panic!("no client backend {session}: {:?}", pg.roles));
+    eprintln!("{role:?}");
+    assert_eq!(role.processes, 1);
+    assert_eq!(role.db_s, 0.0, "{role:?}");
+    let read = role
+        .rows
+        .iter()
+        .find(|x| x.event == "Client:ClientRead")
+        .unwrap_or_else(|| panic!("no Client:ClientRead row: {:?}", role.rows));
+    assert_eq!(read.kind, PgWaitKind::Idle);
+    assert!(
+        (read.time_s - 2.0).abs() <= 0.1 && (read.split.off_cpu_s - read.time_s).abs() < 1e-9,
+        "{read:?}"
+    );
+    assert_eq!(read.count, 1);
+    let _ = admin.batch_execute("DROP ROLE iolens_asleep");
 }
 
 /// The test server's postmaster pid (the parent of a backend): the watch covers every
@@ -2345,7 +2454,8 @@ fn evict_file(path: &str) {
 /// the catalog of the database the files belong to (a database other than the DSN's, so it
 /// must connect to that one). Two tables whose uncached reads differ by construction: A holds
 /// four times B's rows of the same width, both larger than a quarter of shared_buffers (so a
-/// sequential scan reads every block through a small ring: one pread64 per block), both evicted
+/// sequential scan, `count(pad)`, reads every block through a small ring: one pread64 per
+/// block; parallel workers off), both evicted
 /// from shared_buffers (a filler table loaded after them) and from the page cache. A must rank
 /// first with 4× B's blocks read, each relation's blocks read must equal PostgreSQL's own count
 /// (`pg_statio_user_tables.heap_blks_read`; tolerance: the statistics flush at transaction end
@@ -2389,16 +2499,19 @@ fn postgres_io_is_named_by_relation() {
     }
     let file = |c: &mut postgres::Client, rel: &str| -> String {
         c.query_one(
-            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1)",
+            "SELECT current_setting('data_directory') || '/' || pg_relation_filepath($1::text::regclass)",
             &[&rel],
         )
         .unwrap()
         .get(0)
     };
     let blocks = |c: &mut postgres::Client, rel: &str| -> i64 {
-        c.query_one("SELECT pg_relation_size($1::regclass) / 8192", &[&rel])
-            .unwrap()
-            .get(0)
+        c.query_one(
+            "SELECT pg_relation_size($1::text::regclass) / 8192",
+            &[&rel],
+        )
+        .unwrap()
+        .get(0)
     };
     let (size_a, size_b) = (blocks(&mut c, "rel_a"), blocks(&mut c, "rel_b"));
     for rel in ["rel_a", "rel_b", "rel_a_id"] {
@@ -2434,9 +2547,9 @@ fn postgres_io_is_named_by_relation() {
     ]);
     let mut s = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
     s.batch_execute(
-        "SET compute_query_id = on;
-         SELECT count(*) FROM rel_a;
-         SELECT count(*) FROM rel_b;
+        "SET compute_query_id = on; SET max_parallel_workers_per_gather = 0;
+         SELECT count(pad) FROM rel_a;
+         SELECT count(pad) FROM rel_b;
          SET enable_seqscan = off; SET enable_bitmapscan = off;
          SELECT count(*) FROM rel_a WHERE id <= 100000;
          SELECT pg_sleep(0.5);",
@@ -2448,7 +2561,7 @@ fn postgres_io_is_named_by_relation() {
     std::thread::sleep(Duration::from_millis(700));
     let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
     let after = statio(&mut c);
-    let index_file = file(&mut c, "rel_a_id");
+    let b_file = file(&mut c, "rel_b");
     drop(c);
 
     // The same without --dsn: the files by their paths, and the output says why.
@@ -2461,13 +2574,10 @@ fn postgres_io_is_named_by_relation() {
         "--json",
         json2.to_str().unwrap(),
     ]);
-    evict_file(&index_file);
+    // B is larger than a quarter of shared_buffers: a sequential scan reads it again.
     let mut s = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
-    s.batch_execute(
-        "SET enable_seqscan = off; SET enable_bitmapscan = off;
-         SELECT count(*) FROM rel_a WHERE id <= 100000;",
-    )
-    .unwrap();
+    s.batch_execute("SET max_parallel_workers_per_gather = 0; SELECT count(pad) FROM rel_b;")
+        .unwrap();
     drop(s);
     finish_watch(w, Duration::from_secs(30));
     let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
@@ -2557,7 +2667,7 @@ fn postgres_io_is_named_by_relation() {
         "{:?}",
         rel.notes
     );
-    let tail = index_file.rsplit("/base/").next().unwrap();
+    let tail = b_file.rsplit("/base/").next().unwrap();
     assert!(
         rel.rows
             .iter()

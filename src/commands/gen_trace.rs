@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::output::{Holds, Plan};
 use clap::Args;
@@ -26,13 +26,8 @@ pub struct GenTraceArgs {
 
 /// `iolens gen-trace`.
 pub(crate) fn main(args: &GenTraceArgs) -> Result<ExitCode> {
-    if std::fs::symlink_metadata(&args.out).is_ok() {
-        bail!(
-            "{} exists (gen-trace writes a new file)",
-            args.out.display()
-        );
-    }
-    let out = Plan::new().output("the output", &args.out, Holds::Other, args.size)?;
+    // A new file only, checked and placed by the one writer (no check-then-write race).
+    let out = Plan::new().new_output("the output", &args.out, Holds::Other, args.size)?;
     let mut n = 0;
     out.write(&mut |w| {
         n = write_synthetic_trace(w, args.size, args.seed)?;

@@ -795,6 +795,9 @@ pub(crate) fn watch(
             let _ = map.insert(pid, addr, 0);
         }
     };
+    // Server processes present at the start, with their wait event then: one the probes never
+    // see (asleep for the whole watch: a launcher, an idle checkpointer) is given that time.
+    let mut present_at_start: Vec<(u32, u32)> = Vec::new();
     // Each server process's wait event now: a thread asleep since before the watch slept under
     // it (filled before the start is set: only threads first seen woken after it use it).
     {
@@ -809,6 +812,7 @@ pub(crate) fn watch(
                 if info != 0 {
                     let _ = first.insert(pid, info, 0);
                 }
+                present_at_start.push((pid, info));
             }
         }
     }
@@ -980,6 +984,31 @@ pub(crate) fn watch(
         Err(e) => end_warnings.push(format!(
             "the watched threads' time since their last switch is left out: {e:#}"
         )),
+    }
+    // Server processes never seen (no switch, no wakeup, no syscall: asleep for the whole
+    // watch, under the event they had at its start) and still there: the whole watch off CPU.
+    for (pid, info) in present_at_start {
+        if rec.thread_time.contains_key(&pid)
+            || !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            continue;
+        }
+        let span = end_ns.saturating_sub(start_ns);
+        let mut parts = [0u64; PARTS];
+        parts[2] = span;
+        rec.add_parts(pid, pid, start_ns, end_ns, &parts);
+        rec.pg.tagged(
+            pid,
+            info,
+            &WallSplit {
+                off_cpu_s: span as f64 / 1e9,
+                ..Default::default()
+            },
+        );
+        if let Some(op) = rec.pg.off_cpu(pid, info) {
+            let k = rec.interval_of(end_ns - 1);
+            rec.record(PG_RUN, op, k, span, 0, false);
+        }
     }
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;

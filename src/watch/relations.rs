@@ -547,10 +547,11 @@ fn names_from(
                 }
             }
         }
-        resolved.push(format!(
-            "{dbname} (oid {db}): {found} relation file(s) named",
-            db = db
-        ));
+        resolved.push(if db == 0 {
+            format!("the shared catalogs (global/, read through {dbname}): {found} file(s) named")
+        } else {
+            format!("{dbname} (oid {db}): {found} relation file(s) named")
+        });
     }
     names
 }
