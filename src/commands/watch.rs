@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::{finish, Context};
 use crate::render::heatmap::OpSeries;
-use crate::render::{terminal, watch, ColorChoice, TermStyle};
+use crate::render::{terminal, watch_live as watch, ColorChoice, TermStyle};
 use crate::watch::{Filters, IntervalView, Layer, WatchOptions};
 
 /// Arguments of `iolens watch`.

@@ -143,6 +143,29 @@ pub(crate) fn load_and_check<L: Loader>(
     })
 }
 
+/// Print setup's layout checks, one line a schema; `pages` names the pages a row spilled to and
+/// `corr` the correlation measured, in the engine's terms.
+pub(crate) fn print_checks(checks: &[LayoutCheck], pages: &str, corr: &str) {
+    for k in checks {
+        crate::outln!(
+            "schema {}: {} rows in {} blocks (max {} per block), {} {pages}, index {}, \
+             {corr} correlation {:.4}, adjacent-key share {:.4}",
+            k.schema,
+            k.rows,
+            k.blocks,
+            k.max_rows_per_block,
+            k.overflow_pages,
+            if k.index_present {
+                "present"
+            } else {
+                "MISSING"
+            },
+            k.key_position_corr,
+            k.adjacent_share
+        );
+    }
+}
+
 /// Progress of loading one table during `db setup`, shared by the engines: a line when loading
 /// starts, one every 10 % of the rows, and one when the index is built — drawn only when
 /// asked for and stderr is a terminal (setup's layout check is printed regardless).

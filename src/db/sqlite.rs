@@ -24,7 +24,7 @@ use rand::SeedableRng;
 use rusqlite::{ffi, params, Connection, OpenFlags, OptionalExtension};
 use serde_json::json;
 
-use super::load::{self, LoadState, Loader, Rows};
+use super::load::{self, print_checks, LoadState, Loader, Rows};
 use super::vfs::{self, IoCounts, IoCtx};
 use super::{host, KeyPicker, Layout, LayoutCheck, RunSpec, BLOCK};
 use crate::recorder::{self, SessionRecorder, IO_OPS};
@@ -205,20 +205,7 @@ pub fn setup(
         Ok(o) => {
             if progress {
                 if o.complete {
-                    for c in &o.checks {
-                        crate::outln!(
-                            "schema {}: {} rows in {} blocks (max {} per block), {} overflow pages, \
-                             index {}, key/position correlation {:.4}, adjacent-key share {:.4}",
-                            c.schema,
-                            c.rows,
-                            c.blocks,
-                            c.max_rows_per_block,
-                            c.overflow_pages,
-                            if c.index_present { "present" } else { "MISSING" },
-                            c.key_position_corr,
-                            c.adjacent_share
-                        );
-                    }
+                    print_checks(&o.checks, "overflow pages", "key/position");
                     crate::outln!(
                         "setup complete: {} ({} data) verified",
                         path.display(),

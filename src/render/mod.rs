@@ -36,6 +36,7 @@ pub mod table;
 pub(crate) mod targets;
 pub mod terminal;
 pub mod watch;
+pub mod watch_live;
 
 use std::io::{IsTerminal, Write};
 

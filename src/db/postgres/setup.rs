@@ -12,7 +12,7 @@ use postgres::Client;
 
 use super::errors::{connect, PgCtx};
 use super::{CHUNK, FORMAT, PAD_BYTES};
-use crate::db::load::{load_and_check, LoadState, Loader, Rows};
+use crate::db::load::{load_and_check, print_checks, LoadState, Loader, Rows};
 use crate::db::{host, Layout, LayoutCheck, SetupOutcome, BLOCK};
 use crate::units::fmt_bytes;
 
@@ -122,24 +122,7 @@ pub fn setup(
         Ok(o) => {
             if progress {
                 if o.complete {
-                    for k in &o.checks {
-                        crate::outln!(
-                            "schema {}: {} rows in {} blocks (max {} per block), {} TOAST pages, \
-                             index {}, key/block correlation {:.4}, adjacent-key share {:.4}",
-                            k.schema,
-                            k.rows,
-                            k.blocks,
-                            k.max_rows_per_block,
-                            k.overflow_pages,
-                            if k.index_present {
-                                "present"
-                            } else {
-                                "MISSING"
-                            },
-                            k.key_position_corr,
-                            k.adjacent_share
-                        );
-                    }
+                    print_checks(&o.checks, "TOAST pages", "key/block");
                     crate::outln!(
                         "setup complete: {} schemas × {} verified",
                         layout.schemas,
