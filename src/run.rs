@@ -73,7 +73,7 @@ pub fn execute_on(
     };
     let spec = &resolved;
     let writes = spec.pattern.writes() && spec.engine != EngineKind::Null;
-    let each = crate::stripe::per_target_working_set(spec);
+    let each = spec.per_target_working_set();
     let per_target_blocks = each / spec.block_size;
     for target in targets {
         let stamped = target.kind == TargetKind::Scratch;

@@ -11,35 +11,8 @@
 //! Placement is two divisions and a remainder per I/O, with no branch on a one-target run (the
 //! session loop has no placement then).
 
-use anyhow::{bail, Result};
-use serde::{Deserialize, Serialize};
-
 use crate::units::fmt_bytes;
-use crate::workload::WorkloadSpec;
-
-/// Default allocation unit of `--stripe unit` (ASM's default AU size).
-pub const DEFAULT_STRIPE_UNIT: u64 = 1 << 20;
-
-/// How a run's I/O is spread over several targets (`--stripe`).
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum StripeMode {
-    /// The address space striped over the targets in allocation units, as ASM does.
-    #[default]
-    Unit,
-    /// Each session on one target: session `i` on target `i mod N`.
-    PerSession,
-}
-
-impl StripeMode {
-    /// The command-line name.
-    pub fn name(self) -> &'static str {
-        match self {
-            StripeMode::Unit => "unit",
-            StripeMode::PerSession => "per-session",
-        }
-    }
-}
+use crate::workload::{StripeMode, WorkloadSpec};
 
 /// The targets of a run in words: the one path, or the list and how it is striped.
 pub fn describe<'a>(paths: impl Iterator<Item = &'a std::path::Path>, unit: u64) -> String {
@@ -53,11 +26,6 @@ pub fn describe<'a>(paths: impl Iterator<Item = &'a std::path::Path>, unit: u64)
         all.len(),
         fmt_bytes(unit)
     )
-}
-
-/// The serde default of [`WorkloadSpec::stripe_unit`].
-pub(crate) fn default_unit() -> u64 {
-    DEFAULT_STRIPE_UNIT
 }
 
 /// Where the I/Os of a run over several targets land.
@@ -112,17 +80,6 @@ impl Placement {
     }
 }
 
-/// The working set on each target of a striped run: the spec's, rounded down to whole units
-/// (a partial unit would leave the logical space with holes).
-pub(crate) fn per_target_working_set(spec: &WorkloadSpec) -> u64 {
-    let w = spec.working_set();
-    if spec.target_count() > 1 && spec.stripe == StripeMode::Unit {
-        w / spec.stripe_unit.max(1) * spec.stripe_unit.max(1)
-    } else {
-        w
-    }
-}
-
 /// The spec the sessions' offset generators are made from: for `--stripe unit` over several
 /// targets, the logical address space (offset 0, N whole-unit working sets); otherwise `spec`.
 pub(crate) fn logical_spec(spec: &WorkloadSpec) -> WorkloadSpec {
@@ -132,49 +89,10 @@ pub(crate) fn logical_spec(spec: &WorkloadSpec) -> WorkloadSpec {
     }
     WorkloadSpec {
         region_offset: 0,
-        region_size: per_target_working_set(spec) * n,
-        target_size: per_target_working_set(spec) * n,
+        region_size: spec.per_target_working_set() * n,
+        target_size: spec.per_target_working_set() * n,
         ..spec.clone()
     }
-}
-
-/// Check the striping options of `spec` (called by [`WorkloadSpec::validate`]).
-pub(crate) fn validate(spec: &WorkloadSpec) -> Result<()> {
-    let n = spec.target_count();
-    if n < 2 {
-        return Ok(());
-    }
-    match spec.stripe {
-        StripeMode::Unit => {
-            let (u, bs) = (spec.stripe_unit, spec.block_size);
-            if u == 0 || u < bs || !u.is_multiple_of(bs) {
-                bail!(
-                    "--stripe-unit {} must be a whole number of blocks (--bs {}): each I/O lies \
-                     within one allocation unit, on one target",
-                    fmt_bytes(u),
-                    fmt_bytes(bs)
-                );
-            }
-            if spec.working_set() < u {
-                bail!(
-                    "the working set on each target ({}) is smaller than one --stripe-unit ({}): \
-                     give a larger --working-set or --size, or a smaller --stripe-unit",
-                    fmt_bytes(spec.working_set()),
-                    fmt_bytes(u)
-                );
-            }
-        }
-        StripeMode::PerSession => {
-            if (spec.sessions as usize) < n {
-                bail!(
-                    "--stripe per-session with {n} targets needs at least {n} sessions (one \
-                     target per session; --sessions is {})",
-                    spec.sessions
-                );
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -239,12 +157,15 @@ mod tests {
     #[test]
     fn bad_units_and_too_few_sessions_are_refused() {
         assert!(
-            validate(&spec(2, 12 << 10)).is_err(),
+            spec(2, 12 << 10).validate_stripe().is_err(),
             "not whole 8 KiB blocks"
         );
-        assert!(validate(&spec(2, 4 << 10)).is_err(), "smaller than a block");
         assert!(
-            validate(&spec(2, 32 << 20)).is_err(),
+            spec(2, 4 << 10).validate_stripe().is_err(),
+            "smaller than a block"
+        );
+        assert!(
+            spec(2, 32 << 20).validate_stripe().is_err(),
             "larger than the working set"
         );
         let s = WorkloadSpec {
@@ -252,7 +173,11 @@ mod tests {
             sessions: 2,
             ..spec(3, 1 << 20)
         };
-        assert!(validate(&s).unwrap_err().to_string().contains("3 sessions"));
-        assert!(validate(&spec(2, 1 << 20)).is_ok());
+        assert!(s
+            .validate_stripe()
+            .unwrap_err()
+            .to_string()
+            .contains("3 sessions"));
+        assert!(spec(2, 1 << 20).validate_stripe().is_ok());
     }
 }

@@ -246,10 +246,39 @@ pub struct WorkloadSpec {
     pub targets: Vec<String>,
     /// How the I/O is spread over several targets.
     #[serde(default)]
-    pub stripe: crate::stripe::StripeMode,
+    pub stripe: StripeMode,
     /// Allocation unit of `--stripe unit`, bytes.
-    #[serde(default = "crate::stripe::default_unit")]
+    #[serde(default = "default_stripe_unit")]
     pub stripe_unit: u64,
+}
+
+/// Default allocation unit of `--stripe unit` (ASM's default AU size).
+pub const DEFAULT_STRIPE_UNIT: u64 = 1 << 20;
+
+/// How a run's I/O is spread over several targets (`--stripe`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum StripeMode {
+    /// The address space striped over the targets in allocation units, as ASM does.
+    #[default]
+    Unit,
+    /// Each session on one target: session `i` on target `i mod N`.
+    PerSession,
+}
+
+impl StripeMode {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StripeMode::Unit => "unit",
+            StripeMode::PerSession => "per-session",
+        }
+    }
+}
+
+/// The serde default of [`WorkloadSpec::stripe_unit`].
+fn default_stripe_unit() -> u64 {
+    DEFAULT_STRIPE_UNIT
 }
 
 impl Default for WorkloadSpec {
@@ -280,13 +309,63 @@ impl Default for WorkloadSpec {
             on_corruption: OnCorruption::Stop,
             huge_pages: HugePages::Try,
             targets: Vec::new(),
-            stripe: crate::stripe::StripeMode::Unit,
-            stripe_unit: crate::stripe::DEFAULT_STRIPE_UNIT,
+            stripe: StripeMode::Unit,
+            stripe_unit: DEFAULT_STRIPE_UNIT,
         }
     }
 }
 
 impl WorkloadSpec {
+    /// The working set on each target of a striped run: the spec's, rounded down to whole units
+    /// (a partial unit would leave the logical space with holes).
+    pub fn per_target_working_set(&self) -> u64 {
+        let w = self.working_set();
+        if self.target_count() > 1 && self.stripe == StripeMode::Unit {
+            w / self.stripe_unit.max(1) * self.stripe_unit.max(1)
+        } else {
+            w
+        }
+    }
+
+    /// Check the striping options (`--target` more than once, `--stripe`, `--stripe-unit`).
+    pub(crate) fn validate_stripe(&self) -> Result<()> {
+        let n = self.target_count();
+        if n < 2 {
+            return Ok(());
+        }
+        match self.stripe {
+            StripeMode::Unit => {
+                let (u, bs) = (self.stripe_unit, self.block_size);
+                if u == 0 || u < bs || !u.is_multiple_of(bs) {
+                    bail!(
+                        "--stripe-unit {} must be a whole number of blocks (--bs {}): each I/O lies \
+                         within one allocation unit, on one target",
+                        fmt_bytes(u),
+                        fmt_bytes(bs)
+                    );
+                }
+                if self.working_set() < u {
+                    bail!(
+                        "the working set on each target ({}) is smaller than one --stripe-unit ({}): \
+                         give a larger --working-set or --size, or a smaller --stripe-unit",
+                        fmt_bytes(self.working_set()),
+                        fmt_bytes(u)
+                    );
+                }
+            }
+            StripeMode::PerSession => {
+                if (self.sessions as usize) < n {
+                    bail!(
+                        "--stripe per-session with {n} targets needs at least {n} sessions (one \
+                         target per session; --sessions is {})",
+                        self.sessions
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// How many targets the run spreads its I/O over (1 unless `targets` names several).
     pub fn target_count(&self) -> usize {
         self.targets.len().max(1)
@@ -294,7 +373,7 @@ impl WorkloadSpec {
 
     /// Check every field and combination; the message names the option to change.
     pub fn validate(&self) -> Result<()> {
-        crate::stripe::validate(self)?;
+        self.validate_stripe()?;
         if self.block_size == 0 {
             bail!("--bs must be at least 1 byte");
         }
@@ -549,7 +628,7 @@ impl WorkloadSpec {
             );
         }
         if self.target_count() > 1 {
-            let each = crate::stripe::per_target_working_set(self);
+            let each = self.per_target_working_set();
             out += &format!(
                 "\n  {} targets: {}; working set {} at offset {} on each ({} in all), {}",
                 self.targets.len(),
@@ -558,12 +637,12 @@ impl WorkloadSpec {
                 fmt_bytes(self.region_offset),
                 fmt_bytes(each * self.targets.len() as u64),
                 match self.stripe {
-                    crate::stripe::StripeMode::Unit => format!(
+                    StripeMode::Unit => format!(
                         "striped in {} allocation units (unit k on target k mod {})",
                         fmt_bytes(self.stripe_unit),
                         self.targets.len()
                     ),
-                    crate::stripe::StripeMode::PerSession => format!(
+                    StripeMode::PerSession => format!(
                         "one target per session (session i on target i mod {})",
                         self.targets.len()
                     ),

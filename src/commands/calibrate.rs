@@ -123,7 +123,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         anyhow::bail!("--precondition cannot be combined with --start-at (a fixed schedule)");
     }
     let writes = plan.phase(Phase::Writes).is_some() || plan.precondition_s > 0.0;
-    if a.t.target.len() > 1 && a.t.stripe == crate::stripe::StripeMode::PerSession {
+    if a.t.target.len() > 1 && a.t.stripe == crate::workload::StripeMode::PerSession {
         anyhow::bail!(
             "calibrate stripes its steps over several targets in allocation units: its steps \
              of one session cannot give each target a session of its own (--stripe per-session \

@@ -10,9 +10,9 @@ use super::{finish, Context};
 use crate::commands::values::duration as parse_duration;
 use crate::results::{Kind, Results};
 use crate::stamp::{OnCorruption, VerifyMode};
-use crate::stripe::StripeMode;
 use crate::target::{PrepareOptions, Target};
 use crate::units::{parse_latency, parse_size};
+use crate::workload::StripeMode;
 use crate::workload::{Distribution, EngineKind, HugePages, Pattern, SyncMode, WorkloadSpec};
 
 /// Options shared by `run` and `calibrate` that select and protect the target.

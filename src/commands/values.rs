@@ -11,8 +11,8 @@ use crate::calibrate::Phase;
 use crate::render::ColorChoice;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
-use crate::stripe::StripeMode;
 use crate::watch::Layer;
+use crate::workload::StripeMode;
 use crate::workload::{EngineKind, HugePages, Pattern};
 
 /// `impl ValueEnum for $t`: each variant with its command-line name and optional help.
