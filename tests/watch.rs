@@ -148,6 +148,30 @@ fn start_watch(args: &[&str]) -> Child {
     child
 }
 
+/// End a watch with Ctrl-C (SIGINT) and wait for it to write its results and exit 130.
+fn interrupt_watch(w: Child, within: Duration) {
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill sends a signal to the child we started.
+    unsafe { libc::kill(w.id() as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let mut w = w;
+    loop {
+        if let Some(st) = w.try_wait().unwrap() {
+            assert_eq!(
+                st.code(),
+                Some(130),
+                "iolens watch exited with {st} on Ctrl-C"
+            );
+            return;
+        }
+        if t.elapsed() > within {
+            let _ = w.kill();
+            panic!("iolens watch did not end within {within:?} of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn finish_watch(mut w: Child, within: Duration) {
     let t = Instant::now();
     loop {
@@ -2529,19 +2553,27 @@ fn postgres_io_is_named_by_relation() {
             .unwrap();
         (r.get(0), r.get(1), r.get(2))
     };
+    // The setup's own reads (VACUUM, ANALYZE) reach the statistics only when its session
+    // flushes them (at most once a second, and at its exit): end it first, or they land
+    // between `before` and `after` (in CI: A 16,626 "read" for 4,706 traced).
+    drop(c);
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
     let before = statio(&mut c);
     drop(c);
 
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("rel.json");
-    // The DSN names the test server's own database: the files are in another.
+    // The DSN names the test server's own database: the files are in another. The watch is
+    // ended (Ctrl-C) once the queries are done, so it covers all of their reads however long
+    // the uncached reads take on this machine (a fixed duration cut them short in CI).
     let w = start_watch(&[
         "--comm",
         "postgres",
         "--dsn",
         &base,
         "--duration",
-        "8s",
+        "300s",
         "--json",
         json.to_str().unwrap(),
     ]);
@@ -2556,7 +2588,7 @@ fn postgres_io_is_named_by_relation() {
     )
     .unwrap();
     drop(s);
-    finish_watch(w, Duration::from_secs(40));
+    interrupt_watch(w, Duration::from_secs(60));
     // The session's statistics are flushed at its exit.
     std::thread::sleep(Duration::from_millis(700));
     let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
@@ -2634,9 +2666,16 @@ fn postgres_io_is_named_by_relation() {
             "{what}: {got} blocks read by syscalls, PostgreSQL counted {truth}"
         );
     }
-    // By construction A read 4× B's blocks (its size over B's, all uncached).
+    // By construction A's sequential scan read 4× B's blocks (its size over B's, all
+    // uncached); the index scan may add heap reads of A (a plain index scan where the
+    // visibility map is not all-visible), which PostgreSQL counts too: the ratio expected is
+    // PostgreSQL's own, and A's reads are at least its size.
+    assert!(
+        blocks_a >= size_a - 5,
+        "A read {blocks_a} blocks of its {size_a}"
+    );
     let ratio = blocks_a as f64 / blocks_b.max(1) as f64;
-    let expect = size_a as f64 / size_b as f64;
+    let expect = truth_a as f64 / truth_b.max(1) as f64;
     assert!(
         (ratio - expect).abs() <= 0.03 * expect,
         "A/B blocks read {ratio:.3}, expected {expect:.3}"
