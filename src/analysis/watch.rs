@@ -75,8 +75,13 @@ struct Held<'a> {
 
 /// The limit of a watched cgroup its rate came nearest to, when at least [`LIMIT_USE`] of it.
 fn held_limit(b: &WatchBudget) -> Option<Held<'_>> {
+    held_in(&b.cgroups)
+}
+
+/// The limit of `cgroups` the watched processes ran at, if any (see [`held_limit`]).
+fn held_in(cgroups: &[WatchCgroup]) -> Option<Held<'_>> {
     let mut best: Option<Held> = None;
-    for cg in &b.cgroups {
+    for cg in cgroups {
         for lim in &cg.limits {
             // The rate while the cgroup did I/O; failing two readings apart, over the window.
             let (secs, n) = if lim.busy_s >= 0.2 {
@@ -123,6 +128,13 @@ fn throttled(mut s: WatchShares, held: bool) -> WatchShares {
         s.verdict = Some(VerdictKind::CgroupLimit);
     }
     s
+}
+
+/// The shares of one interval as the live view shows it while watching: `cgroups` are the
+/// limiting cgroups' counters so far, so an interval held by a limit the processes run at is
+/// named as the stored analysis names it (the cgroup limit, not "above the block layer").
+pub fn live_shares(s: &WatchSpan, cgroups: &[WatchCgroup]) -> WatchShares {
+    throttled(shares(s), held_in(cgroups).is_some())
 }
 
 /// The shares of one span.
@@ -793,6 +805,21 @@ mod tests {
         let a = watch_analysis(&limited(held.clone(), 98)).unwrap();
         assert_eq!(a.overall.verdict, Some(VerdictKind::CgroupLimit));
         assert_eq!(a.intervals[0].verdict, Some(VerdictKind::CgroupLimit));
+        // The live view names it the same way from the counters so far; well below the
+        // limit, or with no limit, it stays above the block layer.
+        let cgs = |busy| limited(held.clone(), busy).watch.unwrap().cgroups;
+        assert_eq!(
+            live_shares(&held, &cgs(98)).verdict,
+            Some(VerdictKind::CgroupLimit)
+        );
+        assert_eq!(
+            live_shares(&held, &cgs(20)).verdict,
+            Some(VerdictKind::AboveBlockLayer)
+        );
+        assert_eq!(
+            live_shares(&held, &[]).verdict,
+            Some(VerdictKind::AboveBlockLayer)
+        );
         let v = &a.verdicts[0];
         assert_eq!(v.kind, VerdictKind::CgroupLimit);
         assert!(

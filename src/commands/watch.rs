@@ -94,7 +94,7 @@ impl Live {
                 };
             }
         }
-        let shares = crate::analysis::watch::shares(v.span);
+        let shares = crate::analysis::watch::live_shares(v.span, &v.cgroups());
         let Ok(hist) = v.layer_hist(self.layer) else {
             return;
         };

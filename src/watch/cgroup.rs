@@ -293,9 +293,16 @@ impl CgroupTracker {
     /// The limiting cgroups found, their limits and counters read again now.
     pub(crate) fn finish(mut self) -> Vec<WatchCgroup> {
         self.sample();
+        self.report()
+    }
+
+    /// The limiting cgroups found so far, their limits and counters read now (the live view
+    /// asks at each interval; [`finish`](Self::finish) at the end).
+    pub(crate) fn report(&self) -> Vec<WatchCgroup> {
         self.groups
-            .into_iter()
+            .iter()
             .map(|((version, path), t)| {
+                let (version, path) = (*version, path.clone());
                 let now = counters(version, &t.dir);
                 let limits = limits(version, &t.dir)
                     .into_iter()
@@ -341,7 +348,7 @@ impl CgroupTracker {
                 WatchCgroup {
                     path,
                     version,
-                    pids: t.pids.into_iter().collect(),
+                    pids: t.pids.iter().copied().collect(),
                     limits,
                     window_s: t.since.elapsed().as_secs_f64(),
                     pressure_some_s,

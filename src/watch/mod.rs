@@ -118,9 +118,15 @@ pub(crate) struct IntervalView<'a> {
     pub index: usize,
     pub span: &'a WatchSpan,
     rec: &'a Recording,
+    cgroups: &'a cgroup::CgroupTracker,
 }
 
 impl IntervalView<'_> {
+    /// The limiting cgroups of the watched processes, their counters so far.
+    pub(crate) fn cgroups(&self) -> Vec<crate::results::WatchCgroup> {
+        self.cgroups.report()
+    }
+
     /// The layer's latency histogram of this interval.
     pub(crate) fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
         self.rec.layers[layer as usize].hist_at(self.index)
@@ -872,6 +878,7 @@ pub(crate) fn watch(
                 index: shown,
                 span: &rec.spans[shown],
                 rec: &rec,
+                cgroups: &cgroups,
             });
             shown += 1;
         }
