@@ -153,30 +153,22 @@ fn interrupt_watch(w: Child, within: Duration) {
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: kill sends a signal to the child we started.
     unsafe { libc::kill(w.id() as i32, libc::SIGINT) };
-    let t = Instant::now();
-    let mut w = w;
-    loop {
-        if let Some(st) = w.try_wait().unwrap() {
-            assert_eq!(
-                st.code(),
-                Some(130),
-                "iolens watch exited with {st} on Ctrl-C"
-            );
-            return;
-        }
-        if t.elapsed() > within {
-            let _ = w.kill();
-            panic!("iolens watch did not end within {within:?} of Ctrl-C");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_watch(w, within, Some(130));
 }
 
-fn finish_watch(mut w: Child, within: Duration) {
+fn finish_watch(w: Child, within: Duration) {
+    wait_watch(w, within, None);
+}
+
+/// Wait up to `within` for the watch to exit with `code` (`None`: success).
+fn wait_watch(mut w: Child, within: Duration, code: Option<i32>) {
     let t = Instant::now();
     loop {
         if let Some(st) = w.try_wait().unwrap() {
-            assert!(st.success(), "iolens watch exited with {st}");
+            match code {
+                None => assert!(st.success(), "iolens watch exited with {st}"),
+                Some(c) => assert_eq!(st.code(), Some(c), "iolens watch exited with {st}"),
+            }
             return;
         }
         if t.elapsed() > within {

@@ -195,6 +195,45 @@ enum Prepared {
 }
 
 impl Target {
+    /// A prepared target that is not an iolens scratch file (a block device, an existing
+    /// file): its data from offset 0, writable only where the user named it disposable.
+    fn other(
+        path: &Path,
+        kind: TargetKind,
+        file: File,
+        data_size: u64,
+        writable: bool,
+    ) -> Result<Prepared> {
+        let identity = identity_of(&file)?;
+        Ok(Prepared::Ready(Box::new(Target {
+            path: path.to_path_buf(),
+            kind,
+            data_offset: 0,
+            data_size,
+            id: 0,
+            writable,
+            filled_bytes: 0,
+            file: Arc::new(file),
+            identity,
+        })))
+    }
+
+    /// A prepared iolens scratch file: data after its header area, always writable.
+    fn scratch(path: &Path, file: File, data_size: u64, id: u64, filled: u64) -> Result<Prepared> {
+        let identity = identity_of(&file)?;
+        Ok(Prepared::Ready(Box::new(Target {
+            path: path.to_path_buf(),
+            kind: TargetKind::Scratch,
+            data_offset: HEADER_AREA,
+            data_size,
+            id,
+            writable: true,
+            filled_bytes: filled,
+            file: Arc::new(file),
+            identity,
+        })))
+    }
+
     /// Resolve, create or reuse the target for a workload, enforcing the safety rules. The
     /// target is opened here, once; the returned `Target` holds that descriptor.
     pub fn prepare(path: &Path, opts: &PrepareOptions, stop: &AtomicBool) -> Result<Target> {
@@ -311,18 +350,13 @@ impl Target {
         } else {
             file
         };
-        let identity = identity_of(&file)?;
-        Ok(Prepared::Ready(Box::new(Target {
-            path: path.to_path_buf(),
-            kind: TargetKind::BlockDevice,
-            data_offset: 0,
+        Target::other(
+            path,
+            TargetKind::BlockDevice,
+            file,
             data_size,
-            id: 0,
-            writable: opts.writes && disposable,
-            filled_bytes: 0,
-            file: Arc::new(file),
-            identity,
-        })))
+            opts.writes && disposable,
+        )
     }
 
     fn existing_file(
@@ -377,19 +411,14 @@ impl Target {
                 if dry {
                     return Ok(Prepared::Would(data_size));
                 }
-                let identity = identity_of(&file)?;
                 drop(_lock);
-                Ok(Prepared::Ready(Box::new(Target {
-                    path: path.to_path_buf(),
-                    kind: TargetKind::File,
-                    data_offset: 0,
+                Target::other(
+                    path,
+                    TargetKind::File,
+                    file,
                     data_size,
-                    id: 0,
-                    writable: opts.writes && disposable,
-                    filled_bytes: 0,
-                    file: Arc::new(file),
-                    identity,
-                })))
+                    opts.writes && disposable,
+                )
             }
             Found::Damaged(why) if !opts.refill || proof(&file).is_none() => Err(Corrupt(format!(
                 "{} looks like an iolens scratch file, but {why}: reported as corruption, \
@@ -547,7 +576,6 @@ impl Target {
         if dry {
             return Ok(Prepared::Would(want));
         }
-        let identity = identity_of(&file)?;
         let mut filled = 0;
         if needs_fill {
             let rw = reopen(&file, true, 0, path)
@@ -564,17 +592,7 @@ impl Target {
             }
             filled = fill(&rw, path, h2, opts.progress, stop)?;
         }
-        Ok(Prepared::Ready(Box::new(Target {
-            path: path.to_path_buf(),
-            kind: TargetKind::Scratch,
-            data_offset: HEADER_AREA,
-            data_size: want,
-            id: h.id,
-            writable: true,
-            filled_bytes: filled,
-            file: Arc::new(file),
-            identity,
-        })))
+        Target::scratch(path, file, want, h.id, filled)
     }
 
     /// Rewrite a scratch file's fill from the start (`--refill`).
@@ -616,18 +634,7 @@ impl Target {
         }
         rw.sync_data()?;
         let filled = fill(&rw, path, h, opts.progress, stop)?;
-        let identity = identity_of(&file)?;
-        Ok(Prepared::Ready(Box::new(Target {
-            path: path.to_path_buf(),
-            kind: TargetKind::Scratch,
-            data_offset: HEADER_AREA,
-            data_size: h.data_size,
-            id: h.id,
-            writable: true,
-            filled_bytes: filled,
-            file: Arc::new(file),
-            identity,
-        })))
+        Target::scratch(path, file, h.data_size, h.id, filled)
     }
 
     fn check_size(path: &Path, want: Option<u64>, have: u64) -> Result<()> {
@@ -755,18 +762,7 @@ impl Target {
         let _lock = PrepLock::on(&f)?;
         let filled = fill(&f, path, h, opts.progress, stop)?;
         drop(_lock);
-        let identity = identity_of(&f)?;
-        Ok(Prepared::Ready(Box::new(Target {
-            path: path.to_path_buf(),
-            kind: TargetKind::Scratch,
-            data_offset: HEADER_AREA,
-            data_size: size,
-            id: h.id,
-            writable: true,
-            filled_bytes: filled,
-            file: Arc::new(f),
-            identity,
-        })))
+        Target::scratch(path, f, size, h.id, filled)
     }
 
     /// Open for a workload with the right flags (O_DIRECT, O_DSYNC, read-only unless
