@@ -1317,7 +1317,6 @@ pub fn calibrate(
         budget_s: plan.budget_s,
         verdicts: notes,
     });
-    res.analysis = Some(analysis::analyse(&res));
     Ok(res)
 }
 

@@ -228,7 +228,6 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
     res.environment = crate::sys::environment();
     res.warnings = warnings;
     res.profile = Some(profile);
-    res.analysis = Some(crate::analysis::analyse(&res));
     Ok(res)
 }
 

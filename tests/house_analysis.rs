@@ -443,3 +443,47 @@ fn sqlite_db_run_shows_hit_ratio_and_logical_reads() {
         );
     }
 }
+
+/// The analysis is attached in one place, where a command's results are finished
+/// (`commands::complete`): a `run` and a `verify` (which stored none before) both carry it, and
+/// what they carry is what analysing the results as written gives, so no producer's own copy
+/// differs from the one every other command stores.
+#[test]
+fn every_command_stores_the_analysis_of_what_it_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("scratch.dat");
+    let run_json = dir.path().join("run.json");
+    let verify_json = dir.path().join("verify.json");
+    run_ok(&[
+        "run",
+        "--ios",
+        "2000",
+        "--size",
+        "4M",
+        "--no-progress",
+        "--target",
+        s(&target),
+        "--json",
+        s(&run_json),
+    ]);
+    run_ok(&[
+        "verify",
+        "--no-progress",
+        "--target",
+        s(&target),
+        "--json",
+        s(&verify_json),
+    ]);
+    for json in [&run_json, &verify_json] {
+        let r = Results::read_file(json).unwrap();
+        let stored = r.analysis.clone().expect("analysis stored");
+        let mut bare = r;
+        bare.analysis = None;
+        assert_eq!(
+            stored,
+            iolens::analysis::analyse(&bare),
+            "{}: the stored analysis is not that of the results written",
+            json.display()
+        );
+    }
+}

@@ -186,6 +186,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         block_watch.as_ref(),
     )?;
     launch.record(&mut res);
+    let res = super::complete(res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
     finish(&res, json)

@@ -236,7 +236,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             }
             let mut res = engine(&a.target)?.run(&spec, cmdline)?;
             launch.record(&mut res);
-            res.analysis = Some(crate::analysis::analyse(&res));
+            let res = super::complete(res);
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
             finish(&res, json)
@@ -261,8 +261,9 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             crate::interrupt::set_writes_results(a.json.is_some());
             let json =
                 super::results_output(&mut crate::output::Plan::new(), a.json.as_deref(), 0)?;
-            let mut res = crate::db::pg_sample::sample(dsn, a.interval, a.duration, cmdline)?;
-            res.analysis = Some(crate::analysis::analyse(&res));
+            let res = super::complete(crate::db::pg_sample::sample(
+                dsn, a.interval, a.duration, cmdline,
+            )?);
             res.validate()?;
             let style = cx.brief_style();
             crate::out!("{}", crate::render::io_stats::text(&res, &style));

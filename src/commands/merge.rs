@@ -34,14 +34,14 @@ pub(crate) fn main(a: &MergeArgs, cx: &Context) -> Result<ExitCode> {
         crate::output::Holds::Results,
         crate::output::RESULTS_RESERVE,
     )?;
-    let res = crate::merge::merge(
+    let res = super::complete(crate::merge::merge(
         &a.files,
         &MergeOptions {
             force: a.force,
             progress: cx.progress(false),
         },
         cx.cmdline.clone(),
-    )?;
+    )?);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::hosts::merge_summary(&res, &style));
     finish(&res, Some(out))

@@ -264,12 +264,11 @@ pub(crate) fn results_output(
 /// would refuse is written, print the summary (text for people never fails the command, see
 /// `crate::out`), then [`finish`].
 pub(crate) fn finish_evidence(
-    mut results: Results,
+    results: Results,
     json: Option<Output>,
     cx: &Context,
 ) -> Result<ExitCode> {
-    results.clean_labels();
-    results.analysis = Some(crate::analysis::analyse(&results));
+    let results = complete(results);
     results.validate()?;
     let style = cx.brief_style();
     crate::out!(
@@ -279,11 +278,33 @@ pub(crate) fn finish_evidence(
     finish(&results, json)
 }
 
+/// A command's results with their analysis attached: made only by [`complete`], and the only
+/// thing [`finish`] writes, so every results file carries the analysis decided once, the same
+/// way, where the results are finished.
+pub(crate) struct Complete(Results);
+
+impl std::ops::Deref for Complete {
+    type Target = Results;
+    fn deref(&self) -> &Results {
+        &self.0
+    }
+}
+
+/// The one place a command's results are finished: every name made one line of plain text
+/// ([`Results::clean_labels`]: names come from files and processes others wrote) and the
+/// analysis ([`crate::analysis::analyse`]) decided and attached. Summaries printed before the
+/// results are written read the analysis from here.
+pub(crate) fn complete(mut res: Results) -> Complete {
+    res.clean_labels();
+    res.analysis = Some(crate::analysis::analyse(&res));
+    Complete(res)
+}
+
 /// The one ending of every command that produces results: write the results file when asked
 /// (`-` is standard output) and say where, then choose the exit code: 3 when corrupt data was
 /// read, 128 + the signal (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP) when a signal ended the work
 /// early, 0 otherwise.
-pub(crate) fn finish(res: &Results, json: Option<Output>) -> Result<ExitCode> {
+pub(crate) fn finish(res: &Complete, json: Option<Output>) -> Result<ExitCode> {
     if let Some(out) = json {
         let stdout = out.is_stdout();
         let p = out.path().to_path_buf();

@@ -98,7 +98,7 @@ pub(crate) fn main(a: &ProfileArgs, cx: &Context) -> Result<ExitCode> {
     if folded_out.as_ref().is_some_and(|o| o.is_stdout()) {
         crate::out::reserve_stdout();
     }
-    let res = profile(&opts, cx.cmdline.clone())?;
+    let res = super::complete(profile(&opts, cx.cmdline.clone())?);
     for w in &res.warnings {
         crate::out::warn(w);
     }

@@ -382,6 +382,5 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     launch.record(&mut res);
-    res.analysis = Some(crate::analysis::analyse(&res));
-    finish(&res, json)
+    finish(&super::complete(res), json)
 }

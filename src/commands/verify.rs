@@ -90,5 +90,5 @@ pub(crate) fn main(a: &VerifyArgs, cx: &Context) -> Result<ExitCode> {
     let mut res = crate::results::Results::new(crate::results::Kind::Verify, cx.cmdline.clone());
     res.environment = crate::sys::environment();
     res.runs.push(r);
-    finish(&res, json)
+    finish(&super::complete(res), json)
 }

@@ -254,9 +254,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     );
     // The terminal as it was before the summary is printed (or the error reported).
     drop(live.keys.take());
-    let mut results = results?;
-    results.clean_labels();
-    results.analysis = Some(crate::analysis::analyse(&results));
+    let results = super::complete(results?);
     results.validate()?;
     let an = crate::analysis::of(&results);
     let mut text = String::new();

@@ -519,7 +519,6 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     });
     res.validate()
         .context("the merged result is not consistent")?;
-    res.analysis = Some(crate::analysis::analyse(&res));
     Ok(res)
 }
 
