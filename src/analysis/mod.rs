@@ -26,6 +26,7 @@ pub mod little;
 pub mod modes;
 pub mod regimes;
 pub mod stacks;
+pub mod target;
 pub mod usl;
 pub mod verdicts;
 pub mod watch;

@@ -74,18 +74,17 @@ pub(super) fn merge_calibration(
     }
     let target = c0.max_latency_ns;
     let pct = c0.percentile;
-    let mut best: Option<usize> = None;
-    for (k, p) in curve.iter().enumerate() {
+    let mut at_pct = Vec::with_capacity(curve.len());
+    for p in &curve {
         let h = runs[p.run].merged_io_hist()?;
         let lat = if h.is_empty() {
             u64::MAX
         } else {
             h.value_at_quantile(pct / 100.0)
         };
-        if lat <= target && best.is_none_or(|b| p.iops > curve[b].iops) {
-            best = Some(k);
-        }
+        at_pct.push((p.sessions, p.iops, lat));
     }
+    let best = crate::analysis::target::best_at_target(&at_pct, target);
     let phase_best = |phase: &str| -> Option<(usize, f64)> {
         runs.iter()
             .enumerate()
