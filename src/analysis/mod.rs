@@ -20,6 +20,7 @@
 //! ```
 //! Each submodule documents its method and thresholds.
 
+pub mod compare;
 pub mod dblayers;
 pub mod knee;
 pub mod little;

@@ -129,16 +129,7 @@ impl TermStyle {
 
 /// Short name of a results kind.
 pub(crate) fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Run => "run",
-        Kind::Calibrate => "calibrate",
-        Kind::Db => "db",
-        Kind::Trace => "trace",
-        Kind::Ingest => "ingest",
-        Kind::Verify => "verify",
-        Kind::Watch => "watch",
-        Kind::Profile => "profile",
-    }
+    k.name()
 }
 
 /// Print to stdout, treating a closed pipe (`| head`) as success.
