@@ -85,20 +85,8 @@ fn cgroup_io_limit_holds() {
         .unwrap()
         .set_len(16 << 20)
         .unwrap();
-    let out = Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(&backing)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "losetup: {out:?}");
-    let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    struct Detach(String);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        }
-    }
-    let _detach = Detach(dev.clone());
+    let lo = common::loopdev::Loop::attach(&backing).expect("losetup");
+    let dev = lo.dev().to_string();
 
     let riops = 100;
     let n = 300;

@@ -363,24 +363,11 @@ fn block_device_reads_allowed_writes_refused_unless_disposable() {
     let img = dir.path().join("disk.img");
     let content: Vec<u8> = (0..8 * MB).map(|i| (i % 253) as u8).collect();
     std::fs::write(&img, &content).unwrap();
-    let out = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&img)
-        .output();
-    let dev = match out {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        _ => {
-            eprintln!("note: loop devices unavailable here; block-device test skipped");
-            return;
-        }
+    let Some(lo) = common::loopdev::Loop::attach(&img) else {
+        eprintln!("note: loop devices unavailable here; block-device test skipped");
+        return;
     };
-    struct Detach(String);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        }
-    }
-    let _guard = Detach(dev.clone());
+    let dev = lo.dev().to_string();
     let out = bin()
         .args(["run", "--target", &dev, "--ios", "200", "--no-progress"])
         .output()

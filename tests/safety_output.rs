@@ -147,20 +147,14 @@ fn outputs_never_write_into_a_block_device() {
     let backing = d.path().join("disk.img");
     let pattern: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8).collect();
     std::fs::write(&backing, &pattern).unwrap();
-    let o = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(&backing)
-        .output()
-        .unwrap();
-    if !o.status.success() {
+    let Some(detach) = common::loopdev::Loop::attach(&backing) else {
         if common::ci() {
             panic!("cannot set up a loop device (CI runs as root)");
         }
         eprintln!("note: skipped (no loop device here)");
         return;
-    }
-    let loopdev = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    let detach = Detach(loopdev.clone());
+    };
+    let loopdev = detach.dev().to_string();
     use std::os::unix::fs::MetadataExt;
     let rdev = std::fs::metadata(&loopdev).unwrap().rdev();
     let node = d.path().join("report.html");
@@ -194,15 +188,6 @@ fn libc_major(rdev: u64) -> u64 {
 
 fn libc_minor(rdev: u64) -> u64 {
     (rdev & 0xff) | ((rdev >> 12) & !0xff)
-}
-
-/// Detaches a loop device when dropped.
-struct Detach(String);
-
-impl Drop for Detach {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.0]).status();
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ use std::time::Duration;
 use iolens::target::{Header, PrepareOptions, Target, FORMAT_VERSION, HEADER_AREA};
 
 mod common;
+use common::loopdev::Loop;
 use common::{bin, root_or_skip};
 
 const MB: u64 = 1 << 20;
@@ -432,37 +433,6 @@ fn absurd_sizes_and_offsets_are_clear_errors_before_anything_is_written() {
 // ---------------------------------------------------------------------------------------------
 // 6. Block devices in use
 
-struct Loop(String);
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        // The kernel detaches a loop device still in use (just unmounted, udev probing it)
-        // only when its last user closes it: wait for that, so the next check does not see
-        // a device this test already let go.
-        let sys = format!(
-            "/sys/block/{}/loop/backing_file",
-            self.0.trim_start_matches("/dev/")
-        );
-        for _ in 0..200 {
-            if !Path::new(&sys).exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
-fn losetup(backing: &Path) -> Option<Loop> {
-    let o = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(backing)
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| Loop(String::from_utf8_lossy(&o.stdout).trim().to_string()))
-}
-
 fn write_run(dev: &str) -> Output {
     bin()
         .args([
@@ -489,7 +459,7 @@ fn loop_image() -> Option<(tempfile::TempDir, PathBuf, Loop)> {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("disk.img");
     foreign(&img, 16 * MB);
-    let Some(a) = losetup(&img) else {
+    let Some(a) = Loop::attach(&img) else {
         assert!(std::env::var_os("CI").is_none(), "losetup failed under CI");
         eprintln!("note: loop devices unavailable here; skipped");
         return None;
@@ -538,7 +508,7 @@ fn a_block_device_under_a_stacked_or_shared_loop_device_is_never_written() {
     let Some((dir, img, a)) = loop_image() else {
         return;
     };
-    let b = losetup(Path::new(&a.0)).expect("stacked loop device");
+    let b = Loop::attach(Path::new(&a.0)).expect("stacked loop device");
     let mkfs = Command::new("mkfs.ext4")
         .args([
             "-q",
@@ -567,7 +537,7 @@ fn a_block_device_under_a_stacked_or_shared_loop_device_is_never_written() {
     assert_refused(&a.0, &img, &format!("backs loop device {}", b.0));
     drop(um);
     drop(b);
-    let c = losetup(&img).expect("second loop device");
+    let c = Loop::attach(&img).expect("second loop device");
     assert_refused(&a.0, &img, "same backing file");
     drop(c);
 }

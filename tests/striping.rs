@@ -8,6 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::loopdev::Loop;
 use common::{bin, root_or_skip, scratch};
 use iolens::results::Results;
 
@@ -17,47 +18,11 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A loop device over a file, detached when dropped (waiting for the kernel to let it go).
-struct Loop(String);
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        let sys = format!(
-            "/sys/block/{}/loop/backing_file",
-            self.0.trim_start_matches("/dev/")
-        );
-        for _ in 0..200 {
-            if !Path::new(&sys).exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-}
-
-impl Loop {
-    fn name(&self) -> &str {
-        self.0.trim_start_matches("/dev/")
-    }
-}
-
-fn losetup(backing: &Path) -> Option<Loop> {
-    let o = Command::new("losetup")
-        .args(["-f", "--show"])
-        .arg(backing)
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| Loop(String::from_utf8_lossy(&o.stdout).trim().to_string()))
-}
-
 /// Loop devices over `files`, or `None` (skipped, but not under CI) where there are none.
 fn loops(files: &[PathBuf]) -> Option<Vec<Loop>> {
     let mut v = Vec::new();
     for f in files {
-        match losetup(f) {
+        match Loop::attach(f) {
             Some(l) => v.push(l),
             None => {
                 assert!(std::env::var_os("CI").is_none(), "losetup failed under CI");

@@ -7,6 +7,7 @@
 
 pub mod busy;
 pub mod iolimit;
+pub mod loopdev;
 pub mod peak;
 pub mod pgsampler;
 pub mod slowdev;
