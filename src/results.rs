@@ -24,6 +24,7 @@ mod read;
 mod validate;
 mod write;
 pub use read::{read_results_text, MAX_RESULTS_BYTES};
+pub(crate) use read::{read_results_text_state, FileState};
 pub use validate::{interval_groups, IntervalGroups, MAX_COUNT};
 pub use write::{dated_name, write_results, write_results_to};
 
