@@ -27,6 +27,10 @@ for r in range(1, n):
     json.dump(base, open(f"{d}/rank-{r}.json", "w"))
 PY
 echo "merging $RANKS ranks x $SECONDS_ intervals ($(du -sh "$DIR" | cut -f1) of results)"
-/usr/bin/time -f "merge: %e s wall, %U s user, %S s system, peak RSS %M KiB" \
-    "$IOLENS" -q merge "$DIR"/rank-*.json -o "$DIR/merged.json"
+# The merge's own peak: VmHWM after exec (bench/peak.py), not GNU time's %M (ru_maxrss carries
+# the parent's high-water mark across exec).
+read -r kb secs outcome < <(python3 "$(dirname "$0")/peak.py" 86400 - \
+    "$IOLENS" -q merge "$DIR"/rank-*.json -o "$DIR/merged.json")
+echo "merge: $secs wall, peak RSS $kb KiB, $outcome"
+[ "$outcome" = "exit 0" ] || exit 1
 ls -la "$DIR/merged.json"

@@ -5,8 +5,8 @@
 # 1 ns .. 2^62 at 5 significant digits; then `compare` of two 24-hour runs and an .hlog of
 # 20,000 lines, which are read, not refused. Each command runs for at most LIMIT seconds (default
 # 10; an endless input such as /dev/urandom read as text is stopped there, which is expected)
-# and its peak RSS (the child's maximum resident set, from wait4) is printed beside the
-# 256 MiB budget.
+# and its peak RSS (its own VmHWM after exec, bench/peak.py) is printed beside the 256 MiB
+# budget.
 # Usage: [LIMIT=s] [IOLENS=path] bench/reader-memory.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -19,38 +19,22 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 budget=$((256 * 1024))
 over=0
-# The child's peak RSS from wait4 (GNU time under `timeout` would measure timeout, not the
-# reader it kills); past LIMIT the reader is killed (an endless input: "killed").
+# The reader's own peak (VmHWM after exec, bench/peak.py; wait4's ru_maxrss would carry the
+# Python parent's high-water mark); past LIMIT the reader is killed (an endless input: "killed").
 measure() { # label, command...
   local label=$1; shift
   local res
-  res=$(python3 - "$LIMIT" "$tmp/err" "$@" <<'PY'
-import os, signal, sys, time
-limit, err, cmd = float(sys.argv[1]), sys.argv[2], sys.argv[3:]
-pid = os.fork()
-if pid == 0:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
-    os.execvp(cmd[0], cmd)
-t0, killed = time.time(), False
-while True:
-    p, status, ru = os.wait4(pid, os.WNOHANG)
-    if p == pid:
-        break
-    if not killed and time.time() - t0 > limit:
-        os.kill(pid, signal.SIGKILL)
-        killed = True
-    time.sleep(0.02)
-code = "killed at limit" if killed else "exit %d" % os.waitstatus_to_exitcode(status)
-print(ru.ru_maxrss, "%.1fs" % (time.time() - t0), code)
-PY
-)
+  res=$(python3 bench/peak.py "$LIMIT" "$tmp/err" "$@")
   local kb=${res%% *}
   local verdict=ok
   if [ "${kb:-0}" -ge "$budget" ]; then verdict=OVER; over=1; fi
   printf '%-50s %8s KiB  %-4s %-22s %s\n' "$label" "$kb" "$verdict" "${res#* }" \
     "$(head -c 70 "$tmp/err" | tr '\n' ' ')"
 }
+# Every format `ingest --format` takes, as clap lists them (a new reader is measured without
+# editing this script).
+formats=$("$IOLENS" ingest --format '?' x 2>&1 | sed -n 's/.*possible values: \(.*\)\]/\1/p' | tr -d ',')
+[ -n "$formats" ] || { echo "could not list ingest's formats" >&2; exit 1; }
 printf '%-50s %12s  %-4s %-22s %s\n' "reader and input" "peak RSS" "<256" "time, outcome" "stderr"
 for dev in /dev/zero /dev/urandom; do
   measure "show $dev" "$IOLENS" show "$dev"
@@ -59,8 +43,7 @@ for dev in /dev/zero /dev/urandom; do
   measure "export $dev --csv" "$IOLENS" export "$dev" --csv "$tmp/r.csv"
   measure "merge $dev" "$IOLENS" merge "$dev" -o "$tmp/m.json"
   measure "trace $dev" "$IOLENS" trace -q "$dev" --json "$tmp/t.json"
-  for f in event-histogram pylatencymap biolatency bpftrace biosnoop fio-log fio-hist hlog \
-    time-latency perf-script folded; do
+  for f in $formats; do
     measure "ingest --format $f $dev" "$IOLENS" ingest -q --format "$f" "$dev" --json "$tmp/i.json"
   done
 done
@@ -97,6 +80,30 @@ measure "show (5-digit 1..2^62 histograms, $(($(stat -c %s "$tmp/wide.json") / 1
   "$IOLENS" show "$tmp/wide.json"
 measure "report (5-digit 1..2^62 histograms)" "$IOLENS" report "$tmp/wide.json" -o "$tmp/r.html"
 measure "export --csv (5-digit 1..2^62 histograms)" "$IOLENS" export "$tmp/wide.json" --csv "$tmp/r.csv"
+# Merge of the two ends of the largest world (rank 0 and rank 999,999 of 1,000,000: the issue's
+# --ranks 4294967295 merged took 16.9 GB) and of two ranks a year apart (a grid of 31.5 million
+# one-second slots): refused or bounded, never allocated.
+python3 - "$tmp/synth.json" "$tmp" <<'PY'
+import json, sys, datetime
+doc = json.load(open(sys.argv[1]))
+d = sys.argv[2]
+def write(name, rank, ranks, shift_days=0):
+    x = json.loads(json.dumps(doc))
+    x["placement"].update(rank=rank, ranks=ranks, host="synth-%d" % rank)
+    if shift_days:
+        t = datetime.datetime.fromisoformat(x["runs"][0]["started"].replace("Z", "+00:00"))
+        x["runs"][0]["started"] = (t + datetime.timedelta(days=shift_days)).isoformat().replace("+00:00", "Z")
+    json.dump(x, open("%s/%s" % (d, name), "w"))
+write("w0.json", 0, 1000000)
+write("w1.json", 999999, 1000000)
+write("y0.json", 0, 2)
+write("y1.json", 1, 2, 365)
+PY
+measure "merge ranks 0 and 999,999 of a world of 1,000,000" \
+  "$IOLENS" -q merge "$tmp/w0.json" "$tmp/w1.json" -o "$tmp/m.json"
+rm -f "$tmp/m.json"
+measure "merge --force of two ranks a year apart" \
+  "$IOLENS" -q merge --force "$tmp/y0.json" "$tmp/y1.json" -o "$tmp/m.json"
 # Two 24-hour runs of one-second intervals (issue 22: compare took 22.9 GB, about 265 KB an
 # interval) and an .hlog of 20,000 one-value lines (about 270 KB a line). Not refused: given
 # 20 minutes each, their peak and time are what follows from what they hold.

@@ -145,7 +145,7 @@ impl Rank {
     /// `{name}` is refused (a misspelt template must not become a literal file name); `{ranks}`
     /// needs a known world size. The host name is made safe for one path component first (see
     /// [`path_safe`]): a host name cannot send a file elsewhere.
-    pub(crate) fn expand(&self, what: &str, p: &Path) -> Result<PathBuf> {
+    pub fn expand(&self, what: &str, p: &Path) -> Result<PathBuf> {
         let Some(s) = p.to_str() else {
             return Ok(p.to_path_buf());
         };
@@ -227,7 +227,7 @@ pub fn parse_time(s: &str) -> Result<SystemTime> {
 /// past is refused. (`+DURATION` is resolved by each rank when it starts; ranks launched
 /// together agree to within the launcher's start-up skew. For an exact common start, resolve it
 /// once — `date -u -d '+30 sec' +%FT%T.%NZ` in the batch script — and pass the time.)
-pub(crate) fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
+pub fn parse_start_at(s: &str, now: SystemTime) -> Result<SystemTime> {
     let s = s.trim();
     let t = if let Some(rel) = s.strip_prefix('+') {
         let d = crate::units::parse_duration(rel)

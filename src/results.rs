@@ -25,6 +25,7 @@ mod validate;
 mod watch;
 mod write;
 pub use read::{read_results_text, MAX_RESULTS_BYTES};
+pub(crate) use read::{read_results_text_state, FileState};
 pub use validate::{interval_groups, IntervalGroups, MAX_COUNT};
 pub use watch::*;
 pub use write::{dated_name, write_results, write_results_to};

@@ -493,6 +493,50 @@ fn cli_case(rng: &mut SmallRng, options: &[(String, String)]) -> Vec<u8> {
     let _ = iolens::commands::parse_only(&args);
     stage("parse_time");
     let _ = iolens::placement::parse_time(&value);
+    stage("--start-at");
+    let _ = iolens::placement::parse_start_at(&value, std::time::SystemTime::now());
+    // Ranks, world sizes and host names from a launcher's environment (values no option
+    // parser checked), and every template expanded with them.
+    stage("rank and templates");
+    let pick = |rng: &mut SmallRng| -> String {
+        let mut v = CLI_VALUES[rng.gen_range(0..CLI_VALUES.len())]
+            .as_bytes()
+            .to_vec();
+        if rng.gen_bool(0.3) {
+            mutate(rng, &mut v, b"4294967295");
+        }
+        String::from_utf8_lossy(&v).into_owned()
+    };
+    let vars = [
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMIX_RANK", "PMIX_SIZE"),
+        ("JOB_COMPLETION_INDEX", "IOLENS_NO_SUCH_VAR"),
+    ];
+    let (rank_var, size_var) = vars[rng.gen_range(0..vars.len())];
+    let (rank_val, size_val) = (pick(rng), pick(rng));
+    let env = |k: &str| {
+        if k == rank_var {
+            Some(rank_val.clone())
+        } else if k == size_var {
+            Some(size_val.clone())
+        } else {
+            None
+        }
+    };
+    let numbers = [
+        None,
+        Some(0),
+        Some(1),
+        Some(999_999),
+        Some(1_000_000),
+        Some(u32::MAX),
+    ];
+    let opt = |rng: &mut SmallRng| numbers[rng.gen_range(0..numbers.len())];
+    let (r, n) = (opt(rng), opt(rng));
+    if let Ok(rank) = iolens::placement::Rank::resolve(r, n, &env, pick(rng)) {
+        let _ = rank.expand("--json", Path::new(&value));
+    }
     args.join(" ").into_bytes()
 }
 

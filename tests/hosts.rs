@@ -594,6 +594,240 @@ fn merge_refuses_a_grid_stretched_beyond_its_runs() {
     }
 }
 
+/// A fanotify listener holding every open of one file until it has run `act` (at the first
+/// open only): a place in another process's reading of several files, found without any help
+/// from that process. `None` where fanotify's permission events are not allowed (not root).
+struct OpenGate {
+    fd: i32,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl OpenGate {
+    fn at_first_open_of(file: &Path, act: Box<dyn FnOnce() + Send>) -> Option<OpenGate> {
+        use std::os::unix::ffi::OsStrExt as _;
+        use std::sync::atomic::Ordering;
+        // SAFETY: plain system calls on a descriptor this function owns.
+        let fd = unsafe {
+            libc::fanotify_init(
+                libc::FAN_CLOEXEC | libc::FAN_CLASS_CONTENT,
+                libc::O_RDONLY as u32,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        let c = std::ffi::CString::new(file.as_os_str().as_bytes()).unwrap();
+        // SAFETY: as above; `c` outlives the call.
+        let r = unsafe {
+            libc::fanotify_mark(
+                fd,
+                libc::FAN_MARK_ADD,
+                libc::FAN_OPEN_PERM,
+                libc::AT_FDCWD,
+                c.as_ptr(),
+            )
+        };
+        if r != 0 {
+            // SAFETY: our descriptor.
+            unsafe { libc::close(fd) };
+            return None;
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut act = Some(act);
+            let mut opens = 0;
+            let size = std::mem::size_of::<libc::fanotify_event_metadata>();
+            let mut buf = vec![0u8; 64 * size];
+            while !stop2.load(Ordering::Relaxed) {
+                let mut p = libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd of ours.
+                if unsafe { libc::poll(&mut p, 1, 50) } <= 0 {
+                    continue;
+                }
+                // SAFETY: reading into our buffer.
+                let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+                let mut at = 0usize;
+                while n > 0 && at + size <= n as usize {
+                    // SAFETY: the kernel wrote whole records; read unaligned.
+                    let m: libc::fanotify_event_metadata =
+                        unsafe { std::ptr::read_unaligned(buf[at..].as_ptr().cast()) };
+                    if m.mask & libc::FAN_OPEN_PERM != 0 {
+                        opens += 1;
+                        if let Some(act) = act.take() {
+                            act();
+                        }
+                        let resp = libc::fanotify_response {
+                            fd: m.fd,
+                            response: libc::FAN_ALLOW,
+                        };
+                        // SAFETY: writing our response record.
+                        unsafe {
+                            libc::write(
+                                fd,
+                                (&resp as *const libc::fanotify_response).cast(),
+                                std::mem::size_of::<libc::fanotify_response>(),
+                            )
+                        };
+                    }
+                    if m.fd >= 0 {
+                        // SAFETY: the event's descriptor is ours to close.
+                        unsafe { libc::close(m.fd) };
+                    }
+                    at += m.event_len as usize;
+                }
+            }
+            opens
+        });
+        Some(OpenGate {
+            fd,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stop listening; how many opens of the file were held.
+    fn finish(mut self) -> usize {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for OpenGate {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        // SAFETY: our descriptor, closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// `merge` reads each file twice (a light reading to place every rank, then each whole). A
+/// file replaced between its two readings — another file renamed over its name, or the same
+/// file rewritten — is refused by name, with or without --force, and never merged: not one
+/// that looks alike (a different host's figures would be summed as rank 0's), nor one that
+/// would stretch the grid (ranks a year apart: the 48 GB grid the issue saw). The swap is
+/// made at a known place with no help from iolens: merge reads a.json then b.json lightly,
+/// then both whole; a fanotify listener holds merge's first open of b.json (so a.json's light
+/// reading is done and its full reading not begun) while the test replaces a.json.
+#[test]
+fn a_merge_input_replaced_between_its_two_readings_is_refused() {
+    if !common::root_or_skip("holding merge's opens with fanotify") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_, base, start) = synth_rank0(d, "5", "2");
+    let doc_of = |rank: u32, host: &str, started: SystemTime| {
+        let mut doc = base.clone();
+        doc["placement"]["rank"] = rank.into();
+        doc["placement"]["host"] = host.into();
+        doc["runs"][0]["started"] = iolens::placement::fmt_time(started).into();
+        serde_json::to_vec(&doc).unwrap()
+    };
+    let a_doc = doc_of(0, "synth-0", start);
+    let b = d.join("b.json");
+    std::fs::write(&b, doc_of(1, "synth-1", start)).unwrap();
+    let a = d.join("a.json");
+    // Same rank, runs and starts (what the light reading established) but another host's
+    // file, of the same size; and rank 0 a year later.
+    let alike = doc_of(0, "synth-X", start);
+    assert_eq!(alike.len(), a_doc.len());
+    let far = doc_of(0, "synth-0", start + Duration::from_secs(365 * 86_400));
+    type Swap = fn(&Path, &Path, &[u8]);
+    let rename_over: Swap = |d, a, doc| {
+        let x = d.join("x.json");
+        std::fs::write(&x, doc).unwrap();
+        std::fs::rename(&x, a).unwrap();
+    };
+    let rewrite_in_place: Swap = |_, a, doc| {
+        use std::os::unix::fs::FileExt as _;
+        // Past a coarse clock's tick, so the write's times differ from the reading's.
+        std::thread::sleep(Duration::from_millis(30));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(a)
+            .unwrap()
+            .write_all_at(doc, 0)
+            .unwrap();
+    };
+    for (what, doc, swap, says, force) in [
+        (
+            "renamed over",
+            &alike,
+            rename_over,
+            "another file now has its name",
+            false,
+        ),
+        (
+            "renamed over",
+            &alike,
+            rename_over,
+            "another file now has its name",
+            true,
+        ),
+        (
+            "renamed over",
+            &far,
+            rename_over,
+            "another file now has its name",
+            true,
+        ),
+        (
+            "rewritten",
+            &alike,
+            rewrite_in_place,
+            "it was written to",
+            true,
+        ),
+    ] {
+        std::fs::write(&a, &a_doc).unwrap();
+        let out = d.join("m.json");
+        let (dd, aa, doc2) = (d.to_path_buf(), a.clone(), doc.clone());
+        let Some(gate) = OpenGate::at_first_open_of(&b, Box::new(move || swap(&dd, &aa, &doc2)))
+        else {
+            assert!(
+                !common::ci(),
+                "fanotify permission events refused, and CI is set"
+            );
+            eprintln!("note: skipped: fanotify permission events are not allowed here");
+            return;
+        };
+        let extra: &[&str] = if force { &["--force"] } else { &[] };
+        let p = common::peak::run(
+            merge_cmd(&[a.clone(), b.clone()], &out, extra),
+            Duration::from_secs(60),
+        );
+        let opens = gate.finish();
+        let err = p.stderr_text();
+        let case = format!("{what}, force {force}");
+        assert!(!p.killed, "{case}: merge still running after 60 s");
+        assert_eq!(p.status.code(), Some(2), "{case}: {err}");
+        assert!(
+            err.contains("a.json changed between merge's two readings of it") && err.contains(says),
+            "{case}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{case}: {err}");
+        assert!(!out.exists(), "{case}: a merged file was written");
+        assert!(opens >= 1, "{case}: merge never opened b.json");
+        assert!(p.peak_mib() < 64, "{case}: {} MiB", p.peak_mib());
+        eprintln!("{case}: exit 2 in {:?}, {} KiB", p.elapsed, p.peak_kb);
+    }
+    // Untouched, the same two files merge.
+    std::fs::write(&a, &a_doc).unwrap();
+    ok(
+        &mut merge_cmd(&[a.clone(), b.clone()], &d.join("m.json"), &[]),
+        "merge",
+    );
+}
+
 /// Ctrl-C while a rank waits for its `--start-at` ends it at once, as an interrupted run: exit
 /// 130, nothing measured, no results file.
 #[test]

@@ -1,13 +1,14 @@
 //! Scale: hundreds of sessions through the real binary. Peak memory (the process's own maximum
-//! resident set, from `wait4`) stays within budget in all and per session, and the measured
+//! resident set, `VmHWM` after exec: [`common::peak`]) stays within budget in all and per session, and the measured
 //! duration equals `--duration` within one interval even when the sessions never block (the
 //! null engine on 2 CPUs) and when they do (8 KiB reads of a real file).
 
 use std::path::Path;
 use std::process::Stdio;
+use std::time::Duration;
 
 mod common;
-use common::bin;
+use common::{bin, peak};
 
 /// Peak memory of a 480-session run, in all.
 const MAX_PEAK_KB: u64 = 128 * 1024;
@@ -24,8 +25,8 @@ struct Measured {
 /// Run `iolens run ARGS --sessions N --json OUT` and read its peak RSS and measured duration.
 fn run(dir: &Path, sessions: u32, args: &[&str]) -> Measured {
     let out = dir.join(format!("r{sessions}.json"));
-    let child = bin()
-        .arg("run")
+    let mut cmd = bin();
+    cmd.arg("run")
         .args(args)
         .args([
             "--sessions",
@@ -33,21 +34,19 @@ fn run(dir: &Path, sessions: u32, args: &[&str]) -> Measured {
             "--no-progress",
             "--json",
         ])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start iolens");
-    let (status, ru) = reap(child);
+        .arg(&out);
+    let p = peak::run(cmd, Duration::from_secs(300));
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "iolens run {args:?} --sessions {sessions} failed: status {status}"
+        p.status.success() && !p.killed,
+        "iolens run {args:?} --sessions {sessions} failed: {:?} {}",
+        p.status,
+        p.stderr_text()
     );
     let j: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).expect("results")).expect("json");
     let r = &j["runs"][0];
     Measured {
-        peak_kb: ru.ru_maxrss as u64,
+        peak_kb: p.peak_kb,
         duration_s: r["duration_s"].as_f64().expect("duration"),
         interval_s: r["interval_s"].as_f64().expect("interval"),
         ios: r["ops"]
@@ -57,16 +56,6 @@ fn run(dir: &Path, sessions: u32, args: &[&str]) -> Measured {
             .map(|o| o["count"].as_u64().unwrap_or(0))
             .sum(),
     }
-}
-
-/// Wait for `child` to exit: its wait status and resource usage (peak RSS included).
-fn reap(child: std::process::Child) -> (i32, libc::rusage) {
-    let mut status = 0;
-    // SAFETY: rusage is plain data; wait4 reaps our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
-    assert_eq!(pid, child.id() as i32, "wait4");
-    (status, ru)
 }
 
 /// 1 and 480 sessions of `args` for 3 s: memory within budget, measured duration within one
@@ -148,19 +137,14 @@ fn merge_peak_kb(dir: &Path, base: &serde_json::Value, n: u32) -> u64 {
         files.push(f);
     }
     let out = dir.join(format!("merged-{n}.json"));
-    let child = bin()
-        .args(["-q", "merge"])
-        .args(&files)
-        .arg("-o")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start iolens merge");
-    let (status, ru) = reap(child);
+    let mut cmd = bin();
+    cmd.args(["-q", "merge"]).args(&files).arg("-o").arg(&out);
+    let p = peak::run(cmd, Duration::from_secs(300));
     assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "iolens merge of {n} ranks failed: status {status}"
+        p.status.success() && !p.killed,
+        "iolens merge of {n} ranks failed: {:?} {}",
+        p.status,
+        p.stderr_text()
     );
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
@@ -171,7 +155,7 @@ fn merge_peak_kb(dir: &Path, base: &serde_json::Value, n: u32) -> u64 {
     for f in files {
         std::fs::remove_file(f).unwrap();
     }
-    ru.ru_maxrss as u64
+    p.peak_kb
 }
 
 /// `merge` holds one rank's intervals at a time, not every rank's: 40 ranks of half an hour of

@@ -2022,30 +2022,15 @@ fn memory_stays_flat_over_many_intervals() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let err = tmp.path().join("watch.err");
-    let mut watch = bin()
+    // The watch's own peak: `VmHWM` after exec (ru_maxrss would carry the test process's).
+    let mut watch = bin();
+    watch
         .args(["watch", "--duration", "3s", "--interval", "10ms", "--json"])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap();
-    // The watch's own peak (wait4), not RUSAGE_CHILDREN: that is the largest child of any test
-    // of this binary so far.
-    let mut status = 0;
-    // SAFETY: rusage is plain data filled by wait4, for a child we spawned and did not reap.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let pid = watch.id() as libc::pid_t;
-    assert_eq!(unsafe { libc::wait4(pid, &mut status, 0, &mut ru) }, pid);
-    // Reaped above: this wait only finds no such child (ECHILD).
-    assert!(watch.wait().is_err());
+        .arg(&json);
+    let p = common::peak::run(watch, Duration::from_secs(120));
     load.wait().unwrap();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{}",
-        std::fs::read_to_string(&err).unwrap_or_default()
-    );
-    let peak_mib = ru.ru_maxrss as f64 / 1024.0;
+    assert!(p.status.success() && !p.killed, "{}", p.stderr_text());
+    let peak_mib = p.peak_kb as f64 / 1024.0;
     let r = Results::read_file(&json).unwrap();
     let intervals = r.runs[0].ops[0].intervals.len();
     let ops: usize = r.runs.iter().map(|x| x.ops.len()).sum();

@@ -24,6 +24,7 @@ use crate::histogram::{
 use crate::results::hosts::{
     MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
+use crate::results::{read_results_text_state, FileState};
 use crate::results::{
     BucketConvention, CpuStats, CurvePoint, Interval, Kind, LatencySummary, OpResult, Results,
     RunResult, SCHEMA_NAME, SCHEMA_VERSION,
@@ -92,20 +93,22 @@ impl PeekRun {
 
 /// The first look at `path`. A file this light reading does not take as a results document
 /// of this version is read whole, so the error is the full reader's.
-fn peek(path: &Path) -> Result<Peek> {
-    let text = crate::results::read_results_text(path)?;
-    match serde_json::from_str::<Peek>(&text) {
+/// Returned with the [`FileState`] the file had when read, which the full reading must find
+/// again.
+fn peek(path: &Path) -> Result<(Peek, FileState)> {
+    let (text, state) = read_results_text_state(path)?;
+    let peek = match serde_json::from_str::<Peek>(&text) {
         Ok(p)
             if p.schema.as_deref() == Some(SCHEMA_NAME)
                 && p.version == Some(SCHEMA_VERSION as u64) =>
         {
-            Ok(p)
+            p
         }
-        _ => {
-            drop(text);
-            Ok(Peek::of_results(&Results::read_file(path)?))
-        }
-    }
+        _ => Peek::of_results(
+            &Results::from_json(&text).with_context(|| format!("{}", path.display()))?,
+        ),
+    };
+    Ok((peek, state))
 }
 
 impl Peek {
@@ -233,13 +236,16 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     }
     let pb = crate::progress::line(o.progress);
     let mut peeks = Vec::with_capacity(files.len());
+    let mut states = Vec::with_capacity(files.len());
     for (k, f) in files.iter().enumerate() {
         pb.set_message(crate::progress::fit(&format!(
             "checking file {} of {}",
             k + 1,
             files.len()
         )));
-        peeks.push(peek(f)?);
+        let (p, state) = peek(f)?;
+        peeks.push(p);
+        states.push(state);
     }
     let name = |k: usize| files[k].display().to_string();
     let mut warnings: Vec<String> = Vec::new();
@@ -375,7 +381,16 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
             pos + 1,
             order.len()
         )));
-        let mut res = Results::read_file(&files[k])?;
+        let (text, state) = read_results_text_state(&files[k])?;
+        if state != states[k] {
+            bail!(
+                "{file} changed between merge's two readings of it ({}): was it being \
+                 rewritten or replaced? Merge it again once it is complete",
+                state.difference(&states[k])
+            );
+        }
+        let mut res = Results::from_json(&text).with_context(|| file.clone())?;
+        drop(text);
         let now = Established::of_results(&res);
         if now != established[k] {
             bail!(

@@ -13,9 +13,78 @@ pub const MAX_RESULTS_BYTES: u64 = 2 << 30;
 /// its offset, and nothing beyond [`MAX_RESULTS_BYTES`] is read. Memory grows with what the
 /// file holds, never with what it is (a device, a FIFO, an endless stream).
 pub fn read_results_text(path: &std::path::Path) -> Result<String> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    read_open_results_text(&f, path)
+}
+
+/// What a regular file was when it was read: its identity (device, inode) and size, and the
+/// times a write sets (modification, and change, which no writer can set back). Two readings
+/// by name that find the same `FileState` before and after read the same bytes; a file
+/// renamed over the name, rewritten or appended to in between gives another.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct FileState {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileState {
+    fn of(f: &std::fs::File, path: &std::path::Path) -> Result<FileState> {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = f
+            .metadata()
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if !m.is_file() {
+            bail!(
+                "{}: not a regular file (a pipe, device or directory); save it to a file first",
+                path.display()
+            );
+        }
+        Ok(FileState {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.len(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    /// What differs from `was`, in words.
+    pub(crate) fn difference(&self, was: &FileState) -> &'static str {
+        if (self.dev, self.ino) != (was.dev, was.ino) {
+            "another file now has its name"
+        } else if self.size != was.size {
+            "its size changed"
+        } else {
+            "it was written to"
+        }
+    }
+}
+
+/// [`read_results_text`] of a regular file, with its [`FileState`] as read: the same before the
+/// reading and after it, or the file changed while it was read and this is an error.
+pub(crate) fn read_results_text_state(path: &std::path::Path) -> Result<(String, FileState)> {
+    let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let before = FileState::of(&f, path)?;
+    let text = read_open_results_text(&f, path)?;
+    let after = FileState::of(&f, path)?;
+    if after != before {
+        bail!(
+            "{} changed while it was read ({}): was it being rewritten? Read it again once it \
+             is complete",
+            path.display(),
+            after.difference(&before)
+        );
+    }
+    Ok((text, before))
+}
+
+/// [`read_results_text`] of the open file `f` (named `path` in errors).
+fn read_open_results_text(f: &std::fs::File, path: &std::path::Path) -> Result<String> {
     use std::io::Read as _;
     let name = path.display();
-    let f = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
     let meta = f
         .metadata()
         .with_context(|| format!("cannot read {name}"))?;
