@@ -448,9 +448,10 @@ fn report_text_never_overlaps_and_fits_the_page() {
     };
     let mut reports = vec![
         report(dir.path(), "run", &synth::run_results(20, 1.0, 11)),
+        report(dir.path(), "run2", &synth::run_results(20, 1.0, 12)),
         report(dir.path(), "cal", &synth::calibration_results(4, 3, 100, 2)),
     ];
-    let sources: [(&str, &[&str], PathBuf); 4] = [
+    let sources: [(&str, &[&str], PathBuf); 6] = [
         ("trace", &["trace"], fx("real/js122a1_ora_9854.trc")),
         (
             "hist",
@@ -466,6 +467,16 @@ fn report_text_never_overlaps_and_fits_the_page() {
             "prof",
             &["ingest", "--format", "perf-script"],
             fx("recorded/perf-script-spin_ab.txt"),
+        ),
+        (
+            "awr",
+            &["ingest", "--format", "awr"],
+            fx("real/statspack_11204_igt.txt"),
+        ),
+        (
+            "pgio",
+            &["ingest", "--format", "pg-stat-io"],
+            fx("real/pg18_stat_io_watch.txt"),
         ),
     ];
     for (name, args, input) in sources {
@@ -490,36 +501,53 @@ fn report_text_never_overlaps_and_fits_the_page() {
         assert!(st.success(), "{name} report");
         reports.push(html);
     }
+    // A comparison of two runs, whose charts overlay both.
+    let cmp = dir.path().join("cmp.html");
+    let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+        .args(["-q", "compare"])
+        .arg(dir.path().join("run.json"))
+        .arg(dir.path().join("run2.json"))
+        .arg("-o")
+        .arg(&cmp)
+        .status()
+        .unwrap();
+    assert!(st.success(), "compare report");
+    reports.push(cmp);
     for html in &reports {
-        let name = html.file_name().unwrap().to_string_lossy();
-        let p = layout_probe(&bin, dir.path(), html, 1000);
-        let over = p["over"].as_array().unwrap();
+        assert_fits_the_page(&bin, dir.path(), html);
+    }
+}
+
+/// The layout checks of [`report_text_never_overlaps_and_fits_the_page`] on report `html`.
+fn assert_fits_the_page(bin: &Path, dir: &Path, html: &Path) {
+    let name = html.file_name().unwrap().to_string_lossy();
+    let p = layout_probe(bin, dir, html, 1000);
+    let over = p["over"].as_array().unwrap();
+    assert!(
+        over.is_empty(),
+        "{name}: overlapping text in charts: {over:?}"
+    );
+    let wide = p["wide"].as_array().unwrap();
+    assert!(wide.is_empty(), "{name}: wider than the page: {wide:?}");
+    let tables = p["tables"].as_array().unwrap();
+    assert!(
+        tables.is_empty(),
+        "{name}: tables scrolling sideways: {tables:?}"
+    );
+    if name.starts_with("prof") {
+        let w = p["W"].as_f64().unwrap();
+        let f = p["flame"]
+            .as_array()
+            .expect("a flame graph in the profile report");
         assert!(
-            over.is_empty(),
-            "{name}: overlapping text in charts: {over:?}"
+            f[0].as_f64().unwrap() <= w,
+            "{name}: flame graph {f:?}, page {w}"
         );
-        let wide = p["wide"].as_array().unwrap();
-        assert!(wide.is_empty(), "{name}: wider than the page: {wide:?}");
-        let tables = p["tables"].as_array().unwrap();
+        let search = f[1].as_f64().unwrap();
         assert!(
-            tables.is_empty(),
-            "{name}: tables scrolling sideways: {tables:?}"
+            search > 0.0 && search <= w,
+            "{name}: search box at {search}, page {w}"
         );
-        if name.starts_with("prof") {
-            let w = p["W"].as_f64().unwrap();
-            let f = p["flame"]
-                .as_array()
-                .expect("a flame graph in the profile report");
-            assert!(
-                f[0].as_f64().unwrap() <= w,
-                "{name}: flame graph {f:?}, page {w}"
-            );
-            let search = f[1].as_f64().unwrap();
-            assert!(
-                search > 0.0 && search <= w,
-                "{name}: search box at {search}, page {w}"
-            );
-        }
     }
 }
 
@@ -633,4 +661,6 @@ fn watch_report_draws_the_wall_time_split_in_headless_chromium() {
         }
     }
     assert!(drawn >= 1, "no bar with two parts or more: {v}");
+    // Not yet checked with `assert_fits_the_page`: its per-interval table (11 columns) needs
+    // 1,032 px where the page gives it 920 and scrolls sideways (issue 25, left open).
 }

@@ -275,8 +275,9 @@ fn screen_too_wide(text: &str, width: usize) -> Vec<String> {
 /// columns wide: no line the terminal shows is wider (results, progress lines, notes,
 /// warnings and errors alike), and no command panics. Left out: `completions` and `man`
 /// (a script and a manual page for programs, not text for a terminal), `export --markdown`
-/// (a Markdown table is pasted, not wrapped), `db … --engine postgres` (needs a server; the
-/// sqlite engine prints through the same code), and `profile --pid` unless root (BPF).
+/// (a Markdown table is pasted, not wrapped), `db … --engine postgres` and `db sample` (need a
+/// server; the sqlite engine prints through the same code, and `ingest --format pg-stat-io`
+/// the same pg_stat_io figures `db sample` takes), and `profile` unless root (BPF).
 #[test]
 fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -286,6 +287,7 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
     let evh = fx("sources/event_histogram_micro.csv");
     let awr = fx("real/statspack_11204_igt.txt");
     let perf = fx("recorded/perf-script-spin_ab.txt");
+    let pgio = fx("real/pg18_stat_io_watch.txt");
     let root = unsafe { libc::geteuid() } == 0;
     for cols in [80u16, 60] {
         let dir = tempfile::tempdir().unwrap();
@@ -313,13 +315,17 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
             (format!("run --target s.dat --verify header --on-corruption continue {short}"), true),
             ("verify --target s.dat".into(), true),
             (format!("run --target s.dat --refill {short}"), true),
+            (format!("run --target g.dat --size 4M {short}"), true),
+            (format!("run --target g.dat --size 8M --grow {short}"), true),
             ("calibrate --target c.dat --budget 6s --max-latency 2ms --percentile 99 --max-sessions 2 --max-qd 1 --phases randread,seqread1 --size 32M --json cal.json".into(), true),
             ("calibrate --target c.dat --writes --cache-probe --explain".into(), true),
+            ("calibrate --target c.dat --explain".into(), true),
             ("show run.json".into(), true),
             ("show cal.json".into(), true),
             ("report run.json -o run.html".into(), true),
             ("compare run.json run2.json -o cmp.html".into(), true),
             ("compare run.json run2.json".into(), true),
+            ("compare run.json run2.json --force".into(), true),
             ("export run.json --csv intervals.csv --hlog run.hlog".into(), true),
             ("db setup --engine sqlite --dir slob --schemas 1 --scale 8M".into(), true),
             ("db run --engine sqlite --dir slob --sessions 2 --update-pct 20 --work-unit 8 --duration 1s --json db.json".into(), true),
@@ -332,6 +338,8 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
             ("show hist.json".into(), true),
             (format!("ingest --format biolatency {bio}"), true),
             (format!("ingest --format awr {awr} --json awr.json"), true),
+            (format!("ingest --format pg-stat-io {pgio} --json io.json"), true),
+            ("show io.json".into(), true),
             (format!("ingest --format perf-script {perf} --json prof.json"), true),
             ("show prof.json".into(), true),
             ("export prof.json --flame flame.svg --folded stacks.folded".into(), true),
@@ -344,6 +352,10 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
             cmds.push((format!("profile --pid {pid} --duration 1s -o flame2.svg --folded out.folded --json prof2.json"), true));
             cmds.push((
                 format!("profile --pid {pid} --off-cpu --frequency 99 --duration 1s -o flame3.svg"),
+                true,
+            ));
+            cmds.push((
+                "profile --comm sleep --off-cpu --frequency 99 --duration 1s -o flame4.svg".into(),
                 true,
             ));
         } else {
