@@ -393,3 +393,85 @@ fn empty_random_and_wrong_format_input_is_an_error_in_every_reader() {
         );
     }
 }
+
+/// Escape sequences and newlines in names a file carries (a run, an op, a host, a profiled
+/// function) once reached the terminal: a hostile file could clear the screen, retitle the
+/// window or forge a line of output. `show`, `compare`, `merge` and `ingest`'s own summary
+/// print none of them (stdout is a pipe: no colour either), and no forged line starts.
+#[test]
+fn escape_sequences_and_newlines_from_inputs_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let evil = "x\u{1b}]0;TITLE\u{7}\u{1b}[2J\u{9b}31m\u{202e}\nFORGED LINE\r";
+    let base = d.join("base.json");
+    let o = bin()
+        .args(["-q", "dev-synth", "--seconds", "5", "--samples", "5"])
+        .args(["--rank", "0", "--ranks", "1", "-o"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    doc["runs"][0]["name"] = format!("run {evil}").into();
+    doc["runs"][0]["ops"][0]["op"] = format!("op {evil}").into();
+    doc["environment"]["hostname"] = format!("host {evil}").into();
+    doc["placement"]["host"] = format!("host {evil}").into();
+    let r = d.join("evil.json");
+    std::fs::write(&r, serde_json::to_vec(&doc).unwrap()).unwrap();
+    // Folded stacks whose process and function names carry the same.
+    let folded = d.join("evil.folded");
+    // (A line-based format has no newline inside a name: a vertical tab stands for it.)
+    let e = evil.replace('\n', "\u{b}");
+    std::fs::write(&folded, format!("comm{e};outer{e};leaf{e} 5\nother;f 3\n")).unwrap();
+    let prof = d.join("prof.json");
+    let mut cmds: Vec<Command> = Vec::new();
+    let mut c = ingest("folded", &folded, &[]);
+    c.arg("--json").arg(&prof);
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for args in [
+        vec!["show".into(), r.clone().into_os_string()],
+        vec!["show".into(), prof.clone().into_os_string()],
+        vec![
+            "compare".into(),
+            base.clone().into_os_string(),
+            r.clone().into_os_string(),
+        ],
+        vec![
+            "merge".into(),
+            "--force".into(),
+            r.clone().into_os_string(),
+            "-o".into(),
+            d.join("m.json").into_os_string(),
+        ],
+        vec![
+            "ingest".into(),
+            "--format".into(),
+            "folded".into(),
+            folded.clone().into_os_string(),
+        ],
+    ] {
+        let mut c = bin();
+        c.args(&args);
+        cmds.push(c);
+    }
+    for mut c in cmds {
+        let what = format!("{c:?}");
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        for (stream, text) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let t = String::from_utf8_lossy(text);
+            for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r', '\u{b}'] {
+                assert!(
+                    !t.contains(bad),
+                    "{what}: {stream} holds {bad:?} from the input:\n{t}"
+                );
+            }
+            assert!(
+                !t.lines().any(|l| l.trim_start().starts_with("FORGED")),
+                "{what}: {stream} has a forged line:\n{t}"
+            );
+        }
+    }
+}
