@@ -475,3 +475,66 @@ fn escape_sequences_and_newlines_from_inputs_never_reach_the_terminal() {
         }
     }
 }
+
+/// PyLatencyMap records out of time order (issue 22's lower list: "reordered records exit 0
+/// with no data"). A real capture (fbieniek/PyLatencyMap's example, three cumulative
+/// snapshots 3 s apart) with its records reversed has no snapshot after the first that
+/// advances: a clear error naming why. With the first two swapped, the snapshot that goes back
+/// in time is skipped and said by line, and the one interval left is the last two snapshots'
+/// difference, never a negative or summed-up count.
+#[test]
+fn pylatencymap_records_out_of_time_order_are_said_never_silent() {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/real/pylatencymap_example_latency_data.txt");
+    let text = std::fs::read_to_string(&real).unwrap();
+    let recs: Vec<String> = text
+        .split("<begin record>")
+        .skip(1)
+        .map(|r| format!("<begin record>{r}"))
+        .collect();
+    assert_eq!(recs.len(), 3);
+    let dir = tempfile::tempdir().unwrap();
+    let rev = dir.path().join("reversed.txt");
+    std::fs::write(&rev, recs.iter().rev().cloned().collect::<String>()).unwrap();
+    let o = ingest("pylatencymap", &rev, &[]).output().unwrap();
+    assert_refused(&o, "reversed records", "only one snapshot");
+    assert!(
+        stderr(&o).contains("snapshot time does not advance"),
+        "{}",
+        stderr(&o)
+    );
+
+    let swapped = dir.path().join("swapped.txt");
+    std::fs::write(
+        &swapped,
+        [&recs[1], &recs[0], &recs[2]].map(|s| s.as_str()).concat(),
+    )
+    .unwrap();
+    let json = dir.path().join("s.json");
+    let mut c = ingest("pylatencymap", &swapped, &[]);
+    c.arg("--json").arg(&json);
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Said in the results (and in the summary `show` prints), with the line it was on.
+    let doc = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        doc.contains("swapped.txt:38: snapshot time does not advance")
+            && doc.contains("snapshot skipped"),
+        "{doc}"
+    );
+    // The same pair, in order, on its own: what the swapped file's one interval must equal.
+    let pair = dir.path().join("pair.txt");
+    std::fs::write(&pair, [&recs[1], &recs[2]].map(|s| s.as_str()).concat()).unwrap();
+    let pjson = dir.path().join("p.json");
+    let mut c = ingest("pylatencymap", &pair, &[]);
+    c.arg("--json").arg(&pjson);
+    assert!(c.output().unwrap().status.success());
+    let counts = |f: &Path| -> Vec<u64> {
+        let r = iolens::results::Results::read_file(f).unwrap();
+        r.runs[0].ops[0].intervals.iter().map(|i| i.count).collect()
+    };
+    let got = counts(&json);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0] > 0);
+    assert_eq!(got, counts(&pjson));
+}
