@@ -8,8 +8,9 @@ program's), every 2 ms until the process exits, as tests/common/peak.rs does.
 
     python3 bench/peak.py LIMIT_S STDERR_FILE COMMAND...
 
-prints "PEAK_KB SECONDS OUTCOME" (OUTCOME: "exit N", or "killed at limit" past LIMIT_S seconds,
-where an endless input is stopped). stdout goes to /dev/null, stderr to STDERR_FILE ('-' keeps
+prints "PEAK_KB SECONDS OUTCOME" (OUTCOME: "exit N"; past LIMIT_S seconds, where an endless
+input is stopped, SIGTERM is sent (SIGKILL 5 s later) and it reads "stopped at limit: exit N"; a command that ended before the first sample after exec gets
+wait4's ru_maxrss, an upper bound, and says so). stdout goes to /dev/null, stderr to STDERR_FILE ('-' keeps
 it).
 """
 import os
@@ -42,19 +43,29 @@ def main():
         if err != "-":
             os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 2)
         os.execvp(cmd[0], cmd)
-    t0, killed, peak = time.time(), False, 0
+    t0, killed, peak = time.time(), 0.0, 0
     while True:
         kb = hwm_kb(pid, comm)
         if kb is not None:
             peak = max(peak, kb)
-        p, status = os.waitpid(pid, os.WNOHANG)
+        p, status, ru = os.wait4(pid, os.WNOHANG)
         if p == pid:
             break
         if not killed and time.time() - t0 > limit:
+            # SIGTERM, as a person or a container would stop it (it cleans up after itself);
+            # SIGKILL 5 s later if it does not end.
+            os.kill(pid, signal.SIGTERM)
+            killed = time.time()
+        elif killed and time.time() - killed > 5:
             os.kill(pid, signal.SIGKILL)
-            killed = True
         time.sleep(0.002)
-    code = "killed at limit" if killed else "exit %d" % os.waitstatus_to_exitcode(status)
+    code = "exit %d" % os.waitstatus_to_exitcode(status)
+    if killed:
+        code = "stopped at limit: " + code
+    if peak == 0:
+        # Ended before a sample after exec: ru_maxrss, an upper bound (it includes this
+        # Python process's high-water mark), marked so.
+        peak, code = ru.ru_maxrss, code + " (ended before a sample: ru_maxrss, upper bound)"
     print(peak, "%.1fs" % (time.time() - t0), code)
 
 

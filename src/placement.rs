@@ -22,9 +22,7 @@ pub struct Rank {
     pub launcher: Launcher,
 }
 
-/// The largest world iolens takes (ranks 0 … `MAX_RANKS - 1`): beyond the largest machines'
-/// process counts, and small enough that the results of every rank merge in memory.
-pub const MAX_RANKS: u32 = 1_000_000;
+pub use crate::results::hosts::MAX_RANKS;
 
 /// The environment variables that give a rank (and, where the launcher sets one, the world
 /// size), most specific launcher first: an `mpirun` inside a Slurm allocation is an MPI rank.

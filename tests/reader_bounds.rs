@@ -293,3 +293,88 @@ fn hlog_memory_follows_what_its_lines_hold() {
         o.peak_kb
     );
 }
+
+/// A results file claiming a world of 4,294,967,295 ranks (the issue's `--ranks 4294967295`,
+/// which `run` now refuses, edited into a file): `merge` listed its missing ranks, 16.9 GB,
+/// then aborted. Every reader refuses what iolens could not have recorded, at once; the same
+/// file with a world iolens takes merges.
+#[test]
+fn results_claiming_an_absurd_world_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = d.join("base.json");
+    let o = bin()
+        .args(["-q", "dev-synth", "--seconds", "5", "--samples", "5"])
+        .args(["--rank", "0", "--ranks", "2", "-o"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let out = d.join("out");
+    let out = out.to_str().unwrap();
+    for (rank, ranks, says) in [
+        (0u64, 4_294_967_295u64, "claims a world of 4294967295 ranks"),
+        (0, 0, "claims a world of 0 ranks"),
+        (
+            4_294_967_294,
+            4_294_967_295,
+            "claims a world of 4294967295 ranks",
+        ),
+        (7, 2, "claims rank 7 of a world of 2"),
+        (
+            1_000_000,
+            1_000_000,
+            "claims rank 1000000 of a world of 1000000",
+        ),
+    ] {
+        let mut x = doc.clone();
+        x["placement"]["rank"] = rank.into();
+        x["placement"]["ranks"] = ranks.into();
+        let f = d.join("claims.json");
+        std::fs::write(&f, serde_json::to_vec(&x).unwrap()).unwrap();
+        let f = f.to_str().unwrap();
+        for cmd in [
+            vec!["merge", f, "-o", out],
+            vec!["merge", "--force", f, "-o", out],
+            vec!["show", f],
+            vec!["export", f, "--csv", out],
+        ] {
+            let what = format!("{} (rank {rank} of {ranks})", cmd.join(" "));
+            let o = bounded(args(&cmd), Duration::from_secs(60));
+            assert_refused(&what, &o, says);
+        }
+        assert!(!Path::new(out).exists());
+    }
+    // The largest world iolens takes: ranks 0 and 999,999 of 1,000,000 merge, the 999,998
+    // missing ones named.
+    let mut files = Vec::new();
+    for rank in [0u32, 999_999] {
+        let mut x = doc.clone();
+        x["placement"]["rank"] = rank.into();
+        x["placement"]["ranks"] = 1_000_000u32.into();
+        x["placement"]["host"] = format!("synth-{rank}").into();
+        let f = d.join(format!("r{rank}.json"));
+        std::fs::write(&f, serde_json::to_vec(&x).unwrap()).unwrap();
+        files.push(f);
+    }
+    let mut c = bin();
+    c.arg("merge").args(&files).args(["-o", out]);
+    let p = common::peak::run(c, Duration::from_secs(120));
+    let said = String::from_utf8_lossy(&p.stdout).into_owned() + &p.stderr_text();
+    assert!(p.status.success() && !p.killed, "{said}");
+    assert!(p.peak_kb < MAX_PEAK_KB, "peak {} KB", p.peak_kb);
+    // The warning names them as a range, not 999,998 numbers.
+    assert!(
+        said.contains("ranks 1–999998 of a world of 1000000"),
+        "{said}"
+    );
+    assert!(said.len() < 8192, "{} bytes said", said.len());
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap();
+    assert_eq!(
+        m["merge"]["missing_ranks"].as_array().map(Vec::len),
+        Some(999_998)
+    );
+}

@@ -393,3 +393,148 @@ fn empty_random_and_wrong_format_input_is_an_error_in_every_reader() {
         );
     }
 }
+
+/// Escape sequences and newlines in names a file carries (a run, an op, a host, a profiled
+/// function) once reached the terminal: a hostile file could clear the screen, retitle the
+/// window or forge a line of output. `show`, `compare`, `merge` and `ingest`'s own summary
+/// print none of them (stdout is a pipe: no colour either), and no forged line starts.
+#[test]
+fn escape_sequences_and_newlines_from_inputs_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let evil = "x\u{1b}]0;TITLE\u{7}\u{1b}[2J\u{9b}31m\u{202e}\nFORGED LINE\r";
+    let base = d.join("base.json");
+    let o = bin()
+        .args(["-q", "dev-synth", "--seconds", "5", "--samples", "5"])
+        .args(["--rank", "0", "--ranks", "1", "-o"])
+        .arg(&base)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    doc["runs"][0]["name"] = format!("run {evil}").into();
+    doc["runs"][0]["ops"][0]["op"] = format!("op {evil}").into();
+    doc["environment"]["hostname"] = format!("host {evil}").into();
+    doc["placement"]["host"] = format!("host {evil}").into();
+    let r = d.join("evil.json");
+    std::fs::write(&r, serde_json::to_vec(&doc).unwrap()).unwrap();
+    // Folded stacks whose process and function names carry the same.
+    let folded = d.join("evil.folded");
+    // (A line-based format has no newline inside a name: a vertical tab stands for it.)
+    let e = evil.replace('\n', "\u{b}");
+    std::fs::write(&folded, format!("comm{e};outer{e};leaf{e} 5\nother;f 3\n")).unwrap();
+    let prof = d.join("prof.json");
+    let mut cmds: Vec<Command> = Vec::new();
+    let mut c = ingest("folded", &folded, &[]);
+    c.arg("--json").arg(&prof);
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for args in [
+        vec!["show".into(), r.clone().into_os_string()],
+        vec!["show".into(), prof.clone().into_os_string()],
+        vec![
+            "compare".into(),
+            base.clone().into_os_string(),
+            r.clone().into_os_string(),
+        ],
+        vec![
+            "merge".into(),
+            "--force".into(),
+            r.clone().into_os_string(),
+            "-o".into(),
+            d.join("m.json").into_os_string(),
+        ],
+        vec![
+            "ingest".into(),
+            "--format".into(),
+            "folded".into(),
+            folded.clone().into_os_string(),
+        ],
+    ] {
+        let mut c = bin();
+        c.args(&args);
+        cmds.push(c);
+    }
+    for mut c in cmds {
+        let what = format!("{c:?}");
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{what}: {}", stderr(&o));
+        for (stream, text) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            let t = String::from_utf8_lossy(text);
+            for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r', '\u{b}'] {
+                assert!(
+                    !t.contains(bad),
+                    "{what}: {stream} holds {bad:?} from the input:\n{t}"
+                );
+            }
+            assert!(
+                !t.lines().any(|l| l.trim_start().starts_with("FORGED")),
+                "{what}: {stream} has a forged line:\n{t}"
+            );
+        }
+    }
+}
+
+/// PyLatencyMap records out of time order (issue 22's lower list: "reordered records exit 0
+/// with no data"). A real capture (fbieniek/PyLatencyMap's example, three cumulative
+/// snapshots 3 s apart) with its records reversed has no snapshot after the first that
+/// advances: a clear error naming why. With the first two swapped, the snapshot that goes back
+/// in time is skipped and said by line, and the one interval left is the last two snapshots'
+/// difference, never a negative or summed-up count.
+#[test]
+fn pylatencymap_records_out_of_time_order_are_said_never_silent() {
+    let real = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/real/pylatencymap_example_latency_data.txt");
+    let text = std::fs::read_to_string(&real).unwrap();
+    let recs: Vec<String> = text
+        .split("<begin record>")
+        .skip(1)
+        .map(|r| format!("<begin record>{r}"))
+        .collect();
+    assert_eq!(recs.len(), 3);
+    let dir = tempfile::tempdir().unwrap();
+    let rev = dir.path().join("reversed.txt");
+    std::fs::write(&rev, recs.iter().rev().cloned().collect::<String>()).unwrap();
+    let o = ingest("pylatencymap", &rev, &[]).output().unwrap();
+    assert_refused(&o, "reversed records", "only one snapshot");
+    assert!(
+        stderr(&o).contains("snapshot time does not advance"),
+        "{}",
+        stderr(&o)
+    );
+
+    let swapped = dir.path().join("swapped.txt");
+    std::fs::write(
+        &swapped,
+        [&recs[1], &recs[0], &recs[2]].map(|s| s.as_str()).concat(),
+    )
+    .unwrap();
+    let json = dir.path().join("s.json");
+    let mut c = ingest("pylatencymap", &swapped, &[]);
+    c.arg("--json").arg(&json);
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Said in the results (and in the summary `show` prints), with the line it was on.
+    let doc = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        doc.contains("swapped.txt:38: snapshot time does not advance")
+            && doc.contains("snapshot skipped"),
+        "{doc}"
+    );
+    // The same pair, in order, on its own: what the swapped file's one interval must equal.
+    let pair = dir.path().join("pair.txt");
+    std::fs::write(&pair, [&recs[1], &recs[2]].map(|s| s.as_str()).concat()).unwrap();
+    let pjson = dir.path().join("p.json");
+    let mut c = ingest("pylatencymap", &pair, &[]);
+    c.arg("--json").arg(&pjson);
+    assert!(c.output().unwrap().status.success());
+    let counts = |f: &Path| -> Vec<u64> {
+        let r = iolens::results::Results::read_file(f).unwrap();
+        r.runs[0].ops[0].intervals.iter().map(|i| i.count).collect()
+    };
+    let got = counts(&json);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0] > 0);
+    assert_eq!(got, counts(&pjson));
+}

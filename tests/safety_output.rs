@@ -94,6 +94,19 @@ fn outputs_never_go_through_links_nor_into_fifos() {
     let d = tempfile::tempdir().unwrap();
     let r = results_file(d.path(), "r.json");
     let r2 = results_file(d.path(), "r2.json");
+    // A stack profile for export --flame/--folded: folded stacks from FlameGraph's own tests.
+    let prof = d.path().join("p.json");
+    let (st, _, err) = run_out(
+        bin()
+            .args(["-q", "ingest", "--format", "folded"])
+            .arg(
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/real/flamegraph-perf-dd-stacks-01-collapsed-kernel.txt"),
+            )
+            .arg("--json")
+            .arg(&prof),
+    );
+    assert!(st.success(), "{err}");
     let victim = d.path().join("victim");
     std::fs::write(&victim, b"precious").unwrap();
     let link = d.path().join("out.link");
@@ -104,6 +117,7 @@ fn outputs_never_go_through_links_nor_into_fifos() {
         .status()
         .unwrap()
         .success());
+    let pid = std::process::id().to_string();
     for (dest, why) in [(&link, "symbolic link"), (&fifo, "FIFO")] {
         for args in [
             vec!["report", s(&r), "-o", s(dest)],
@@ -111,6 +125,18 @@ fn outputs_never_go_through_links_nor_into_fifos() {
             vec!["export", s(&r), "--csv", s(dest)],
             vec!["export", s(&r), "--hlog", s(dest)],
             vec!["export", s(&r), "--markdown", s(dest)],
+            vec!["export", s(&prof), "--flame", s(dest)],
+            vec!["export", s(&prof), "--folded", s(dest)],
+            vec!["profile", "--pid", &pid, "--duration", "30s", "-o", s(dest)],
+            vec![
+                "profile",
+                "--pid",
+                &pid,
+                "--duration",
+                "30s",
+                "--folded",
+                s(dest),
+            ],
         ] {
             // A FIFO at the path once hung the command forever: it must fail at once.
             let child = bin()
@@ -132,7 +158,48 @@ fn outputs_never_go_through_links_nor_into_fifos() {
     // Nothing else was left behind (no temp files).
     assert_eq!(
         names_in(d.path()),
-        ["out.fifo", "out.link", "r.json", "r2.json", "victim"]
+        ["out.fifo", "out.link", "p.json", "r.json", "r2.json", "victim"]
+    );
+}
+
+/// A full disk once left a partial report and destroyed the previous one: every output is
+/// written whole beside its destination and renamed over it, so the old report, CSV or
+/// Markdown stays byte for byte and no partial file is left.
+#[test]
+fn a_full_disk_keeps_the_previous_report_and_leaves_no_partial_file() {
+    if !root_or_skip("the full-disk report test (tmpfs)") {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let r = results_file(d.path(), "r.json");
+    let Some(fs) = Tmpfs::mount("1m") else { return };
+    let mut keep = Vec::new();
+    for name in ["old.html", "old.csv", "old.md"] {
+        let p = fs.path().join(name);
+        std::fs::write(&p, format!("the previous {name}, kept")).unwrap();
+        keep.push(p);
+    }
+    fs.fill();
+    for (args, dest) in [
+        (vec!["report", s(&r), "-o"], &keep[0]),
+        (vec!["export", s(&r), "--csv"], &keep[1]),
+        (vec!["export", s(&r), "--markdown"], &keep[2]),
+    ] {
+        let (st, _, err) = run_out(bin().args(&args).arg(dest));
+        assert_eq!(st.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("No space left on device"), "{args:?}: {err}");
+    }
+    for p in &keep {
+        let name = p.file_name().unwrap().to_string_lossy();
+        assert_eq!(
+            std::fs::read_to_string(p).unwrap(),
+            format!("the previous {name}, kept")
+        );
+    }
+    assert_eq!(
+        names_in(fs.path()),
+        ["filler", "old.csv", "old.html", "old.md"],
+        "a partial or temp file was left"
     );
 }
 

@@ -13,6 +13,8 @@ use crate::merge::MergeOptions;
 #[derive(Args, Debug)]
 pub struct MergeArgs {
     /// Results files of the ranks (one per rank or host, from `run`, `calibrate` or `db run`).
+    /// Each is read twice (a light reading to place the ranks, then whole), so each must be a
+    /// regular file, and one replaced or rewritten between the readings is refused.
     #[arg(required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
     /// Write the merged results here (`-` is standard output).

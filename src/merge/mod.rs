@@ -146,12 +146,13 @@ struct Established {
     runs: Vec<RunKey>,
 }
 
-/// A run as [`Established`] compares it (durations by their bits: exactly what was read).
+/// A run as [`Established`] compares it (durations by their bits: exactly what was read; the
+/// name as the full reading cleans it, one line of plain text).
 type RunKey = (String, String, u64, bool, u64);
 
 fn run_key(name: &str, started: &str, duration_s: f64, unknown: bool, interval_s: f64) -> RunKey {
     (
-        name.to_string(),
+        crate::out::one_line(name).into_owned(),
         started.to_string(),
         duration_s.to_bits(),
         unknown,
@@ -251,6 +252,9 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     let mut warnings: Vec<String> = Vec::new();
     let kind = peeks[0].kind;
     for (k, p) in peeks.iter().enumerate() {
+        if let Some(pl) = &p.placement {
+            pl.validate().with_context(|| name(k))?;
+        }
         if !matches!(p.kind, Kind::Run | Kind::Calibrate | Kind::Db) {
             bail!(
                 "{}: merge merges measurements (`run`, `calibrate`, `db run`), not {} results",
@@ -339,11 +343,7 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
                 "rank{} {} of a world of {n} {} no results among the inputs (failed, or not \
                  collected): the merged figures cover {} rank(s)",
                 if missing_ranks.len() > 1 { "s" } else { "" },
-                missing_ranks
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                fmt_ranks_at_most(&missing_ranks, 20),
                 if missing_ranks.len() > 1 {
                     "have"
                 } else {
@@ -539,6 +539,25 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
 
 /// Ranks in words: each with its host when there are a few (`rank 3 (db-3), rank 5 (db-5)`),
 /// else as runs of ranks with their number (`ranks 0–511, 600–999 (912 ranks)`).
+/// [`fmt_ranks`] of at most `n` runs of ranks, then how many ranks more (a world of a million
+/// with every other rank missing is not a warning of 500,000 numbers).
+fn fmt_ranks_at_most(ranks: &[u32], n: usize) -> String {
+    let mut runs = 0;
+    let mut i = 0;
+    while i < ranks.len() && runs < n {
+        while i + 1 < ranks.len() && ranks[i + 1] == ranks[i] + 1 {
+            i += 1;
+        }
+        i += 1;
+        runs += 1;
+    }
+    let shown = fmt_ranks(&ranks[..i]);
+    match ranks.len() - i {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
 fn ranks_named(ranks: &[(u32, String)]) -> String {
     if ranks.len() <= 4 {
         return ranks

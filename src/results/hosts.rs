@@ -82,6 +82,32 @@ pub struct Placement {
     pub clock: Option<ClockSync>,
 }
 
+/// The largest world iolens takes (ranks 0 … `MAX_RANKS - 1`): beyond the largest machines'
+/// process counts, and small enough that the results of every rank merge in memory.
+pub const MAX_RANKS: u32 = 1_000_000;
+
+impl Placement {
+    /// A rank and world size iolens could have recorded: within [`MAX_RANKS`], the rank inside
+    /// its world. (A file claiming a world of 4,294,967,295 once made `merge` list its missing
+    /// ranks: 16.9 GB, then an abort.)
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if let Some(n) = self.ranks.filter(|&n| n == 0 || n > MAX_RANKS) {
+            anyhow::bail!(
+                "its placement claims a world of {n} ranks (iolens records 1 to {MAX_RANKS})"
+            );
+        }
+        if self.rank >= self.ranks.unwrap_or(MAX_RANKS) {
+            anyhow::bail!(
+                "its placement claims rank {} of a world of {} (ranks are 0 … {})",
+                self.rank,
+                self.ranks.unwrap_or(MAX_RANKS),
+                self.ranks.unwrap_or(MAX_RANKS) - 1
+            );
+        }
+        Ok(())
+    }
+}
+
 /// What `iolens merge` merged and found. The merged document's `runs` hold the exact sums;
 /// this holds the per-rank view of them.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]

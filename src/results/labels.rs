@@ -1,5 +1,5 @@
-//! Names that results carry from outside (run and op names, host, processes' names, roles and
-//! wait events) made single-line plain text as results are read, so no renderer can print a
+//! Names that results carry from outside (run and op names, hosts and merged files' names,
+//! processes' names, roles and wait events) made single-line plain text as results are read, so no renderer can print a
 //! newline, tab or escape sequence that a hostile or damaged file (or a process that renamed
 //! itself) put into a name. Everything a renderer prints comes through a loaded or a finished
 //! [`Results`]: this is applied to both.
@@ -11,6 +11,25 @@ impl Results {
     /// Make every name in the document one line of plain text ([`crate::out::one_line`]).
     pub fn clean_labels(&mut self) {
         make_one_line(&mut self.environment.hostname);
+        if let Some(p) = &mut self.placement {
+            make_one_line(&mut p.host);
+        }
+        if let Some(m) = &mut self.merge {
+            for i in &mut m.inputs {
+                make_one_line(&mut i.file);
+                make_one_line(&mut i.host);
+            }
+            for run in &mut m.runs {
+                make_one_line(&mut run.name);
+                for r in &mut run.ranks {
+                    make_one_line(&mut r.host);
+                }
+                for s in &mut run.stragglers {
+                    make_one_line(&mut s.host);
+                    make_one_line(&mut s.detail);
+                }
+            }
+        }
         for run in &mut self.runs {
             make_one_line(&mut run.name);
             for op in &mut run.ops {

@@ -37,8 +37,18 @@ impl FileState {
             .metadata()
             .with_context(|| format!("cannot read {}", path.display()))?;
         if !m.is_file() {
+            use std::os::unix::fs::FileTypeExt as _;
+            let t = m.file_type();
+            let what = if t.is_dir() {
+                "a directory"
+            } else if t.is_fifo() || t.is_socket() {
+                "a pipe"
+            } else {
+                "a device"
+            };
             bail!(
-                "{}: not a regular file (a pipe, device or directory); save it to a file first",
+                "{} is not a results file but {what} (this reading needs a regular file, read \
+                 twice: save it to one first)",
                 path.display()
             );
         }

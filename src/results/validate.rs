@@ -279,6 +279,9 @@ impl Results {
         if let Some(p) = &self.profile {
             p.validate().context("its stack profile is not valid")?;
         }
+        if let Some(p) = &self.placement {
+            p.validate()?;
+        }
         let mut total: u64 = 0;
         for (i, run) in self.runs.iter().enumerate() {
             run.validate_merging(groups.map(|g| (g, i)))
