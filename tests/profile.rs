@@ -247,6 +247,26 @@ fn start_program(exe: &Path, args: &[&std::ffi::OsStr]) -> (Killed, String) {
     (prog, line.trim().to_string())
 }
 
+/// End the profile as Ctrl-C does (after a moment for the last samples to reach it) and wait
+/// for it to write what it sampled and exit 130.
+fn interrupt(k: &mut Killed, limit: Duration) {
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill sends a signal to the child we started.
+    unsafe { libc::kill(k.0.id() as i32, libc::SIGINT) };
+    let start = Instant::now();
+    loop {
+        if let Some(st) = k.0.try_wait().unwrap() {
+            assert_eq!(st.code(), Some(130), "iolens profile ended with {st}");
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "iolens profile did not end on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn wait_ok(k: &mut Killed, limit: Duration) {
     let start = Instant::now();
     loop {
@@ -279,8 +299,10 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
         "--comm",
         "iolens-spinab",
         "--wait",
+        // Ended by Ctrl-C once the program has burnt its CPU: a loaded host (load 15 on 2
+        // CPUs) can stretch its 3 s of CPU past any fixed window.
         "--duration",
-        "9s",
+        "300s",
         "--frequency",
         &hz.to_string(),
         "--folded",
@@ -294,7 +316,7 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
     // The program burns 3 s of its own CPU time, prints it, then sleeps off CPU until killed.
     let (prog, line) = start_program(&exe, &["3".as_ref()]);
     let cpu_ns: f64 = line.parse().unwrap();
-    wait_ok(&mut prof, Duration::from_secs(60));
+    interrupt(&mut prof, Duration::from_secs(60));
     drop(prog);
 
     let f = parse_folded(&std::fs::read_to_string(&folded).unwrap());
