@@ -151,7 +151,7 @@ fn watch_title(t: &str) -> Option<Option<i64>> {
 }
 
 /// Split one CSV record (RFC 4180 quotes; a quoted field may not span lines here).
-fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
+pub(crate) fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
