@@ -1,7 +1,9 @@
 //! PostgreSQL's I/O statistics views read from snapshots (`ingest --format pg-stat-io`,
-//! `pg-stat-database`, `pg-stat-statements`) and sampled live (`db sample`): real psql output
-//! of the PostgreSQL 15 and 18 test servers (tests/fixtures/README.md, written by
-//! scripts/pg-stats-fixtures.sh), deltas checked against the files' own numbers (read here
+//! `pg-stat-database`, `pg-stat-statements`) and sampled live (`db sample`), and MySQL's and
+//! MariaDB's per-file I/O views (`--format mysql-file-io`): real psql output of the PostgreSQL
+//! 15 and 18 test servers and real `mariadb` client output of MariaDB 10.11
+//! (tests/fixtures/README.md, written by scripts/pg-stats-fixtures.sh and
+//! scripts/mysql-stats-fixtures.sh), deltas checked against the files' own numbers (read here
 //! independently), a `pg_stat_reset_shared('io')` between two snapshots handled and said, and
 //! bad input refused with a specific error and a non-zero exit.
 
@@ -387,6 +389,8 @@ fn summary_fits_80_columns() {
         ("pg-stat-io", "pg18_stat_io_watch.txt"),
         ("pg-stat-io", "pg18_stat_io.csv"),
         ("pg-stat-statements", "pg15_stat_statements.csv"),
+        ("mysql-file-io", "mariadb_file_summary_by_instance.tsv"),
+        ("mysql-file-io", "mariadb_io_global_by_file_by_latency.txt"),
     ] {
         let out = common::bin()
             .args(["ingest", "--format", format])
@@ -408,4 +412,182 @@ fn summary_fits_80_columns() {
             assert!(!text.contains("per s"), "{text}");
         }
     }
+}
+
+/// Cells of the rows of `file` in a boxed (`| a | b |`) or tab-separated client output whose
+/// `key_col` is `key`, by column name, read here independently of iolens.
+fn client_rows(text: &str, key_col: &str, key: &str) -> Vec<BTreeMap<String, String>> {
+    let mut header: Vec<String> = Vec::new();
+    let mut rows = Vec::new();
+    for l in text.lines() {
+        let cells: Vec<String> = if l.starts_with('|') {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        } else if l.contains('\t') {
+            l.split('\t').map(str::to_string).collect()
+        } else {
+            continue;
+        };
+        if cells.iter().any(|c| c.eq_ignore_ascii_case(key_col)) {
+            header = cells.iter().map(|c| c.to_ascii_lowercase()).collect();
+            continue;
+        }
+        let row: BTreeMap<String, String> = header.iter().cloned().zip(cells).collect();
+        if row.get(key_col).map(String::as_str) == Some(key) {
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+/// Per-interval deltas of a counter over snapshots, counting from zero where it went back.
+fn deltas(v: &[f64]) -> Vec<f64> {
+    v.windows(2)
+        .map(|w| if w[1] < w[0] { w[1] } else { w[1] - w[0] })
+        .collect()
+}
+
+/// MariaDB 10.11's performance_schema.file_summary_by_instance (`mariadb -B`) and sys's
+/// io_global_by_file_by_latency (boxed, formatted times) and its x$ form (picoseconds, no time
+/// column), five snapshots with a server restart between the third and the fourth (written by
+/// scripts/mysql-stats-fixtures.sh): per-interval deltas of the big table's file equal the
+/// file's own numbers, the restart's interval counts from zero and is said, InnoDB reads are
+/// 16 KiB pages (known by construction), and the result is means only.
+#[test]
+fn mariadb_file_io_snapshots_with_a_restart() {
+    // performance_schema, tab-separated, time column `ts`.
+    let name = "mariadb_file_summary_by_instance.tsv";
+    let r = read(Format::MysqlFileIo, real(name)).unwrap();
+    let s = one(&r);
+    assert!(
+        s.column_set.contains("file_summary_by_instance"),
+        "{}",
+        s.column_set
+    );
+    assert_eq!(s.snapshots, 5);
+    assert_eq!(s.intervals.len(), 4);
+    let text = std::fs::read_to_string(real(name)).unwrap();
+    let file = text
+        .lines()
+        .find_map(|l| l.split('\t').nth(1).filter(|f| f.ends_with("/g/big.ibd")))
+        .unwrap()
+        .to_string();
+    let rows = client_rows(&text, "file_name", &file);
+    assert_eq!(rows.len(), 5);
+    let col = |c: &str| -> Vec<f64> { rows.iter().map(|r| r[c].parse().unwrap()).collect() };
+    let (count, ps, bytes) = (
+        deltas(&col("count_read")),
+        deltas(&col("sum_timer_read")),
+        deltas(&col("sum_number_of_bytes_read")),
+    );
+    // The restart: counters went back between snapshots 3 and 4.
+    assert!(col("count_read")[3] < col("count_read")[2]);
+    assert!(s.intervals[2].resets > 0, "{:?}", s.intervals);
+    assert_eq!(s.intervals.iter().filter(|i| i.resets > 0).count(), 1);
+    assert!(
+        s.notes.iter().any(|n| n.contains("server restart")),
+        "{:?}",
+        s.notes
+    );
+    let rd = series(s, &format!("{file} [innodb_data_file]"), "read");
+    for (i, d) in rd.deltas.iter().enumerate() {
+        let d = d.as_ref().unwrap();
+        assert_eq!(d.count, Some(count[i] as u64), "interval {i}");
+        assert_eq!(d.bytes, Some(bytes[i] as u64), "interval {i}");
+        near(d.time_ms.unwrap(), ps[i] / 1e9);
+    }
+    assert_eq!(rd.count, Some(count.iter().sum::<f64>() as u64));
+    near(
+        rd.mean_ms.unwrap(),
+        ps.iter().sum::<f64>() / 1e9 / count.iter().sum::<f64>(),
+    );
+    // InnoDB reads whole 16 KiB pages: the scan after the restart read count × 16384 bytes.
+    assert_eq!(bytes[2], count[2] * 16384.0);
+    // Interval lengths from the time column.
+    let ts: Vec<&str> = rows.iter().map(|r| r["ts"].as_str()).collect();
+    assert!(s
+        .intervals
+        .iter()
+        .all(|i| i.duration_s.is_some_and(|d| d > 0.0)));
+    assert_eq!(
+        s.intervals[0].start.as_deref().unwrap()[..19].replace('T', " "),
+        ts[0][..19]
+    );
+
+    // sys.io_global_by_file_by_latency, boxed, times formatted with their unit.
+    let name = "mariadb_io_global_by_file_by_latency.txt";
+    let r = read(Format::MysqlFileIo, real(name)).unwrap();
+    let s = one(&r);
+    assert_eq!((s.snapshots, s.intervals.len()), (5, 4));
+    assert!(
+        s.notes.iter().any(|n| n.contains("rounded")),
+        "{:?}",
+        s.notes
+    );
+    let text = std::fs::read_to_string(real(name)).unwrap();
+    let rows = client_rows(&text, "file", "@@datadir/g/big.ibd");
+    assert_eq!(rows.len(), 5);
+    let counts: Vec<f64> = rows
+        .iter()
+        .map(|r| r["count_read"].parse().unwrap())
+        .collect();
+    let rd = series(s, "@@datadir/g/big.ibd", "read");
+    let got: Vec<u64> = rd
+        .deltas
+        .iter()
+        .map(|d| d.as_ref().unwrap().count.unwrap())
+        .collect();
+    let want: Vec<u64> = deltas(&counts).iter().map(|&c| c as u64).collect();
+    assert_eq!(got, want);
+    assert_eq!(s.intervals.iter().filter(|i| i.resets > 0).count(), 1);
+    // A time like `8.65 ms` or `1.22 s`: within the rounding of the two it is the difference of.
+    let ms = |t: &str| -> f64 {
+        let (n, u) = t.split_once(' ').unwrap();
+        let n: f64 = n.parse().unwrap();
+        n * match u {
+            "ps" => 1e-9,
+            "ns" => 1e-6,
+            "us" => 1e-3,
+            "ms" => 1.0,
+            "s" => 1e3,
+            _ => panic!("unit {u}"),
+        }
+    };
+    let lat: Vec<f64> = rows.iter().map(|r| ms(&r["read_latency"])).collect();
+    for (i, d) in deltas(&lat).iter().enumerate() {
+        near(rd.deltas[i].as_ref().unwrap().time_ms.unwrap(), *d);
+    }
+
+    // sys.x$io_global_by_file_by_latency: picoseconds, no time column (one table a snapshot).
+    let name = "mariadb_x_io_global_by_file_by_latency.txt";
+    let r = read(Format::MysqlFileIo, real(name)).unwrap();
+    let s = one(&r);
+    assert_eq!((s.snapshots, s.intervals.len()), (5, 4));
+    assert!(s.intervals.iter().all(|i| i.duration_s.is_none()));
+    assert!(
+        s.notes.iter().any(|n| n.contains("no time")),
+        "{:?}",
+        s.notes
+    );
+    let text = std::fs::read_to_string(real(name)).unwrap();
+    let rows = client_rows(&text, "file", &file);
+    assert_eq!(rows.len(), 5);
+    let ps: Vec<f64> = rows
+        .iter()
+        .map(|r| r["read_latency"].parse().unwrap())
+        .collect();
+    let rd = series(s, &file, "read");
+    for (i, d) in deltas(&ps).iter().enumerate() {
+        near(rd.deltas[i].as_ref().unwrap().time_ms.unwrap(), d / 1e9);
+    }
+
+    // A table of neither: refused, naming what is needed.
+    let e = read(Format::MysqlFileIo, real("pg18_stat_io.csv")).unwrap_err();
+    let m = format!("{e:#}");
+    assert!(
+        m.contains("no mysql-file-io data found") && m.contains("count_read"),
+        "{m}"
+    );
 }

@@ -577,3 +577,72 @@ fn every_real_trace_traces_to_a_file_show_reads() {
     }
     assert!(n >= 4, "{n} real traces");
 }
+
+/// bcc's own biosnoop example: xvdc had a single I/O. Each disk is a run whose count and
+/// latencies are those of its rows (read here from the text); xvdc's one I/O has a latency and an
+/// unknown duration, as any untimed source, instead of failing the whole file.
+#[test]
+fn biosnoop_with_a_disk_of_one_io_reads() {
+    let r = read(Format::Biosnoop, "bcc_biosnoop.txt");
+    let t = text("bcc_biosnoop.txt");
+    // (disk → latencies in ms, first and last time) from the text.
+    let mut disks: std::collections::BTreeMap<String, (Vec<f64>, f64, f64)> = Default::default();
+    for l in t.lines().skip(1) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let (time, lat): (f64, f64) = (f[0].parse().unwrap(), f[7].parse().unwrap());
+        let e = disks
+            .entry(f[3].to_string())
+            .or_insert((Vec::new(), time, time));
+        e.0.push(lat);
+        e.2 = time;
+    }
+    assert_eq!(r.runs.len(), disks.len());
+    for (disk, (lats, t0, t1)) in &disks {
+        let run = r
+            .runs
+            .iter()
+            .find(|x| x.name == format!("biosnoop {disk}"))
+            .unwrap_or_else(|| panic!("no run for {disk}"));
+        assert_eq!(op_counts(run), vec![("write".into(), lats.len() as u64)]);
+        let s = &run.ops[0].summary;
+        let max_ns = (lats.iter().cloned().fold(0.0, f64::max) * 1e6).round() as u64;
+        let min_ns = (lats.iter().cloned().fold(f64::MAX, f64::min) * 1e6).round() as u64;
+        // Exact latencies in a histogram of 3 significant digits.
+        assert!(
+            s.max_ns.abs_diff(max_ns) * 1000 <= max_ns,
+            "{disk}: {} vs {max_ns}",
+            s.max_ns
+        );
+        assert!(
+            s.min_ns.abs_diff(min_ns) * 1000 <= min_ns,
+            "{disk}: {} vs {min_ns}",
+            s.min_ns
+        );
+        if lats.len() == 1 {
+            assert!(run.duration_unknown, "{disk}");
+            assert!(run
+                .warnings
+                .iter()
+                .any(|w| w.contains("duration is unknown")));
+        } else {
+            assert!(!run.duration_unknown, "{disk}");
+            assert!(
+                (run.duration_s - (t1 - t0)).abs() < 1e-3,
+                "{disk}: {}",
+                run.duration_s
+            );
+        }
+    }
+    assert_eq!(disks["xvdc"].0.len(), 1);
+    // And through the binary: it exits 0 and prints the unknown rate.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolens"))
+        .args(["ingest", "--format", "biosnoop"])
+        .arg(real("bcc_biosnoop.txt"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -97,6 +97,7 @@ value_enum!(Format {
     PgStatIo => "pg-stat-io": "PostgreSQL pg_stat_io snapshots (psql, \\watch or CSV; 16, 17, 18 columns) as per-interval means",
     PgStatDatabase => "pg-stat-database": "PostgreSQL pg_stat_database snapshots: blks_read, blk_read_time as per-interval means",
     PgStatStatements => "pg-stat-statements": "PostgreSQL pg_stat_statements snapshots: per-statement block I/O time as per-interval means",
+    MysqlFileIo => "mysql-file-io": "MySQL/MariaDB per-file I/O snapshots (performance_schema.file_summary_by_instance, sys.io_global_by_file_by_latency; mysql -t/-B or CSV) as per-interval means",
 });
 
 value_enum!(Unit {

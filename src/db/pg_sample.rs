@@ -10,7 +10,7 @@ use anyhow::{anyhow, Result};
 use postgres::{Client, SimpleQueryMessage};
 
 use crate::results::{Kind, Results};
-use crate::sources::pg_stats::{Builder, PgView};
+use crate::sources::pg_stats::{Builder, StatsView};
 use crate::sources::sql_table::TextTable;
 
 /// One query's rows as a printed table, every value as text (as psql would print it).
@@ -47,10 +47,10 @@ pub fn sample(
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let mut res = Results::new(Kind::Db, cmdline);
-    let mut views: Vec<(PgView, String, Builder)> = Vec::new();
+    let mut views: Vec<(StatsView, String, Builder)> = Vec::new();
     let q = |v: &str| format!("SELECT now() AS ts, * FROM {v}");
     if version >= 160000 {
-        views.push((PgView::Io, q("pg_stat_io"), Builder::new(PgView::Io)));
+        views.push((StatsView::Io, q("pg_stat_io"), Builder::new(StatsView::Io)));
     } else {
         res.warnings.push(format!(
             "the server is PostgreSQL {}.{}: pg_stat_io came in 16, so only pg_stat_database \
@@ -60,9 +60,9 @@ pub fn sample(
         ));
     }
     views.push((
-        PgView::Database,
+        StatsView::Database,
         q("pg_stat_database"),
-        Builder::new(PgView::Database),
+        Builder::new(StatsView::Database),
     ));
     let has_pss = table(
         &mut c,
@@ -85,7 +85,11 @@ pub fn sample(
             "pg_stat_statements cannot be read ({e}): per-statement I/O time not sampled"
         ));
     } else {
-        views.push((PgView::Statements, pss, Builder::new(PgView::Statements)));
+        views.push((
+            StatsView::Statements,
+            pss,
+            Builder::new(StatsView::Statements),
+        ));
     }
     let timing = table(&mut c, "SHOW track_io_timing")?
         .rows

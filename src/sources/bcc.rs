@@ -653,6 +653,17 @@ pub(crate) fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<
             json!({"disk": disk}),
         );
         run.warnings.extend(f.warning);
+        if f.duration_s <= 0.0 {
+            // Every I/O of this disk completed at the same printed time (one I/O, or several
+            // within biosnoop's clock step): counts and latencies, no span to make rates from.
+            run.duration_unknown = true;
+            run.duration_s = 0.0;
+            run.warnings.push(format!(
+                "{} I/O(s) on {disk} all at one time stamp: counts and latencies only, the \
+                 duration is unknown (give --duration for rates)",
+                run.ops.iter().map(|o| o.count).sum::<u64>()
+            ));
+        }
         runs.push(run);
     }
     Ok(runs)

@@ -125,6 +125,9 @@ pub enum Format {
     PgStatDatabase,
     /// PostgreSQL `pg_stat_statements` snapshots: per-statement block I/O time, means only.
     PgStatStatements,
+    /// MySQL/MariaDB per-file I/O snapshots (`performance_schema.file_summary_by_instance`,
+    /// `sys.io_global_by_file_by_latency`): counts, bytes, wait time per file, means only.
+    MysqlFileIo,
 }
 
 /// What `iolens ingest` reads and how.
@@ -209,11 +212,15 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
             Format::PerfScript => read_stacks(perf_script::read(&mut reader)),
             Format::Folded => read_stacks(folded::read(&mut reader)),
             Format::Awr => awr::read(&mut reader, args),
-            Format::PgStatIo | Format::PgStatDatabase | Format::PgStatStatements => {
+            Format::PgStatIo
+            | Format::PgStatDatabase
+            | Format::PgStatStatements
+            | Format::MysqlFileIo => {
                 let view = match args.format {
-                    Format::PgStatIo => pg_stats::PgView::Io,
-                    Format::PgStatDatabase => pg_stats::PgView::Database,
-                    _ => pg_stats::PgView::Statements,
+                    Format::PgStatIo => pg_stats::StatsView::Io,
+                    Format::PgStatDatabase => pg_stats::StatsView::Database,
+                    Format::MysqlFileIo => pg_stats::StatsView::MysqlFileIo,
+                    _ => pg_stats::StatsView::Statements,
                 };
                 pg_stats::read(&mut reader, view).map(|s| {
                     io_stats.push(s);
@@ -383,6 +390,7 @@ pub fn format_name(f: Format) -> &'static str {
         Format::PgStatIo => "pg-stat-io",
         Format::PgStatDatabase => "pg-stat-database",
         Format::PgStatStatements => "pg-stat-statements",
+        Format::MysqlFileIo => "mysql-file-io",
     }
 }
 

@@ -54,40 +54,48 @@ fn is_ts(t: &[u8]) -> Option<f64> {
     std::str::from_utf8(t).ok()?.parse().ok()
 }
 
+/// A pid or `pid/tid` token.
 fn is_pid(t: &[u8]) -> bool {
-    !t.is_empty() && t.iter().all(|c| c.is_ascii_digit() || *c == b'/') && t[0].is_ascii_digit()
+    let mut parts = t.splitn(2, |&c| c == b'/');
+    let digits = |p: &[u8]| !p.is_empty() && p.iter().all(u8::is_ascii_digit);
+    parts.next().is_some_and(digits) && parts.next().is_none_or(digits)
 }
 
 /// Parse a sample header; `None` when the line is not one.
+///
+/// As stackcollapse-perf reads it: the command name (it may hold spaces), then the first token
+/// that is a pid or `pid/tid`, then optional `[cpu]`, time (`12345.678901:`), period and event
+/// (`cycles:`). Older perf and `perf script -F` without `time` write no time: then the line ends
+/// `pid event:` and, as for stackcollapse-perf, the event is not read (no filter on it).
 fn header(line: &[u8]) -> Option<Header<'_>> {
-    let toks: Vec<(usize, &[u8])> = tokens(line);
-    let ts = toks.iter().position(|(_, t)| is_ts(t).is_some());
-    // Every `perf script` header has the sample's time (`12345.678901:`); requiring it keeps
-    // other text with numbers in it from passing for a header.
-    let i = ts?;
-    // Before the time: optional `[cpu]`, then pid[/tid].
-    let mut pid_at = i.checked_sub(1)?;
-    if toks[pid_at].1.starts_with(b"[") && toks[pid_at].1.ends_with(b"]") {
-        pid_at = pid_at.checked_sub(1)?;
-    }
-    let (time_s, rest) = (is_ts(toks[i].1), &toks[i + 1..]);
-    if pid_at == 0 || !is_pid(toks[pid_at].1) {
+    if line.first().is_none_or(|c| c.is_ascii_whitespace()) {
         return None;
     }
+    let toks: Vec<(usize, &[u8])> = tokens(line);
+    // The pid is followed by at least one more token (stackcollapse-perf: `pid\s+`).
+    let pid_at = (1..toks.len().saturating_sub(1)).find(|&i| is_pid(toks[i].1))?;
     let comm_end = toks[pid_at - 1].0 + toks[pid_at - 1].1.len();
     let comm = &line[toks[0].0..comm_end];
-    let mut period = None;
-    let mut event = None;
-    let mut k = 0;
-    if let Some((_, t)) = rest.first() {
-        if let Some(p) = parse_u64(t) {
-            period = Some(p);
-            k = 1;
-        }
+    let mut i = pid_at + 1;
+    if toks[i].1.starts_with(b"[") && toks[i].1.ends_with(b"]") {
+        i += 1;
     }
-    if let Some((_, t)) = rest.get(k) {
-        if t.ends_with(b":") {
-            event = Some(&t[..t.len() - 1]);
+    let time_s = toks.get(i).and_then(|(_, t)| is_ts(t));
+    // Event and period from the line's end, as stackcollapse-perf's `:\s*(\d+)*\s+(\S+):\s*$`:
+    // the last token ends with `:`, the one before is a period after a `…:` token or a `…:`
+    // token itself.
+    let n = toks.len();
+    let (mut period, mut event) = (None, None);
+    let last = toks[n - 1].1;
+    if last.len() > 1 && last.ends_with(b":") && n >= 2 {
+        let before = toks[n - 2].1;
+        if let Some(p) = parse_u64(before) {
+            if n >= 3 && toks[n - 3].1.ends_with(b":") {
+                period = Some(p);
+                event = Some(&last[..last.len() - 1]);
+            }
+        } else if before.ends_with(b":") {
+            event = Some(&last[..last.len() - 1]);
         }
     }
     Some(Header {
@@ -124,6 +132,8 @@ fn frame(line: &[u8]) -> Option<(u64, &str, &str)> {
     let rest = rest.trim_start();
     let (sym, module) = match rest.rfind(" (") {
         Some(i) if rest.ends_with(')') => (&rest[..i], &rest[i + 2..rest.len() - 1]),
+        // No symbol at all (`7f1e2215d058  (/lib/…/libc-2.15.so)`): an unknown one.
+        _ if rest.starts_with("(/") && rest.ends_with(')') => ("", &rest[1..rest.len() - 1]),
         _ => (rest, ""),
     };
     let sym = match sym.rfind("+0x") {
@@ -140,8 +150,9 @@ fn kernel_frame(addr: u64, module: &str) -> bool {
         || (module == "[unknown]" && addr >= 0xffff_8000_0000_0000)
 }
 
-/// The name a frame is shown under (stackcollapse-perf's default tidying).
-pub(crate) fn tidy_name(sym: &str, module: &str) -> String {
+/// The name a frame is shown under (stackcollapse-perf's default tidying; `comm` is the
+/// sample's process name, spaces made `_`).
+pub(crate) fn tidy_name(sym: &str, module: &str, comm: &str) -> String {
     if sym == "[unknown]" || sym.is_empty() {
         return if module.is_empty() || module == "[unknown]" {
             "[unknown]".to_string()
@@ -150,8 +161,12 @@ pub(crate) fn tidy_name(sym: &str, module: &str) -> String {
         };
     }
     let mut s = sym.replace(';', ":");
-    // Cut a C++ argument list, keeping `(anonymous namespace)` and Go's `pkg.(*T).M`.
-    if !s.contains(".(") {
+    // Cut a C++ argument list, keeping `(anonymous namespace)` and Go's `pkg.(*T).M` (a `.(`
+    // with a `).` after it, as stackcollapse-perf's `\.\(.*\)\.`).
+    let go = s
+        .find(".(")
+        .is_some_and(|i| s.rfind(").").is_some_and(|j| j >= i + 2));
+    if !go {
         let mut from = 0;
         while let Some(i) = s[from..].find('(') {
             let at = from + i;
@@ -164,6 +179,11 @@ pub(crate) fn tidy_name(sym: &str, module: &str) -> String {
         }
     }
     s.retain(|c| c != '"' && c != '\'');
+    // Java: stackcollapse-perf drops the JVM's type prefix `L` of `Ljava/lang/Thread;::run` in
+    // a `java…` process (the `;` already made `:`).
+    if comm.starts_with("java") && s.contains('/') && s.starts_with('L') {
+        s.remove(0);
+    }
     s
 }
 
@@ -230,11 +250,9 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
             skipping = false;
             continue;
         }
-        if !line[0].is_ascii_whitespace() {
-            let Some(h) = header(line) else {
-                r.unparsed("not a perf script sample header");
-                continue;
-            };
+        // A header starts at the line's first column; a frame may too (some perf versions and
+        // hand-made files write frames unindented), so a line that is no header is tried as one.
+        if let Some(h) = header(line) {
             // A header without a blank line before it still ends the previous sample.
             let per = freq.map(|f| (1e9 / f).round() as u64);
             let prev = cur.take();
@@ -273,7 +291,11 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
             continue;
         }
         let Some(s) = cur.as_mut() else {
-            r.unparsed("stack frame outside a sample");
+            if frame(line).is_some() {
+                r.unparsed("stack frame outside a sample");
+            } else {
+                r.unparsed("not a perf script sample header");
+            }
             continue;
         };
         match frame(line) {
@@ -288,7 +310,7 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
                 } else {
                     FrameKind::User
                 };
-                let name = tidy_name(sym, module);
+                let name = tidy_name(sym, module, &s.comm);
                 let id = b.frame(&name, kind, module);
                 s.frames.push(id);
                 r.parsed();
@@ -343,6 +365,27 @@ mod tests {
         assert_eq!((h.comm, h.period), (&b"func_ab"[..], None));
         assert_eq!(h.event, Some(&b"cpu-clock"[..]));
         assert!(header(b"no header here").is_none());
+        // No time field (older perf, `-F` without time): no event read, as stackcollapse-perf.
+        let h = header(b"java 19983 cycles:").unwrap();
+        assert_eq!((h.comm, h.time_s, h.event), (&b"java"[..], None, None));
+        let h = header(b"iperf 27409/28744 [000] 441995.133575: cpu-clock: ").unwrap();
+        assert_eq!((h.comm, h.event), (&b"iperf"[..], Some(&b"cpu-clock"[..])));
+        // A frame written unindented is no header.
+        assert!(header(b"ffffffff8103d0ca native_write_msr_safe ([kernel.kallsyms])").is_none());
+    }
+
+    #[test]
+    fn java_type_prefix_is_dropped_in_java_processes_only() {
+        let sym = "Ljava/lang/Thread;::run";
+        assert_eq!(
+            tidy_name(sym, "/tmp/perf-1.map", "java"),
+            "java/lang/Thread:::run"
+        );
+        assert_eq!(
+            tidy_name(sym, "/tmp/perf-1.map", "node"),
+            "Ljava/lang/Thread:::run"
+        );
+        assert_eq!(tidy_name("Lfoo", "x", "java"), "Lfoo");
     }
 
     #[test]
@@ -354,15 +397,17 @@ mod tests {
             (0xffffffff8103ce3b, "native_safe_halt", "[kernel.kallsyms]")
         );
         assert!(kernel_frame(a, m));
+        let (_, s, m) = frame(b"\t    7f1e2215d058  (/lib/libc-2.15.so)").unwrap();
+        assert_eq!(tidy_name(s, m, "java"), "[libc-2.15.so]");
         let (_, s, m) = frame(b"  31ef [unknown] (/bin/dd)").unwrap();
-        assert_eq!(tidy_name(s, m), "[dd]");
-        assert_eq!(tidy_name("foo::bar(int, char*)", "x"), "foo::bar");
+        assert_eq!(tidy_name(s, m, "dd"), "[dd]");
+        assert_eq!(tidy_name("foo::bar(int, char*)", "x", "a"), "foo::bar");
         assert_eq!(
-            tidy_name("(anonymous namespace)::f(int)", "x"),
+            tidy_name("(anonymous namespace)::f(int)", "x", "a"),
             "(anonymous namespace)::f"
         );
         assert_eq!(
-            tidy_name("net/http.(*Client).Do", "x"),
+            tidy_name("net/http.(*Client).Do", "x", "a"),
             "net/http.(*Client).Do"
         );
         assert_eq!(

@@ -1,4 +1,14 @@
-//! PostgreSQL's cumulative I/O statistics read at snapshots: `pg_stat_io` (16 and 17: counts
+//! Databases' cumulative I/O statistics read at snapshots — PostgreSQL's and MySQL's/MariaDB's.
+//!
+//! MySQL/MariaDB: `performance_schema.file_summary_by_instance` (per file and instrument:
+//! `COUNT_READ`, `SUM_TIMER_READ` in picoseconds, `SUM_NUMBER_OF_BYTES_READ`, the same for
+//! writes, `COUNT_MISC`/`SUM_TIMER_MISC` for opens, syncs, closes …) and the sys schema's
+//! `io_global_by_file_by_latency` (`file`, `count_read`, `read_latency` … formatted as
+//! `8.65 ms`) or `x$io_global_by_file_by_latency` (picoseconds), as the `mysql`/`mariadb` client
+//! prints them (boxed or `-B`) or CSV. The counters start again at a server restart or a
+//! `TRUNCATE` of the summary table: counters that go back are handled as below.
+//!
+//! PostgreSQL's: `pg_stat_io` (16 and 17: counts
 //! and `op_bytes`; 18: `*_bytes` columns and `wal` rows, no `op_bytes`), `pg_stat_database`
 //! (`blks_read`, `blk_read_time`, `blk_write_time`, `blks_hit`) and `pg_stat_statements`
 //! (`blk_read_time` up to 16, `shared_blk_read_time` / `local_blk_read_time` from 17), as
@@ -32,28 +42,53 @@ const MAX_SNAPSHOTS: usize = 10_000_000;
 
 /// Which view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PgView {
+pub enum StatsView {
     Io,
     Database,
     Statements,
+    /// MySQL/MariaDB per-file I/O: performance_schema.file_summary_by_instance or sys's
+    /// io_global_by_file_by_latency (and its x$ form).
+    MysqlFileIo,
 }
 
-impl PgView {
+impl StatsView {
     /// The view's name.
     pub fn name(self) -> &'static str {
         match self {
-            PgView::Io => "pg_stat_io",
-            PgView::Database => "pg_stat_database",
-            PgView::Statements => "pg_stat_statements",
+            StatsView::Io => "pg_stat_io",
+            StatsView::Database => "pg_stat_database",
+            StatsView::Statements => "pg_stat_statements",
+            StatsView::MysqlFileIo => "mysql_file_io",
+        }
+    }
+    /// What makes counters go back, in words.
+    fn went_back_causes(self) -> &'static str {
+        match self {
+            StatsView::MysqlFileIo => "a server restart, a TRUNCATE of the summary table",
+            _ => "a reset, a crash, a statement evicted",
+        }
+    }
+    /// Why counted operations can have no time.
+    fn timing_off(self) -> &'static str {
+        match self {
+            StatsView::MysqlFileIo => {
+                "the instrument's TIMED was NO in performance_schema.setup_instruments"
+            }
+            _ => "the server's timing was off: track_io_timing, track_wal_io_timing for wal rows",
         }
     }
     fn needs(self) -> &'static str {
         match self {
-            PgView::Io => "backend_type, object, context and reads",
-            PgView::Database => "blks_read and blk_read_time",
-            PgView::Statements => {
+            StatsView::Io => "backend_type, object, context and reads",
+            StatsView::Database => "blks_read and blk_read_time",
+            StatsView::Statements => {
                 "queryid and blk_read_time (16 and before) or \
                  shared_blk_read_time (17 and after)"
+            }
+            StatsView::MysqlFileIo => {
+                "file_name, count_read and sum_timer_read (performance_schema.\
+                 file_summary_by_instance) or file, count_read and read_latency \
+                 (sys.io_global_by_file_by_latency)"
             }
         }
     }
@@ -74,6 +109,11 @@ const TIME_COLUMNS: &[&str] = &[
     "timestamp",
 ];
 
+/// Multiplier from a time column's unit to ms.
+const MS: f64 = 1.0;
+/// performance_schema timers are picoseconds.
+const PS: f64 = 1e-9;
+
 /// How an operation's bytes are known.
 #[derive(Debug, Clone, Copy)]
 enum Bytes {
@@ -89,6 +129,8 @@ struct Op {
     name: &'static str,
     count: Vec<usize>,
     time: Option<usize>,
+    /// ms per unit of a bare number in the time column (a number with a unit says its own).
+    time_scale: f64,
     bytes: Bytes,
 }
 
@@ -102,7 +144,7 @@ struct Layout {
     query: Option<usize>,
 }
 
-fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
+fn layout(view: StatsView, t: &TextTable) -> Option<Layout> {
     let c = |n: &str| t.col(n);
     let all = |ns: &[&str]| -> Option<Vec<usize>> { ns.iter().map(|n| c(n)).collect() };
     let op = |name: &'static str, count: &[&str], time: Option<&str>, bytes: Bytes| -> Option<Op> {
@@ -116,12 +158,13 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
             name,
             count,
             time,
+            time_scale: MS,
             bytes,
         })
     };
     let mut ops = Vec::new();
     let (column_set, key) = match view {
-        PgView::Io => {
+        StatsView::Io => {
             let key = vec![
                 (c("backend_type")?, "backend_type"),
                 (c("object")?, "object"),
@@ -166,7 +209,7 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
             ops.extend(op("reuse", &["reuses"], None, Bytes::None));
             (set.to_string(), key)
         }
-        PgView::Database => {
+        StatsView::Database => {
             c("blks_read")?;
             c("blk_read_time")?;
             let key = if let Some(i) = c("datname") {
@@ -189,7 +232,7 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
                 key,
             )
         }
-        PgView::Statements => {
+        StatsView::Statements => {
             let q = c("queryid")?;
             let mut key = vec![(q, "queryid")];
             for k in ["dbid", "userid", "toplevel"] {
@@ -254,6 +297,65 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
             ));
             (set.to_string(), key)
         }
+        StatsView::MysqlFileIo => {
+            let ps = |o: Option<Op>| {
+                o.map(|o| Op {
+                    time_scale: PS,
+                    ..o
+                })
+            };
+            if let Some(f) = c("file_name") {
+                // performance_schema.file_summary_by_instance
+                c("count_read")?;
+                c("sum_timer_read")?;
+                let mut key = vec![(f, "file_name")];
+                if let Some(e) = c("event_name") {
+                    key.push((e, "event_name"));
+                }
+                let by = |col: &str| c(col).map_or(Bytes::None, Bytes::Col);
+                ops.extend(ps(op(
+                    "read",
+                    &["count_read"],
+                    Some("sum_timer_read"),
+                    by("sum_number_of_bytes_read"),
+                )));
+                ops.extend(ps(op(
+                    "write",
+                    &["count_write"],
+                    Some("sum_timer_write"),
+                    by("sum_number_of_bytes_write"),
+                )));
+                ops.extend(ps(op(
+                    "misc",
+                    &["count_misc"],
+                    Some("sum_timer_misc"),
+                    Bytes::None,
+                )));
+                (
+                    "performance_schema.file_summary_by_instance (times in picoseconds)"
+                        .to_string(),
+                    key,
+                )
+            } else {
+                // sys.io_global_by_file_by_latency, x$io_global_by_file_by_latency
+                let f = c("file")?;
+                c("count_read")?;
+                c("read_latency")?;
+                for (name, count, time) in [
+                    ("read", "count_read", "read_latency"),
+                    ("write", "count_write", "write_latency"),
+                    ("misc", "count_misc", "misc_latency"),
+                ] {
+                    ops.extend(ps(op(name, &[count], Some(time), Bytes::None)));
+                }
+                (
+                    "sys.io_global_by_file_by_latency (formatted times) or \
+                     x$io_global_by_file_by_latency (picoseconds)"
+                        .to_string(),
+                    vec![(f, "file")],
+                )
+            }
+        }
     };
     Some(Layout {
         column_set,
@@ -261,7 +363,7 @@ fn layout(view: PgView, t: &TextTable) -> Option<Layout> {
         key,
         reset: c("stats_reset"),
         time: TIME_COLUMNS.iter().find_map(|n| c(n)),
-        query: if view == PgView::Statements {
+        query: if view == StatsView::Statements {
             c("query")
         } else {
             None
@@ -316,7 +418,7 @@ struct Snapshot {
 
 /// Turns snapshots of one view into [`IoStats`], one snapshot at a time.
 pub(crate) struct Builder {
-    view: PgView,
+    view: StatsView,
     out: IoStats,
     series: HashMap<(String, &'static str), usize>,
     prev: Option<Snapshot>,
@@ -329,6 +431,38 @@ pub(crate) struct Builder {
     tables: u64,
     untimed: bool,
     same_time: u64,
+    /// Times printed rounded with their unit (`8.65 ms`).
+    formatted_times: bool,
+}
+
+/// A time cell in ms: a bare number times `scale`, or a number with its unit as MySQL's sys
+/// schema prints it (`8.65 ms`, `0 ps`, `1.20 s`, `2.5 m`); `formatted` is set for the latter.
+fn time_ms(cell: &Option<String>, scale: f64, bad: &mut u64, formatted: &mut bool) -> Option<f64> {
+    let s = cell.as_deref()?.trim();
+    let split = s
+        .find(|c: char| c.is_alphabetic() || c == 'µ')
+        .unwrap_or(s.len());
+    let (n, unit) = (s[..split].trim(), s[split..].trim());
+    let per = match unit {
+        "" => scale,
+        "ps" => 1e-9,
+        "ns" => 1e-6,
+        "us" | "µs" => 1e-3,
+        "ms" => 1.0,
+        "s" => 1e3,
+        "m" | "min" => 6e4,
+        "h" => 3.6e6,
+        "d" => 8.64e7,
+        "w" => 6.048e8,
+        _ => {
+            *bad += 1;
+            return None;
+        }
+    };
+    if !unit.is_empty() {
+        *formatted = true;
+    }
+    num(&Some(n.to_string()), bad).map(|v| v * per)
 }
 
 fn num(cell: &Option<String>, bad: &mut u64) -> Option<f64> {
@@ -343,7 +477,7 @@ fn num(cell: &Option<String>, bad: &mut u64) -> Option<f64> {
 }
 
 impl Builder {
-    pub(crate) fn new(view: PgView) -> Builder {
+    pub(crate) fn new(view: StatsView) -> Builder {
         Builder {
             view,
             out: IoStats {
@@ -361,6 +495,7 @@ impl Builder {
             tables: 0,
             untimed: false,
             same_time: 0,
+            formatted_times: false,
         }
     }
 
@@ -415,12 +550,18 @@ impl Builder {
                     ("toplevel", Some("f" | "false")) => "nested".to_string(),
                     ("toplevel", _) => String::new(),
                     ("dbid", Some(v)) => format!("db {v}"),
+                    // `wait/io/file/innodb/innodb_data_file` → `[innodb_data_file]`
+                    ("event_name", Some(v)) => format!("[{}]", v.rsplit('/').next().unwrap_or(v)),
                     ("userid", Some(v)) => format!("user {v}"),
                     (_, v) => v.unwrap_or("NULL").to_string(),
                 })
                 .filter(|s| !s.is_empty())
                 .collect::<Vec<_>>()
-                .join("/");
+                .join(if self.view == StatsView::MysqlFileIo {
+                    " "
+                } else {
+                    "/"
+                });
             if key.is_empty() {
                 key = "all".to_string();
             }
@@ -450,7 +591,14 @@ impl Builder {
                         .map(|&i| num(&row[i], &mut self.bad_cells))
                         .sum::<Option<f64>>()
                 };
-                let time = o.time.and_then(|i| num(&row[i], &mut self.bad_cells));
+                let time = o.time.and_then(|i| {
+                    time_ms(
+                        &row[i],
+                        o.time_scale,
+                        &mut self.bad_cells,
+                        &mut self.formatted_times,
+                    )
+                });
                 let bytes = match o.bytes {
                     Bytes::None => None,
                     Bytes::Col(i) => num(&row[i], &mut self.bad_cells),
@@ -664,9 +812,10 @@ impl Builder {
             if self.reset_keys > 0 {
                 notes.push(format!(
                     "{} time(s) a key's counters were reset (stats_reset changed) or went back \
-                     (a reset, a crash, a statement evicted): its delta there counts from the \
-                     reset only, a lower bound (see each interval's `resets`)",
-                    self.reset_keys
+                     ({}): its delta there counts from the reset only, a lower bound (see each \
+                     interval's `resets`)",
+                    self.reset_keys,
+                    self.view.went_back_causes()
                 ));
             }
         }
@@ -710,11 +859,19 @@ impl Builder {
         }
         if !untimed_ops.is_empty() {
             notes.push(format!(
-                "{}: operations counted with a total time of 0: no time was measured (the \
-                 server's timing was off: track_io_timing, track_wal_io_timing for wal rows), \
+                "{}: operations counted with a total time of 0: no time was measured ({}), \
                  so no time or mean is given for them",
-                untimed_ops.join(", ")
+                untimed_ops.join(", "),
+                self.view.timing_off()
             ));
+        }
+        if self.formatted_times {
+            notes.push(
+                "times were printed rounded with their unit (`8.65 ms`, as sys's \
+                 io_global_by_file_by_latency does): totals and deltas are only as exact as \
+                 that rounding; sys.x$io_global_by_file_by_latency gives picoseconds"
+                    .to_string(),
+            );
         }
         self.out.series.sort_by(|a, b| {
             b.time_ms
@@ -730,7 +887,7 @@ impl Builder {
 }
 
 /// Read one input of snapshots of `view`.
-pub fn read(r: &mut LineReader, view: PgView) -> Result<IoStats> {
+pub fn read(r: &mut LineReader, view: StatsView) -> Result<IoStats> {
     let mut b = Builder::new(view);
     let mut others: Vec<String> = Vec::new();
     read_tables(r, |t, _| {

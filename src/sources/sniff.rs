@@ -151,5 +151,6 @@ fn describe(f: Format) -> &'static str {
         Format::PgStatIo => "pg_stat_io snapshot",
         Format::PgStatDatabase => "pg_stat_database snapshot",
         Format::PgStatStatements => "pg_stat_statements snapshot",
+        Format::MysqlFileIo => "MySQL per-file I/O snapshot",
     }
 }

@@ -4,10 +4,14 @@
 //! echoed SQL, command tags) is skipped. `\watch` titles (`Tue Nov 25 14:00:00 2026 (every
 //! 10s)`) give the time of the table below them.
 //!
-//! A header is a line of at least two column names (letters, digits, `_`, starting with a
-//! letter or `_`) separated by `|` or `,`; the table's rows follow until a blank line, a row
-//! count, a `\watch` title or the same header again. Empty cells are NULL. A row whose cells do
-//! not match the header is counted as unparsed. Memory: one table at a time.
+//! The `mysql`/`mariadb` client's tables are read too: its boxed tables (`+---+` borders,
+//! `| a | b |` rows, `N rows in set (0.00 sec)` below) and its batch output (`mysql -B`, or any
+//! query piped through it: tab-separated, `NULL` for NULL).
+//!
+//! A header is a line of at least two column names (letters, digits, `_`, `$`, starting with a
+//! letter or `_`) separated by `|`, `,` or a tab; the table's rows follow until a blank line, a
+//! row count, a `\watch` title or the same header again. Empty cells are NULL. A row whose cells
+//! do not match the header is counted as unparsed. Memory: one table at a time.
 
 use anyhow::{bail, Result};
 
@@ -43,16 +47,46 @@ enum Style {
     Aligned,
     Unaligned,
     Csv,
+    /// Tab-separated (`mysql -B`): `NULL` is NULL.
+    Tab,
+}
+
+/// A box border of the mysql client (`+------+-----+`).
+fn box_rule(t: &str) -> bool {
+    t.len() > 2 && t.starts_with("+-") && t.bytes().all(|c| c == b'-' || c == b'+')
+}
+
+/// The mysql client's line under a table: `3 rows in set (0.00 sec)`, `1 row in set`,
+/// `Empty set (0.00 sec)`, with or without its warnings count.
+fn mysql_footer(t: &str) -> bool {
+    if t.starts_with("Empty set") {
+        return true;
+    }
+    let mut w = t.split_whitespace();
+    w.next().is_some_and(|n| n.parse::<u64>().is_ok())
+        && matches!(w.next(), Some("row" | "rows"))
+        && w.next() == Some("in")
+        && w.next() == Some("set")
 }
 
 /// A line of column names: (names, style guess).
 fn header_of(t: &str) -> Option<(Vec<String>, char)> {
     let sep = if t.contains('|') {
         '|'
+    } else if t.contains('\t') {
+        '\t'
     } else if t.contains(',') {
         ','
     } else {
         return None;
+    };
+    // A boxed header (`| a | b |`) has bars at both ends.
+    let t = if sep == '|' {
+        t.strip_prefix('|')
+            .and_then(|x| x.strip_suffix('|'))
+            .unwrap_or(t)
+    } else {
+        t
     };
     let names: Vec<String> = t
         .split(sep)
@@ -62,7 +96,8 @@ fn header_of(t: &str) -> Option<(Vec<String>, char)> {
         let b = c.as_bytes();
         !b.is_empty()
             && (b[0].is_ascii_alphabetic() || b[0] == b'_')
-            && b.iter().all(|&x| x.is_ascii_alphanumeric() || x == b'_')
+            && b.iter()
+                .all(|&x| x.is_ascii_alphanumeric() || x == b'_' || x == b'$')
     };
     (names.len() >= 2 && names.len() <= MAX_COLUMNS && names.iter().all(|c| ident(c)))
         .then_some((names, sep))
@@ -116,7 +151,7 @@ fn watch_title(t: &str) -> Option<Option<i64>> {
 }
 
 /// Split one CSV record (RFC 4180 quotes; a quoted field may not span lines here).
-fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
+pub(crate) fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
     let mut out = Vec::new();
     let mut cur = String::new();
     let mut quoted = false;
@@ -162,6 +197,11 @@ fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
 
 /// Cells of a `|`-separated row, trimmed; empty is NULL.
 fn bar_fields(t: &str, aligned: bool) -> Vec<Option<String>> {
+    // Boxed rows (`| a | b |`, psql's border 2 and the mysql client) have bars at both ends.
+    let t = match t.trim().strip_prefix('|').and_then(|x| x.strip_suffix('|')) {
+        Some(inner) if aligned => inner,
+        _ => t,
+    };
     t.split('|')
         .map(|c| {
             let c = if aligned { c.trim() } else { c };
@@ -183,7 +223,8 @@ pub(crate) fn read_tables(
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let line = String::from_utf8_lossy(raw).into_owned();
         let t = line.trim();
-        let ends = t.is_empty() || row_count(t).is_some() || watch_title(t).is_some();
+        let ends =
+            t.is_empty() || row_count(t).is_some() || watch_title(t).is_some() || mysql_footer(t);
         if ends {
             if let Some((tb, _, _)) = cur.take() {
                 if let Some(n) = row_count(t) {
@@ -215,6 +256,16 @@ pub(crate) fn read_tables(
             }
             continue;
         }
+        if box_rule(t) {
+            if expect_rule {
+                expect_rule = false;
+                if let Some((_, st, _)) = &mut cur {
+                    *st = Style::Aligned;
+                }
+            }
+            r.ignored("table border");
+            continue;
+        }
         if expect_rule {
             expect_rule = false;
             if t.bytes().all(|c| c == b'-' || c == b'+') {
@@ -225,8 +276,12 @@ pub(crate) fn read_tables(
                 continue;
             }
         }
-        if cur.as_ref().is_some_and(|c| c.2 == t) {
-            // The same header again: a new table (a snapshot appended to the file).
+        let same_header = cur
+            .as_ref()
+            .is_some_and(|c| c.2 == t || header_of(t).is_some_and(|(cols, _)| cols == c.0.columns));
+        if same_header {
+            // The same header again (its padding may differ): a new table (a snapshot
+            // appended to the file).
             let (old, st, head) = cur.take().expect("checked");
             let title = pending_title.take();
             let line_no = r.line_no;
@@ -242,13 +297,19 @@ pub(crate) fn read_tables(
                 st,
                 head,
             ));
-            expect_rule = st != Style::Csv;
+            expect_rule = matches!(st, Style::Aligned | Style::Unaligned);
             r.ignored("column headings");
             continue;
         }
         if let Some((tb, st, _)) = &mut cur {
             let cells = match st {
                 Style::Csv => csv_fields(&line),
+                Style::Tab => Some(
+                    line.trim_end_matches(['\r', '\n'])
+                        .split('\t')
+                        .map(|c| (c != "NULL").then(|| c.to_string()))
+                        .collect(),
+                ),
                 Style::Aligned => Some(bar_fields(&line, true)),
                 Style::Unaligned => Some(bar_fields(&line, false)),
             };
@@ -269,10 +330,10 @@ pub(crate) fn read_tables(
             continue;
         }
         if let Some((cols, sep)) = header_of(t) {
-            let style = if sep == ',' {
-                Style::Csv
-            } else {
-                Style::Unaligned
+            let style = match sep {
+                ',' => Style::Csv,
+                '\t' => Style::Tab,
+                _ => Style::Unaligned,
             };
             cur = Some((
                 TextTable {
@@ -341,5 +402,13 @@ mod tests {
         assert!(header_of(" backend_type | object | context ").is_some());
         assert!(header_of("client backend,relation,normal").is_none());
         assert!(header_of("a").is_none());
+        assert_eq!(
+            header_of("| FILE_NAME | COUNT_READ |").unwrap().0,
+            vec!["file_name", "count_read"]
+        );
+        assert_eq!(header_of("ts\tfile_name\tcount_read").unwrap().1, '\t');
+        assert!(box_rule("+------+-----+") && !box_rule("---+---"));
+        assert!(mysql_footer("3 rows in set (0.001 sec)") && mysql_footer("Empty set (0.00 sec)"));
+        assert!(!mysql_footer("3 rows"));
     }
 }
