@@ -81,7 +81,8 @@ pub struct CalibrateOptions {
     pub direct: bool,
     /// Transparent huge pages for the I/O buffers.
     pub huge_pages: crate::workload::HugePages,
-    /// `--sustain`: seconds to hold the chosen random-read point after the ramp (0: not held).
+    /// `--sustain`: seconds to hold the chosen random-read (and random-write) point after its
+    /// ramp (0: not held).
     pub sustain: f64,
     /// `--precondition`: bound on the SNIA-style preconditioning before the phases, seconds
     /// (0: none).
@@ -922,6 +923,37 @@ impl Stepper<'_> {
     fn spec(&self) -> WorkloadSpec {
         self.base.clone()
     }
+
+    /// `--sustain`: hold a ramp's chosen point (`sessions` of single-block `pattern` I/O) for
+    /// the plan's sustain time, beyond the budget.
+    fn hold(
+        &mut self,
+        pp: &PhasePlan,
+        plan: &Plan,
+        pattern: Pattern,
+        sessions: u32,
+    ) -> Result<SustainStep> {
+        self.deadline += std::time::Duration::from_secs_f64(plan.sustain_s);
+        let held = PhasePlan {
+            step_s: plan.sustain_s,
+            warmup_s: 0.0,
+            ..pp.clone()
+        };
+        let spec = WorkloadSpec {
+            pattern,
+            block_size: plan.bs,
+            sessions,
+            engine: EngineKind::Sync,
+            ..self.spec()
+        };
+        let label = format!(
+            "sustain {} {} sessions={sessions}",
+            pattern.name(),
+            fmt_bytes(plan.bs)
+        );
+        let run = self.step(&held, spec, label)?;
+        Ok(SustainStep { run, sessions })
+    }
 }
 
 /// Run the calibration `plan` on `target` (opened once; every step re-opens it by inode, never
@@ -1062,22 +1094,7 @@ pub fn calibrate(
                     // --sustain: hold the chosen point, beyond the budget, to show it holds
                     // (or where it stops holding: its regimes say so).
                     if plan.sustain_s > 0.0 && !st.interrupted() {
-                        st.deadline += std::time::Duration::from_secs_f64(plan.sustain_s);
-                        let held = PhasePlan {
-                            step_s: plan.sustain_s,
-                            warmup_s: 0.0,
-                            ..pp.clone()
-                        };
-                        let spec = WorkloadSpec {
-                            pattern: Pattern::Randread,
-                            block_size: plan.bs,
-                            sessions: n,
-                            engine: EngineKind::Sync,
-                            ..st.spec()
-                        };
-                        let label = format!("sustain randread {} sessions={n}", fmt_bytes(plan.bs));
-                        let run = st.step(&held, spec, label)?;
-                        f.sustain = Some(SustainStep { run, sessions: n });
+                        f.sustain = Some(st.hold(&pp, &plan, Pattern::Randread, n)?);
                     }
                 }
             }
@@ -1193,6 +1210,13 @@ pub fn calibrate(
                     f.write_ramp.push(curve_point_of(i, r, &h, n, 1));
                 }
                 f.write_best = ramp.best().map(ramp_best);
+                // --sustain: the chosen write point held too (a write cache that fills shows
+                // here, in bytes written).
+                if let Some((n, _)) = ramp.best() {
+                    if plan.sustain_s > 0.0 && !st.interrupted() {
+                        f.sustain_write = Some(st.hold(&pp, &plan, Pattern::Randwrite, n)?);
+                    }
+                }
             }
             Phase::Cache => {
                 // A fixed schedule cannot depend on what this rank measured.

@@ -141,6 +141,7 @@ fn bad_options_exit_with_clear_errors() {
         // A bare number for a latency is refused with the fix, never read as seconds.
         (vec!["calibrate", "--max-latency", "5"], "e.g. 5ms"),
         (vec!["run", "--think", "100"], "e.g. 100ms"),
+        (vec!["db", "run", "--think", "2"], "e.g. 2ms"),
     ] {
         let out = bin().args(&a).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{a:?}");

@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use iolens::analysis::regimes::{change_points, run_regimes};
-use iolens::results::analysis::RegimeCause;
+use iolens::analysis::regimes::run_regimes;
+use iolens::results::analysis::{CalibrationBurst, RateStretch, RegimeCause};
 use iolens::results::Results;
 
 mod common;
@@ -84,6 +84,31 @@ impl Limit {
         std::fs::write(self.dir.join(file), line).expect("set the I/O limit");
     }
 
+    /// Cap the bytes a second of this limit's direction too (0: none).
+    fn cap_bytes(&self, bps: u64) {
+        let (file, line) = if self.v2 {
+            let key = if self.what == Dir::Read {
+                "rbps"
+            } else {
+                "wbps"
+            };
+            let v = if bps == 0 {
+                "max".to_string()
+            } else {
+                bps.to_string()
+            };
+            ("io.max", format!("{} {key}={v}", self.dev))
+        } else {
+            let f = if self.what == Dir::Read {
+                "blkio.throttle.read_bps_device"
+            } else {
+                "blkio.throttle.write_bps_device"
+            };
+            (f, format!("{} {bps}", self.dev))
+        };
+        std::fs::write(self.dir.join(file), line).expect("set the bandwidth limit");
+    }
+
     /// A command line that joins this cgroup, then runs iolens.
     fn command(&self, args: &[String]) -> Command {
         let mut c = Command::new("sh");
@@ -94,11 +119,27 @@ impl Limit {
             .args(args);
         c
     }
+
+    /// [`Limit::command`] with iolens at real-time priority (`chrt -f 10`): the storage the
+    /// emulator builds is what is under test, and on a host that other work keeps 100 % busy
+    /// a normal-priority load waits in the run queue (1.4 ms a read measured here) and cannot
+    /// spend the credits at the burst rate, so the cliff would come late or not at all.
+    /// iolens' sessions block in I/O, and the kernel keeps 5 % of each second for the rest.
+    fn command_rt(&self, args: &[String]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg("echo $$ > \"$0\" && exec chrt -f 10 \"$@\"")
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(env!("CARGO_BIN_EXE_iolens"))
+            .args(args);
+        c
+    }
 }
 
 impl Drop for Limit {
     fn drop(&mut self) {
         self.set(0);
+        self.cap_bytes(0);
         // The process that was in it has exited; an empty cgroup can be removed.
         let _ = std::fs::remove_dir(&self.dir);
     }
@@ -114,9 +155,16 @@ struct Loop {
 
 impl Loop {
     fn new(size: u64) -> Option<Loop> {
+        Loop::new_in(size, "/var/tmp")
+    }
+
+    /// Over a file in `dir`: `/dev/shm` for a device of memory's speed, which only the cgroup
+    /// limit holds (this VM's disk, shared with other builds, wandered between 200 and 900
+    /// random 4 KiB writes a second under a 1000 IOPS limit).
+    fn new_in(size: u64, dir: &str) -> Option<Loop> {
         let dir = tempfile::Builder::new()
             .prefix("iolens-burst")
-            .tempdir_in("/var/tmp")
+            .tempdir_in(dir)
             .ok()?;
         let f = dir.path().join("backing");
         let mut w = std::fs::File::create(&f).ok()?;
@@ -149,14 +197,19 @@ impl Loop {
         })
     }
 
-    /// Reads and writes the device completed so far (its own counters), and sectors written.
+    /// The device's own counters (`/sys/block/NAME/stat`): reads or writes completed so far.
     fn done(&self, what: Dir) -> u64 {
+        self.stat()[if what == Dir::Read { 0 } else { 4 }]
+    }
+
+    /// Bytes the device has written so far (its own counter of sectors written).
+    fn written(&self) -> u64 {
+        self.stat()[6] * 512
+    }
+
+    fn stat(&self) -> Vec<u64> {
         let s = std::fs::read_to_string(format!("/sys/block/{}/stat", self.name)).unwrap();
-        let f: Vec<u64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();
-        match what {
-            Dir::Read => f[0],
-            Dir::Write => f[4],
-        }
+        s.split_whitespace().map(|x| x.parse().unwrap()).collect()
     }
 }
 
@@ -166,35 +219,70 @@ impl Drop for Loop {
     }
 }
 
-/// The controller: a token bucket over the device's own completed I/Os. Credits start at
-/// `credits` I/Os beyond the baseline and refill at the baseline rate; the limit is `burst`
-/// while the balance is positive and `base` after. Returns when the limit fell (wall clock).
+/// The controller: a token bucket over the device's own counters, `count` (I/Os completed,
+/// or bytes written). Credits start at `credits` units beyond the baseline and refill at
+/// `refill` units a second (the baseline: for a write cache, what it drains to the media); the
+/// limit is `burst` I/Os a second while the balance is positive and `base` after. Returns when
+/// the limit fell (wall clock) and the count then, from the first unit on.
+#[allow(clippy::too_many_arguments)]
 fn controller(
-    lo: &Loop,
     lim: &Limit,
-    what: Dir,
+    count: &dyn Fn() -> u64,
     burst: u64,
     base: u64,
     credits: f64,
+    refill: f64,
     stop: &AtomicBool,
-) -> Option<SystemTime> {
+) -> Option<(SystemTime, u64)> {
     lim.set(burst);
-    let start_ios = lo.done(what);
+    let start = count();
     let mut t0: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
-        let done = lo.done(what) - start_ios;
+        let done = count() - start;
         if done == 0 {
             continue;
         }
         // The bucket starts with the first I/O.
         let t = t0.get_or_insert_with(Instant::now).elapsed().as_secs_f64();
-        if credits + base as f64 * t - done as f64 <= 0.0 {
+        if credits + refill * t - done as f64 <= 0.0 {
             lim.set(base);
-            return Some(SystemTime::now());
+            return Some((SystemTime::now(), done));
         }
     }
     None
+}
+
+/// The controller of a read burst (credits in I/Os) or of a write cache (credits in bytes,
+/// drained at the baseline's 4 KiB writes a second) on `lo`.
+fn bucket(
+    lo: &Loop,
+    lim: &Limit,
+    what: Dir,
+    (burst, base): (u64, u64),
+    credits: f64,
+    stop: &AtomicBool,
+) -> Option<(SystemTime, u64)> {
+    match what {
+        Dir::Read => controller(
+            lim,
+            &|| lo.done(Dir::Read),
+            burst,
+            base,
+            credits,
+            base as f64,
+            stop,
+        ),
+        Dir::Write => controller(
+            lim,
+            &|| lo.written(),
+            burst,
+            base,
+            credits,
+            base as f64 * 4096.0,
+            stop,
+        ),
+    }
 }
 
 /// A run's start as wall-clock time.
@@ -251,9 +339,10 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         json.display().to_string(),
     ]);
     let stop = Arc::new(AtomicBool::new(false));
-    let credits = (burst - base) as f64 * burst_s;
+    // Credits for `burst_s` seconds at the burst rate: I/Os for reads, bytes for writes.
+    let credits = (burst - base) as f64 * burst_s * if what == Dir::Write { 4096.0 } else { 1.0 };
     let (cliff, out) = std::thread::scope(|s| {
-        let h = s.spawn(|| controller(&lo, &lim, what, burst, base, credits, &stop));
+        let h = s.spawn(|| bucket(&lo, &lim, what, (burst, base), credits, &stop));
         let out = lim.command(&args).output().unwrap();
         stop.store(true, Ordering::Relaxed);
         (h.join().unwrap(), out)
@@ -266,7 +355,7 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
     let r = Results::read_file(&json).unwrap();
     let g = run_regimes(&r.runs[0]).expect("regimes of a 1 s series");
     eprintln!("{}", g.sentence);
-    let cliff = cliff.expect("the controller lowered the limit during the run");
+    let (cliff, count_at_cliff) = cliff.expect("the controller lowered the limit during the run");
     let cliff_s = cliff
         .duration_since(started(&r))
         .map(|d| d.as_secs_f64())
@@ -310,11 +399,12 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         g.sentence
     );
     if what == Dir::Write {
-        // The bytes written to the cliff: what the bucket allowed, 4 KiB each.
-        let want_bytes = (credits + base as f64 * cliff_s) * 4096.0;
+        // The bytes written to the cliff: what the device had written when the controller
+        // found the cache full (its own counter). The cliff's placement is good to a fraction
+        // of an interval: a tenth of the bytes is 0.8 s of writes at the burst rate here.
         assert!(
-            (c.bytes_before as f64 / want_bytes - 1.0).abs() <= 0.1,
-            "{} bytes to the cliff, about {want_bytes} expected",
+            (c.bytes_before as f64 / count_at_cliff as f64 - 1.0).abs() <= 0.1,
+            "{} bytes to the cliff, the device had written {count_at_cliff}",
             c.bytes_before
         );
     }
@@ -335,6 +425,9 @@ fn write_cache_filling_found_after_the_bytes_it_took() {
     emulate(Dir::Write, 1000, 250, 8.0, 20);
 }
 
+/// A steady device (a fixed 600 IOPS limit) run 20 times (8 s each, 1 s intervals): every run
+/// gets a steady-state verdict and no change point, and no neighbour is named (the other side
+/// of `a_neighbour_on_the_device_is_named_where_it_ran`). The false-positive rate is printed.
 #[test]
 fn steady_device_is_steady_and_has_no_change_points() {
     if !root_or_skip("the steady emulated device (loop device, cgroup I/O limit)") {
@@ -352,7 +445,8 @@ fn steady_device_is_steady_and_has_no_change_points() {
     lim.set(600);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let args: Vec<String> = [
+    let dev = lo.dev.display().to_string();
+    let mut args = strings(&[
         "run",
         "--pattern",
         "randread",
@@ -361,50 +455,191 @@ fn steady_device_is_steady_and_has_no_change_points() {
         "--sessions",
         "4",
         "--duration",
-        "24s",
+        "8s",
         "--no-progress",
         "--target",
-        &lo.dev.display().to_string(),
+        &dev,
         "--json",
-        &json.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = lim.command(&args).output().unwrap();
+    ]);
+    args.push(json.display().to_string());
+    let runs = 20;
+    let (mut changed, mut steady, mut ios, mut secs) = (Vec::new(), 0, 0u64, 0.0);
+    for i in 0..runs {
+        let _ = std::fs::remove_file(&json);
+        let out = lim.command(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = Results::read_file(&json).unwrap();
+        let g = run_regimes(&r.runs[0]).unwrap();
+        if !g.changes.is_empty() {
+            changed.push(format!("run {i}: {}", g.sentence));
+        }
+        assert!(!r.runs[0].device_intervals.is_empty());
+        assert!(g.neighbours.is_empty(), "run {i}: {}", g.sentence);
+        steady += g.steady.as_ref().is_some_and(|s| s.steady) as u32;
+        ios += r.runs[0].ops.iter().map(|o| o.count).sum::<u64>();
+        secs += r.runs[0].duration_s;
+    }
+    let rate = ios as f64 / secs;
+    eprintln!(
+        "false-positive rate: {} of {runs} runs with a change point; steady: {steady} of {runs}; \
+         {rate:.1} IOPS over all (limit 600) {changed:?}",
+        changed.len()
+    );
+    assert!(changed.is_empty(), "{changed:?}");
+    assert_eq!(steady, runs);
+    assert!((rate / 600.0 - 1.0).abs() <= 0.03, "{rate:.1} IOPS");
+}
+
+/// What the device itself did over a stretch of a run (its `/proc/diskstats` counters per
+/// interval, `device_intervals`, taken by overlap): 4 KiB reads, or writes, a second, from its
+/// sectors (the block layer may merge two adjacent requests into one it counts once).
+fn device_rate(r: &Results, st: &RateStretch, what: Dir) -> f64 {
+    let run = &r.runs[st.run];
+    assert!(
+        !run.device_intervals.is_empty(),
+        "run {} recorded the device's counters",
+        st.run
+    );
+    let mut n = 0.0;
+    for iv in &run.device_intervals {
+        let (a, b) = (iv.start_s, iv.start_s + iv.duration_s);
+        let overlap = (st.to_s.min(b) - st.from_s.max(a)).max(0.0);
+        if overlap > 0.0 && iv.duration_s > 0.0 {
+            let bytes = if what == Dir::Read {
+                iv.read_bytes
+            } else {
+                iv.write_bytes
+            };
+            n += bytes as f64 / 4096.0 * overlap / iv.duration_s;
+        }
+    }
+    n / (st.to_s - st.from_s)
+}
+
+/// Wall-clock time of `s` seconds into run `run`'s measurement.
+fn at(r: &Results, run: usize, s: f64) -> SystemTime {
+    humantime::parse_rfc3339(&r.runs[run].started).expect("started is RFC 3339")
+        + Duration::from_secs_f64(s)
+}
+
+/// A calibration's burst (or write cache) checked against the construction: `burst`/`base`
+/// the limits the controller set, `cliff` when it lowered the limit. The burst figure is held
+/// to what the device delivered over the stretch iolens picked (a busy host may not reach the
+/// limit: 2 sessions of 2.12 ms reads are 943 IOPS under a 1000 IOPS limit), that delivery to
+/// the limit (never above it, and clearly a burst), and the stretch to the construction: wholly
+/// before the cliff; the sustained figure to the baseline limit (a rate any host here reaches)
+/// over a stretch wholly after it. Tolerance 3 % (the issue's); the delivery may pass the limit
+/// by a 100 ms throttle slice at each end of its stretch (blk-throttle grants in slices).
+fn check_against_construction(
+    r: &Results,
+    b: &CalibrationBurst,
+    what: Dir,
+    (burst, base): (u64, u64),
+    cliff: SystemTime,
+    text: &str,
+) {
+    let bs = b.burst_stretch.expect("the burst's stretch");
+    let ss = b.sustained_stretch.expect("the sustained stretch");
+    let delivered = device_rate(r, &bs, what);
+    let after = device_rate(r, &ss, what);
+    // 3 %, and a throttle slice at each end of a stretch.
+    let slack = |st: &RateStretch| 0.03 + 0.2 / (st.to_s - st.from_s);
+    eprintln!(
+        "burst {:.1} IOPS over run {} {:.1}–{:.1} s, the device delivered {delivered:.1} there          (limit {burst}); sustained {:.1} over run {} {:.1}–{:.1} s, the device {after:.1}          (limit {base})",
+        b.burst_iops, bs.run, bs.from_s, bs.to_s, b.sustained_iops, ss.run, ss.from_s, ss.to_s
+    );
+    assert!(
+        (b.burst_iops / delivered - 1.0).abs() <= 0.03,
+        "burst {:.1} IOPS, the device delivered {delivered:.1} over the same stretch: {text}",
+        b.burst_iops
+    );
+    assert!(
+        delivered <= burst as f64 * (1.0 + slack(&bs)),
+        "the device delivered {delivered:.1} under a {burst} limit: {text}"
+    );
+    assert!(
+        delivered >= 2.0 * base as f64,
+        "the burst stretch delivered {delivered:.1}: not the burst of {burst} (baseline {base}): \
+         {text}"
+    );
+    assert!(
+        (b.sustained_iops / base as f64 - 1.0).abs() <= 0.03,
+        "sustained {:.1} vs the {base} limit: {text}",
+        b.sustained_iops
+    );
+    assert!(
+        (b.sustained_iops / after - 1.0).abs() <= 0.03,
+        "sustained {:.1}, the device delivered {after:.1}: {text}",
+        b.sustained_iops
+    );
+    // Each stretch on its side of the cliff (to within the interval that holds it).
+    let edge = |run: usize, s: f64| secs_between(cliff, at(r, run, s));
+    assert!(
+        edge(bs.run, bs.to_s) <= 1.0,
+        "the burst stretch ends {:+.2} s after the cliff: {text}",
+        edge(bs.run, bs.to_s)
+    );
+    assert!(
+        edge(ss.run, ss.from_s) >= -1.0,
+        "the sustained stretch starts {:+.2} s from the cliff: {text}",
+        edge(ss.run, ss.from_s)
+    );
+}
+
+/// Runs `calibrate` with `args` in the limit's cgroup while the controller (`what`: a read
+/// burst or a write cache) changes the limit; returns the results, the standard output and
+/// the controller's record (when it lowered the limit, and its count then).
+fn calibrate_under(
+    lo: &Loop,
+    lim: &Limit,
+    what: Dir,
+    limits: (u64, u64),
+    credits: f64,
+    args: &[String],
+    json: &Path,
+) -> (Results, String, (SystemTime, u64)) {
+    let stop = AtomicBool::new(false);
+    let (cliff, out) = std::thread::scope(|s| {
+        let h = s.spawn(|| bucket(lo, lim, what, limits, credits, &stop));
+        let out = lim.command_rt(args).output().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        (h.join().unwrap(), out)
+    });
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = Results::read_file(&json).unwrap();
-    let g = run_regimes(&r.runs[0]).unwrap();
-    assert!(g.changes.is_empty(), "{}", g.sentence);
-    // Nothing else used the device: no neighbour named (the other side of
-    // `a_neighbour_on_the_device_is_named_where_it_ran`).
-    assert!(!r.runs[0].device_intervals.is_empty());
-    assert!(g.neighbours.is_empty(), "{}", g.sentence);
-    let st = g.steady.as_ref().expect("a steady-state verdict");
-    assert!(st.steady, "{}", g.sentence);
-    assert!(
-        (g.regimes[0].iops / 600.0 - 1.0).abs() <= 0.03,
-        "{}",
-        g.sentence
-    );
-    // Repeated analyses of the recorded series: 20 windows of 12 intervals each (start 0..12
-    // in steps, wrapping), none may hold an invented change point.
-    let iv = &r.runs[0].ops[0].intervals;
-    let iops: Vec<f64> = iv.iter().map(|i| i.count as f64 / i.duration_s).collect();
-    let mut false_pos = 0;
-    let windows = 20;
-    for w in 0..windows {
-        let a = w % (iops.len() - 12);
-        let len = 12 + (w % 3) * 4;
-        let b = (a + len).min(iops.len());
-        false_pos += change_points(&iops[a..b]).len();
-    }
-    eprintln!("false-positive rate: {false_pos}/{windows} windows");
-    assert_eq!(false_pos, 0);
+    let cliff = cliff.expect("the controller lowered the limit during the calibration");
+    (Results::read_file(json).unwrap(), stdout, cliff)
+}
+
+/// The named change in a held point's regimes (a loaded VM can dip a rate too; the cliff is the
+/// change named for the controller's cause), and how far from the controller's change it was
+/// placed, seconds.
+fn cliff_offset(r: &Results, run: usize, cause: RegimeCause, cliff: SystemTime) -> f64 {
+    let g = run_regimes(&r.runs[run]).unwrap();
+    let series: Vec<u64> = r.runs[run].ops[0]
+        .intervals
+        .iter()
+        .map(|i| i.count)
+        .collect();
+    eprintln!("held point, I/Os per interval: {series:?}; {}", g.sentence);
+    let ch = g
+        .changes
+        .iter()
+        .find(|c| c.cause == cause)
+        .unwrap_or_else(|| panic!("no {cause:?} change: {}", g.sentence));
+    secs_between(cliff, at(r, run, ch.at_s))
+}
+
+fn strings(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// `calibrate --sustain` on the burst emulator: the ramp runs inside the burst, the held point
@@ -416,7 +651,7 @@ fn calibrate_reports_sustained_not_the_burst() {
         return;
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(lo) = Loop::new(64 << 20) else {
+    let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
         assert!(!common::ci(), "no loop device under CI");
         return;
     };
@@ -428,7 +663,8 @@ fn calibrate_reports_sustained_not_the_burst() {
     let credits = (burst - base) as f64 * 14.0;
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("c.json");
-    let args: Vec<String> = [
+    let dev = lo.dev.display().to_string();
+    let mut args = strings(&[
         "calibrate",
         "--phases",
         "randread",
@@ -444,27 +680,12 @@ fn calibrate_reports_sustained_not_the_burst() {
         "20s",
         "--no-progress",
         "--target",
-        &lo.dev.display().to_string(),
+        &dev,
         "--json",
-        &json.display().to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let stop = AtomicBool::new(false);
-    let (cliff, out) = std::thread::scope(|s| {
-        let h = s.spawn(|| controller(&lo, &lim, Dir::Read, burst, base, credits, &stop));
-        let out = lim.command(&args).output().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        (h.join().unwrap(), out)
-    });
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = Results::read_file(&json).unwrap();
+    ]);
+    args.push(json.display().to_string());
+    let (r, stdout, (cliff, _)) =
+        calibrate_under(&lo, &lim, Dir::Read, (burst, base), credits, &args, &json);
     let c = r.calibration.as_ref().unwrap();
     let held = c.findings.sustain.expect("the chosen point was held");
     let an = iolens::analysis::analyse(&r);
@@ -474,48 +695,102 @@ fn calibrate_reports_sustained_not_the_burst() {
         .and_then(|a| a.burst.clone())
         .unwrap_or_else(|| panic!("no burst found: {stdout}"));
     eprintln!("{}", b.sentence);
-    assert!(
-        (b.burst_iops / burst as f64 - 1.0).abs() <= 0.03,
-        "burst {}: {stdout}",
-        b.burst_iops
-    );
-    assert!(
-        (b.sustained_iops / base as f64 - 1.0).abs() <= 0.03,
-        "sustained {}: {stdout}",
-        b.sustained_iops
-    );
     assert!(b.max_in_burst, "{stdout}");
+    check_against_construction(&r, &b, Dir::Read, (burst, base), cliff, &stdout);
     // The cliff, in wall-clock time, where the controller lowered the limit.
-    let g = run_regimes(&r.runs[held.run]).unwrap();
-    let series: Vec<u64> = r.runs[held.run].ops[0]
-        .intervals
-        .iter()
-        .map(|i| i.count)
-        .collect();
-    eprintln!("held point, I/Os per interval: {series:?}; {}", g.sentence);
-    // A loaded VM can dip the burst rate too; the cliff is the change named as credits running
-    // out.
-    let ch = g
-        .changes
-        .iter()
-        .find(|c| c.cause == RegimeCause::CreditsExhausted)
-        .unwrap_or_else(|| panic!("no credits-exhausted change: {}", g.sentence));
-    let at = humantime::parse_rfc3339(&r.runs[held.run].started).unwrap()
-        + Duration::from_secs_f64(ch.at_s);
-    let cliff = cliff.expect("the controller lowered the limit during the calibration");
-    let off = match at.duration_since(cliff) {
-        Ok(d) => d.as_secs_f64(),
-        Err(e) => -e.duration().as_secs_f64(),
-    };
-    eprintln!(
-        "measured: burst {:.0} (set {burst}), sustained {:.0} (set {base}), cliff {off:+.2} s from \
-         the controller's change",
-        b.burst_iops, b.sustained_iops
-    );
+    let off = cliff_offset(&r, held.run, RegimeCause::CreditsExhausted, cliff);
+    eprintln!("cliff {off:+.2} s from the controller's change");
     assert!(off.abs() <= 2.0, "cliff {off:+.2} s off: {stdout}");
     // Said as a burst, and the sustained figure as the answer.
     assert!(stdout.contains("IOPS sustained"), "{stdout}");
     assert!(stdout.contains("inside a burst"), "{stdout}");
+}
+
+/// The write cache through `calibrate --phases writes --sustain`: the device takes 1000 writes
+/// a second (and at most 8 MB/s, so the 128 KiB commit writes cannot empty the cache alone)
+/// until the bytes written, less what it drains at the baseline's 250 4 KiB writes a second,
+/// pass 45 MB; then 250. The commit steps and the random-write ramp run inside the cache, the
+/// held point runs into the cliff (6 to 13 s in, from the fastest and slowest commit writes
+/// seen here). calibrate must report the sustained write rate as the answer, the cache's rate
+/// as a write cache, the cliff where the controller put it and the bytes written to it.
+#[test]
+fn calibrate_reports_the_write_cache_and_sustained_writes() {
+    if !root_or_skip("the write-cache emulator (loop device, cgroup I/O limit)") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
+        assert!(!common::ci(), "no loop device under CI");
+        return;
+    };
+    let Some(lim) = Limit::new(&lo.majmin, Dir::Write) else {
+        assert!(!common::ci(), "no cgroup I/O controller under CI");
+        return;
+    };
+    lim.cap_bytes(8_000_000);
+    let (burst, base) = (1000u64, 250u64);
+    let credits = 45e6;
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("c.json");
+    let dev = lo.dev.display().to_string();
+    let mut args = strings(&[
+        "calibrate",
+        "--phases",
+        "writes",
+        "--bs",
+        "4k",
+        "--max-sessions",
+        "2",
+        "--budget",
+        "8s",
+        "--max-latency",
+        "100ms",
+        "--sustain",
+        "24s",
+        "--no-progress",
+        "--target",
+        &dev,
+        "--disposable-target",
+        &dev,
+        "--json",
+    ]);
+    args.push(json.display().to_string());
+    let (r, stdout, (cliff, written)) =
+        calibrate_under(&lo, &lim, Dir::Write, (burst, base), credits, &args, &json);
+    let c = r.calibration.as_ref().unwrap();
+    let held = c
+        .findings
+        .sustain_write
+        .expect("the chosen write point was held");
+    let an = iolens::analysis::analyse(&r);
+    let b = an
+        .calibration
+        .as_ref()
+        .and_then(|a| a.write_cache.clone())
+        .unwrap_or_else(|| panic!("no write cache found: {stdout}"));
+    eprintln!("{}", b.sentence);
+    // The read burst's analysis finds nothing here (no read ramp), the write cache's does.
+    assert!(an.calibration.as_ref().unwrap().burst.is_none());
+    assert!(b.max_in_burst, "{stdout}");
+    check_against_construction(&r, &b, Dir::Write, (burst, base), cliff, &stdout);
+    let off = cliff_offset(&r, held.run, RegimeCause::WriteCacheFull, cliff);
+    eprintln!(
+        "cliff {off:+.2} s from the controller's change; {} written to it by iolens' count, \
+         {written} B by the device's",
+        b.bytes_before
+    );
+    assert!(off.abs() <= 2.0, "cliff {off:+.2} s off: {stdout}");
+    // Bytes to the cliff: what the device had written when the controller found the cache
+    // full; 2 s of writes at the burst rate (the cliff's tolerance) either way.
+    let slack = 2.0 * burst as f64 * 4096.0;
+    assert!(
+        (b.bytes_before as f64 - written as f64).abs() <= slack,
+        "{} B written to the cliff, the device had written {written} B: {stdout}",
+        b.bytes_before
+    );
+    assert!(stdout.contains("write IOPS sustained"), "{stdout}");
+    assert!(stdout.contains("a write cache"), "{stdout}");
+    assert!(stdout.contains("before the cache filled"), "{stdout}");
 }
 
 /// `calibrate --precondition` on a device whose writes a cgroup holds at a fixed rate (steady

@@ -275,6 +275,7 @@ fn calibration(r: &Results, c: &Calibration) -> CalibrationAnalysis {
             latency_ms: max_point.map(|p| (p.mean_ns / 1e6).floor() as u64),
         },
         burst: regimes::calibration_burst(r, c),
+        write_cache: regimes::calibration_write_cache(r, c),
     }
 }
 

@@ -39,7 +39,8 @@
 
 use super::{Severity, Verdict, VerdictKind};
 use crate::results::analysis::{
-    CalibrationBurst, NeighbourSpan, Regime, RegimeCause, RegimeChange, RunRegimes, SteadyState,
+    CalibrationBurst, NeighbourSpan, RateStretch, Regime, RegimeCause, RegimeChange, RunRegimes,
+    SteadyState,
 };
 use crate::results::{Calibration, Results, RunResult};
 use crate::units::{fmt_bytes, fmt_rate};
@@ -435,6 +436,8 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
                     iops: s.ops[a..b].iter().sum::<f64>() / dur,
                     mb_per_s: s.bytes[a..b].iter().sum::<f64>() / dur / 1e6,
                     p99_ns: p99,
+                    rate_from_s: s.start_s[a],
+                    rate_to_s: s.start_s[b - 1] + s.dur_s[b - 1],
                 }
             })
             .collect();
@@ -646,10 +649,67 @@ fn neighbour_verdict(spans: &[NeighbourSpan], device: &str) -> Verdict {
     )
 }
 
-/// A burst in a calibration's random-read ramp: the first step whose rate fell and stayed
-/// down splits the ramp into steps inside the burst (before) and after it. The sustained
-/// figure is the best after the cliff; a maximum chosen inside the burst is flagged.
+/// A burst in a calibration's random-read ramp: the first step (in the order the steps ran,
+/// the `--sustain` held point last) whose rate fell and stayed down splits the ramp into steps
+/// inside the burst (before) and after it. The sustained figure is the best after the cliff; a
+/// maximum chosen inside the burst is flagged.
 pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurst> {
+    let max_run = c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run);
+    ramp_cliff(
+        r,
+        &c.curve,
+        c.findings.sustain.map(|s| s.run),
+        max_run.zip(c.max_iops),
+        false,
+    )
+}
+
+/// A write cache the random-write ramp filled (the held write point of `--sustain` included):
+/// as [`calibration_burst`], with the bytes the calibration wrote to the cliff.
+pub fn calibration_write_cache(r: &Results, c: &Calibration) -> Option<CalibrationBurst> {
+    let f = &c.findings;
+    let best = f
+        .write_best
+        .and_then(|b| f.write_ramp.iter().find(|p| p.sessions == b.level))
+        .map(|p| (p.run, p.iops));
+    ramp_cliff(r, &f.write_ramp, f.sustain_write.map(|s| s.run), best, true)
+}
+
+/// Bytes `run` moved in one direction (written, or read), its `sync` op left out: measured,
+/// and in its warm-up (a cache fills and credits drain during a warm-up too). The warm-up's
+/// I/Os are the run's count including it (`ios_completed_incl_warmup`) less the measured ones,
+/// taken at the measured mean size (exact for a calibration step, which does one size of one
+/// kind; a run that went both ways gets none).
+fn moved(run: &RunResult, writes: bool) -> (u64, u64) {
+    let (mut bytes, mut count, mut all) = (0u64, 0u64, 0u64);
+    for o in run.ops.iter().filter(|o| o.op != "sync") {
+        all = all.saturating_add(o.count);
+        if o.op.contains("write") == writes {
+            bytes = bytes.saturating_add(o.bytes);
+            count = count.saturating_add(o.count);
+        }
+    }
+    let warm = run
+        .counters
+        .get("ios_completed_incl_warmup")
+        .filter(|v| v.is_finite() && **v >= all as f64)
+        .map_or(0.0, |v| v - all as f64);
+    if count == all && count > 0 {
+        (bytes, (warm * bytes as f64 / count as f64) as u64)
+    } else {
+        (bytes, 0)
+    }
+}
+
+/// The cliff in a ramp's steps (`curve`, then the `held` run), the burst before it and the
+/// sustained rate after; `best`: the run and rate of the step the ramp chose.
+fn ramp_cliff(
+    r: &Results,
+    curve: &[crate::results::CurvePoint],
+    held: Option<usize>,
+    best: Option<(usize, f64)>,
+    writes: bool,
+) -> Option<CalibrationBurst> {
     let start = |i: usize| -> Option<f64> {
         let run = r.runs.get(i)?;
         humantime::parse_rfc3339(&run.started)
@@ -658,22 +718,27 @@ pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurs
             .ok()
             .map(|d| d.as_secs_f64())
     };
-    let t0 = c.curve.first().and_then(|p| start(p.run));
-    // The ramp's steps in order, then the held point (`--sustain`), which comes after them all.
-    let mut steps: Vec<(usize, usize)> = c
-        .curve
+    // The steps as they ran (a refined ramp's curve is sorted by sessions, not by time): curve
+    // index, run, rate. The held point comes after them all.
+    let mut steps: Vec<(usize, usize, f64)> = curve
         .iter()
         .enumerate()
-        .map(|(i, p)| (i, p.run))
+        .map(|(i, p)| (i, p.run, p.iops))
         .collect();
-    if let Some(s) = c.findings.sustain {
-        steps.push((c.curve.len(), s.run));
+    steps.sort_by_key(|s| s.1);
+    if let Some(h) = held.filter(|h| *h < r.runs.len()) {
+        steps.push((curve.len(), h, r.runs[h].iops()));
     }
-    for (i, run) in steps {
+    let whole = |run: usize| RateStretch {
+        run,
+        from_s: 0.0,
+        to_s: r.runs.get(run).map_or(0.0, |x| x.duration_s),
+    };
+    for (k, &(point, run, _)) in steps.iter().enumerate() {
         let Some(g) = r.runs.get(run).and_then(run_regimes) else {
             continue;
         };
-        let Some(ch) = g.changes.iter().find(|ch| {
+        let Some(ci) = g.changes.iter().position(|ch| {
             matches!(
                 ch.cause,
                 RegimeCause::CreditsExhausted | RegimeCause::WriteCacheFull
@@ -681,73 +746,107 @@ pub fn calibration_burst(r: &Results, c: &Calibration) -> Option<CalibrationBurs
         }) else {
             continue;
         };
-        let burst_iops = burst_rate(r, &c.curve[..i.min(c.curve.len())], &g, ch);
-        let sustained_iops = c.curve[(i + 1).min(c.curve.len())..]
+        let ch = &g.changes[ci];
+        let regime = |x: &Regime| RateStretch {
+            run,
+            from_s: x.rate_from_s,
+            to_s: x.rate_to_s,
+        };
+        // The burst: the steps before the cliff's, and the cliff step's regimes before it (a
+        // change of latency alone can split the burst in two).
+        let mut inside: Vec<(f64, RateStretch)> =
+            steps[..k].iter().map(|s| (s.2, whole(s.1))).collect();
+        inside.extend(g.regimes[..=ci].iter().map(|x| (x.iops, regime(x))));
+        let (burst_iops, burst_stretch) = burst_rate(&inside);
+        // Sustained: the best of the cliff step's last regime and the steps after it.
+        let last = g
+            .regimes
+            .last()
+            .map_or((ch.to_iops, whole(run)), |x| (x.iops, regime(x)));
+        let (sustained_iops, sustained_stretch) = steps[k + 1..]
             .iter()
-            .map(|q| q.iops)
-            .fold(g.regimes.last().map_or(ch.to_iops, |x| x.iops), f64::max);
-        let burst_s = match (t0, start(run)) {
-            (Some(a), Some(b)) => b - a + ch.at_s,
+            .map(|s| (s.2, whole(s.1)))
+            .fold(last, |a, b| if b.0 > a.0 { b } else { a });
+        // From the first step of the calibration that moved data this way.
+        let first = r.runs.iter().position(|x| moved(x, writes).0 > 0);
+        // (Its warm-up included: `started` is where its measurement began.)
+        let burst_s = match (first.and_then(start), start(run)) {
+            (Some(a), Some(b)) => b - a + ch.at_s + first.map_or(0.0, |f| r.runs[f].warmup_s),
             _ => ch.at_s,
         };
-        let max_in_burst = c.max_iops_point.is_some_and(|m| m <= i);
-        let mut sentence = format!(
-            "{} IOPS for {:.0} s, then {} sustained",
-            fmt_rate(burst_iops),
-            burst_s,
-            fmt_rate(sustained_iops)
-        );
+        // Every step's bytes before the cliff's, warm-ups included, then the cliff step's.
+        let bytes_before = r.runs[..run]
+            .iter()
+            .map(|x| moved(x, writes))
+            .fold(ch.bytes_before, |a, (m, w)| {
+                a.saturating_add(m).saturating_add(w)
+            })
+            .saturating_add(moved(&r.runs[run], writes).1);
+        let max_in_burst = best.is_some_and(|(m, _)| m <= run);
+        let mut sentence = if writes {
+            format!(
+                "{} IOPS while a write cache took {} ({:.0} s), then {} sustained",
+                fmt_rate(burst_iops),
+                fmt_bytes(bytes_before),
+                burst_s,
+                fmt_rate(sustained_iops)
+            )
+        } else {
+            format!(
+                "{} IOPS for {:.0} s, then {} sustained",
+                fmt_rate(burst_iops),
+                burst_s,
+                fmt_rate(sustained_iops)
+            )
+        };
         if max_in_burst {
             sentence += &format!(
-                "; the ramp's maximum{} was measured inside the burst: the sustained figure is \
-                 the answer",
-                c.max_iops
-                    .map(|m| format!(" ({} IOPS)", fmt_rate(m)))
-                    .unwrap_or_default()
+                "; the {}{} was measured {}: the sustained figure is the answer",
+                if writes {
+                    "write ramp's best"
+                } else {
+                    "ramp's maximum"
+                },
+                best.map(|(_, v)| format!(" ({} IOPS)", fmt_rate(v)))
+                    .unwrap_or_default(),
+                if writes {
+                    "before the cache filled"
+                } else {
+                    "inside the burst"
+                }
             );
         }
         return Some(CalibrationBurst {
-            cliff_point: i,
+            cliff_point: point,
             burst_iops,
             burst_s,
             sustained_iops,
             max_in_burst,
             sentence,
+            bytes_before,
+            burst_stretch: Some(burst_stretch),
+            sustained_stretch: Some(sustained_stretch),
         });
     }
     None
 }
 
-/// The burst's rate: of the stretches measured inside it (the ramp's steps before the cliff,
-/// and the cliff step's regime before the change), those on its plateau (within
-/// [`MIN_CHANGE`] of the highest), and of them the longest. A limiter grants its rate in
-/// slices (blk-throttle: 100 ms), so a window of `d` seconds can read up to one slice more
-/// than the rate, an error of `slice / d`: a 2.5 s ramp step reads 1000 IOPS as up to 1040,
-/// while a 14 s stretch reads it within 0.7 %. The highest of several short steps would pick
-/// the largest such error (seen in CI: 1039.5 for 1000), so the longest stretch is the figure.
-fn burst_rate(
-    r: &Results,
-    steps: &[crate::results::CurvePoint],
-    g: &RunRegimes,
-    ch: &RegimeChange,
-) -> f64 {
-    let before = g
-        .regimes
-        .iter()
-        .zip(&g.changes)
-        .find(|(_, c)| std::ptr::eq(*c, ch))
-        .map_or(ch.at_s, |(reg, _)| ch.at_s - reg.start_s);
-    let mut stretches: Vec<(f64, f64)> = steps
-        .iter()
-        .map(|q| (q.iops, r.runs.get(q.run).map_or(0.0, |x| x.duration_s)))
-        .collect();
-    stretches.push((ch.from_iops, before));
+/// The burst's rate, and the stretch it was measured over: of the stretches measured inside
+/// it (the ramp's steps before the cliff, and the cliff step's regime before the change),
+/// those on its plateau (within [`MIN_CHANGE`] of the highest), and of them the longest. A
+/// limiter grants its rate in slices (blk-throttle: 100 ms), so a window of `d` seconds can
+/// read up to one slice more than the rate, an error of `slice / d`: a 2.5 s ramp step reads
+/// 1000 IOPS as up to 1040, while a 14 s stretch reads it within 0.7 %. The highest of several
+/// short steps would pick the largest such error (seen in CI: 1039.5 for 1000), so the longest
+/// stretch is the figure.
+fn burst_rate(stretches: &[(f64, RateStretch)]) -> (f64, RateStretch) {
     let top = stretches.iter().map(|s| s.0).fold(0.0, f64::max);
     stretches
         .iter()
         .filter(|s| s.0 >= (1.0 - MIN_CHANGE) * top)
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or(top, |s| s.0)
+        .max_by(|a, b| (a.1.to_s - a.1.from_s).total_cmp(&(b.1.to_s - b.1.from_s)))
+        .copied()
+        .unwrap_or((top, RateStretch::default()))
 }
 
 /// Where in time the change at interval `k` happened: inside the interval that mixes the two

@@ -63,8 +63,9 @@ pub struct CalibrateArgs {
     #[arg(long, value_enum, default_value = "auto")]
     pub verify: VerifyMode,
     /// Hold the chosen random-read point this long after the ramp (e.g. 2m), beyond --budget,
-    /// and show whether it holds: a burst that ends, a cache that fills, throttling, and the
-    /// SNIA steady-state verdict of the held load.
+    /// and the chosen random-write point after the write ramp (with the writes phase), and
+    /// show whether each holds: a burst that ends, a write cache that fills (bytes written to
+    /// the cliff), throttling, and the SNIA steady-state verdict of the held load.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     pub sustain: f64,
     /// Precondition the target first, SNIA-style, within this bound (default 10m when given

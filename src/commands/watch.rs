@@ -212,6 +212,8 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
             a.interval.as_secs_f64(),
         )),
     )?;
+    // The first Ctrl-C says "writing results" only where a results file will be written.
+    crate::interrupt::set_writes_results(json.is_some());
     if a.interval < Duration::from_millis(10) {
         bail!("--interval must be at least 10ms");
     }

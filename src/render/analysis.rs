@@ -82,6 +82,13 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
             b.qd
         ));
     }
+    if let Some(b) = &ca.burst {
+        lines.push(format!(
+            "Random reads: {} IOPS sustained; a burst: {}.",
+            fmt_rate(b.sustained_iops),
+            b.sentence
+        ));
+    }
     if let Some(b) = ca.write_best {
         lines.push(format!(
             "Random writes: {} IOPS at p{} ≤ {} ({} sessions).",
@@ -89,6 +96,13 @@ fn calibration_blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
             sig3(c.percentile),
             fmt_ns(c.max_latency_ns as f64),
             b.level
+        ));
+    }
+    if let Some(b) = &ca.write_cache {
+        lines.push(format!(
+            "Random writes: {} IOPS sustained; a write cache: {}.",
+            fmt_rate(b.sustained_iops),
+            b.sentence
         ));
     }
     let cio = &ca.calibrate_io;

@@ -319,6 +319,30 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
             b.level
         );
     }
+    if let Some(held) = c.findings.sustain_write {
+        let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
+        let secs = res.runs.get(held.run).map_or(0.0, |r| r.duration_s);
+        let _ = writeln!(
+            s,
+            "Writes held at {} sessions for {:.0} s (--sustain): {}",
+            held.sessions,
+            secs,
+            g.map_or("too short to judge".to_string(), |g| g.sentence.clone())
+        );
+    }
+    if let Some(b) = &f.write_cache {
+        let _ = writeln!(
+            s,
+            "{} write IOPS sustained{}\n  a write cache: {}",
+            fmt_rate(b.sustained_iops),
+            if b.max_in_burst {
+                " (the random-write figure above was measured before the cache filled)"
+            } else {
+                ""
+            },
+            b.sentence
+        );
+    }
     if let Some(m) = &f.modes_at_max {
         let _ = writeln!(s, "Latency modes at max IOPS: {m}");
     }

@@ -98,6 +98,13 @@ pub struct Regime {
     /// Median of the per-interval p99 latencies (absent when not computed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_ns: Option<u64>,
+    /// The stretch its rates are measured over, seconds from the start of measurement: the
+    /// regime without the intervals that mix it with a neighbouring one (0 and 0 in files
+    /// analysed before it was recorded).
+    #[serde(default)]
+    pub rate_from_s: f64,
+    #[serde(default)]
+    pub rate_to_s: f64,
 }
 
 /// A change between two regimes, with the evidence for its cause.
@@ -465,6 +472,10 @@ pub struct CalibrationFindings {
     /// `--sustain`: the chosen random-read point held after the ramp (its run and sessions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sustain: Option<SustainStep>,
+    /// `--sustain`: the chosen random-write point held after the write ramp (its run and
+    /// sessions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustain_write: Option<SustainStep>,
     /// The calibration plan as run (phases, budget, steps), as `calibrate --explain` describes
     /// it. Absent when a file's plan is missing or of an older shape.
     #[serde(default, deserialize_with = "lenient")]
@@ -532,7 +543,7 @@ pub enum Phase {
     Cache,
 }
 
-/// The chosen random-read point held for `--sustain`.
+/// A ramp's chosen point (random reads, or random writes) held for `--sustain`.
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct SustainStep {
     /// Index into `Results::runs`.
@@ -572,7 +583,8 @@ pub struct Plan {
     /// The I/O buffers stay on small pages (`--huge-pages off`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub small_pages: bool,
-    /// `--sustain`: seconds the chosen random-read point is held after the ramp (0: not held).
+    /// `--sustain`: seconds the chosen random-read (and random-write) point is held after its
+    /// ramp (0: not held).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sustain_s: f64,
     /// `--precondition`: the bound on its time, seconds (0: no preconditioning).
@@ -687,9 +699,14 @@ pub struct CalibrationAnalysis {
     /// after it (absent when no step changed regime downwards).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub burst: Option<CalibrationBurst>,
+    /// A write cache the random-write ramp (and its held point) filled: the rate while it
+    /// took writes, the bytes written to the cliff, and the sustained rate after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_cache: Option<CalibrationBurst>,
 }
 
-/// A burst found in a calibration's random-read ramp.
+/// A burst found in a calibration's random-read ramp, or a write cache its random-write ramp
+/// filled.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct CalibrationBurst {
     /// Curve index of the step in which the rate fell.
@@ -704,6 +721,26 @@ pub struct CalibrationBurst {
     pub max_in_burst: bool,
     /// One line for people: `4.0k IOPS for 41 s, then 1.0k sustained`.
     pub sentence: String,
+    /// Bytes the calibration had moved in the ramp's direction (read for a burst, written for
+    /// a write cache) from its first such step to the cliff.
+    #[serde(default)]
+    pub bytes_before: u64,
+    /// The stretch whose rate is `burst_iops` (absent in files analysed before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst_stretch: Option<RateStretch>,
+    /// The stretch whose rate is `sustained_iops`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained_stretch: Option<RateStretch>,
+}
+
+/// A stretch of one run whose rate a figure is: the run (index into `Results::runs`) and the
+/// span, seconds from its measurement start.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RateStretch {
+    pub run: usize,
+    pub from_s: f64,
+    pub to_s: f64,
 }
 
 /// One row of a Method R response-time profile.
