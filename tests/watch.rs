@@ -2816,7 +2816,7 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
     // Connected before the watch: their whole time under it is known.
     let (mut holder, holder_pid) = connect(ROLES[0]);
     let (idle, idle_pid) = connect(ROLES[1]);
-    let (mut blocked, blocked_pid) = connect(ROLES[2]);
+    let (mut blocked, _) = connect(ROLES[2]);
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("iit.json");
     let w = start_watch(&[
@@ -2898,11 +2898,7 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
         show(k)
     );
     // The holder: its client's think time inside the transaction is a wait, in DB time.
-    let in_tx = time_of(
-        h,
-        "Client:ClientRead (in transaction)",
-        PgWaitKind::Wait,
-    );
+    let in_tx = time_of(h, "Client:ClientRead (in transaction)", PgWaitKind::Wait);
     assert!(
         (in_tx - held).abs() <= 0.1 * held,
         "busy {busy}: in-transaction client wait {in_tx:.3} s, the client held it {held:.3} s"
@@ -2943,7 +2939,10 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
     );
     // Shown as DB time by the renderers, idle apart.
     let text = run_ok(&["show", json.to_str().unwrap()]);
-    assert!(text.contains("Client:ClientRead (in transaction)"), "{text}");
+    assert!(
+        text.contains("Client:ClientRead (in transaction)"),
+        "{text}"
+    );
     let _ = admin.batch_execute(&format!(
         "DROP TABLE iolens_iit_t; {}",
         ROLES.map(|r| format!("DROP ROLE {r};")).join(" ")

@@ -741,7 +741,10 @@ mod tests {
                     "PG {major} state {s}"
                 );
                 assert_eq!(wait_event_label(major, with(s)), CLIENT_READ_IN_TRANSACTION);
-                assert_eq!(wait_event_name(major, with(s)), Some(("Client", "ClientRead")));
+                assert_eq!(
+                    wait_event_name(major, with(s)),
+                    Some(("Client", "ClientRead"))
+                );
             }
             assert_eq!(wait_event_label(major, with(idle)), "Client:ClientRead");
             // Not read (13, track_activities off: STATE_DISABLED, a state not measured): as
