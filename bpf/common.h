@@ -72,47 +72,74 @@ static __always_inline int watched(__u32 tgid, const struct comm_key *key)
 }
 
 // PostgreSQL server processes (filled by user space: src/watch/pgwait.rs, src/profile.rs):
-// tgid -> user address of the global `uint32 *my_wait_event_info`, through which the process
-// publishes its current wait event (the value pg_stat_activity shows). Read in the process's
-// own context (a syscall, the switch-out of the thread leaving the CPU, a sample).
+// tgid -> where the process publishes its state. `wait`: user address of the global
+// `uint32 *my_wait_event_info`, through which it publishes its current wait event (the value
+// pg_stat_activity shows). `status`: user address of the global `PgBackendStatus *MyBEEntry`
+// (0: unknown), whose entry's field at `state_off` is its transaction state
+// (pg_stat_activity.state; offsets and values per version: src/watch/pg_backend_state.rs).
+// Read in the process's own context (a syscall, the switch-out of the thread leaving the CPU,
+// a sample).
+struct pg_ptrs {
+	__u64 wait;
+	__u64 status;
+	__u32 state_off;
+	__u32 pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct pg_ptrs);
 } pg_wait_ptr SEC(".maps");
 
 // A wait event that could not be read (its page not resident: no fault is taken here).
 #define WAIT_UNREADABLE 0xffffffffu
+// Client:ClientRead, the same value in every version (13 to 18): a backend waiting for its
+// client. Whether that is idleness or database time depends on its transaction state.
+#define PG_CLIENT_READ 0x06000000u
+// Set in a Client:ClientRead value whose backend's transaction state was read: the state is
+// in bits 16..22 (wait_event_info never uses bits 16..23: class << 24 | 16-bit event id).
+#define PG_STATE_READ 0x00800000u
 
 // The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
-// nothing.
+// nothing. A Client:ClientRead carries the backend's transaction state (PG_STATE_READ), read
+// at the same instant from its status entry: waiting for its client inside a transaction
+// (holding its locks) is database time, outside one it is idle.
 static __always_inline __u32 current_wait_event(__u32 tgid)
 {
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
-	if (!addr)
+	struct pg_ptrs *p = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+	if (!p)
 		return 0;
 	__u64 ptr = 0;
 	__u32 info = 0;
-	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)*addr) || !ptr)
+	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)p->wait) || !ptr)
 		return WAIT_UNREADABLE;
 	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
 		return WAIT_UNREADABLE;
+	if (info == PG_CLIENT_READ && p->status) {
+		__u64 entry = 0;
+		__s32 state = -1;
+		if (!bpf_probe_read_user(&entry, sizeof(entry), (const void *)p->status) && entry &&
+		    !bpf_probe_read_user(&state, sizeof(state), (const void *)(entry + p->state_off)) &&
+		    state >= 0 && state < 0x80)
+			info |= PG_STATE_READ | ((__u32)state << 16);
+	}
 	return info;
 }
 
 // A PostgreSQL process forks its backends and workers without exec: a child process inherits
-// its parent's address space, so its wait-event pointer is at the same address, known from
-// its first instant however short its life.
+// its parent's address space, so its wait-event pointer (and status entry pointer) is at the
+// same address, known from its first instant however short its life.
 static __always_inline void pg_wait_ptr_fork(struct task_struct *parent, struct task_struct *child)
 {
 	__u32 ptgid = BPF_CORE_READ(parent, tgid);
 	__u32 ctgid = BPF_CORE_READ(child, tgid);
 	if (ctgid == ptgid || ctgid != BPF_CORE_READ(child, pid))
 		return;
-	__u64 *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
+	struct pg_ptrs *addr = bpf_map_lookup_elem(&pg_wait_ptr, &ptgid);
 	if (addr) {
-		__u64 a = *addr;
+		struct pg_ptrs a = *addr;
 		bpf_map_update_elem(&pg_wait_ptr, &ctgid, &a, BPF_ANY);
 	}
 }

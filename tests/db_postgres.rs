@@ -584,6 +584,30 @@ fn postgres_run_as_root_traces_the_backends() {
     assert!(ok, "{so}\n{se}");
     let mut c = db.client();
     evict_table(&mut c, "iolens_t0");
+    // PostgreSQL's own count of the table's block reads (each a pread of a backend), before
+    // and after the run, once the sessions that read have flushed their statistics.
+    let heap_read = |c: &mut Client| -> i64 {
+        let read = |c: &mut Client| -> i64 {
+            c.query_one(
+                "SELECT coalesce(heap_blks_read, 0) FROM pg_statio_user_tables \
+                 WHERE relname = 'iolens_t0'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+        };
+        let mut last = read(c);
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(600));
+            let now = read(c);
+            if now == last {
+                break;
+            }
+            last = now;
+        }
+        last
+    };
+    let heap_before = heap_read(&mut c);
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("pg.json");
     let (ok, so, se) = iolens(&[
@@ -641,6 +665,36 @@ fn postgres_run_as_root_traces_the_backends() {
         .flat_map(|role| role.rows.iter().map(|x| x.event.as_str()))
         .collect();
     assert!(rows.contains(&"IO:DataFileRead"), "{rows:?}");
+    // The relation table (issue 23, item 3): the reads were on the run's table, as many as
+    // PostgreSQL counted for it (the same window as the physical reads above), and it holds
+    // most of the syscall time.
+    let heap = heap_read(&mut c) - heap_before;
+    let rels = r
+        .watch
+        .as_ref()
+        .and_then(|w| w.relations.as_ref())
+        .expect("relation table");
+    let t0 = rels
+        .rows
+        .iter()
+        .find(|x| x.name == "public.iolens_t0" && x.fork == "main")
+        .unwrap_or_else(|| panic!("no row for public.iolens_t0: {:?}", rels.rows));
+    eprintln!(
+        "public.iolens_t0: {} traced reads, pg_statio_user_tables heap_blks_read +{heap}; \
+         {:.3} of {:.3} s of syscall time",
+        t0.reads,
+        t0.syscall_s,
+        rels.rows.iter().map(|x| x.syscall_s).sum::<f64>()
+    );
+    assert_eq!(t0.kind, "table");
+    assert!(heap > 500, "{heap} heap blocks read");
+    assert!(
+        (t0.reads as f64 - heap as f64).abs() <= 0.03 * heap as f64 + 20.0,
+        "{} traced reads of public.iolens_t0, PostgreSQL counted {heap}",
+        t0.reads
+    );
+    let all_s: f64 = rels.rows.iter().map(|x| x.syscall_s).sum();
+    assert!(t0.syscall_s >= 0.5 * all_s, "{:?}", rels.rows);
     // Shown by show and export --markdown.
     let (ok, shown, se) = iolens(&["show", json.to_str().unwrap()]);
     assert!(ok, "{se}");

@@ -699,7 +699,8 @@ fn profile_of_postgres_backends_tags_wait_events_and_leaves_idle_out() {
             "DROP TABLE IF EXISTS iolens_prof_lock; CREATE TABLE iolens_prof_lock (k int)",
         )
         .unwrap();
-    // The lock holder: idle in its transaction (Client:ClientRead) for the whole profile.
+    // The lock holder: idle in its transaction for the whole profile (Client:ClientRead (in
+    // transaction): database time, not idle, since the transaction state is read with it).
     let mut holder = connect();
     let holder_pid = backend(&mut holder);
     holder

@@ -275,6 +275,25 @@ pub(crate) fn attach_tracepoint(
     })
 }
 
+/// Where a PostgreSQL server process publishes its wait event and its transaction state: the
+/// value of the kernel's `pg_wait_ptr` map (`struct pg_ptrs`, bpf/common.h), found by
+/// `crate::watch::pg::process_pointers`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PgPtrs {
+    /// Address of `uint32 *my_wait_event_info`.
+    pub wait: u64,
+    /// Address of `PgBackendStatus *MyBEEntry`; 0: unknown (13, a version not measured).
+    pub status: u64,
+    /// Offset of `st_state` in the entry.
+    pub state_off: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding (8 + 8 + 4 + 4 bytes), as the kernel
+// map holds them.
+unsafe impl aya::Pod for PgPtrs {}
+
 /// Linux keeps the first 15 bytes of a process name (`comm`; 16 with the NUL).
 pub(crate) const COMM_LEN: usize = 15;
 

@@ -189,10 +189,14 @@ impl Sampler {
         })
     }
 
-    /// Tell the programs where PostgreSQL process `pid` publishes its wait event (the user
-    /// address of its `my_wait_event_info`, see `crate::watch::pg`).
-    pub(crate) fn place_wait_pointer(&mut self, pid: u32, addr: u64) -> Result<(), BpfError> {
-        let mut m: BpfHashMap<&mut MapData, u32, u64> = BpfHashMap::try_from(
+    /// Tell the programs where PostgreSQL process `pid` publishes its wait event and its
+    /// transaction state (the user addresses of its `my_wait_event_info` and `MyBEEntry`).
+    pub(crate) fn place_wait_pointer(
+        &mut self,
+        pid: u32,
+        addr: super::PgPtrs,
+    ) -> Result<(), BpfError> {
+        let mut m: BpfHashMap<&mut MapData, u32, super::PgPtrs> = BpfHashMap::try_from(
             self.ebpf
                 .map_mut("pg_wait_ptr")
                 .ok_or_else(|| err("no map pg_wait_ptr"))?,

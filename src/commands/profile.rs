@@ -36,9 +36,10 @@ pub struct ProfileArgs {
     /// other sleep and waiting for a CPU.
     #[arg(long)]
     pub off_cpu: bool,
-    /// Keep idle stacks (PostgreSQL's Client:ClientRead and Activity:* waits, event loops
-    /// asleep in epoll_wait, poll or select) in the profile and the flame graph; by default
-    /// they are left out and their total is shown apart. Never counted in the verdict.
+    /// Keep idle stacks (PostgreSQL's Client:ClientRead outside a transaction and Activity:*
+    /// waits, event loops asleep in epoll_wait, poll or select) in the profile and the flame
+    /// graph; by default they are left out and their total is shown apart. Never counted in
+    /// the verdict.
     #[arg(long)]
     pub keep_idle: bool,
     /// Write the interactive flame graph (SVG) here.

@@ -54,7 +54,8 @@ pub fn blocks(r: &Results, an: Option<&StackProfileAnalysis>, out: &mut Vec<Bloc
     if a.idle_ns > 0 {
         lines.push(if p.source.idle_ns > 0 {
             format!(
-                "idle (waiting for a client or for work: Client:ClientRead, Activity:*, \
+                "idle (waiting for a client or for work: Client:ClientRead outside a transaction, \
+                 Activity:*, \
                  epoll_wait, poll, select): {} over {} waits, left out of the stacks and the \
                  flame graph (--keep-idle keeps them)",
                 fmt_ns(a.idle_ns as f64),

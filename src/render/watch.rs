@@ -255,8 +255,9 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
         }
         let mut lines = vec![format!(
             "{} process(es); DB time {} thread-s (CPU, waiting for a CPU, waits, and off CPU \
-             under no wait event), idle {} thread-s (Client:ClientRead, Activity:*: waiting for \
-             work, not DB time). Every slice of wall time (on CPU, runnable, in a syscall, off \
+             under no wait event; Client:ClientRead (in transaction) is a client thinking while \
+             its transaction is open, holding its locks), idle {} thread-s (Client:ClientRead \
+             outside a transaction, Activity:*: waiting for work, not DB time). Every slice of wall time (on CPU, runnable, in a syscall, off \
              CPU) carries the wait event PostgreSQL {} had set, read from the process at every \
              I/O syscall and every switch-out, not sampled: an event's time is all the time it \
              was set, as pg_stat_activity counts it.",
@@ -301,6 +302,27 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
     out
 }
 
+/// Who made a relation's syscalls: each role's share of its syscall time, most first
+/// ("io worker 97%, client backend 3%"); reads and writes when the time is 0.
+fn by_role(x: &crate::results::PgRelationIo) -> String {
+    let n = |r: &crate::results::PgRelationRole| (r.reads + r.writes + r.syncs) as f64;
+    let all: f64 = x.by_role.iter().map(n).sum();
+    x.by_role
+        .iter()
+        .map(|r| {
+            let share = if x.syscall_s > 0.0 {
+                r.syscall_s / x.syscall_s
+            } else if all > 0.0 {
+                n(r) / all
+            } else {
+                0.0
+            };
+            format!("{} {}", r.role, pct(share))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Rows of the relations table; the rest are summed in one row.
 const MAX_RELATIONS: usize = 25;
 
@@ -334,6 +356,7 @@ pub(crate) fn pg_relation_blocks(r: &Results) -> Vec<Block> {
             "share",
             "device",
             "host queue",
+            "by role (share of its syscall time)",
         ]);
         let mut t = Table::new(&head);
         let total: f64 = rel.rows.iter().map(|x| x.syscall_s).sum();
@@ -363,6 +386,7 @@ pub(crate) fn pg_relation_blocks(r: &Results) -> Vec<Block> {
                 share(x.syscall_s),
                 fmt_ns(x.device_s * 1e9),
                 fmt_ns(x.queue_s * 1e9),
+                by_role(x),
             ]);
             t.row(row)
         };

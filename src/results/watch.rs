@@ -367,6 +367,22 @@ pub struct PgRelationIo {
     /// each waited for), seconds.
     pub device_s: f64,
     pub queue_s: f64,
+    /// The same syscalls by the role of the process that made them (client backend, IO worker,
+    /// checkpointer, background writer, walwriter, autovacuum worker...): who did the I/O.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_role: Vec<PgRelationRole>,
+}
+
+/// One role's part of a relation's traced syscalls.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct PgRelationRole {
+    /// As the process title names it: "client backend", "io worker", "checkpointer"...
+    pub role: String,
+    pub reads: u64,
+    pub writes: u64,
+    pub syncs: u64,
+    /// Summed syscall latency, seconds.
+    pub syscall_s: f64,
 }
 
 /// A query id the watched client backends were seen running, and the I/O syscalls they made

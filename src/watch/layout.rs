@@ -277,5 +277,14 @@ mod tests {
                 sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, acc, seg, tag,
                 seg_from, tag_from, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd),
         );
+        // The value of `pg_wait_ptr`, which user space fills (watch and profile alike).
+        use crate::bpf::PgPtrs;
+        check(
+            "pg_ptrs",
+            size_of::<PgPtrs>(),
+            fields!(PgPtrs: wait, status, state_off, pad),
+        );
+        let profile = btf_structs(btf_section(crate::bpf::profile::PROFILE_OBJECT));
+        assert_eq!(profile.get("pg_ptrs"), structs.get("pg_ptrs"));
     }
 }

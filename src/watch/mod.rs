@@ -791,11 +791,11 @@ pub(crate) fn watch(
             || filters.pids.contains(&pid)
             || filter::comm_of(pid).is_some_and(|c| filters.comms.contains(&c))
     };
-    let mut pg_map: aya::maps::HashMap<MapData, u32, u64> = aya::maps::HashMap::try_from(
+    let mut pg_map: aya::maps::HashMap<MapData, u32, pg::PgPtrs> = aya::maps::HashMap::try_from(
         ebpf.take_map("pg_wait_ptr")
             .context("BPF object lacks pg_wait_ptr")?,
     )?;
-    let place_pg = |rec: &mut Recording, map: &mut aya::maps::HashMap<MapData, u32, u64>| {
+    let place_pg = |rec: &mut Recording, map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>| {
         for (pid, addr) in rec.pg.refresh(pg_watched) {
             // A process gone since: nothing to place.
             let _ = map.insert(pid, addr, 0);
@@ -814,7 +814,7 @@ pub(crate) fn watch(
         for (pid, addr) in rec.pg.refresh(pg_watched) {
             let _ = pg_map.insert(pid, addr, 0);
             // A process gone since, or unreadable: its first sleep carries no event.
-            if let Ok(info) = pg::read_wait_event_at(pid, addr) {
+            if let Ok(info) = pg::read_wait_event(pid, &addr) {
                 if info != 0 {
                     let _ = first.insert(pid, info, 0);
                 }
@@ -1147,7 +1147,10 @@ pub(crate) fn watch(
     }
     res.warnings = warnings;
     // The files named from the catalogs (each database's), and the query ids sampled.
-    let mut relations = rec.files.finish(opts.catalog.as_ref());
+    let pg = &rec.pg;
+    let mut relations = rec
+        .files
+        .finish(opts.catalog.as_ref(), &|pid| pg.role_of(pid));
     if let (Some(c), Some(notes)) = (&opts.catalog, query_notes) {
         let (queries, notes) = rec.queries.finish(c, notes);
         let r = relations.get_or_insert_with(Default::default);

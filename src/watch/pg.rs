@@ -20,6 +20,10 @@ use anyhow::{bail, Context as _, Result};
 #[path = "pg_wait_events.rs"]
 mod tables;
 
+#[rustfmt::skip]
+#[path = "pg_backend_state.rs"]
+mod states;
+
 /// Top byte of `wait_event_info` for LWLock waits; their event is a tranche or lock id.
 const CLASS_LWLOCK: u32 = 0x01;
 /// Top byte of `wait_event_info` for heavyweight lock waits; their event is a lock tag type.
@@ -39,6 +43,12 @@ pub fn known_majors() -> impl Iterator<Item = u32> {
 /// for a major version not in the tables.
 pub fn wait_event_name(major: u32, info: u32) -> Option<(&'static str, &'static str)> {
     let table = tables::VERSIONS.iter().find(|(m, _)| *m == major)?.1;
+    // A Client:ClientRead with its backend's transaction state (STATE_READ).
+    let info = if info & !STATE_BITS == CLIENT_READ | STATE_READ {
+        CLIENT_READ
+    } else {
+        info
+    };
     let class = info >> 24;
     // The server names LWLock and Lock waits by the low 16 bits (the tranche or lock tag type);
     // every other class by the whole value.
@@ -60,7 +70,11 @@ pub fn wait_event_name(major: u32, info: u32) -> Option<(&'static str, &'static 
 
 /// `class:event` for display (`IO:DataFileRead`); a value the version does not name is shown
 /// as its class, if known, and its hexadecimal value (`Extension:0x07000003`).
+/// `Client:ClientRead` inside a transaction is [`CLIENT_READ_IN_TRANSACTION`].
 pub fn wait_event_label(major: u32, info: u32) -> String {
+    if client_wait(major, info) == Some(ClientWait::InTransaction) {
+        return CLIENT_READ_IN_TRANSACTION.to_string();
+    }
     if let Some((class, event)) = wait_event_name(major, info) {
         return format!("{class}:{event}");
     }
@@ -72,6 +86,94 @@ pub fn wait_event_label(major: u32, info: u32) -> String {
     format!("{class}:{info:#010X}")
 }
 
+/// `Client:ClientRead`, the same value in every version the tables know (13 to 18): a backend
+/// waiting for its client (`PG_CLIENT_READ` in bpf/common.h).
+pub const CLIENT_READ: u32 = 0x0600_0000;
+/// Set in a `Client:ClientRead` value whose backend's transaction state was read with it
+/// (`PG_STATE_READ`): the raw `st_state` is in bits 16..22, which `wait_event_info` never uses.
+pub const STATE_READ: u32 = 0x0080_0000;
+const STATE_BITS: u32 = 0x007F_0000;
+
+/// What a backend waiting for its client is doing, by its transaction state
+/// (`pg_stat_activity.state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientWait {
+    /// `idle`: between transactions; not database time.
+    Idle,
+    /// `idle in transaction` (or aborted), or `active` (a statement reading its input, COPY
+    /// FROM STDIN): the transaction is open, its locks held while the client thinks.
+    InTransaction,
+}
+
+/// Where PostgreSQL `major` keeps a backend's transaction state in its status entry, and the
+/// values of idle, idle in transaction, idle in transaction (aborted) and active: measured on
+/// the real servers by `scripts/pg-backend-state.py` (`pg_backend_state.rs`). `None` for a
+/// version without an exported `MyBEEntry` (13) or not measured.
+pub fn backend_state_layout(major: u32) -> Option<(u32, [u32; 4])> {
+    states::VERSIONS
+        .iter()
+        .find(|v| v.0 == major)
+        .map(|v| (v.1, v.2))
+}
+
+/// For a `Client:ClientRead` value carrying its backend's transaction state (see
+/// [`STATE_READ`]): whether the backend was idle or inside a transaction. `None` for any other
+/// value, a state not read, or a state that is neither (starting up, `track_activities` off).
+pub fn client_wait(major: u32, info: u32) -> Option<ClientWait> {
+    if info & !STATE_BITS != CLIENT_READ | STATE_READ {
+        return None;
+    }
+    let state = (info & STATE_BITS) >> 16;
+    let (_, [idle, in_tx, aborted, active]) = backend_state_layout(major)?;
+    if state == idle {
+        Some(ClientWait::Idle)
+    } else if [in_tx, aborted, active].contains(&state) {
+        Some(ClientWait::InTransaction)
+    } else {
+        None
+    }
+}
+
+/// The label of `Client:ClientRead` inside a transaction: database time, unlike the idle one.
+pub const CLIENT_READ_IN_TRANSACTION: &str = "Client:ClientRead (in transaction)";
+
+pub use crate::bpf::PgPtrs;
+
+/// [`PgPtrs`] of server process `pid` of PostgreSQL `major` (when known): the addresses of
+/// `my_wait_event_info` ([`wait_event_pointer_address`]) and of `MyBEEntry`, from one read of
+/// its binary.
+pub fn process_pointers(pid: u32, major: Option<u32>) -> Result<PgPtrs> {
+    let names = ["my_wait_event_info", "MyBEEntry"];
+    let [wait, status] = symbol_addresses(pid, &names)?[..] else {
+        unreachable!("two names, two addresses")
+    };
+    let Some(wait) = wait else {
+        bail!(no_wait_pointer(pid));
+    };
+    let layout = major.and_then(backend_state_layout);
+    Ok(match (status, layout) {
+        (Some(status), Some((off, _))) => PgPtrs {
+            wait,
+            status,
+            state_off: off,
+            pad: 0,
+        },
+        _ => PgPtrs {
+            wait,
+            ..Default::default()
+        },
+    })
+}
+
+fn no_wait_pointer(pid: u32) -> String {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    format!(
+        "process {pid} ({}) exports no my_wait_event_info: it is not a PostgreSQL server, or \
+         one older than 14, which publishes its wait event only in its PGPROC",
+        exe.display()
+    )
+}
+
 /// The address, in process `pid`, of PostgreSQL's global `uint32 *my_wait_event_info`: the
 /// pointer variable through which that process publishes its current wait event (the value
 /// is `*(uint32 *)*address`). It is the binary's load bias (from `/proc/PID/maps`) plus the
@@ -79,6 +181,12 @@ pub fn wait_event_label(major: u32, info: u32) -> String {
 /// on stock builds (PostgreSQL 14 and later; 13 has no such variable). Reading `/proc/PID/*`
 /// of another user's process needs root.
 pub fn wait_event_pointer_address(pid: u32) -> Result<u64> {
+    symbol_addresses(pid, &["my_wait_event_info"])?[0].with_context(|| no_wait_pointer(pid))
+}
+
+/// The addresses in process `pid` of the global variables `names` of its binary (`None`: not
+/// in its dynamic symbol table): load bias plus each symbol's value.
+fn symbol_addresses(pid: u32, names: &[&str]) -> Result<Vec<Option<u64>>> {
     let exe_link = format!("/proc/{pid}/exe");
     let exe = std::fs::read_link(&exe_link)
         .with_context(|| format!("process {pid}: cannot read {exe_link}"))?;
@@ -86,13 +194,10 @@ pub fn wait_event_pointer_address(pid: u32) -> Result<u64> {
     let data = std::fs::read(&exe_link)
         .with_context(|| format!("process {pid}: cannot read its binary {}", exe.display()))?;
     let elf = Elf::parse(&data).with_context(|| format!("{}", exe.display()))?;
-    let Some(value) = elf.dynamic_symbol("my_wait_event_info") else {
-        bail!(
-            "process {pid} ({}) exports no my_wait_event_info: it is not a PostgreSQL server, \
-             or one older than 14, which publishes its wait event only in its PGPROC",
-            exe.display()
-        );
-    };
+    let values: Vec<Option<u64>> = names.iter().map(|n| elf.dynamic_symbol(n)).collect();
+    if values.iter().all(Option::is_none) {
+        return Ok(values);
+    }
     let maps_path = format!("/proc/{pid}/maps");
     let maps = std::fs::read_to_string(&maps_path)
         .with_context(|| format!("process {pid}: cannot read {maps_path}"))?;
@@ -112,7 +217,10 @@ pub fn wait_event_pointer_address(pid: u32) -> Result<u64> {
         .min()
         .with_context(|| format!("process {pid}: {} is not in its {maps_path}", exe.display()))?;
     let bias = start.wrapping_sub(elf.first_load_vaddr & !0xFFF);
-    Ok(bias.wrapping_add(value))
+    Ok(values
+        .into_iter()
+        .map(|v| v.map(|v| bias.wrapping_add(v)))
+        .collect())
 }
 
 /// The current `wait_event_info` of process `pid` (PostgreSQL 14 and later), read from its
@@ -131,6 +239,36 @@ pub fn read_wait_event_at(pid: u32, address: u64) -> Result<u32> {
     let mut value = [0u8; 4];
     mem.read_exact_at(&mut value, u64::from_ne_bytes(ptr))
         .with_context(|| format!("process {pid}: cannot read its wait event"))?;
+    Ok(u32::from_ne_bytes(value))
+}
+
+/// The wait event of process `pid` as the probes read it (`current_wait_event`, bpf/common.h):
+/// a `Client:ClientRead` carries the backend's transaction state read just after it.
+pub fn read_wait_event(pid: u32, ptrs: &PgPtrs) -> Result<u32> {
+    let info = read_wait_event_at(pid, ptrs.wait)?;
+    if info != CLIENT_READ || ptrs.status == 0 {
+        return Ok(info);
+    }
+    Ok(match read_backend_state(pid, ptrs) {
+        Ok(state) if state < 0x80 => info | STATE_READ | state << 16,
+        _ => info,
+    })
+}
+
+/// The raw transaction state (`st_state`) of backend `pid`, from its status entry.
+pub fn read_backend_state(pid: u32, ptrs: &PgPtrs) -> Result<u32> {
+    let mem_path = format!("/proc/{pid}/mem");
+    let mem = File::open(&mem_path).with_context(|| format!("cannot open {mem_path}"))?;
+    let mut ptr = [0u8; 8];
+    mem.read_exact_at(&mut ptr, ptrs.status)
+        .with_context(|| format!("process {pid}: cannot read MyBEEntry"))?;
+    let entry = u64::from_ne_bytes(ptr);
+    if entry == 0 {
+        bail!("process {pid} has no status entry");
+    }
+    let mut value = [0u8; 4];
+    mem.read_exact_at(&mut value, entry + u64::from(ptrs.state_off))
+        .with_context(|| format!("process {pid}: cannot read its status entry"))?;
     Ok(u32::from_ne_bytes(value))
 }
 
@@ -580,6 +718,51 @@ mod tests {
     }
 
     #[test]
+    fn client_read_is_split_by_the_transaction_state_read_with_it() {
+        // The probes test the one value (PG_CLIENT_READ): it is Client:ClientRead everywhere.
+        for m in known_majors() {
+            assert_eq!(
+                wait_event_name(m, CLIENT_READ),
+                Some(("Client", "ClientRead")),
+                "PG {m}"
+            );
+        }
+        // Every version with an exported MyBEEntry was measured (13 has none).
+        let measured: Vec<u32> = states::VERSIONS.iter().map(|v| v.0).collect();
+        assert_eq!(measured, [14, 15, 16, 17, 18]);
+        // PostgreSQL 18 numbers the states one higher (STATE_STARTING came before them).
+        let with = |state: u32| CLIENT_READ | STATE_READ | state << 16;
+        for (major, idle, in_tx, aborted, active) in [(15, 1, 3, 5, 2), (18, 2, 4, 6, 3)] {
+            assert_eq!(client_wait(major, with(idle)), Some(ClientWait::Idle));
+            for s in [in_tx, aborted, active] {
+                assert_eq!(
+                    client_wait(major, with(s)),
+                    Some(ClientWait::InTransaction),
+                    "PG {major} state {s}"
+                );
+                assert_eq!(wait_event_label(major, with(s)), CLIENT_READ_IN_TRANSACTION);
+                assert_eq!(
+                    wait_event_name(major, with(s)),
+                    Some(("Client", "ClientRead"))
+                );
+            }
+            assert_eq!(wait_event_label(major, with(idle)), "Client:ClientRead");
+            // Not read (13, track_activities off: STATE_DISABLED, a state not measured): as
+            // before, the plain event.
+            assert_eq!(client_wait(major, CLIENT_READ), None);
+            assert_eq!(wait_event_label(major, CLIENT_READ), "Client:ClientRead");
+            assert_eq!(client_wait(major, with(0)), None);
+            assert_eq!(wait_event_label(major, with(0)), "Client:ClientRead");
+        }
+        // PG 15's idle value is PG 18's "active": the version decides.
+        assert_eq!(client_wait(18, with(2)), Some(ClientWait::Idle));
+        assert_eq!(client_wait(15, with(2)), Some(ClientWait::InTransaction));
+        // Only Client:ClientRead carries a state; another event with those bits is not it.
+        assert_eq!(client_wait(15, 0x0600_0001 | STATE_READ | 1 << 16), None);
+        assert_eq!(client_wait(13, with(1)), None);
+    }
+
+    #[test]
     fn every_table_is_sorted_and_names_each_class() {
         for (major, table) in tables::VERSIONS {
             assert!(
@@ -765,6 +948,65 @@ mod tests {
         }
     }
 
+    /// Sessions idle, idle in transaction and idle in transaction (aborted), as
+    /// pg_stat_activity shows them: the state read from each one's status entry is the
+    /// measured value of that state, and its Client:ClientRead, read as the probes read it, is
+    /// labelled idle or in transaction accordingly.
+    fn states_agree(watcher: &mut postgres::Client, dsn: &str, major: u32, idle_pid: u32) {
+        let (_, [idle_v, tx_v, aborted_v, _]) = backend_state_layout(major)
+            .unwrap_or_else(|| panic!("PG {major}: no measured st_state layout"));
+        let mut tx = connect(dsn);
+        let tx_pid = backend_pid(&mut tx);
+        tx.batch_execute("BEGIN; SELECT 1").unwrap();
+        let mut aborted = connect(dsn);
+        let aborted_pid = backend_pid(&mut aborted);
+        aborted.batch_execute("BEGIN").unwrap();
+        assert!(aborted.batch_execute("SELECT 1/0").is_err());
+        for (pid, state, value, label) in [
+            (idle_pid, "idle", idle_v, "Client:ClientRead"),
+            (
+                tx_pid,
+                "idle in transaction",
+                tx_v,
+                CLIENT_READ_IN_TRANSACTION,
+            ),
+            (
+                aborted_pid,
+                "idle in transaction (aborted)",
+                aborted_v,
+                CLIENT_READ_IN_TRANSACTION,
+            ),
+        ] {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            let ptrs = process_pointers(pid, Some(major)).unwrap();
+            loop {
+                let row = watcher
+                    .query_one(
+                        "SELECT state, wait_event FROM pg_stat_activity WHERE pid = $1",
+                        &[&(pid as i32)],
+                    )
+                    .unwrap();
+                let seen: (Option<String>, Option<String>) = (row.get(0), row.get(1));
+                if seen == (Some(state.into()), Some("ClientRead".into())) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "PG {major} pid {pid}: never {state} (last {seen:?})"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            assert_eq!(
+                read_backend_state(pid, &ptrs).unwrap(),
+                value,
+                "PG {major} pid {pid} {state}"
+            );
+            let info = read_wait_event(pid, &ptrs).unwrap();
+            assert_eq!(info, CLIENT_READ | STATE_READ | value << 16);
+            assert_eq!(wait_event_label(major, info), label, "PG {major} {state}");
+        }
+    }
+
     /// The names the table gives to a live server's sessions (idle, in pg_sleep, waiting on a
     /// row lock and on a relation lock) are the names its pg_stat_activity gives; the server's
     /// version and every one of its processes' roles are recognised.
@@ -808,10 +1050,17 @@ mod tests {
         let sleeper_pid = backend_pid(&mut sleeper);
         let sleeping = std::thread::spawn(move || sleeper.execute("SELECT pg_sleep(60)", &[]));
         agrees(&mut watcher, major, sleeper_pid, ("Timeout", "PgSleep"));
+        // Its transaction state, read from its status entry, is pg_stat_activity's: active.
+        let ptrs = process_pointers(sleeper_pid, Some(major)).unwrap();
+        let (off, [_, _, _, active]) = backend_state_layout(major).unwrap();
+        assert_eq!((ptrs.state_off, ptrs.status > 0), (off, true));
+        assert_eq!(read_backend_state(sleeper_pid, &ptrs).unwrap(), active);
         watcher
             .execute("SELECT pg_cancel_backend($1)", &[&(sleeper_pid as i32)])
             .unwrap();
         assert!(sleeping.join().unwrap().is_err(), "pg_sleep was cancelled");
+
+        states_agree(&mut watcher, dsn, major, idle_pid);
 
         // A row lock (Lock:transactionid) and a relation lock (Lock:relation).
         let table = format!("iolens_pg_wait_{}", std::process::id());

@@ -50,8 +50,8 @@ pub(crate) struct PgWaitAcc {
     tagged: HashMap<(u32, u32), WallSplit>,
     /// Labels already made, for the histogram ops (bounded: a few hundred events per version).
     labels: HashMap<(Option<u32>, u32), &'static str>,
-    /// postmaster → its (and its children's) wait-event pointer address.
-    addr_of: HashMap<u32, u64>,
+    /// postmaster → its (and its children's) wait-event and status pointer addresses.
+    addr_of: HashMap<u32, pg::PgPtrs>,
     /// Servers whose pointer could not be found.
     no_addr: std::collections::HashSet<u32>,
     unreadable: Vec<String>,
@@ -71,21 +71,32 @@ fn row<'a>(
         })
 }
 
-/// Whether a wait event is idleness, not database time.
+/// Whether a wait event is idleness, not database time: a backend waiting for its client
+/// outside a transaction (`Client:ClientRead`; inside one it is
+/// [`pg::CLIENT_READ_IN_TRANSACTION`], database time), a process waiting for work
+/// (`Activity:*`).
 pub(crate) fn idle(label: &str) -> bool {
     label == "Client:ClientRead" || label.starts_with("Activity:")
 }
 
 impl PgWaitAcc {
+    /// The role of process `tgid` (its process title's), as its wait-event tables name it.
+    pub(crate) fn role_of(&self, tgid: u32) -> String {
+        self.procs
+            .get(&tgid)
+            .map_or("(exited before identified)", |p| p.role)
+            .to_string()
+    }
+
     /// Whether process `tgid` is a known PostgreSQL server process.
     pub(crate) fn is_pg(&self, tgid: u32) -> bool {
         self.procs.contains_key(&tgid) || self.placed.contains_key(&tgid)
     }
 
     /// Look at the server processes now running: note roles and versions, and return those
-    /// (pid, address) whose wait-event pointer address is newly known, for the kernel map. A
-    /// forked process shares its postmaster's address; `watched` says which pids to consider.
-    pub(crate) fn refresh(&mut self, watched: impl Fn(u32) -> bool) -> Vec<(u32, u64)> {
+    /// (pid, addresses) whose wait-event pointer address is newly known, for the kernel map. A
+    /// forked process shares its postmaster's addresses; `watched` says which pids to consider.
+    pub(crate) fn refresh(&mut self, watched: impl Fn(u32) -> bool) -> Vec<(u32, pg::PgPtrs)> {
         let mut new = Vec::new();
         for p in pg::postgres_processes() {
             if !watched(p.pid) {
@@ -118,7 +129,7 @@ impl PgWaitAcc {
             }
             let addr = match self.addr_of.get(&p.postmaster) {
                 Some(&a) => Ok(a),
-                None => pg::wait_event_pointer_address(p.postmaster),
+                None => pg::process_pointers(p.postmaster, p.major),
             };
             match addr {
                 Ok(a) => {

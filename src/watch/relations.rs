@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::results::{PgRelationIo, PgRelations};
+use crate::results::{PgRelationIo, PgRelationRole, PgRelations};
 
 /// Connects to the server the watch was given (`--dsn`), to the named database, or to the
 /// DSN's own when `None`.
@@ -203,18 +203,38 @@ pub(crate) fn file_op(name: &str) -> Option<FileOp> {
     }
 }
 
-/// A file seen: what it is (`None`: not a PostgreSQL file) and its sums.
+impl Io {
+    fn add(&mut self, op: FileOp, ns: u64, bytes: u64, device_ns: u64, queue_ns: u64) {
+        match op {
+            FileOp::Read => {
+                self.reads += 1;
+                self.read_bytes += bytes;
+            }
+            FileOp::Write => {
+                self.writes += 1;
+                self.write_bytes += bytes;
+            }
+            FileOp::Sync => self.syncs += 1,
+        }
+        self.syscall_ns += ns;
+        self.device_ns += device_ns;
+        self.queue_ns += queue_ns;
+    }
+}
+
+/// A file seen: what it is (`None`: not a PostgreSQL file) and its sums, by the process that
+/// made the syscalls.
 struct Seen {
     what: Option<PgFile>,
-    io: Io,
+    by_pid: HashMap<u32, Io>,
 }
 
 /// The watched processes' files, by (filesystem device, inode), and their sums.
 #[derive(Default)]
 pub(crate) struct FileTable {
     files: HashMap<(u32, u64), Seen>,
-    /// Syscalls whose file could not be named (closed before its path was read).
-    unnamed: Io,
+    /// Syscalls whose file could not be named (closed before its path was read), by process.
+    unnamed: HashMap<u32, Io>,
     /// Files whose path could not be read yet, and the tries so far (a few per file).
     tries: HashMap<(u32, u64), u8>,
 }
@@ -256,7 +276,7 @@ impl FileTable {
                         key,
                         Seen {
                             what: classify(&p),
-                            io: Io::default(),
+                            by_pid: HashMap::new(),
                         },
                     );
                 }
@@ -270,32 +290,22 @@ impl FileTable {
                             key,
                             Seen {
                                 what: Some(PgFile::Other("(closed before it was named)".into())),
-                                io: Io::default(),
+                                by_pid: HashMap::new(),
                             },
                         );
                     }
                 }
             }
         }
-        let io = match self.files.get_mut(&key) {
+        let by_pid = match self.files.get_mut(&key) {
             Some(Seen { what: None, .. }) => return,
-            Some(s) => &mut s.io,
+            Some(s) => &mut s.by_pid,
             None => &mut self.unnamed,
         };
-        match op {
-            FileOp::Read => {
-                io.reads += 1;
-                io.read_bytes += bytes;
-            }
-            FileOp::Write => {
-                io.writes += 1;
-                io.write_bytes += bytes;
-            }
-            FileOp::Sync => io.syncs += 1,
-        }
-        io.syscall_ns += ns;
-        io.device_ns += device_ns;
-        io.queue_ns += queue_ns;
+        by_pid
+            .entry(pid)
+            .or_default()
+            .add(op, ns, bytes, device_ns, queue_ns);
     }
 
     /// Whether any PostgreSQL file was seen.
@@ -304,17 +314,23 @@ impl FileTable {
     }
 
     /// The relations table: files named through `catalog` (each database's, connected to it)
-    /// when given, else by their paths; most I/O time first.
-    pub(crate) fn finish(self, catalog: Option<&Catalog>) -> Option<PgRelations> {
+    /// when given, else by their paths; most I/O time first. Each row is split by the role of
+    /// the processes that made its syscalls (`role_of` a pid: client backend, IO worker,
+    /// checkpointer...).
+    pub(crate) fn finish(
+        self,
+        catalog: Option<&Catalog>,
+        role_of: &dyn Fn(u32) -> String,
+    ) -> Option<PgRelations> {
         if !self.any() {
             return None;
         }
-        let mut files: Vec<(PgFile, Io)> = self
+        let mut files: Vec<(PgFile, HashMap<u32, Io>)> = self
             .files
             .into_values()
-            .filter_map(|s| Some((s.what?, s.io)))
+            .filter_map(|s| Some((s.what?, s.by_pid)))
             .collect();
-        if self.unnamed.reads + self.unnamed.writes + self.unnamed.syncs > 0 {
+        if !self.unnamed.is_empty() {
             files.push((
                 PgFile::Other("(closed before it was named)".into()),
                 self.unnamed,
@@ -343,7 +359,7 @@ impl FileTable {
         // One row per (relation, fork); segments and files of one relation summed.
         let mut rows: BTreeMap<(String, String), (PgRelationIo, std::collections::BTreeSet<u32>)> =
             BTreeMap::new();
-        for (f, io) in files {
+        for (f, by_pid) in files {
             let (name, kind, database, fork, segment) = describe(&f, &names);
             let (row, segs) = rows.entry((name.clone(), fork.clone())).or_insert_with(|| {
                 (
@@ -359,16 +375,43 @@ impl FileTable {
             });
             segs.insert(segment);
             row.files += 1;
-            row.reads += io.reads;
-            row.read_bytes += io.read_bytes;
-            row.writes += io.writes;
-            row.write_bytes += io.write_bytes;
-            row.syncs += io.syncs;
-            row.syscall_s += io.syscall_ns as f64 / 1e9;
-            row.device_s += io.device_ns as f64 / 1e9;
-            row.queue_s += io.queue_ns as f64 / 1e9;
+            for (pid, io) in by_pid {
+                row.reads += io.reads;
+                row.read_bytes += io.read_bytes;
+                row.writes += io.writes;
+                row.write_bytes += io.write_bytes;
+                row.syncs += io.syncs;
+                row.syscall_s += io.syscall_ns as f64 / 1e9;
+                row.device_s += io.device_ns as f64 / 1e9;
+                row.queue_s += io.queue_ns as f64 / 1e9;
+                let role = role_of(pid);
+                let r = match row.by_role.iter().position(|x| x.role == role) {
+                    Some(i) => &mut row.by_role[i],
+                    None => {
+                        row.by_role.push(PgRelationRole {
+                            role,
+                            ..Default::default()
+                        });
+                        row.by_role.last_mut().unwrap()
+                    }
+                };
+                r.reads += io.reads;
+                r.writes += io.writes;
+                r.syncs += io.syncs;
+                r.syscall_s += io.syscall_ns as f64 / 1e9;
+            }
         }
-        let mut rows: Vec<PgRelationIo> = rows.into_values().map(|(r, _)| r).collect();
+        let mut rows: Vec<PgRelationIo> = rows
+            .into_values()
+            .map(|(mut r, _)| {
+                r.by_role.sort_by(|a, b| {
+                    b.syscall_s
+                        .total_cmp(&a.syscall_s)
+                        .then_with(|| a.role.cmp(&b.role))
+                });
+                r
+            })
+            .collect();
         rows.sort_by(|a, b| {
             b.syscall_s
                 .total_cmp(&a.syscall_s)
@@ -417,7 +460,7 @@ fn relkind(k: &str) -> &'static str {
 /// turn: a filenode means something only in its database; shared catalogs from the DSN's).
 fn names_from(
     c: &Catalog,
-    files: &[(PgFile, Io)],
+    files: &[(PgFile, HashMap<u32, Io>)],
     resolved: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Names {
