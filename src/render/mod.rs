@@ -30,6 +30,7 @@ pub mod hosts;
 pub mod html;
 pub mod io_stats;
 pub mod markdown;
+pub mod plan;
 pub mod stacks;
 pub mod svg;
 pub mod table;
@@ -129,16 +130,7 @@ impl TermStyle {
 
 /// Short name of a results kind.
 pub(crate) fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Run => "run",
-        Kind::Calibrate => "calibrate",
-        Kind::Db => "db",
-        Kind::Trace => "trace",
-        Kind::Ingest => "ingest",
-        Kind::Verify => "verify",
-        Kind::Watch => "watch",
-        Kind::Profile => "profile",
-    }
+    k.name()
 }
 
 /// Print to stdout, treating a closed pipe (`| head`) as success.
