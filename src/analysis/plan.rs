@@ -132,40 +132,72 @@ struct Fit {
 
 /// Throughput (IOPS) of `n` sessions over one delay `z` and `luns` identical `q`-server
 /// stations of service `s`, every I/O at a random station; for every population 1..=n
-/// (exact mean value analysis with load-dependent stations).
-fn mva(n: u32, luns: u32, f: Fit) -> Vec<f64> {
+/// (exact mean value analysis with load-dependent stations), stopping at the first population
+/// whose throughput reaches `stop`.
+fn mva(n: u32, luns: u32, f: Fit, stop: f64) -> Vec<f64> {
     let mu = |k: usize| (k as f64).min(f.q) / f.s;
     let mut p = vec![1.0f64]; // marginal queue-length probabilities at one station
     let mut xs = Vec::with_capacity(n as usize);
     for m in 1..=n as usize {
-        let r: f64 = (1..=m).map(|k| k as f64 / mu(k) * p[k - 1]).sum();
+        // p holds the queue lengths that still have a probability (the tail is dropped).
+        let top = p.len();
+        let r: f64 = (1..=top).map(|k| k as f64 / mu(k) * p[k - 1]).sum();
         let x = m as f64 / (f.z + r);
         let xi = x / luns as f64;
-        let mut np = vec![0.0; m + 1];
-        for k in 1..=m {
+        let mut np = vec![0.0; top + 1];
+        for k in 1..=top {
             np[k] = xi / mu(k) * p[k - 1];
         }
         np[0] = (1.0 - np[1..].iter().sum::<f64>()).max(0.0);
+        while np.len() > 1 && np[np.len() - 1] < 1e-18 {
+            np.pop();
+        }
         p = np;
         xs.push(x);
+        if x >= stop {
+            break;
+        }
     }
     xs
 }
 
 /// Predicted IOPS and mean latency (s) of `sessions` over `luns` LUNs.
 fn predict_all(max_sessions: u32, luns: u32, f: Fit, per_session: bool) -> Vec<(f64, f64)> {
+    predict_until(max_sessions, luns, f, per_session, f64::INFINITY)
+}
+
+/// [`predict_all`] up to the first session count whose IOPS reach `stop`.
+fn predict_until(
+    max_sessions: u32,
+    luns: u32,
+    f: Fit,
+    per_session: bool,
+    stop: f64,
+) -> Vec<(f64, f64)> {
     let xs = if per_session {
         // Each LUN its own network: sessions split as evenly as they go.
-        let one = mva(max_sessions.div_ceil(luns) + 1, 1, f);
-        (1..=max_sessions)
-            .map(|n| {
-                let (g, r) = (n / luns, n % luns);
-                let x = |k: u32| if k == 0 { 0.0 } else { one[k as usize - 1] };
-                r as f64 * x(g + 1) + (luns - r) as f64 * x(g)
-            })
-            .collect()
+        let one = mva(max_sessions.div_ceil(luns) + 1, 1, f, stop / luns as f64);
+        // Past the population that reached the stop the last figure stands (IOPS only grow).
+        let x = |k: u32| match k {
+            0 => 0.0,
+            k => one
+                .get(k as usize - 1)
+                .or(one.last())
+                .copied()
+                .unwrap_or(0.0),
+        };
+        let mut xs = Vec::new();
+        for n in 1..=max_sessions {
+            let (g, r) = (n / luns, n % luns);
+            let v = r as f64 * x(g + 1) + (luns - r) as f64 * x(g);
+            xs.push(v);
+            if v >= stop {
+                break;
+            }
+        }
+        xs
     } else {
-        mva(max_sessions, luns, f)
+        mva(max_sessions, luns, f, stop)
     };
     xs.into_iter()
         .enumerate()
@@ -389,14 +421,14 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
     // The fewest LUNs at which some session count reaches the goal within its p99.
     let min_luns = ((goal.iops * s / q).floor() as u32).clamp(1, MAX_LUNS);
     let mut found = None;
-    for n in min_luns..=MAX_LUNS.min(min_luns + 256) {
+    for n in min_luns..=MAX_LUNS.min(min_luns + 64) {
         if goal.iops >= n as f64 * q / s {
             continue;
         }
         // Enough sessions to pass the goal: the goal's cycle time, with room for queueing.
         let cap =
             ((goal.iops * (s + z) * 4.0).ceil() as u32 + 4 * n * q.ceil() as u32).clamp(8, 1 << 15);
-        let preds = predict_all(cap, n, fit, per_session);
+        let preds = predict_until(cap, n, fit, per_session, goal.iops);
         if let Some((i, (x, r))) = preds.iter().enumerate().find(|(_, (x, _))| *x >= goal.iops) {
             let p99 = p99_at(r * 1e9, &curve);
             if p99 <= goal.p99_ns {
@@ -410,7 +442,7 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
             "no plan of up to {} LUNs reaches {} IOPS within a p99 of {}: with the measured \
              service time {} and {} requests per LUN the queueing needed passes the p99 (the \
              measured curve: {})",
-            MAX_LUNS.min(min_luns + 256),
+            MAX_LUNS.min(min_luns + 64),
             fmt_rate(goal.iops),
             fmt_ns(goal.p99_ns),
             fmt_ns(s * 1e9),
@@ -418,7 +450,14 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
             at(&top)
         );
     };
-    let depth = q.ceil().max(1.0) as u32;
+    // A measured queue within 0.1 of a whole number is that number (Little's law at a plateau
+    // measured over seconds), else the next one up.
+    let depth = if (q - q.round()).abs() < 0.1 {
+        q.round()
+    } else {
+        q.ceil()
+    }
+    .max(1.0) as u32;
     let model_from = format!(
         "mean value analysis: {sessions} sessions, {luns} {} of {} requests each, service \
          {}, {} outside ({} striping)",
@@ -561,7 +600,7 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
                 .into(),
         );
     }
-    let depth_from = format!("the LUN queue, rounded up: {}", model.lun_queue.from);
+    let depth_from = format!("the LUN queue, to a whole number: {}", model.lun_queue.from);
     Ok(Plan {
         goal: goal.clone(),
         inputs: used,
@@ -868,7 +907,7 @@ fn beyond(
     }
     let sat = luns as f64 * fit.q / fit.s;
     let (x2, _) = predict(
-        (sat * (fit.s + fit.z) * 2.0).ceil() as u32 + 1,
+        ((sat * (fit.s + fit.z) * 2.0).ceil() as u32 + 1).min(4096),
         luns,
         fit,
         per_session,
@@ -945,7 +984,7 @@ mod tests {
     #[test]
     fn one_lun_goes_flat_at_its_queue_and_more_luns_relieve_it() {
         // 4 requests at a time, 4 ms each: 1000 IOPS whatever the sessions beyond 4.
-        let x = mva(16, 1, F);
+        let x = mva(16, 1, F, f64::INFINITY);
         assert!((x[0] - 250.0).abs() < 1e-6, "{x:?}");
         assert!((x[3] - 1000.0).abs() < 1e-6);
         assert!((x[15] - 1000.0).abs() < 1e-6);
