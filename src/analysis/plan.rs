@@ -450,9 +450,10 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
             at(&top)
         );
     };
-    // A measured queue within 0.1 of a whole number is that number (Little's law at a plateau
-    // measured over seconds), else the next one up.
-    let depth = if (q - q.round()).abs() < 0.1 {
+    // A measured queue within 10 % of a whole number is that number (Little's law over a
+    // plateau measured for seconds, with the service time of the lowest load), else the next
+    // one up.
+    let depth = if (q - q.round()).abs() < 0.1 * q.round() {
         q.round()
     } else {
         q.ceil()
@@ -670,7 +671,9 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
 fn host_settings(driver: &str, device: &str, depth: u32, sessions: u32) -> Vec<HostSetting> {
     let dev = if device.is_empty() { "DEV" } else { device };
     let nr = linux_nr_requests(depth).max(depth);
-    let mut out = vec![HostSetting {
+    let mut out = Vec::new();
+    // A loop device's nr_requests is its own queue (below): no second line for it.
+    out.extend((driver != "loop").then(|| HostSetting {
         name: "nr_requests".into(),
         value: nr.to_string(),
         how: format!("echo {nr} > /sys/block/{dev}/queue/nr_requests (each LUN's disk)"),
@@ -679,7 +682,7 @@ fn host_settings(driver: &str, device: &str, depth: u32, sessions: u32) -> Vec<H
              {depth} with a scheduler is 2 × min({depth}, 128) = {}",
             linux_nr_requests(depth)
         ),
-    }];
+    }));
     let (name, how, why) = match driver {
         "lpfc" => (
             "lpfc_lun_queue_depth",

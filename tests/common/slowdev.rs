@@ -113,7 +113,6 @@ impl SlowDevice {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let _ = std::fs::remove_file(&bin);
         let disk = mnt.join("disk");
         let deadline = Instant::now() + Duration::from_secs(10);
         while !disk.exists() {
@@ -127,6 +126,8 @@ impl SlowDevice {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Removed once running (under chrt it is exec'd after spawn returns).
+        let _ = std::fs::remove_file(&bin);
         let out = Command::new("losetup")
             .args(["--find", "--show"])
             .args(o.direct_io.then_some("--direct-io=on"))
