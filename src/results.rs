@@ -19,6 +19,7 @@ pub mod evidence;
 pub mod hosts;
 pub mod io_stats;
 mod labels;
+pub mod plan;
 pub mod profile;
 mod read;
 mod validate;
@@ -807,6 +808,10 @@ pub struct TargetInfo {
     /// A read rate above it came from a cache on the host's side of the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link_mb_per_s: Option<f64>,
+    /// The disk's driver where sysfs names it: the SCSI host's (`lpfc`, `qla2xxx`,
+    /// `virtio_scsi`), `nvme`, `virtio_blk`, `loop`; empty where unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub driver: String,
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).
@@ -876,6 +881,25 @@ pub enum Kind {
     Watch,
     /// `iolens profile`: on- and off-CPU stacks of running processes.
     Profile,
+    /// `iolens plan`: LUNs, queue depths and sessions for an IOPS goal, from measured curves.
+    Plan,
+}
+
+impl Kind {
+    /// Its name, as in the JSON (`run`, `calibrate`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Run => "run",
+            Kind::Calibrate => "calibrate",
+            Kind::Db => "db",
+            Kind::Trace => "trace",
+            Kind::Ingest => "ingest",
+            Kind::Verify => "verify",
+            Kind::Watch => "watch",
+            Kind::Profile => "profile",
+            Kind::Plan => "plan",
+        }
+    }
 }
 
 impl Kind {
@@ -958,6 +982,9 @@ pub struct Results {
     /// Means-only I/O counters read at snapshots (`pg_stat_io`, …), as per-interval deltas.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_stats: Vec<io_stats::IoStats>,
+    /// `iolens plan`: the plan (and its `--verify` run in `runs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<plan::Plan>,
 }
 
 impl Results {
@@ -986,6 +1013,7 @@ impl Results {
             trace_io: None,
             trace_slowest: Vec::new(),
             io_stats: Vec::new(),
+            plan: None,
         }
     }
 

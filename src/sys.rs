@@ -445,6 +445,7 @@ pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: 
         t.nr_requests = read_num(format!("{q}/nr_requests"));
         t.max_sectors_kb = read_num(format!("{q}/max_sectors_kb"));
         t.read_ahead_kb = read_num(format!("{q}/read_ahead_kb"));
+        t.driver = disk_driver(&bd.disk).unwrap_or_default();
         // Only an NVMe device's PCIe link is its own: a virtual disk's emulated PCI link
         // (virtio) says nothing about what the host behind it can move.
         if bd.disk.starts_with("nvme") {
@@ -487,6 +488,38 @@ pub(crate) fn disk_queue(disk: &str) -> Option<crate::results::DiskQueue> {
         hw_queues,
         virtio_indirect: virtio_indirect(disk),
     })
+}
+
+/// The driver of the disk `disk`, as sysfs names it: a SCSI disk's host adapter driver
+/// (`/sys/class/scsi_host/hostN/proc_name`: `lpfc`, `qla2xxx`, `virtio_scsi`…), else the
+/// device's own driver (`virtio_blk`, or the NVMe controller's `nvme`); `loop` for a loop
+/// device (which has no device directory). `None` where sysfs says nothing.
+pub(crate) fn disk_driver(disk: &str) -> Option<String> {
+    if disk.starts_with("loop") {
+        return Some("loop".into());
+    }
+    let dev = fs::canonicalize(format!("/sys/block/{disk}/device")).ok()?;
+    // A SCSI disk sits under its host adapter's hostN directory.
+    for a in dev.ancestors() {
+        let Some(name) = a.file_name().map(|n| n.to_string_lossy()) else {
+            break;
+        };
+        if let Some(n) = name
+            .strip_prefix("host")
+            .filter(|n| n.parse::<u32>().is_ok())
+        {
+            if let Some(p) = read_trim(format!("/sys/class/scsi_host/host{n}/proc_name")) {
+                return Some(p);
+            }
+        }
+    }
+    // NVMe namespaces: device is the controller, whose device has the driver.
+    for d in [dev.join("driver"), dev.join("device").join("driver")] {
+        if let Ok(l) = fs::read_link(&d) {
+            return l.file_name().map(|f| f.to_string_lossy().into_owned());
+        }
+    }
+    None
 }
 
 /// The SCSI queue depth of the disk `disk` (`/sys/block/DISK/device/queue_depth`: the LUN

@@ -25,6 +25,7 @@ pub mod dblayers;
 pub mod knee;
 pub mod little;
 pub mod modes;
+pub mod plan;
 pub mod regimes;
 pub mod stacks;
 pub mod target;

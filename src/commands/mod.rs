@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod launch;
 pub mod man;
 pub mod merge;
+pub mod plan;
 pub mod profile;
 pub mod report;
 pub mod run;
@@ -95,6 +96,9 @@ pub enum Command {
     /// Write a synthetic 10046 trace (benchmark input).
     #[command(hide = true)]
     GenTrace(gen_trace::GenTraceArgs),
+    /// Plan LUNs, queue depths and sessions for an IOPS goal at a p99 from measured load
+    /// curves (a calibration, or runs at several LUN counts); --verify runs the plan.
+    Plan(plan::PlanArgs),
     /// Show a results file in the terminal: summary, histograms, latency heatmaps.
     Show(show::ShowArgs),
     /// Write a self-contained HTML report of a results file.
@@ -224,6 +228,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Ingest(a) => ingest::main(&a, &cx),
         Command::Profile(a) => profile::main(&a, &cx),
         Command::GenTrace(a) => gen_trace::main(&a),
+        Command::Plan(a) => plan::main(&a, &cx),
         Command::Show(a) => show::main(&a, &cx),
         Command::Report(a) => report::main(&a),
         Command::Compare(a) => compare::main(&a, &cx),

@@ -654,6 +654,9 @@ pub(crate) fn report_loaded(
         meta.join(" · ")
     );
     out.push_str("<nav><a href=\"#summary\">Summary</a>");
+    if r.plan.is_some() {
+        out.push_str("<a href=\"#plan\">Plan</a>");
+    }
     if r.calibration.is_some() {
         out.push_str("<a href=\"#calibration\">Calibration</a>");
     }
@@ -726,6 +729,7 @@ pub(crate) fn report_loaded(
         );
     }
     out.push_str(&super::hosts::html(r));
+    out.push_str(&super::plan::html(r));
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));

@@ -30,6 +30,7 @@ pub mod hosts;
 pub mod html;
 pub mod io_stats;
 pub mod markdown;
+pub mod plan;
 pub mod stacks;
 pub mod svg;
 pub mod table;

@@ -94,6 +94,7 @@ fn environment() -> Environment {
             max_sectors_kb: Some(128),
             read_ahead_kb: Some(128),
             link_mb_per_s: None,
+            driver: "nvme".into(),
         }),
     }
 }

@@ -51,10 +51,30 @@ fn build_slowfuse() -> Result<PathBuf, String> {
     Ok(bin)
 }
 
+/// How a [`SlowDevice`] is made beyond its delay.
+#[derive(Clone, Debug, Default)]
+pub struct SlowOptions {
+    /// Serve this existing file (e.g. an iolens scratch file) instead of a new one.
+    pub backing: Option<PathBuf>,
+    /// Attach the loop device with direct I/O: it then submits its reads asynchronously, so as
+    /// many are in flight as its queue takes (without it a loop device serves one at a time).
+    pub direct_io: bool,
+    /// Lower the loop device's queue (`/sys/block/loopN/queue/nr_requests`; with scheduler
+    /// `none` these are its tags): at most this many requests in flight, as a LUN queue.
+    pub nr_requests: Option<u32>,
+    /// Run the FUSE daemon SCHED_FIFO, so that its sleeps end on time on a busy host.
+    pub fifo: bool,
+}
+
 impl SlowDevice {
     /// A `size`-byte device whose every read takes at least `delay`; `None` (with a note) when
     /// not root or the FUSE tools are missing, except under CI, where that fails the test.
     pub fn new(delay: Duration, size: u64) -> Option<SlowDevice> {
+        SlowDevice::with(delay, size, &SlowOptions::default())
+    }
+
+    /// [`SlowDevice::new`] made as `o` says (`size` unused with a backing file).
+    pub fn with(delay: Duration, size: u64, o: &SlowOptions) -> Option<SlowDevice> {
         if !super::root_or_skip("a FUSE-backed slow loop device") {
             return None;
         }
@@ -67,13 +87,25 @@ impl SlowDevice {
             }
         };
         let dir = tempfile::tempdir().unwrap();
-        let backing = dir.path().join("backing");
-        let f = std::fs::File::create(&backing).unwrap();
-        f.set_len(size).unwrap();
-        drop(f);
+        let backing = match &o.backing {
+            Some(b) => b.clone(),
+            None => {
+                let backing = dir.path().join("backing");
+                let f = std::fs::File::create(&backing).unwrap();
+                f.set_len(size).unwrap();
+                backing
+            }
+        };
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let mut daemon = Command::new(&bin)
+        let mut cmd = if o.fifo {
+            let mut c = Command::new("chrt");
+            c.args(["-f", "50"]).arg(&bin);
+            c
+        } else {
+            Command::new(&bin)
+        };
+        let mut daemon = cmd
             .arg(&backing)
             .arg(&mnt)
             .arg(delay.as_micros().to_string())
@@ -81,7 +113,6 @@ impl SlowDevice {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let _ = std::fs::remove_file(&bin);
         let disk = mnt.join("disk");
         let deadline = Instant::now() + Duration::from_secs(10);
         while !disk.exists() {
@@ -95,8 +126,11 @@ impl SlowDevice {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // Removed once running (under chrt it is exec'd after spawn returns).
+        let _ = std::fs::remove_file(&bin);
         let out = Command::new("losetup")
             .args(["--find", "--show"])
+            .args(o.direct_io.then_some("--direct-io=on"))
             .arg(&disk)
             .output()
             .unwrap();
@@ -108,6 +142,12 @@ impl SlowDevice {
         }
         let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let name = dev.trim_start_matches("/dev/").to_string();
+        if let Some(n) = o.nr_requests {
+            let q = format!("/sys/block/{name}/queue/nr_requests");
+            std::fs::write(&q, n.to_string()).unwrap();
+            let now: u32 = std::fs::read_to_string(&q).unwrap().trim().parse().unwrap();
+            assert_eq!(now, n, "{q} kept {now}");
+        }
         Some(SlowDevice {
             dev,
             name,
