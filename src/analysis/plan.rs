@@ -306,7 +306,7 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
     if inputs.is_empty() {
         bail!("plan needs at least one results file (a calibration, or runs)");
     }
-    if !(goal.iops > 0.0 && goal.iops.is_finite()) || !(goal.p99_ns > 0.0) {
+    if !(super::positive(goal.iops) && super::positive(goal.p99_ns)) {
         bail!("the goal needs a positive --iops and --p99");
     }
     let per_session = goal.stripe == "per-session";
