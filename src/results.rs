@@ -902,22 +902,6 @@ impl Kind {
     }
 }
 
-impl Kind {
-    /// The JSON spelling (`run`, `calibrate`, `db`, …).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Run => "run",
-            Kind::Calibrate => "calibrate",
-            Kind::Db => "db",
-            Kind::Trace => "trace",
-            Kind::Ingest => "ingest",
-            Kind::Verify => "verify",
-            Kind::Watch => "watch",
-            Kind::Profile => "profile",
-        }
-    }
-}
-
 /// The whole record of one iolens invocation.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct Results {

@@ -175,7 +175,7 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
         res.runs.push(run);
     }
     res.plan = Some(plan);
-    res.analysis = Some(crate::analysis::analyse(&res));
+    let res = super::complete(res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::plan::text(&res, &style));
     finish(&res, json)
