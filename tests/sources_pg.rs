@@ -592,6 +592,18 @@ fn mariadb_file_io_snapshots_with_a_restart() {
     );
 }
 
+/// `iolens ingest -q --format FORMAT` of the real fixture `file`, its results written to `json`.
+fn ingest_json(format: &str, file: &str, json: &Path) {
+    let out = common::bin()
+        .args(["ingest", "-q", "--format", format])
+        .arg(real(file))
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
 /// `compare` between means-only evidence (MariaDB's per-file view) and a run compares the mean
 /// latency of the operations both hold, says it compares means only, and shows no percentile;
 /// where the two hold no operation in common, the refusal names each side's operations.
@@ -599,14 +611,11 @@ fn mariadb_file_io_snapshots_with_a_restart() {
 fn compare_means_only_with_a_run() {
     let dir = tempfile::tempdir().unwrap();
     let means = dir.path().join("m.json");
-    let out = common::bin()
-        .args(["ingest", "-q", "--format", "mysql-file-io"])
-        .arg(real("mariadb_io_global_by_file_by_latency.txt"))
-        .arg("--json")
-        .arg(&means)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    ingest_json(
+        "mysql-file-io",
+        "mariadb_io_global_by_file_by_latency.txt",
+        &means,
+    );
     let m = read(
         Format::MysqlFileIo,
         real("mariadb_io_global_by_file_by_latency.txt"),
@@ -670,14 +679,7 @@ fn compare_means_only_with_a_run() {
 
     // No operation in common: each side's operations named, means-only said.
     let bio = dir.path().join("bio.json");
-    let out = common::bin()
-        .args(["ingest", "-q", "--format", "biolatency"])
-        .arg(real("bcc_biolatency.txt"))
-        .arg("--json")
-        .arg(&bio)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    ingest_json("biolatency", "bcc_biolatency.txt", &bio);
     let out = common::bin()
         .arg("compare")
         .arg(&means)
