@@ -591,3 +591,106 @@ fn mariadb_file_io_snapshots_with_a_restart() {
         "{m}"
     );
 }
+
+/// `iolens ingest -q --format FORMAT` of the real fixture `file`, its results written to `json`.
+fn ingest_json(format: &str, file: &str, json: &Path) {
+    let out = common::bin()
+        .args(["ingest", "-q", "--format", format])
+        .arg(real(file))
+        .arg("--json")
+        .arg(json)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// `compare` between means-only evidence (MariaDB's per-file view) and a run compares the mean
+/// latency of the operations both hold, says it compares means only, and shows no percentile;
+/// where the two hold no operation in common, the refusal names each side's operations.
+#[test]
+fn compare_means_only_with_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let means = dir.path().join("m.json");
+    ingest_json(
+        "mysql-file-io",
+        "mariadb_io_global_by_file_by_latency.txt",
+        &means,
+    );
+    let m = read(
+        Format::MysqlFileIo,
+        real("mariadb_io_global_by_file_by_latency.txt"),
+    )
+    .unwrap();
+    let run = iolens::synth::run_results(10, 1.0, 1);
+    let run_path = dir.path().join("run.json");
+    run.write_file(&run_path).unwrap();
+    // The means each side holds, summed here over the series and the run's operations.
+    let mean_of = |op: &str| -> (f64, f64) {
+        let (mut n, mut t) = (0u64, 0f64);
+        for x in one(&m).series.iter().filter(|x| x.op == op) {
+            if let (Some(c), Some(ms)) = (x.count, x.time_ms) {
+                n += c;
+                t += ms * 1e6;
+            }
+        }
+        let o = run.runs[0].ops.iter().find(|o| o.op == op).unwrap();
+        (t / n as f64, o.summary.mean_ns)
+    };
+    let out = common::bin()
+        .args(["compare", "--width", "120"])
+        .arg(&means)
+        .arg(&run_path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("Means only: m.json") && text.contains("never percentiles"),
+        "{text}"
+    );
+    for op in ["read", "write"] {
+        let (a, b) = mean_of(op);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{op} mean")))
+            .unwrap_or_else(|| panic!("no {op} mean row:\n{text}"));
+        assert!(
+            row.contains(&iolens::units::fmt_ns(a))
+                && row.contains(&iolens::units::fmt_ns(b))
+                && row.contains(&iolens::units::ratio(a, b)),
+            "{op}: {a} {b}\n{row}"
+        );
+    }
+    assert!(!text.contains("p99") && !text.contains("p50"), "{text}");
+    // The same in HTML: a means section, no percentile curves.
+    let html = dir.path().join("cmp.html");
+    let out = common::bin()
+        .arg("compare")
+        .arg(&means)
+        .arg(&run_path)
+        .arg("-o")
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let h = std::fs::read_to_string(&html).unwrap();
+    assert!(h.contains("<section id=\"means\">"));
+    assert!(!h.contains(" percentiles — "));
+
+    // No operation in common: each side's operations named, means-only said.
+    let bio = dir.path().join("bio.json");
+    ingest_json("biolatency", "bcc_biolatency.txt", &bio);
+    let out = common::bin()
+        .arg("compare")
+        .arg(&means)
+        .arg(&bio)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("m.json holds misc, read, write (means only), bio.json holds block I/O"),
+        "{err}"
+    );
+    assert!(!err.contains("( vs"), "{err}");
+}

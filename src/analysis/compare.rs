@@ -123,7 +123,8 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
         return (bad, notes);
     };
     for (label, r) in &inputs[1..] {
-        if r.kind != base.kind {
+        // Means-only evidence compares by its means with any kind of result.
+        if r.kind != base.kind && !means_only(base) && !means_only(r) {
             bad.push(format!(
                 "{base_label} is a {} result but {label} is a {} result",
                 base.kind.name(),
@@ -131,22 +132,13 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
             ));
             continue;
         }
-        let ops_of = |r: &Results| -> Vec<String> {
-            let mut v: Vec<String> = r
-                .runs
-                .iter()
-                .flat_map(|x| x.ops.iter().map(|o| o.op.clone()))
-                .collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        let (a, b) = (ops_of(base), ops_of(r));
+        let (a, b) = (op_names(base), op_names(r));
         if !a.iter().any(|o| b.contains(o)) {
             bad.push(format!(
-                "{base_label} and {label} have no operation in common ({} vs {})",
-                a.join(", "),
-                b.join(", ")
+                "{base_label} and {label} have no operation in common: {base_label} holds {}, \
+                 {label} holds {}",
+                name_ops(base, &a),
+                name_ops(r, &b)
             ));
         }
         if let (Some(ca), Some(cb)) = (&base.calibration, &r.calibration) {
@@ -182,7 +174,128 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
             }
         }
     }
+    let any_means_only = inputs.iter().any(|(_, r)| means_only(r));
+    if any_means_only && bad.is_empty() && means(inputs).is_none() {
+        bad.push(
+            "one side holds means only (counts and total time) and no operation has both on \
+             every side: there is no mean to compare"
+                .into(),
+        );
+    }
     (bad, notes)
+}
+
+/// The operations a result holds: those of its runs, and those of its means-only evidence
+/// (`io_stats`) that did something; sorted, each once.
+fn op_names(r: &Results) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .runs
+        .iter()
+        .flat_map(|x| x.ops.iter().map(|o| o.op.clone()))
+        .chain(r.io_stats.iter().flat_map(|v| {
+            v.series
+                .iter()
+                .filter(|x| x.count.unwrap_or(0) > 0 || x.time_ms.unwrap_or(0.0) > 0.0)
+                .map(|x| x.op.clone())
+        }))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// Most operation names listed in a refusal (an AWR report holds a hundred events).
+const NAMES_LISTED: usize = 8;
+
+/// `ops` in words for a refusal: "no operation" when empty, at most [`NAMES_LISTED`] names
+/// then how many more, and "(means only)" where the result holds no distribution.
+fn name_ops(r: &Results, ops: &[String]) -> String {
+    if ops.is_empty() {
+        return "no operation".into();
+    }
+    let mut s = ops
+        .iter()
+        .take(NAMES_LISTED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ops.len() > NAMES_LISTED {
+        s.push_str(&format!(" … ({} more)", ops.len() - NAMES_LISTED));
+    }
+    if means_only(r) {
+        s.push_str(" (means only)");
+    }
+    s
+}
+
+/// Whether a result holds means only: means-only evidence (`io_stats`) and no run with an
+/// operation, so no distribution.
+pub(crate) fn means_only(r: &Results) -> bool {
+    !r.io_stats.is_empty() && r.runs.iter().all(|x| x.ops.is_empty())
+}
+
+/// A comparison of mean latencies, made where an input holds means only: percentiles cannot
+/// be compared, since one side has none.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MeansComparison {
+    /// The inputs that hold means only, by label.
+    pub means_only: Vec<String>,
+    /// Per operation every input holds with a mean: the operation, and per input (in the order
+    /// given) its operation count and mean latency in ns over the whole of its evidence.
+    pub ops: Vec<(String, Vec<(u64, f64)>)>,
+}
+
+/// Count and total time (ns) of `op` in `r`: over its runs' operations (count × mean) or, for
+/// means-only evidence, over its series that keep both a count and a time.
+fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
+    let (mut n, mut t) = (0u64, 0f64);
+    if means_only(r) {
+        for x in r.io_stats.iter().flat_map(|v| v.series.iter()) {
+            if let (true, Some(c), Some(ms)) = (x.op == op, x.count, x.time_ms) {
+                n += c;
+                t += ms * 1e6;
+            }
+        }
+    } else {
+        for o in r
+            .runs
+            .iter()
+            .flat_map(|x| x.ops.iter())
+            .filter(|o| o.op == op)
+        {
+            n += o.count;
+            t += o.count as f64 * o.summary.mean_ns;
+        }
+    }
+    (n > 0).then_some((n, t))
+}
+
+/// Mean latencies per common operation where any input holds means only (`None` where none
+/// does, or where no operation has a mean on every side).
+pub fn means(inputs: &[(String, Results)]) -> Option<MeansComparison> {
+    let only: Vec<String> = inputs
+        .iter()
+        .filter(|(_, r)| means_only(r))
+        .map(|(l, _)| l.clone())
+        .collect();
+    if only.is_empty() {
+        return None;
+    }
+    let (_, base) = inputs.first()?;
+    let ops: Vec<(String, Vec<(u64, f64)>)> = op_names(base)
+        .into_iter()
+        .filter_map(|op| {
+            let v: Option<Vec<(u64, f64)>> = inputs
+                .iter()
+                .map(|(_, r)| count_and_time(r, &op).map(|(n, t)| (n, t / n as f64)))
+                .collect();
+            v.map(|v| (op, v))
+        })
+        .collect();
+    (!ops.is_empty()).then_some(MeansComparison {
+        means_only: only,
+        ops,
+    })
 }
 
 /// Pair runs of `b` with runs of `a`: by name when names match, else by position.

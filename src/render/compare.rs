@@ -16,7 +16,7 @@ use super::TermStyle;
 pub use crate::analysis::compare::incompatibilities;
 #[cfg(test)]
 use crate::analysis::compare::spec_differences;
-use crate::analysis::compare::{differences, pair_runs};
+use crate::analysis::compare::{differences, means, pair_runs};
 use crate::histogram::{sparse_quantile, standard_reference, value_of, V2Scan};
 use crate::results::analysis::CalibrationAnalysis;
 use crate::results::{Calibration, Results, RunResult};
@@ -233,6 +233,37 @@ pub(crate) fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
         }
     }
     out
+}
+
+/// Where an input holds means only ([`means`]): its title, saying so, and a table of the mean
+/// latency of each common operation per input, with ratios. Never percentiles.
+pub(crate) fn means_table(inputs: &[(String, Results)]) -> Option<(String, Table)> {
+    let m = means(inputs)?;
+    let title = format!(
+        "Means only: {} hold(s) counts and total time, no distribution; mean latencies are \
+         compared, never percentiles",
+        m.means_only.join(", ")
+    );
+    let mut t = Table {
+        header: ratio_header(inputs),
+        rows: vec![],
+    };
+    for (op, v) in &m.ops {
+        let base = v[0].1;
+        let mut row = vec![format!("{op} mean"), fmt_ns(base)];
+        for &(_, mean) in v.iter().skip(1) {
+            row.push(fmt_ns(mean));
+            row.push(ratio(base, mean));
+        }
+        t.rows.push(row);
+        let mut row = vec![format!("{op} count"), v[0].0.to_string()];
+        for &(n, _) in v.iter().skip(1) {
+            row.push(n.to_string());
+            row.push(ratio(v[0].0 as f64, n as f64));
+        }
+        t.rows.push(row);
+    }
+    Some((title, t))
 }
 
 /// The run of every input paired with run `ri` of the first (the baseline), if any.
@@ -477,6 +508,10 @@ pub fn terminal(
     for d in differences(inputs) {
         let _ = writeln!(out, "differs: {d}");
     }
+    if let Some((title, t)) = means_table(inputs) {
+        let _ = writeln!(out, "\n{title}");
+        out.push_str(&t.render(style));
+    }
     if let Some(t) = calibration_table(inputs) {
         let _ = writeln!(out, "\nCalibration");
         out.push_str(&t.render(style));
@@ -571,6 +606,15 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
     }
     for d in differences(inputs) {
         let _ = write!(out, "<p class=\"note\">Differs: {}</p>", esc(&d));
+    }
+    if let Some((title, t)) = means_table(inputs) {
+        let _ = write!(
+            out,
+            "<section id=\"means\"><h2>Means</h2><p class=\"note\">{}</p>",
+            esc(&title)
+        );
+        out.push_str(&t.html());
+        out.push_str("</section>");
     }
     if let Some(t) = calibration_table(inputs) {
         out.push_str("<section id=\"calibration\"><h2>Calibration</h2>");

@@ -39,7 +39,7 @@ td.t{white-space:normal;overflow-wrap:anywhere;min-width:6em}
 th:first-child,td:first-child{text-align:left}
 #environment td{white-space:normal;overflow-wrap:anywhere;text-align:left}
 .wide{overflow-x:auto;max-width:100%}
-th{background:#f3f5f7}
+th{background:#f3f5f7;white-space:normal;vertical-align:bottom}
 pre{background:#f6f8fa;border:1px solid var(--line);padding:8px;overflow:auto;font-size:12px}
 .verdict{border-left:4px solid var(--accent);padding:4px 10px;margin:6px 0;background:#f6f9fc}
 .verdict.warning{border-color:#e6a100;background:#fffaf0}.verdict.critical{border-color:#d62728;background:#fff5f5}
