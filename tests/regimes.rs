@@ -860,7 +860,32 @@ fn precondition_reaches_steady_state_on_a_steady_device() {
     assert!((5..=7).contains(&pc.rounds.len()), "{}", pc.sentence);
     let st = pc.steady.as_ref().unwrap();
     assert!(st.range_pct <= 20.0 && st.slope_pct <= 10.0, "{st:?}");
-    assert!((st.average / 400.0 - 1.0).abs() <= 0.05, "{}", pc.sentence);
+    // What the device itself completed over the rounds the verdict rests on (its own
+    // /proc/diskstats): iolens' steady figure must be the device's. The 400 set on the cgroup
+    // bounds it from above; on this kernel (6.18) blk-throttle let 227-241 random 8 KiB
+    // io_uring writes a second through a 400 limit (stop 31 saw 405 on an earlier kernel), so
+    // the limit is an upper bound here, and the device's count the measure.
+    let last = &pc.rounds[pc.rounds.len() - st.rounds as usize..];
+    let (mut writes, mut secs) = (0u64, 0.0f64);
+    for &i in last {
+        for d in &r.runs[i].device_intervals {
+            writes += d.writes;
+            secs += d.duration_s;
+        }
+    }
+    assert!(secs > 0.0, "the rounds carry the device's own counters");
+    let delivered = writes as f64 / secs;
+    eprintln!(
+        "steady {:.1} IOPS by iolens, {delivered:.1} writes/s by the device",
+        st.average
+    );
+    assert!(
+        (st.average / delivered - 1.0).abs() <= 0.05,
+        "iolens {:.1} vs device {delivered:.1}: {}",
+        st.average,
+        pc.sentence
+    );
+    assert!(st.average <= 400.0 * 1.05, "{}", pc.sentence);
     assert!(pc.sentence.contains(&format!(
         "steady state reached after {} rounds",
         pc.rounds.len()
