@@ -228,6 +228,10 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
     let (mut t0, mut t1) = (f64::INFINITY, f64::NEG_INFINITY);
     let mut clock_event = false;
     let mut periods_seen = false;
+    // Headers are read as stackcollapse-perf reads them (a name, then a number), which lines
+    // of other tools' text can match (an Oracle trace's `WAIT #0: nam=… ela= 12 …`): a file in
+    // which no sample carries a single frame is not `perf script` output.
+    let (mut headers, mut frames) = (0u64, 0u64);
     let flush = |b: &mut ProfileBuilder, s: Option<Sample>, per_sample: Option<u64>| {
         if let Some(mut s) = s {
             s.frames.reverse();
@@ -283,6 +287,7 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
                 period,
                 frames: Vec::new(),
             });
+            headers += 1;
             r.parsed();
             continue;
         }
@@ -313,6 +318,7 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
                 let name = tidy_name(sym, module, &s.comm);
                 let id = b.frame(&name, kind, module);
                 s.frames.push(id);
+                frames += 1;
                 r.parsed();
             }
             None => r.ignored("source line or annotation"),
@@ -321,6 +327,12 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
     let per = freq.map(|f| (1e9 / f).round() as u64);
     let last = cur.take();
     flush(&mut b, last, per);
+    if headers > 0 && frames == 0 {
+        anyhow::bail!(
+            "{headers} line(s) look like sample headers but no sample has a stack frame: this \
+             is not `perf script` output (record with -g, or check --format)"
+        );
+    }
     if other_events > 0 {
         r.warnings.push(format!(
             "{other_events} sample(s) of other event types than the first ({}) ignored: \
