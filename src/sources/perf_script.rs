@@ -329,8 +329,8 @@ pub fn read(r: &mut LineReader) -> Result<StackProfile> {
     flush(&mut b, last, per);
     if headers > 0 && frames == 0 {
         anyhow::bail!(
-            "{headers} line(s) look like sample headers but no sample has a stack frame: this \
-             is not `perf script` output (record with -g, or check --format)"
+            "no perf-script data found: {headers} line(s) look like sample headers but no \
+             sample has a stack frame (was it recorded with -g? is --format right?)"
         );
     }
     if other_events > 0 {
