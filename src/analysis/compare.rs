@@ -252,7 +252,8 @@ fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
     if means_only(r) {
         for x in r.io_stats.iter().flat_map(|v| v.series.iter()) {
             if let (true, Some(c), Some(ms)) = (x.op == op, x.count, x.time_ms) {
-                n += c;
+                // Counts come from other tools' files: a sum past 2^64 saturates, never wraps.
+                n = n.saturating_add(c);
                 t += ms * 1e6;
             }
         }
@@ -263,7 +264,7 @@ fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
             .flat_map(|x| x.ops.iter())
             .filter(|o| o.op == op)
         {
-            n += o.count;
+            n = n.saturating_add(o.count);
             t += o.count as f64 * o.summary.mean_ns;
         }
     }
