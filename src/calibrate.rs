@@ -993,14 +993,7 @@ pub fn calibrate(
     let base = WorkloadSpec {
         target: target.path.display().to_string(),
         target_size: targets.iter().map(|t| t.data_size).min().unwrap_or(0),
-        targets: if targets.len() > 1 {
-            targets
-                .iter()
-                .map(|t| t.path.display().to_string())
-                .collect()
-        } else {
-            Vec::new()
-        },
+        targets: Target::stripe_names(targets),
         stripe_unit: plan.stripe_unit,
         direct: plan.direct,
         huge_pages: if plan.small_pages {

@@ -136,14 +136,7 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
             target: targets[0].path.display().to_string(),
             sessions: plan.sessions.value as u32,
             duration_s: Some(a.verify_duration),
-            targets: if targets.len() > 1 {
-                targets
-                    .iter()
-                    .map(|t| t.path.display().to_string())
-                    .collect()
-            } else {
-                Vec::new()
-            },
+            targets: crate::target::Target::stripe_names(&targets),
             stripe: a.t.stripe,
             stripe_unit: a.t.stripe_unit,
             direct: !a.t.buffered,

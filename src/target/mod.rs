@@ -195,6 +195,19 @@ enum Prepared {
 }
 
 impl Target {
+    /// The `WorkloadSpec::targets` of a run over `targets`: their names when the work is
+    /// striped over several, empty for one (a one-target run names it in `target` alone).
+    pub fn stripe_names(targets: &[Target]) -> Vec<String> {
+        if targets.len() > 1 {
+            targets
+                .iter()
+                .map(|t| t.path.display().to_string())
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// A prepared target that is not an iolens scratch file (a block device, an existing
     /// file): its data from offset 0, writable only where the user named it disposable.
     fn other(
