@@ -12,7 +12,9 @@
 //! - `decode.rs`: a bounded decoder of any V2 encoding ([`decode_v2_bounded`]) and the fast
 //!   reader of the standard layout's counts straight from their encoding ([`V2Scan`]);
 //! - `counts.rs`: counts added by index ([`TotalCounts`], [`DenseCounts`]), sparse sums
-//!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]).
+//!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]);
+//! - `slots.rs`: one op's per-interval histograms recorded out of order ([`OpAcc`]: an
+//!   interval kept encoded once done, reopened by a late event), yielding [`Parts`].
 //!
 //! It sits on the ground floor: results, the readers (`sources`), `merge`, the recorder and the
 //! renderers use it; it imports none of them.
@@ -27,10 +29,12 @@ use serde::{Deserialize, Serialize};
 mod counts;
 mod decode;
 mod encode;
+mod slots;
 
 pub(crate) use counts::{add_sparse, sparse_quantile, DenseCounts, Sparse, TotalCounts};
 pub(crate) use decode::{decode_v2_bounded, V2Scan};
 pub(crate) use encode::{HistEncoder, IndexCounts};
+pub(crate) use slots::{OpAcc, Parts};
 
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;
