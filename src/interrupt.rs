@@ -15,6 +15,35 @@ static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// Whether the command will write a results file when interrupted (what the first signal's
 /// message promises).
 static WRITES_RESULTS: AtomicBool = AtomicBool::new(false);
+/// Whether the command is reading its inputs ([`reading`]): a signal then ends it at once.
+static READING: AtomicBool = AtomicBool::new(false);
+/// The temp files of the outputs of a command that reads inputs (directory, name), removed
+/// when a signal ends the reading; set once, before the handler can see [`READING`].
+static READ_TEMPS: std::sync::OnceLock<Vec<(std::os::fd::OwnedFd, std::ffi::CString)>> =
+    std::sync::OnceLock::new();
+
+/// While a command reads other tools' files (`trace`, `ingest`), until the returned guard is
+/// dropped: a signal (Ctrl-C, SIGTERM, SIGHUP) ends it at once, as reading a file further has
+/// nothing to finish: the output temp files `temps` (their directory and name, from
+/// [`crate::output::Output::temp`]) are removed, that is said, and the exit status is 128 +
+/// the signal, as every command's. A read blocked on a slow pipe ends too. After the reading, a
+/// signal is what it is for every command: the results of what was read are written and the
+/// exit status says the signal.
+pub(crate) fn reading(temps: Vec<(std::os::fd::OwnedFd, std::ffi::CString)>) -> Reading {
+    let _ = READ_TEMPS.set(temps);
+    READING.store(true, Ordering::SeqCst);
+    install();
+    Reading(())
+}
+
+/// See [`reading`]: while it lives a signal ends the command at once.
+pub(crate) struct Reading(());
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READING.store(false, Ordering::SeqCst);
+    }
+}
 
 /// Say whether this command writes a results file when stopped early: the first signal's
 /// message then says "writing results"; otherwise it says only that the work is finishing
@@ -64,6 +93,11 @@ pub(crate) fn install() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         for sig in [SIGINT, SIGTERM, SIGHUP] {
+            let while_reading: &'static [u8] = match sig {
+                SIGINT => b"\niolens: interrupted (Ctrl-C) while reading the input: no results written\n",
+                SIGTERM => b"\niolens: terminated (SIGTERM) while reading the input: no results written\n",
+                _ => b"\niolens: hung up (SIGHUP) while reading the input: no results written\n",
+            };
             let (first, first_no_results, again): (&'static [u8], &'static [u8], &'static [u8]) =
                 match sig {
                     SIGINT => (
@@ -82,10 +116,19 @@ pub(crate) fn install() {
                         b"\niolens: hung up again, exiting without writing results\n",
                     ),
                 };
-            // SAFETY: the action only touches atomics, calls write(2) and _exit, all of which
-            // are async-signal-safe; it allocates nothing and takes no lock.
+            // SAFETY: the action only touches atomics (a OnceLock's get is one), calls
+            // unlinkat(2), write(2) and _exit, all of which are async-signal-safe; it allocates
+            // nothing and takes no lock.
             let _ = unsafe {
                 signal_hook::low_level::register(sig, move || {
+                    if READING.load(Ordering::SeqCst) {
+                        use std::os::fd::AsRawFd as _;
+                        for (dir, name) in READ_TEMPS.get().into_iter().flatten() {
+                            libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0);
+                        }
+                        say(while_reading);
+                        signal_hook::low_level::exit(128 + sig);
+                    }
                     if INTERRUPTED.load(Ordering::SeqCst) {
                         say(again);
                         signal_hook::low_level::exit(128 + sig);

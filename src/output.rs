@@ -338,6 +338,16 @@ impl Output {
         }
     }
 
+    /// What removes this output's temp file from a signal handler
+    /// ([`crate::interrupt::reading`]): a descriptor of its directory of its own, and its
+    /// name. None for standard output.
+    pub(crate) fn temp(&self) -> Option<(OwnedFd, CString)> {
+        match &self.to {
+            To::Stdout(_) => None,
+            To::File(p, _) => Some((p.place.dir.try_clone().ok()?, p.tmp.clone())),
+        }
+    }
+
     /// Write `data`.
     pub fn write_bytes(self, data: &[u8]) -> Result<()> {
         self.write(&mut |w| w.write_all(data))

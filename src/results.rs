@@ -26,7 +26,7 @@ mod validate;
 mod watch;
 mod write;
 pub use read::{read_results_text, MAX_RESULTS_BYTES};
-pub(crate) use read::{read_results_text_state, FileState};
+pub(crate) use read::{FileState, Source};
 pub use validate::{interval_groups, IntervalGroups, MAX_COUNT};
 pub use watch::*;
 pub use write::{dated_name, write_results, write_results_to};
@@ -1056,8 +1056,8 @@ impl Results {
         path: &std::path::Path,
         groups: Option<&dyn IntervalGroups>,
     ) -> Result<Results> {
-        let text = read_results_text(path)?;
-        Results::from_json_merging(&text, groups).with_context(|| format!("{}", path.display()))
+        let mut src = Source::open(path, false)?;
+        Results::from_source(&mut src, groups).with_context(|| format!("{}", path.display()))
     }
 }
 

@@ -443,6 +443,184 @@ fn sigterm_while_waiting_for_a_distant_start_exits_143() {
     }
 }
 
+/// `ingest` and `trace` reading a slow input (a FIFO another process feeds and holds open, as
+/// `tail -f … | ` or a slow network file would): a SIGTERM or Ctrl-C killed them, leaving their
+/// 64 KB hidden temp results file beside the destination. Now they end at once, exit 143 / 130
+/// as every command does, say that nothing was written, and leave nothing behind.
+#[test]
+fn a_signal_while_ingest_or_trace_reads_a_slow_input_ends_it_and_leaves_no_temp_file() {
+    let fixture = |name: &str| {
+        std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/real")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let cases: [(&[&str], String, i32, i32); 2] = [
+        (
+            &["ingest", "--format", "biosnoop"],
+            fixture("bcc_biosnoop.txt"),
+            libc::SIGTERM,
+            143,
+        ),
+        (
+            &["trace"],
+            fixture("js122a1_ora_9854.trc"),
+            libc::SIGINT,
+            130,
+        ),
+    ];
+    for (args, text, sig, code) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("input");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let mut child = bin()
+            .args(args)
+            .arg(&fifo)
+            .arg("--json")
+            .arg(out.join("r.json"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The feeder: the first third of the file, then the pipe held open, as a slow source.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (fed, was_fed) = std::sync::mpsc::channel::<()>();
+        let head = text[..text.len() / 3].to_string();
+        let feeder_path = fifo.clone();
+        let feeder = std::thread::spawn(move || {
+            let mut w = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&feeder_path)
+                .unwrap();
+            std::io::Write::write_all(&mut w, head.as_bytes()).unwrap();
+            let _ = fed.send(());
+            let _ = stopped.recv_timeout(Duration::from_secs(60));
+        });
+        was_fed.recv_timeout(Duration::from_secs(60)).unwrap();
+        // Until the reader holds the pipe open and waits in it for more (its temp results file
+        // made before): then the signal comes while it reads.
+        let t0 = Instant::now();
+        let pid = child.id();
+        let temp_made = || {
+            std::fs::read_dir(&out).unwrap().any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".iolens-results-")
+            })
+        };
+        let holds_pipe = || {
+            std::fs::read_dir(format!("/proc/{pid}/fd"))
+                .map(|d| {
+                    d.flatten()
+                        .any(|e| std::fs::read_link(e.path()).ok() == Some(fifo.clone()))
+                })
+                .unwrap_or(false)
+        };
+        let waits_in_pipe = || {
+            std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+                .map(|w| w.contains("pipe"))
+                .unwrap_or(false)
+        };
+        loop {
+            if temp_made() && holds_pipe() && waits_in_pipe() {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "{args:?} never waited in the pipe (temp file: {}, pipe open: {})",
+                temp_made(),
+                holds_pipe()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // SAFETY: a signal to our own child.
+        unsafe { libc::kill(child.id() as i32, sig) };
+        let since = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if since.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} still running 30 s after the signal");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let took = since.elapsed().as_secs_f64();
+        let _ = stop.send(());
+        feeder.join().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert_eq!(status.code(), Some(code), "{args:?}: {status:?} {err}");
+        assert!(took < 5.0, "{args:?}: {took:.1} s after the signal");
+        assert!(err.contains("no results written"), "{args:?}: {err}");
+        let left: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(left.is_empty(), "{args:?} left {left:?}");
+    }
+}
+
+/// `db setup --engine sqlite --dir D` with a symbolic link planted at `D/iolens-slob.db`: SQLite
+/// resolves the link, so setup created its 8 MB database at the link's target (anywhere the
+/// link points, as root; exit 0), or opened the file it named. A link there is now refused
+/// before anything is opened, and nothing is created at its target; `db run` and `db drop`
+/// refuse it too.
+#[test]
+fn sqlite_setup_never_follows_a_link_planted_at_its_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let victim = dir.path().join("elsewhere.dat");
+    std::os::unix::fs::symlink(&victim, db.join("iolens-slob.db")).unwrap();
+    // A dangling link: its target would be created.
+    let o = bin()
+        .args(["db", "setup", "--scale", "8M", "--quiet", "--dir"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("symbolic link"), "{t}");
+    assert!(!victim.exists(), "setup created the link's target: {t}");
+    // A link to an existing file: refused, the file unchanged.
+    std::fs::write(&victim, vec![7u8; 1 << 16]).unwrap();
+    for args in [
+        &["db", "setup", "--scale", "8M", "--quiet", "--dir"][..],
+        &["db", "run", "--quiet", "--duration", "1s", "--dir"][..],
+        &["db", "drop", "--dir"][..],
+    ] {
+        let o = bin().args(args).arg(&db).output().unwrap();
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains("symbolic link"), "{args:?}: {t}");
+        assert_eq!(
+            std::fs::read(&victim).unwrap(),
+            vec![7u8; 1 << 16],
+            "{args:?}"
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(&db)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["iolens-slob.db".to_string()]);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Bounds: durations and ranks
 

@@ -375,3 +375,170 @@ fn awr_ingest_then_show_and_report() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A latency as `compare` prints it (`605 µs`, `≤ 1.02 s`): (bound, ns), the bound `≤`, `≥`
+/// or empty for a plain value; `None` for `-`.
+fn stated(cell: &str) -> Option<(&'static str, f64)> {
+    let cell = cell.trim();
+    if cell == "-" {
+        return None;
+    }
+    let (bound, rest) = match (cell.strip_prefix("≤ "), cell.strip_prefix("≥ ")) {
+        (Some(r), _) => ("≤", r),
+        (_, Some(r)) => ("≥", r),
+        _ => ("", cell),
+    };
+    let (v, unit) = rest.split_once(' ').unwrap();
+    let scale = match unit {
+        "ns" => 1.0,
+        "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        other => panic!("unit {other} in {cell:?}"),
+    };
+    Some((bound, v.parse::<f64>().unwrap() * scale))
+}
+
+/// `compare` of Statspack reports (the real fixture, ingested twice): its event histograms are
+/// distributions of the report's buckets, so a percentile is stated as the report's bucket it
+/// falls in (`≤` the column's upper edge; `≥ 1.02 s` in the open `>1s` column), the bucket
+/// found here from the report's own shares; no mean is made of buckets, no ratio of edges,
+/// no percentile curve drawn. Its Foreground Wait Events table holds means, and they are
+/// compared as means (the report's total wait time over its waits). Before, compare printed
+/// percentiles interpolated inside the buckets (`p50 605 µs`), which the report does not hold,
+/// and ignored the foreground means.
+#[test]
+fn compare_of_statspack_reports_states_the_reports_buckets_and_its_foreground_means() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    for f in [&a, &b] {
+        common::ok_stdout(
+            common::bin()
+                .args(["-q", "ingest", "--format", "awr"])
+                .arg(real(STATSPACK))
+                .arg("--json")
+                .arg(f),
+        );
+    }
+    let text = common::ok_stdout(
+        common::bin()
+            .args(["compare", "--width", "400"])
+            .arg(&a)
+            .arg(&b),
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    // The figures of `event` in its run table: (row name, base cell, other cell, ratio cell).
+    let table = |event: &str| -> Vec<(String, String, String, String)> {
+        let start = lines
+            .iter()
+            .position(|l| l.starts_with(&format!("{event} — run 0")))
+            .unwrap_or_else(|| panic!("no table for {event}:\n{text}"));
+        lines[start + 2..]
+            .iter()
+            .take_while(|l| !l.trim().is_empty())
+            .map(|l| {
+                let c: Vec<&str> = l
+                    .split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect();
+                assert_eq!(c.len(), 4, "{l}");
+                (c[0].into(), c[1].into(), c[2].into(), c[3].into())
+            })
+            .collect()
+    };
+    let rows = histogram_rows(&std::fs::read_to_string(real(STATSPACK)).unwrap());
+    let mut seen = std::collections::HashSet::new();
+    let mut checked = 0;
+    for row in &rows {
+        // Events cut to one name are two ops (`… (2)`): the first of each name is enough.
+        if !seen.insert(row.event.clone()) {
+            continue;
+        }
+        let figures = table(&row.event);
+        let shares: Vec<f64> = row.shares.iter().map(|s| s.unwrap_or(0.0)).collect();
+        let total: f64 = shares.iter().sum();
+        for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+            let (_, base, other, ratio) = figures.iter().find(|f| f.0 == name).unwrap();
+            assert_eq!(base, other, "{}: the same report on both sides", row.event);
+            assert_eq!(ratio, "-", "{} {name}: no ratio of bucket edges", row.event);
+            // The report's bucket holding the quantile, from its printed shares; a quantile
+            // within the shares' rounding of a column's end could be either side: skipped.
+            let mut cum = 0.0;
+            let mut at = None;
+            let mut near = false;
+            for (i, s) in shares.iter().enumerate() {
+                cum += s;
+                near |= *s > 0.0 && (cum - q * total).abs() <= 0.1 * shares.len() as f64;
+                if at.is_none() && cum >= q * total {
+                    at = Some(i);
+                }
+            }
+            if near {
+                continue;
+            }
+            let (lo, hi) = EDGES_MS[at.unwrap()];
+            let (bound, ns) = stated(base).unwrap_or_else(|| panic!("{} {name}", row.event));
+            if hi.is_infinite() {
+                assert_eq!(bound, "≥", "{} {name}: {base}", row.event);
+                assert!(
+                    (ns / 1e6 - lo).abs() <= lo * 0.01,
+                    "{} {name}: {base}",
+                    row.event
+                );
+            } else {
+                assert_eq!(bound, "≤", "{} {name}: {base}", row.event);
+                assert!(
+                    (ns / 1e6 - hi).abs() <= hi * 0.01,
+                    "{} {name}: {base} vs {hi} ms",
+                    row.event
+                );
+            }
+            checked += 1;
+        }
+        let mean = figures.iter().find(|f| f.0 == "mean").unwrap();
+        assert_eq!(
+            (mean.1.as_str(), mean.2.as_str()),
+            ("-", "-"),
+            "{}",
+            row.event
+        );
+    }
+    assert!(checked > 100, "{checked} percentiles checked");
+    // The foreground means, from the report's Foreground Wait Events table.
+    assert!(text.contains("Means only"), "{text}");
+    let mean_of = |event: &str| -> f64 {
+        let l = lines
+            .iter()
+            .find(|l| l.starts_with(&format!("{event} mean")))
+            .unwrap_or_else(|| panic!("no mean of {event}:\n{text}"));
+        let c: Vec<&str> = l[event.len() + 5..]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        assert_eq!(c[0], c[1], "{l}");
+        stated(c[0]).unwrap().1
+    };
+    // `SQL*Net message from client  466,947 … 5,175,208 (s)`; `db file sequential read 121,513
+    // … 1 (s)` (lines 119-157 of the fixture).
+    let net = mean_of("SQL*Net message from client");
+    let want = 5_175_208.0e9 / 466_947.0;
+    assert!((net - want).abs() <= want * 0.005, "{net} vs {want}");
+    let db = mean_of("db file sequential read");
+    let want = 1.0e9 / 121_513.0;
+    assert!((db - want).abs() <= want * 0.005, "{db} vs {want}");
+    // The HTML: no percentile curve of buckets.
+    let html = dir.path().join("c.html");
+    common::ok_stdout(
+        common::bin()
+            .arg("compare")
+            .arg(&a)
+            .arg(&b)
+            .arg("-o")
+            .arg(&html),
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(!page.contains(" percentiles — "));
+    assert!(page.contains("<section id=\"means\">"));
+}

@@ -646,3 +646,48 @@ fn biosnoop_with_a_disk_of_one_io_reads() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `-q`'s help says warnings still go to stderr: a source's warnings (bcc's biosnoop example,
+/// whose disk xvdc has one I/O and so an unknown duration) reached only the results file under
+/// `-q`. Each warning the results hold is said on stderr, and nothing on stdout; without `-q`
+/// the summary on stdout says them.
+#[test]
+fn quiet_ingest_still_says_the_sources_warnings_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_iolens"))
+        .args(["-q", "ingest", "--format", "biosnoop"])
+        .arg(real("bcc_biosnoop.txt"))
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r = Results::read_file(&json).unwrap();
+    let warnings: Vec<&String> = r
+        .runs
+        .iter()
+        .flat_map(|x| &x.warnings)
+        .chain(&r.warnings)
+        .collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("duration is unknown")),
+        "{warnings:?}"
+    );
+    // Lines on stderr may be fitted to a width: compare words.
+    let said: Vec<&str> = err.split_whitespace().collect();
+    for w in warnings {
+        let words: Vec<&str> = w.split_whitespace().collect();
+        assert!(
+            said.windows(words.len()).any(|x| x == words.as_slice()),
+            "warning {w:?} not on stderr: {err}"
+        );
+    }
+    assert!(err.contains("warning:"), "{err}");
+}

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::results::Results;
+use crate::results::{BucketConvention, OpResult, Results};
 use crate::units::{fmt_ns, sig3};
 
 /// Spec keys that may differ between compared runs without making the comparison meaningless:
@@ -203,7 +203,8 @@ fn checks(inputs: &[(String, Results)]) -> (Vec<String>, Vec<String>) {
 }
 
 /// The operations a result holds: those of its runs, and those of its means-only evidence
-/// (`io_stats`) that did something; sorted, each once.
+/// (`io_stats`, an AWR or Statspack report's foreground wait events) that did something;
+/// sorted, each once.
 fn op_names(r: &Results) -> Vec<String> {
     let mut v: Vec<String> = r
         .runs
@@ -215,6 +216,7 @@ fn op_names(r: &Results) -> Vec<String> {
                 .filter(|x| x.count.unwrap_or(0) > 0 || x.time_ms.unwrap_or(0.0) > 0.0)
                 .map(|x| x.op.clone())
         }))
+        .chain(foreground_means(r).into_iter().map(|(op, _, _)| op))
         .collect();
     v.sort();
     v.dedup();
@@ -262,11 +264,64 @@ pub struct MeansComparison {
     pub ops: Vec<(String, Vec<(u64, f64)>)>,
 }
 
-/// Count and total time (ns) of `op` in `r`: over its runs' operations (count × mean) or, for
-/// means-only evidence, over its series that keep both a count and a time.
+/// The means an AWR or Statspack report holds beside its histograms: its Foreground Wait
+/// Events table (kept in the run's spec as `foreground_wait_events`), per event the waits and
+/// the total wait time (ns). Means of foreground waits, never a distribution: the histograms
+/// count every wait, foreground and background.
+fn foreground_means(r: &Results) -> Vec<(String, u64, f64)> {
+    let mut out = Vec::new();
+    for run in &r.runs {
+        let Some(spec) = run.spec.as_ref().map(|s| s.to_value()) else {
+            continue;
+        };
+        let Some(rows) = spec
+            .get("foreground_wait_events")
+            .and_then(|v| v.as_array())
+        else {
+            continue;
+        };
+        for row in rows {
+            let (Some(e), Some(n), Some(s)) = (
+                row.get("event").and_then(|v| v.as_str()),
+                row.get("waits").and_then(|v| v.as_u64()),
+                row.get("total_wait_s").and_then(|v| v.as_f64()),
+            ) else {
+                continue;
+            };
+            if n > 0 && s.is_finite() && s >= 0.0 {
+                out.push((e.to_string(), n, s * 1e9));
+            }
+        }
+    }
+    out
+}
+
+/// Whether `r` holds `op` as a distribution: an operation of one of its runs.
+fn has_distribution(r: &Results, op: &str) -> bool {
+    r.runs.iter().any(|x| x.op(op).is_some())
+}
+
+/// Whether `r` holds a mean of `op` of its own, beside or instead of a distribution
+/// (`io_stats` series, foreground wait events).
+fn has_own_mean(r: &Results, op: &str) -> bool {
+    r.io_stats
+        .iter()
+        .flat_map(|v| v.series.iter())
+        .any(|x| x.op == op && x.count.is_some() && x.time_ms.is_some())
+        || foreground_means(r).iter().any(|(e, _, _)| e == op)
+}
+
+/// Count and total time (ns) of `op` in `r`: from the means the source holds itself (its
+/// means-only series, an AWR report's foreground wait events) where it has them, else over its
+/// runs' operations (count × mean) where their values are exact; `None` where neither holds a
+/// mean (a histogram of buckets holds none).
 fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
     let (mut n, mut t) = (0u64, 0f64);
-    if means_only(r) {
+    if has_own_mean(r, op) {
+        for (_, c, ns) in foreground_means(r).into_iter().filter(|(e, _, _)| e == op) {
+            n = n.saturating_add(c);
+            t += ns;
+        }
         for x in r.io_stats.iter().flat_map(|v| v.series.iter()) {
             if let (true, Some(c), Some(ms)) = (x.op == op, x.count, x.time_ms) {
                 // Counts come from other tools' files: a sum past 2^64 saturates, never wraps.
@@ -281,6 +336,9 @@ fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
             .flat_map(|x| x.ops.iter())
             .filter(|o| o.op == op)
         {
+            if figure(o, o.summary.mean_ns, true) == Figure::NotHeld {
+                return None;
+            }
             n = n.saturating_add(o.count);
             t += o.count as f64 * o.summary.mean_ns;
         }
@@ -288,20 +346,16 @@ fn count_and_time(r: &Results, op: &str) -> Option<(u64, f64)> {
     (n > 0).then_some((n, t))
 }
 
-/// Mean latencies per common operation where any input holds means only (`None` where none
-/// does, or where no operation has a mean on every side).
+/// Mean latencies per common operation that some input holds as means (means-only evidence,
+/// an AWR report's foreground wait events) or holds no distribution of; `None` where there is
+/// none, or where no such operation has a mean on every side.
 pub fn means(inputs: &[(String, Results)]) -> Option<MeansComparison> {
-    let only: Vec<String> = inputs
-        .iter()
-        .filter(|(_, r)| means_only(r))
-        .map(|(l, _)| l.clone())
-        .collect();
-    if only.is_empty() {
-        return None;
-    }
     let (_, base) = inputs.first()?;
+    let as_means =
+        |r: &Results, op: &str| has_own_mean(r, op) || !has_distribution(r, op) || means_only(r);
     let ops: Vec<(String, Vec<(u64, f64)>)> = op_names(base)
         .into_iter()
+        .filter(|op| inputs.iter().any(|(_, r)| as_means(r, op)))
         .filter_map(|op| {
             let v: Option<Vec<(u64, f64)>> = inputs
                 .iter()
@@ -310,10 +364,75 @@ pub fn means(inputs: &[(String, Results)]) -> Option<MeansComparison> {
             v.map(|v| (op, v))
         })
         .collect();
-    (!ops.is_empty()).then_some(MeansComparison {
+    let only: Vec<String> = inputs
+        .iter()
+        .filter(|(_, r)| means_only(r) || ops.iter().any(|(op, _)| has_own_mean(r, op)))
+        .map(|(l, _)| l.clone())
+        .collect();
+    (!ops.is_empty() && !only.is_empty()).then_some(MeansComparison {
         means_only: only,
         ops,
     })
+}
+
+/// A latency figure of one operation as its source holds it: compare states nothing else.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Figure {
+    /// Exact values (iolens' own measurements, traces, exact latency logs): the figure itself.
+    Value(f64),
+    /// The figure falls in one of the source's buckets (an AWR, Statspack or event histogram's
+    /// `<8ms` column, a biolatency power of two): it is at most this bucket's upper edge (ns),
+    /// and no more is known.
+    AtMost(u64),
+    /// The figure falls in the source's open-ended top bucket (`>1s`): at least its lower edge
+    /// (ns), with no upper edge.
+    AtLeast(u64),
+    /// Not held: buckets hold counts, not a mean.
+    NotHeld,
+}
+
+impl Figure {
+    /// The figure for a ratio: exact values only (two bucket edges are no ratio of latencies).
+    pub fn value(&self) -> Option<f64> {
+        match self {
+            Figure::Value(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+/// Whether `o`'s source holds its values (exact latencies), not only the buckets they fell in.
+pub fn holds_values(o: &OpResult) -> bool {
+    o.bucket_convention == BucketConvention::Exact || o.bucket_edges_ns.len() < 2
+}
+
+/// What `o`'s source holds for a latency figure that its histogram gives as `v` ns (`mean`:
+/// the figure is its mean, else a percentile or the maximum). Exact sources hold every figure.
+/// A source of buckets (its [`OpResult::bucket_edges_ns`], which iolens spread values across
+/// at ingest) holds, for a percentile or the maximum, only the bucket it falls in, and no
+/// mean: an AWR report's event histograms are real distributions, but of buckets.
+pub fn figure(o: &OpResult, v: f64, mean: bool) -> Figure {
+    let edges = &o.bucket_edges_ns;
+    if holds_values(o) {
+        return Figure::Value(v);
+    }
+    if mean {
+        return Figure::NotHeld;
+    }
+    // The histogram keeps 3 significant digits, so a value reads up to 0.1 % off; values are
+    // spread at least 1 % inside their bucket's edges (`crate::sources::spread`), so 0.2 % of
+    // slack never moves one into another bucket.
+    let v = v * (1.0 - 2e-3);
+    let n = edges.len();
+    // An open-ended bucket is spread as the one-nanosecond bucket [lo, lo + 1): its values
+    // are at its lower edge.
+    if edges[n - 1] == edges[n - 2] + 1 && v >= edges[n - 2] as f64 * (1.0 - 2e-3) {
+        return Figure::AtLeast(edges[n - 2]);
+    }
+    match edges.iter().find(|&&e| e as f64 >= v) {
+        Some(&e) => Figure::AtMost(e.max(edges[0])),
+        None => Figure::AtLeast(edges[n - 1]),
+    }
 }
 
 /// Pair runs of `b` with runs of `a`: by name when names match, else by position.

@@ -61,6 +61,9 @@ pub(crate) fn main(a: &IngestArgs, cx: &Context) -> Result<ExitCode> {
         a.json.as_deref(),
         0,
     )?;
-    let results = ingest(&a.options(), cx.cmdline.clone())?;
+    let results = {
+        let _reading = super::reading(json.as_ref());
+        ingest(&a.options(), cx.cmdline.clone())?
+    };
     finish_evidence(results, json, cx)
 }

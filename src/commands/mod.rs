@@ -264,6 +264,14 @@ pub(crate) fn results_output(
         .transpose()
 }
 
+/// The reading of `trace` and `ingest` ([`crate::interrupt::reading`]): a signal while they
+/// read ends them at once, the temp file of `json` removed; after the reading a signal ends
+/// them as every command, the results of what was read written.
+pub(crate) fn reading(json: Option<&Output>) -> crate::interrupt::Reading {
+    crate::interrupt::set_writes_results(json.is_some());
+    crate::interrupt::reading(json.and_then(|o| o.temp()).into_iter().collect())
+}
+
 /// The ending of `trace` and `ingest`, which read evidence others wrote: analyse it, apply the
 /// checks every loader (`show`, `report`, `compare`, `export`) applies so that no document they
 /// would refuse is written, print the summary (text for people never fails the command, see
@@ -280,6 +288,17 @@ pub(crate) fn finish_evidence(
         "{}",
         crate::render::brief_trace::sources_summary(&results, &style)
     );
+    if cx.quiet {
+        // The summary above says the warnings; `-q` silences it, never the warnings.
+        for run in &results.runs {
+            for w in &run.warnings {
+                crate::out::warn(&format!("{}: {w}", run.name));
+            }
+        }
+        for w in &results.warnings {
+            crate::out::warn(w);
+        }
+    }
     finish(&results, json)
 }
 

@@ -49,7 +49,10 @@ pub(crate) fn main(a: &TraceArgs, cx: &Context) -> Result<ExitCode> {
         interval: a.interval,
         top: a.top,
     };
-    let results = oracle_trace::read_traces(&opts, cx.cmdline.clone())?;
+    let results = {
+        let _reading = super::reading(json.as_ref());
+        oracle_trace::read_traces(&opts, cx.cmdline.clone())?
+    };
     let code = finish_evidence(results, json, cx)?;
     if a.print_peak_rss {
         crate::outln!(

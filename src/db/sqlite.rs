@@ -48,8 +48,36 @@ pub fn db_path(dir: &Path) -> PathBuf {
     dir.join(DB_FILE)
 }
 
+/// [`db_path`], refused when it or a file SQLite keeps beside it (`-wal`, `-shm`, `-journal`)
+/// is a symbolic link or anything but a regular file: SQLite resolves a link to the database
+/// and would create or write the file it points to (as root, anywhere). The files are opened
+/// with `SQLITE_OPEN_NOFOLLOW` too, so a link planted after this check is refused by SQLite.
+fn db_file(dir: &Path) -> Result<PathBuf> {
+    let path = db_path(dir);
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.clone().into_os_string();
+        name.push(suffix);
+        let p = PathBuf::from(name);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => bail!(
+                "{} is a symbolic link: iolens never opens its database through a link (it would \
+                 write where the link points); remove the link",
+                p.display()
+            ),
+            Ok(m) if !m.is_file() => bail!(
+                "{} is not a regular file; iolens keeps its SQLite database only in regular files",
+                p.display()
+            ),
+            _ => {}
+        }
+    }
+    Ok(path)
+}
+
 fn open_plain(path: &Path, create: bool) -> Result<Connection> {
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
@@ -141,7 +169,7 @@ pub fn setup(
     max_rows: Option<u64>,
     progress: bool,
 ) -> Result<SetupOutcome> {
-    let path = db_path(dir);
+    let path = db_file(dir)?;
     let exists = path.exists();
     let already = if exists {
         let c = open_plain(&path, false)?;
@@ -441,7 +469,7 @@ pub(crate) fn check_schema(conn: &Connection, s: u32) -> Result<LayoutCheck> {
 
 /// Remove the database files `setup` created in `dir`.
 pub(crate) fn drop_layout(dir: &Path) -> Result<()> {
-    let path = db_path(dir);
+    let path = db_file(dir)?;
     if !path.exists() {
         bail!("no iolens database in {} (nothing to drop)", dir.display());
     }
@@ -585,7 +613,9 @@ fn session(
     gate: Gate<()>,
 ) -> Result<SessionOut> {
     let opened = (|| -> Result<Connection> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_NOFOLLOW;
         let c = if spec.timing {
             Connection::open_with_flags_and_vfs(&path, flags, vfs::VFS_NAME)
         } else {
@@ -683,7 +713,7 @@ fn session(
 
 /// Read the layout of `dir`, checking that setup completed.
 fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
-    let path = db_path(dir);
+    let path = db_file(dir)?;
     if !path.exists() {
         bail!(
             "no iolens database in {}: run `iolens db setup --engine sqlite --dir {}` first",

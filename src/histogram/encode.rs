@@ -135,6 +135,23 @@ impl IndexCounts {
         self.max_value = self.max_value.max(v);
     }
 
+    /// Record `n` values `v` at once. The caller keeps every bucket's count within `u32`
+    /// between encodings (at most `u32::MAX` values in all).
+    #[inline]
+    pub(crate) fn record_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let v = v.min(HIST_MAX_NS);
+        let i = index_of(v);
+        if self.counts[i] == 0 {
+            self.used[i >> 6] |= 1 << (i & 63);
+        }
+        self.counts[i] += n as u32;
+        self.len += n;
+        self.max_value = self.max_value.max(v);
+    }
+
     /// Write the V2 (uncompressed) encoding into `raw` (cleared first) and clear the counts:
     /// the bytes HdrHistogram's serializer writes for a histogram holding these values, but
     /// for the highest trackable value in the header (here the smallest 2^k − 1 ≥ the largest

@@ -24,11 +24,11 @@ use crate::histogram::{
 use crate::results::hosts::{
     MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
-use crate::results::{read_results_text_state, FileState};
 use crate::results::{
     BucketConvention, CpuStats, CurvePoint, Interval, Kind, LatencySummary, OpResult, Results,
     RunResult, SCHEMA_NAME, SCHEMA_VERSION,
 };
+use crate::results::{FileState, Source};
 use crate::units::{fmt_ns, fmt_ranks, fmt_rate};
 
 mod calibration;
@@ -96,8 +96,8 @@ impl PeekRun {
 /// Returned with the [`FileState`] the file had when read, which the full reading must find
 /// again.
 fn peek(path: &Path) -> Result<(Peek, FileState)> {
-    let (text, state) = read_results_text_state(path)?;
-    let peek = match serde_json::from_str::<Peek>(&text) {
+    let mut src = Source::open(path, true)?;
+    let peek = match src.parse::<Peek>() {
         Ok(p)
             if p.schema.as_deref() == Some(SCHEMA_NAME)
                 && p.version == Some(SCHEMA_VERSION as u64) =>
@@ -105,10 +105,10 @@ fn peek(path: &Path) -> Result<(Peek, FileState)> {
             p
         }
         _ => Peek::of_results(
-            &Results::from_json(&text).with_context(|| format!("{}", path.display()))?,
+            &Results::from_source(&mut src, None).with_context(|| format!("{}", path.display()))?,
         ),
     };
-    Ok((peek, state))
+    Ok((peek, src.unchanged()?))
 }
 
 impl Peek {
@@ -381,7 +381,8 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
             pos + 1,
             order.len()
         )));
-        let (text, state) = read_results_text_state(&files[k])?;
+        let mut src = Source::open(&files[k], true)?;
+        let state = src.opened()?;
         if state != states[k] {
             bail!(
                 "{file} changed between merge's two readings of it ({}): was it being \
@@ -389,8 +390,8 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
                 state.difference(&states[k])
             );
         }
-        let mut res = Results::from_json(&text).with_context(|| file.clone())?;
-        drop(text);
+        let mut res = Results::from_source(&mut src, None).with_context(|| file.clone())?;
+        src.unchanged()?;
         let now = Established::of_results(&res);
         if now != established[k] {
             bail!(

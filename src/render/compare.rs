@@ -16,7 +16,7 @@ use super::TermStyle;
 pub use crate::analysis::compare::incompatibilities;
 #[cfg(test)]
 use crate::analysis::compare::spec_differences;
-use crate::analysis::compare::{differences, means, pair_runs};
+use crate::analysis::compare::{differences, figure, holds_values, means, pair_runs, Figure};
 use crate::histogram::{sparse_quantile, standard_reference, value_of, V2Scan};
 use crate::results::analysis::CalibrationAnalysis;
 use crate::results::{Calibration, Results, RunResult};
@@ -148,8 +148,18 @@ fn unknown_or(v: f64, f: fn(f64) -> String) -> String {
     }
 }
 
-/// A compared figure: label, value and how to format it.
-pub(crate) type Metric = (&'static str, f64, fn(f64) -> String);
+/// A compared figure: label, value as the source holds it ([`figure`]) and how to format it.
+pub(crate) type Metric = (&'static str, Figure, fn(f64) -> String);
+
+/// A figure in words: a bucket as `≤ edge` or `≥ edge`, one a source does not hold as `-`.
+fn say(v: Figure, f: fn(f64) -> String) -> String {
+    match v {
+        Figure::Value(v) => f(v),
+        Figure::AtMost(e) => format!("≤ {}", f(e as f64)),
+        Figure::AtLeast(e) => format!("≥ {}", f(e as f64)),
+        Figure::NotHeld => "-".into(),
+    }
+}
 
 /// The figures of one op and their interval-to-interval noise ([`op_metrics`], [`op_noise`]).
 type MetricsNoise = (Vec<Metric>, Vec<Option<f64>>);
@@ -162,23 +172,28 @@ pub(crate) fn op_metrics(run: &RunResult, op: &str) -> Vec<Metric> {
     let known = |v: f64| if run.rates_known() { v } else { f64::NAN };
     let s = &o.summary;
     let lat: fn(f64) -> String = fmt_ns;
+    // Latencies as the source holds them: a source of buckets holds the bucket a percentile
+    // falls in, and no mean.
+    let held = |v: f64| figure(o, v, false);
     let mut v: Vec<Metric> = vec![
-        ("IOPS", known(o.count as f64 / d), |v| {
+        ("IOPS", Figure::Value(known(o.count as f64 / d)), |v| {
             unknown_or(v, fmt_rate)
         }),
-        ("MB/s", known(o.bytes as f64 / d / 1e6), |v| {
-            unknown_or(v, sig3)
-        }),
-        ("mean", s.mean_ns, lat),
-        ("p50", s.p50_ns as f64, lat),
-        ("p90", s.p90_ns as f64, lat),
-        ("p99", s.p99_ns as f64, lat),
-        ("p99.9", s.p999_ns as f64, lat),
-        ("max", s.max_ns as f64, lat),
+        (
+            "MB/s",
+            Figure::Value(known(o.bytes as f64 / d / 1e6)),
+            |v| unknown_or(v, sig3),
+        ),
+        ("mean", figure(o, s.mean_ns, true), lat),
+        ("p50", held(s.p50_ns as f64), lat),
+        ("p90", held(s.p90_ns as f64), lat),
+        ("p99", held(s.p99_ns as f64), lat),
+        ("p99.9", held(s.p999_ns as f64), lat),
+        ("max", held(s.max_ns as f64), lat),
     ];
     if let Some(c) = &run.cpu {
-        v.push(("CPU µs/IO", c.us_per_io, sig3));
-        v.push(("runq µs/IO", c.runq_us_per_io, sig3));
+        v.push(("CPU µs/IO", Figure::Value(c.us_per_io), sig3));
+        v.push(("runq µs/IO", Figure::Value(c.runq_us_per_io), sig3));
     }
     v
 }
@@ -211,15 +226,21 @@ pub(crate) fn run_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
                 })
                 .collect();
             for (mi, (name, bv, f)) in base_m.iter().enumerate() {
-                let mut row = vec![name.to_string(), f(*bv)];
+                let mut row = vec![name.to_string(), say(*bv, *f)];
                 for other in others.iter().skip(1) {
                     let val = other
                         .as_ref()
                         .and_then(|(m, n)| m.get(mi).map(|m| (m.1, n.get(mi).copied().flatten())));
                     match val {
                         Some((v, nv)) => {
-                            row.push(f(v));
-                            row.push(ratio_noise(*bv, base_n.get(mi).copied().flatten(), v, nv));
+                            row.push(say(v, *f));
+                            // Ratios of figures held exactly; a bucket edge is no latency.
+                            row.push(match (bv.value(), v.value()) {
+                                (Some(b), Some(v)) => {
+                                    ratio_noise(b, base_n.get(mi).copied().flatten(), v, nv)
+                                }
+                                _ => "-".into(),
+                            });
                         }
                         None => {
                             row.push("-".into());
@@ -707,7 +728,9 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
                     continue;
                 };
                 let h = o.hist.decode()?;
-                if !h.is_empty() {
+                // Percentile curves only of exact values: a source of buckets holds no
+                // percentile between its edges (its histogram below is drawn on them).
+                if !h.is_empty() && holds_values(o) {
                     curves.push((label.clone(), h.clone()));
                 }
                 series.push(HistSeries {

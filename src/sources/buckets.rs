@@ -5,11 +5,16 @@ use super::*;
 
 /// Spread `count` values over `[lo_ns, hi_ns)` deterministically (see the module docs).
 pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
+    spread_with(lo_ns, hi_ns, count, &mut |v, n| record_interval(h, v, n));
+}
+
+/// [`spread`], handing each `(value, count)` to `record`.
+pub(crate) fn spread_with(lo_ns: u64, hi_ns: u64, count: u64, record: &mut dyn FnMut(u64, u64)) {
     if count == 0 {
         return;
     }
     if hi_ns <= lo_ns.saturating_add(1) {
-        record_interval(h, lo_ns, count);
+        record(lo_ns, count);
         return;
     }
     let slots = count.min(SPREAD_SLOTS);
@@ -26,7 +31,7 @@ pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
         let v = (v as u64).clamp(lo_ns.max(1), hi_ns - 1);
         let n = base + u64::from(i < rem);
         if n > 0 {
-            record_interval(h, v, n);
+            record(v, n);
         }
     }
 }

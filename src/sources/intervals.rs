@@ -635,8 +635,18 @@ pub(crate) struct Finished {
     pub warning: Option<String>,
 }
 
-/// `(start_s, duration_s, histogram per op)` of the snapshot interval being filled.
-type SnapshotInterval = (f64, f64, Vec<Option<Histogram<u64>>>);
+/// `(start_s, duration_s, values per op)` of the snapshot interval being filled.
+type SnapshotInterval = (f64, f64, Vec<Option<IntervalValues>>);
+
+/// What one op holds in the snapshot interval being filled: the `(value, count)` pairs spread
+/// into it (a few per bucket: encoded at the interval's end through [`IndexCounts`], touching
+/// only the counts in use), or a histogram once a whole one was added to it. A full histogram
+/// per op and interval, zeroed and then walked to encode it, took two thirds of the time of a
+/// year of hourly AWR snapshots (`bench/awr-year.sh`).
+enum IntervalValues {
+    Spread(Vec<(u64, u64)>),
+    Hist(Histogram<u64>),
+}
 
 /// A closed snapshot interval: `(start_s, duration_s, per-op (encoding, count))`.
 type ClosedInterval = (f64, f64, Vec<Option<(Hist, u64)>>);
@@ -660,6 +670,8 @@ pub(crate) struct SnapshotSeries {
     /// Edges of the source buckets spread into each op (see `OpResult::bucket_edges_ns`).
     edges: Vec<std::collections::BTreeSet<u64>>,
     enc: HistEncoder,
+    /// The counts an interval's spread values are encoded through (cleared by each encoding).
+    own: IndexCounts,
 }
 
 impl Default for SnapshotSeries {
@@ -679,6 +691,7 @@ impl SnapshotSeries {
             totals: Vec::new(),
             edges: Vec::new(),
             enc: HistEncoder::new(),
+            own: IndexCounts::new(),
         }
     }
 
@@ -706,10 +719,30 @@ impl SnapshotSeries {
     /// Encode the interval being filled and keep it closed.
     fn close(&mut self) {
         if let Some((s, d, hs)) = self.cur.take() {
-            let enc = &mut self.enc;
+            let (enc, own) = (&mut self.enc, &mut self.own);
             let hs = hs
                 .into_iter()
-                .map(|h| h.map(|h| (enc.encode(&h), h.len())))
+                .map(|h| {
+                    h.map(|h| match h {
+                        IntervalValues::Spread(v)
+                            if v.iter().map(|x| x.1).sum::<u64>() <= u32::MAX as u64 =>
+                        {
+                            for (value, n) in v {
+                                own.record_n(value, n);
+                            }
+                            let n = own.len;
+                            (enc.encode_counts(own), n)
+                        }
+                        IntervalValues::Spread(v) => {
+                            let mut h = new_histogram();
+                            for (value, n) in v {
+                                record_interval(&mut h, value, n);
+                            }
+                            (enc.encode(&h), h.len())
+                        }
+                        IntervalValues::Hist(h) => (enc.encode(&h), h.len()),
+                    })
+                })
                 .collect();
             self.closed.push((s, d, hs));
         }
@@ -739,9 +772,15 @@ impl SnapshotSeries {
         if cur.2.len() <= op {
             cur.2.resize_with(op + 1, || None);
         }
-        let h = cur.2[op].get_or_insert_with(new_histogram);
-        spread(h, lo_ns, hi_ns, count);
-        spread(&mut self.totals[op], lo_ns, hi_ns, count);
+        let acc = cur.2[op].get_or_insert_with(|| IntervalValues::Spread(Vec::new()));
+        let total = &mut self.totals[op];
+        spread_with(lo_ns, hi_ns, count, &mut |v, n| {
+            record_interval(total, v, n);
+            match acc {
+                IntervalValues::Spread(list) => list.push((v, n)),
+                IntervalValues::Hist(h) => record_interval(h, v, n),
+            }
+        });
         self.edges[op].insert(lo_ns);
         self.edges[op].insert(hi_ns);
     }
@@ -754,8 +793,17 @@ impl SnapshotSeries {
         if cur.2.len() <= op {
             cur.2.resize_with(op + 1, || None);
         }
-        let h = cur.2[op].get_or_insert_with(new_histogram);
-        let _ = h.add(src);
+        let acc = cur.2[op].get_or_insert_with(|| IntervalValues::Hist(new_histogram()));
+        if let IntervalValues::Spread(list) = acc {
+            let mut h = new_histogram();
+            for &(v, n) in list.iter() {
+                record_interval(&mut h, v, n);
+            }
+            *acc = IntervalValues::Hist(h);
+        }
+        if let IntervalValues::Hist(h) = acc {
+            let _ = h.add(src);
+        }
         let _ = self.totals[op].add(src);
     }
 

@@ -50,6 +50,7 @@ mod intervals;
 mod lines;
 
 pub(crate) use buckets::bucket_range;
+pub(crate) use buckets::spread_with;
 pub use buckets::{spread, spread_bucket};
 pub(crate) use intervals::{Binned, SnapshotSeries};
 pub use intervals::{MAX_INTERVALS, MAX_SERIES_OPS};
