@@ -51,6 +51,9 @@ pub const MIN_CHANGE: f64 = 0.08;
 /// (a rate limiter's dispatch slices move a p99 by tens of percent at a constant rate), so a
 /// latency-only regime is one whose p99 moved by at least half of the larger.
 pub const MIN_LATENCY_CHANGE: f64 = 0.5;
+/// A rate limiter's grant slice, seconds (blk-throttle's `throtl_slice`, 100 ms): a window of
+/// `d` seconds may read up to one slice's worth above the rate.
+pub const THROTTLE_SLICE_S: f64 = 0.1;
 /// Fewest intervals on each side of a change.
 pub const MIN_LEN: usize = 3;
 /// SNIA PTS measurement window, in rounds (intervals here).
@@ -834,14 +837,24 @@ fn ramp_cliff(
 
 /// The burst's rate, and the stretch it was measured over: of the stretches measured inside
 /// it (the ramp's steps before the cliff, and the cliff step's regime before the change),
-/// those on its plateau (within [`MIN_CHANGE`] of the highest), and of them the longest. A
-/// limiter grants its rate in slices (blk-throttle: 100 ms), so a window of `d` seconds can
-/// read up to one slice more than the rate, an error of `slice / d`: a 2.5 s ramp step reads
-/// 1000 IOPS as up to 1040, while a 14 s stretch reads it within 0.7 %. The highest of several
-/// short steps would pick the largest such error (seen in CI: 1039.5 for 1000), so the longest
-/// stretch is the figure.
+/// those on its plateau, and of them the longest. A limiter grants its rate in slices
+/// (blk-throttle: [`THROTTLE_SLICE_S`]), so a window of `d` seconds can read up to one slice
+/// more than the rate, an error of `slice / d`: a 2.5 s ramp step reads 1000 IOPS as up to
+/// 1040, while a 14 s stretch reads it within 0.7 %. The highest of several short steps would
+/// pick the largest such error (seen in CI: 1039.5 for 1000), so the longest stretch is the
+/// figure; and the plateau is taken below the highest rate any stretch is sure of (its rate
+/// less that error), so that one short step reading high (1115 over 1.4 s under busy loops, for
+/// 1000) cannot leave the long stretches at the true rate off the plateau.
 fn burst_rate(stretches: &[(f64, RateStretch)]) -> (f64, RateStretch) {
-    let top = stretches.iter().map(|s| s.0).fold(0.0, f64::max);
+    let sure = |s: &(f64, RateStretch)| {
+        let d = s.1.to_s - s.1.from_s;
+        if d > 0.0 {
+            s.0 / (1.0 + THROTTLE_SLICE_S / d)
+        } else {
+            s.0
+        }
+    };
+    let top = stretches.iter().map(sure).fold(0.0, f64::max);
     stretches
         .iter()
         .filter(|s| s.0 >= (1.0 - MIN_CHANGE) * top)
@@ -1140,6 +1153,27 @@ mod tests {
             g.sentence
         );
         assert!((g.changes[0].at_s - 6.0).abs() <= 0.2 && (g.changes[1].at_s - 12.0).abs() <= 0.2);
+    }
+
+    /// The burst from stretches: a short step reading high (1115 over 1.4 s, a throttle slice
+    /// too much, seen under busy loops for a 1000 limit) does not push the long stretches at
+    /// the true rate off the plateau; the longest of them is the figure. The other side: a
+    /// long stretch well below a plateau of shorter ones is not taken.
+    #[test]
+    fn the_burst_is_the_longest_stretch_on_its_plateau_not_one_short_step() {
+        let st = |from_s: f64, to_s: f64| RateStretch {
+            run: 0,
+            from_s,
+            to_s,
+        };
+        let (rate, s) = burst_rate(&[
+            (1115.3, st(0.0, 1.4)),
+            (1036.0, st(0.0, 1.6)),
+            (1019.6, st(0.0, 5.0)),
+        ]);
+        assert_eq!((rate, s.to_s), (1019.6, 5.0));
+        let (rate, _) = burst_rate(&[(1000.0, st(0.0, 2.5)), (700.0, st(0.0, 9.0))]);
+        assert_eq!(rate, 1000.0);
     }
 
     /// The speed line of issue 24: the analysis costs at most 1 % of the time it analyses.
