@@ -295,7 +295,10 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         return None;
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(lo) = Loop::new(64 << 20) else {
+    // Over memory and at real-time priority, as the calibrate tests: only the emulator's limit
+    // may hold the device (over /var/tmp a CI run's writes fell from 1.02k to 804 a second for
+    // 4 s below the 1000 limit, the VM's disk busy with other builds).
+    let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
         assert!(!common::ci(), "no loop device under CI");
         eprintln!("note: skipped: no loop device");
         return None;
@@ -343,7 +346,7 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
     let credits = (burst - base) as f64 * burst_s * if what == Dir::Write { 4096.0 } else { 1.0 };
     let (cliff, out) = std::thread::scope(|s| {
         let h = s.spawn(|| bucket(&lo, &lim, what, (burst, base), credits, &stop));
-        let out = lim.command(&args).output().unwrap();
+        let out = lim.command_rt(&args).output().unwrap();
         stop.store(true, Ordering::Relaxed);
         (h.join().unwrap(), out)
     });
@@ -354,7 +357,16 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
     );
     let r = Results::read_file(&json).unwrap();
     let g = run_regimes(&r.runs[0]).expect("regimes of a 1 s series");
-    eprintln!("{}", g.sentence);
+    let own: Vec<u64> = r.runs[0].ops[0].intervals.iter().map(|i| i.count).collect();
+    let device: Vec<u64> = r.runs[0]
+        .device_intervals
+        .iter()
+        .map(|i| if what == Dir::Read { i.reads } else { i.writes })
+        .collect();
+    eprintln!(
+        "I/Os per interval, iolens {own:?}, the device {device:?}; {}",
+        g.sentence
+    );
     let (cliff, count_at_cliff) = cliff.expect("the controller lowered the limit during the run");
     let cliff_s = cliff
         .duration_since(started(&r))
@@ -373,15 +385,18 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         .position(|c| c.cause == want)
         .unwrap_or_else(|| panic!("no {want:?} change: {}", g.sentence));
     let c = &g.changes[ci];
+    // The burst is the first regime (the run starts inside it, at the limit); the sustained
+    // figure is the last regime; a regime between the first and the cliff (the storage below
+    // giving less for a while) is on the burst's side, above the sustained rate.
+    let (b, s) = (g.regimes[0].iops, g.regimes[g.regimes.len() - 1].iops);
     eprintln!(
-        "measured: burst {:.0} IOPS (set {burst}), sustained {:.0} (set {base}), cliff at {:.2} s \
-         (controller {cliff_s:.2} s), {} bytes before it",
-        g.regimes[ci].iops,
-        g.regimes[ci + 1].iops,
-        c.at_s,
-        c.bytes_before
+        "measured: burst {b:.0} IOPS (set {burst}), sustained {s:.0} (set {base}), cliff at \
+         {:.2} s (controller {cliff_s:.2} s), {} bytes before it",
+        c.at_s, c.bytes_before
     );
-    let (b, s) = (g.regimes[ci].iops, g.regimes[ci + 1].iops);
+    for x in &g.regimes[1..=ci] {
+        assert!(x.iops > s * (1.0 + 0.08), "{}", g.sentence);
+    }
     assert!(
         (b / burst as f64 - 1.0).abs() <= 0.03,
         "burst {b} vs {burst}: {}",
@@ -571,8 +586,11 @@ fn check_against_construction(
         "sustained {:.1} vs the {base} limit: {text}",
         b.sustained_iops
     );
+    // Against the device's own count over the stretch: its counters are read on their own
+    // clock and spread over iolens' intervals by overlap, so each end of the stretch may be
+    // off by a slice too (a 2.9 s last regime under busy loops: iolens 250.0, the device 236.4).
     assert!(
-        (b.sustained_iops / after - 1.0).abs() <= 0.03,
+        (b.sustained_iops / after - 1.0).abs() <= slack(&ss),
         "sustained {:.1}, the device delivered {after:.1}: {text}",
         b.sustained_iops
     );

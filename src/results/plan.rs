@@ -84,7 +84,7 @@ pub struct PlanModel {
     pub luns: u32,
     /// The curve (per its LUN count), in order of load.
     pub points: Vec<LoadPoint>,
-    /// Service time of one I/O on a LUN: the mean latency at the lowest load.
+    /// Service time of one I/O on a LUN: the lowest mean latency measured.
     pub service_ns: Sourced,
     /// Time a session spends between its I/Os (CPU, issuing): cycle time minus latency at the
     /// lowest load.
