@@ -13,6 +13,7 @@
 mod acc;
 mod cgroup;
 mod layout;
+pub mod metrics;
 pub(crate) use acc::OpAcc;
 pub mod filter;
 pub mod own;
@@ -109,6 +110,8 @@ pub struct WatchOptions {
     /// The server's catalogs (`--dsn`): relations named, query ids sampled. `None`: files are
     /// named by their paths, and the output says names need a DSN.
     pub catalog: Option<relations::Catalog>,
+    /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
+    pub metrics: bool,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
@@ -119,12 +122,22 @@ pub(crate) struct IntervalView<'a> {
     pub span: &'a WatchSpan,
     rec: &'a Recording,
     cgroups: &'a cgroup::CgroupTracker,
+    /// Events lost so far, by cause (read only with `metrics`).
+    lost: &'a [(String, u64)],
 }
 
 impl IntervalView<'_> {
     /// The limiting cgroups of the watched processes, their counters so far.
     pub(crate) fn cgroups(&self) -> Vec<crate::results::WatchCgroup> {
         self.cgroups.report()
+    }
+
+    /// Everything recorded so far as a metrics exposition (`None` unless
+    /// [`WatchOptions::metrics`]).
+    pub(crate) fn metrics(&self) -> Option<crate::results::exposition::Exposition> {
+        let m = self.rec.metrics.as_ref()?;
+        let done = (self.index + 1).min(self.rec.spans.len());
+        Some(m.exposition(&self.rec.spans[..done], self.lost))
     }
 
     /// The layer's latency histogram of this interval.
@@ -175,6 +188,30 @@ const UNSEEN_COMPLETION: &str = "block completion of a watched request not seen"
 /// issued without a start); those become counters of the block runs, not warnings.
 fn unfollowed_slot(i: usize) -> bool {
     (4..=6).contains(&i)
+}
+
+/// Block requests the probes could not follow, by cause.
+type Unfollowed = Vec<(String, f64)>;
+
+/// The kernel side's per-slot counters by cause: events lost, and block requests the probes
+/// could not follow (see [`unfollowed_slot`]); malformed records among the lost.
+fn lost_by_cause(counts: &[u64], parse_errors: u64) -> (Vec<(String, u64)>, Unfollowed) {
+    let mut lost = Vec::new();
+    let mut unfollowed = Vec::new();
+    for (i, &v) in counts.iter().enumerate() {
+        if v > 0 {
+            let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
+            if unfollowed_slot(i) {
+                unfollowed.push((cause, v as f64));
+            } else {
+                lost.push((cause, v));
+            }
+        }
+    }
+    if parse_errors > 0 {
+        lost.push(("malformed records".into(), parse_errors));
+    }
+    (lost, unfollowed)
 }
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
@@ -296,6 +333,19 @@ struct Recording {
     files: relations::FileTable,
     /// The query ids sampled (with a DSN).
     queries: queries::QueryAcc,
+    /// `--prometheus`: the cumulative metrics.
+    metrics: Option<metrics::LiveMetrics>,
+}
+
+/// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
+fn who(pg: &pgwait::PgWaitAcc, tgid: u32) -> (String, String) {
+    let comm = filter::comm_of(tgid).unwrap_or_else(|| "(exited)".into());
+    let role = if pg.is_pg(tgid) {
+        pg.role_of(tgid)
+    } else {
+        String::new()
+    };
+    (comm, role)
 }
 
 impl Recording {
@@ -450,6 +500,10 @@ impl Recording {
                     }
                 }
                 self.queries.syscall(e.tgid, e.a, e.c);
+                if let Some(m) = self.metrics.as_mut() {
+                    let pg = &self.pg;
+                    m.syscall(e.tgid, || who(pg, e.tgid), name, e.a, e.b, error);
+                }
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
@@ -488,11 +542,14 @@ impl Recording {
                     return;
                 }
                 let (dev, mine) = self.device_names(e.dev);
-                let (_, queue_op, device_op) = block_ops(e.sub & 0xffff);
+                let (op, queue_op, device_op) = block_ops(e.sub & 0xffff);
+                let watched = e.sub & BLOCK_WATCHED != 0;
+                if let Some(m) = self.metrics.as_mut() {
+                    m.block(&dev, op, watched || filters.all_processes(), e.b, e.a);
+                }
                 self.record(&dev, queue_op, k, e.b, 0, false);
                 self.record(&dev, device_op, k, e.a, e.bytes as u64, false);
-                // The kernel side marks requests a watched process submitted.
-                let watched = e.sub & BLOCK_WATCHED != 0;
+                // The kernel side marks requests a watched process submitted (`watched`).
                 if watched || filters.all_processes() {
                     self.layer_record(Layer::Block, k, e.a);
                 }
@@ -525,11 +582,19 @@ impl Recording {
                 let ns = e.a.min(e.ts - self.start_ns);
                 if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
                     if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
+                        if let Some(m) = self.metrics.as_mut() {
+                            let pg = &self.pg;
+                            m.pg_wait(e.tgid, || who(pg, e.tgid), op, ns);
+                        }
                         self.record(PG_RUN, op, k, ns, 0, false);
                     }
                 }
                 self.record("cpu", CPU_OFF, k, e.a, 0, false);
                 if e.b > 0 {
+                    if let Some(m) = self.metrics.as_mut() {
+                        let pg = &self.pg;
+                        m.runq(e.tgid, || who(pg, e.tgid), e.b);
+                    }
                     self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
                     self.layer_record(Layer::Cpu, k, e.b);
                     let span = self.span(k);
@@ -784,6 +849,7 @@ pub(crate) fn watch(
         pg: pgwait::PgWaitAcc::default(),
         files: relations::FileTable::default(),
         queries: queries::QueryAcc::default(),
+        metrics: opts.metrics.then(metrics::LiveMetrics::new),
     };
     // The watched PostgreSQL server processes: where each publishes its wait event.
     let pg_watched = |pid: u32| {
@@ -872,6 +938,11 @@ pub(crate) fn watch(
         // Show every interval that ended more than a moment ago (events of other CPUs may
         // still be on their way for a few milliseconds).
         let now_k = ((monotonic_ns() - start_ns).saturating_sub(20_000_000) / interval_ns) as usize;
+        let lost = if rec.metrics.is_some() && shown < now_k {
+            lost_by_cause(&bpf::sum_per_cpu(&ebpf, "lost")?, parse_errors).0
+        } else {
+            Vec::new()
+        };
         while shown < now_k {
             rec.span(shown);
             view(&IntervalView {
@@ -879,8 +950,12 @@ pub(crate) fn watch(
                 span: &rec.spans[shown],
                 rec: &rec,
                 cgroups: &cgroups,
+                lost: &lost,
             });
             shown += 1;
+            if let Some(m) = rec.metrics.as_mut() {
+                m.interval();
+            }
         }
         // Intervals shown are done: keep them encoded (a late event reopens one).
         rec.close_before(shown);
@@ -1037,21 +1112,9 @@ pub(crate) fn watch(
         .map(|s| (s.start_s, s.duration_s))
         .collect();
 
-    let mut lost = BTreeMap::new();
-    let mut unfollowed = BTreeMap::new();
-    for (i, &v) in lost_counts.iter().enumerate() {
-        if v > 0 {
-            let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
-            if unfollowed_slot(i) {
-                unfollowed.insert(cause, v as f64);
-            } else {
-                lost.insert(cause, v);
-            }
-        }
-    }
-    if parse_errors > 0 {
-        lost.insert("malformed records".into(), parse_errors);
-    }
+    let (lost, unfollowed) = lost_by_cause(&lost_counts, parse_errors);
+    let lost: BTreeMap<String, u64> = lost.into_iter().collect();
+    let unfollowed: BTreeMap<String, f64> = unfollowed.into_iter().collect();
 
     let mut res = Results::new(Kind::Watch, command_line);
     res.environment = crate::sys::environment();
