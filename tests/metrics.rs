@@ -546,3 +546,60 @@ fn exporter_recipes_are_valid() {
         );
     }
 }
+
+#[test]
+fn a_real_prometheus_scrape_reads_back_with_its_own_counts() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let file = root.join("tests/fixtures/real/prometheus_2.42_self_metrics.txt");
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("back.json");
+    let out = bin()
+        .args(["ingest", "--format", "prometheus", "-q", "--json"])
+        .arg(&json)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let back = Results::read_file(&json).unwrap();
+    // Every `_count` line of a histogram of seconds, as the file gives it.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let mut expected = 0;
+    for line in text.lines() {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Some((name, labels)) = series.split_once("_count") else {
+            continue;
+        };
+        if !name.ends_with("_seconds") || !text.contains(&format!("# TYPE {name} histogram")) {
+            continue;
+        }
+        let labels = labels
+            .trim_matches(|c| c == '{' || c == '}')
+            .replace('"', "");
+        let run = back
+            .runs
+            .iter()
+            .find(|r| r.name == name)
+            .unwrap_or_else(|| panic!("no run {name}"));
+        let op = if labels.is_empty() { name } else { &labels };
+        let o = run
+            .op(op)
+            .unwrap_or_else(|| panic!("{name}: no op {op}: {:?}", run.ops.len()));
+        assert_eq!(o.count, value.parse::<u64>().unwrap(), "{name} {op}");
+        expected += 1;
+    }
+    assert!(expected >= 5, "{expected} series of seconds in the fixture");
+    let ops: usize = back.runs.iter().map(|r| r.ops.len()).sum();
+    assert_eq!(ops, expected);
+    // The histograms of bytes and samples are left out, and said to be.
+    assert!(!back.runs.iter().any(|r| r.name.ends_with("_bytes")));
+    assert!(back
+        .warnings
+        .iter()
+        .any(|w| w.contains("prometheus_http_response_size_bytes left out")));
+}

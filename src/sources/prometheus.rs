@@ -7,7 +7,7 @@
 //! A bucket's count (its cumulative count less the previous one's) is spread over `(previous
 //! le, le]`; the `+Inf` bucket's at the last finite bound. Latencies are in the unit the family's
 //! name ends with (`_seconds`, `_milliseconds`, `_microseconds`, `_nanoseconds`), else
-//! `--unit` (default seconds, Prometheus' base unit). An exposition is one snapshot of
+//! `--unit`; without either (`_bytes`, `_samples`) the family is left out with a warning. An exposition is one snapshot of
 //! cumulative counters, so the run has one interval and no duration (give `--duration`).
 //! Counters, gauges and summaries are not latency histograms and are counted as ignored lines;
 //! native histograms exist only in the protobuf exposition and are not read.
@@ -175,6 +175,7 @@ pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunRe
                 if s.buckets.iter().any(|b| b.0 == le) {
                     repeated += 1;
                 }
+                super::bcc::impossible_count(value as u64, r.line_no)?;
                 s.buckets.push((le, value as u64));
             }
             "_count" => s.count = Some(value as u64),
@@ -190,7 +191,14 @@ pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunRe
     }
     let mut runs = Vec::new();
     for (fam, series) in fams {
-        let unit_ns = unit_of(&fam).or(args.unit.map(|u| u.ns())).unwrap_or(1e9);
+        // A histogram of bytes or samples is not a latency: left out, and said.
+        let Some(unit_ns) = unit_of(&fam).or(args.unit.map(|u| u.ns())) else {
+            r.warnings.push(format!(
+                "histogram {fam} left out: its name ends in no time unit (_seconds, \
+                 _milliseconds, ...); --unit reads it as latencies in that unit"
+            ));
+            continue;
+        };
         let mut ss = SnapshotSeries::new();
         ss.begin_interval(0.0, 0.0);
         for (key, mut s) in series {
@@ -216,7 +224,8 @@ pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunRe
                 let lo_ns = (prev.0 * unit_ns).round() as u64;
                 let hi_ns = (hi * unit_ns).round() as u64;
                 // (lo, hi]: the spread's [lo, hi) moved up by one ns.
-                ss.add_spread(op, lo_ns + 1, hi_ns.max(lo_ns + 1) + 1, n);
+                let lo = lo_ns.saturating_add(1);
+                ss.add_spread(op, lo, hi_ns.max(lo).saturating_add(1), n);
                 prev = (hi, cum);
             }
             if let Some(c) = s.count {
