@@ -317,13 +317,28 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
     for mut l in loads {
         assert!(l.wait().unwrap().success(), "the load failed");
     }
-    // Every event of the loads in a published interval (500 ms), then scraped (1 s).
-    std::thread::sleep(Duration::from_millis(3500));
-    let mut promql_counts = Vec::new();
-    for a in &addrs {
-        let q =
-            format!("sum(iolens_syscall_latency_seconds_count{{op=\"pread64\",instance=\"{a}\"}})");
-        promql_counts.push(prom.query(&q).unwrap_or(0.0) as u64);
+    // Every event of the loads in a published interval (500 ms), then scraped (1 s): wait
+    // until both counts have stayed the same for 2 s (at most 30 s).
+    let counts = || -> Vec<u64> {
+        addrs
+            .iter()
+            .map(|a| {
+                let q = format!(
+                    "sum(iolens_syscall_latency_seconds_count{{op=\"pread64\",instance=\"{a}\"}})"
+                );
+                prom.query(&q).unwrap_or(0.0) as u64
+            })
+            .collect()
+    };
+    let t = Instant::now();
+    let mut promql_counts = counts();
+    loop {
+        std::thread::sleep(Duration::from_secs(2));
+        let now = counts();
+        if now == promql_counts || t.elapsed() > Duration::from_secs(30) {
+            break;
+        }
+        promql_counts = now;
     }
     let q99 = |sel: &str| {
         prom.query(&format!(
@@ -411,6 +426,23 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
     assert!(own_cpu > 0.0);
 }
 
+/// `iolens ingest --format prometheus FILE`, its results (written in `dir`).
+fn ingest(file: &Path, dir: &Path) -> Results {
+    let json = dir.join("back.json");
+    let out = bin()
+        .args(["ingest", "--format", "prometheus", "-q", "--json"])
+        .arg(&json)
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Results::read_file(&json).unwrap()
+}
+
 #[test]
 fn metrics_file_reads_back_with_the_same_counts() {
     let tmp = tempfile::tempdir().unwrap();
@@ -442,19 +474,7 @@ fn metrics_file_reads_back_with_the_same_counts() {
     let ran = Results::read_file(&run_json).unwrap();
     let text = std::fs::read_to_string(&prom).unwrap();
     assert!(text.contains("# TYPE iolens_op_latency_seconds histogram"));
-    let back_json = tmp.path().join("back.json");
-    let out = bin()
-        .args(["ingest", "--format", "prometheus", "-q", "--json"])
-        .arg(&back_json)
-        .arg(&prom)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let back = Results::read_file(&back_json).unwrap();
+    let back = ingest(&prom, tmp.path());
     let run = &ran.runs[0];
     assert!(run.ops.len() >= 2, "{:?}", run.ops.len());
     for op in &run.ops {
@@ -552,19 +572,7 @@ fn a_real_prometheus_scrape_reads_back_with_its_own_counts() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let file = root.join("tests/fixtures/real/prometheus_2.42_self_metrics.txt");
     let tmp = tempfile::tempdir().unwrap();
-    let json = tmp.path().join("back.json");
-    let out = bin()
-        .args(["ingest", "--format", "prometheus", "-q", "--json"])
-        .arg(&json)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let back = Results::read_file(&json).unwrap();
+    let back = ingest(&file, tmp.path());
     // Every `_count` line of a histogram of seconds, as the file gives it.
     let text = std::fs::read_to_string(&file).unwrap();
     let mut expected = 0;
