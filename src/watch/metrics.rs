@@ -300,7 +300,7 @@ mod tests {
                 "pread64",
                 1000 + pid as u64,
                 8192,
-                pid % 10 == 0,
+                pid >= 100 && pid % 10 == 0,
             );
             m.interval();
         }
@@ -319,7 +319,20 @@ mod tests {
                 _ => 0,
             })
             .sum();
-        assert_eq!(total, 900);
+        assert_eq!(total, 910);
+        let errors: f64 = e
+            .families
+            .iter()
+            .find(|f| f.name == "iolens_syscall_errors_total")
+            .unwrap()
+            .samples
+            .iter()
+            .map(|s| match s.value {
+                SampleValue::Number(v) => v,
+                _ => 0.0,
+            })
+            .sum();
+        assert_eq!(errors, 90.0);
         assert!(f.samples.iter().any(|s| s.labels[1].1 == "other"));
     }
 }
