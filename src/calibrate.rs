@@ -14,7 +14,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
-use crate::analysis::{self, Severity, Verdict, VerdictKind};
+use crate::analysis::ramp::{Ramp, SeqRamp, FALL_FACTOR};
+use crate::analysis::verdicts::calibration as verdicts;
+use crate::analysis::Verdict;
 use crate::results::analysis::{
     CacheStep, CalibrationFindings, CommitStep, Precondition, RampBest, SustainStep,
 };
@@ -89,264 +91,6 @@ pub struct CalibrateOptions {
     pub precondition: f64,
     /// `--stripe-unit`: the allocation unit of a calibration over several targets.
     pub stripe_unit: u64,
-}
-
-/// The session ramp of the random-read phase as a pure state machine: it proposes session
-/// counts, is told each step's IOPS and latency, and decides when to stop and what to refine.
-#[derive(Clone, Debug)]
-pub struct Ramp {
-    max_sessions: u32,
-    target_ns: f64,
-    plateau: f64,
-    refinements_left: u32,
-    /// (sessions, iops, latency at percentile ns, good)
-    pub steps: Vec<(u32, f64, f64, bool)>,
-    pub stop: Option<StopReason>,
-    next_pow: u32,
-    /// Good steps in a row that did not beat the best so far by the plateau threshold.
-    flat: u32,
-}
-
-/// Steps in a row without growth (by the plateau threshold, over the best step so far) that
-/// make a plateau: one noisy step never stops a ramp.
-pub const PLATEAU_STEPS: u32 = 2;
-
-/// A step below the best by more than this many times the plateau threshold has fallen past
-/// the peak (not noise): the ramp stops at once (with the default 5 %: a fall of over 10 %).
-pub const FALL_FACTOR: f64 = 2.0;
-
-/// Did a step of `value` fall past the peak `best` (threshold `plateau`, 0.05 = 5 %)?
-fn fell(value: f64, best: f64, plateau: f64) -> bool {
-    value < best * (1.0 - FALL_FACTOR * plateau)
-}
-
-impl Ramp {
-    /// A ramp up to `max_sessions`, latency target `target_ns`, plateau threshold (0.05 = 5 %),
-    /// with up to `refinements` refinement steps after the first bad step.
-    pub fn new(max_sessions: u32, target_ns: f64, plateau: f64, refinements: u32) -> Ramp {
-        Ramp {
-            max_sessions,
-            target_ns,
-            plateau,
-            refinements_left: refinements,
-            steps: Vec::new(),
-            stop: None,
-            next_pow: 1,
-            flat: 0,
-        }
-    }
-
-    /// Number of steps the ramp may take at most (powers of two up to the ceiling, plus
-    /// refinements): used to divide the budget.
-    pub fn max_steps(max_sessions: u32, refinements: u32) -> u32 {
-        let mut n = 0;
-        let mut s = 1u32;
-        while s <= max_sessions {
-            n += 1;
-            if s == max_sessions {
-                break;
-            }
-            s = (s * 2).min(max_sessions);
-        }
-        n + refinements
-    }
-
-    fn last_good(&self) -> Option<(u32, f64)> {
-        self.steps
-            .iter()
-            .filter(|s| s.3)
-            .max_by_key(|s| s.0)
-            .map(|s| (s.0, s.1))
-    }
-
-    fn first_bad(&self) -> Option<u32> {
-        self.steps.iter().filter(|s| !s.3).map(|s| s.0).min()
-    }
-
-    /// The next session count to measure, or `None` when the ramp is done.
-    pub fn next_sessions(&mut self) -> Option<u32> {
-        match self.stop {
-            None => Some(self.next_pow),
-            Some(StopReason::LatencyTarget) => {
-                // Refine between the last good and first bad step (bisection).
-                if self.refinements_left == 0 {
-                    return None;
-                }
-                let lo = self.last_good()?.0;
-                let hi = self.first_bad()?;
-                if hi <= lo + 1 {
-                    return None;
-                }
-                self.refinements_left -= 1;
-                Some(lo + (hi - lo) / 2)
-            }
-            _ => None,
-        }
-    }
-
-    /// Report the outcome of the step at `sessions`.
-    pub fn record(&mut self, sessions: u32, iops: f64, latency_ns: f64) {
-        let good = latency_ns <= self.target_ns;
-        let prev_best = self.best();
-        self.steps.push((sessions, iops, latency_ns, good));
-        if self.stop.is_some() {
-            return;
-        }
-        if !good {
-            self.stop = Some(StopReason::LatencyTarget);
-            return;
-        }
-        // A plateau must persist: PLATEAU_STEPS good steps in a row that do not beat the best
-        // step so far by the threshold (one noisy step is not a plateau). A fall beyond noise
-        // (below the best by FALL_FACTOR × the threshold) is past the peak: it stops at once.
-        match prev_best {
-            Some((_, best)) if fell(iops, best, self.plateau) => {
-                self.stop = Some(StopReason::Fell);
-                return;
-            }
-            Some((_, best)) if iops < best * (1.0 + self.plateau) => {
-                self.flat += 1;
-                if self.flat >= PLATEAU_STEPS {
-                    self.stop = Some(StopReason::Plateau);
-                    return;
-                }
-            }
-            _ => self.flat = 0,
-        }
-        if sessions >= self.max_sessions {
-            self.stop = Some(StopReason::Ceiling);
-            return;
-        }
-        self.next_pow = (sessions * 2).min(self.max_sessions);
-    }
-
-    /// Mark the ramp as cut short.
-    pub fn interrupt(&mut self) {
-        if self.stop.is_none() {
-            self.stop = Some(StopReason::Interrupted);
-        }
-        self.refinements_left = 0;
-    }
-
-    /// Best IOPS among steps that met the target, with its session count (the fewest sessions
-    /// among equal IOPS).
-    pub fn best(&self) -> Option<(u32, f64)> {
-        self.steps
-            .iter()
-            .filter(|s| s.3)
-            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
-            .map(|s| (s.0, s.1))
-    }
-}
-
-/// The queue-depth ramp of a sequential phase: it is told each step's MB/s and says whether
-/// to go on. It stops when [`PLATEAU_STEPS`] steps in a row fail to beat the best so far by the
-/// plateau threshold, or at once when a step falls below the best by more than [`FALL_FACTOR`]
-/// times it, and reports the best step observed.
-#[derive(Clone, Debug)]
-pub struct SeqRamp {
-    plateau: f64,
-    flat: u32,
-    /// (queue depth, MB/s) of every step.
-    pub steps: Vec<(u32, f64)>,
-}
-
-impl SeqRamp {
-    /// A ramp with plateau threshold `plateau` (0.05 = 5 %).
-    pub fn new(plateau: f64) -> SeqRamp {
-        SeqRamp {
-            plateau,
-            flat: 0,
-            steps: Vec::new(),
-        }
-    }
-
-    /// Report a step; returns whether the ramp goes on.
-    pub fn record(&mut self, qd: u32, mbs: f64) -> bool {
-        let prev = self.best();
-        self.steps.push((qd, mbs));
-        match prev {
-            Some((_, best)) if fell(mbs, best, self.plateau) => false,
-            Some((_, best)) if mbs < best * (1.0 + self.plateau) => {
-                self.flat += 1;
-                self.flat < PLATEAU_STEPS
-            }
-            _ => {
-                self.flat = 0;
-                true
-            }
-        }
-    }
-
-    /// The best step observed: (queue depth, MB/s).
-    pub fn best(&self) -> Option<(u32, f64)> {
-        self.steps
-            .iter()
-            .copied()
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-    }
-}
-
-/// A chosen step's p99 more than this many times the latency target is flagged.
-pub const P99_FAR_FACTOR: f64 = 2.0;
-
-/// Headline results that contradict each other or the target, as warnings: many streams
-/// slower than one stream (impossible by definition: the many-streams ramp did not find its
-/// peak), and a chosen max-IOPS step whose p99 is far above the latency target (when the
-/// target is on a lower percentile). `seq`/`seq1` are (queue depth, MB/s); `chosen_p99_ns` the
-/// p99 of the max-IOPS step.
-pub fn contradictions(
-    seq: Option<(u32, f64)>,
-    seq1: Option<(u32, f64)>,
-    chosen_p99_ns: Option<f64>,
-    target_ns: f64,
-    percentile: f64,
-) -> Vec<Verdict> {
-    let mut out = Vec::new();
-    if let (Some((qd, many)), Some((qd1, one))) = (seq, seq1) {
-        if many < one {
-            out.push(Verdict::new(
-                VerdictKind::Contradiction,
-                Severity::Warning,
-                format!(
-                    "contradiction: many streams reached {many:.0} MB/s (queue depth {qd} per stream) \
-                     but one stream reached {one:.0} MB/s (queue depth {qd1}); many streams can do at \
-                     least what one does, so the many-streams figure is too low (noise, or a ramp \
-                     cut short by the budget): take {one:.0} MB/s as the lower bound and repeat with \
-                     a longer --budget"
-                ),
-                &[
-                    ("many_streams_mb_per_s", many),
-                    ("many_streams_qd", qd as f64),
-                    ("one_stream_mb_per_s", one),
-                    ("one_stream_qd", qd1 as f64),
-                ],
-            ));
-        }
-    }
-    if let Some(p99) = chosen_p99_ns {
-        if p99 > P99_FAR_FACTOR * target_ns {
-            out.push(Verdict::new(
-                VerdictKind::TailBeyondTarget,
-                Severity::Warning,
-                format!(
-                    "the max-IOPS step meets p{} ≤ {} but its p99 is {} ({:.1}× the target): the tail \
-                     above p{} is far slower than the target suggests",
-                    crate::units::sig3(percentile),
-                    fmt_ns(target_ns),
-                    fmt_ns(p99),
-                    p99 / target_ns,
-                    crate::units::sig3(percentile)
-                ),
-                &[
-                    ("p99_ns", p99),
-                    ("target_ns", target_ns),
-                    ("percentile", percentile),
-                ],
-            ));
-        }
-    }
-    out
 }
 
 /// Shortest step that still measures something meaningful.
@@ -1138,19 +882,7 @@ pub fn calibrate(
                     }
                     if plan.direct && size % lbs != 0 {
                         st.skip_slot(&pp);
-                        notes.push(Verdict::new(
-                            VerdictKind::StepSkipped,
-                            Severity::Info,
-                            format!(
-                                "commit writes of {} skipped: below the device's {} B logical block size",
-                                fmt_bytes(size),
-                                lbs
-                            ),
-                            &[
-                                ("size_bytes", size as f64),
-                                ("logical_block_size", lbs as f64),
-                            ],
-                        ));
+                        notes.push(verdicts::step_skipped(size, lbs));
                         continue;
                     }
                     let spec = WorkloadSpec {
@@ -1255,26 +987,9 @@ pub fn calibrate(
     let total_s = started.elapsed().as_secs_f64();
     let overhead_s = (total_s - st.step_wall_s).max(0.0);
 
-    if let Some(p) = max_iops_point {
-        let r = &st.results[curve[p].run];
-        for v in analysis::run_verdicts(r) {
-            notes.push(at_step(
-                v,
-                format!("at max IOPS ({} sessions)", curve[p].sessions),
-                curve[p].sessions,
-            ));
-        }
-    } else if let Some(c) = curve.first() {
-        for v in analysis::run_verdicts(&st.results[c.run]) {
-            notes.push(at_step(
-                v,
-                format!("at {} session(s)", c.sessions),
-                c.sessions,
-            ));
-        }
-    }
+    notes.extend(verdicts::chosen_step(&st.results, &curve, max_iops_point));
     let pair = |b: Option<RampBest>| b.map(|b| (b.level, b.value));
-    let contradicted = contradictions(
+    let contradicted = verdicts::contradictions(
         pair(f.seq_best),
         pair(f.seq1_best),
         max_iops_point.map(|p| curve[p].p99_ns as f64),
@@ -1335,14 +1050,6 @@ pub fn calibrate(
         verdicts: notes,
     });
     Ok(res)
-}
-
-/// A run's verdict as reported for one calibration step: `where_` leads its message and the
-/// step's sessions join its figures.
-fn at_step(mut v: Verdict, where_: String, sessions: u32) -> Verdict {
-    v.message = format!("{where_}: {}", v.message);
-    v.figures.insert("sessions".into(), sessions as f64);
-    v
 }
 
 fn ramp_best((level, value): (u32, f64)) -> RampBest {

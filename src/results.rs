@@ -203,6 +203,32 @@ impl OpResult {
             bucket_edges_ns: Vec::new(),
         }
     }
+
+    /// Build from what an accumulator of out-of-order intervals holds
+    /// ([`crate::histogram::OpAcc::parts`]), `spans` giving each interval's start and length;
+    /// a stub last interval folded into the one before ([`fold_stub_tail`]).
+    pub(crate) fn of_parts(
+        op: &str,
+        parts: crate::histogram::Parts,
+        spans: &[(f64, f64)],
+    ) -> Result<Self> {
+        let mut ivs: Vec<Interval> = parts
+            .intervals
+            .into_iter()
+            .zip(spans)
+            .map(|((hist, count, bytes), &(start_s, duration_s))| Interval {
+                start_s,
+                duration_s,
+                count,
+                bytes,
+                hist,
+            })
+            .collect();
+        fold_stub_tail(&mut ivs)?;
+        let mut r = OpResult::new(op, &parts.total, parts.bytes, ivs);
+        r.errors = parts.errors;
+        Ok(r)
+    }
 }
 
 /// CPU cost of a run, for the measured window.

@@ -4,7 +4,8 @@
 use std::sync::atomic::AtomicBool;
 
 use clap::Parser;
-use iolens::calibrate::{CalibrateOptions, Phase, Plan, Ramp, StopReason};
+use iolens::analysis::ramp::Ramp;
+use iolens::calibrate::{CalibrateOptions, Phase, Plan, StopReason};
 use iolens::commands::calibrate::CalibrateArgs;
 use iolens::results::{Kind, Results};
 use iolens::run::execute;

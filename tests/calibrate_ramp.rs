@@ -2,7 +2,9 @@
 //! headline figures that contradict each other (issue 11, item 12). Pure decision logic driven
 //! by step sequences, including the one a default calibration produced on the development VM.
 
-use iolens::calibrate::{contradictions, Ramp, SeqRamp, StopReason, PLATEAU_STEPS};
+use iolens::analysis::ramp::{Ramp, SeqRamp, PLATEAU_STEPS};
+use iolens::analysis::verdicts::calibration::contradictions;
+use iolens::calibrate::StopReason;
 
 const MS: f64 = 1e6;
 

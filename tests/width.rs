@@ -389,3 +389,134 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
         let _ = sleeper.wait();
     }
 }
+
+/// The PostgreSQL server of `scripts/pg-test-server.sh` (its key=value DSN from `IOLENS_PG_DSN`
+/// or target/pgtest/dsn), as `tests/db_postgres.rs` finds it: `None` (a note) without one,
+/// a failure when `IOLENS_PG_TESTS=1`.
+fn pg_dsn() -> Option<String> {
+    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
+    let dsn = std::env::var("IOLENS_PG_DSN")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        });
+    let answer = dsn
+        .as_deref()
+        .map(|d| postgres::Client::connect(d, postgres::NoTls));
+    match answer {
+        Some(Ok(_)) => dsn,
+        Some(Err(e)) => {
+            assert!(!required, "IOLENS_PG_TESTS=1 but the test server does not answer ({e}); run scripts/pg-test-server.sh");
+            eprintln!("note: PostgreSQL width test skipped: the test server does not answer ({e})");
+            None
+        }
+        None => {
+            assert!(
+                !required,
+                "IOLENS_PG_TESTS=1 but no PostgreSQL DSN: run scripts/pg-test-server.sh first"
+            );
+            eprintln!(
+                "note: PostgreSQL width test skipped (no IOLENS_PG_DSN and no target/pgtest/dsn)"
+            );
+            None
+        }
+    }
+}
+
+/// The README's PostgreSQL `db` commands (setup, run, sample, drop; `show` of what they wrote)
+/// on a terminal 80 and 60 columns wide, against a real server in a database made for the
+/// test: no line the terminal shows is wider, progress and warnings included; and the errors a
+/// person meets first (no server at the socket, no such database) fit too.
+#[test]
+fn postgres_db_commands_fit_80_and_60_columns_on_a_terminal() {
+    let Some(base) = pg_dsn() else {
+        return;
+    };
+    let name = "iolens_width";
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .unwrap();
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let dsn = format!("{base} dbname={name}");
+    let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    let with_dsn = |head: &str, dsn: &str, tail: &str| {
+        let mut v = words(head);
+        v.extend(["--dsn".to_string(), dsn.to_string()]);
+        v.extend(words(tail));
+        v
+    };
+    for cols in [80u16, 60] {
+        let dir = tempfile::tempdir().unwrap();
+        // (arguments, must it succeed?)
+        let cmds: Vec<(Vec<String>, bool)> = vec![
+            (
+                with_dsn("db setup --engine postgres", &dsn, "--schemas 1 --scale 8M"),
+                true,
+            ),
+            (
+                with_dsn(
+                    "db run --engine postgres",
+                    &dsn,
+                    "--sessions 2 --duration 1s --interval 200ms --json pg.json",
+                ),
+                true,
+            ),
+            (words("show pg.json"), true),
+            (
+                with_dsn(
+                    "db sample --engine postgres",
+                    &dsn,
+                    "--interval 200ms --duration 1s --json io.json",
+                ),
+                true,
+            ),
+            (words("show io.json"), true),
+            (with_dsn("db drop --engine postgres", &dsn, ""), true),
+            (
+                with_dsn(
+                    "db run --engine postgres",
+                    "host=/nonexistent/iolens-socket-dir dbname=postgres",
+                    "--sessions 2 --duration 1s",
+                ),
+                false,
+            ),
+            (
+                with_dsn(
+                    "db run --engine postgres",
+                    &format!("{base} dbname=iolens_no_such_database"),
+                    "--sessions 2 --duration 1s",
+                ),
+                false,
+            ),
+        ];
+        for (args, must) in &cmds {
+            let args: Vec<String> = args.iter().filter(|a| !a.is_empty()).cloned().collect();
+            let line = args.join(" ");
+            let (code, text) = on_pty(dir.path(), &args, cols);
+            assert!(
+                !text.contains("panicked"),
+                "iolens {line} at {cols} columns panicked:\n{text}"
+            );
+            if *must {
+                assert_eq!(code, Some(0), "iolens {line} at {cols} columns:\n{text}");
+            } else {
+                assert_eq!(code, Some(2), "iolens {line} at {cols} columns:\n{text}");
+            }
+            let wide = screen_too_wide(&text, cols as usize);
+            assert!(
+                wide.is_empty(),
+                "iolens {line} on a terminal of {cols} columns: lines wider than it:\n{}\n--- \
+                 the whole screen:\n{text}",
+                wide.join("\n")
+            );
+        }
+    }
+    let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+}

@@ -55,13 +55,34 @@ pub(crate) fn spec_differences(a: &Value, b: &Value) -> Vec<String> {
 }
 
 fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    walk_differences(path, a, b, FREE_KEYS, &mut |path, a, b| {
+        out.push(format!(
+            "{}: {} vs {}",
+            if path.is_empty() { "spec" } else { path },
+            short(a),
+            short(b)
+        ))
+    });
+}
+
+/// Walk two JSON values side by side — objects field by field in key order, leaving out the
+/// fields named in `skip`, a field absent on one side `null` there — and call `each` with the
+/// dotted path (empty at the top) and both values of every leaf that differs. The one walker
+/// of `compare`'s spec differences and `merge`'s check that ranks ran one workload.
+pub(crate) fn walk_differences(
+    path: &str,
+    a: &Value,
+    b: &Value,
+    skip: &[&str],
+    each: &mut dyn FnMut(&str, &Value, &Value),
+) {
     match (a, b) {
         (Value::Object(ma), Value::Object(mb)) => {
             let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
             keys.sort();
             keys.dedup();
             for k in keys {
-                if FREE_KEYS.contains(&k.as_str()) {
+                if skip.contains(&k.as_str()) {
                     continue;
                 }
                 let p = if path.is_empty() {
@@ -69,21 +90,17 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
                 } else {
                     format!("{path}.{k}")
                 };
-                diff_into(
+                walk_differences(
                     &p,
                     ma.get(k).unwrap_or(&Value::Null),
                     mb.get(k).unwrap_or(&Value::Null),
-                    out,
+                    skip,
+                    each,
                 );
             }
         }
         _ if a == b => {}
-        _ => out.push(format!(
-            "{}: {} vs {}",
-            if path.is_empty() { "spec" } else { path },
-            short(a),
-            short(b)
-        )),
+        _ => each(path, a, b),
     }
 }
 

@@ -1,16 +1,22 @@
 //! Which point of a load curve is the headline "max IOPS at the latency target": the most IOPS
 //! among the points whose latency at the target's percentile is at most the target, the fewest
-//! sessions among equal IOPS. `calibrate` decides it step by step as its ramp measures; a
-//! cluster's merged calibration decides it here from the merged curve.
+//! sessions among equal IOPS. A calibration's ramp ([`super::ramp::Ramp`]) asks it step by
+//! step as it measures; a cluster's merged calibration asks it of the merged curve.
 
 /// Index of the point of `points` (sessions, IOPS, latency in ns at the target's percentile)
 /// with the most IOPS among those at most `target_ns`; the fewest sessions among equal IOPS.
 /// `None` when no point met the target.
 pub fn best_at_target(points: &[(u32, f64, u64)], target_ns: u64) -> Option<usize> {
+    best_of(points.iter().map(|p| (p.0, p.1, p.2 <= target_ns)))
+}
+
+/// Index of the point of `points` (sessions, IOPS, whether it met the target) with the most
+/// IOPS among those that met it; the fewest sessions among equal IOPS. The one rule behind
+/// [`best_at_target`] and the calibration ramp's best step ([`super::ramp::Ramp::best`]).
+pub fn best_of(points: impl Iterator<Item = (u32, f64, bool)>) -> Option<usize> {
     points
-        .iter()
         .enumerate()
-        .filter(|(_, p)| p.2 <= target_ns)
+        .filter(|(_, p)| p.2)
         .max_by(|(_, a), (_, b)| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
         .map(|(k, _)| k)
 }

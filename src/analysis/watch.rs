@@ -286,6 +286,13 @@ fn verdicts(
 ) -> Vec<Verdict> {
     let mut v = Vec::new();
     let Some(kind) = o.verdict else {
+        // No time accounted: nothing to decide, and that is said.
+        v.push(Verdict::new(
+            VerdictKind::Note,
+            Severity::Info,
+            "none — the watched threads were not seen (no time accounted)".into(),
+            &[("wall_s", o.wall_s)],
+        ));
         return v;
     };
     let figures = [
@@ -769,6 +776,20 @@ mod tests {
         let mut idle = span([0.0, 0.0, 0.0], 0.0, 0.0, 0.0);
         idle.wall = WallSplit::default();
         assert_eq!(shares(&idle).verdict, None);
+        // The analysis says so in one note (renderers word no verdict of their own); a watch
+        // that saw the threads has no such note.
+        let mut r = limited(idle, 0);
+        r.watch.as_mut().unwrap().cgroups.clear();
+        let a = watch_analysis(&r).unwrap();
+        assert_eq!(a.verdicts.len(), 1);
+        assert_eq!(a.verdicts[0].kind, VerdictKind::Note);
+        assert!(
+            a.verdicts[0].message.starts_with("none — "),
+            "{:?}",
+            a.verdicts
+        );
+        let seen = watch_analysis(&limited(span([0.4, 0.05, 0.0], 0.5, 0.3, 0.0), 0)).unwrap();
+        assert!(seen.verdicts.iter().all(|v| v.kind != VerdictKind::Note));
     }
 
     /// A watch budget of one span and one cgroup limiting loop3 to 100 reads per second, which

@@ -14,7 +14,9 @@
 //! - `classic.rs`: the fixed classic-bucket layout of the Prometheus exposition
 //!   ([`classic::ClassicHist`]);
 //! - `counts.rs`: counts added by index ([`TotalCounts`], [`DenseCounts`]), sparse sums
-//!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]).
+//!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]);
+//! - `slots.rs`: one op's per-interval histograms recorded out of order ([`OpAcc`]: an
+//!   interval kept encoded once done, reopened by a late event), yielding [`Parts`].
 //!
 //! It sits on the ground floor: results, the readers (`sources`), `merge`, the recorder and the
 //! renderers use it; it imports none of them.
@@ -30,10 +32,12 @@ pub mod classic;
 mod counts;
 mod decode;
 mod encode;
+mod slots;
 
 pub(crate) use counts::{add_sparse, sparse_quantile, DenseCounts, Sparse, TotalCounts};
 pub(crate) use decode::{decode_v2_bounded, V2Scan};
 pub(crate) use encode::{HistEncoder, IndexCounts};
+pub(crate) use slots::{OpAcc, Parts};
 
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;

@@ -109,35 +109,8 @@ pub(super) fn merge_calibration(
         }
     }
     findings.write_ramp = write_ramp;
-    use crate::results::analysis::{Severity, Verdict, VerdictKind};
-    let note = |message: String, figures: &[(&str, f64)]| Verdict {
-        kind: VerdictKind::Note,
-        severity: Severity::Info,
-        message,
-        figures: figures.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-    };
-    let mut verdicts = vec![note(
-        format!(
-            "cluster of {n} rank(s): IOPS summed over ranks in the window where all measured, \
-             latency percentiles from the exactly merged histograms"
-        ),
-        &[("ranks", n as f64)],
-    )];
-    if let Some(b) = best {
-        verdicts.push(note(
-            format!(
-                "max IOPS at p{} ≤ {}: {} with {} sessions in all",
-                pct,
-                fmt_ns(target as f64),
-                fmt_rate(curve[b].iops),
-                curve[b].sessions
-            ),
-            &[
-                ("max_iops", curve[b].iops),
-                ("sessions", curve[b].sessions as f64),
-            ],
-        ));
-    }
+    let verdicts =
+        crate::analysis::verdicts::calibration::cluster(n, pct, target, best.map(|b| &curve[b]));
     Ok(Some(crate::results::Calibration {
         percentile: pct,
         max_latency_ns: target,

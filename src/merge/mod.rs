@@ -619,26 +619,7 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
 /// The fields of two specs that differ (nested objects compared field by field), leaving out
 /// those that may differ between ranks.
 fn spec_differences(at: &str, a: &serde_json::Value, b: &serde_json::Value, out: &mut Vec<String>) {
-    if let (Some(sa), Some(sb)) = (a.as_object(), b.as_object()) {
-        let keys: BTreeSet<&String> = sa.keys().chain(sb.keys()).collect();
-        for k in keys {
-            if PER_RANK_FIELDS.contains(&k.as_str()) {
-                continue;
-            }
-            let null = serde_json::Value::Null;
-            let name = if at.is_empty() {
-                k.clone()
-            } else {
-                format!("{at}.{k}")
-            };
-            spec_differences(
-                &name,
-                sa.get(k).unwrap_or(&null),
-                sb.get(k).unwrap_or(&null),
-                out,
-            );
-        }
-    } else if a != b {
-        out.push(format!("{at} {a} against {b}"));
-    }
+    crate::analysis::compare::walk_differences(at, a, b, PER_RANK_FIELDS, &mut |at, a, b| {
+        out.push(format!("{at} {a} against {b}"))
+    });
 }

@@ -212,6 +212,45 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
     s
 }
 
+/// A step `--sustain` held: "`what` at N sessions for S s (--sustain): " and what its regimes
+/// say.
+fn held_line(
+    what: &str,
+    held: crate::results::analysis::SustainStep,
+    res: &Results,
+    an: &crate::results::analysis::Analysis,
+) -> String {
+    let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
+    let secs = res.runs.get(held.run).map_or(0.0, |r| r.duration_s);
+    format!(
+        "{what} at {} sessions for {:.0} s (--sustain): {}",
+        held.sessions,
+        secs,
+        g.map_or("too short to judge".to_string(), |g| g.sentence.clone())
+    )
+}
+
+/// The rate `b` sustained after its burst or cache (`rate`: "IOPS", "write IOPS"), `caveat` in
+/// brackets when the headline figure was measured inside it, then `what` it was and its
+/// sentence on a second line.
+fn burst_line(
+    b: &crate::results::analysis::CalibrationBurst,
+    rate: &str,
+    caveat: &str,
+    what: &str,
+) -> String {
+    let caveat = if b.max_in_burst {
+        format!(" ({caveat})")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} {rate} sustained{caveat}\n  {what}: {}",
+        fmt_rate(b.sustained_iops),
+        b.sentence
+    )
+}
+
 /// The ten-second summary of a calibration.
 pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
     use std::fmt::Write as _;
@@ -249,27 +288,18 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
                 let _ = writeln!(s, "  ramp stopped because {why}");
             }
             if let Some(held) = c.findings.sustain {
-                let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
-                let secs = res.runs.get(held.run).map_or(0.0, |r| r.duration_s);
-                let _ = writeln!(
-                    s,
-                    "Held at {} sessions for {:.0} s (--sustain): {}",
-                    held.sessions,
-                    secs,
-                    g.map_or("too short to judge".to_string(), |g| g.sentence.clone())
-                );
+                let _ = writeln!(s, "{}", held_line("Held", held, res, &an));
             }
             if let Some(b) = &f.burst {
                 let _ = writeln!(
                     s,
-                    "{} IOPS sustained{}\n  a burst: {}",
-                    fmt_rate(b.sustained_iops),
-                    if b.max_in_burst {
-                        " (the maximum above was measured inside a burst, it is not the maximum)"
-                    } else {
-                        ""
-                    },
-                    b.sentence
+                    "{}",
+                    burst_line(
+                        b,
+                        "IOPS",
+                        "the maximum above was measured inside a burst, it is not the maximum",
+                        "a burst"
+                    )
                 );
             }
         }
@@ -320,27 +350,18 @@ pub(crate) fn calibrate_summary(res: &Results, style: &TermStyle) -> String {
         );
     }
     if let Some(held) = c.findings.sustain_write {
-        let g = an.runs.get(held.run).and_then(|a| a.regimes.as_ref());
-        let secs = res.runs.get(held.run).map_or(0.0, |r| r.duration_s);
-        let _ = writeln!(
-            s,
-            "Writes held at {} sessions for {:.0} s (--sustain): {}",
-            held.sessions,
-            secs,
-            g.map_or("too short to judge".to_string(), |g| g.sentence.clone())
-        );
+        let _ = writeln!(s, "{}", held_line("Writes held", held, res, &an));
     }
     if let Some(b) = &f.write_cache {
         let _ = writeln!(
             s,
-            "{} write IOPS sustained{}\n  a write cache: {}",
-            fmt_rate(b.sustained_iops),
-            if b.max_in_burst {
-                " (the random-write figure above was measured before the cache filled)"
-            } else {
-                ""
-            },
-            b.sentence
+            "{}",
+            burst_line(
+                b,
+                "write IOPS",
+                "the random-write figure above was measured before the cache filled",
+                "a write cache"
+            )
         );
     }
     if let Some(m) = &f.modes_at_max {

@@ -88,9 +88,6 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
         .iter()
         .map(|v| format!("• {}", v.message))
         .collect();
-    if lines.is_empty() {
-        lines.push("The watched processes did no traced I/O.".into());
-    }
     let o = &w.overall;
     if o.wall_s > 0.0 {
         lines.push(format!(
@@ -474,12 +471,6 @@ pub(crate) fn headline(r: &Results, an: &Analysis) -> Vec<(Severity, String)> {
     };
     for v in &w.verdicts {
         out.push((v.severity, format!("Verdict: {}.", v.message)));
-    }
-    if w.verdicts.is_empty() {
-        out.push((
-            Severity::Info,
-            "Verdict: none — the watched threads were not seen (no time accounted).".into(),
-        ));
     }
     let Some(pg) = r.watch.as_ref().and_then(|b| b.pg.as_ref()) else {
         return out;

@@ -306,7 +306,6 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
             continue;
         }
         let inst = c.inst.map(|i| get(i).to_string()).unwrap_or_default();
-        let unit_ns = unit.unwrap_or(Unit::Ms).ns();
         let entry = cur
             .entry(inst.clone())
             .or_insert_with(|| (t_ns, HashMap::new(), r.line_no));
@@ -316,40 +315,19 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 continue;
             }
             let (pt, snap, at) = std::mem::replace(entry, (t_ns, HashMap::new(), r.line_no));
-            let label = series_label(view, &inst);
-            series
-                .entry(inst.clone())
-                .or_insert_with(|| {
-                    CumulativeSeries::new(
-                        &label,
-                        Format::EventHistogram,
-                        BucketConvention::UpperBound,
-                        unit_ns,
-                        json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
-                    )
-                })
-                .push(pt, snap, &format!("{}:{}", r.name, at))?;
+            series_of(&mut series, view, &inst, unit).push(
+                pt,
+                snap,
+                &format!("{}:{}", r.name, at),
+            )?;
         }
         let e = cur.get_mut(&inst).expect("inserted");
         let c = e.1.entry((ev, bucket)).or_default();
         *c = c.saturating_add(count);
         r.parsed();
     }
-    let unit_ns = unit.unwrap_or(Unit::Ms).ns();
     for (inst, (t, snap, at)) in cur {
-        let label = series_label(view, &inst);
-        series
-            .entry(inst.clone())
-            .or_insert_with(|| {
-                CumulativeSeries::new(
-                    &label,
-                    Format::EventHistogram,
-                    BucketConvention::UpperBound,
-                    unit_ns,
-                    json!({"view": view, "instance": inst, "unit": unit.unwrap_or(Unit::Ms).name()}),
-                )
-            })
-            .push(t, snap, &format!("{}:{}", r.name, at))?;
+        series_of(&mut series, view, &inst, unit).push(t, snap, &format!("{}:{}", r.name, at))?;
     }
     let mut runs = Vec::new();
     for (_, s) in series {
@@ -363,6 +341,26 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
         r.warnings.extend(extra_warnings);
     }
     Ok(runs)
+}
+
+/// The series of instance `inst` of `view` in `series`, made on its first snapshot (`unit`:
+/// the buckets' unit, milliseconds when not known).
+fn series_of<'a>(
+    series: &'a mut BTreeMap<String, CumulativeSeries>,
+    view: &str,
+    inst: &str,
+    unit: Option<Unit>,
+) -> &'a mut CumulativeSeries {
+    series.entry(inst.to_string()).or_insert_with(|| {
+        let unit = unit.unwrap_or(Unit::Ms);
+        CumulativeSeries::new(
+            &series_label(view, inst),
+            Format::EventHistogram,
+            BucketConvention::UpperBound,
+            unit.ns(),
+            json!({"view": view, "instance": inst, "unit": unit.name()}),
+        )
+    })
 }
 
 fn series_label(view: &str, inst: &str) -> String {

@@ -10,16 +10,18 @@
 //! (`blk:read:queue`, `blk:read:device`, ...) and a run `cpu` (`cpu:runq`, `cpu:on`, `cpu:off`),
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
 
-mod acc;
+mod assemble;
 mod cgroup;
+pub mod filter;
 mod layout;
 pub mod metrics;
-pub(crate) use acc::OpAcc;
-pub mod filter;
 pub mod own;
 pub mod pg;
 pub(crate) mod pgwait;
 mod queries;
+mod recording;
+use assemble::Ending;
+use recording::Recording;
 pub mod relations;
 
 use std::collections::{BTreeMap, HashMap};
@@ -32,6 +34,7 @@ use aya::maps::{Array, MapData, PerCpuArray, RingBuf};
 use hdrhistogram::Histogram;
 
 use crate::bpf::{self, Attached, Global};
+use crate::histogram::OpAcc;
 use crate::results::{
     Kind, OpResult, Results, RunResult, WallSplit, WatchBudget, WatchProcess, WatchSpan,
     WatchThread,
@@ -151,7 +154,8 @@ impl IntervalView<'_> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
         let len = self.rec.interval_ns as f64 / 1e9;
         let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
-        self.rec.layers[layer as usize].finish_range(layer.name(), from, &spans)
+        let parts = self.rec.layers[layer as usize].parts(from, spans.len())?;
+        OpResult::of_parts(layer.name(), parts, &spans)
     }
 }
 
@@ -306,415 +310,11 @@ impl Event {
     }
 }
 
-/// Everything recorded so far.
-struct Recording {
-    interval_ns: u64,
-    start_ns: u64,
-    /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
-    ops: BTreeMap<String, BTreeMap<&'static str, OpAcc>>,
-    spans: Vec<WatchSpan>,
-    /// By (pid, tid); tid 0 when threads are not asked for.
-    processes: BTreeMap<(u32, u32), WatchProcess>,
-    threads: bool,
-    /// The live view's layers (indexed by [`Layer`]), all recorded so that keys can switch.
-    layers: [OpAcc; 3],
-    /// Device number → its name and the name of its run of the watched processes' requests
-    /// (shared, so that recording an event allocates nothing).
-    devices: HashMap<u32, (Rc<str>, Rc<str>)>,
-    /// The first failure to record (a histogram that would not decode): ends the watch.
-    failed: Option<anyhow::Error>,
-    /// Every watched thread seen, by tid.
-    thread_time: BTreeMap<u32, WatchThread>,
-    /// The watch's end (`u64::MAX` while it runs): parts past it are cut off.
-    end_ns: u64,
-    /// PostgreSQL's wait events of the watched server processes.
-    pg: pgwait::PgWaitAcc,
-    /// The files the traced syscalls were on.
-    files: relations::FileTable,
-    /// The query ids sampled (with a DSN).
-    queries: queries::QueryAcc,
-    /// `--prometheus`: the cumulative metrics.
-    metrics: Option<metrics::LiveMetrics>,
-}
-
-/// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
-fn who(pg: &pgwait::PgWaitAcc, tgid: u32) -> (String, String) {
-    let comm = filter::comm_of(tgid).unwrap_or_else(|| "(exited)".into());
-    let role = if pg.is_pg(tgid) {
-        pg.role_of(tgid)
-    } else {
-        String::new()
-    };
-    (comm, role)
-}
-
-impl Recording {
-    fn interval_of(&self, ts: u64) -> usize {
-        (ts.saturating_sub(self.start_ns) / self.interval_ns) as usize
-    }
-
-    fn span(&mut self, k: usize) -> &mut WatchSpan {
-        while self.spans.len() <= k {
-            let i = self.spans.len() as f64;
-            let len = self.interval_ns as f64 / 1e9;
-            self.spans.push(WatchSpan {
-                start_s: i * len,
-                duration_s: len,
-                ..Default::default()
-            });
-        }
-        &mut self.spans[k]
-    }
-
-    /// Record one event of op `op` of run `run` ("" syscalls, "cpu", else a device) in
-    /// interval `k`; allocates only the first time a run is seen.
-    fn record(&mut self, run: &str, op: &'static str, k: usize, ns: u64, bytes: u64, err: bool) {
-        let ops = match self.ops.get_mut(run) {
-            Some(ops) => ops,
-            None => self.ops.entry(run.to_string()).or_default(),
-        };
-        let r = ops
-            .entry(op)
-            .or_insert_with(OpAcc::new)
-            .record(k, ns, bytes, err);
-        self.keep_failure(r);
-    }
-
-    fn keep_failure(&mut self, r: Result<()>) {
-        if let Err(e) = r {
-            self.failed.get_or_insert(e);
-        }
-    }
-
-    /// Encode every interval before `k`: the watch has moved past them.
-    fn close_before(&mut self, k: usize) {
-        for acc in self
-            .ops
-            .values_mut()
-            .flat_map(|m| m.values_mut())
-            .chain(self.layers.iter_mut())
-        {
-            acc.close_before(k);
-        }
-    }
-
-    /// The device's name, and the name of its run of the watched processes' requests.
-    fn device_names(&mut self, dev: u32) -> (Rc<str>, Rc<str>) {
-        self.devices
-            .entry(dev)
-            .or_insert_with(|| {
-                let name = filter::device_name(dev >> 20, dev & 0xfffff);
-                let mine = format!("{name} (watched)");
-                (Rc::from(name), Rc::from(mine))
-            })
-            .clone()
-    }
-
-    /// A thread's parts over `[from, ts]`: spread over the intervals it covers in proportion
-    /// to their overlap (a record is one phase of the thread, on CPU or off it), cut to the
-    /// watch's start and end.
-    fn add_parts(&mut self, tgid: u32, tid: u32, from: u64, ts: u64, parts: &[u64; PARTS]) {
-        let total = ts.saturating_sub(from);
-        let lo = from.max(self.start_ns);
-        let hi = ts.min(self.end_ns);
-        if hi < lo || (hi == lo && total > 0) {
-            return;
-        }
-        let thread = self.thread_time.entry(tid).or_insert_with(|| WatchThread {
-            pid: tgid,
-            tid,
-            comm: filter::thread_comm(tgid, tid)
-                .or_else(|| filter::comm_of(tgid))
-                .unwrap_or_else(|| "(exited)".into()),
-            ..Default::default()
-        });
-        let part = |k_from: u64, k_to: u64| -> WallSplit {
-            let f = if total == 0 {
-                1.0
-            } else {
-                (k_to - k_from) as f64 / total as f64
-            };
-            let mut w = WallSplit::default();
-            for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
-                *dst = ns as f64 * f / 1e9;
-            }
-            w
-        };
-        thread.watched_s += (hi - lo) as f64 / 1e9;
-        let whole = part(lo, hi);
-        thread.wall.add(&whole);
-        self.pg.wall(tgid, &whole);
-        let (k0, k1) = (self.interval_of(lo), self.interval_of(hi.max(lo + 1) - 1));
-        for k in k0..=k1 {
-            let a = (self.start_ns + k as u64 * self.interval_ns).max(lo);
-            let b = (self.start_ns + (k as u64 + 1) * self.interval_ns).min(hi);
-            let w = if k0 == k1 { whole } else { part(a, b.max(a)) };
-            self.span(k).wall.add(&w);
-        }
-    }
-
-    /// A thread's parts over `[from, ts]` under wait event `info`, cut to the watch's end.
-    fn add_tagged(&mut self, tgid: u32, info: u32, from: u64, ts: u64, parts: &[u64; PARTS]) {
-        let total = ts.saturating_sub(from);
-        let inside = ts.min(self.end_ns).saturating_sub(from);
-        if total > 0 && inside == 0 {
-            return;
-        }
-        let f = if total == 0 {
-            1.0
-        } else {
-            inside as f64 / total as f64
-        };
-        let mut w = WallSplit::default();
-        for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
-            *dst = ns as f64 * f / 1e9;
-        }
-        self.pg.tagged(tgid, info, &w);
-    }
-
-    fn add(&mut self, e: &Event, filters: &Filters) {
-        if let Some((from, parts)) = &e.parts {
-            if e.kind == EV_WAIT {
-                self.add_tagged(e.tgid, e.dev, *from, e.ts, parts);
-                return;
-            }
-            self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
-        }
-        if e.ts < self.start_ns || e.ts > self.end_ns {
-            return;
-        }
-        let k = self.interval_of(e.ts);
-        match e.kind {
-            EV_SYSCALL => {
-                let Some(&(name, _, _)) = SYSCALLS.get((e.sub as usize).wrapping_sub(1)) else {
-                    return;
-                };
-                let error = e.bytes != 0;
-                if e.dev != 0 || self.pg.is_pg(e.tgid) {
-                    self.pg.syscall(e.tgid, e.dev, e.a);
-                }
-                if e.ino != 0 {
-                    if let Some(op) = relations::file_op(name) {
-                        self.files
-                            .syscall(e.tgid, e.fd, e.fdev, e.ino, op, e.a, e.b, e.c, e.d);
-                    }
-                }
-                self.queries.syscall(e.tgid, e.a, e.c);
-                if let Some(m) = self.metrics.as_mut() {
-                    let pg = &self.pg;
-                    m.syscall(e.tgid, || who(pg, e.tgid), name, e.a, e.b, error);
-                }
-                self.record("", name, k, e.a, e.b, error);
-                if !error {
-                    self.layer_record(Layer::Syscall, k, e.a);
-                }
-                let span = self.span(k);
-                span.syscalls += 1;
-                span.syscall_ns += e.a;
-                span.sys_device_ns += e.c;
-                span.sys_queue_ns += e.d;
-                if e.c + e.d > e.a {
-                    span.overcharged += 1;
-                }
-                let tid = if self.threads { e.tid } else { 0 };
-                let p = self
-                    .processes
-                    .entry((e.tgid, tid))
-                    .or_insert_with(|| WatchProcess {
-                        pid: e.tgid,
-                        tid: (tid != 0).then_some(tid),
-                        comm: filter::comm_of(e.tgid)
-                            .or_else(|| filters.only_comm())
-                            .unwrap_or_else(|| "(exited)".into()),
-                        syscalls: BTreeMap::new(),
-                    });
-                // Looked up before inserting: no String allocated per event.
-                let row = match p.syscalls.get_mut(name) {
-                    Some(row) => row,
-                    None => p.syscalls.entry(name.to_string()).or_insert([0; 3]),
-                };
-                row[0] += 1;
-                row[1] += e.b;
-                row[2] += e.a;
-            }
-            EV_BLOCK => {
-                if !filters.wants_device(e.dev) {
-                    return;
-                }
-                let (dev, mine) = self.device_names(e.dev);
-                let (op, queue_op, device_op) = block_ops(e.sub & 0xffff);
-                let watched = e.sub & BLOCK_WATCHED != 0;
-                if let Some(m) = self.metrics.as_mut() {
-                    m.block(&dev, op, watched || filters.all_processes(), e.b, e.a);
-                }
-                self.record(&dev, queue_op, k, e.b, 0, false);
-                self.record(&dev, device_op, k, e.a, e.bytes as u64, false);
-                // The kernel side marks requests a watched process submitted (`watched`).
-                if watched || filters.all_processes() {
-                    self.layer_record(Layer::Block, k, e.a);
-                }
-                if watched && !filters.all_processes() {
-                    // The same device, only the requests the watched processes submitted.
-                    self.record(&mine, queue_op, k, e.b, 0, false);
-                    self.record(&mine, device_op, k, e.a, e.bytes as u64, false);
-                }
-                if watched {
-                    let span = self.span(k);
-                    span.block_requests += 1;
-                    span.device_ns += e.a;
-                    span.queue_ns += e.b;
-                    if e.sub & BLOCK_WAITED == 0 {
-                        span.bg_requests += 1;
-                        span.bg_device_ns += e.a;
-                    }
-                }
-            }
-            EV_CPU_ON => {
-                if self.pg.is_pg(e.tgid) {
-                    self.pg.on_cpu(e.tgid);
-                }
-                self.record("cpu", CPU_ON, k, e.a, 0, false);
-                self.span(k).oncpu_ns += e.a;
-            }
-            EV_CPU_OFF => {
-                // The span's wait event, as PostgreSQL published it when the span began; only
-                // its part inside the watch counts.
-                let ns = e.a.min(e.ts - self.start_ns);
-                if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
-                    if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
-                        if let Some(m) = self.metrics.as_mut() {
-                            let pg = &self.pg;
-                            m.pg_wait(e.tgid, || who(pg, e.tgid), op, ns);
-                        }
-                        self.record(PG_RUN, op, k, ns, 0, false);
-                    }
-                }
-                self.record("cpu", CPU_OFF, k, e.a, 0, false);
-                if e.b > 0 {
-                    if let Some(m) = self.metrics.as_mut() {
-                        let pg = &self.pg;
-                        m.runq(e.tgid, || who(pg, e.tgid), e.b);
-                    }
-                    self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
-                    self.layer_record(Layer::Cpu, k, e.b);
-                    let span = self.span(k);
-                    span.runq_ns += e.b;
-                    if e.sub & CPU_CONTENDED != 0 {
-                        span.runq_contended_ns += e.b;
-                    }
-                    if e.sub & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
-                        span.runq_io_ns += e.b;
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn layer_record(&mut self, layer: Layer, k: usize, ns: u64) {
-        let r = self.layers[layer as usize].record(k, ns, 0, false);
-        self.keep_failure(r);
-    }
-}
-
 /// The run of PostgreSQL wait-event spans: one op per wait event (`IO:DataFileRead`), each
 /// span's length in its histogram.
 pub const PG_WAIT_RUN: &str = "pg wait events";
 /// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
 const PG_RUN: &str = "pg";
-
-use layout::{
-    TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF, TASK_SEG,
-    TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
-};
-
-/// The part a thread is in (`part_of` in `bpf/watch.bpf.c`).
-fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) -> usize {
-    match (in_syscall, state) {
-        (true, 0) => 3,
-        (true, 1) => 4,
-        (true, _) if n_dev > 0 => 5,
-        (true, _) if n_queue > 0 => 6,
-        (true, _) => 7,
-        (false, 0) => 0,
-        (false, 1) => 1,
-        (false, _) => 2,
-    }
-}
-
-/// A watched thread's state at the end: its parts not yet written to the ring, and the
-/// off-CPU span it is in, if any.
-struct Pending {
-    tgid: u32,
-    tid: u32,
-    from: u64,
-    to: u64,
-    parts: [u64; PARTS],
-    /// Start of the off-CPU span in progress (0: on CPU or runnable since its last switch-in),
-    /// and the wait event it carries.
-    off_ts: u64,
-    wev: u32,
-    /// Its parts under PostgreSQL wait events not yet written: (event, parts), up to two
-    /// (the tagged parts, and the slice since the last observation point, which carries the
-    /// event it began under: at the end nothing can change it any more).
-    tags: Vec<(u32, [u64; PARTS])>,
-}
-
-/// Each watched thread's parts not yet written to the ring, up to `end_ns`.
-fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending>> {
-    let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
-        aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
-    let mut out = Vec::new();
-    for item in tasks.iter() {
-        let Ok((tid, v)) = item else { continue };
-        let u64_at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap_or([0; 8]));
-        let u32_at = |o: usize| u32::from_ne_bytes(v[o..o + 4].try_into().unwrap_or([0; 4]));
-        let (last, from) = (u64_at(TASK_LAST), u64_at(TASK_EMIT));
-        if from == 0 || from >= end_ns {
-            continue;
-        }
-        let mut parts = [0u64; PARTS];
-        for (i, p) in parts.iter_mut().enumerate() {
-            *p = u64_at(TASK_ACC + i * 8);
-        }
-        let parts_at = |o: usize| {
-            let mut p = [0u64; PARTS];
-            for (i, x) in p.iter_mut().enumerate() {
-                *x = u64_at(o + i * 8);
-            }
-            p
-        };
-        let mut seg = parts_at(TASK_SEG);
-        if last < end_ns {
-            let p = part_of(
-                u64_at(TASK_SYS_TS) != 0,
-                u32_at(TASK_STATE),
-                u32_at(TASK_N_DEV) as i32,
-                u32_at(TASK_N_QUEUE) as i32,
-            );
-            parts[p] += end_ns - last.max(from);
-            seg[p] += end_ns - last.max(from);
-        }
-        let tags = [
-            (u32_at(TASK_TAG_WEV), parts_at(TASK_TAG)),
-            (u32_at(TASK_SEG_WEV), seg),
-        ]
-        .into_iter()
-        .filter(|t| t.0 != 0)
-        .collect();
-        out.push(Pending {
-            tgid: u32_at(TASK_TGID),
-            tid,
-            from,
-            to: last.max(end_ns),
-            parts,
-            off_ts: u64_at(TASK_OFF),
-            wev: u32_at(TASK_WEV),
-            tags,
-        });
-    }
-    Ok(out)
-}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -995,103 +595,13 @@ pub(crate) fn watch(
     let cgroups = cgroups.finish();
     // The roles of server processes started since the last look.
     place_pg(&mut rec, &mut pg_map);
-    // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
-    // then whatever is still in the ring buffer, and last what the batches still hold,
-    // happened before the end. Failing that, the measurement so far is still written, with a
-    // warning.
-    let mut end_warnings = Vec::new();
-    let detached = bpf::detach_tracepoint(&mut ebpf, "sched_switch")
-        .and_then(|()| bpf::detach_tracepoint(&mut ebpf, "sys_exit"));
-    let mut late = |e: Event| {
-        // A wait-event record written after the end may hold time before it (it is cut).
-        if e.ts <= end_ns || e.kind == EV_WAIT {
-            rec.add(&e, filters)
-        }
-    };
-    while let Some(item) = ring.next() {
-        if !Event::each(&item, &mut late) {
-            parse_errors += 1;
-        }
-    }
-    match detached {
-        Err(e) => end_warnings.push(format!(
-            "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: {e}"
-        )),
-        Ok(()) => {
-            let batches = ebpf
-                .map("sys_batches")
-                .context("BPF object lacks sys_batches")
-                .and_then(|m| Ok(PerCpuArray::<&MapData, [u8; BATCH_LEN]>::try_from(m)?))
-                .and_then(|b| Ok(b.get(&0, 0)?));
-            match batches {
-                Ok(values) => {
-                    for b in values.iter() {
-                        if !Event::each(b, &mut late) {
-                            parse_errors += 1;
-                        }
-                    }
-                }
-                Err(e) => end_warnings.push(format!(
-                    "the last syscalls of each CPU (up to {SYS_BATCH} each) are left out: \
-                     cannot read them: {e:#}"
-                )),
-            }
-        }
-    }
-    // The threads' parts not yet written (each thread's last phase, up to the end).
-    match pending_parts(&ebpf, end_ns) {
-        Ok(pending) => {
-            for p in pending {
-                rec.add_parts(p.tgid, p.tid, p.from, p.to, &p.parts);
-                for (info, parts) in &p.tags {
-                    rec.pg.tagged(p.tgid, *info, &{
-                        let mut w = WallSplit::default();
-                        for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
-                            *dst = ns as f64 / 1e9;
-                        }
-                        w
-                    });
-                }
-                // Off CPU at the end (an idle backend, a session still sleeping): the span
-                // so far, under its wait event.
-                if p.off_ts != 0 && p.off_ts < end_ns && (p.wev != 0 || rec.pg.is_pg(p.tgid)) {
-                    let from = p.off_ts.max(start_ns);
-                    let k = rec.interval_of(end_ns - 1);
-                    if let Some(op) = rec.pg.off_cpu(p.tgid, p.wev) {
-                        rec.record(PG_RUN, op, k, end_ns - from, 0, false);
-                    }
-                }
-            }
-        }
-        Err(e) => end_warnings.push(format!(
-            "the watched threads' time since their last switch is left out: {e:#}"
-        )),
-    }
-    // Server processes never seen (no switch, no wakeup, no syscall: asleep for the whole
-    // watch, under the event they had at its start) and still there: the whole watch off CPU.
-    for (pid, info) in present_at_start {
-        if rec.thread_time.contains_key(&pid)
-            || !std::path::Path::new(&format!("/proc/{pid}")).exists()
-        {
-            continue;
-        }
-        let span = end_ns.saturating_sub(start_ns);
-        let mut parts = [0u64; PARTS];
-        parts[2] = span;
-        rec.add_parts(pid, pid, start_ns, end_ns, &parts);
-        rec.pg.tagged(
-            pid,
-            info,
-            &WallSplit {
-                off_cpu_s: span as f64 / 1e9,
-                ..Default::default()
-            },
-        );
-        if let Some(op) = rec.pg.off_cpu(pid, info) {
-            let k = rec.interval_of(end_ns - 1);
-            rec.record(PG_RUN, op, k, span, 0, false);
-        }
-    }
+    let end_warnings = rec.drain_after_end(
+        &mut ebpf,
+        &mut ring,
+        filters,
+        present_at_start,
+        &mut parse_errors,
+    );
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
@@ -1099,150 +609,20 @@ pub(crate) fn watch(
         return Err(e.context("cannot record the watch's histograms"));
     }
 
-    let total_s = (end_ns - start_ns) as f64 / 1e9;
-    let n = (end_ns - start_ns).div_ceil(interval_ns).max(1) as usize;
-    rec.span(n - 1);
-    rec.spans.truncate(n);
-    if let Some(last) = rec.spans.last_mut() {
-        last.duration_s = (total_s - last.start_s).max(1e-6);
-    }
-    let bounds: Vec<(f64, f64)> = rec
-        .spans
-        .iter()
-        .map(|s| (s.start_s, s.duration_s))
-        .collect();
-
-    let (lost, unfollowed) = lost_by_cause(&lost_counts, parse_errors);
-    let lost: BTreeMap<String, u64> = lost.into_iter().collect();
-    let unfollowed: BTreeMap<String, f64> = unfollowed.into_iter().collect();
-
-    let mut res = Results::new(Kind::Watch, command_line);
-    res.environment = crate::sys::environment();
-    let started = humantime::format_rfc3339_millis(started_wall).to_string();
-    let spec = serde_json::json!({
-        "source": "watch",
-        "pids": filters.pids,
-        "comms": filters.comms,
-        "devices": filters.devices.iter().map(|d| d.name.clone()).collect::<Vec<_>>(),
-        "interval_s": interval_ns as f64 / 1e9,
-    });
-    let mut runs: BTreeMap<String, Vec<OpResult>> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    // Syscall ops in the order of SYSCALLS, then devices, then CPU.
-    let mut keys: Vec<(&String, &'static str)> = rec
-        .ops
-        .iter()
-        .flat_map(|(run, ops)| ops.keys().map(move |op| (run, *op)))
-        .collect();
-    let rank = |k: &(&String, &'static str)| -> (u8, String, usize) {
-        if k.0.is_empty() {
-            let i = SYSCALLS.iter().position(|s| s.0 == k.1).unwrap_or(99);
-            (0, String::new(), i)
-        } else if k.0 == "cpu" {
-            let i = [CPU_RUNQ, CPU_ON, CPU_OFF]
-                .iter()
-                .position(|s| *s == k.1)
-                .unwrap_or(9);
-            (2, String::new(), i)
-        } else if k.0 == PG_RUN {
-            (3, String::new(), 0)
-        } else {
-            (1, k.0.to_string(), 0)
-        }
-    };
-    keys.sort_by_key(|k| (rank(k), k.1));
-    for key in keys {
-        let run = if key.0.is_empty() {
-            "syscalls".to_string()
-        } else if key.0 == "cpu" {
-            "cpu".to_string()
-        } else if key.0 == PG_RUN {
-            PG_WAIT_RUN.to_string()
-        } else {
-            format!("block {}", key.0)
-        };
-        if !runs.contains_key(&run) {
-            order.push(run.clone());
-        }
-        runs.entry(run)
-            .or_default()
-            .push(rec.ops[key.0][key.1].finish(key.1, &bounds)?);
-    }
-    let interrupted = end_reason == "interrupted";
-    let mut warnings = end_warnings;
-    if !lost.is_empty() {
-        warnings.push(format!(
-            "events were lost in the kernel: {}",
-            lost.iter()
-                .map(|(k, v)| format!("{v} ({k})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    if !runs.contains_key("syscalls") {
-        warnings.push(
-            "no traced I/O syscall of a watched process completed while watching".to_string(),
-        );
-    }
-    for name in order {
-        let ops = runs.remove(&name).unwrap_or_default();
-        res.runs.push(RunResult {
-            name: name.clone(),
-            phase: "watch".into(),
-            spec: crate::results::Spec::of(&spec)?,
-            started: started.clone(),
-            duration_s: total_s,
-            interval_s: interval_ns as f64 / 1e9,
-            ops,
-            interrupted,
-            counters: lost
-                .iter()
-                .map(|(k, v)| (format!("lost: {k}"), *v as f64))
-                .chain(
-                    unfollowed
-                        .iter()
-                        .filter(|_| name.starts_with("block "))
-                        .map(|(k, v)| (k.clone(), *v)),
-                )
-                .collect(),
-            ..Default::default()
-        });
-    }
-    res.warnings = warnings;
-    // The files named from the catalogs (each database's), and the query ids sampled.
-    let pg = &rec.pg;
-    let mut relations = rec
-        .files
-        .finish(opts.catalog.as_ref(), &|pid| pg.role_of(pid));
-    if let (Some(c), Some(notes)) = (&opts.catalog, query_notes) {
-        let (queries, notes) = rec.queries.finish(c, notes);
-        let r = relations.get_or_insert_with(Default::default);
-        r.queries = queries;
-        r.query_notes = notes;
-    }
-    let budget = WatchBudget {
-        intervals: rec.spans.clone(),
-        processes: rec.processes.into_values().collect(),
+    rec.into_results(
+        opts,
+        command_line,
+        started_wall,
         tracepoints,
-        lost,
-        pids: filters.pids.clone(),
-        comms: filters.comms.clone(),
-        devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
-        threads: rec.thread_time.into_values().collect(),
-        pg: rec.pg.finish(),
         cgroups,
-        relations,
-        disks: {
-            let mut names: Vec<&str> = rec.devices.values().map(|(name, _)| &**name).collect();
-            names.sort_unstable();
-            names
-                .into_iter()
-                .filter_map(crate::sys::disk_queue)
-                .collect()
+        Ending {
+            reason: end_reason,
+            warnings: end_warnings,
+            parse_errors,
+            lost_counts,
+            query_notes,
         },
-    };
-    res.watch = Some(budget);
-    Ok(res)
+    )
 }
 
 #[cfg(test)]

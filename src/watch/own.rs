@@ -25,11 +25,12 @@ use anyhow::{bail, Context as _, Result};
 use aya::maps::RingBuf;
 
 use super::{
-    block_ops, filter, monotonic_ns, unfollowed_slot, Event, OpAcc, BLOCK_WATCHED, EV_BLOCK,
-    LOST_CAUSES, UNSEEN_COMPLETION,
+    block_ops, filter, monotonic_ns, unfollowed_slot, Event, BLOCK_WATCHED, EV_BLOCK, LOST_CAUSES,
+    UNSEEN_COMPLETION,
 };
 use crate::bpf::{self, Global};
-use crate::results::{BlockLayer, RunResult};
+use crate::histogram::OpAcc;
+use crate::results::{BlockLayer, OpResult, RunResult};
 
 /// One armed run: where its interval grid starts and ends (CLOCK_MONOTONIC ns).
 #[derive(Clone, Copy)]
@@ -239,8 +240,10 @@ impl OwnWatch {
         let mut out = Vec::new();
         for (op, (queue, device)) in ops {
             let (_, queue_op, device_op) = block_ops(op);
-            out.push(fold_to(queue, &bounds, armed.interval_ns)?.finish(queue_op, &bounds)?);
-            out.push(fold_to(device, &bounds, armed.interval_ns)?.finish(device_op, &bounds)?);
+            for (acc, name) in [(queue, queue_op), (device, device_op)] {
+                let parts = fold_to(acc, &bounds, armed.interval_ns)?.parts(0, bounds.len())?;
+                out.push(OpResult::of_parts(name, parts, &bounds)?);
+            }
         }
         Ok(BlockLayer {
             device: self.device.name.clone(),

@@ -46,6 +46,8 @@
 //! `page-cache`.
 
 use super::positive;
+
+pub mod calibration;
 pub use crate::results::analysis::{Severity, Verdict, VerdictKind};
 use crate::results::RunResult;
 use crate::units::{fmt_ns, fmt_rate, sig3};

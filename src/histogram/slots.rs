@@ -1,4 +1,7 @@
-//! One op's per-interval latency histograms while a BPF watch records them.
+//! One op's per-interval latency histograms while they are recorded out of order (a BPF
+//! watch's events, its own-process `--watch`): the accumulator yields the parts, and results
+//! builds its `Interval`s and `OpResult` from them (`OpResult::of_parts`), so this sits on the
+//! ground floor with the histogram it fills.
 //!
 //! A decoded histogram covering 1 ns to an hour at three significant digits is about 270 KB, so
 //! only the intervals still receiving events are kept decoded ("open"); once the watch has moved
@@ -10,8 +13,19 @@
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
-use crate::histogram::{new_histogram, record_ns};
-use crate::results::{fold_stub_tail, Hist, Interval, OpResult};
+use super::{new_histogram, record_ns, Hist};
+
+/// What an [`OpAcc`] holds over a range of intervals: the whole range's histogram, bytes and
+/// errors, and each interval's encoded histogram, count and bytes (`OpResult::of_parts` makes
+/// them results).
+#[derive(Debug)]
+pub(crate) struct Parts {
+    pub(crate) total: Histogram<u64>,
+    pub(crate) bytes: u64,
+    pub(crate) errors: u64,
+    /// Per interval: (histogram, count, bytes).
+    pub(crate) intervals: Vec<(Hist, u64, u64)>,
+}
 
 /// An interval still receiving events: its histogram, bytes and errors.
 struct Open {
@@ -151,20 +165,15 @@ impl OpAcc {
         Ok(())
     }
 
-    /// The op as a result over the intervals `from..from + spans.len()`, `spans` giving each
-    /// one's start and length. Closing happens on a copy: `self` can go on recording.
-    pub(crate) fn finish_range(
-        &self,
-        name: &str,
-        from: usize,
-        spans: &[(f64, f64)],
-    ) -> Result<OpResult> {
+    /// The parts of the `n` intervals `from..from + n`. Closing happens on a copy: `self` can
+    /// go on recording.
+    pub(crate) fn parts(&self, from: usize, n: usize) -> Result<Parts> {
         let empty = Hist::encode(&new_histogram());
         let mut total = new_histogram();
         let (mut bytes, mut errors) = (0, 0);
-        let mut ivs = Vec::with_capacity(spans.len());
-        for (i, (start_s, duration_s)) in spans.iter().enumerate() {
-            let (hist, count, b) = match self.slots.get(from + i) {
+        let mut ivs = Vec::with_capacity(n);
+        for k in from..from + n {
+            ivs.push(match self.slots.get(k) {
                 Some(Slot::Open(o)) => {
                     total
                         .add(&o.hist)
@@ -185,24 +194,14 @@ impl OpAcc {
                     (hist.clone(), *count, *b)
                 }
                 Some(Slot::Empty) | None => (empty.clone(), 0, 0),
-            };
-            ivs.push(Interval {
-                start_s: *start_s,
-                duration_s: *duration_s,
-                count,
-                bytes: b,
-                hist,
             });
         }
-        fold_stub_tail(&mut ivs)?;
-        let mut r = OpResult::new(name, &total, bytes, ivs);
-        r.errors = errors;
-        Ok(r)
-    }
-
-    /// The op as a result over intervals `0..spans.len()`.
-    pub(crate) fn finish(&self, name: &str, spans: &[(f64, f64)]) -> Result<OpResult> {
-        self.finish_range(name, 0, spans)
+        Ok(Parts {
+            total,
+            bytes,
+            errors,
+            intervals: ivs,
+        })
     }
 
     /// The histogram of interval `k` (empty when nothing was recorded in it).
@@ -218,10 +217,6 @@ impl OpAcc {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spans(n: usize) -> Vec<(f64, f64)> {
-        (0..n).map(|k| (k as f64, 1.0)).collect()
-    }
 
     #[test]
     fn closing_keeps_every_count_and_a_late_event_reopens() {
@@ -241,11 +236,17 @@ mod tests {
         closing.record(3, 5_000_000, 4096, false).unwrap();
         closing.close_before(usize::MAX);
         assert!(closing.open.is_empty());
-        let a = open.finish("read", &spans(50)).unwrap();
-        let b = closing.finish("read", &spans(50)).unwrap();
-        assert_eq!(a, b);
+        let a = open.parts(0, 50).unwrap();
+        let b = closing.parts(0, 50).unwrap();
+        assert_eq!(a.intervals, b.intervals);
+        assert_eq!(a.total, b.total);
+        assert_eq!((a.bytes, a.errors), (b.bytes, b.errors));
         assert_eq!(a.errors, 50);
-        assert_eq!(b.intervals[3].count, 3 * 7 + 2);
+        assert_eq!(b.intervals[3].1, 3 * 7 + 2);
+        // The parts add up: the intervals' counts and bytes are the whole's.
+        let n: u64 = b.intervals.iter().map(|i| i.1).sum();
+        let bytes: u64 = b.intervals.iter().map(|i| i.2).sum();
+        assert_eq!((n, bytes), (b.total.len(), b.bytes));
         assert_eq!(
             closing.hist_at(3).unwrap().max(),
             open.hist_at(3).unwrap().max()
@@ -262,9 +263,9 @@ mod tests {
         // Intervals 4 and 5 fold into 3, except 5 (outside the run).
         acc.fold_from(4, |k| k < 5).unwrap();
         assert_eq!(acc.len(), 4);
-        let r = acc.finish("read", &spans(4)).unwrap();
-        assert_eq!(r.count, 5);
-        assert_eq!(r.intervals[3].count, 2);
+        let r = acc.parts(0, 4).unwrap();
+        assert_eq!(r.total.len(), 5);
+        assert_eq!(r.intervals[3].1, 2);
         assert_eq!(r.bytes, 5);
     }
 }
