@@ -34,6 +34,8 @@ command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 # tests/profile.rs builds its test programs with gcc and compares with `perf record`.
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+# tests/metrics.rs has a real Prometheus server scrape `iolens watch --prometheus`.
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

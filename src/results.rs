@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod analysis;
 pub mod evidence;
+pub mod exposition;
 pub mod hosts;
 pub mod io_stats;
 mod labels;

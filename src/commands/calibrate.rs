@@ -157,14 +157,17 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
             .unwrap_or(0);
         crate::results::dated_name(std::path::Path::new("."), "calibrate", now)
     });
+    let mut files = crate::output::Plan::new();
+    files.inputs(a.t.target.iter().map(|p| p.as_path()));
     let json = super::results_output(
-        crate::output::Plan::new().inputs(a.t.target.iter().map(|p| p.as_path())),
+        &mut files,
         a.t.json.as_deref().or(dated.as_deref()),
         crate::output::results_estimate(crate::output::intervals(
             plan.budget_s + a.sustain + plan.precondition_s,
             1.0,
         )),
     )?;
+    let metrics = super::metrics::metrics_output(&mut files, a.t.metrics.as_deref())?;
     if let Some(p) = &dated {
         crate::outln!(
             "Results will be written to {} (--json FILE names another)",
@@ -190,5 +193,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let res = super::complete(res);
     let style = cx.brief_style();
     crate::out!("{}", crate::render::brief::calibrate_summary(&res, &style));
-    finish(&res, json)
+    let code = finish(&res, json)?;
+    super::metrics::write_metrics(&res, metrics)?;
+    Ok(code)
 }

@@ -153,6 +153,11 @@ pub struct RunArgs {
     /// Write the results document here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write the results as a Prometheus text exposition here, once at the end (classic
+    /// latency histograms per run and op, counters, verdicts), for node_exporter's textfile
+    /// collector or `iolens ingest --format prometheus`.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Seed of the sessions' random keys (default: time-based).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -228,6 +233,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                     spec.interval_s,
                 )),
             )?;
+            let metrics = super::metrics::metrics_output(&mut files, a.metrics.as_deref())?;
             if a.watch && a.target.engine != EngineKind::Postgres {
                 let dir = sqlite_dir(&a.target)?;
                 spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
@@ -239,7 +245,9 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             let res = super::complete(res);
             let style = cx.brief_style();
             crate::out!("{}", crate::render::brief_db::db_summary(&res, &style));
-            finish(&res, json)
+            let code = finish(&res, json)?;
+            super::metrics::write_metrics(&res, metrics)?;
+            Ok(code)
         }
         DbCommand::Sample(a) => {
             if a.target.engine != EngineKind::Postgres {

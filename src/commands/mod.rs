@@ -20,6 +20,7 @@ pub mod ingest;
 pub mod launch;
 pub mod man;
 pub mod merge;
+mod metrics;
 pub mod plan;
 pub mod profile;
 pub mod report;

@@ -66,6 +66,11 @@ pub struct TargetArgs {
     /// (a regular file or a new path; `-` writes them to standard output).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Also write the results as a Prometheus text exposition here, once at the end (classic
+    /// latency histograms per run and op, counters, verdicts), for node_exporter's textfile
+    /// collector or `iolens ingest --format prometheus`.
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Also trace, with BPF, the block requests this load makes on the target's disk: host
     /// queue (submission → issue) and device service time (issue → completion) per interval,
     /// compared with the application's latency at p50 and p99. Needs root (or CAP_BPF and
@@ -339,14 +344,17 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     }
     // A results file that cannot be written must fail now, not after the measurement.
     // The target is an input: it is never the results file, by name or identity.
+    let mut files = crate::output::Plan::new();
+    files.inputs(a.t.target.iter().map(|p| p.as_path()));
     let json = super::results_output(
-        crate::output::Plan::new().inputs(a.t.target.iter().map(|p| p.as_path())),
+        &mut files,
         a.t.json.as_deref(),
         crate::output::results_estimate(crate::output::intervals(
             spec.duration_s.unwrap_or(0.0) + spec.warmup_s,
             spec.interval_s,
         )),
     )?;
+    let metrics = super::metrics::metrics_output(&mut files, a.t.metrics.as_deref())?;
     if a.t.watch {
         // Refused before any I/O when BPF cannot be used here.
         crate::watch::own::check()?;
@@ -382,5 +390,8 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     crate::out!("{}", crate::render::brief::run_summary(&r, &style));
     res.runs.push(r);
     launch.record(&mut res);
-    finish(&super::complete(res), json)
+    let res = super::complete(res);
+    let code = finish(&res, json)?;
+    super::metrics::write_metrics(&res, metrics)?;
+    Ok(code)
 }

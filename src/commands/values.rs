@@ -98,6 +98,7 @@ value_enum!(Format {
     PgStatDatabase => "pg-stat-database": "PostgreSQL pg_stat_database snapshots: blks_read, blk_read_time as per-interval means",
     PgStatStatements => "pg-stat-statements": "PostgreSQL pg_stat_statements snapshots: per-statement block I/O time as per-interval means",
     MysqlFileIo => "mysql-file-io": "MySQL/MariaDB per-file I/O snapshots (performance_schema.file_summary_by_instance, sys.io_global_by_file_by_latency; mysql -t/-B or CSV) as per-interval means",
+    Prometheus => "prometheus": "Prometheus text exposition: classic histograms (an iolens watch --prometheus scrape, a --metrics file, another exporter's), one run per family, one op per series",
 });
 
 value_enum!(Unit {

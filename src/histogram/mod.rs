@@ -11,6 +11,8 @@
 //! - `encode.rs`: V2-deflate writers that reuse their state ([`HistEncoder`], [`IndexCounts`]);
 //! - `decode.rs`: a bounded decoder of any V2 encoding ([`decode_v2_bounded`]) and the fast
 //!   reader of the standard layout's counts straight from their encoding ([`V2Scan`]);
+//! - `classic.rs`: the fixed classic-bucket layout of the Prometheus exposition
+//!   ([`classic::ClassicHist`]);
 //! - `counts.rs`: counts added by index ([`TotalCounts`], [`DenseCounts`]), sparse sums
 //!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]);
 //! - `slots.rs`: one op's per-interval histograms recorded out of order ([`OpAcc`]: an
@@ -26,6 +28,7 @@ use hdrhistogram::Histogram;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod classic;
 mod counts;
 mod decode;
 mod encode;

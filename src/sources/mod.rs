@@ -41,6 +41,7 @@ pub mod oracle_trace;
 pub mod pairs;
 pub mod perf_script;
 pub mod pg_stats;
+pub mod prometheus;
 pub mod pylatencymap;
 pub mod sniff;
 pub mod sql_table;
@@ -129,6 +130,9 @@ pub enum Format {
     /// MySQL/MariaDB per-file I/O snapshots (`performance_schema.file_summary_by_instance`,
     /// `sys.io_global_by_file_by_latency`): counts, bytes, wait time per file, means only.
     MysqlFileIo,
+    /// Prometheus text exposition: classic histograms (an `iolens watch --prometheus` scrape, a
+    /// `--metrics` file, any exporter's).
+    Prometheus,
 }
 
 /// What `iolens ingest` reads and how.
@@ -213,6 +217,7 @@ pub fn ingest(args: &IngestOptions, command_line: Vec<String>) -> Result<Results
             Format::PerfScript => read_stacks(perf_script::read(&mut reader)),
             Format::Folded => read_stacks(folded::read(&mut reader)),
             Format::Awr => awr::read(&mut reader, args),
+            Format::Prometheus => prometheus::read(&mut reader, args),
             Format::PgStatIo
             | Format::PgStatDatabase
             | Format::PgStatStatements
@@ -392,6 +397,7 @@ pub fn format_name(f: Format) -> &'static str {
         Format::PgStatDatabase => "pg-stat-database",
         Format::PgStatStatements => "pg-stat-statements",
         Format::MysqlFileIo => "mysql-file-io",
+        Format::Prometheus => "prometheus",
     }
 }
 

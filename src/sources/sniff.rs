@@ -152,5 +152,6 @@ fn describe(f: Format) -> &'static str {
         Format::PgStatDatabase => "pg_stat_database snapshot",
         Format::PgStatStatements => "pg_stat_statements snapshot",
         Format::MysqlFileIo => "MySQL per-file I/O snapshot",
+        Format::Prometheus => "Prometheus exposition",
     }
 }

@@ -43,21 +43,9 @@ impl Recording {
             .map(|s| (s.start_s, s.duration_s))
             .collect();
 
-        let mut lost = BTreeMap::new();
-        let mut unfollowed = BTreeMap::new();
-        for (i, &v) in ending.lost_counts.iter().enumerate() {
-            if v > 0 {
-                let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
-                if unfollowed_slot(i) {
-                    unfollowed.insert(cause, v as f64);
-                } else {
-                    lost.insert(cause, v);
-                }
-            }
-        }
-        if ending.parse_errors > 0 {
-            lost.insert("malformed records".into(), ending.parse_errors);
-        }
+        let (lost, unfollowed) = lost_by_cause(&ending.lost_counts, ending.parse_errors);
+        let lost: BTreeMap<String, u64> = lost.into_iter().collect();
+        let unfollowed: BTreeMap<String, f64> = unfollowed.into_iter().collect();
 
         let mut res = Results::new(Kind::Watch, command_line);
         res.environment = crate::sys::environment();

@@ -14,6 +14,7 @@ mod assemble;
 mod cgroup;
 pub mod filter;
 mod layout;
+pub mod metrics;
 pub mod own;
 pub mod pg;
 pub(crate) mod pgwait;
@@ -112,6 +113,8 @@ pub struct WatchOptions {
     /// The server's catalogs (`--dsn`): relations named, query ids sampled. `None`: files are
     /// named by their paths, and the output says names need a DSN.
     pub catalog: Option<relations::Catalog>,
+    /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
+    pub metrics: bool,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
@@ -122,12 +125,22 @@ pub(crate) struct IntervalView<'a> {
     pub span: &'a WatchSpan,
     rec: &'a Recording,
     cgroups: &'a cgroup::CgroupTracker,
+    /// Events lost so far, by cause (read only with `metrics`).
+    lost: &'a [(String, u64)],
 }
 
 impl IntervalView<'_> {
     /// The limiting cgroups of the watched processes, their counters so far.
     pub(crate) fn cgroups(&self) -> Vec<crate::results::WatchCgroup> {
         self.cgroups.report()
+    }
+
+    /// Everything recorded so far as a metrics exposition (`None` unless
+    /// [`WatchOptions::metrics`]).
+    pub(crate) fn metrics(&self) -> Option<crate::results::exposition::Exposition> {
+        let m = self.rec.metrics.as_ref()?;
+        let done = (self.index + 1).min(self.rec.spans.len());
+        Some(m.exposition(&self.rec.spans[..done], self.lost))
     }
 
     /// The layer's latency histogram of this interval.
@@ -179,6 +192,30 @@ const UNSEEN_COMPLETION: &str = "block completion of a watched request not seen"
 /// issued without a start); those become counters of the block runs, not warnings.
 fn unfollowed_slot(i: usize) -> bool {
     (4..=6).contains(&i)
+}
+
+/// Block requests the probes could not follow, by cause.
+type Unfollowed = Vec<(String, f64)>;
+
+/// The kernel side's per-slot counters by cause: events lost, and block requests the probes
+/// could not follow (see [`unfollowed_slot`]); malformed records among the lost.
+fn lost_by_cause(counts: &[u64], parse_errors: u64) -> (Vec<(String, u64)>, Unfollowed) {
+    let mut lost = Vec::new();
+    let mut unfollowed = Vec::new();
+    for (i, &v) in counts.iter().enumerate() {
+        if v > 0 {
+            let cause = LOST_CAUSES.get(i).unwrap_or(&"other").to_string();
+            if unfollowed_slot(i) {
+                unfollowed.push((cause, v as f64));
+            } else {
+                lost.push((cause, v));
+            }
+        }
+    }
+    if parse_errors > 0 {
+        lost.push(("malformed records".into(), parse_errors));
+    }
+    (lost, unfollowed)
 }
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
@@ -412,6 +449,7 @@ pub(crate) fn watch(
         pg: pgwait::PgWaitAcc::default(),
         files: relations::FileTable::default(),
         queries: queries::QueryAcc::default(),
+        metrics: opts.metrics.then(metrics::LiveMetrics::new),
     };
     // The watched PostgreSQL server processes: where each publishes its wait event.
     let pg_watched = |pid: u32| {
@@ -500,6 +538,11 @@ pub(crate) fn watch(
         // Show every interval that ended more than a moment ago (events of other CPUs may
         // still be on their way for a few milliseconds).
         let now_k = ((monotonic_ns() - start_ns).saturating_sub(20_000_000) / interval_ns) as usize;
+        let lost = if rec.metrics.is_some() && shown < now_k {
+            lost_by_cause(&bpf::sum_per_cpu(&ebpf, "lost")?, parse_errors).0
+        } else {
+            Vec::new()
+        };
         while shown < now_k {
             rec.span(shown);
             view(&IntervalView {
@@ -507,8 +550,12 @@ pub(crate) fn watch(
                 span: &rec.spans[shown],
                 rec: &rec,
                 cgroups: &cgroups,
+                lost: &lost,
             });
             shown += 1;
+            if let Some(m) = rec.metrics.as_mut() {
+                m.interval();
+            }
         }
         // Intervals shown are done: keep them encoded (a late event reopens one).
         rec.close_before(shown);

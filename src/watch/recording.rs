@@ -35,6 +35,19 @@ pub(super) struct Recording {
     pub(super) files: relations::FileTable,
     /// The query ids sampled (with a DSN).
     pub(super) queries: queries::QueryAcc,
+    /// `--prometheus`: the cumulative metrics.
+    pub(super) metrics: Option<metrics::LiveMetrics>,
+}
+
+/// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
+fn who(pg: &pgwait::PgWaitAcc, tgid: u32) -> (String, String) {
+    let comm = filter::comm_of(tgid).unwrap_or_else(|| "(exited)".into());
+    let role = if pg.is_pg(tgid) {
+        pg.role_of(tgid)
+    } else {
+        String::new()
+    };
+    (comm, role)
 }
 
 impl Recording {
@@ -211,6 +224,10 @@ impl Recording {
                     }
                 }
                 self.queries.syscall(e.tgid, e.a, e.c);
+                if let Some(m) = self.metrics.as_mut() {
+                    let pg = &self.pg;
+                    m.syscall(e.tgid, || who(pg, e.tgid), name, e.a, e.b, error);
+                }
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
                     self.layer_record(Layer::Syscall, k, e.a);
@@ -249,11 +266,14 @@ impl Recording {
                     return;
                 }
                 let (dev, mine) = self.device_names(e.dev);
-                let (_, queue_op, device_op) = block_ops(e.sub & 0xffff);
+                let (op, queue_op, device_op) = block_ops(e.sub & 0xffff);
+                // The kernel side marks requests a watched process submitted (`watched`).
+                let watched = e.sub & BLOCK_WATCHED != 0;
+                if let Some(m) = self.metrics.as_mut() {
+                    m.block(&dev, op, watched || filters.all_processes(), e.b, e.a);
+                }
                 self.record(&dev, queue_op, k, e.b, 0, false);
                 self.record(&dev, device_op, k, e.a, e.bytes as u64, false);
-                // The kernel side marks requests a watched process submitted.
-                let watched = e.sub & BLOCK_WATCHED != 0;
                 if watched || filters.all_processes() {
                     self.layer_record(Layer::Block, k, e.a);
                 }
@@ -286,11 +306,19 @@ impl Recording {
                 let ns = e.a.min(e.ts - self.start_ns);
                 if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
                     if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
+                        if let Some(m) = self.metrics.as_mut() {
+                            let pg = &self.pg;
+                            m.pg_wait(e.tgid, || who(pg, e.tgid), op, ns);
+                        }
                         self.record(PG_RUN, op, k, ns, 0, false);
                     }
                 }
                 self.record("cpu", CPU_OFF, k, e.a, 0, false);
                 if e.b > 0 {
+                    if let Some(m) = self.metrics.as_mut() {
+                        let pg = &self.pg;
+                        m.runq(e.tgid, || who(pg, e.tgid), e.b);
+                    }
                     self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
                     self.layer_record(Layer::Cpu, k, e.b);
                     let span = self.span(k);

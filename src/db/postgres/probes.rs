@@ -52,6 +52,7 @@ impl BackendProbes {
             threads: false,
             stop: Some(stop.clone()),
             catalog: Some(super::catalog(dsn)),
+            metrics: false,
         };
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
