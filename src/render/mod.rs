@@ -31,6 +31,7 @@ pub mod html;
 pub mod io_stats;
 pub mod markdown;
 pub mod plan;
+pub mod replay;
 pub mod stacks;
 pub mod svg;
 pub mod table;
