@@ -602,11 +602,13 @@ fn build_results(
         skipped: stream.skipped.clone(),
         ..ReplayInfo::default()
     };
-    if skipped_writes > 0 && !opts.writes {
-        info.skipped.insert(
-            "writes (replayed only with --writes)".into(),
-            skipped_writes,
-        );
+    if skipped.writes > 0 {
+        info.skipped
+            .insert("writes (--skip-writes)".into(), skipped.writes);
+    }
+    if skipped.unmapped > 0 {
+        info.skipped
+            .insert("I/Os of files the map leaves out".into(), skipped.unmapped);
     }
     let (mut first_due, mut last_due) = (u64::MAX, 0u64);
     let (mut first_issue, mut last_issue, mut last_end) = (u64::MAX, 0u64, 0u64);
@@ -618,6 +620,7 @@ fn build_results(
         let mut ph = new_histogram();
         let mut reordered = 0u64;
         let mut prev_issue = 0u64;
+        let mut late_ns = 0u64;
         let (mut s_rec0, mut s_rec1, mut s_rep0, mut s_rep1) = (u64::MAX, 0u64, u64::MAX, 0u64);
         for (j, d) in jobs.iter().zip(done) {
             let r = &stream.records[j.rec];
@@ -643,7 +646,9 @@ fn build_results(
                 reordered += 1;
             }
             prev_issue = d.issue_ns;
-            record_ns(&mut err_h, d.issue_ns.saturating_sub(d.due_ns).max(1));
+            let late = d.issue_ns.saturating_sub(d.due_ns);
+            late_ns += late;
+            record_ns(&mut err_h, late.max(1));
             first_due = first_due.min(d.due_ns);
             last_due = last_due.max(d.due_ns);
             first_issue = first_issue.min(d.issue_ns);
@@ -662,6 +667,7 @@ fn build_results(
             reordered,
             recorded_s: s_rec1.saturating_sub(s_rec0.min(s_rec1)) as f64 / 1e9,
             replayed_s: s_rep1.saturating_sub(s_rep0.min(s_rep1)) as f64 / 1e9,
+            late_s: late_ns as f64 / 1e9,
         });
     }
     let secs = |a: u64, b: u64| b.saturating_sub(a.min(b)) as f64 / 1e9;

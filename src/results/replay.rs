@@ -37,6 +37,9 @@ pub struct ReplaySession {
     pub recorded_s: f64,
     /// Replayed first issue to last completion, s.
     pub replayed_s: f64,
+    /// The session's issue-time errors summed, s: in `think` timing each one delays the rest
+    /// of the session, so `replayed_s` = think time + replayed latencies + this.
+    pub late_s: f64,
 }
 
 /// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed.
