@@ -45,6 +45,7 @@ pub(crate) mod profile;
 pub(crate) mod progress;
 pub(crate) mod recorder;
 pub mod render;
+pub mod replay;
 pub mod results;
 pub mod run;
 pub(crate) mod session;

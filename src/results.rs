@@ -23,6 +23,7 @@ mod labels;
 pub mod plan;
 pub mod profile;
 mod read;
+pub mod replay;
 mod validate;
 mod watch;
 mod write;
@@ -910,6 +911,8 @@ pub enum Kind {
     Profile,
     /// `iolens plan`: LUNs, queue depths and sessions for an IOPS goal, from measured curves.
     Plan,
+    /// `iolens replay`: recorded I/O replayed on a target, with its fidelity.
+    Replay,
 }
 
 impl Kind {
@@ -925,6 +928,7 @@ impl Kind {
             Kind::Watch => "watch",
             Kind::Profile => "profile",
             Kind::Plan => "plan",
+            Kind::Replay => "replay",
         }
     }
 }
@@ -996,6 +1000,9 @@ pub struct Results {
     /// `iolens plan`: the plan (and its `--verify` run in `runs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<plan::Plan>,
+    /// `iolens replay`: the mapping, the fidelity and each session recorded beside replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<replay::ReplayInfo>,
 }
 
 impl Results {
@@ -1025,6 +1032,7 @@ impl Results {
             trace_slowest: Vec::new(),
             io_stats: Vec::new(),
             plan: None,
+            replay: None,
         }
     }
 

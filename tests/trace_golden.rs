@@ -33,6 +33,7 @@ fn document(inputs: &[(String, Vec<u8>)], interval_ns: u64) -> String {
     let opts = ParseOptions {
         interval_ns,
         top: 20,
+        keep_io: false,
     };
     let files = inputs
         .iter()

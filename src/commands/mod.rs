@@ -23,6 +23,7 @@ pub mod merge;
 mod metrics;
 pub mod plan;
 pub mod profile;
+pub mod replay;
 pub mod report;
 pub mod run;
 pub mod show;
@@ -100,6 +101,10 @@ pub enum Command {
     /// Plan LUNs, queue depths and sessions for an IOPS goal at a p99 from measured load
     /// curves (a calibration, or runs at several LUN counts); --verify runs the plan.
     Plan(plan::PlanArgs),
+    /// Replay recorded I/O (Oracle 10046 traces, biosnoop output) on a target, each session
+    /// on its own thread on the recorded schedule: recorded beside replayed latency, and the
+    /// replay's own fidelity (issue-time error, span, IOPS per interval, order).
+    Replay(replay::ReplayArgs),
     /// Show a results file in the terminal: summary, histograms, latency heatmaps.
     Show(show::ShowArgs),
     /// Write a self-contained HTML report of a results file.
@@ -230,6 +235,7 @@ pub fn main_with(args: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         Command::Profile(a) => profile::main(&a, &cx),
         Command::GenTrace(a) => gen_trace::main(&a),
         Command::Plan(a) => plan::main(&a, &cx),
+        Command::Replay(a) => replay::main(&a, &cx),
         Command::Show(a) => show::main(&a, &cx),
         Command::Report(a) => report::main(&a),
         Command::Compare(a) => compare::main(&a, &cx),

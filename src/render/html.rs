@@ -730,6 +730,7 @@ pub(crate) fn report_loaded(
     }
     out.push_str(&super::hosts::html(r));
     out.push_str(&super::plan::html(r));
+    out.push_str(&super::replay::html(r));
 
     calibration_section(&mut out, r, &an);
     out.push_str(&super::analysis::html(r, &an));

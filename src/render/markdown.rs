@@ -72,6 +72,7 @@ pub fn summary(r: &Results) -> String {
     let _ = writeln!(out, "\n### Summary\n\n{}", summary_table(r).markdown());
     out.push_str(&super::targets::markdown(r));
     out.push_str(&super::plan::markdown(r));
+    out.push_str(&super::replay::markdown(r));
     if let Some(c) = &r.calibration {
         let _ = writeln!(
             out,

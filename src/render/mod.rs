@@ -32,6 +32,7 @@ pub mod io_stats;
 pub mod markdown;
 pub mod plan;
 pub mod prometheus;
+pub mod replay;
 pub mod stacks;
 pub mod svg;
 pub mod table;

@@ -432,6 +432,7 @@ pub(crate) fn render_loaded(
     }
     out.push_str(&super::hosts::text(r, style));
     out.push_str(&super::plan::text(r, style));
+    out.push_str(&super::replay::text(r, style));
     calibration_text(r, &an, style, &mut out);
     out.push_str(&super::analysis::text(r, &an, style));
     let details: Vec<usize> = match only_run {

@@ -582,10 +582,26 @@ pub(crate) fn read_bpftrace(r: &mut LineReader, args: &IngestOptions) -> Result<
     Ok(runs)
 }
 
-/// Read bcc biosnoop output.
-pub(crate) fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
-    let interval_ns = (args.interval.as_nanos() as u64).max(1);
-    let mut disks: BTreeMap<String, Binned> = BTreeMap::new();
+/// One row of bcc biosnoop output (`TIME(s) COMM PID DISK T SECTOR BYTES [QUE(ms)] LAT(ms)`):
+/// TIME is the completion, in seconds from the first I/O biosnoop saw.
+pub(crate) struct BiosnoopRow<'a> {
+    pub time_s: f64,
+    pub pid: &'a [u8],
+    pub disk: &'a [u8],
+    /// `R`, `W`, or another flag letter.
+    pub dir: u8,
+    /// 512-byte sectors.
+    pub sector: Option<u64>,
+    pub bytes: u64,
+    pub lat_ms: f64,
+}
+
+/// Every row of a biosnoop file, in file order (headers, tool messages and blank lines counted
+/// as ignored; anything else as unparsed).
+pub(crate) fn biosnoop_rows(
+    r: &mut LineReader,
+    mut row: impl FnMut(BiosnoopRow<'_>),
+) -> Result<()> {
     // Column positions counted from the right end: LAT is last.
     let mut has_que = false;
     let mut header = false;
@@ -621,25 +637,47 @@ pub(crate) fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<
         let lat = parse_f64(f[n - 1]);
         let off = if has_que { 1 } else { 0 };
         let bytes = parse_u64(f[n - 2 - off]);
-        let dir = f[n - 4 - off];
-        let disk = String::from_utf8_lossy(f[n - 5 - off]).into_owned();
         let time = parse_f64(f[0]);
-        let (Some(lat), Some(bytes), Some(time)) = (lat, bytes, time) else {
+        let (Some(lat_ms), Some(bytes), Some(time_s)) = (lat, bytes, time) else {
             r.unparsed("biosnoop row with non-numeric fields");
             continue;
         };
-        let op = match dir.first() {
-            Some(b'R') => "read",
-            Some(b'W') => "write",
+        row(BiosnoopRow {
+            time_s,
+            pid: f[n - 6 - off],
+            disk: f[n - 5 - off],
+            dir: f[n - 4 - off].first().copied().unwrap_or(b'?'),
+            sector: parse_u64(f[n - 3 - off]),
+            bytes,
+            lat_ms,
+        });
+        r.parsed();
+    }
+    Ok(())
+}
+
+/// Read bcc biosnoop output.
+pub(crate) fn read_biosnoop(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+    let interval_ns = (args.interval.as_nanos() as u64).max(1);
+    let mut disks: BTreeMap<String, Binned> = BTreeMap::new();
+    biosnoop_rows(r, |row| {
+        let op = match row.dir {
+            b'R' => "read",
+            b'W' => "write",
             _ => "other",
         };
+        let disk = String::from_utf8_lossy(row.disk).into_owned();
         let b = disks
             .entry(disk)
             .or_insert_with(|| Binned::new(interval_ns));
         let i = b.op(op);
-        b.record(i, (time * 1e9) as i64, (lat * 1e6).round() as u64, bytes);
-        r.parsed();
-    }
+        b.record(
+            i,
+            (row.time_s * 1e9) as i64,
+            (row.lat_ms * 1e6).round() as u64,
+            row.bytes,
+        );
+    })?;
     let mut runs = Vec::new();
     for (disk, b) in disks {
         let f = b.finish(BucketConvention::Exact, &|_| true);

@@ -37,6 +37,7 @@ pub mod event_histogram;
 pub mod fio;
 pub mod folded;
 pub mod hlog;
+pub mod io_stream;
 pub mod oracle_trace;
 pub mod pairs;
 pub mod perf_script;

@@ -782,15 +782,22 @@ impl Target {
     /// writing): the same inode as the descriptor opened by [`Target::prepare`], never the
     /// path again.
     pub fn open(&self, spec: &WorkloadSpec) -> Result<File> {
-        let writes = spec.pattern.writes();
+        let dsync = spec.sync == crate::workload::SyncMode::Dsync;
+        let random = !spec.pattern.sequential();
+        self.open_with(spec.pattern.writes(), spec.direct, dsync, random)
+    }
+
+    /// [`Target::open`] by its flags: writing (refused unless the target is writable),
+    /// O_DIRECT, O_DSYNC, and random access (no readahead for buffered reads).
+    pub fn open_with(&self, writes: bool, direct: bool, dsync: bool, random: bool) -> Result<File> {
         if writes && !self.writable {
             bail!("internal: target {} is not writable", self.path.display());
         }
         let mut flags = 0;
-        if spec.direct {
+        if direct {
             flags |= libc::O_DIRECT;
         }
-        if spec.sync == crate::workload::SyncMode::Dsync {
+        if dsync {
             flags |= libc::O_DSYNC;
         }
         match reopen(&self.file, writes, flags, &self.path) {
@@ -801,7 +808,7 @@ impl Target {
                         self.path.display()
                     );
                 }
-                if !spec.direct && !spec.pattern.sequential() {
+                if !direct && random {
                     // Like a database (and fio's fadvise_hint): no readahead for random access,
                     // so a buffered read brings in only the block asked for.
                     // SAFETY: advisory call on a valid fd.
@@ -809,7 +816,7 @@ impl Target {
                 }
                 Ok(f)
             }
-            Err(e) if spec.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            Err(e) if direct && e.raw_os_error() == Some(libc::EINVAL) => {
                 let fs = crate::sys::mount_for(&self.path)
                     .map(|m| m.fstype)
                     .unwrap_or_else(|| "?".into());

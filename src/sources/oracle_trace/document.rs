@@ -10,6 +10,7 @@ pub fn read_traces(args: &TraceOptions, command_line: Vec<String>) -> Result<Res
     let opts = ParseOptions {
         interval_ns: (args.interval.as_nanos() as u64).max(1_000),
         top: args.top,
+        keep_io: false,
     };
     let mut files = Vec::new();
     for p in &args.files {

@@ -94,6 +94,9 @@ pub struct ParseOptions {
     pub interval_ns: u64,
     /// Slowest waits to keep.
     pub top: usize,
+    /// Keep every I/O wait that names its file and block ([`TraceFile::io_records`], for
+    /// `iolens replay`).
+    pub keep_io: bool,
 }
 
 impl Default for ParseOptions {
@@ -101,6 +104,7 @@ impl Default for ParseOptions {
         ParseOptions {
             interval_ns: 1_000_000_000,
             top: 20,
+            keep_io: false,
         }
     }
 }
@@ -186,6 +190,9 @@ pub struct TraceFile {
     io_objs: FxHashMap<(u32, i64), IoAgg>,
     io_ranges: FxHashMap<(u32, i64, u64), IoAgg>,
     pub slowest: Vec<SlowWait>,
+    /// Every I/O wait with a file and a block, in trace order (only with
+    /// [`ParseOptions::keep_io`]).
+    pub io_records: Vec<TraceIoRecord>,
     pub warnings: Vec<String>,
     pub(crate) first_tim: Option<i64>,
     pub(crate) last_tim: Option<i64>,
@@ -193,6 +200,23 @@ pub struct TraceFile {
     /// less its `e` or `ela` for calls and waits, so that a call or wait in progress when
     /// tracing began counts from its own start) to the largest `tim`. R is its length.
     pub(crate) tim_range: Option<(i64, i64)>,
+}
+
+/// One I/O wait of a trace that names its file and first block (`db file sequential read`,
+/// `db file scattered read`, `direct path read`/`write`, …): what `iolens replay` issues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceIoRecord {
+    /// The wait's end on the trace's `tim` clock (µs).
+    pub tim: i64,
+    /// Its elapsed time (µs): it began at `tim − ela`.
+    pub ela_us: u64,
+    /// Index of its event in [`TraceFile::events`].
+    pub event: u32,
+    pub file: i64,
+    pub block: u64,
+    pub blocks: u64,
+    /// 1-based line number in the trace file.
+    pub line: u64,
 }
 
 /// Parameters of one WAIT line.

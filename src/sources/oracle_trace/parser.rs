@@ -126,6 +126,7 @@ impl TraceParser {
                 io_objs: FxHashMap::default(),
                 io_ranges: FxHashMap::default(),
                 slowest: Vec::new(),
+                io_records: Vec::new(),
                 warnings: Vec::new(),
                 first_tim: None,
                 last_tim: None,
@@ -611,6 +612,19 @@ impl TraceParser {
             .map(|o| if o == u32::MAX as i64 { -1 } else { o });
         if let Some(f) = file {
             e.io = true;
+            if self.opts.keep_io {
+                if let (Some(t), Some(b)) = (params.tim, block) {
+                    self.out.io_records.push(super::TraceIoRecord {
+                        tim: t,
+                        ela_us: ela,
+                        event: ev,
+                        file: f,
+                        block: b,
+                        blocks: blocks.unwrap_or(1),
+                        line: n,
+                    });
+                }
+            }
             let nb = blocks.unwrap_or(1);
             self.out
                 .io_files

@@ -1,0 +1,105 @@
+//! The replay of recorded I/O (`iolens replay`, a results kind): how the source was mapped onto
+//! the target, how faithfully the schedule was kept (issue-time error, span, IOPS per interval,
+//! order within sessions), and recorded beside replayed latency per session. Recorded and
+//! replayed latency per event are the document's two runs (`phase` `recorded` and `replay`).
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Hist, LatencySummary};
+
+/// Where one source file (a trace's file#, a biosnoop disk) lies on the target.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ReplayMapEntry {
+    /// The source's name for it (`file#25`, `disk vda`).
+    pub file: String,
+    /// Byte offset in the target's data area where the file's byte `first_byte` lies.
+    pub target_offset: u64,
+    /// The file's lowest byte the source touches (the region starts here).
+    pub first_byte: u64,
+    /// Bytes of the region (from `first_byte` to the highest byte touched).
+    pub length: u64,
+}
+
+/// One recorded session replayed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ReplaySession {
+    pub session: String,
+    /// I/Os recorded and replayed.
+    pub ios: u64,
+    pub recorded: LatencySummary,
+    pub replayed: LatencySummary,
+    /// I/Os issued after one that was recorded later (0 when the session's order was kept).
+    pub reordered: u64,
+    /// Recorded first issue to last completion, s (scaled by the timing).
+    pub recorded_s: f64,
+    /// Replayed first issue to last completion, s.
+    pub replayed_s: f64,
+    /// The session's issue-time errors summed, s: in `think` timing each one delays the rest
+    /// of the session, so `replayed_s` = think time + replayed latencies + this.
+    pub late_s: f64,
+}
+
+/// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ReplayInterval {
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub recorded_ios: u64,
+    pub replayed_ios: u64,
+}
+
+/// What `iolens replay` did and how faithfully.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ReplayInfo {
+    /// The source format (`oracle-10046`, `biosnoop`).
+    pub source: String,
+    /// `recorded`, `scaled:K`, `fast` or `think`.
+    pub timing: String,
+    /// The speed factor K of `scaled:K` (1 for `recorded` and `think`, 0 for `fast`).
+    pub speed: f64,
+    /// Bytes per block of the source's block numbers.
+    pub block_size: u64,
+    /// Whether recorded writes were written (`--writes`); else they were skipped.
+    pub writes: bool,
+    /// Whether the target was opened with O_DIRECT.
+    pub direct: bool,
+    pub map: Vec<ReplayMapEntry>,
+    /// I/Os in the source that were to be replayed.
+    pub recorded_ios: u64,
+    /// I/Os issued.
+    pub replayed_ios: u64,
+    /// I/Os that failed (counted, not timed).
+    pub errors: u64,
+    /// Reads whose data's stamp named another offset than the one mapped (scratch targets; 0
+    /// means every block read held its own offset).
+    pub misplaced: u64,
+    /// Reads whose blocks were checked against their stamps.
+    pub stamp_checked: u64,
+    /// Recorded I/Os not replayed, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Issue time minus scheduled time of every I/O, ns (never negative: no I/O is issued
+    /// early). Empty for `fast`.
+    pub issue_error: LatencySummary,
+    pub issue_error_hist: Hist,
+    /// The schedule's first to last issue, s (the recording's, scaled).
+    pub scheduled_span_s: f64,
+    /// First to last actual issue, s.
+    pub replayed_span_s: f64,
+    /// (replayed − scheduled span) / scheduled span, %.
+    pub span_error_pct: f64,
+    /// First issue to last completion: recorded (scaled) and replayed, s.
+    pub recorded_duration_s: f64,
+    pub replayed_duration_s: f64,
+    /// Largest lateness of any I/O, s: how far behind the replay fell.
+    pub behind_s: f64,
+    /// True when the p99 issue-time error stayed under 1 ms and the span within 1 %.
+    pub kept_up: bool,
+    /// I/Os issued out of the recorded order within their session (0: order kept).
+    pub reordered: u64,
+    pub sessions: Vec<ReplaySession>,
+    /// Achieved beside recorded (scaled) IOPS, per interval of the replay.
+    pub intervals: Vec<ReplayInterval>,
+}
