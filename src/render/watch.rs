@@ -272,6 +272,9 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
             for u in &pg.unreadable {
                 lines.push(format!("Wait events not readable: {u}"));
             }
+            for u in &pg.state_unread {
+                lines.push(format!("Transaction state not readable: {u}"));
+            }
         }
         out.push(Block {
             title: match (
