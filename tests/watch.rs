@@ -2517,6 +2517,9 @@ fn relations_named(base: &str, major: u32, method: &str) {
     ] {
         admin.batch_execute(&sql).unwrap();
     }
+    // No session of this test stays in the DSN's database during the watches: the one there is
+    // iolens' own (its query-id sampler), which must not be counted.
+    drop(admin);
     let dsn = format!("{base} dbname={name}");
     let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
     // B: 1,250 blocks (10 MB); A: 5,000. Autovacuum off: nothing else reads them. The filler,
@@ -2650,6 +2653,7 @@ fn relations_named(base: &str, major: u32, method: &str) {
         .unwrap();
     drop(s);
     finish_watch(w, Duration::from_secs(30));
+    let mut admin = postgres::Client::connect(base, postgres::NoTls).unwrap();
     let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
 
     let r = Results::read_file(&json).unwrap();
