@@ -1291,9 +1291,12 @@ mod tests {
             }
         }
         let child = std::process::Command::new(&exe).spawn().unwrap();
-        // Its binary mapped (exec done) before its maps are read.
+        // Its binary mapped (exec done) before its maps are read: the kernel names the new
+        // binary in /proc/PID/exe before it maps it.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::fs::read_link(format!("/proc/{}/exe", child.id())).map_or(true, |p| p != exe)
+        let exe_s = exe.to_string_lossy().into_owned();
+        while std::fs::read_to_string(format!("/proc/{}/maps", child.id()))
+            .map_or(true, |m| !m.contains(&exe_s))
             && std::time::Instant::now() < deadline
         {
             std::thread::sleep(std::time::Duration::from_millis(5));
