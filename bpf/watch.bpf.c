@@ -23,6 +23,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define EV_PARTS 5
 // Parts of a thread's time under one PostgreSQL wait event (a `parts_event`, `e.dev` the event).
 #define EV_WAIT 6
+// An io_uring read, write or sync of a watched process, at its completion (`sub`: URING_*; `a`
+// its latency from submission; `b` its bytes; the file in ino/fdev; `dev` the submitter's
+// PostgreSQL wait event at submission). The submitter's thread is tgid/tid: the kernel may have
+// done the I/O inline or in one of that process's io_uring worker threads (iou-wrk).
+#define EV_URING 7
+#define URING_READ 1
+#define URING_WRITE 2
+#define URING_SYNC 3
 
 #define LOST_RINGBUF 0
 #define LOST_SYSCALL_STATE 1
@@ -552,6 +560,98 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 
 HANDLER(sys_enter, on_sys_enter(ctx))
 HANDLER(sys_exit, on_sys_exit(ctx))
+
+/* ---------------------------------------------------------------- io_uring */
+
+// An io_uring request of a watched process on a file, from its submission: who submitted it
+// (PostgreSQL 18 with io_method=io_uring: the backend), when, and under which wait event.
+struct uring_req {
+	__u64 ts;
+	__u32 tgid;
+	__u32 tid;
+	__u32 op;
+	__u32 wev;
+};
+
+// Keyed by the request (`struct io_kiocb *`), from its submission to its completion. LRU: a
+// request cancelled without a completion ages out instead of filling the map.
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct uring_req);
+} uring_reqs SEC(".maps");
+
+static __always_inline __u32 uring_op(__u8 opcode)
+{
+	switch (opcode) {
+	case 1:  // IORING_OP_READV
+	case 4:  // IORING_OP_READ_FIXED
+	case 22: // IORING_OP_READ
+	case 60: // IORING_OP_READV_FIXED
+		return URING_READ;
+	case 2:  // IORING_OP_WRITEV
+	case 5:  // IORING_OP_WRITE_FIXED
+	case 23: // IORING_OP_WRITE
+	case 61: // IORING_OP_WRITEV_FIXED
+		return URING_WRITE;
+	case 3:  // IORING_OP_FSYNC
+		return URING_SYNC;
+	}
+	return 0;
+}
+
+// io_uring_submit_req(req): in the submitting task's context.
+static __always_inline void on_uring_submit(struct io_kiocb *req)
+{
+	__u32 op = uring_op(BPF_CORE_READ(req, opcode));
+	if (!op)
+		return;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32;
+	if (!current_watched(tgid))
+		return;
+	struct uring_req r = {
+		.ts = bpf_ktime_get_ns(), .tgid = tgid, .tid = (__u32)id, .op = op,
+		.wev = current_wait_event(tgid)
+	};
+	__u64 key = (__u64)req;
+	bpf_map_update_elem(&uring_reqs, &key, &r, BPF_ANY);
+}
+
+// io_uring_complete(ctx, req, cqe): the request's completion is posted (by whichever task
+// reaps it); its file is still held.
+static __always_inline void on_uring_complete(void *vreq)
+{
+	__u64 key = (__u64)vreq;
+	struct uring_req *r = bpf_map_lookup_elem(&uring_reqs, &key);
+	if (!r)
+		return;
+	struct uring_req req = *r;
+	bpf_map_delete_elem(&uring_reqs, &key);
+	struct io_kiocb *k = vreq;
+	__s32 res = BPF_CORE_READ(k, cqe.res);
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__u64 now = bpf_ktime_get_ns();
+	fill(e, EV_URING, req.tgid, req.tid, req.op, now - req.ts, res > 0 ? (__u64)res : 0, now,
+	     req.wev, res < 0 ? 1 : 0);
+	struct file *f = BPF_CORE_READ(k, file);
+	if (f) {
+		struct inode *in = BPF_CORE_READ(f, f_inode);
+		if (in) {
+			e->ino = BPF_CORE_READ(in, i_ino);
+			e->fdev = BPF_CORE_READ(in, i_sb, s_dev);
+		}
+	}
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+HANDLER(io_uring_submit_req, on_uring_submit((struct io_kiocb *)ctx[0]))
+HANDLER(io_uring_complete, on_uring_complete((void *)ctx[1]))
 
 /* ------------------------------------------------------------- block layer */
 

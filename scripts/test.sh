@@ -11,8 +11,12 @@ need=()
 command -v pg_ctlcluster >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 # pg_wait_sampling: the server-side wait-event sampler the wait-event tests compare with.
 dpkg -s postgresql-15-pg-wait-sampling >/dev/null 2>&1 || need+=(postgresql-15-pg-wait-sampling)
-# PostgreSQL 18 (scripts/pg18-test-server.sh) comes from an npm package.
+# PostgreSQL 18 (scripts/pg18-test-server.sh) comes from an npm package, and (io_uring) is built
+# from source against liburing-dev (bison, flex: its parsers).
 command -v npm >/dev/null 2>&1 || need+=(npm)
+[ -f /usr/include/liburing.h ] || need+=(liburing-dev)
+command -v bison >/dev/null 2>&1 || need+=(bison)
+command -v flex >/dev/null 2>&1 || need+=(flex)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # Root-only safety tests build loop devices, ext4, swap and a pseudo-terminal.
 command -v losetup >/dev/null 2>&1 || need+=(mount)

@@ -418,6 +418,8 @@ mod tests {
             "block_rq_complete",
             "sched_switch",
             "sched_wakeup",
+            "io_uring_submit_req",
+            "io_uring_complete",
         ] {
             attach_tracepoint(&mut ebpf, &btf, tp).unwrap_or_else(|e| panic!("{tp}: {e}"));
         }

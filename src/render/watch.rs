@@ -269,6 +269,9 @@ pub(crate) fn pg_wait_blocks(r: &Results) -> Vec<Block> {
             for u in &pg.unreadable {
                 lines.push(format!("Wait events not readable: {u}"));
             }
+            for u in &pg.state_unread {
+                lines.push(format!("Transaction state not readable: {u}"));
+            }
         }
         out.push(Block {
             title: match (
@@ -411,8 +414,10 @@ pub(crate) fn pg_relation_blocks(r: &Results) -> Vec<Block> {
         let mut lines = vec![format!(
             "Traced I/O syscalls (pread, pwrite, fsync…) of the watched PostgreSQL processes \
              by the file each was on, read by the probes through its descriptor (exact, every \
-             syscall; io_uring and AIO submissions are not by file); segments summed. Device and \
-             host-queue time: the requests each syscall waited for. Top by syscall time: {}.",
+             syscall), and their io_uring requests by file, each from its submission to its \
+             completion (role \"… (io_uring)\": submitted by that process, done by the kernel; \
+             AIO io_submit requests are not by file); segments summed. Device and host-queue \
+             time: the requests each syscall waited for. Top by syscall time: {}.",
             rel.rows
                 .iter()
                 .take(3)

@@ -250,6 +250,11 @@ pub struct PgWaits {
     /// Server processes whose wait-event pointer could not be found, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable: Vec<String>,
+    /// Servers whose backends' transaction state cannot be read (`MyBEEntry` not exported, or
+    /// its layout not measured for that version), with the reason: their `Client:ClientRead`
+    /// is all counted idle, not split into idle and in transaction.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state_unread: Vec<String>,
 }
 
 /// One role's wait-event table, on one server.

@@ -165,6 +165,8 @@ const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
 /// A thread's parts under one PostgreSQL wait event (`EV_WAIT` in `bpf/watch.bpf.c`).
 const EV_WAIT: u32 = 6;
+/// An io_uring read, write or sync of a watched process at its completion (`EV_URING`).
+const EV_URING: u32 = 7;
 /// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
 /// was running another task (contention, not an idle CPU waking).
 const CPU_IN_IO: u32 = 1;
@@ -415,6 +417,11 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     ] {
         attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
     }
+    // io_uring requests by file (PostgreSQL 18's io_method=io_uring); a kernel without them
+    // has no io_uring to trace.
+    for tp in ["io_uring_submit_req", "io_uring_complete"] {
+        attach_one(&mut ebpf, &btf, tp, false, &mut attached)?;
+    }
     Ok((ebpf, attached))
 }
 
@@ -450,12 +457,19 @@ pub(crate) fn watch(
         files: relations::FileTable::default(),
         queries: queries::QueryAcc::default(),
         metrics: opts.metrics.then(metrics::LiveMetrics::new),
+        own: None,
     };
+    // Query ids, sampled from the server while the watch runs. Its own connection's server
+    // process is iolens' load, not the watched one's: left out of everything counted.
+    let sampler = opts.catalog.as_ref().map(queries::QuerySampler::start);
+    let own = sampler.as_ref().and_then(|q| q.own_pid());
+    rec.own = own;
     // The watched PostgreSQL server processes: where each publishes its wait event.
     let pg_watched = |pid: u32| {
-        filters.all_processes()
-            || filters.pids.contains(&pid)
-            || filter::comm_of(pid).is_some_and(|c| filters.comms.contains(&c))
+        Some(pid) != own
+            && (filters.all_processes()
+                || filters.pids.contains(&pid)
+                || filter::comm_of(pid).is_some_and(|c| filters.comms.contains(&c)))
     };
     let mut pg_map: aya::maps::HashMap<MapData, u32, pg::PgPtrs> = aya::maps::HashMap::try_from(
         ebpf.take_map("pg_wait_ptr")
@@ -501,8 +515,6 @@ pub(crate) fn watch(
         )?;
         ws.set(0, start_ns, 0)?;
     }
-    // Query ids, sampled from the server while the watch runs.
-    let sampler = opts.catalog.as_ref().map(queries::QuerySampler::start);
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;

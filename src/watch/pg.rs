@@ -146,6 +146,13 @@ pub use crate::bpf::PgPtrs;
 /// `my_wait_event_info` ([`wait_event_pointer_address`]) and of `MyBEEntry`, from one read of
 /// its binary.
 pub fn process_pointers(pid: u32, major: Option<u32>) -> Result<PgPtrs> {
+    Ok(process_pointers_why(pid, major)?.0)
+}
+
+/// As [`process_pointers`], with why the transaction state cannot be read when it cannot
+/// (`status` 0): the binary does not export `MyBEEntry`, or the status entry's layout of its
+/// version was not measured. Then a `Client:ClientRead` cannot be told idle or in a transaction.
+pub fn process_pointers_why(pid: u32, major: Option<u32>) -> Result<(PgPtrs, Option<String>)> {
     let names = ["my_wait_event_info", "MyBEEntry"];
     let [wait, status] = symbol_addresses(pid, &names)?[..] else {
         unreachable!("two names, two addresses")
@@ -154,17 +161,40 @@ pub fn process_pointers(pid: u32, major: Option<u32>) -> Result<PgPtrs> {
         bail!(no_wait_pointer(pid));
     };
     let layout = major.and_then(backend_state_layout);
+    let version = major.map_or_else(|| "of unknown version".into(), |m| m.to_string());
     Ok(match (status, layout) {
-        (Some(status), Some((off, _))) => PgPtrs {
-            wait,
-            status,
-            state_off: off,
-            pad: 0,
-        },
-        _ => PgPtrs {
-            wait,
-            ..Default::default()
-        },
+        (Some(status), Some((off, _))) => (
+            PgPtrs {
+                wait,
+                status,
+                state_off: off,
+                pad: 0,
+            },
+            None,
+        ),
+        (status, _) => {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            let why = if status.is_none() {
+                format!("its binary {} does not export MyBEEntry", exe.display())
+            } else {
+                format!(
+                    "where PostgreSQL {version} keeps a backend's state in its status entry \
+                     was not measured (scripts/pg-backend-state.py)"
+                )
+            };
+            (
+                PgPtrs {
+                    wait,
+                    ..Default::default()
+                },
+                Some(format!(
+                    "PostgreSQL {version} (server {pid}): the transaction state cannot be read \
+                     ({why}), so Client:ClientRead is not split into idle and in transaction: \
+                     all of it is counted idle, none as DB time, though a client thinking inside \
+                     an open transaction holds its locks."
+                )),
+            )
+        }
     })
 }
 
@@ -1226,5 +1256,88 @@ mod tests {
             "{err:#}"
         );
         assert!(wait_event_pointer_address(u32::MAX).is_err());
+    }
+
+    /// A binary exporting `my_wait_event_info` (and `MyBEEntry` when `with_state`), built and
+    /// run: PostgreSQL 13's case (wait events but no exported `MyBEEntry`) made here, since no
+    /// build of a version with the one and without the other is at hand. `None` without a C
+    /// compiler (outside CI).
+    fn fake_server(dir: &std::path::Path, with_state: bool) -> Option<std::process::Child> {
+        let src = dir.join("fake.c");
+        let mut c = String::from(
+            "#include <unistd.h>\nunsigned int zero;\nunsigned int *my_wait_event_info = &zero;\n",
+        );
+        if with_state {
+            c.push_str("void *MyBEEntry;\n");
+        }
+        c.push_str("int main(void) { pause(); return 0; }\n");
+        std::fs::write(&src, c).unwrap();
+        let exe = dir.join(if with_state {
+            "with-state"
+        } else {
+            "without-state"
+        });
+        let built = std::process::Command::new("cc")
+            .args(["-rdynamic", "-o"])
+            .arg(&exe)
+            .arg(&src)
+            .status();
+        match built {
+            Ok(s) if s.success() => {}
+            _ => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "cc is needed for this test in CI"
+                );
+                eprintln!("skipped: no C compiler (cc) to build the test binary");
+                return None;
+            }
+        }
+        let child = std::process::Command::new(&exe).spawn().unwrap();
+        // Its binary mapped (exec done) before its maps are read: the kernel names the new
+        // binary in /proc/PID/exe before it maps it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let exe_s = exe.to_string_lossy().into_owned();
+        while std::fs::read_to_string(format!("/proc/{}/maps", child.id()))
+            .map_or(true, |m| !m.contains(&exe_s))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        Some(child)
+    }
+
+    #[test]
+    fn a_server_without_its_state_exported_says_client_read_is_unsplit() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(mut without) = fake_server(dir.path(), false) else {
+            return;
+        };
+        let mut with = fake_server(dir.path(), true).unwrap();
+        let (p, why) = process_pointers_why(without.id(), Some(15)).unwrap();
+        assert!(p.wait > 0 && p.status == 0);
+        let why = why.expect("the state's absence is said");
+        assert!(
+            why.contains("does not export MyBEEntry")
+                && why.contains("Client:ClientRead is not split")
+                && why.contains("counted idle"),
+            "{why}"
+        );
+        // Exported, but the version's layout not measured: said too, differently.
+        let (p, why) = process_pointers_why(with.id(), Some(99)).unwrap();
+        assert_eq!(p.status, 0);
+        assert!(why
+            .unwrap()
+            .contains("PostgreSQL 99 keeps a backend's state"));
+        // Exported and measured: read, nothing said.
+        let (p, why) = process_pointers_why(with.id(), Some(15)).unwrap();
+        assert!(
+            p.status > 0 && p.state_off == 232 && why.is_none(),
+            "{why:?}"
+        );
+        for c in [&mut without, &mut with] {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 }

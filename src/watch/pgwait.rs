@@ -55,6 +55,8 @@ pub(crate) struct PgWaitAcc {
     /// Servers whose pointer could not be found.
     no_addr: std::collections::HashSet<u32>,
     unreadable: Vec<String>,
+    /// Servers whose backends' transaction state cannot be read, and why.
+    state_unread: Vec<String>,
 }
 
 /// The row of `kind` and `label` in a role's table, created empty.
@@ -129,7 +131,10 @@ impl PgWaitAcc {
             }
             let addr = match self.addr_of.get(&p.postmaster) {
                 Some(&a) => Ok(a),
-                None => pg::process_pointers(p.postmaster, p.major),
+                None => pg::process_pointers_why(p.postmaster, p.major).map(|(a, why)| {
+                    self.state_unread.extend(why);
+                    a
+                }),
             };
             match addr {
                 Ok(a) => {
@@ -370,6 +375,7 @@ impl PgWaitAcc {
             majors,
             roles: out,
             unreadable: self.unreadable,
+            state_unread: self.state_unread,
         })
     }
 }

@@ -27,6 +27,9 @@ pub(crate) struct QuerySampler {
     stop: Arc<AtomicBool>,
     rx: mpsc::Receiver<Round>,
     thread: JoinHandle<Vec<String>>,
+    /// The server process serving the sampler's own connection: iolens' own load, left out of
+    /// what the watch reports.
+    own: Option<u32>,
 }
 
 /// Sums per query id, and each watched backend's last sampled query id.
@@ -40,10 +43,13 @@ pub(crate) struct QueryAcc {
 }
 
 impl QuerySampler {
-    /// Start sampling through `catalog`'s connection to the DSN's database.
+    /// Start sampling through `catalog`'s connection to the DSN's database. Returns once the
+    /// connection is made (or failed), so that its server process is known before the watch
+    /// counts anything ([`Self::own_pid`]).
     pub(crate) fn start(catalog: &Catalog) -> QuerySampler {
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel();
+        let (own_tx, own_rx) = mpsc::channel::<Option<u32>>();
         let connect = catalog.connect.clone();
         let shown = catalog.shown.clone();
         let flag = stop.clone();
@@ -54,12 +60,18 @@ impl QuerySampler {
                 let mut c = match connect(None) {
                     Ok(c) => c,
                     Err(e) => {
+                        let _ = own_tx.send(None);
                         notes.push(format!(
                             "Query ids not sampled: cannot connect with {shown}: {e:#}"
                         ));
                         return notes;
                     }
                 };
+                let own = c
+                    .query_one("select pg_backend_pid()", &[])
+                    .ok()
+                    .and_then(|r| u32::try_from(r.get::<_, i32>(0)).ok());
+                let _ = own_tx.send(own);
                 if let Ok(r) = c.query_one("show compute_query_id", &[]) {
                     let v: String = r.get(0);
                     if v == "off" {
@@ -111,7 +123,20 @@ impl QuerySampler {
                 std::thread::spawn(move || vec![msg])
             }
         };
-        QuerySampler { stop, rx, thread }
+        // A connection not made in 30 s is not waited for: its process, if it ever starts, is
+        // then counted with the others.
+        let own = own_rx.recv_timeout(Duration::from_secs(30)).ok().flatten();
+        QuerySampler {
+            stop,
+            rx,
+            thread,
+            own,
+        }
+    }
+
+    /// The server process serving the sampler's connection, when known.
+    pub(crate) fn own_pid(&self) -> Option<u32> {
+        self.own
     }
 
     /// Take the rounds sampled since the last call into `acc` (backends `watched` only).

@@ -37,6 +37,8 @@ pub(super) struct Recording {
     pub(super) queries: queries::QueryAcc,
     /// `--prometheus`: the cumulative metrics.
     pub(super) metrics: Option<metrics::LiveMetrics>,
+    /// The server process of iolens' own sampling connection: never counted.
+    pub(super) own: Option<u32>,
 }
 
 /// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
@@ -197,6 +199,9 @@ impl Recording {
     }
 
     pub(super) fn add(&mut self, e: &Event, filters: &Filters) {
+        if Some(e.tgid) == self.own {
+            return;
+        }
         if let Some((from, parts)) = &e.parts {
             if e.kind == EV_WAIT {
                 self.add_tagged(e.tgid, e.dev, *from, e.ts, parts);
@@ -260,6 +265,19 @@ impl Recording {
                 row[0] += 1;
                 row[1] += e.b;
                 row[2] += e.a;
+            }
+            EV_URING => {
+                // Its file is named as a syscall's is; its time (submission to completion) is
+                // no thread's: the submitter waits for it, if at all, in its own syscalls.
+                let op = match e.sub {
+                    1 => relations::FileOp::Read,
+                    2 => relations::FileOp::Write,
+                    3 => relations::FileOp::Sync,
+                    _ => return,
+                };
+                if e.ino != 0 && e.bytes == 0 {
+                    self.files.uring(e.tgid, e.fdev, e.ino, op, e.a, e.b);
+                }
             }
             EV_BLOCK => {
                 if !filters.wants_device(e.dev) {

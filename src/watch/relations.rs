@@ -192,6 +192,9 @@ pub(crate) enum FileOp {
     Sync,
 }
 
+/// Appended to the role of a process whose io_uring did a relation's I/O.
+pub(crate) const URING_SUFFIX: &str = " (io_uring)";
+
 /// The op of traced syscall `name` on its file; `None` for those whose first argument is not
 /// a file read or written (io_submit, io_getevents, io_uring_enter).
 pub(crate) fn file_op(name: &str) -> Option<FileOp> {
@@ -204,6 +207,22 @@ pub(crate) fn file_op(name: &str) -> Option<FileOp> {
 }
 
 impl Io {
+    fn with(mut self, op: FileOp, ns: u64, bytes: u64, device_ns: u64, queue_ns: u64) -> Io {
+        self.add(op, ns, bytes, device_ns, queue_ns);
+        self
+    }
+
+    fn merge(&mut self, o: &Io) {
+        self.reads += o.reads;
+        self.read_bytes += o.read_bytes;
+        self.writes += o.writes;
+        self.write_bytes += o.write_bytes;
+        self.syncs += o.syncs;
+        self.syscall_ns += o.syscall_ns;
+        self.device_ns += o.device_ns;
+        self.queue_ns += o.queue_ns;
+    }
+
     fn add(&mut self, op: FileOp, ns: u64, bytes: u64, device_ns: u64, queue_ns: u64) {
         match op {
             FileOp::Read => {
@@ -222,11 +241,17 @@ impl Io {
     }
 }
 
+/// Who did a file's I/O: the process, and whether through its io_uring (submitted by it, done
+/// by the kernel inline or in its io_uring worker threads) rather than its own syscalls.
+type Doer = (u32, bool);
+
 /// A file seen: what it is (`None`: not a PostgreSQL file) and its sums, by the process that
 /// made the syscalls.
 struct Seen {
     what: Option<PgFile>,
-    by_pid: HashMap<u32, Io>,
+    by_pid: HashMap<Doer, Io>,
+    /// Its path when first seen (to tell at the end whether it is gone: dropped).
+    path: Option<String>,
 }
 
 /// The watched processes' files, by (filesystem device, inode), and their sums.
@@ -234,7 +259,7 @@ struct Seen {
 pub(crate) struct FileTable {
     files: HashMap<(u32, u64), Seen>,
     /// Syscalls whose file could not be named (closed before its path was read), by process.
-    unnamed: HashMap<u32, Io>,
+    unnamed: HashMap<Doer, Io>,
     /// Files whose path could not be read yet, and the tries so far (a few per file).
     tries: HashMap<(u32, u64), u8>,
 }
@@ -252,6 +277,22 @@ fn path_of(pid: u32, fd: i32, fdev: u32, ino: u64) -> Option<String> {
     same.then(|| path.to_string_lossy().into_owned())
 }
 
+/// The path of the file (`fdev`, `ino`) among those process `pid` has open: for an io_uring
+/// request, which names its file, not the descriptor it was submitted on. PostgreSQL keeps its
+/// relation files open (its virtual file descriptors), so the submitter still holds it.
+fn path_by_inode(pid: u32, fdev: u32, ino: u64) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
+    dir.flatten().find_map(|d| {
+        let m = std::fs::metadata(d.path()).ok()?;
+        let dev = m.dev();
+        (m.ino() == ino && libc::major(dev) == fdev >> 20 && libc::minor(dev) == fdev & 0xfffff)
+            .then(|| std::fs::read_link(d.path()).ok())
+            .flatten()
+            .map(|p| p.to_string_lossy().into_owned())
+    })
+}
+
 impl FileTable {
     /// One traced syscall of process `pid` on descriptor `fd`, the file (`fdev`, `ino`).
     #[allow(clippy::too_many_arguments)]
@@ -267,9 +308,29 @@ impl FileTable {
         device_ns: u64,
         queue_ns: u64,
     ) {
+        let io = Io::default().with(op, ns, bytes, device_ns, queue_ns);
+        self.add(pid, false, fdev, ino, io, || path_of(pid, fd, fdev, ino));
+    }
+
+    /// One io_uring request of process `pid` (its submitter) on the file (`fdev`, `ino`),
+    /// `ns` from its submission to its completion.
+    pub(crate) fn uring(&mut self, pid: u32, fdev: u32, ino: u64, op: FileOp, ns: u64, bytes: u64) {
+        let io = Io::default().with(op, ns, bytes, 0, 0);
+        self.add(pid, true, fdev, ino, io, || path_by_inode(pid, fdev, ino));
+    }
+
+    fn add(
+        &mut self,
+        pid: u32,
+        uring: bool,
+        fdev: u32,
+        ino: u64,
+        io: Io,
+        path: impl FnOnce() -> Option<String>,
+    ) {
         let key = (fdev, ino);
         if !self.files.contains_key(&key) {
-            match path_of(pid, fd, fdev, ino) {
+            match path() {
                 Some(p) => {
                     self.tries.remove(&key);
                     self.files.insert(
@@ -277,6 +338,7 @@ impl FileTable {
                         Seen {
                             what: classify(&p),
                             by_pid: HashMap::new(),
+                            path: Some(p),
                         },
                     );
                 }
@@ -291,6 +353,7 @@ impl FileTable {
                             Seen {
                                 what: Some(PgFile::Other("(closed before it was named)".into())),
                                 by_pid: HashMap::new(),
+                                path: None,
                             },
                         );
                     }
@@ -302,10 +365,7 @@ impl FileTable {
             Some(s) => &mut s.by_pid,
             None => &mut self.unnamed,
         };
-        by_pid
-            .entry(pid)
-            .or_default()
-            .add(op, ns, bytes, device_ns, queue_ns);
+        by_pid.entry((pid, uring)).or_default().merge(&io);
     }
 
     /// Whether any PostgreSQL file was seen.
@@ -325,11 +385,26 @@ impl FileTable {
         if !self.any() {
             return None;
         }
-        let mut files: Vec<(PgFile, HashMap<u32, Io>)> = self
-            .files
-            .into_values()
-            .filter_map(|s| Some((s.what?, s.by_pid)))
-            .collect();
+        // Relation files gone by the end: dropped (or rewritten: TRUNCATE, VACUUM FULL, a
+        // table rewrite give a relation a new file) during the watch.
+        let mut gone: std::collections::HashSet<(Space, u32, u32)> = Default::default();
+        let mut files: Vec<(PgFile, HashMap<Doer, Io>)> = Vec::new();
+        for s in self.files.into_values() {
+            let Some(what) = s.what else { continue };
+            if let (
+                PgFile::Relation {
+                    space, db, node, ..
+                },
+                Some(p),
+            ) = (&what, &s.path)
+            {
+                // A dropped relation's first segment stays, empty, until the next checkpoint.
+                if std::fs::metadata(p).map_or(true, |m| m.len() == 0) {
+                    gone.insert((space.clone(), *db, *node));
+                }
+            }
+            files.push((what, s.by_pid));
+        }
         if !self.unnamed.is_empty() {
             files.push((
                 PgFile::Other("(closed before it was named)".into()),
@@ -352,7 +427,8 @@ impl FileTable {
         if catalog.is_some() && !resolved.is_empty() {
             notes.push(
                 "Names are read from the catalogs at the watch's end: a relation dropped or \
-                 rewritten (TRUNCATE, VACUUM FULL) during the watch is shown by its file."
+                 rewritten (TRUNCATE, VACUUM FULL) during the watch is shown by its file, \
+                 marked (dropped) when that file is gone or emptied."
                     .into(),
             );
         }
@@ -360,7 +436,7 @@ impl FileTable {
         let mut rows: BTreeMap<(String, String), (PgRelationIo, std::collections::BTreeSet<u32>)> =
             BTreeMap::new();
         for (f, by_pid) in files {
-            let (name, kind, database, fork, segment) = describe(&f, &names);
+            let (name, kind, database, fork, segment) = describe(&f, &names, &gone);
             let (row, segs) = rows.entry((name.clone(), fork.clone())).or_insert_with(|| {
                 (
                     PgRelationIo {
@@ -375,7 +451,7 @@ impl FileTable {
             });
             segs.insert(segment);
             row.files += 1;
-            for (pid, io) in by_pid {
+            for ((pid, uring), io) in by_pid {
                 row.reads += io.reads;
                 row.read_bytes += io.read_bytes;
                 row.writes += io.writes;
@@ -384,7 +460,10 @@ impl FileTable {
                 row.syscall_s += io.syscall_ns as f64 / 1e9;
                 row.device_s += io.device_ns as f64 / 1e9;
                 row.queue_s += io.queue_ns as f64 / 1e9;
-                let role = role_of(pid);
+                let mut role = role_of(pid);
+                if uring {
+                    role.push_str(URING_SUFFIX);
+                }
                 let r = match row.by_role.iter().position(|x| x.role == role) {
                     Some(i) => &mut row.by_role[i],
                     None => {
@@ -460,7 +539,7 @@ fn relkind(k: &str) -> &'static str {
 /// turn: a filenode means something only in its database; shared catalogs from the DSN's).
 fn names_from(
     c: &Catalog,
-    files: &[(PgFile, HashMap<u32, Io>)],
+    files: &[(PgFile, HashMap<Doer, Io>)],
     resolved: &mut Vec<String>,
     notes: &mut Vec<String>,
 ) -> Names {
@@ -600,7 +679,11 @@ fn names_from(
 }
 
 /// A file's row: (name, kind, database, fork, segment).
-fn describe(f: &PgFile, names: &Names) -> (String, String, Option<String>, String, u32) {
+fn describe(
+    f: &PgFile,
+    names: &Names,
+    gone: &std::collections::HashSet<(Space, u32, u32)>,
+) -> (String, String, Option<String>, String, u32) {
     match f {
         PgFile::Relation {
             space,
@@ -633,10 +716,17 @@ fn describe(f: &PgFile, names: &Names) -> (String, String, Option<String>, Strin
                         Space::Global => "global".to_string(),
                         Space::At(at) => format!("{at}/…/{db}"),
                     };
-                    (
-                        format!("{dir}/{node}"),
-                        "relation file (not named)".to_string(),
-                    )
+                    if gone.contains(&(space.clone(), *db, *node)) {
+                        (
+                            format!("{dir}/{node} (dropped)"),
+                            "relation dropped or rewritten during the watch".to_string(),
+                        )
+                    } else {
+                        (
+                            format!("{dir}/{node}"),
+                            "relation file (not named)".to_string(),
+                        )
+                    }
                 }
             };
             (name, kind, database, fork.name().to_string(), *segment)
