@@ -23,6 +23,22 @@ fn md(s: &str) -> String {
     o
 }
 
+/// Sections as Markdown: `###` title, paragraphs, table (the Markdown twin of
+/// `table::blocks_text` and `table::blocks_html`).
+pub(crate) fn blocks_markdown(blocks: Vec<super::table::Block>) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        let _ = writeln!(out, "### {}\n", md(&b.title));
+        for l in &b.lines {
+            let _ = writeln!(out, "{}\n", md(l));
+        }
+        if let Some(t) = &b.table {
+            let _ = writeln!(out, "{}", t.markdown());
+        }
+    }
+    out
+}
+
 /// The summary of `r` as Markdown.
 pub fn summary(r: &Results) -> String {
     let mut out = String::new();
@@ -110,15 +126,7 @@ pub fn summary(r: &Results) -> String {
     // processes' syscalls.
     let mut watch = Vec::new();
     super::watch::blocks(r, &an, &mut watch);
-    for b in watch {
-        let _ = writeln!(out, "### {}\n", md(&b.title));
-        for l in &b.lines {
-            let _ = writeln!(out, "{}\n", md(l));
-        }
-        if let Some(t) = &b.table {
-            let _ = writeln!(out, "{}", t.markdown());
-        }
-    }
+    out.push_str(&blocks_markdown(watch));
     if !findings.rows.is_empty() {
         let _ = writeln!(out, "### Findings\n\n{}", findings.markdown());
     }

@@ -210,17 +210,7 @@ pub(crate) fn markdown(r: &Results) -> String {
     let Some(p) = &r.plan else {
         return String::new();
     };
-    let mut out = String::new();
-    for b in blocks(p) {
-        let _ = writeln!(out, "### {}\n", b.title);
-        for l in &b.lines {
-            let _ = writeln!(out, "{l}\n");
-        }
-        if let Some(t) = &b.table {
-            let _ = writeln!(out, "{}", t.markdown());
-        }
-    }
-    out
+    super::markdown::blocks_markdown(blocks(p))
 }
 
 /// The plan in HTML: its sections and, per LUN count, the predicted curve beside the

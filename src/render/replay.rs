@@ -158,17 +158,7 @@ pub(crate) fn markdown(r: &Results) -> String {
     let Some(p) = &r.replay else {
         return String::new();
     };
-    let mut out = String::new();
-    for b in blocks(r, p) {
-        let _ = writeln!(out, "### {}\n", b.title);
-        for l in &b.lines {
-            let _ = writeln!(out, "{l}\n");
-        }
-        if let Some(t) = &b.table {
-            let _ = writeln!(out, "{}", t.markdown());
-        }
-    }
-    out
+    super::markdown::blocks_markdown(blocks(r, p))
 }
 
 /// The replay in HTML (empty without one).
