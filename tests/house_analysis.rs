@@ -343,7 +343,11 @@ fn committed_files_with_extras_read_into_the_typed_fields_unchanged() {
         }
         let text = std::fs::read_to_string(&p).unwrap();
         let old: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let old_extra = old["extra"].as_object().expect("extra");
+        // Goldens written since the fields were typed (a real trace added later) hold no
+        // `extra`: trace_golden checks them; this test is about the older ones.
+        let Some(old_extra) = old.get("extra").and_then(|e| e.as_object()) else {
+            continue;
+        };
         // Some documents hold runs `validate` refuses (a run of zero duration); their extras
         // must not be what is refused.
         let r = match Results::from_json(&text) {
