@@ -2647,10 +2647,16 @@ fn relations_named(base: &str, major: u32, method: &str) {
         "--json",
         json2.to_str().unwrap(),
     ]);
-    // B is larger than a quarter of shared_buffers: a sequential scan reads it again.
+    // B is larger than a quarter of shared_buffers: a sequential scan reads it again. The
+    // session stays a moment after it: a file is named from its reader's open descriptors when
+    // the watch reads the event, and io_uring's burst of reads (PostgreSQL 18, io_uring) can
+    // still be in the ring when a session that ends at once has closed them (named "closed
+    // before it was named": a known limit of naming, not what this part tests).
     let mut s = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
-    s.batch_execute("SET max_parallel_workers_per_gather = 0; SELECT count(pad) FROM rel_b;")
-        .unwrap();
+    s.batch_execute(
+        "SET max_parallel_workers_per_gather = 0; SELECT count(pad) FROM rel_b; SELECT pg_sleep(0.5);",
+    )
+    .unwrap();
     drop(s);
     finish_watch(w, Duration::from_secs(30));
     let mut admin = postgres::Client::connect(base, postgres::NoTls).unwrap();
