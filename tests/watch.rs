@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{bin, root_or_skip};
+use common::{bin, data_file, root_or_skip};
 use hdrhistogram::Histogram;
 use iolens::results::analysis::{Verdict, VerdictKind};
 use iolens::results::{
@@ -48,25 +48,6 @@ fn own_load(test: &str) -> Option<OwnLoad> {
         json: tmp.path().join("r.json"),
         tmp,
     })
-}
-
-/// A fully written, synced file: every O_DIRECT read of it reaches the device.
-fn data_file(dir: &Path, mib: usize) -> std::path::PathBuf {
-    let p = dir.join("data.bin");
-    let mut f = std::fs::File::create(&p).unwrap();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut buf = vec![0u8; 1 << 20];
-    for _ in 0..mib {
-        for c in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes());
-        }
-        f.write_all(&buf).unwrap();
-    }
-    f.sync_all().unwrap();
-    p
 }
 
 /// A process that waits for a line on stdin, then execs `cmd`: its pid is known (and watched)
@@ -681,28 +662,9 @@ fn without_privilege_the_error_names_the_capabilities() {
     assert!(err.contains("setcap") && err.contains("sudo"), "{err}");
 }
 
-/// The DSN of the test PostgreSQL server (scripts/pg-test-server.sh), as tests/db_postgres.rs
-/// finds it; `None` (skip) without one unless IOLENS_PG_TESTS=1.
+/// The test server's DSN ([`common::pg_dsn`]).
 fn pg_dsn() -> Option<String> {
-    let from_file = || {
-        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let dsn = std::env::var("IOLENS_PG_DSN")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(from_file)
-        .filter(|d| postgres::Client::connect(d, postgres::NoTls).is_ok());
-    if dsn.is_none() {
-        assert!(
-            std::env::var("IOLENS_PG_TESTS").as_deref() != Ok("1"),
-            "IOLENS_PG_TESTS=1 but no answering test server: run scripts/pg-test-server.sh"
-        );
-        eprintln!("note: PostgreSQL watch test skipped (no test server)");
-    }
-    dsn
+    common::pg_dsn("PostgreSQL watch test")
 }
 
 fn blks_read(dsn: &str) -> i64 {
