@@ -211,37 +211,41 @@ fn per_session_striping_gives_each_session_its_target() {
 #[test]
 fn striped_writes_leave_every_scratch_file_verifiable() {
     let dir = tempfile::tempdir().unwrap();
-    let files: Vec<PathBuf> = (0..3)
-        .map(|i| dir.path().join(format!("w{i}.dat")))
-        .collect();
-    let mut c = bin();
-    c.args([
-        "run",
-        "--pattern",
-        "randrw",
-        "--read-pct",
-        "50",
-        "--sessions",
-        "2",
-    ]);
-    c.args([
-        "--ios",
-        "6000",
-        "--size",
-        "4M",
-        "--no-progress",
-        "--stripe-unit",
-        "64k",
-    ]);
-    for f in &files {
-        c.arg("--target").arg(f);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let files = named(dir.path(), "w", 3);
+    randrw_over(&files, "50", "6000", &["--stripe-unit", "64k"]);
     for f in &files {
         let o = bin().args(["verify", "--target"]).arg(f).output().unwrap();
         assert!(o.status.success(), "{}: {}", f.display(), stderr(&o));
     }
+}
+
+/// `n` paths `PREFIX0.dat`, … in `dir`.
+fn named(dir: &Path, prefix: &str, n: usize) -> Vec<PathBuf> {
+    (0..n)
+        .map(|i| dir.join(format!("{prefix}{i}.dat")))
+        .collect()
+}
+
+/// A 2-session random read/write run of `ios` I/Os (`read_pct` % reads) striped over `files`
+/// (4 MiB scratch files), with `more` arguments; it must succeed.
+fn randrw_over(files: &[PathBuf], read_pct: &str, ios: &str, more: &[&str]) {
+    let mut c = bin();
+    c.args(["run", "--pattern", "randrw", "--read-pct", read_pct]);
+    c.args([
+        "--sessions",
+        "2",
+        "--ios",
+        ios,
+        "--size",
+        "4M",
+        "--no-progress",
+    ]);
+    c.args(more);
+    for f in files {
+        c.arg("--target").arg(f);
+    }
+    let out = c.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 fn foreign(path: &Path, size: u64) {
@@ -398,33 +402,13 @@ fn the_same_target_twice_is_refused() {
 fn per_target_csv_rows_sum_to_the_runs() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let files: Vec<PathBuf> = (0..2)
-        .map(|i| dir.path().join(format!("c{i}.dat")))
-        .collect();
-    let mut c = bin();
-    c.args([
-        "run",
-        "--pattern",
-        "randrw",
-        "--read-pct",
+    let files = named(dir.path(), "c", 2);
+    randrw_over(
+        &files,
         "70",
-        "--sessions",
-        "2",
-        "--ios",
         "3000",
-        "--size",
-        "4M",
-        "--no-progress",
-        "--interval",
-        "100ms",
-        "--json",
-    ])
-    .arg(&json);
-    for f in &files {
-        c.arg("--target").arg(f);
-    }
-    let out = c.output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+        &["--interval", "100ms", "--json", json.to_str().unwrap()],
+    );
     let csv_out = bin()
         .args(["export", json.to_str().unwrap(), "--csv", "-"])
         .output()
