@@ -401,12 +401,56 @@ static __always_inline void process_comm(struct task_struct *t, struct comm_key 
 	bpf_probe_read_kernel(key->comm, sizeof(key->comm), &leader->comm);
 }
 
+// Each process's verdict (watched or not), cached: most programs run for processes that are
+// not watched (a compiler's syscalls and switches on a shared host), and the full test reads
+// the group leader's name and looks it up in two hash maps (measured: see the commit that added
+// this). Slot tgid % VERDICT_SLOTS holds tgid << 32 | VERDICT_KNOWN | watched, written in one
+// 8-byte store; another process in the same slot just recomputes. A slot is valid as long as
+// the process's name: cleared when a process is forked (a pid reused), recomputed when its main
+// thread is renamed (exec, prctl): see on_fork, on_rename. The filter itself is set before the
+// programs are attached and never changes.
+#define VERDICT_SLOTS 65536
+#define VERDICT_KNOWN 2ULL
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, VERDICT_SLOTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} verdicts SEC(".maps");
+
+static __always_inline __u64 *verdict_slot(__u32 tgid)
+{
+	__u32 slot = tgid & (VERDICT_SLOTS - 1);
+	return bpf_map_lookup_elem(&verdicts, &slot);
+}
+
+// Whether process `tgid`, of which `t` is a thread, is watched.
+static __always_inline int task_tgid_watched(struct task_struct *t, __u32 tgid)
+{
+	if (tgid == 0 || tgid == self_tgid)
+		return 0;
+	if (watch_all)
+		return 1;
+	__u64 *v = verdict_slot(tgid);
+	if (v) {
+		__u64 known = *v;
+		if ((known >> 32) == tgid && (known & VERDICT_KNOWN))
+			return known & 1;
+	}
+	struct comm_key key = {};
+	process_comm(t, &key);
+	int w = watched(tgid, &key);
+	if (v)
+		*v = ((__u64)tgid << 32) | VERDICT_KNOWN | (w ? 1 : 0);
+	return w;
+}
+
 static __always_inline int current_watched(__u32 tgid)
 {
-	struct comm_key key = {};
-	if (!watch_all)
-		process_comm((struct task_struct *)bpf_get_current_task(), &key);
-	return watched(tgid, &key);
+	if (watch_all)
+		return tgid != 0 && tgid != self_tgid;
+	return task_tgid_watched((struct task_struct *)bpf_get_current_task(), tgid);
 }
 
 static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 tid, __u32 sub,
@@ -550,6 +594,10 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
+	// The cached verdict first: an array slot, cheaper than the hash lookup below for the
+	// processes not watched (most syscalls on a shared host).
+	if (!current_watched(id >> 32))
+		return;
 	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
 	if (!st || st->sys_ts == 0)
 		return;
@@ -891,10 +939,7 @@ static __always_inline int task_watched(struct task_struct *p, __u32 *tgid, __u3
 	*tid = BPF_CORE_READ(p, pid);
 	if (*tid == 0)
 		return 0;
-	struct comm_key key = {};
-	if (!watch_all)
-		process_comm(p, &key);
-	return watched(*tgid, &key);
+	return task_tgid_watched(p, *tgid);
 }
 
 static __always_inline void on_wakeup(struct task_struct *p, int is_new)
@@ -1044,14 +1089,38 @@ static __always_inline void on_exit(struct task_struct *p)
 		bpf_map_delete_elem(&pg_wait_ptr, &tgid);
 }
 
-// A PostgreSQL process's children share its wait-event pointer address (common.h).
+// A PostgreSQL process's children share its wait-event pointer address (common.h). A new
+// process has no verdict yet: its pid may be an earlier process's.
 static __always_inline void on_fork(struct task_struct *parent, struct task_struct *child)
 {
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	if (ctgid == BPF_CORE_READ(child, pid)) {
+		__u64 *v = verdict_slot(ctgid);
+		if (v)
+			*v = 0;
+	}
 	pg_wait_ptr_fork(parent, child);
+}
+
+// A thread renamed (exec, prctl PR_SET_NAME), `comm` its new name: a process's main thread's
+// name decides whether it is watched, so its verdict is made again with that name.
+static __always_inline void on_rename(struct task_struct *t, const char *comm)
+{
+	__u32 tgid = BPF_CORE_READ(t, tgid);
+	if (watch_all || tgid != BPF_CORE_READ(t, pid))
+		return;
+	__u64 *v = verdict_slot(tgid);
+	if (!v)
+		return;
+	struct comm_key key = {};
+	bpf_probe_read_kernel_str(key.comm, sizeof(key.comm), comm);
+	int w = watched(tgid, &key);
+	*v = ((__u64)tgid << 32) | VERDICT_KNOWN | (w ? 1 : 0);
 }
 
 HANDLER(sched_process_exit, on_exit((struct task_struct *)ctx[0]))
 HANDLER(sched_process_fork, on_fork((struct task_struct *)ctx[0], (struct task_struct *)ctx[1]))
+HANDLER(task_rename, on_rename((struct task_struct *)ctx[0], (const char *)ctx[1]))
 HANDLER(sched_wakeup, on_wakeup((struct task_struct *)ctx[0], 0))
 HANDLER(sched_wakeup_new, on_wakeup((struct task_struct *)ctx[0], 1))
 HANDLER(sched_switch, on_switch(ctx))

@@ -432,6 +432,8 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
         "sched_switch",
         "sched_process_exit",
         "sched_process_fork",
+        // Keeps the kernel side's cached verdicts true when a process's name changes.
+        "task_rename",
     ] {
         attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
     }
