@@ -962,7 +962,10 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 	if (!st)
 		return;
 	account(st, now);
-	st->wake_ts = now;
+	// A thread preempted in a sleeping state is still on the run queue (on_switch): its wait
+	// for a CPU began at the preemption, not at this wakeup.
+	if (st->state != ST_RUNQ || !st->wake_ts)
+		st->wake_ts = now;
 	if (st->state != ST_ON)
 		st->state = ST_RUNQ;
 }
@@ -975,6 +978,11 @@ static __always_inline void on_switch(__u64 *ctx)
 	struct task_struct *prev = (struct task_struct *)ctx[1];
 	struct task_struct *next = (struct task_struct *)ctx[2];
 	__u32 prev_state = (__u32)ctx[3];
+	// A preempted thread stays on the run queue whatever state it had set: preemption can
+	// come between setting a sleeping state and calling schedule(), and it runs again without
+	// a wakeup. It waits for a CPU, not for an event (the raw tracepoint passes the state as
+	// set, so `preempt` must be read; profile.bpf.c does the same).
+	int runnable = (__u8)ctx[0] || prev_state == TASK_RUNNING;
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
@@ -996,11 +1004,11 @@ static __always_inline void on_switch(__u64 *ctx)
 			__u64 slice = st->on_ts ? now - st->on_ts : 0;
 			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
 			st->wev = wev;
-			st->preempted = prev_state == TASK_RUNNING;
+			st->preempted = runnable;
 			st->on_ts = 0;
 			st->off_ts = now;
-			st->wake_ts = prev_state == TASK_RUNNING ? now : 0;
-			st->state = prev_state == TASK_RUNNING ? ST_RUNQ : ST_SLEEP;
+			st->wake_ts = runnable ? now : 0;
+			st->state = runnable ? ST_RUNQ : ST_SLEEP;
 		}
 	}
 	if (task_watched(next, &tgid, &tid)) {
