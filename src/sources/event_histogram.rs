@@ -16,7 +16,7 @@
 //! restart), the series ends and a new one starts at that snapshot, with a warning; the waits
 //! between the restart and that snapshot cannot be placed and are left out (also warned).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use anyhow::{bail, Result};
 use serde_json::json;
@@ -27,8 +27,53 @@ use super::{
 };
 use crate::results::{BucketConvention, RunResult};
 
-/// Cumulative counts of one snapshot by (event, bucket).
-pub(crate) type Snapshot = HashMap<(String, u64), u64>;
+/// Cumulative counts of one snapshot, indexed by cell ([`Cells`]); a cell past its end, or
+/// absent from the snapshot, counts 0.
+pub(crate) type Snapshot = Vec<u64>;
+
+/// The (event, bucket) pairs of the snapshots, numbered in the order first seen: a snapshot
+/// is then an array of counts, and no row allocates (a key of an owned event name per row, and
+/// its hashing, were most of the rest of the time of a year of hourly AWR snapshots:
+/// `bench/awr-year.sh`).
+#[derive(Default)]
+pub(crate) struct Cells {
+    /// Event names, numbered in the order first seen.
+    names: Vec<String>,
+    name_ids: rustc_hash::FxHashMap<String, u32>,
+    /// Per cell: (event, bucket).
+    cells: Vec<(u32, u64)>,
+    cell_ids: rustc_hash::FxHashMap<(u32, u64), u32>,
+    /// The last event looked up (rows of one event come together).
+    last: Option<u32>,
+}
+
+impl Cells {
+    /// The cell of `event`'s `bucket`, numbered on first use.
+    pub(crate) fn cell(&mut self, event: &str, bucket: u64) -> usize {
+        let ev = match self.last {
+            Some(i) if self.names[i as usize] == event => i,
+            _ => {
+                let i = match self.name_ids.get(event) {
+                    Some(&i) => i,
+                    None => {
+                        self.names.push(event.to_string());
+                        let i = (self.names.len() - 1) as u32;
+                        self.name_ids.insert(event.to_string(), i);
+                        i
+                    }
+                };
+                self.last = Some(i);
+                i
+            }
+        };
+        let n = self.cells.len() as u32;
+        let c = *self.cell_ids.entry((ev, bucket)).or_insert(n);
+        if c == n {
+            self.cells.push((ev, bucket));
+        }
+        c as usize
+    }
+}
 
 /// Differences cumulative bucket snapshots into per-interval histograms; splits series on
 /// restarts (counts going down).
@@ -41,6 +86,8 @@ pub(crate) struct CumulativeSeries {
     seg_start_ns: i64,
     series: SnapshotSeries,
     segment: usize,
+    /// Per event: its op in `series` (None until it has one).
+    op_of: Vec<Option<usize>>,
     warnings: Vec<String>,
     /// Finished runs.
     pub runs: Vec<RunResult>,
@@ -65,14 +112,15 @@ impl CumulativeSeries {
             seg_start_ns: 0,
             series: SnapshotSeries::new(),
             segment: 1,
+            op_of: Vec::new(),
             warnings: Vec::new(),
             runs: Vec::new(),
             spec,
         }
     }
 
-    /// Add a snapshot taken at `t_ns` (cumulative counts per (event, bucket)).
-    pub(crate) fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str) -> Result<()> {
+    /// Add a snapshot taken at `t_ns` (cumulative counts per cell of `keys`).
+    pub(crate) fn push(&mut self, t_ns: i64, snap: Snapshot, at: &str, keys: &Cells) -> Result<()> {
         let Some((pt, prev)) = self.prev.take() else {
             self.seg_start_ns = t_ns;
             self.prev = Some((t_ns, snap));
@@ -87,12 +135,13 @@ impl CumulativeSeries {
             return Ok(());
         }
         // Restart: some count went down (or a bucket vanished).
-        let down = prev
-            .iter()
-            .find(|(k, &v)| snap.get(*k).copied().unwrap_or(0) < v);
-        if let Some(((ev, b), v)) = down {
-            let now = snap.get(&(ev.clone(), *b)).copied().unwrap_or(0);
-            let lost: u64 = snap.values().fold(0, |a, &v| a.saturating_add(v));
+        let count = |s: &Snapshot, i: usize| s.get(i).copied().unwrap_or(0);
+        let down = prev.iter().enumerate().find(|&(i, &v)| count(&snap, i) < v);
+        if let Some((i, &v)) = down {
+            let (ev, b) = keys.cells[i];
+            let ev = &keys.names[ev as usize];
+            let now = count(&snap, i);
+            let lost: u64 = snap.iter().fold(0, |a, &v| a.saturating_add(v));
             self.warnings.push(format!(
                 "{at}: counts went down (event '{ev}' bucket {b}: {v} → {now}): instance restart? \
                  Series {} ends; series {} starts at this snapshot ({lost} waits counted since \
@@ -110,15 +159,31 @@ impl CumulativeSeries {
             pt.saturating_sub(self.seg_start_ns) as f64 / 1e9,
             t_ns.saturating_sub(pt) as f64 / 1e9,
         );
-        let mut keys: Vec<&(String, u64)> = snap.keys().collect();
-        keys.sort();
-        for k in keys {
-            let d = snap[k] - prev.get(k).copied().unwrap_or(0);
+        // Ops are made in the order of their events' names (as a sorted reading would).
+        let mut new: Vec<u32> = Vec::new();
+        for (i, &v) in snap.iter().enumerate() {
+            let ev = keys.cells[i].0;
+            if v != count(&prev, i) && self.op_of.get(ev as usize).is_none_or(|o| o.is_none()) {
+                new.push(ev);
+            }
+        }
+        new.sort_unstable_by(|a, b| keys.names[*a as usize].cmp(&keys.names[*b as usize]));
+        new.dedup();
+        for ev in new {
+            let op = self.series.op(&keys.names[ev as usize])?;
+            if self.op_of.len() <= ev as usize {
+                self.op_of.resize(ev as usize + 1, None);
+            }
+            self.op_of[ev as usize] = Some(op);
+        }
+        for (i, &v) in snap.iter().enumerate() {
+            let d = v - count(&prev, i);
             if d == 0 {
                 continue;
             }
-            let op = self.series.op(&k.0)?;
-            let (lo, hi) = bucket_range(k.1, self.conv);
+            let (ev, bucket) = keys.cells[i];
+            let op = self.op_of[ev as usize].expect("made above");
+            let (lo, hi) = bucket_range(bucket, self.conv);
             self.series.add_spread(
                 op,
                 (lo as f64 * self.unit_ns).round() as u64,
@@ -131,6 +196,7 @@ impl CumulativeSeries {
     }
 
     fn end_segment(&mut self) {
+        self.op_of.clear();
         let series = std::mem::take(&mut self.series);
         if series.is_empty() {
             return;
@@ -192,6 +258,9 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
     // Per instance: current snapshot time/text and its counts, and the series.
     let mut cur: BTreeMap<String, (i64, Snapshot, u64)> = BTreeMap::new();
     let mut series: BTreeMap<String, CumulativeSeries> = BTreeMap::new();
+    let mut keys = Cells::default();
+    // One row's fields, unquoted into `text` at `fields` (reused: no row allocates).
+    let (mut text, mut fields) = (String::new(), Vec::new());
     let mut extra_warnings = Vec::new();
     let mut last_time: (String, Option<i64>) = (String::new(), None);
     while let Some(line) = r.next_line()? {
@@ -211,21 +280,19 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
         }
         // One row's fields (a CSV reader built per line cost 2/3 of the time of a year of
         // hourly snapshots: bench/awr-year.sh).
-        let rec: Vec<String> = match std::str::from_utf8(line)
-            .ok()
-            .and_then(super::sql_table::csv_fields)
-        {
-            Some(f) => f
-                .into_iter()
-                .map(|c| c.map(|c| c.trim().to_string()).unwrap_or_default())
-                .collect(),
-            None => {
-                r.unparsed("not a CSV row");
-                continue;
-            }
-        };
-        let looks_header = rec.iter().any(|f| f.to_ascii_uppercase().contains("EVENT"))
-            && rec.iter().all(|f| f.parse::<f64>().is_err());
+        if !std::str::from_utf8(line).is_ok_and(|l| csv_fields_into(l, &mut text, &mut fields)) {
+            r.unparsed("not a CSV row");
+            continue;
+        }
+        let get = |i: usize| fields.get(i).map_or("", |&(a, b)| text[a..b].trim());
+        let n_fields = fields.len();
+        let looks_header = (0..n_fields).all(|i| get(i).parse::<f64>().is_err())
+            && (0..n_fields).any(|i| {
+                get(i)
+                    .as_bytes()
+                    .windows(5)
+                    .any(|w| w.eq_ignore_ascii_case(b"EVENT"))
+            });
         if looks_header && cols.is_some() {
             // SQL*Plus repeats the heading on every page and every run of the query.
             r.ignored("header");
@@ -233,7 +300,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
         }
         if cols.is_none() {
             if looks_header {
-                let up: Vec<String> = rec.iter().map(|f| f.to_ascii_uppercase()).collect();
+                let up: Vec<String> = (0..n_fields).map(|i| get(i).to_ascii_uppercase()).collect();
                 let find = |p: &dyn Fn(&str) -> bool| up.iter().position(|c| p(c));
                 let bucket =
                     find(&|c| c.starts_with("WAIT_TIME_") || c == "BUCKET" || c == "WAIT_TIME");
@@ -271,7 +338,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 r.ignored("header");
                 continue;
             }
-            if rec.len() < 4 {
+            if n_fields < 4 {
                 r.unparsed("expected time, event, bucket, count");
                 continue;
             }
@@ -280,11 +347,10 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 event: 1,
                 bucket: 2,
                 count: 3,
-                inst: if rec.len() >= 5 { Some(4) } else { None },
+                inst: if n_fields >= 5 { Some(4) } else { None },
             });
         }
         let c = cols.as_ref().expect("set above");
-        let get = |i: usize| rec.get(i).map(String::as_str).unwrap_or("");
         // Rows of one snapshot share its time: parse it once.
         if last_time.0 != get(c.time) {
             last_time = (get(c.time).to_string(), parse_time_any(get(c.time)));
@@ -293,7 +359,7 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
             r.unparsed("time not understood");
             continue;
         };
-        let ev = get(c.event).to_string();
+        let ev = get(c.event);
         let (Some(bucket), Some(count)) = (
             parse_u64(get(c.bucket).as_bytes()),
             parse_u64(get(c.count).as_bytes()),
@@ -305,29 +371,39 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
             r.unparsed("empty event name");
             continue;
         }
-        let inst = c.inst.map(|i| get(i).to_string()).unwrap_or_default();
-        let entry = cur
-            .entry(inst.clone())
-            .or_insert_with(|| (t_ns, HashMap::new(), r.line_no));
+        let inst = c.inst.map(get).unwrap_or_default();
+        if !cur.contains_key(inst) {
+            cur.insert(inst.to_string(), (t_ns, Vec::new(), r.line_no));
+        }
+        let entry = cur.get_mut(inst).expect("inserted");
         if entry.0 != t_ns {
             if t_ns < entry.0 {
                 r.unparsed("row older than the current snapshot (sort by time)");
                 continue;
             }
-            let (pt, snap, at) = std::mem::replace(entry, (t_ns, HashMap::new(), r.line_no));
-            series_of(&mut series, view, &inst, unit).push(
+            let (pt, snap, at) = std::mem::replace(entry, (t_ns, Vec::new(), r.line_no));
+            series_of(&mut series, view, inst, unit).push(
                 pt,
                 snap,
                 &format!("{}:{}", r.name, at),
+                &keys,
             )?;
         }
-        let e = cur.get_mut(&inst).expect("inserted");
-        let c = e.1.entry((ev, bucket)).or_default();
-        *c = c.saturating_add(count);
+        let cell = keys.cell(ev, bucket);
+        let snap = &mut cur.get_mut(inst).expect("inserted").1;
+        if snap.len() <= cell {
+            snap.resize(cell + 1, 0);
+        }
+        snap[cell] = snap[cell].saturating_add(count);
         r.parsed();
     }
     for (inst, (t, snap, at)) in cur {
-        series_of(&mut series, view, &inst, unit).push(t, snap, &format!("{}:{}", r.name, at))?;
+        series_of(&mut series, view, &inst, unit).push(
+            t,
+            snap,
+            &format!("{}:{}", r.name, at),
+            &keys,
+        )?;
     }
     let mut runs = Vec::new();
     for (_, s) in series {
@@ -341,6 +417,39 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
         r.warnings.extend(extra_warnings);
     }
     Ok(runs)
+}
+
+/// [`super::sql_table::csv_fields`] without allocating: `line`'s fields unquoted into `text`,
+/// each at its `(start, end)` in `fields`; false for an unterminated quote.
+fn csv_fields_into(line: &str, text: &mut String, fields: &mut Vec<(usize, usize)>) -> bool {
+    text.clear();
+    fields.clear();
+    let mut start = 0;
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            if c == '"' {
+                if chars.peek() == Some(&'"') {
+                    chars.next();
+                    text.push('"');
+                } else {
+                    quoted = false;
+                }
+            } else {
+                text.push(c);
+            }
+        } else if c == '"' && text.len() == start {
+            quoted = true;
+        } else if c == ',' {
+            fields.push((start, text.len()));
+            start = text.len();
+        } else {
+            text.push(c);
+        }
+    }
+    fields.push((start, text.len()));
+    !quoted
 }
 
 /// The series of instance `inst` of `view` in `series`, made on its first snapshot (`unit`:

@@ -638,14 +638,93 @@ pub(crate) struct Finished {
 /// `(start_s, duration_s, values per op)` of the snapshot interval being filled.
 type SnapshotInterval = (f64, f64, Vec<Option<IntervalValues>>);
 
-/// What one op holds in the snapshot interval being filled: the `(value, count)` pairs spread
-/// into it (a few per bucket: encoded at the interval's end through [`IndexCounts`], touching
-/// only the counts in use), or a histogram once a whole one was added to it. A full histogram
-/// per op and interval, zeroed and then walked to encode it, took two thirds of the time of a
-/// year of hourly AWR snapshots (`bench/awr-year.sh`).
+/// What one op holds in the snapshot interval being filled: the bucket counts spread into it,
+/// as `(spread, count)` ([`Spreads`]; expanded into values at the interval's end and encoded
+/// through [`IndexCounts`], touching only the counts in use), or a histogram once a whole one
+/// was added to it. A full histogram per op and interval, zeroed and then walked to encode it,
+/// took two thirds of the time of a year of hourly AWR snapshots (`bench/awr-year.sh`).
 enum IntervalValues {
-    Spread(Vec<(u64, u64)>),
+    Spread(Vec<(usize, u64)>),
     Hist(Histogram<u64>),
+}
+
+/// The values a bucket's count is spread over ([`spread_with`]), found once per bucket range
+/// and number of slots rather than per snapshot (each slot's value is a `powf`), and per op the
+/// counts spread into them not yet in its total histogram: recording 32 values a bucket a
+/// snapshot into the total was a quarter of the time of a year of hourly AWR snapshots.
+#[derive(Default)]
+struct Spreads {
+    index: rustc_hash::FxHashMap<(u64, u64, u64), usize>,
+    /// Per spread: its values, one per slot.
+    values: Vec<Vec<u64>>,
+    /// Per op, per spread: the counts of its slots not yet recorded in the op's total
+    /// (empty until used).
+    pending: Vec<Vec<Vec<u64>>>,
+}
+
+impl Spreads {
+    /// The spread of `count` values over `[lo_ns, hi_ns)`.
+    fn of(&mut self, lo_ns: u64, hi_ns: u64, count: u64) -> usize {
+        let slots = count.min(SPREAD_SLOTS);
+        if let Some(&i) = self.index.get(&(lo_ns, hi_ns, slots)) {
+            return i;
+        }
+        // Spread one value a slot: each slot's value does not depend on the count.
+        let mut v = Vec::with_capacity(slots as usize);
+        spread_with(lo_ns, hi_ns, slots, &mut |x, _| v.push(x));
+        self.values.push(v);
+        self.index
+            .insert((lo_ns, hi_ns, slots), self.values.len() - 1);
+        self.values.len() - 1
+    }
+
+    /// Each `(value, n)` of `count` values spread by `spread`, as [`spread_with`] gives them.
+    fn each(&self, spread: usize, count: u64, f: &mut dyn FnMut(u64, u64)) {
+        let v = &self.values[spread];
+        let slots = v.len() as u64;
+        let (base, rem) = (count / slots, count % slots);
+        for (i, &x) in v.iter().enumerate() {
+            let n = base + u64::from((i as u64) < rem);
+            if n > 0 {
+                f(x, n);
+            }
+        }
+    }
+
+    /// Count `count` values spread by `spread` into op `op`'s pending total.
+    fn add_pending(&mut self, op: usize, spread: usize, count: u64) {
+        if self.pending.len() <= op {
+            self.pending.resize_with(op + 1, Vec::new);
+        }
+        let p = &mut self.pending[op];
+        if p.len() <= spread {
+            p.resize_with(spread + 1, Vec::new);
+        }
+        let v = &self.values[spread];
+        let c = &mut p[spread];
+        if c.is_empty() {
+            c.resize(v.len(), 0);
+        }
+        let slots = v.len() as u64;
+        let (base, rem) = (count / slots, count % slots);
+        for (i, x) in c.iter_mut().enumerate() {
+            *x += base + u64::from((i as u64) < rem);
+        }
+    }
+
+    /// Record op `op`'s pending counts into its total `h` and clear them.
+    fn flush(&mut self, op: usize, h: &mut Histogram<u64>) {
+        let Some(p) = self.pending.get_mut(op) else {
+            return;
+        };
+        for (spread, c) in p.iter_mut().enumerate() {
+            for (i, n) in c.iter_mut().enumerate() {
+                if *n > 0 {
+                    record_interval(h, self.values[spread][i], std::mem::take(n));
+                }
+            }
+        }
+    }
 }
 
 /// A closed snapshot interval: `(start_s, duration_s, per-op (encoding, count))`.
@@ -672,6 +751,9 @@ pub(crate) struct SnapshotSeries {
     enc: HistEncoder,
     /// The counts an interval's spread values are encoded through (cleared by each encoding).
     own: IndexCounts,
+    spreads: Spreads,
+    /// Per op, per spread: whether its edges are in `edges` yet.
+    edged: Vec<Vec<bool>>,
 }
 
 impl Default for SnapshotSeries {
@@ -692,6 +774,8 @@ impl SnapshotSeries {
             edges: Vec::new(),
             enc: HistEncoder::new(),
             own: IndexCounts::new(),
+            spreads: Spreads::default(),
+            edged: Vec::new(),
         }
     }
 
@@ -719,7 +803,7 @@ impl SnapshotSeries {
     /// Encode the interval being filled and keep it closed.
     fn close(&mut self) {
         if let Some((s, d, hs)) = self.cur.take() {
-            let (enc, own) = (&mut self.enc, &mut self.own);
+            let (enc, own, spreads) = (&mut self.enc, &mut self.own, &self.spreads);
             let hs = hs
                 .into_iter()
                 .map(|h| {
@@ -727,16 +811,18 @@ impl SnapshotSeries {
                         IntervalValues::Spread(v)
                             if v.iter().map(|x| x.1).sum::<u64>() <= u32::MAX as u64 =>
                         {
-                            for (value, n) in v {
-                                own.record_n(value, n);
+                            for (spread, count) in v {
+                                spreads.each(spread, count, &mut |value, n| own.record_n(value, n));
                             }
                             let n = own.len;
                             (enc.encode_counts(own), n)
                         }
                         IntervalValues::Spread(v) => {
                             let mut h = new_histogram();
-                            for (value, n) in v {
-                                record_interval(&mut h, value, n);
+                            for (spread, count) in v {
+                                spreads.each(spread, count, &mut |value, n| {
+                                    record_interval(&mut h, value, n)
+                                });
                             }
                             (enc.encode(&h), h.len())
                         }
@@ -773,16 +859,31 @@ impl SnapshotSeries {
             cur.2.resize_with(op + 1, || None);
         }
         let acc = cur.2[op].get_or_insert_with(|| IntervalValues::Spread(Vec::new()));
-        let total = &mut self.totals[op];
-        spread_with(lo_ns, hi_ns, count, &mut |v, n| {
-            record_interval(total, v, n);
-            match acc {
-                IntervalValues::Spread(list) => list.push((v, n)),
-                IntervalValues::Hist(h) => record_interval(h, v, n),
-            }
-        });
-        self.edges[op].insert(lo_ns);
-        self.edges[op].insert(hi_ns);
+        if count == 0 {
+            self.edges[op].insert(lo_ns);
+            self.edges[op].insert(hi_ns);
+            return;
+        }
+        let spread = self.spreads.of(lo_ns, hi_ns, count);
+        self.spreads.add_pending(op, spread, count);
+        match acc {
+            IntervalValues::Spread(list) => list.push((spread, count)),
+            IntervalValues::Hist(h) => self
+                .spreads
+                .each(spread, count, &mut |v, n| record_interval(h, v, n)),
+        }
+        if self.edged.len() <= op {
+            self.edged.resize_with(op + 1, Vec::new);
+        }
+        let seen = &mut self.edged[op];
+        if seen.len() <= spread {
+            seen.resize(spread + 1, false);
+        }
+        if !seen[spread] {
+            seen[spread] = true;
+            self.edges[op].insert(lo_ns);
+            self.edges[op].insert(hi_ns);
+        }
     }
 
     /// Add a whole histogram to `op` in the current interval.
@@ -796,8 +897,9 @@ impl SnapshotSeries {
         let acc = cur.2[op].get_or_insert_with(|| IntervalValues::Hist(new_histogram()));
         if let IntervalValues::Spread(list) = acc {
             let mut h = new_histogram();
-            for &(v, n) in list.iter() {
-                record_interval(&mut h, v, n);
+            for &(spread, count) in list.iter() {
+                self.spreads
+                    .each(spread, count, &mut |v, n| record_interval(&mut h, v, n));
             }
             *acc = IntervalValues::Hist(h);
         }
@@ -811,6 +913,9 @@ impl SnapshotSeries {
     /// ops and the covered duration.
     pub(crate) fn finish(mut self, conv: BucketConvention) -> (Vec<OpResult>, f64) {
         self.close();
+        for (op, total) in self.totals.iter_mut().enumerate() {
+            self.spreads.flush(op, total);
+        }
         let empty = Hist::encode(&new_histogram());
         let duration = self
             .closed

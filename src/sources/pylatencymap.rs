@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, HashMap};
 use anyhow::Result;
 use serde_json::json;
 
-use super::event_histogram::CumulativeSeries;
+use super::event_histogram::{Cells, CumulativeSeries};
 use super::{parse_u64, Format, IngestOptions, LineReader};
 use crate::results::{BucketConvention, RunResult};
 
@@ -98,6 +98,7 @@ fn convention(rc: &Record) -> (BucketConvention, String) {
 /// Read a PyLatencyMap stream.
 pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut series: BTreeMap<String, (CumulativeSeries, usize)> = BTreeMap::new();
+    let mut keys = Cells::default();
     let mut order: Vec<String> = Vec::new();
     let mut rec: Option<(Record, u64)> = None;
     let interval_ns = args.interval.as_nanos() as i64;
@@ -151,12 +152,15 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
                 }
             };
             *n += 1;
-            let snap = rc
-                .buckets
-                .into_iter()
-                .map(|(b, c)| ((label.clone(), b), c))
-                .collect();
-            s.push(t_ns, snap, &format!("{}:{}", r.name, at))?;
+            let mut snap = Vec::new();
+            for (b, c) in rc.buckets {
+                let cell = keys.cell(&label, b);
+                if snap.len() <= cell {
+                    snap.resize(cell + 1, 0);
+                }
+                snap[cell] = c;
+            }
+            s.push(t_ns, snap, &format!("{}:{}", r.name, at), &keys)?;
             continue;
         }
         if t.is_empty() {
