@@ -987,7 +987,13 @@ pub fn calibrate(
     let total_s = started.elapsed().as_secs_f64();
     let overhead_s = (total_s - st.step_wall_s).max(0.0);
 
-    notes.extend(verdicts::chosen_step(&st.results, &curve, max_iops_point));
+    let tinfo = crate::sys::target_info(&target.path, target.kind.into(), target.data_size);
+    notes.extend(verdicts::chosen_step(
+        &st.results,
+        &curve,
+        max_iops_point,
+        Some(&tinfo),
+    ));
     let pair = |b: Option<RampBest>| b.map(|b| (b.level, b.value));
     let contradicted = verdicts::contradictions(
         pair(f.seq_best),
@@ -1000,11 +1006,7 @@ pub fn calibrate(
 
     let mut res = Results::new(Kind::Calibrate, cmdline);
     res.environment = crate::sys::environment();
-    res.environment.target = Some(crate::sys::target_info(
-        &target.path,
-        target.kind.into(),
-        target.data_size,
-    ));
+    res.environment.target = Some(tinfo);
     if st.corrupt {
         for r in &st.results {
             for w in r

@@ -163,6 +163,21 @@ fn one_lun_goes_flat_more_luns_relieve_and_plan_predicts_and_verifies() {
         (x16 / limit - 1.0).abs() < 0.15,
         "{x16:.0} IOPS for {limit:.0}"
     );
+    // The calibration's verdict at its max-IOPS step: from 8 sessions on, the LUN's queue of
+    // 4 is full and the rest wait in the host above the block layer; the verdict names that
+    // queue. (At 4 sessions all are in the device: no host verdict.)
+    let best = &curve[c["calibration"]["max_iops_point"].as_u64().unwrap() as usize];
+    let cv = c["calibration"]["verdicts"].as_array().unwrap();
+    let host = cv.iter().find(|v| v["kind"] == "host-queueing");
+    eprintln!("max IOPS at {} sessions: {host:?}", best["sessions"]);
+    if best["sessions"].as_u64().unwrap() >= 2 * QUEUE as u64 {
+        let h = host.unwrap_or_else(|| panic!("no host-queueing verdict: {cv:#?}"));
+        assert_eq!(h["figures"]["queue_full"], 1.0, "{h}");
+        assert!(h["message"]
+            .as_str()
+            .unwrap()
+            .contains("its request queue was full"));
+    }
     // Seed 001's shape on one LUN: IOPS flat from 4 to 16 sessions, latency ×4.
     assert!((x16 / x4 - 1.0).abs() < 0.1, "{x4:.0} → {x16:.0}");
     assert!(r16 / r4 > 3.0, "latency {r4:.0} → {r16:.0} ns");

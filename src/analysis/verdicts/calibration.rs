@@ -2,7 +2,7 @@
 //! contradict each other or the target, skipped steps, and a cluster's notes on its merged
 //! curve. `calibrate` and `merge` measure and sum; what is said is decided here.
 
-use super::{run_verdicts, Severity, Verdict, VerdictKind};
+use super::{run_verdicts_with, Severity, Verdict, VerdictKind};
 use crate::results::{CurvePoint, RunResult};
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
 
@@ -70,8 +70,14 @@ pub fn contradictions(
 
 /// The run verdicts of the calibration's chosen step, each led by where it was measured: the
 /// max-IOPS step (`best`, an index into `curve`), or without one the curve's first step.
-/// `runs` are the calibration's steps, indexed by [`CurvePoint::run`].
-pub fn chosen_step(runs: &[RunResult], curve: &[CurvePoint], best: Option<usize>) -> Vec<Verdict> {
+/// `runs` are the calibration's steps, indexed by [`CurvePoint::run`]; `target` the calibrated
+/// target (its request queue, its device's link: see [`super::run_verdicts_with`]).
+pub fn chosen_step(
+    runs: &[RunResult],
+    curve: &[CurvePoint],
+    best: Option<usize>,
+    target: Option<&crate::results::TargetInfo>,
+) -> Vec<Verdict> {
     let (p, where_) = match best {
         Some(p) => (
             &curve[p],
@@ -82,7 +88,7 @@ pub fn chosen_step(runs: &[RunResult], curve: &[CurvePoint], best: Option<usize>
             None => return Vec::new(),
         },
     };
-    run_verdicts(&runs[p.run])
+    run_verdicts_with(&runs[p.run], target)
         .into_iter()
         .map(|v| at_step(v, where_.clone(), p.sessions))
         .collect()
