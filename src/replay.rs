@@ -15,7 +15,7 @@
 //!   after the recorded think time between them (its recorded issue less the previous one's
 //!   recorded completion), so a session's duration stretches by exactly the latency the new
 //!   storage adds. A session waits for its scheduled time by sleeping to within
-//!   [`SPIN_NS`] of it and spinning the rest.
+//!   [`SPIN_NS`] of it ([`SPIN_RT_NS`] under `--realtime`) and spinning the rest.
 //! - Safety: reads only, unless `writes`; then only on a scratch file iolens created and
 //!   marked (its data written back as stamped blocks of generation 0, as its fill was), never
 //!   on a file or device iolens did not create. A source with writes is refused without
@@ -49,6 +49,11 @@ use crate::target::{PrepareOptions, Target, TargetKind};
 
 /// A session sleeps until this close to an I/O's scheduled time, then spins.
 pub const SPIN_NS: u64 = 200_000;
+/// The same under SCHED_FIFO (no timer slack, prompt wake-ups): a thread that spins without
+/// pause is throttled by the kernel's RT bandwidth limit (sched_rt_runtime_us, 950 ms of each
+/// second: a 50 ms stall a second, measured as a 52 ms issue-time error at 10k IOPS with a 200
+/// µs spin), so it sleeps for all but the last 30 µs.
+pub const SPIN_RT_NS: u64 = 30_000;
 /// At most this many lanes (threads) per session: I/Os beyond it in flight at once share the
 /// lane that frees first.
 pub const MAX_LANES: usize = 64;
@@ -284,9 +289,9 @@ impl Drop for Buf {
     }
 }
 
-/// Wait until `base + at_ns`: sleep to within [`SPIN_NS`], then spin.
+/// Wait until `base + at_ns`: sleep to within `spin_ns`, then spin.
 #[inline]
-fn wait_until(base: Instant, at_ns: u64) -> Instant {
+fn wait_until(base: Instant, at_ns: u64, spin_ns: u64) -> Instant {
     let due = base + Duration::from_nanos(at_ns);
     loop {
         let now = Instant::now();
@@ -294,8 +299,8 @@ fn wait_until(base: Instant, at_ns: u64) -> Instant {
             return now;
         }
         let left = due - now;
-        if left > Duration::from_nanos(SPIN_NS) {
-            std::thread::sleep(left - Duration::from_nanos(SPIN_NS));
+        if left > Duration::from_nanos(spin_ns) {
+            std::thread::sleep(left - Duration::from_nanos(spin_ns));
         } else {
             std::hint::spin_loop();
         }
@@ -331,6 +336,7 @@ fn run_session(
     stamp_id: Option<u64>,
     base: Instant,
     stop: &AtomicBool,
+    spin_ns: u64,
 ) -> Result<Vec<Done>> {
     let max = jobs.iter().map(|j| j.size).max().unwrap_or(4096);
     let mut buf = Buf::new(max)?;
@@ -349,7 +355,7 @@ fn run_session(
         let issued = if timing == Timing::Fast {
             Instant::now()
         } else {
-            wait_until(base, due_ns)
+            wait_until(base, due_ns, spin_ns)
         };
         let b = buf.slice(j.size);
         if j.write {
@@ -619,7 +625,8 @@ pub fn replay(
                     }
                     barrier.wait();
                     let base: Instant = *base_cell.get().expect("base set before the barrier");
-                    run_session(jobs, timing, fd, stamp_id, base, stop)
+                    let spin = if realtime { SPIN_RT_NS } else { SPIN_NS };
+                    run_session(jobs, timing, fd, stamp_id, base, stop, spin)
                 })
             })
             .collect();
