@@ -15,11 +15,18 @@
 //!   after the recorded think time between them (its recorded issue less the previous one's
 //!   recorded completion), so a session's duration stretches by exactly the latency the new
 //!   storage adds. A session waits for its scheduled time by sleeping to within
-//!   [`SPIN_NS`] of it and spinning the rest.
+//!   [`SPIN_NS`] of it ([`SPIN_RT_NS`] under `--realtime`) and spinning the rest.
 //! - Safety: reads only, unless `writes`; then only on a scratch file iolens created and
 //!   marked (its data written back as stamped blocks of generation 0, as its fill was), never
 //!   on a file or device iolens did not create. A source with writes is refused without
 //!   `writes` unless `skip_writes` leaves them out. A file the map leaves out is not replayed.
+//! - Overlapping I/Os: a session whose recorded I/Os overlapped (an io_uring or AIO session,
+//!   several I/Os in flight) replays them overlapping. Its I/Os are dealt onto lanes, each
+//!   I/O to a lane whose previous I/O had completed (in the recording) before it was issued;
+//!   the fewest lanes that do so is the session's recorded concurrency at its peak. Each lane
+//!   is a thread issuing its I/Os on time, one at a time, so an I/O never waits for one it did
+//!   not wait for when recorded, and one that did wait (it followed the completion of an
+//!   earlier one of its lane) still does. Lanes are capped at [`MAX_LANES`] per session.
 //! - Each read from a scratch file is checked: its first 512-byte unit's stamp must name the
 //!   offset read (`misplaced` counts those that do not).
 
@@ -42,6 +49,14 @@ use crate::target::{PrepareOptions, Target, TargetKind};
 
 /// A session sleeps until this close to an I/O's scheduled time, then spins.
 pub const SPIN_NS: u64 = 200_000;
+/// The same under SCHED_FIFO (no timer slack, prompt wake-ups): a thread that spins without
+/// pause is throttled by the kernel's RT bandwidth limit (sched_rt_runtime_us, 950 ms of each
+/// second: a 50 ms stall a second, measured as a 52 ms issue-time error at 10k IOPS with a 200
+/// µs spin), so it sleeps for all but the last 30 µs.
+pub const SPIN_RT_NS: u64 = 30_000;
+/// At most this many lanes (threads) per session: I/Os beyond it in flight at once share the
+/// lane that frees first.
+pub const MAX_LANES: usize = 64;
 /// Regions of the default map are aligned to this.
 const REGION_ALIGN: u64 = 1 << 20;
 
@@ -144,6 +159,37 @@ struct Done {
     failed: bool,
     misplaced: bool,
     checked: bool,
+    /// False for an I/O an interrupted replay never issued.
+    ran: bool,
+}
+
+/// Peak and mean number of I/Os in flight over `(start, end)` intervals (ns); the mean is
+/// their summed time over the span from the first start to the last end.
+fn concurrency(iv: &[(u64, u64)]) -> (u32, f64) {
+    if iv.is_empty() {
+        return (0, 0.0);
+    }
+    let mut ev: Vec<(u64, i32)> = Vec::with_capacity(iv.len() * 2);
+    for &(a, b) in iv {
+        ev.push((a, 1));
+        // An I/O that completes when the next starts is not in flight beside it.
+        ev.push((b.max(a), -1));
+    }
+    ev.sort_unstable_by_key(|e| (e.0, e.1));
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, d) in ev {
+        now += d;
+        peak = peak.max(now);
+    }
+    let lo = iv.iter().map(|x| x.0).min().unwrap_or(0);
+    let hi = iv.iter().map(|x| x.1).max().unwrap_or(0);
+    let busy: f64 = iv.iter().map(|x| x.1.saturating_sub(x.0) as f64).sum();
+    let mean = if hi > lo {
+        busy / (hi - lo) as f64
+    } else {
+        0.0
+    };
+    (peak.max(0) as u32, mean)
 }
 
 /// The default map: files one after another, each region from its lowest byte touched.
@@ -243,9 +289,9 @@ impl Drop for Buf {
     }
 }
 
-/// Wait until `base + at_ns`: sleep to within [`SPIN_NS`], then spin.
+/// Wait until `base + at_ns`: sleep to within `spin_ns`, then spin.
 #[inline]
-fn wait_until(base: Instant, at_ns: u64) -> Instant {
+fn wait_until(base: Instant, at_ns: u64, spin_ns: u64) -> Instant {
     let due = base + Duration::from_nanos(at_ns);
     loop {
         let now = Instant::now();
@@ -253,8 +299,8 @@ fn wait_until(base: Instant, at_ns: u64) -> Instant {
             return now;
         }
         let left = due - now;
-        if left > Duration::from_nanos(SPIN_NS) {
-            std::thread::sleep(left - Duration::from_nanos(SPIN_NS));
+        if left > Duration::from_nanos(spin_ns) {
+            std::thread::sleep(left - Duration::from_nanos(spin_ns));
         } else {
             std::hint::spin_loop();
         }
@@ -290,6 +336,7 @@ fn run_session(
     stamp_id: Option<u64>,
     base: Instant,
     stop: &AtomicBool,
+    spin_ns: u64,
 ) -> Result<Vec<Done>> {
     let max = jobs.iter().map(|j| j.size).max().unwrap_or(4096);
     let mut buf = Buf::new(max)?;
@@ -308,7 +355,7 @@ fn run_session(
         let issued = if timing == Timing::Fast {
             Instant::now()
         } else {
-            wait_until(base, due_ns)
+            wait_until(base, due_ns, spin_ns)
         };
         let b = buf.slice(j.size);
         if j.write {
@@ -349,6 +396,7 @@ fn run_session(
             }
         }
         done.push(Done {
+            ran: true,
             due_ns: if timing == Timing::Fast {
                 issue_ns
             } else {
@@ -449,6 +497,56 @@ fn plan(
     Ok((sessions, skipped))
 }
 
+/// One thread's share of a session: indexes into the session's jobs, in order.
+struct Lane {
+    session: usize,
+    jobs: Vec<Job>,
+    /// Index of each job in its session's plan.
+    index: Vec<usize>,
+}
+
+/// Deal each session's I/Os onto lanes: an I/O goes to the lane whose last I/O completed
+/// (recorded) earliest, if that was before its recorded issue, else to a new lane (up to
+/// [`MAX_LANES`]). For `think`, each I/O's think time is then counted from its lane's previous
+/// completion.
+fn lanes(stream: &IoStream, sessions: &[Vec<Job>]) -> Vec<Lane> {
+    let mut out = Vec::new();
+    for (s, jobs) in sessions.iter().enumerate() {
+        // (recorded end of the lane's last I/O, lane index in out)
+        let mut ends: Vec<(u64, usize)> = Vec::new();
+        for (i, j) in jobs.iter().enumerate() {
+            let r = &stream.records[j.rec];
+            let free = ends
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, e)| e.0)
+                .map(|(k, e)| (k, e.0));
+            let k = match free {
+                Some((k, end)) if end <= r.t_ns || ends.len() >= MAX_LANES => k,
+                _ => {
+                    out.push(Lane {
+                        session: s,
+                        jobs: Vec::new(),
+                        index: Vec::new(),
+                    });
+                    ends.push((0, out.len() - 1));
+                    ends.len() - 1
+                }
+            };
+            let lane = &mut out[ends[k].1];
+            let mut job = *j;
+            if let Some(prev) = lane.jobs.last() {
+                let pr = &stream.records[prev.rec];
+                job.think_ns = r.t_ns.saturating_sub(pr.t_ns.saturating_add(pr.latency_ns));
+            }
+            lane.jobs.push(job);
+            lane.index.push(i);
+            ends[k].0 = ends[k].0.max(r.t_ns.saturating_add(r.latency_ns));
+        }
+    }
+    out
+}
+
 /// Recorded I/Os the plan leaves out.
 #[derive(Default)]
 struct Skipped {
@@ -507,7 +605,8 @@ pub fn replay(
     let fd = file.as_raw_fd();
     let stamp_id = (target.kind == TargetKind::Scratch).then_some(target.id);
     let started = humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string();
-    let barrier = Barrier::new(sessions.len() + 1);
+    let lanes = lanes(&stream, &sessions);
+    let barrier = Barrier::new(lanes.len() + 1);
     let base_cell = std::sync::OnceLock::new();
     let timing = opts.timing;
     let realtime = opts.realtime;
@@ -515,9 +614,10 @@ pub fn replay(
         bail!("--realtime needs SCHED_FIFO, which this process may not use (root or CAP_SYS_NICE)");
     }
     let outcome: Vec<Result<Vec<Done>>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = sessions
+        let handles: Vec<_> = lanes
             .iter()
-            .map(|jobs| {
+            .map(|lane| {
+                let jobs = &lane.jobs;
                 let (barrier, base_cell) = (&barrier, &base_cell);
                 sc.spawn(move || {
                     if realtime {
@@ -525,7 +625,8 @@ pub fn replay(
                     }
                     barrier.wait();
                     let base: Instant = *base_cell.get().expect("base set before the barrier");
-                    run_session(jobs, timing, fd, stamp_id, base, stop)
+                    let spin = if realtime { SPIN_RT_NS } else { SPIN_NS };
+                    run_session(jobs, timing, fd, stamp_id, base, stop, spin)
                 })
             })
             .collect();
@@ -540,15 +641,25 @@ pub fn replay(
             })
             .collect()
     });
-    let mut dones = Vec::with_capacity(outcome.len());
-    for o in outcome {
-        dones.push(o?);
+    // Each session's outcomes back in its plan's order.
+    let mut dones: Vec<Vec<Done>> = sessions
+        .iter()
+        .map(|j| vec![Done::default(); j.len()])
+        .collect();
+    let mut lane_count = vec![0u32; sessions.len()];
+    for (lane, o) in lanes.iter().zip(outcome) {
+        let o = o?;
+        lane_count[lane.session] += 1;
+        for (d, &i) in o.into_iter().zip(&lane.index) {
+            dones[lane.session][i] = d;
+        }
     }
     drop(file);
     let mut res = build_results(
         &stream,
         &sessions,
         &dones,
+        &lane_count,
         opts,
         map,
         &skipped,
@@ -573,6 +684,7 @@ fn build_results(
     stream: &IoStream,
     sessions: &[Vec<Job>],
     dones: &[Vec<Done>],
+    lane_count: &[u32],
     opts: &ReplayOptions,
     map: Vec<ReplayMapEntry>,
     skipped: &Skipped,
@@ -600,6 +712,7 @@ fn build_results(
         direct: opts.direct,
         recorded_ios: sessions.iter().map(|s| s.len() as u64).sum(),
         skipped: stream.skipped.clone(),
+        recorded_latency_known: stream.latency_known,
         ..ReplayInfo::default()
     };
     if skipped.writes > 0 {
@@ -615,6 +728,7 @@ fn build_results(
     let (mut rec_first, mut rec_end) = (u64::MAX, 0u64);
     let mut rec_issue_times = Vec::new();
     let mut rep_issue_times = Vec::new();
+    let (mut all_rec_iv, mut all_rep_iv) = (Vec::new(), Vec::new());
     for (s, (jobs, done)) in sessions.iter().zip(dones).enumerate() {
         let mut rh = new_histogram();
         let mut ph = new_histogram();
@@ -622,17 +736,24 @@ fn build_results(
         let mut prev_issue = 0u64;
         let mut late_ns = 0u64;
         let (mut s_rec0, mut s_rec1, mut s_rep0, mut s_rep1) = (u64::MAX, 0u64, u64::MAX, 0u64);
+        let (mut rec_iv, mut rep_iv) = (Vec::new(), Vec::new());
         for (j, d) in jobs.iter().zip(done) {
             let r = &stream.records[j.rec];
             let ev = &stream.events[r.event as usize];
             let rec_t = scale(r.t_ns);
-            record_ns(&mut rh, r.latency_ns);
-            recorded.record(ev, rec_t + r.latency_ns, r.latency_ns, r.size);
+            if stream.latency_known {
+                record_ns(&mut rh, r.latency_ns);
+                recorded.record(ev, rec_t + r.latency_ns, r.latency_ns, r.size);
+            }
             rec_first = rec_first.min(rec_t);
             rec_end = rec_end.max(rec_t + r.latency_ns);
             s_rec0 = s_rec0.min(rec_t);
             s_rec1 = s_rec1.max(rec_t + r.latency_ns);
             rec_issue_times.push(rec_t);
+            rec_iv.push((r.t_ns, r.t_ns + r.latency_ns));
+            if !d.ran {
+                continue;
+            }
             info.replayed_ios += 1;
             if d.failed {
                 info.errors += 1;
@@ -657,7 +778,16 @@ fn build_results(
             s_rep0 = s_rep0.min(d.issue_ns);
             s_rep1 = s_rep1.max(d.issue_ns + d.lat_ns);
             rep_issue_times.push(d.issue_ns);
+            rep_iv.push((d.issue_ns, d.issue_ns + d.lat_ns));
         }
+        let (rec_peak, rec_mean) = if stream.latency_known {
+            concurrency(&rec_iv)
+        } else {
+            (0, 0.0)
+        };
+        let (rep_peak, rep_mean) = concurrency(&rep_iv);
+        all_rec_iv.append(&mut rec_iv);
+        all_rep_iv.append(&mut rep_iv);
         info.reordered += reordered;
         info.sessions.push(ReplaySession {
             session: stream.sessions[s].clone(),
@@ -668,8 +798,17 @@ fn build_results(
             recorded_s: s_rec1.saturating_sub(s_rec0.min(s_rec1)) as f64 / 1e9,
             replayed_s: s_rep1.saturating_sub(s_rep0.min(s_rep1)) as f64 / 1e9,
             late_s: late_ns as f64 / 1e9,
+            lanes: lane_count[s],
+            recorded_peak_in_flight: rec_peak,
+            replayed_peak_in_flight: rep_peak,
+            recorded_mean_in_flight: rec_mean,
+            replayed_mean_in_flight: rep_mean,
         });
     }
+    if stream.latency_known {
+        (info.recorded_peak_in_flight, info.recorded_mean_in_flight) = concurrency(&all_rec_iv);
+    }
+    (info.replayed_peak_in_flight, info.replayed_mean_in_flight) = concurrency(&all_rep_iv);
     let secs = |a: u64, b: u64| b.saturating_sub(a.min(b)) as f64 / 1e9;
     info.scheduled_span_s = secs(first_due, last_due);
     info.replayed_span_s = secs(first_issue, last_issue);
@@ -740,6 +879,12 @@ fn build_results(
             ..RunResult::default()
         };
         run.warnings.extend(warning);
+        if phase == "recorded" && !stream.latency_known {
+            run.warnings.push(format!(
+                "the source ({}) holds no latencies: only the replayed side has them",
+                stream.source
+            ));
+        }
         if phase == "replay" {
             run.interrupted = crate::interrupt::interrupted();
             if info.errors > 0 {

@@ -456,3 +456,78 @@ pub(crate) fn pair_runs(a: &Results, b: &Results) -> Vec<(usize, usize)> {
             .collect()
     }
 }
+
+/// A replay's recorded and replayed runs as two results, so that `compare` sets them side by
+/// side as it does two files (the same per-op percentiles, histograms and modes): each
+/// replay input becomes `LABEL recorded` and `LABEL replayed`, each holding its one run (and
+/// the replay's details, for the per-session answer). Other inputs are kept as they are.
+/// Refused for a replay whose source held no latencies (an fio iolog): it has no recorded
+/// side.
+pub fn replay_sides(inputs: Vec<(String, Results)>) -> anyhow::Result<Vec<(String, Results)>> {
+    let mut out = Vec::with_capacity(inputs.len() * 2);
+    for (label, r) in inputs {
+        let Some(info) = &r.replay else {
+            out.push((label, r));
+            continue;
+        };
+        if !info.recorded_latency_known {
+            anyhow::bail!(
+                "{label}: its source ({}) held no recorded latencies, so there is no recorded \
+                 side to compare the replay with",
+                info.source
+            );
+        }
+        for (phase, word) in [("recorded", "recorded"), ("replay", "replayed")] {
+            let mut side = r.clone();
+            side.runs.retain(|run| run.phase == phase);
+            out.push((format!("{label} {word}"), side));
+        }
+    }
+    Ok(out)
+}
+
+/// Recorded beside replayed latency of one event of a replay (ns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayAnswer {
+    pub event: String,
+    pub count: u64,
+    pub recorded_p50_ns: u64,
+    pub replayed_p50_ns: u64,
+    pub recorded_p99_ns: u64,
+    pub replayed_p99_ns: u64,
+}
+
+/// The inputs that are the two sides of one replay (from [`replay_sides`]): (recorded,
+/// replayed) index pairs.
+pub fn replay_pairs(inputs: &[(String, Results)]) -> Vec<(usize, usize)> {
+    let phase = |i: usize| {
+        let r = &inputs[i].1;
+        (r.replay.is_some() && r.runs.len() == 1).then(|| r.runs[0].phase.as_str())
+    };
+    (1..inputs.len())
+        .filter(|&i| phase(i - 1) == Some("recorded") && phase(i) == Some("replay"))
+        .map(|i| (i - 1, i))
+        .collect()
+}
+
+/// Each event's recorded and replayed p50 and p99, from a replay's two sides: the answer a
+/// replay is for ("db file sequential read p99 8.7 ms recorded, 0.41 ms replayed").
+pub fn replay_answers(recorded: &Results, replayed: &Results) -> Vec<ReplayAnswer> {
+    let (Some(rec), Some(rep)) = (recorded.runs.first(), replayed.runs.first()) else {
+        return Vec::new();
+    };
+    rec.ops
+        .iter()
+        .filter_map(|o| {
+            let q = rep.op(&o.op)?;
+            Some(ReplayAnswer {
+                event: o.op.clone(),
+                count: q.count,
+                recorded_p50_ns: o.summary.p50_ns,
+                replayed_p50_ns: q.summary.p50_ns,
+                recorded_p99_ns: o.summary.p99_ns,
+                replayed_p99_ns: q.summary.p99_ns,
+            })
+        })
+        .collect()
+}

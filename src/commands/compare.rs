@@ -13,8 +13,9 @@ use crate::results::Results;
 /// `iolens compare`: two or more results side by side.
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Results files; the first is the baseline for ratios.
-    #[arg(num_args = 2.., required = true)]
+    /// Results files; the first is the baseline for ratios. A replay's results (`iolens
+    /// replay --json`) count as two, its recorded and its replayed side, so one is enough.
+    #[arg(num_args = 1.., required = true)]
     pub files: Vec<PathBuf>,
     /// Write an HTML comparison here instead of printing to the terminal.
     #[arg(short, long)]
@@ -47,6 +48,13 @@ pub(crate) fn main(args: &CompareArgs, cx: &super::Context) -> Result<ExitCode> 
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| f.display().to_string());
         inputs.push((label, r));
+    }
+    let inputs = crate::analysis::compare::replay_sides(inputs)?;
+    if inputs.len() < 2 {
+        bail!(
+            "compare needs two results files, or one replay's results (its recorded and \
+             replayed sides)"
+        );
     }
     let problems = compare::incompatibilities(&inputs);
     if !problems.is_empty() && !args.force {

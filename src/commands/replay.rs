@@ -1,5 +1,6 @@
-//! `iolens replay`: a database's recorded I/O (Oracle 10046 traces, biosnoop output) replayed
-//! on a target, recorded beside replayed latency, with the replay's own fidelity.
+//! `iolens replay`: a database's recorded I/O (Oracle 10046 traces, biosnoop or blkparse
+//! output, fio iologs) replayed on a target, recorded beside replayed latency, with the
+//! replay's own fidelity.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -22,13 +23,18 @@ pub enum ReplayFormat {
     Oracle10046,
     /// bcc biosnoop output.
     Biosnoop,
+    /// blkparse text output (default format; each Q to its C).
+    Blkparse,
+    /// fio iolog (write_iolog), version 2 or 3.
+    FioIolog,
 }
 
 /// Arguments of `iolens replay`.
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {
-    /// Recorded I/O: Oracle 10046 trace files (each traced session replays on its own thread)
-    /// or bcc biosnoop output (each process on its own thread).
+    /// Recorded I/O: Oracle 10046 trace files (each traced session replays on its own thread),
+    /// bcc biosnoop or blkparse output (each process on its own thread), or fio iologs
+    /// (version 2 or 3; each log one session).
     #[arg(required = true)]
     pub sources: Vec<PathBuf>,
     /// The sources' format.
@@ -88,6 +94,8 @@ pub(crate) fn main(a: &ReplayArgs, cx: &Context) -> Result<ExitCode> {
                 ReplayFormat::Auto => StreamFormat::Auto,
                 ReplayFormat::Oracle10046 => StreamFormat::Oracle10046,
                 ReplayFormat::Biosnoop => StreamFormat::Biosnoop,
+                ReplayFormat::Blkparse => StreamFormat::Blkparse,
+                ReplayFormat::FioIolog => StreamFormat::FioIolog,
             },
             block_size: Some(a.block_size),
         },

@@ -541,7 +541,10 @@ pub fn terminal(
         let _ = writeln!(out, "\nAnalysis");
         out.push_str(&t.render(style));
     }
-    for (title, t) in super::watch::compare_tables(inputs) {
+    for (title, t) in super::watch::compare_tables(inputs)
+        .into_iter()
+        .chain(super::replay::compare_tables(inputs))
+    {
         let _ = writeln!(out, "\n{title}");
         out.push_str(&t.render(style));
     }
@@ -671,6 +674,15 @@ pub fn html(inputs: &[(String, Results)], problems: &[String]) -> Result<String>
     if let Some(t) = analysis_table(inputs) {
         out.push_str("<section id=\"analysis\"><h2>Analysis</h2>");
         out.push_str(&t.html());
+        out.push_str("</section>");
+    }
+    let replay = super::replay::compare_tables(inputs);
+    if !replay.is_empty() {
+        out.push_str("<section id=\"replay\"><h2>Recorded beside replayed</h2>");
+        for (title, t) in &replay {
+            let _ = write!(out, "<h3>{}</h3>", esc(title));
+            out.push_str(&t.html());
+        }
         out.push_str("</section>");
     }
     let watch = super::watch::compare_tables(inputs);

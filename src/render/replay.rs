@@ -16,17 +16,21 @@ fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
     let mut t = Table::new(&[
         "event", "count", "rec p50", "rep p50", "rec p99", "rep p99", "rec mean", "rep mean",
     ]);
-    if let (Some(rec), Some(rep)) = (rec, rep) {
-        for o in &rec.ops {
-            let Some(q) = rep.op(&o.op) else { continue };
+    if let Some(rep) = rep {
+        // A source without latencies (an fio iolog) has no recorded side: "-".
+        let rec_ns = |op: &str, f: fn(&crate::results::OpResult) -> f64| {
+            rec.and_then(|r| r.op(op))
+                .map_or("-".to_string(), |o| fmt_ns(f(o)))
+        };
+        for q in &rep.ops {
             t.row(vec![
-                o.op.clone(),
-                o.count.to_string(),
-                fmt_ns(o.summary.p50_ns as f64),
+                q.op.clone(),
+                q.count.to_string(),
+                rec_ns(&q.op, |o| o.summary.p50_ns as f64),
                 fmt_ns(q.summary.p50_ns as f64),
-                fmt_ns(o.summary.p99_ns as f64),
+                rec_ns(&q.op, |o| o.summary.p99_ns as f64),
                 fmt_ns(q.summary.p99_ns as f64),
-                fmt_ns(o.summary.mean_ns),
+                rec_ns(&q.op, |o| o.summary.mean_ns),
                 fmt_ns(q.summary.mean_ns),
             ]);
         }
@@ -96,15 +100,47 @@ fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
             )
         }
     ));
-    let mut t = Table::new(&["session", "I/Os", "rec p99", "rep p99", "rec s", "rep s"]);
+    let known = p.recorded_latency_known;
+    let in_flight = |peak: u32, mean: f64| format!("{peak} / {mean:.2}");
+    lines.push(format!(
+        "I/Os in flight (peak / mean): {} recorded, {} replayed",
+        if known {
+            in_flight(p.recorded_peak_in_flight, p.recorded_mean_in_flight)
+        } else {
+            "-".into()
+        },
+        in_flight(p.replayed_peak_in_flight, p.replayed_mean_in_flight)
+    ));
+    let mut t = Table::new(&[
+        "session",
+        "I/Os",
+        "lanes",
+        "rec p99",
+        "rep p99",
+        "rec s",
+        "rep s",
+        "rec in flight",
+        "rep in flight",
+    ]);
     for s in &p.sessions {
         t.row(vec![
             s.session.clone(),
             s.ios.to_string(),
-            fmt_ns(s.recorded.p99_ns as f64),
+            s.lanes.to_string(),
+            if known {
+                fmt_ns(s.recorded.p99_ns as f64)
+            } else {
+                "-".into()
+            },
             fmt_ns(s.replayed.p99_ns as f64),
             format!("{:.4}", s.recorded_s),
             format!("{:.4}", s.replayed_s),
+            if known {
+                in_flight(s.recorded_peak_in_flight, s.recorded_mean_in_flight)
+            } else {
+                "-".into()
+            },
+            in_flight(s.replayed_peak_in_flight, s.replayed_mean_in_flight),
         ]);
     }
     out.push(Block {
@@ -177,5 +213,82 @@ pub(crate) fn html(r: &Results) -> String {
         }
     }
     out.push_str("</section>");
+    out
+}
+
+/// `compare`'s recorded-beside-replayed view of each replay given to it (its two sides, from
+/// [`crate::analysis::compare::replay_sides`]): per event the answer, and per session the
+/// latency, duration and I/Os in flight on each side. Titles and tables.
+pub(crate) fn compare_tables(inputs: &[(String, Results)]) -> Vec<(String, Table)> {
+    use crate::analysis::compare::{replay_answers, replay_pairs};
+    let mut out = Vec::new();
+    for (a, b) in replay_pairs(inputs) {
+        let (rec, rep) = (&inputs[a].1, &inputs[b].1);
+        let Some(info) = &rep.replay else { continue };
+        let mut t = Table::new(&["event", "I/Os", "answer"]);
+        for x in replay_answers(rec, rep) {
+            t.row(vec![
+                x.event.clone(),
+                x.count.to_string(),
+                format!(
+                    "{} p99 {} recorded, {} replayed (p50 {} recorded, {} replayed)",
+                    x.event,
+                    fmt_ns(x.recorded_p99_ns as f64),
+                    fmt_ns(x.replayed_p99_ns as f64),
+                    fmt_ns(x.recorded_p50_ns as f64),
+                    fmt_ns(x.replayed_p50_ns as f64)
+                ),
+            ]);
+        }
+        let base = inputs[a].0.trim_end_matches(" recorded").to_string();
+        out.push((
+            format!(
+                "{base}: recorded beside replayed ({} timing{})",
+                info.timing,
+                if info.kept_up {
+                    String::new()
+                } else {
+                    format!(
+                        "; the replay fell behind by up to {}",
+                        fmt_ns(info.behind_s * 1e9)
+                    )
+                }
+            ),
+            t,
+        ));
+        let mut t = Table::new(&[
+            "session",
+            "I/Os",
+            "rec p50",
+            "rep p50",
+            "rec p99",
+            "rep p99",
+            "rec s",
+            "rep s",
+            "rec in flight",
+            "rep in flight",
+        ]);
+        for s in &info.sessions {
+            t.row(vec![
+                s.session.clone(),
+                s.ios.to_string(),
+                fmt_ns(s.recorded.p50_ns as f64),
+                fmt_ns(s.replayed.p50_ns as f64),
+                fmt_ns(s.recorded.p99_ns as f64),
+                fmt_ns(s.replayed.p99_ns as f64),
+                format!("{:.4}", s.recorded_s),
+                format!("{:.4}", s.replayed_s),
+                format!(
+                    "{} / {:.2}",
+                    s.recorded_peak_in_flight, s.recorded_mean_in_flight
+                ),
+                format!(
+                    "{} / {:.2}",
+                    s.replayed_peak_in_flight, s.replayed_mean_in_flight
+                ),
+            ]);
+        }
+        out.push((format!("{base}: per session, recorded beside replayed"), t));
+    }
     out
 }

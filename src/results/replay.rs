@@ -40,6 +40,22 @@ pub struct ReplaySession {
     /// The session's issue-time errors summed, s: in `think` timing each one delays the rest
     /// of the session, so `replayed_s` = think time + replayed latencies + this.
     pub late_s: f64,
+    /// Threads the session replayed on: its recorded I/Os dealt so that each lane's I/Os did
+    /// not overlap when recorded (1 for a session that waited for each I/O).
+    #[serde(default)]
+    pub lanes: u32,
+    /// Most I/Os in flight at once, recorded (0 when the source holds no latencies) and
+    /// replayed.
+    #[serde(default)]
+    pub recorded_peak_in_flight: u32,
+    #[serde(default)]
+    pub replayed_peak_in_flight: u32,
+    /// Mean I/Os in flight from the first issue to the last completion, recorded and
+    /// replayed.
+    #[serde(default)]
+    pub recorded_mean_in_flight: f64,
+    #[serde(default)]
+    pub replayed_mean_in_flight: f64,
 }
 
 /// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed.
@@ -100,6 +116,19 @@ pub struct ReplayInfo {
     /// I/Os issued out of the recorded order within their session (0: order kept).
     pub reordered: u64,
     pub sessions: Vec<ReplaySession>,
+    /// Most I/Os in flight at once over all sessions, recorded and replayed.
+    #[serde(default)]
+    pub recorded_peak_in_flight: u32,
+    #[serde(default)]
+    pub replayed_peak_in_flight: u32,
+    /// Mean I/Os in flight over all sessions (first issue to last completion).
+    #[serde(default)]
+    pub recorded_mean_in_flight: f64,
+    #[serde(default)]
+    pub replayed_mean_in_flight: f64,
+    /// Whether the source held each I/O's recorded latency (an fio iolog does not).
+    #[serde(default)]
+    pub recorded_latency_known: bool,
     /// Achieved beside recorded (scaled) IOPS, per interval of the replay.
     pub intervals: Vec<ReplayInterval>,
 }
