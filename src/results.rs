@@ -707,6 +707,10 @@ pub struct CorruptionReport {
     pub session: u32,
     /// Seconds from the start of measurement (negative during warm-up).
     pub time_s: f64,
+    /// The target the unit is in (its path as given), in a run over several targets; empty
+    /// where the document has one target and the unit is in it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
 }
 
 impl RunResult {

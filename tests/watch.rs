@@ -2599,7 +2599,17 @@ fn relations_named(base: &str, major: u32, method: &str) {
     let b_file = file(&mut c, "rel_b");
     drop(c);
 
-    // The same without --dsn: the files by their paths, and the output says why.
+    // The same without --dsn: the files by their paths, and the output says why. The session
+    // reads B's blocks (uncached again) and ends at once: its files are closed, and with
+    // io_uring its burst of reads may still be in the ring, before the watch reads their
+    // events. They are named all the same (the kernel side reads each I/O's file; the file is
+    // found in the server's data directory, not among its reader's descriptors), and its role
+    // is its title as it exited.
+    evict_file(&b_file);
+    let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    let before_b = statio(&mut c).1;
+    drop(c);
+    std::thread::sleep(Duration::from_millis(700));
     let json2 = tmp.path().join("rel-nodsn.json");
     let w = start_watch(&[
         "--comm",
@@ -2609,18 +2619,16 @@ fn relations_named(base: &str, major: u32, method: &str) {
         "--json",
         json2.to_str().unwrap(),
     ]);
-    // B is larger than a quarter of shared_buffers: a sequential scan reads it again. The
-    // session stays a moment after it: a file is named from its reader's open descriptors when
-    // the watch reads the event, and io_uring's burst of reads (PostgreSQL 18, io_uring) can
-    // still be in the ring when a session that ends at once has closed them (named "closed
-    // before it was named": a known limit of naming, not what this part tests).
+    // B is larger than a quarter of shared_buffers: a sequential scan reads it again.
     let mut s = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
-    s.batch_execute(
-        "SET max_parallel_workers_per_gather = 0; SELECT count(pad) FROM rel_b; SELECT pg_sleep(0.5);",
-    )
-    .unwrap();
+    s.batch_execute("SET max_parallel_workers_per_gather = 0; SELECT count(pad) FROM rel_b;")
+        .unwrap();
     drop(s);
     finish_watch(w, Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(700));
+    let mut c = postgres::Client::connect(&dsn, postgres::NoTls).unwrap();
+    let truth_b2 = statio(&mut c).1 - before_b;
+    drop(c);
     let mut admin = postgres::Client::connect(base, postgres::NoTls).unwrap();
     let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
 
@@ -2781,13 +2789,47 @@ fn relations_named(base: &str, major: u32, method: &str) {
         rel.notes
     );
     let tail = b_file.rsplit("/base/").next().unwrap();
-    assert!(
+    let b2 = rel
+        .rows
+        .iter()
+        .find(|x| format!("base/{}", tail).starts_with(&x.name) && x.reads > 0)
+        .unwrap_or_else(|| panic!("{tail} not among {:#?}", rel.rows));
+    let blocks_b2 = (b2.read_bytes / 8192) as i64;
+    eprintln!(
+        "PG {major} ({method}), a session that ends at once: B {blocks_b2} blocks read, \
+         heap_blks_read {truth_b2}; by role {:?}; unnamed {:?}",
+        b2.by_role,
         rel.rows
             .iter()
-            .any(|x| format!("base/{}", tail).starts_with(&x.name) && x.reads > 0),
-        "{tail} not among {:#?}",
+            .find(|x| x.name.contains("closed before"))
+            .map(|x| x.reads)
+    );
+    assert!(
+        (blocks_b2 - truth_b2).abs() as f64 <= 0.01 * truth_b2 as f64 + 5.0,
+        "a session that ends at once: {blocks_b2} blocks of B named, PostgreSQL counted \
+         {truth_b2}: {:#?}",
         rel.rows
     );
+    // Its role is known though it was gone before the watch looked (its title at its exit).
+    assert!(
+        b2.by_role
+            .iter()
+            .all(|x| x.role.starts_with("client backend") || x.role.starts_with("io worker")),
+        "{:?}",
+        b2.by_role
+    );
+    if method == "io_uring" {
+        assert!(
+            b2.by_role
+                .iter()
+                .filter(|x| x.role == "client backend (io_uring)")
+                .map(|x| x.reads)
+                .sum::<u64>() as f64
+                >= 0.5 * b2.reads as f64,
+            "{:?}",
+            b2.by_role
+        );
+    }
 }
 
 /// Issue 23, item 3, known by construction: waiting for the client inside a transaction is
