@@ -427,10 +427,12 @@ fn layout_probe(bin: &Path, dir: &Path, html: &Path, width: u32) -> serde_json::
 }
 
 /// The reports the test suite makes (a run, a calibration, a trace, ingested wait-event
-/// histograms, a block-latency histogram and a stack profile with its flame graph), each in a
-/// window as wide as a laptop's browser: no two text boxes of a chart overlap, nothing reaches
-/// past the page's right edge, no table needs sideways scrolling, and the flame graph with its
-/// search box fits the page.
+/// histograms, a block-latency histogram, a stack profile with its flame graph, Statspack,
+/// pg_stat_io, a replay of real traces, a plan and a comparison; the watch's report in
+/// [`watch_report_draws_the_wall_time_split_in_headless_chromium`]), each in a window as wide
+/// as a laptop's browser: no two text boxes of a chart overlap, nothing reaches past the
+/// page's right edge, no table needs sideways scrolling, and the flame graph with its search
+/// box fits the page; and at 480 px no overlap and nothing past the page either.
 #[test]
 fn report_text_never_overlaps_and_fits_the_page() {
     let Some(bin) = chromium() else {
@@ -441,16 +443,35 @@ fn report_text_never_overlaps_and_fits_the_page() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let fx = |p: &str| {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(p)
-    };
+    let fx = common::fixture;
     let mut reports = vec![
         report(dir.path(), "run", &synth::run_results(20, 1.0, 11)),
         report(dir.path(), "run2", &synth::run_results(20, 1.0, 12)),
         report(dir.path(), "cal", &synth::calibration_results(4, 3, 100, 2)),
     ];
+    // Results made by iolens from `args` (written to NAME.json), and their report.
+    let made = |name: &str, args: &[&std::ffi::OsStr]| -> PathBuf {
+        let json = dir.path().join(format!("{name}.json"));
+        let out = common::bin()
+            .arg("-q")
+            .args(args)
+            .arg("--json")
+            .arg(&json)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        let html = dir.path().join(format!("{name}.html"));
+        let st = common::bin()
+            .args(["-q", "report"])
+            .arg(&json)
+            .arg("-o")
+            .arg(&html)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name} report");
+        html
+    };
     let sources: [(&str, &[&str], PathBuf); 6] = [
         ("trace", &["trace"], fx("real/js122a1_ora_9854.trc")),
         (
@@ -480,30 +501,58 @@ fn report_text_never_overlaps_and_fits_the_page() {
         ),
     ];
     for (name, args, input) in sources {
-        let json = dir.path().join(format!("{name}.json"));
-        let html = dir.path().join(format!("{name}.html"));
-        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
-            .arg("-q")
-            .args(args)
-            .arg(&input)
-            .arg("--json")
-            .arg(&json)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{name}");
-        let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
-            .args(["-q", "report"])
-            .arg(&json)
-            .arg("-o")
-            .arg(&html)
-            .status()
-            .unwrap();
-        assert!(st.success(), "{name} report");
-        reports.push(html);
+        let mut a: Vec<&std::ffi::OsStr> = args.iter().map(|s| s.as_ref()).collect();
+        a.push(input.as_os_str());
+        reports.push(made(name, &a));
     }
+    // A replay of the real 10046 traces on a scratch file: recorded beside replayed latency
+    // and the replay's fidelity charts.
+    let (t1, t2) = (
+        fx("real/js122a1_ora_9850.trc"),
+        fx("real/js122a1_ora_9854.trc"),
+    );
+    let target = dir.path().join("replay.dat");
+    reports.push(made(
+        "replay",
+        &[
+            "replay".as_ref(),
+            t1.as_os_str(),
+            t2.as_os_str(),
+            "--target".as_ref(),
+            target.as_os_str(),
+        ],
+    ));
+    // A plan from the calibration's curve, for twice its best IOPS at three times its
+    // highest p99 (a goal the curve's model reaches with more LUNs).
+    let cal: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("cal.json")).unwrap())
+            .unwrap();
+    let curve = cal["calibration"]["curve"].as_array().unwrap();
+    let top = |k: &str| {
+        curve
+            .iter()
+            .map(|p| p[k].as_f64().unwrap())
+            .fold(0.0, f64::max)
+    };
+    let (iops, p99) = (
+        format!("{}", (2.0 * top("iops")).round()),
+        format!("{}us", (3.0 * top("p99_ns") / 1e3).round()),
+    );
+    let cal_json = dir.path().join("cal.json");
+    reports.push(made(
+        "plan",
+        &[
+            "plan".as_ref(),
+            "--iops".as_ref(),
+            iops.as_ref(),
+            "--p99".as_ref(),
+            p99.as_ref(),
+            cal_json.as_os_str(),
+        ],
+    ));
     // A comparison of two runs, whose charts overlay both.
     let cmp = dir.path().join("cmp.html");
-    let st = Command::new(env!("CARGO_BIN_EXE_iolens"))
+    let st = common::bin()
         .args(["-q", "compare"])
         .arg(dir.path().join("run.json"))
         .arg(dir.path().join("run2.json"))
@@ -518,9 +567,25 @@ fn report_text_never_overlaps_and_fits_the_page() {
     }
 }
 
-/// The layout checks of [`report_text_never_overlaps_and_fits_the_page`] on report `html`.
+/// The layout checks of [`report_text_never_overlaps_and_fits_the_page`] on report `html`: at
+/// a laptop browser's 1000 px every check; at a narrow 480 px (a window beside another, a
+/// phone) no chart's text overlaps and nothing reaches past the page, though a table may
+/// scroll sideways in its own box.
 fn assert_fits_the_page(bin: &Path, dir: &Path, html: &Path) {
     let name = html.file_name().unwrap().to_string_lossy();
+    let narrow = layout_probe(bin, dir, html, 480);
+    for what in ["over", "wide"] {
+        let found = narrow[what].as_array().unwrap();
+        assert!(
+            found.is_empty(),
+            "{name} at 480 px: {}: {found:?}",
+            if what == "over" {
+                "overlapping text in charts"
+            } else {
+                "wider than the page"
+            }
+        );
+    }
     let p = layout_probe(bin, dir, html, 1000);
     let over = p["over"].as_array().unwrap();
     assert!(

@@ -13,7 +13,10 @@
 //! unaccounted-for = R − CPU − waits
 //! ```
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::real;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -25,12 +28,6 @@ use serde_json::Value;
 /// The results document as its JSON (what `jq` sees).
 fn doc(r: &Results) -> Value {
     serde_json::to_value(r).unwrap()
-}
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
 }
 
 fn trace_at(path: &Path, interval: Duration) -> Results {

@@ -6,38 +6,10 @@ use std::fmt::Write as _;
 
 use super::findings::verdicts;
 use super::kind_name;
-use super::table::{calibration_curve, Table};
+use super::table::{blocks_markdown, calibration_curve, md, Table};
 use super::terminal::summary_table;
 use crate::results::Results;
 use crate::units::{fmt_bytes, fmt_ns, fmt_rate, sig3};
-
-/// Text for a Markdown paragraph: characters that would start markup are escaped.
-fn md(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        if "\\`*_[]<>|#".contains(c) {
-            o.push('\\');
-        }
-        o.push(c);
-    }
-    o
-}
-
-/// Sections as Markdown: `###` title, paragraphs, table (the Markdown twin of
-/// `table::blocks_text` and `table::blocks_html`).
-pub(crate) fn blocks_markdown(blocks: Vec<super::table::Block>) -> String {
-    let mut out = String::new();
-    for b in blocks {
-        let _ = writeln!(out, "### {}\n", md(&b.title));
-        for l in &b.lines {
-            let _ = writeln!(out, "{}\n", md(l));
-        }
-        if let Some(t) = &b.table {
-            let _ = writeln!(out, "{}", t.markdown());
-        }
-    }
-    out
-}
 
 /// The summary of `r` as Markdown.
 pub fn summary(r: &Results) -> String {

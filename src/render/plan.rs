@@ -210,7 +210,7 @@ pub(crate) fn markdown(r: &Results) -> String {
     let Some(p) = &r.plan else {
         return String::new();
     };
-    super::markdown::blocks_markdown(blocks(p))
+    super::table::blocks_markdown(blocks(p))
 }
 
 /// The plan in HTML: its sections and, per LUN count, the predicted curve beside the

@@ -194,7 +194,7 @@ pub(crate) fn markdown(r: &Results) -> String {
     let Some(p) = &r.replay else {
         return String::new();
     };
-    super::markdown::blocks_markdown(blocks(r, p))
+    super::table::blocks_markdown(blocks(r, p))
 }
 
 /// The replay in HTML (empty without one).

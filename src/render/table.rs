@@ -431,6 +431,34 @@ pub(crate) fn blocks_html(blocks: Vec<Block>) -> String {
     out
 }
 
+/// Text for a Markdown paragraph: characters that would start markup are escaped.
+pub(crate) fn md(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\`*_[]<>|#".contains(c) {
+            o.push('\\');
+        }
+        o.push(c);
+    }
+    o
+}
+
+/// Sections as Markdown: `###` title, paragraphs, table (the Markdown twin of
+/// [`blocks_text`] and [`blocks_html`]).
+pub(crate) fn blocks_markdown(blocks: Vec<Block>) -> String {
+    let mut out = String::new();
+    for b in blocks {
+        let _ = writeln!(out, "### {}\n", md(&b.title));
+        for l in &b.lines {
+            let _ = writeln!(out, "{}\n", md(l));
+        }
+        if let Some(t) = &b.table {
+            let _ = writeln!(out, "{}", t.markdown());
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) fn plain(width: usize) -> TermStyle {
     TermStyle {
