@@ -31,6 +31,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define URING_READ 1
 #define URING_WRITE 2
 #define URING_SYNC 3
+// A PostgreSQL process's title (`struct title_event`) as it exits: its role and session, for a
+// process gone before user space read /proc (a short session). `a`: its parent (the postmaster).
+#define EV_TITLE 8
+#define TITLE_LEN 128
 
 #define LOST_RINGBUF 0
 #define LOST_SYSCALL_STATE 1
@@ -119,6 +123,11 @@ struct parts_event {
 	__u64 parts[NPARTS];
 };
 
+// A process's title: `bytes` of it, read from its argument area (where PostgreSQL writes it).
+struct title_event {
+	struct event e;
+	char title[TITLE_LEN];
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -982,12 +991,46 @@ static __always_inline void on_switch(__u64 *ctx)
 	}
 }
 
+// A PostgreSQL process that exits (its main thread, in its own context) writes its title:
+// PostgreSQL keeps it in the argument area (/proc/PID/cmdline). Since Linux 6.16 the exit
+// tracepoint comes before the address space is released; before, there is no mm here and
+// nothing is written (the role is then known only if user space saw the process alive).
+static __always_inline void emit_title(struct task_struct *p, __u32 tgid, __u64 now)
+{
+	if (!bpf_map_lookup_elem(&pg_wait_ptr, &tgid))
+		return;
+	struct mm_struct *mm = BPF_CORE_READ(p, mm);
+	if (!mm)
+		return;
+	__u64 start = BPF_CORE_READ(mm, arg_start), end = BPF_CORE_READ(mm, arg_end);
+	if (!start || end <= start)
+		return;
+	__u64 n = end - start;
+	if (n > TITLE_LEN)
+		n = TITLE_LEN;
+	struct title_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill(&e->e, EV_TITLE, tgid, tgid, 0, BPF_CORE_READ(p, real_parent, tgid), 0, now, 0, 0);
+	if (bpf_probe_read_user(e->title, n, (const void *)start)) {
+		bpf_ringbuf_discard(e, BPF_RB_NO_WAKEUP);
+		return;
+	}
+	e->e.bytes = n;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 // A thread that exits writes its last parts and leaves no state behind.
 static __always_inline void on_exit(struct task_struct *p)
 {
 	__u32 tgid, tid;
 	if (!task_watched(p, &tgid, &tid))
 		return;
+	if (tid == tgid)
+		emit_title(p, tgid, bpf_ktime_get_ns());
 	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
 	if (!st)
 		return;

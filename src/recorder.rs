@@ -7,9 +7,11 @@
 //! current interval boundary, the session sends the non-empty buckets of its histograms to the
 //! [`Collector`] over a channel (once per interval, not per operation) and clears them in
 //! place: no spare histograms, so memory per session stays flat at hundreds of sessions. The
-//! collector merges sessions' batches per interval exactly (same buckets, counts added), closes
-//! an interval once every session has moved past it, encodes it and adds it to the run totals. The result is one [`OpResult`] per operation whose
-//! interval counts sum exactly to its total.
+//! collector merges sessions' batches per interval exactly (same buckets, counts added) into
+//! one [`OpAcc`] an operation (the accumulator the watch fills too), closes an interval once
+//! every session has moved past it (the accumulator encodes it and adds it to the run total),
+//! and makes results of the accumulators' parts ([`OpResult::of_parts`]). The result is one
+//! [`OpResult`] per operation whose interval counts sum exactly to its total.
 //!
 //! Operations are named: a producer declares the [`Op`]s it records as one [`OpSet`] (block I/O:
 //! [`IO_OPS`] = read, write, sync; a database: select, update, commit; later producers their own
@@ -24,15 +26,15 @@
 //! every completion of the statements they started before the end, which their exact I/O
 //! counters include.)
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
-use crate::histogram::{add_sparse, new_histogram, Hist, HIST_MAX_NS, SIGFIG};
-use crate::results::{Interval, LatencySummary, OpResult, SessionSummary};
+use crate::histogram::{add_sparse, new_histogram, OpAcc, HIST_MAX_NS, SIGFIG};
+use crate::results::{LatencySummary, OpResult, SessionSummary};
 
 /// One named operation a recorder records: its position in its [`OpSet`] and its name in the
 /// results.
@@ -145,28 +147,6 @@ struct Batch {
     next: u64,
     /// Operations with data (empty: the session only moved on).
     data: Vec<OpData>,
-}
-
-/// One interval's merged histograms (allocated for the operations that occurred), bytes and
-/// errors per operation of a set, in the collector.
-struct Set {
-    hists: Vec<Option<Histogram<u64>>>,
-    bytes: Vec<u64>,
-    errors: Vec<u64>,
-}
-
-impl Set {
-    fn new(n: usize) -> Set {
-        Set {
-            hists: (0..n).map(|_| None).collect(),
-            bytes: vec![0; n],
-            errors: vec![0; n],
-        }
-    }
-
-    fn hist(&mut self, i: usize) -> &mut Histogram<u64> {
-        self.hists[i].get_or_insert_with(new_histogram)
-    }
 }
 
 /// Records latencies of one session. Owned by exactly one thread.
@@ -359,21 +339,23 @@ pub(crate) struct IntervalSnapshot {
     pub p99_ns: u64,
 }
 
-/// Merges sessions' batches into per-interval and total histograms. Lives off the hot path
-/// (typically in the thread that also drives progress display).
+/// Merges sessions' batches into per-interval and total histograms, one [`OpAcc`] an
+/// operation (the accumulator the watch fills too; its parts become results through
+/// [`OpResult::of_parts`]). Lives off the hot path (typically in the thread that also drives
+/// progress display).
 pub(crate) struct Collector {
     ops: OpSet,
     rx: Receiver<Batch>,
     interval: Duration,
     pos: Vec<u64>,
-    open: BTreeMap<u64, Set>,
+    accs: Vec<OpAcc>,
+    /// Intervals with data not yet closed (ascending).
+    pending: std::collections::BTreeSet<u64>,
     closed_upto: u64,
-    totals: Set,
-    intervals: Vec<Vec<Interval>>,
+    /// Operations in the closed intervals.
+    closed_count: u64,
     /// Closed intervals not yet taken by [`Collector::take_closed`].
     unread: VecDeque<IntervalSnapshot>,
-    /// The encoding of an empty histogram (an operation's interval without completions).
-    empty: Hist,
     /// Scratch for an interval's latency percentiles.
     merged: Histogram<u64>,
 }
@@ -410,19 +392,17 @@ pub(crate) fn recorders(
             scratch: scratch.clone(),
         })
         .collect();
-    let merged = new_histogram();
     let col = Collector {
         ops,
         rx,
         interval,
         pos: vec![0; sessions],
-        open: BTreeMap::new(),
+        accs: (0..n).map(|_| OpAcc::new()).collect(),
+        pending: Default::default(),
         closed_upto: 0,
-        totals: Set::new(n),
-        intervals: vec![Vec::new(); n],
+        closed_count: 0,
         unread: VecDeque::new(),
-        empty: Hist::encode(&merged),
-        merged,
+        merged: new_histogram(),
     };
     (recs, col)
 }
@@ -453,52 +433,49 @@ impl Collector {
 
     /// Total completed operations so far (closed intervals only).
     pub(crate) fn total_count(&self) -> u64 {
-        self.totals.hists.iter().flatten().map(|h| h.len()).sum()
+        self.closed_count
     }
 
     fn take(&mut self, b: Batch) {
         if !b.data.is_empty() {
-            let n = self.ops.len();
-            let open = self.open.entry(b.interval).or_insert_with(|| Set::new(n));
+            self.pending.insert(b.interval);
             for d in b.data {
-                let i = d.op as usize;
-                if !d.counts.is_empty() {
-                    let h = open.hist(i);
-                    for (v, c) in d.counts {
-                        h.saturating_record_n(v, u64::from(c));
-                    }
-                }
-                open.bytes[i] += d.bytes;
-                open.errors[i] += d.errors;
+                let counts = d.counts.into_iter().map(|(v, c)| (v, u64::from(c)));
+                // An open interval is never decoded, so this cannot fail.
+                let _ = self.accs[d.op as usize].record_counts(
+                    b.interval as usize,
+                    counts,
+                    d.bytes,
+                    d.errors,
+                );
             }
         }
         self.pos[b.session as usize] = b.next;
     }
 
+    /// Close the intervals every session has moved past (`all`: every one).
     fn close_ready(&mut self, all: bool) {
         let limit = if all {
             u64::MAX
         } else {
             *self.pos.iter().min().unwrap_or(&0)
         };
-        let ready: Vec<u64> = self.open.range(..limit).map(|(k, _)| *k).collect();
-        for k in ready {
-            let o = self.open.remove(&k).expect("key exists");
-            self.close_interval(k, o);
-        }
-    }
-
-    fn close_interval(&mut self, k: u64, o: Set) {
+        let Some(&last) = self.pending.range(..limit).next_back() else {
+            return;
+        };
         // Gaps (no completion anywhere) become empty intervals so time stays continuous.
-        while self.closed_upto < k {
-            let gap = self.closed_upto;
-            self.push_interval(gap, None);
+        for k in self.closed_upto..=last {
+            self.snapshot(k);
         }
-        self.push_interval(k, Some(o));
+        self.pending = self.pending.split_off(&(last + 1));
+        self.closed_upto = last + 1;
+        for acc in &mut self.accs {
+            acc.close_before(last as usize + 1);
+        }
     }
 
-    fn push_interval(&mut self, k: u64, o: Option<Set>) {
-        let dur = self.interval.as_secs_f64();
+    /// The live-progress view of interval `k`, before it closes.
+    fn snapshot(&mut self, k: u64) {
         let mut snap = IntervalSnapshot {
             index: k,
             count: 0,
@@ -508,42 +485,23 @@ impl Collector {
             p99_ns: 0,
         };
         self.merged.reset();
-        for (i, op) in self.ops.ops().iter().enumerate() {
-            let (hist, bytes, count) = match &o {
-                Some(o) => {
-                    self.totals.errors[i] += o.errors[i];
-                    match &o.hists[i] {
-                        Some(h) => {
-                            let _ = self.totals.hist(i).add(h);
-                            if !op.flush {
-                                let _ = self.merged.add(h);
-                            }
-                            (Hist::encode(h), o.bytes[i], h.len())
-                        }
-                        None => (self.empty.clone(), o.bytes[i], 0),
-                    }
-                }
-                None => (self.empty.clone(), 0, 0),
+        for (op, acc) in self.ops.ops().iter().zip(&self.accs) {
+            let Some((h, bytes)) = acc.open_at(k as usize) else {
+                continue;
             };
-            self.totals.bytes[i] += bytes;
-            snap.count += count;
-            if op.flush {
-                snap.flushes += count;
-            }
+            snap.count += h.len();
             snap.bytes += bytes;
-            self.intervals[i].push(Interval {
-                start_s: k as f64 * dur,
-                duration_s: dur,
-                count,
-                bytes,
-                hist,
-            });
+            if op.flush {
+                snap.flushes += h.len();
+            } else {
+                let _ = self.merged.add(h);
+            }
         }
         if !self.merged.is_empty() {
             snap.p50_ns = self.merged.value_at_quantile(0.5);
             snap.p99_ns = self.merged.value_at_quantile(0.99);
         }
-        self.closed_upto = k + 1;
+        self.closed_count += snap.count;
         self.unread.push_back(snap);
     }
 
@@ -555,30 +513,31 @@ impl Collector {
             self.take(b);
         }
         self.close_ready(true);
-        let mut ops = Vec::new();
-        for (i, op) in self.ops.ops().iter().enumerate() {
-            let mut ivs = std::mem::take(&mut self.intervals[i]);
-            // Intervals past the measured end carry no data by construction; trim lengths.
-            if let Some(last) = ivs.last_mut() {
-                let end = last.start_s + last.duration_s;
-                if measured_s > last.start_s && measured_s < end {
-                    last.duration_s = measured_s - last.start_s;
-                }
+        let dur = self.interval.as_secs_f64();
+        let n = self.closed_upto as usize;
+        let mut spans: Vec<(f64, f64)> = (0..n).map(|k| (k as f64 * dur, dur)).collect();
+        // Intervals past the measured end carry no data by construction; trim lengths.
+        if let Some(last) = spans.last_mut() {
+            let end = last.0 + last.1;
+            if measured_s > last.0 && measured_s < end {
+                last.1 = measured_s - last.0;
             }
-            // A few milliseconds past the last boundary is not an interval: fold it into the
-            // one before (its real length kept, so rates stay count / real duration).
-            // (Histograms encoded by this process always decode; on the impossible failure
-            // the intervals stay as they are.)
-            let _ = crate::results::fold_stub_tail(&mut ivs);
-            let errors = self.totals.errors[i];
-            let total = match self.totals.hists[i].take() {
-                Some(h) => h,
-                None if errors == 0 => continue,
-                None => new_histogram(),
+        }
+        let mut ops = Vec::new();
+        for (op, acc) in self.ops.ops().iter().zip(&self.accs) {
+            // (Histograms encoded by this process always decode: an error here cannot come.)
+            let Ok(parts) = acc.parts(0, n) else {
+                continue;
             };
-            let mut r = OpResult::new(op.name(), &total, self.totals.bytes[i], ivs);
-            r.errors = errors;
-            ops.push(r);
+            if parts.total.is_empty() && parts.errors == 0 {
+                continue;
+            }
+            // A few milliseconds past the last boundary is not an interval: `of_parts` folds
+            // it into the one before (its real length kept, so rates stay count / real
+            // duration).
+            if let Ok(r) = OpResult::of_parts(op.name(), parts, &spans) {
+                ops.push(r);
+            }
         }
         ops
     }

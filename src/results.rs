@@ -214,7 +214,19 @@ impl OpResult {
         parts: crate::histogram::Parts,
         spans: &[(f64, f64)],
     ) -> Result<Self> {
-        let mut ivs: Vec<Interval> = parts
+        let mut r = OpResult::of_parts_as_placed(op, parts, spans);
+        fold_stub_tail(&mut r.intervals)?;
+        Ok(r)
+    }
+
+    /// [`OpResult::of_parts`] with the intervals as `spans` places them, none folded (a merge's
+    /// grid slots, which last as long as their longest contribution).
+    pub(crate) fn of_parts_as_placed(
+        op: &str,
+        parts: crate::histogram::Parts,
+        spans: &[(f64, f64)],
+    ) -> Self {
+        let ivs: Vec<Interval> = parts
             .intervals
             .into_iter()
             .zip(spans)
@@ -226,10 +238,9 @@ impl OpResult {
                 hist,
             })
             .collect();
-        fold_stub_tail(&mut ivs)?;
         let mut r = OpResult::new(op, &parts.total, parts.bytes, ivs);
         r.errors = parts.errors;
-        Ok(r)
+        r
     }
 }
 
@@ -697,6 +708,10 @@ pub struct CorruptionReport {
     pub session: u32,
     /// Seconds from the start of measurement (negative during warm-up).
     pub time_s: f64,
+    /// The target the unit is in (its path as given), in a run over several targets; empty
+    /// where the document has one target and the unit is in it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
 }
 
 impl RunResult {

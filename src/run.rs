@@ -138,6 +138,11 @@ pub fn execute_on(
                     region_offset: spec.region_offset,
                     block_size: spec.block_size,
                     data_offset: t.data_offset,
+                    target: if targets.len() > 1 {
+                        t.path.display().to_string()
+                    } else {
+                        String::new()
+                    },
                 }
             })
             .collect()
@@ -372,7 +377,7 @@ pub fn execute_on(
             .sum();
     }
     vstats.stopped = vstats.errors > 0 && spec.on_corruption == OnCorruption::Stop;
-    // (A run over several targets: the report's expected target id names the file.)
+    // (A run over several targets: each report names its target.)
     if !many
         && corruption
             .iter()

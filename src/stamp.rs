@@ -325,6 +325,7 @@ pub fn report(
         message,
         session,
         time_s,
+        target: String::new(),
     }
 }
 
@@ -527,6 +528,9 @@ pub struct VerifyShared {
     pub block_size: u64,
     /// Absolute offset of the data area.
     pub data_offset: u64,
+    /// The target's path, named by its corruption reports in a run over several targets;
+    /// empty in a run on one.
+    pub target: String,
 }
 
 /// Per-session verification figures, merged into [`VerifyStats`] at the end of a run.
@@ -714,7 +718,9 @@ impl VerifyShared {
             if tally.reports.len() >= MAX_REPORTS {
                 break;
             }
-            tally.reports.push(report(&p, n, abs, len, session, time_s));
+            let mut r = report(&p, n, abs, len, session, time_s);
+            r.target.clone_from(&self.target);
+            tally.reports.push(r);
         }
         true
     }
@@ -740,9 +746,9 @@ impl VerifyShared {
                 expected: want,
                 found: got,
             };
-            tally
-                .reports
-                .push(report(&p, 1, abs, want, session, time_s));
+            let mut r = report(&p, 1, abs, want, session, time_s);
+            r.target.clone_from(&self.target);
+            tally.reports.push(r);
         }
     }
 }

@@ -80,6 +80,7 @@ pub fn verify_target(
             session: 0,
             time_s: 0.0,
             units: 0,
+            target: String::new(),
         });
     }
     let total = readable_end.saturating_sub(HEADER_AREA);
@@ -325,6 +326,7 @@ fn journal_findings(
                 session: 0,
                 time_s: 0.0,
                 units: 0,
+                target: String::new(),
             });
         };
     match journal {

@@ -385,3 +385,140 @@ fn stored_analysis_of_a_calibration_is_what_show_and_report_print() {
         );
     }
 }
+
+/// Issue 27: a read op of `count` reads of mean `mean_ns` (the verdicts read the mean).
+fn reads(count: u64, mean_ns: f64) -> OpResult {
+    OpResult {
+        op: "read".into(),
+        count,
+        bytes: count * 8192,
+        summary: iolens::results::LatencySummary {
+            count,
+            mean_ns,
+            p50_ns: mean_ns as u64,
+            ..Default::default()
+        },
+        errors: 0,
+        hist: Default::default(),
+        intervals: Vec::new(),
+        bucket_convention: BucketConvention::Exact,
+        bucket_edges_ns: Vec::new(),
+    }
+}
+
+/// `disk` did `n` reads of `await_us` each, `in_flight` of them in it on average.
+fn disk(name: &str, n: u64, await_us: f64, in_flight: f64) -> DeviceStats {
+    DeviceStats {
+        device: name.into(),
+        reads: n,
+        read_bytes: n * 8192,
+        read_await_us: await_us,
+        avg_in_flight: in_flight,
+        ..Default::default()
+    }
+}
+
+/// A full request queue (issue 27): reads 16 ms in the application, 4 ms in the disk, with the
+/// disk's queue of 4 held full: the verdict says the time was queued in the host above the
+/// block layer for a place in that queue. The same reads with a queue of 128 holding as many
+/// are not called a full queue; two hardware queues of 4 are half full; a storage-bound run
+/// says nothing of its queue.
+#[test]
+fn a_full_request_queue_is_named_as_the_hosts_wait_and_a_deep_one_is_not() {
+    use iolens::analysis::verdicts::{host_queue_verdict, host_queue_verdict_with, RequestQueue};
+    use iolens::analysis::VerdictKind;
+    let run = |app_ns: f64| RunResult {
+        duration_s: 10.0,
+        ops: vec![reads(100_000, app_ns)],
+        device: Some(disk("loop7", 100_000, 4_000.0, 3.9)),
+        ..Default::default()
+    };
+    let r = run(16_000_000.0);
+    let q = |n, hw| RequestQueue {
+        nr_requests: n,
+        hw_queues: hw,
+    };
+    let v = host_queue_verdict_with(&r, Some(q(4, 1))).unwrap();
+    assert_eq!(v.kind, VerdictKind::HostQueueing);
+    assert_eq!(v.figures["queue_full"], 1.0);
+    assert_eq!(v.figures["nr_requests"], 4.0);
+    assert!(
+        v.message.contains(
+            "its request queue was full (3.9 requests in it on average, of nr_requests 4)"
+        ) && v.message.contains(
+            "75 % of the time (12 ms per read) was queued in the host above the block layer"
+        ),
+        "{}",
+        v.message
+    );
+    let v = host_queue_verdict_with(&r, Some(q(128, 1))).unwrap();
+    assert_eq!(v.kind, VerdictKind::HostQueueing);
+    assert_eq!(v.figures["queue_full"], 0.0);
+    assert!(
+        v.message.contains(
+            "its request queue was not full (3.9 requests in it on average, of nr_requests 128)"
+        ) && !v.message.contains("waiting for a place"),
+        "{}",
+        v.message
+    );
+    let v = host_queue_verdict_with(&r, Some(q(4, 2))).unwrap();
+    assert_eq!(v.figures["queue_full"], 0.0, "{}", v.message);
+    assert!(v
+        .message
+        .contains("of nr_requests 4 on each of its 2 hardware queues"));
+    // Unknown queue: the verdict as before, without a word on it.
+    let v = host_queue_verdict(&r).unwrap();
+    assert!(!v.message.contains("request queue") && !v.figures.contains_key("queue_full"));
+    // Storage-bound: the queue is not the host's wait.
+    let v = host_queue_verdict_with(&run(4_100_000.0), Some(q(4, 1))).unwrap();
+    assert_eq!(v.kind, VerdictKind::StorageBound);
+    assert!(!v.message.contains("request queue"), "{}", v.message);
+}
+
+/// A run over two targets on different disks has no one disk view: each target's reads are set
+/// beside its own disk, named by the target, with its own request queue (issue 27).
+#[test]
+fn a_run_over_two_disks_gets_a_host_verdict_per_target() {
+    use iolens::analysis::verdicts::run_verdicts_with;
+    use iolens::analysis::VerdictKind;
+    use iolens::results::{TargetInfo, TargetRun};
+    let target = |path: &str, name: &str, nr: u32, app_ns: f64| TargetRun {
+        target: TargetInfo {
+            path: path.into(),
+            nr_requests: Some(nr),
+            ..Default::default()
+        },
+        ops: vec![reads(50_000, app_ns)],
+        device: Some(disk(name, 50_000, 4_000.0, 3.9)),
+        ..Default::default()
+    };
+    let mut r = RunResult {
+        duration_s: 10.0,
+        ops: vec![reads(100_000, 10_000_000.0)],
+        targets: vec![
+            target("/dev/loop7", "loop7", 4, 16_000_000.0),
+            target("/dev/loop8", "loop8", 128, 4_100_000.0),
+        ],
+        ..Default::default()
+    };
+    let v = run_verdicts_with(&r, None);
+    assert_eq!(v.len(), 2, "{v:#?}");
+    assert_eq!(v[0].kind, VerdictKind::HostQueueing);
+    assert!(
+        v[0].message.starts_with("target /dev/loop7: ")
+            && v[0].message.contains("its request queue was full"),
+        "{}",
+        v[0].message
+    );
+    assert_eq!(v[1].kind, VerdictKind::StorageBound);
+    assert!(
+        v[1].message
+            .starts_with("target /dev/loop8: loop8 accounts"),
+        "{}",
+        v[1].message
+    );
+    // One disk view (targets on one disk): the run's verdict, not one per target.
+    r.device = Some(disk("loop7", 100_000, 4_000.0, 3.9));
+    let v = run_verdicts_with(&r, None);
+    assert_eq!(v.len(), 1, "{v:#?}");
+}

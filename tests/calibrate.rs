@@ -12,7 +12,7 @@ use iolens::run::execute;
 use iolens::workload::WorkloadSpec;
 
 mod common;
-use common::bin;
+use common::{bin, drive};
 
 const MS: f64 = 1e6;
 
@@ -34,18 +34,6 @@ fn args(extra: &[&str]) -> CalibrateOptions {
     let mut v = vec!["x"];
     v.extend_from_slice(extra);
     Wrap::parse_from(v).a.options()
-}
-
-/// Drive a ramp with a synthetic storage model: IOPS(n), latency(n).
-fn drive(mut ramp: Ramp, model: impl Fn(u32) -> (f64, f64)) -> Ramp {
-    let mut guard = 0;
-    while let Some(n) = ramp.next_sessions() {
-        let (iops, lat) = model(n);
-        ramp.record(n, iops, lat);
-        guard += 1;
-        assert!(guard < 50, "ramp terminates");
-    }
-    ramp
 }
 
 #[test]

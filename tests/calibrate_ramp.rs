@@ -2,6 +2,9 @@
 //! headline figures that contradict each other (issue 11, item 12). Pure decision logic driven
 //! by step sequences, including the one a default calibration produced on the development VM.
 
+mod common;
+
+use common::drive;
 use iolens::analysis::ramp::{Ramp, SeqRamp, PLATEAU_STEPS};
 use iolens::analysis::verdicts::calibration::contradictions;
 use iolens::calibrate::StopReason;
@@ -44,17 +47,6 @@ fn a_real_plateau_stops_after_it_persists() {
     let r = seq(&[2000.0, 1000.0, 900.0]);
     assert_eq!(r.best(), Some((1, 2000.0)));
     assert_eq!(r.steps.len(), 2);
-}
-
-fn drive(mut ramp: Ramp, model: impl Fn(u32) -> (f64, f64)) -> Ramp {
-    let mut guard = 0;
-    while let Some(n) = ramp.next_sessions() {
-        let (iops, lat) = model(n);
-        ramp.record(n, iops, lat);
-        guard += 1;
-        assert!(guard < 50, "ramp terminates");
-    }
-    ramp
 }
 
 #[test]

@@ -6,41 +6,15 @@
 //! message when `IOLENS_PG_TESTS=1` (CI) and are skipped with a note otherwise. Each test works
 //! in its own database, created and dropped here.
 
+mod common;
+
 use std::process::Command;
 
 use iolens::results::Results;
 use postgres::{Client, NoTls};
 
 fn base_dsn() -> Option<String> {
-    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
-    let dsn = std::env::var("IOLENS_PG_DSN")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(|| {
-            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
-            std::fs::read_to_string(p)
-                .ok()
-                .map(|s| s.trim().to_string())
-        });
-    if dsn.is_none() {
-        if required {
-            panic!(
-                "IOLENS_PG_TESTS=1 but no PostgreSQL DSN: run scripts/pg-test-server.sh first \
-                 (or set IOLENS_PG_DSN to a key=value DSN of a superuser)"
-            );
-        }
-        eprintln!("note: PostgreSQL tests skipped (no IOLENS_PG_DSN and no target/pgtest/dsn)");
-        return None;
-    }
-    let dsn = dsn?;
-    if let Err(e) = Client::connect(&dsn, NoTls) {
-        if required {
-            panic!("IOLENS_PG_TESTS=1 but the test server does not answer ({e}); run scripts/pg-test-server.sh");
-        }
-        eprintln!("note: PostgreSQL tests skipped: the test server does not answer ({e})");
-        return None;
-    }
-    Some(dsn)
+    common::pg_dsn("PostgreSQL db test")
 }
 
 /// A fresh database for one test; dropped at the end.

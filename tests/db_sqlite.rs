@@ -1,16 +1,15 @@
 //! `iolens db` on the embedded SQLite engine: layout, resumption, the work loop's mix, per-I/O
 //! timing against SQLite's own counters, results round trip, and bad input.
 
+mod common;
+
+use common::bin;
 use std::path::Path;
 use std::process::Command;
 
 use iolens::db::{sqlite, Layout};
 use iolens::results::Results;
 use rusqlite::Connection;
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolens"))
-}
 
 fn run_ok(args: &[&str]) -> String {
     let out = bin().args(args).output().expect("runs");

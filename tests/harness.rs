@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::busy::{cpu_idle_total, BusyLoops};
 use common::iolimit::IoLimit;
-use common::pgsampler::{test_dsn, PgSampler, WaitSamplingWindow};
+use common::pgsampler::{PgSampler, WaitSamplingWindow};
 use common::slowdev::{direct_reads, disk_reads, SlowDevice};
 
 #[test]
@@ -165,7 +165,7 @@ fn busy_loops_leave_no_cpu_idle() {
 #[test]
 fn pg_sampler_reports_known_waits() {
     let _serial = CPU_SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dsn) = test_dsn() else {
+    let Some(dsn) = common::pg_dsn("the pg_stat_activity sampler's test") else {
         return;
     };
     let app = format!("iolens-fx-{}", std::process::id());

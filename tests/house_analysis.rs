@@ -3,14 +3,12 @@
 //! database run. Each test reads the numbers from the stored analysis and checks that the
 //! renderers print those numbers; an older (version 1) file is still read and shown.
 
+mod common;
+
+use common::{bin, real};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use iolens::results::{Results, SCHEMA_VERSION};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_iolens"))
-}
 
 fn run_ok(args: &[&str]) -> String {
     let out = bin()
@@ -76,12 +74,6 @@ fn published_schema_is_the_one_this_build_writes() {
         "docs/results-schema.json is out of date: regenerate it with \
          IOLENS_UPDATE_SCHEMA=1 cargo test --test house_analysis published_schema"
     );
-}
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
 }
 
 #[test]

@@ -237,25 +237,6 @@ fn terminate(mut w: Child) {
     }
 }
 
-/// A 64 MiB file of random bytes (not an iolens scratch file: read only).
-fn data_file(dir: &Path) -> PathBuf {
-    let p = dir.join("data.bin");
-    let mut f = std::fs::File::create(&p).unwrap();
-    let mut buf = vec![0u8; 1 << 20];
-    let mut x = 0x1234_5678_9abc_def1u64;
-    for _ in 0..64 {
-        for c in buf.chunks_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            c.copy_from_slice(&x.to_le_bytes());
-        }
-        f.write_all(&buf).unwrap();
-    }
-    f.sync_all().unwrap();
-    p
-}
-
 /// The pread64 histogram of a watch's results, and its per-thread counts (pid's threads).
 fn watched_reads(r: &Results) -> Histogram<u64> {
     let run = r.runs.iter().find(|r| r.name == "syscalls").unwrap();
@@ -272,7 +253,7 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let data = data_file(tmp.path());
+    let data = common::data_file(tmp.path(), 64);
     // Two "hosts": two watchers, each of its own load, told apart by the process name (an
     // iolens binary run through a link of that name).
     let names = ["iolensprom1", "iolensprom2"];

@@ -232,7 +232,7 @@ fn io_wait_names_agree_on_a_slow_tablespace() {
     if !common::root_or_skip("reading a server's memory, a slow loop device") {
         return;
     }
-    let Some(dsn) = common::pgsampler::test_dsn() else {
+    let Some(dsn) = common::pg_dsn("PostgreSQL wait I/O test") else {
         return;
     };
     let Some(fs) = SlowFs::new() else {

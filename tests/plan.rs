@@ -246,6 +246,7 @@ fn one_lun_goes_flat_more_luns_relieve_and_plan_predicts_and_verifies() {
         r["runs"][0]["targets"].as_array().map_or(1, Vec::len) as u64,
         luns
     );
+    p99_within_its_sampling(&cal, &plan);
     // Every figure says where it came from.
     for k in [
         "in_flight",
@@ -281,6 +282,108 @@ fn one_lun_goes_flat_more_luns_relieve_and_plan_predicts_and_verifies() {
     assert!(std::fs::read_to_string(&md)
         .unwrap()
         .contains("### Host settings"));
+}
+
+/// The p99 of `h` and the band its sampling allows: a p99 of `n` latencies is the value of
+/// rank 0.99 n, and that rank is uncertain by √(n · 0.99 · 0.01) (binomial); 3 of those either
+/// side give the values between which the same load's p99 falls 99.7 % of the time.
+fn p99_band(h: &hdrhistogram::Histogram<u64>) -> (f64, f64, f64) {
+    let n = h.len() as f64;
+    let d = 3.0 * (0.99 * 0.01 / n).sqrt();
+    let q = |x: f64| h.value_at_quantile(x.clamp(0.0, 1.0)) as f64;
+    (q(0.99 - d), q(0.99), q(0.99 + d))
+}
+
+/// `plan --verify`'s p99 (issue 27). The predicted p99 is the 1-LUN calibration's p99 at the
+/// predicted mean latency, interpolated between the two calibration steps around it (by mean,
+/// as `analysis::plan` does); the measured one is the verify run's. Each p99 is of finitely
+/// many reads, known only within its sampling band ([`p99_band`]).
+///
+/// The interpolated value itself is not held to that band: over 12 runs of this test (4 under
+/// busy loops) the prediction moved between 14.7 and 21.5 ms while the measured p99 was 16.9 to
+/// 25.2 ms, once 35.6 ms (errors +3 to +80 %), and a check that the two sampling bands meet
+/// failed once in 7.
+/// The prediction's spread is the calibration's 8-session step (about 1,470 reads in 1.5 s,
+/// queued reads woken in batches, so not independent samples: its p99 varies more than the
+/// binomial band of independent reads allows). What holds by construction is the bracket: p99
+/// rises with the mean along a load curve, so the p99 at a mean between two steps' lies between
+/// their p99s, each within its band. The check: the verify run's band meets that bracket, and
+/// the wrong answer (the saturated step's p99, 16 sessions on one LUN) lies above the verify
+/// run's band, as the floor (the lowest p99 on the curve) lies below it.
+fn p99_within_its_sampling(cal: &Path, plan: &Path) {
+    use iolens::results::Results;
+    let c = Results::read_file(cal).unwrap();
+    let pr = Results::read_file(plan).unwrap();
+    let pl = pr.plan.as_ref().unwrap();
+    let v = pl.verify.as_ref().unwrap();
+    let measured = pr.runs[v.run].merged_io_hist().unwrap();
+    let (m_lo, m99, m_hi) = p99_band(&measured);
+    assert!((m99 - v.measured_p99_ns).abs() <= 1.0, "{m99} vs {v:?}");
+    // The predicted mean latency and the calibration steps around it.
+    let mean = pl.sessions.value / pl.predicted_iops.value * 1e9 - pl.model.outside_ns.value;
+    let mut pts: Vec<_> = pl.model.points.iter().collect();
+    assert!(pts.iter().all(|p| p.file == cal.to_str().unwrap()));
+    pts.sort_by(|a, b| a.mean_ns.total_cmp(&b.mean_ns));
+    let i = pts
+        .iter()
+        .position(|p| p.mean_ns >= mean)
+        .unwrap_or(pts.len() - 1)
+        .max(1);
+    let (a, b) = (pts[i - 1], pts[i]);
+    let t = ((mean - a.mean_ns) / (b.mean_ns - a.mean_ns)).clamp(0.0, 1.0);
+    let band = |p: &iolens::results::plan::LoadPoint| {
+        let (lo, p99, hi) = p99_band(&c.runs[p.run].merged_io_hist().unwrap());
+        assert!((p99 - p.p99_ns).abs() <= 1.0);
+        (
+            p99 - lo,
+            hi - p99,
+            c.runs[p.run].merged_io_hist().unwrap().len(),
+        )
+    };
+    let ((da_lo, da_hi, na), (db_lo, db_hi, nb)) = (band(a), band(b));
+    let pred = v.predicted_p99_ns;
+    let p_lo = pred - ((1.0 - t) * da_lo + t * db_lo);
+    let p_hi = pred + ((1.0 - t) * da_hi + t * db_hi);
+    // The bracket: the lower step's p99 less its band to the upper's plus its band.
+    let (b_lo, b_hi) = (
+        a.p99_ns.min(b.p99_ns) - da_lo,
+        a.p99_ns.max(b.p99_ns) + db_hi,
+    );
+    eprintln!(
+        "p99: predicted {:.0} µs [{:.0}, {:.0}] at mean {:.0} µs ({:.2} of the way from the \
+         step at {} sessions, {na} reads, to {} sessions, {nb} reads); measured {:.0} µs \
+         [{:.0}, {:.0}] of {} reads; error {:+.1} %; bracket [{:.0}, {:.0}] µs",
+        pred / 1e3,
+        p_lo / 1e3,
+        p_hi / 1e3,
+        mean / 1e3,
+        t,
+        a.sessions,
+        b.sessions,
+        m99 / 1e3,
+        m_lo / 1e3,
+        m_hi / 1e3,
+        measured.len(),
+        v.p99_error * 100.0,
+        b_lo / 1e3,
+        b_hi / 1e3
+    );
+    assert!(
+        b_lo <= m_hi && m_lo <= b_hi,
+        "measured p99 {m99:.0} ns [{m_lo:.0}, {m_hi:.0}] outside the bracket [{b_lo:.0}, \
+         {b_hi:.0}] of the steps around the predicted mean (predicted {pred:.0} ns)"
+    );
+    // The wrong answers are told apart: one LUN's saturated p99 and the curve's floor.
+    let sat = pts.iter().map(|p| p.p99_ns).fold(0.0, f64::max);
+    let floor = pts.iter().map(|p| p.p99_ns).fold(f64::INFINITY, f64::min);
+    assert!(
+        sat > m_hi,
+        "saturated p99 {sat:.0} within [{m_lo:.0}, {m_hi:.0}]"
+    );
+    assert!(
+        floor < m_lo,
+        "floor p99 {floor:.0} within [{m_lo:.0}, {m_hi:.0}]"
+    );
 }
 
 /// Bad input: a clear error, exit 2, never a panic.
@@ -370,5 +473,65 @@ fn bad_input_is_refused_clearly() {
     assert!(
         !dir.path().join("never.dat").exists(),
         "a target was created"
+    );
+}
+
+/// The verdicts of a run's results (its stored analysis).
+fn verdicts(r: &Value) -> Vec<Value> {
+    r["analysis"]["runs"][0]["verdicts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A full LUN queue is the host's wait (issue 27): 16 sessions on one slow LUN whose request
+/// queue holds 4 (`nr_requests`) keep it full, so 12 of them wait for a place in it, in the
+/// host above the block layer where `/proc/diskstats` does not count them: the run's verdict
+/// names that queue. The same LUN with its queue raised to its driver's 128 takes all 16, the
+/// reads wait in the device (the FUSE daemon's 4 ms), and no verdict calls the queue full.
+#[test]
+fn a_full_lun_queue_is_named_as_the_hosts_wait_and_a_deep_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(devs) = luns(dir.path(), 1) else {
+        return;
+    };
+    let d = &devs[0];
+    let full = run_over(&[d], 16, &dir.path().join("full.json"));
+    let v = verdicts(&full);
+    eprintln!("nr_requests {QUEUE}: {v:#?}");
+    let host = v
+        .iter()
+        .find(|v| v["kind"] == "host-queueing")
+        .unwrap_or_else(|| panic!("no host-queueing verdict: {v:#?}"));
+    let fig = |v: &Value, k: &str| v["figures"][k].as_f64().unwrap();
+    assert_eq!(fig(host, "queue_full"), 1.0, "{host}");
+    assert_eq!(fig(host, "nr_requests"), QUEUE as f64);
+    let msg = host["message"].as_str().unwrap();
+    assert!(
+        msg.contains("its request queue was full")
+            && msg.contains("queued in the host above the block layer"),
+        "{msg}"
+    );
+    // By construction 4 of 16 sessions are in the device: ¾ of the time is the host's (within
+    // 0.1: wake-ups, and the daemon's time beyond its sleep is the device's).
+    assert!((fig(host, "host_share") - 0.75).abs() < 0.1, "{host}");
+
+    // The queue raised to the loop driver's tags: all 16 in the device.
+    let q = format!("/sys/block/{}/queue/nr_requests", d.name);
+    std::fs::write(&q, "128").unwrap();
+    let deep = run_over(&[d], 16, &dir.path().join("deep.json"));
+    let v = verdicts(&deep);
+    eprintln!("nr_requests 128: {v:#?}");
+    for x in &v {
+        let m = x["message"].as_str().unwrap_or("");
+        assert!(
+            !m.contains("request queue was full")
+                && x["figures"]["queue_full"].as_f64() != Some(1.0),
+            "{x}"
+        );
+    }
+    assert!(
+        v.iter().any(|v| v["kind"] == "storage-bound"),
+        "the reads waited in the device: {v:#?}"
     );
 }

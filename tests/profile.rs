@@ -21,13 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, ci, root_or_skip};
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use common::{bin, ci, fixture, root_or_skip};
 
 /// Run iolens, asserting success; returns stdout.
 fn iolens(args: &[&str]) -> String {
@@ -649,28 +643,9 @@ fn profile_of_a_pid_stops_when_the_process_exits() {
     assert!(d < 60.0, "profiled for {d} s");
 }
 
-/// The test server's DSN (`scripts/pg-test-server.sh`: `IOLENS_PG_DSN` or target/pgtest/dsn);
-/// `None` (with a note) without one, unless `IOLENS_PG_TESTS=1` (CI), where it fails.
+/// The test server's DSN ([`common::pg_dsn`]).
 fn pg_dsn() -> Option<String> {
-    let dsn = std::env::var("IOLENS_PG_DSN")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(|| {
-            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn"))
-                .ok()
-                .map(|s| s.trim().to_string())
-        })
-        .filter(|d| postgres::Client::connect(d, postgres::NoTls).is_ok());
-    if dsn.is_none() {
-        assert!(
-            std::env::var("IOLENS_PG_TESTS").as_deref() != Ok("1"),
-            "IOLENS_PG_TESTS=1 but no PostgreSQL test server answers: run scripts/pg-test-server.sh"
-        );
-        eprintln!(
-            "note: PostgreSQL profile test skipped (no test server: scripts/pg-test-server.sh)"
-        );
-    }
-    dsn
+    common::pg_dsn("PostgreSQL profile test")
 }
 
 /// Backends with known loads, profiled by pid with off-CPU stacks for 4 s: one runs a

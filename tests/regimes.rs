@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use iolens::analysis::regimes::run_regimes;
-use iolens::results::analysis::{CalibrationBurst, RateStretch, RegimeCause};
+use iolens::analysis::regimes::{run_regimes, THROTTLE_SLICE_S};
+use iolens::results::analysis::{CalibrationBurst, RateStretch, Regime, RegimeCause};
 use iolens::results::Results;
 
 mod common;
@@ -413,6 +413,18 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         c.at_s,
         g.sentence
     );
+    // The other side of `throttling_set_and_lifted_is_named_where_it_was`: a limit that
+    // drops and stays is the cliff, and nothing from the cliff on is called throttling (a
+    // throttle would be lifted, the rate back).
+    assert!(
+        g.changes.iter().all(|x| x.at_s < cliff_s - 2.0
+            || !matches!(
+                x.cause,
+                RegimeCause::ThrottlingStarts | RegimeCause::ThrottlingStops
+            )),
+        "throttling named at the cliff: {}",
+        g.sentence
+    );
     if what == Dir::Write {
         // The bytes written to the cliff: what the device had written when the controller
         // found the cache full (its own counter). The cliff's placement is good to a fraction
@@ -438,6 +450,195 @@ fn read_burst_then_sustained_found_where_the_controller_put_it() {
 #[test]
 fn write_cache_filling_found_after_the_bytes_it_took() {
     emulate(Dir::Write, 1000, 250, 8.0, 20);
+}
+
+/// The throttle of [`throttling_set_and_lifted_is_named_where_it_was`]: from the device's
+/// first read (the run's first I/O; `run` has no warm-up by default), a byte-rate limit of
+/// `bps` on the emulated device at `at.0` seconds, lifted at `at.1`. Returns when each was
+/// set (wall clock).
+fn throttle(
+    lo: &Loop,
+    lim: &Limit,
+    bps: u64,
+    at: (f64, f64),
+    stop: &AtomicBool,
+) -> Option<(SystemTime, SystemTime)> {
+    let start = lo.done(Dir::Read);
+    while lo.done(Dir::Read) == start {
+        if stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let t0 = Instant::now();
+    let until = |s: f64| {
+        while t0.elapsed().as_secs_f64() < s {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
+    };
+    if !until(at.0) {
+        return None;
+    }
+    lim.cap_bytes(bps);
+    let set = SystemTime::now();
+    if !until(at.1) {
+        return None;
+    }
+    lim.cap_bytes(0);
+    Some((set, SystemTime::now()))
+}
+
+/// Throttling that starts and stops, by construction: the emulated device reads 1000 IOPS of
+/// 4 KiB (a fixed `riops` limit, its own speed, as the burst emulator's), and a second limit of
+/// the same cgroup — a byte rate of 250 × 4 KiB a second, what a container's or a volume's
+/// throttle sets — is set 8 s into a 24 s `run` and lifted at 16 s. iolens must name
+/// throttling that starts within 2 s of the first and stops within 2 s of the second, report
+/// the three regimes at the limits (1000, 250, 1000), and name no burst cliff or write cache;
+/// the show text says both. The other side is the burst emulator's tests: a limit that drops
+/// and stays is the cliff, never throttling.
+///
+/// Tolerance: iolens places a change inside the 1 s interval that mixes the two rates by that
+/// interval's rate, so its error is what the rate in that interval misreads: blk-throttle
+/// grants in 100 ms slices ([`THROTTLE_SLICE_S`]), a tenth of a second, plus the controller's
+/// 2 ms polling; 2 s (the issue's bound) is two whole intervals of room for a loaded host. The
+/// regimes' rates: 3 % and a throttle slice at each end of their stretch, as the burst's.
+#[test]
+fn throttling_set_and_lifted_is_named_where_it_was() {
+    if !root_or_skip("the throttling emulator (loop device, cgroup I/O limit)") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
+        assert!(!common::ci(), "no loop device under CI");
+        eprintln!("note: skipped: no loop device");
+        return;
+    };
+    let Some(lim) = Limit::new(&lo.majmin, Dir::Read) else {
+        assert!(!common::ci(), "no cgroup I/O controller under CI");
+        eprintln!("note: skipped: no cgroup I/O controller");
+        return;
+    };
+    let (device, throttled) = (1000u64, 250u64);
+    let (t1, t2) = (8.0, 16.0);
+    lim.set(device);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let dev = lo.dev.display().to_string();
+    let mut args = strings(&[
+        "run",
+        "--pattern",
+        "randread",
+        "--bs",
+        "4k",
+        "--sessions",
+        "4",
+        "--interval",
+        "1s",
+        "--duration",
+        "24s",
+        "--no-progress",
+        "--target",
+        &dev,
+        "--json",
+    ]);
+    args.push(json.display().to_string());
+    let stop = AtomicBool::new(false);
+    let (set, out) = std::thread::scope(|s| {
+        let h = s.spawn(|| throttle(&lo, &lim, throttled * 4096, (t1, t2), &stop));
+        let out = lim.command_rt(&args).output().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        (h.join().unwrap(), out)
+    });
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (on, off) = set.expect("the throttle was set and lifted during the run");
+    let r = Results::read_file(&json).unwrap();
+    let g = run_regimes(&r.runs[0]).expect("regimes of a 1 s series");
+    let own: Vec<u64> = r.runs[0].ops[0].intervals.iter().map(|i| i.count).collect();
+    let dev_ios: Vec<u64> = r.runs[0].device_intervals.iter().map(|i| i.reads).collect();
+    let (on_s, off_s) = (
+        secs_between(started(&r), on),
+        secs_between(started(&r), off),
+    );
+    eprintln!(
+        "I/Os per interval, iolens {own:?}, the device {dev_ios:?}; throttle set at {on_s:.2} s, \
+         lifted at {off_s:.2} s; {}",
+        g.sentence
+    );
+    // Never a burst's cliff nor a write cache.
+    assert!(
+        g.changes.iter().all(|c| !matches!(
+            c.cause,
+            RegimeCause::CreditsExhausted | RegimeCause::WriteCacheFull
+        )),
+        "{}",
+        g.sentence
+    );
+    let named = |cause: RegimeCause, want: f64| {
+        let c = g
+            .changes
+            .iter()
+            .filter(|c| c.cause == cause)
+            .min_by(|a, b| (a.at_s - want).abs().total_cmp(&(b.at_s - want).abs()))
+            .unwrap_or_else(|| panic!("no {cause:?} change: {}", g.sentence));
+        eprintln!(
+            "{cause:?} named at {:.2} s, set at {want:.2} s ({:+.2} s)",
+            c.at_s,
+            c.at_s - want
+        );
+        assert!(
+            (c.at_s - want).abs() <= 2.0,
+            "{cause:?} at {:.2} s, the controller at {want:.2} s: {}",
+            c.at_s,
+            g.sentence
+        );
+        c.at_s
+    };
+    let a = named(RegimeCause::ThrottlingStarts, on_s);
+    let b = named(RegimeCause::ThrottlingStops, off_s);
+    // Both regimes reported at their limits: the one throttled, and the device's own on each
+    // side of it.
+    let slack = |x: &Regime| 0.03 + 2.0 * THROTTLE_SLICE_S / (x.rate_to_s - x.rate_from_s);
+    let near = |x: &Regime, want: u64| (x.iops / want as f64 - 1.0).abs() <= slack(x);
+    let inside: Vec<&Regime> = g
+        .regimes
+        .iter()
+        .filter(|x| x.start_s >= a - 0.5 && x.end_s <= b + 0.5)
+        .collect();
+    assert!(
+        !inside.is_empty() && inside.iter().all(|x| near(x, throttled)),
+        "the throttled regime(s) {:?} vs {throttled}: {}",
+        inside.iter().map(|x| x.iops).collect::<Vec<_>>(),
+        g.sentence
+    );
+    let (first, last) = (&g.regimes[0], &g.regimes[g.regimes.len() - 1]);
+    assert!(
+        near(first, device) && near(last, device),
+        "before {:.1}, after {:.1} IOPS vs the device's {device}: {}",
+        first.iops,
+        last.iops,
+        g.sentence
+    );
+    let shown = bin().arg("show").arg(&json).output().unwrap();
+    // Prose is broken between words to the width: read it as one line.
+    let text = String::from_utf8_lossy(&shown.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for said in [
+        format!("throttling starts {a:.1} s in"),
+        format!("throttling stops {b:.1} s in"),
+    ] {
+        assert!(text.contains(&said), "{said:?} not in: {text}");
+    }
+    assert!(!text.contains("credits exhausted"), "{text}");
 }
 
 /// A steady device (a fixed 600 IOPS limit) run 20 times (8 s each, 1 s intervals): every run

@@ -2,6 +2,9 @@
 //! drawn on the source's own bucket edges (spread once, at ingest, never shifted again), and no
 //! chart or CSV row with a rate computed over a sliver of a last interval.
 
+mod common;
+
+use common::real;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -9,12 +12,6 @@ use iolens::render::heatmap::{log_bins, Heatmap, OpSeries};
 use iolens::render::terminal::histogram_text;
 use iolens::render::TermStyle;
 use iolens::results::{Results, RunResult};
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
-}
 
 fn iolens(args: &[&str]) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_iolens"))

@@ -8,6 +8,7 @@
 //! independently of iolens' parser.
 
 mod common;
+use common::real;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,12 +16,6 @@ use std::time::Duration;
 
 use common::{bin, root_or_skip};
 use serde_json::Value;
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
-}
 
 fn traces() -> [PathBuf; 2] {
     [real("js122a1_ora_9850.trc"), real("js122a1_ora_9854.trc")]

@@ -19,9 +19,7 @@ use common::bin;
 use iolens::sources::{format_name, Format};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sources")
-        .join(name)
+    common::fixture("sources").join(name)
 }
 
 /// Run with the address space capped at `limit_mb` MiB (a regression then fails with an

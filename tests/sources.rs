@@ -2,6 +2,8 @@
 //! version quirk, property tests on generated traces, a fuzz-style robustness test, and JSON
 //! round trips through the binary.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,9 +22,7 @@ fn doc(r: &Results) -> Value {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/sources")
-        .join(name)
+    common::fixture("sources").join(name)
 }
 
 fn trace(paths: &[PathBuf], events: &[&str]) -> Results {

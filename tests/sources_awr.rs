@@ -5,19 +5,14 @@
 //! refused with a non-zero exit.
 
 mod common;
+use common::real;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use iolens::results::Results;
 use iolens::sources::{ingest, Format, IngestOptions};
 
 const STATSPACK: &str = "statspack_11204_igt.txt";
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
-}
 
 fn opts(files: Vec<PathBuf>) -> IngestOptions {
     IngestOptions {

@@ -8,6 +8,7 @@
 //! bad input refused with a specific error and a non-zero exit.
 
 mod common;
+use common::real;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,12 +16,6 @@ use std::path::{Path, PathBuf};
 use iolens::results::io_stats::{IoStats, IoStatsSeries};
 use iolens::results::Results;
 use iolens::sources::{ingest, Format, IngestOptions};
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
-}
 
 fn read(format: Format, path: PathBuf) -> anyhow::Result<Results> {
     ingest(

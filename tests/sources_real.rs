@@ -3,16 +3,13 @@
 //! here independently from the text), percentiles inside the source's bucket, durations equal
 //! to the source's span or unknown, impossible input refused, and wrong formats hinted at.
 
+mod common;
+
+use common::real;
 use std::path::{Path, PathBuf};
 
 use iolens::results::{Results, RunResult, UNKNOWN_RATE};
 use iolens::sources::{ingest, Format, IngestOptions};
-
-fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/real")
-        .join(name)
-}
 
 fn args(format: Format, files: Vec<PathBuf>, duration: Option<f64>) -> IngestOptions {
     IngestOptions {

@@ -390,41 +390,9 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
     }
 }
 
-/// The PostgreSQL server of `scripts/pg-test-server.sh` (its key=value DSN from `IOLENS_PG_DSN`
-/// or target/pgtest/dsn), as `tests/db_postgres.rs` finds it: `None` (a note) without one,
-/// a failure when `IOLENS_PG_TESTS=1`.
+/// The test server's DSN ([`common::pg_dsn`]).
 fn pg_dsn() -> Option<String> {
-    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
-    let dsn = std::env::var("IOLENS_PG_DSN")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(|| {
-            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
-            std::fs::read_to_string(p)
-                .ok()
-                .map(|s| s.trim().to_string())
-        });
-    let answer = dsn
-        .as_deref()
-        .map(|d| postgres::Client::connect(d, postgres::NoTls));
-    match answer {
-        Some(Ok(_)) => dsn,
-        Some(Err(e)) => {
-            assert!(!required, "IOLENS_PG_TESTS=1 but the test server does not answer ({e}); run scripts/pg-test-server.sh");
-            eprintln!("note: PostgreSQL width test skipped: the test server does not answer ({e})");
-            None
-        }
-        None => {
-            assert!(
-                !required,
-                "IOLENS_PG_TESTS=1 but no PostgreSQL DSN: run scripts/pg-test-server.sh first"
-            );
-            eprintln!(
-                "note: PostgreSQL width test skipped (no IOLENS_PG_DSN and no target/pgtest/dsn)"
-            );
-            None
-        }
-    }
+    common::pg_dsn("PostgreSQL width test")
 }
 
 /// The README's PostgreSQL `db` commands (setup, run, sample, drop; `show` of what they wrote)

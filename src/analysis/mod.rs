@@ -91,9 +91,12 @@ pub fn analyse_run(run: &RunResult) -> RunAnalysis {
     analyse_run_with(run, None)
 }
 
-/// [`analyse_run`] knowing what the target device's link can carry (MB/s), when the results
-/// file recorded it.
-pub fn analyse_run_with(run: &RunResult, link_mb_per_s: Option<f64>) -> RunAnalysis {
+/// [`analyse_run`] knowing the run's target as the results file recorded it (what its device's
+/// link can carry, its request queue).
+pub fn analyse_run_with(
+    run: &RunResult,
+    target: Option<&crate::results::TargetInfo>,
+) -> RunAnalysis {
     let mut modes = Vec::new();
     let mut verdicts = Vec::new();
     for op in &run.ops {
@@ -118,7 +121,7 @@ pub fn analyse_run_with(run: &RunResult, link_mb_per_s: Option<f64>) -> RunAnaly
             )),
         }
     }
-    verdicts.extend(verdicts::run_verdicts_with(run, link_mb_per_s));
+    verdicts.extend(verdicts::run_verdicts_with(run, target));
     let regimes = regimes::run_regimes(run);
     if let Some(g) = &regimes {
         verdicts.extend(regimes::verdicts(
@@ -142,12 +145,7 @@ pub fn analyse(r: &Results) -> Analysis {
         runs: r
             .runs
             .iter()
-            .map(|run| {
-                analyse_run_with(
-                    run,
-                    r.environment.target.as_ref().and_then(|t| t.link_mb_per_s),
-                )
-            })
+            .map(|run| analyse_run_with(run, r.environment.target.as_ref()))
             .collect(),
         calibration: r.calibration.as_ref().map(|c| calibration(r, c)),
         trace_profile: r.trace_profile.clone(),

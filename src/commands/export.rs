@@ -17,7 +17,7 @@ pub struct ExportArgs {
     /// Results file written by iolens.
     pub file: PathBuf,
     /// Write per-interval figures (time, op, count, IOPS, MB/s, percentiles) as CSV (`-` for
-    /// standard output).
+    /// standard output); a run over several targets adds a row per target (column `target`).
     #[arg(long)]
     pub csv: Option<PathBuf>,
     /// Write an HdrHistogram interval log (V2, one tagged line per op and interval).

@@ -51,6 +51,9 @@ pub(crate) struct OpAcc {
     slots: Vec<Slot>,
     /// Indices of the open slots.
     open: Vec<usize>,
+    /// The closed intervals' histograms added up (allocated at the first close), so that the
+    /// parts of every interval need not decode the closed ones again.
+    closed_total: Option<Histogram<u64>>,
 }
 
 impl OpAcc {
@@ -58,6 +61,7 @@ impl OpAcc {
         OpAcc {
             slots: Vec::new(),
             open: Vec::new(),
+            closed_total: None,
         }
     }
 
@@ -83,8 +87,13 @@ impl OpAcc {
                 ..
             } => {
                 self.open.push(k);
+                let hist = hist.decode()?;
+                if let Some(t) = self.closed_total.as_mut() {
+                    t.subtract(&hist)
+                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                }
                 Box::new(Open {
-                    hist: hist.decode()?,
+                    hist,
                     bytes,
                     errors,
                 })
@@ -109,14 +118,44 @@ impl OpAcc {
         Ok(())
     }
 
+    /// Record what one source counted in interval `k`: `(value, count)` pairs, bytes and
+    /// errors (the recorder's sessions hand their intervals over so).
+    pub(crate) fn record_counts(
+        &mut self,
+        k: usize,
+        counts: impl IntoIterator<Item = (u64, u64)>,
+        bytes: u64,
+        errors: u64,
+    ) -> Result<()> {
+        let o = self.open_slot(k)?;
+        for (v, n) in counts {
+            o.hist.saturating_record_n(v, n);
+        }
+        o.bytes += bytes;
+        o.errors += errors;
+        Ok(())
+    }
+
+    /// The histogram and bytes of interval `k` while it is open (`None` once closed, or when
+    /// nothing was recorded in it).
+    pub(crate) fn open_at(&self, k: usize) -> Option<(&Histogram<u64>, u64)> {
+        match self.slots.get(k) {
+            Some(Slot::Open(o)) => Some((&o.hist, o.bytes)),
+            _ => None,
+        }
+    }
+
     /// Close every open interval before `k`.
     pub(crate) fn close_before(&mut self, k: usize) {
         let slots = &mut self.slots;
+        let total = &mut self.closed_total;
         self.open.retain(|&i| {
             if i >= k {
                 return true;
             }
             if let Slot::Open(o) = std::mem::replace(&mut slots[i], Slot::Empty) {
+                // Same layout, so adding cannot fail.
+                let _ = total.get_or_insert_with(new_histogram).add(&o.hist);
                 slots[i] = Slot::Closed {
                     hist: Hist::encode(&o.hist),
                     count: o.hist.len(),
@@ -142,9 +181,6 @@ impl OpAcc {
             let k = self.slots.len() - 1;
             let tail = self.slots.pop().unwrap_or(Slot::Empty);
             self.open.retain(|&i| i != k);
-            if !keep(k) {
-                continue;
-            }
             let (hist, bytes, errors) = match tail {
                 Slot::Empty => continue,
                 Slot::Open(o) => (o.hist, o.bytes, o.errors),
@@ -153,8 +189,18 @@ impl OpAcc {
                     bytes,
                     errors,
                     ..
-                } => (hist.decode()?, bytes, errors),
+                } => {
+                    let hist = hist.decode()?;
+                    if let Some(t) = self.closed_total.as_mut() {
+                        t.subtract(&hist)
+                            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                    }
+                    (hist, bytes, errors)
+                }
             };
+            if !keep(k) {
+                continue;
+            }
             let into = self.open_slot(n - 1)?;
             into.hist
                 .add(&hist)
@@ -169,7 +215,12 @@ impl OpAcc {
     /// go on recording.
     pub(crate) fn parts(&self, from: usize, n: usize) -> Result<Parts> {
         let empty = Hist::encode(&new_histogram());
-        let mut total = new_histogram();
+        // Every interval recorded: the closed ones are already added up.
+        let whole = from == 0 && n >= self.slots.len();
+        let mut total = match (&self.closed_total, whole) {
+            (Some(t), true) => t.clone(),
+            _ => new_histogram(),
+        };
         let (mut bytes, mut errors) = (0, 0);
         let mut ivs = Vec::with_capacity(n);
         for k in from..from + n {
@@ -188,7 +239,9 @@ impl OpAcc {
                     bytes: b,
                     errors: e,
                 }) => {
-                    hist.add_to(&mut total)?;
+                    if !whole || self.closed_total.is_none() {
+                        hist.add_to(&mut total)?;
+                    }
                     bytes += b;
                     errors += e;
                     (hist.clone(), *count, *b)
@@ -255,17 +308,24 @@ mod tests {
 
     #[test]
     fn a_tail_past_the_grid_folds_into_its_last_interval() {
-        let mut acc = OpAcc::new();
-        for k in 0..6usize {
-            acc.record(k, 1000 * (k as u64 + 1), 1, false).unwrap();
+        // The tail open, or closed (then the closed intervals' running total gives up what
+        // folds or is left out).
+        for closed in [4, 6] {
+            let mut acc = OpAcc::new();
+            for k in 0..6usize {
+                acc.record(k, 1000 * (k as u64 + 1), 1, false).unwrap();
+            }
+            acc.close_before(closed);
+            // Intervals 4 and 5 fold into 3, except 5 (outside the run).
+            acc.fold_from(4, |k| k < 5).unwrap();
+            assert_eq!(acc.len(), 4);
+            let r = acc.parts(0, 4).unwrap();
+            assert_eq!(r.total.len(), 5, "closed before {closed}");
+            assert_eq!(r.total.max(), acc.hist_at(3).unwrap().max());
+            assert_eq!(r.intervals[3].1, 2);
+            assert_eq!(r.bytes, 5);
+            // A range of intervals adds only its own.
+            assert_eq!(acc.parts(1, 2).unwrap().total.len(), 2);
         }
-        acc.close_before(4);
-        // Intervals 4 and 5 fold into 3, except 5 (outside the run).
-        acc.fold_from(4, |k| k < 5).unwrap();
-        assert_eq!(acc.len(), 4);
-        let r = acc.parts(0, 4).unwrap();
-        assert_eq!(r.total.len(), 5);
-        assert_eq!(r.intervals[3].1, 2);
-        assert_eq!(r.bytes, 5);
     }
 }

@@ -400,35 +400,36 @@ impl RunGrid {
         let mut ops = Vec::with_capacity(grids.len());
         let mut tmp = new_histogram();
         for g in grids {
-            let mut intervals = Vec::new();
+            let (mut intervals, mut spans) = (Vec::new(), Vec::new());
             if !g.no_intervals {
                 intervals.reserve_exact(g.slots.len());
+                spans.reserve_exact(g.slots.len());
                 for (slot, sl) in g.slots.into_iter().enumerate() {
                     tmp.reset();
                     for &(v, n) in &sl.counts {
                         tmp.record_n(v, n)
                             .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
                     }
-                    intervals.push(Interval {
-                        start_s: slot as f64 * iv,
-                        duration_s: if sl.dur > 0.0 { sl.dur } else { iv },
-                        count: sl.count,
-                        bytes: sl.bytes,
-                        hist: Hist::encode(&tmp),
-                    });
+                    intervals.push((Hist::encode(&tmp), sl.count, sl.bytes));
+                    spans.push((slot as f64 * iv, if sl.dur > 0.0 { sl.dur } else { iv }));
                 }
             }
-            ops.push(OpResult {
-                op: g.op,
-                count: g.count,
+            // The same parts an accumulator of one host yields, made results the same way
+            // (the op's count is its histogram's: every rank's document was validated so).
+            let parts = Parts {
+                total: g.total,
                 bytes: g.bytes,
                 errors: g.errors,
-                hist: Hist::encode(&g.total),
-                summary: LatencySummary::of(&g.total),
                 intervals,
-                bucket_convention: g.convention,
-                bucket_edges_ns: g.edges,
-            });
+            };
+            let mut r = OpResult::of_parts_as_placed(&g.op, parts, &spans);
+            debug_assert_eq!(
+                r.count, g.count,
+                "validated ranks' counts are their histograms'"
+            );
+            r.bucket_convention = g.convention;
+            r.bucket_edges_ns = g.edges;
+            ops.push(r);
         }
         let p0 = parts[0];
         let ios: u64 = total_io;

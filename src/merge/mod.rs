@@ -19,14 +19,14 @@ use serde::Deserialize;
 
 use crate::analysis::median;
 use crate::histogram::{
-    add_sparse, new_histogram, sparse_quantile, value_of, Hist, Sparse, V2Scan,
+    add_sparse, new_histogram, sparse_quantile, value_of, Hist, Parts, Sparse, V2Scan,
 };
 use crate::results::hosts::{
     MergeInfo, MergeInput, Placement, RankRun, RunMerge, Straggler, StragglerReason, Window,
 };
 use crate::results::{
-    BucketConvention, CpuStats, CurvePoint, Interval, Kind, LatencySummary, OpResult, Results,
-    RunResult, SCHEMA_NAME, SCHEMA_VERSION,
+    BucketConvention, CpuStats, CurvePoint, Kind, OpResult, Results, RunResult, SCHEMA_NAME,
+    SCHEMA_VERSION,
 };
 use crate::results::{FileState, Source};
 use crate::units::{fmt_ns, fmt_ranks, fmt_rate};

@@ -507,8 +507,13 @@ pub(crate) fn render_reports(
 ) -> String {
     let mut s = String::new();
     for r in reports.iter().take(max) {
+        let on = if r.target.is_empty() {
+            String::new()
+        } else {
+            format!(" on {}", r.target)
+        };
         s += &format!(
-            "    {} at offset {} (read {}+{}): expected {}, found {} — {}\n",
+            "    {}{on} at offset {} (read {}+{}): expected {}, found {} — {}\n",
             r.kind, r.offset, r.io_offset, r.io_len, r.expected, r.found, r.message
         );
     }

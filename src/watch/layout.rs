@@ -40,6 +40,17 @@ pub(super) struct RawParts {
     pub parts: [u64; PARTS],
 }
 
+/// Bytes of a title record's title (`TITLE_LEN`).
+pub(super) const TITLE: usize = 128;
+
+/// `struct title_event`.
+#[repr(C)]
+#[allow(dead_code)]
+pub(super) struct RawTitle {
+    pub e: RawEvent,
+    pub title: [u8; TITLE],
+}
+
 /// Events in one syscall batch record (`SYS_BATCH`).
 pub(super) const SYS_BATCH: usize = 16;
 
@@ -89,6 +100,18 @@ pub(super) struct RawTask {
 pub(super) const EVENT_LEN: usize = size_of::<RawEvent>();
 /// Bytes of a parts record: an event, its start, its parts.
 pub(super) const PARTS_LEN: usize = size_of::<RawParts>();
+/// Bytes of a title record: an event, the title.
+pub(super) const TITLE_REC_LEN: usize = size_of::<RawTitle>();
+/// Offset of a title record's title.
+pub(super) const TITLE_AT: usize = offset_of!(RawTitle, title);
+// Records are told apart by their length: a title record's is no other's.
+const _: () = assert!(
+    TITLE_REC_LEN != PARTS_LEN
+        && TITLE_REC_LEN != EVENT_LEN
+        && TITLE_REC_LEN != BATCH_LEN
+        && !(TITLE_REC_LEN - BATCH_HEADER).is_multiple_of(EVENT_LEN),
+    "a title record's length is another record's"
+);
 /// Bytes of a batch record's header (count, pad, first timestamp; the events it holds follow).
 pub(super) const BATCH_HEADER: usize = offset_of!(RawBatch, ev);
 /// Bytes of a whole batch, as read from the per-CPU map.
@@ -262,6 +285,25 @@ mod tests {
             "struct parts_event changed: change RawParts with it"
         );
         assert!(src.contains(&format!("#define NPARTS {PARTS}\n")));
+        // The same for `struct title_event`, and its length is no other record's.
+        let body = src
+            .split("struct title_event {")
+            .nth(1)
+            .and_then(|b| b.split("};").next())
+            .expect("struct title_event in bpf/watch.bpf.c");
+        let members: Vec<&str> = body
+            .split(';')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .collect();
+        assert_eq!(
+            members,
+            ["struct event e", "char title[TITLE_LEN]"],
+            "struct title_event changed: change RawTitle with it"
+        );
+        assert!(src.contains(&format!("#define TITLE_LEN {TITLE}\n")));
+        assert_eq!((TITLE_AT, TITLE_REC_LEN), (EVENT_LEN, EVENT_LEN + TITLE));
+
         assert_eq!(EVENT_LEN % 8, 0);
         assert_eq!((PARTS_FROM, PARTS_AT), (EVENT_LEN, EVENT_LEN + 8));
         assert_eq!(PARTS_LEN, EVENT_LEN + 8 + 8 * PARTS);

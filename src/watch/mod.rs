@@ -167,6 +167,8 @@ const EV_CPU_OFF: u32 = 4;
 const EV_WAIT: u32 = 6;
 /// An io_uring read, write or sync of a watched process at its completion (`EV_URING`).
 const EV_URING: u32 = 7;
+/// A PostgreSQL process's title at its exit (`EV_TITLE`; `a` its parent).
+const EV_TITLE: u32 = 8;
 /// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
 /// was running another task (contention, not an idle CPU waking).
 const CPU_IN_IO: u32 = 1;
@@ -221,7 +223,7 @@ fn lost_by_cause(counts: &[u64], parse_errors: u64) -> (Vec<(String, u64)>, Unfo
 }
 
 /// One record of the ring buffer (`struct event` in `bpf/watch.bpf.c`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Event {
     kind: u32,
     tgid: u32,
@@ -242,9 +244,13 @@ struct Event {
     fd: i32,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
+    /// A title record (`struct title_event`): the process's title.
+    title: Option<String>,
 }
 
-use layout::{BATCH_HEADER, BATCH_LEN, EVENT_LEN, PARTS, PARTS_LEN, SYS_BATCH};
+use layout::{
+    BATCH_HEADER, BATCH_LEN, EVENT_LEN, PARTS, PARTS_LEN, SYS_BATCH, TITLE_AT, TITLE_REC_LEN,
+};
 
 impl Event {
     /// Every event of one ring-buffer record (a single event; a batch of syscall events, as
@@ -264,6 +270,17 @@ impl Event {
                 *p = u64_at(layout::PARTS_AT + i * 8);
             }
             e.parts = Some((u64_at(layout::PARTS_FROM), parts));
+            f(e);
+            return true;
+        }
+        if d.len() == TITLE_REC_LEN {
+            let Some(mut e) = Event::parse(d) else {
+                return false;
+            };
+            let n = (e.bytes as usize).min(TITLE_REC_LEN - TITLE_AT);
+            let t = &d[TITLE_AT..TITLE_AT + n];
+            let t = &t[..t.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1)];
+            e.title = Some(String::from_utf8_lossy(t).into_owned());
             f(e);
             return true;
         }
@@ -308,6 +325,7 @@ impl Event {
             fdev: u32_at(EV_FDEV),
             fd: u32_at(EV_FD) as i32,
             parts: None,
+            title: None,
         })
     }
 }
@@ -480,6 +498,9 @@ pub(crate) fn watch(
             // A process gone since: nothing to place.
             let _ = map.insert(pid, addr, 0);
         }
+        for pm in rec.pg.postmasters() {
+            rec.files.server(pm);
+        }
     };
     // Server processes present at the start, with their wait event then: one the probes never
     // see (asleep for the whole watch: a launcher, an idle checkpointer) is given that time.
@@ -500,6 +521,9 @@ pub(crate) fn watch(
                 }
                 present_at_start.push((pid, info));
             }
+        }
+        for pm in rec.pg.postmasters() {
+            rec.files.server(pm);
         }
     }
     let mut pg_looked = Instant::now();

@@ -73,6 +73,15 @@ fn row<'a>(
         })
 }
 
+/// The session of a process of `role`: `user@database` of a client backend, a WAL sender's user.
+fn session_of(role: &pg::Role) -> Option<String> {
+    match role {
+        pg::Role::ClientBackend { user, database, .. } => Some(format!("{user}@{database}")),
+        pg::Role::WalSender { user, .. } => Some(user.clone()),
+        _ => None,
+    }
+}
+
 /// Whether a wait event is idleness, not database time: a backend waiting for its client
 /// outside a transaction (`Client:ClientRead`; inside one it is
 /// [`pg::CLIENT_READ_IN_TRANSACTION`], database time), a process waiting for work
@@ -90,6 +99,38 @@ impl PgWaitAcc {
             .to_string()
     }
 
+    /// A server process's title as it exited (written by the kernel side), `parent` its
+    /// postmaster: its role, for a process gone before a look at /proc saw it (a short session).
+    pub(crate) fn exited(&mut self, tgid: u32, parent: u32, title: &str) {
+        if self.procs.contains_key(&tgid) {
+            return;
+        }
+        let role = pg::role_from_cmdline(title);
+        if matches!(role, pg::Role::NotPostgres(_)) {
+            return;
+        }
+        let major = self.procs.get(&parent).and_then(|p| p.major).or_else(|| {
+            self.procs
+                .values()
+                .find(|p| p.postmaster == parent)
+                .and_then(|p| p.major)
+        });
+        self.procs.insert(
+            tgid,
+            Proc {
+                role: role.kind(),
+                session: session_of(&role),
+                major,
+                postmaster: parent,
+            },
+        );
+    }
+
+    /// The postmasters of the server processes seen.
+    pub(crate) fn postmasters(&self) -> std::collections::BTreeSet<u32> {
+        self.procs.values().map(|p| p.postmaster).collect()
+    }
+
     /// Whether process `tgid` is a known PostgreSQL server process.
     pub(crate) fn is_pg(&self, tgid: u32) -> bool {
         self.procs.contains_key(&tgid) || self.placed.contains_key(&tgid)
@@ -104,18 +145,11 @@ impl PgWaitAcc {
             if !watched(p.pid) {
                 continue;
             }
-            let session = match &p.role {
-                pg::Role::ClientBackend { user, database, .. } => {
-                    Some(format!("{user}@{database}"))
-                }
-                pg::Role::WalSender { user, .. } => Some(user.clone()),
-                _ => None,
-            };
             self.procs.insert(
                 p.pid,
                 Proc {
                     role: p.role.kind(),
-                    session,
+                    session: session_of(&p.role),
                     major: p.major,
                     postmaster: p.postmaster,
                 },

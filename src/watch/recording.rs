@@ -209,6 +209,11 @@ impl Recording {
             }
             self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
         }
+        if e.kind == EV_TITLE {
+            self.pg
+                .exited(e.tgid, e.a as u32, e.title.as_deref().unwrap_or(""));
+            return;
+        }
         if e.ts < self.start_ns || e.ts > self.end_ns {
             return;
         }

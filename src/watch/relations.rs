@@ -254,14 +254,118 @@ struct Seen {
     path: Option<String>,
 }
 
+/// The kernel's numbering of a filesystem's device (major << 20 | minor) from a `stat`'s.
+fn kernel_dev(dev: u64) -> u32 {
+    (libc::major(dev) << 20) | (libc::minor(dev) & 0xfffff)
+}
+
+/// The files of the watched servers' data directories, by (filesystem device, inode): how a
+/// file is named whose reader is gone (a session that ended before the watch read its
+/// events: its descriptors are closed, but the file is still where PostgreSQL keeps it).
+/// Found from each postmaster's working directory (it runs in its data directory); read again
+/// when a file is not found, at most once every [`DataDirs::RESCAN`], and at the end.
+#[derive(Default)]
+struct DataDirs {
+    /// Postmasters already looked at.
+    servers: std::collections::HashSet<u32>,
+    dirs: std::collections::BTreeSet<std::path::PathBuf>,
+    by_inode: HashMap<(u32, u64), String>,
+    scanned: Option<std::time::Instant>,
+}
+
+impl DataDirs {
+    const RESCAN: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// Server `postmaster`'s data directory, the first time it is seen.
+    fn server(&mut self, postmaster: u32) {
+        if !self.servers.insert(postmaster) {
+            return;
+        }
+        if let Ok(d) = std::fs::read_link(format!("/proc/{postmaster}/cwd")) {
+            if d.join("PG_VERSION").is_file() && self.dirs.insert(d) {
+                // A new directory: its files are read at the next miss.
+                self.scanned = None;
+            }
+        }
+    }
+
+    /// Read the directories' relation files, WAL and tablespaces again.
+    fn scan(&mut self) {
+        use std::os::unix::fs::MetadataExt as _;
+        self.scanned = Some(std::time::Instant::now());
+        let mut put = |dir: &std::path::Path| {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for f in rd.flatten() {
+                if let Ok(m) = f.metadata() {
+                    if m.is_file() {
+                        self.by_inode.insert(
+                            (kernel_dev(m.dev()), m.ino()),
+                            f.path().to_string_lossy().into_owned(),
+                        );
+                    }
+                }
+            }
+        };
+        let subdirs = |d: &std::path::Path| -> Vec<std::path::PathBuf> {
+            std::fs::read_dir(d)
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.is_dir())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        for d in &self.dirs {
+            put(&d.join("global"));
+            put(&d.join("pg_wal"));
+            for db in subdirs(&d.join("base")) {
+                put(&db);
+            }
+            // A tablespace by its real place, as the kernel names its files.
+            for link in subdirs(&d.join("pg_tblspc")) {
+                let Ok(at) = std::fs::canonicalize(&link) else {
+                    continue;
+                };
+                for version in subdirs(&at) {
+                    for db in subdirs(&version) {
+                        put(&db);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The path of file `key`; the directories are read again when it is not known and they
+    /// were last read a while ago (or `now`).
+    fn path(&mut self, key: (u32, u64), now: bool) -> Option<String> {
+        if let Some(p) = self.by_inode.get(&key) {
+            return Some(p.clone());
+        }
+        if self.dirs.is_empty() {
+            return None;
+        }
+        if now || self.scanned.is_none_or(|t| t.elapsed() >= Self::RESCAN) {
+            self.scan();
+            return self.by_inode.get(&key).cloned();
+        }
+        None
+    }
+}
+
 /// The watched processes' files, by (filesystem device, inode), and their sums.
 #[derive(Default)]
 pub(crate) struct FileTable {
     files: HashMap<(u32, u64), Seen>,
-    /// Syscalls whose file could not be named (closed before its path was read), by process.
-    unnamed: HashMap<Doer, Io>,
-    /// Files whose path could not be read yet, and the tries so far (a few per file).
+    /// Files not named yet (their readers' descriptors closed, and not found in a data
+    /// directory yet): their sums, by process, until they are named or the watch ends.
+    pending: HashMap<(u32, u64), HashMap<Doer, Io>>,
+    /// Files whose path could not be read from their reader's descriptors, and the tries so
+    /// far (a few per file).
     tries: HashMap<(u32, u64), u8>,
+    dirs: DataDirs,
 }
 
 /// The path of the file open under `fd` in process `pid`, if it is still the inode `ino` on
@@ -271,22 +375,18 @@ fn path_of(pid: u32, fd: i32, fdev: u32, ino: u64) -> Option<String> {
     let link = format!("/proc/{pid}/fd/{fd}");
     let path = std::fs::read_link(&link).ok()?;
     let m = std::fs::metadata(&link).ok()?;
-    let dev = m.dev();
-    let same =
-        m.ino() == ino && libc::major(dev) == fdev >> 20 && libc::minor(dev) == fdev & 0xfffff;
+    let same = m.ino() == ino && kernel_dev(m.dev()) == fdev;
     same.then(|| path.to_string_lossy().into_owned())
 }
 
 /// The path of the file (`fdev`, `ino`) among those process `pid` has open: for an io_uring
-/// request, which names its file, not the descriptor it was submitted on. PostgreSQL keeps its
-/// relation files open (its virtual file descriptors), so the submitter still holds it.
+/// request, which names its file, not the descriptor it was submitted on.
 fn path_by_inode(pid: u32, fdev: u32, ino: u64) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
     let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     dir.flatten().find_map(|d| {
         let m = std::fs::metadata(d.path()).ok()?;
-        let dev = m.dev();
-        (m.ino() == ino && libc::major(dev) == fdev >> 20 && libc::minor(dev) == fdev & 0xfffff)
+        (m.ino() == ino && kernel_dev(m.dev()) == fdev)
             .then(|| std::fs::read_link(d.path()).ok())
             .flatten()
             .map(|p| p.to_string_lossy().into_owned())
@@ -294,6 +394,12 @@ fn path_by_inode(pid: u32, fdev: u32, ino: u64) -> Option<String> {
 }
 
 impl FileTable {
+    /// A watched server, by its postmaster: its data directory names the files whose readers
+    /// are gone.
+    pub(crate) fn server(&mut self, postmaster: u32) {
+        self.dirs.server(postmaster);
+    }
+
     /// One traced syscall of process `pid` on descriptor `fd`, the file (`fdev`, `ino`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn syscall(
@@ -312,8 +418,9 @@ impl FileTable {
         self.add(pid, false, fdev, ino, io, || path_of(pid, fd, fdev, ino));
     }
 
-    /// One io_uring request of process `pid` (its submitter) on the file (`fdev`, `ino`),
-    /// `ns` from its submission to its completion.
+    /// One io_uring request of process `pid` (its submitter) on the file (`fdev`, `ino`: the
+    /// request's own file, read by the kernel side), `ns` from its submission to its
+    /// completion. Named from the data directories first: the submitter may be gone.
     pub(crate) fn uring(&mut self, pid: u32, fdev: u32, ino: u64, op: FileOp, ns: u64, bytes: u64) {
         let io = Io::default().with(op, ns, bytes, 0, 0);
         self.add(pid, true, fdev, ino, io, || path_by_inode(pid, fdev, ino));
@@ -330,42 +437,48 @@ impl FileTable {
     ) {
         let key = (fdev, ino);
         if !self.files.contains_key(&key) {
-            match path() {
-                Some(p) => {
-                    self.tries.remove(&key);
-                    self.files.insert(
-                        key,
-                        Seen {
-                            what: classify(&p),
-                            by_pid: HashMap::new(),
-                            path: Some(p),
-                        },
-                    );
+            // From the reader's descriptors (a few tries: a file closed, or its process gone,
+            // is not there any more), else from the data directories. An io_uring request
+            // names its file, not a descriptor: the data directories first.
+            let by_reader = |t: &mut HashMap<(u32, u64), u8>| {
+                let n = t.entry(key).or_insert(0);
+                *n = n.saturating_add(1);
+                if *n > 3 {
+                    return None;
                 }
-                None => {
-                    // Closed (or the process gone) before it was named: tried a few times, then
-                    // known as a file that is not named.
-                    let t = self.tries.entry(key).or_insert(0);
-                    *t += 1;
-                    if *t >= 3 {
-                        self.files.insert(
-                            key,
-                            Seen {
-                                what: Some(PgFile::Other("(closed before it was named)".into())),
-                                by_pid: HashMap::new(),
-                                path: None,
-                            },
-                        );
-                    }
-                }
+                path()
+            };
+            let found = if uring {
+                self.dirs
+                    .path(key, false)
+                    .or_else(|| by_reader(&mut self.tries))
+            } else {
+                by_reader(&mut self.tries).or_else(|| self.dirs.path(key, false))
+            };
+            if let Some(p) = found {
+                self.name(key, p);
             }
         }
         let by_pid = match self.files.get_mut(&key) {
             Some(Seen { what: None, .. }) => return,
             Some(s) => &mut s.by_pid,
-            None => &mut self.unnamed,
+            None => self.pending.entry(key).or_default(),
         };
         by_pid.entry((pid, uring)).or_default().merge(&io);
+    }
+
+    /// File `key` is at `path`: what it is, with its sums so far.
+    fn name(&mut self, key: (u32, u64), path: String) {
+        self.tries.remove(&key);
+        let by_pid = self.pending.remove(&key).unwrap_or_default();
+        self.files.insert(
+            key,
+            Seen {
+                what: classify(&path),
+                by_pid,
+                path: Some(path),
+            },
+        );
     }
 
     /// Whether any PostgreSQL file was seen.
@@ -378,10 +491,19 @@ impl FileTable {
     /// the processes that made its syscalls (`role_of` a pid: client backend, IO worker,
     /// checkpointer...).
     pub(crate) fn finish(
-        self,
+        mut self,
         catalog: Option<&Catalog>,
         role_of: &dyn Fn(u32) -> String,
     ) -> Option<PgRelations> {
+        // Files still not named: the data directories as they are now.
+        let keys: Vec<(u32, u64)> = self.pending.keys().copied().collect();
+        let mut fresh = true;
+        for key in keys {
+            if let Some(p) = self.dirs.path(key, fresh) {
+                self.name(key, p);
+            }
+            fresh = false;
+        }
         if !self.any() {
             return None;
         }
@@ -405,10 +527,17 @@ impl FileTable {
             }
             files.push((what, s.by_pid));
         }
-        if !self.unnamed.is_empty() {
+        // Closed, or their process gone, before they were named, and not in a data directory.
+        let mut unnamed: HashMap<Doer, Io> = HashMap::new();
+        for by_pid in self.pending.into_values() {
+            for (doer, io) in by_pid {
+                unnamed.entry(doer).or_default().merge(&io);
+            }
+        }
+        if !unnamed.is_empty() {
             files.push((
                 PgFile::Other("(closed before it was named)".into()),
-                self.unnamed,
+                unnamed,
             ));
         }
         let mut notes = Vec::new();

@@ -1,5 +1,6 @@
-//! Helpers shared by the integration tests that drive real I/O: the binary under test, a
-//! scratch target in a temp directory, and run options without progress; and the fixtures of
+//! Helpers shared by the integration tests: the binary under test, a scratch target in a temp
+//! directory, a file of random data, run options without progress, the fixtures' paths and
+//! the PostgreSQL test server's DSN; and the fixtures of
 //! experiments with a known answer (tests/harness.rs proves each does what it says): a slow
 //! device ([`slowdev`]), a cgroup I/O limit ([`iolimit`]), busy loops on every CPU ([`busy`])
 //! and an independent pg_stat_activity sampler ([`pgsampler`]).
@@ -13,7 +14,8 @@ pub mod pgsampler;
 pub mod slowdev;
 pub mod tmpfs;
 
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
@@ -115,4 +117,83 @@ pub fn write_at(path: &Path, off: u64, data: &[u8]) {
     let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
     f.write_all_at(data, off).unwrap();
     f.sync_data().unwrap();
+}
+
+/// `rel` under tests/fixtures.
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(rel)
+}
+
+/// A real file written by another tool (tests/fixtures/real, origins in its README).
+pub fn real(name: &str) -> PathBuf {
+    fixture("real").join(name)
+}
+
+/// A fully written, synced file of `mib` MiB of random bytes at `dir`/data.bin (not an iolens
+/// scratch file: read only; every O_DIRECT read of it reaches the device).
+pub fn data_file(dir: &Path, mib: usize) -> PathBuf {
+    let p = dir.join("data.bin");
+    let mut f = std::fs::File::create(&p).unwrap();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut buf = vec![0u8; 1 << 20];
+    for _ in 0..mib {
+        for c in buf.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            c.copy_from_slice(&x.to_le_bytes());
+        }
+        f.write_all(&buf).unwrap();
+    }
+    f.sync_all().unwrap();
+    p
+}
+
+/// The PostgreSQL test server's key=value DSN (`scripts/pg-test-server.sh`: `IOLENS_PG_DSN`,
+/// else target/pgtest/dsn), if it answers. Without one, `what` (the test) is skipped with a
+/// note saying why, unless `IOLENS_PG_TESTS=1` (CI), where it fails.
+pub fn pg_dsn(what: &str) -> Option<String> {
+    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
+    let dsn = std::env::var("IOLENS_PG_DSN")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+        });
+    let why = match dsn
+        .as_deref()
+        .map(|d| postgres::Client::connect(d, postgres::NoTls))
+    {
+        Some(Ok(_)) => return dsn,
+        Some(Err(e)) => format!("the test server does not answer ({e})"),
+        None => "no IOLENS_PG_DSN and no target/pgtest/dsn".to_string(),
+    };
+    assert!(
+        !required,
+        "IOLENS_PG_TESTS=1 but {why}: run scripts/pg-test-server.sh first (or set \
+         IOLENS_PG_DSN to a key=value DSN of a superuser)"
+    );
+    eprintln!("note: {what} skipped: {why} (scripts/pg-test-server.sh starts one)");
+    None
+}
+
+/// Drive a calibration ramp with a synthetic storage model: `model(sessions)` gives (IOPS,
+/// latency) of each step the ramp asks for; fails if the ramp does not end within 50 steps.
+pub fn drive(
+    mut ramp: iolens::analysis::ramp::Ramp,
+    model: impl Fn(u32) -> (f64, f64),
+) -> iolens::analysis::ramp::Ramp {
+    let mut guard = 0;
+    while let Some(n) = ramp.next_sessions() {
+        let (iops, lat) = model(n);
+        ramp.record(n, iops, lat);
+        guard += 1;
+        assert!(guard < 50, "ramp terminates");
+    }
+    ramp
 }

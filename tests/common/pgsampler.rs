@@ -402,30 +402,3 @@ impl Drop for WaitSamplingWindow {
         }
     }
 }
-
-/// The test server's DSN (IOLENS_PG_DSN, else target/pgtest/dsn from
-/// scripts/pg-test-server.sh); `None` with a note when there is none or it does not answer,
-/// unless IOLENS_PG_TESTS=1 (CI), where that fails the test.
-pub fn test_dsn() -> Option<String> {
-    let required = std::env::var("IOLENS_PG_TESTS").as_deref() == Ok("1");
-    let dsn = std::env::var("IOLENS_PG_DSN")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(|| {
-            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pgtest/dsn");
-            std::fs::read_to_string(p)
-                .ok()
-                .map(|s| s.trim().to_string())
-        });
-    match dsn {
-        Some(d) if postgres::Client::connect(&d, postgres::NoTls).is_ok() => Some(d),
-        _ => {
-            assert!(
-                !required,
-                "IOLENS_PG_TESTS=1 but no test server: run scripts/pg-test-server.sh"
-            );
-            eprintln!("note: PostgreSQL test skipped (no IOLENS_PG_DSN server answers)");
-            None
-        }
-    }
-}

@@ -35,6 +35,14 @@
 //!   filesystem, host queue), not in the storage;
 //! - else → info `storage-bound`: the device accounts for most of the latency.
 //!
+//! With the disk's request queue known (`nr_requests` from the results' target, per hardware
+//! queue; [`RequestQueue`]), a `host-queueing` verdict says whether that queue was held full:
+//! `/proc/diskstats`' requests in flight on average at least [`QUEUE_FULL`] of it. A request
+//! takes its place in that queue when it enters the block layer, so a reader that finds it
+//! full sleeps in the host above the block layer, uncounted by the device's time per read: the
+//! verdict then names that wait (a full LUN queue, seed 001), and otherwise says the queue was
+//! not full. A run over several targets on different disks gets this comparison per target.
+//!
 //! With the run's own block requests traced (`--watch`, [`RunResult::block`]), the comparison
 //! is distribution against distribution instead ([`block_verdict`]): the application's read
 //! latency, the device's service time (issue → completion) and the host block queue (submission
@@ -205,11 +213,78 @@ pub fn cpu_verdict(run: &RunResult) -> Option<Verdict> {
 /// Was read latency spent in the host (above the block layer) or in the device? See the module
 /// docs. `None` without a `read` op or device statistics.
 pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
+    host_queue_verdict_with(run, None)
+}
+
+/// A disk's request queue as sysfs described it: `nr_requests` per hardware queue. A request
+/// takes one of them when it enters the block layer and gives it back at completion; a
+/// submitter that finds none free sleeps in the host, above the block layer, before its
+/// request exists, so that wait is in neither `/proc/diskstats`' time per read nor the traced
+/// block queue (see [`QUEUE_FULL`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestQueue {
+    /// `/sys/block/DISK/queue/nr_requests`.
+    pub nr_requests: u32,
+    /// Its hardware queues, where known (a run over several targets records them); 1 otherwise.
+    pub hw_queues: u32,
+}
+
+impl RequestQueue {
+    /// The request queue of `target`, with `queue`'s hardware queues where known.
+    pub fn of(
+        target: &crate::results::TargetInfo,
+        queue: Option<&crate::results::DiskQueue>,
+    ) -> Option<Self> {
+        Some(RequestQueue {
+            nr_requests: target.nr_requests.filter(|&n| n > 0)?,
+            hw_queues: queue.map_or(1, |q| q.hw_queues.max(1)),
+        })
+    }
+
+    /// Requests it holds at once over all its hardware queues.
+    pub fn capacity(&self) -> f64 {
+        self.nr_requests as f64 * self.hw_queues as f64
+    }
+
+    fn describe(&self) -> String {
+        if self.hw_queues > 1 {
+            format!(
+                "nr_requests {} on each of its {} hardware queues",
+                self.nr_requests, self.hw_queues
+            )
+        } else {
+            format!("nr_requests {}", self.nr_requests)
+        }
+    }
+}
+
+/// Share of a disk's request queue ([`RequestQueue::capacity`]) that, held on average over a
+/// run (`/proc/diskstats`' weighted time over the window, which counts a request from when it
+/// took its place in the queue), is a full queue: with requests completing and new ones taking
+/// their places, a queue that is always full averages just under its size.
+pub const QUEUE_FULL: f64 = 0.9;
+
+/// [`host_queue_verdict`] knowing the disk's request queue: where the host's share comes with
+/// the queue held full, the verdict says the reads waited in the host above the block layer
+/// for a place in that queue (a full LUN queue), not in the device; where the queue was not
+/// full, it says so.
+pub fn host_queue_verdict_with(run: &RunResult, rq: Option<RequestQueue>) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
     if let Some(v) = block_verdict(run) {
         return Some(v);
     }
-    let dev = run.device.as_ref()?;
+    device_verdict(read, run.device.as_ref()?, run.cpu.as_ref(), rq)
+}
+
+/// Host versus device for the application reads `read` and their disk's counters `dev` (a
+/// run's, or one target's of a run over several); `cpu` adds the run-queue delay, `rq` the
+/// request queue's fill.
+fn device_verdict(
+    read: &crate::results::OpResult,
+    dev: &crate::results::DeviceStats,
+    cpu: Option<&crate::results::CpuStats>,
+    rq: Option<RequestQueue>,
+) -> Option<Verdict> {
     let app_ns = read.summary.mean_ns;
     if !positive(app_ns) {
         return None;
@@ -312,16 +387,46 @@ pub fn host_queue_verdict(run: &RunResult) -> Option<Verdict> {
     figures.push(("host_us_per_read", host_ns / 1e3));
     figures.push(("host_share", share));
     if share > HOST_SHARE_WARN && host_ns > HOST_US_MIN * 1e3 {
-        let mut msg = format!(
-            "application reads that reached {name} took {} on average but {name} served them \
-             in {}: {} % of the time ({} per read) was spent in the host above the block layer \
-             (submission, scheduling, filesystem, host queue), not in the storage",
-            fmt_ns(cmp_ns),
-            fmt_ns(await_ns),
-            pct(share),
-            fmt_ns(host_ns)
-        );
-        if let Some(cpu) = run.cpu.as_ref().filter(|c| c.runq_us_per_io > 0.0) {
+        let in_flight = dev.avg_in_flight;
+        let full = rq.filter(|q| in_flight >= QUEUE_FULL * q.capacity());
+        if let Some(q) = rq {
+            figures.push(("nr_requests", q.nr_requests as f64));
+            figures.push(("request_queue", q.capacity()));
+            figures.push(("device_in_flight", in_flight));
+            figures.push(("queue_full", if full.is_some() { 1.0 } else { 0.0 }));
+        }
+        let mut msg = match full {
+            Some(q) => format!(
+                "application reads that reached {name} took {} on average but {name} served \
+                 them in {}: its request queue was full ({} requests in it on average, of {}), \
+                 so {} % of the time ({} per read) was queued in the host above the block \
+                 layer, waiting for a place in that queue before {name} saw the read, not in \
+                 the storage; more LUNs, or a deeper queue where the device takes more \
+                 (nr_requests, the driver's queue depth), relieve it",
+                fmt_ns(cmp_ns),
+                fmt_ns(await_ns),
+                sig3(in_flight),
+                q.describe(),
+                pct(share),
+                fmt_ns(host_ns)
+            ),
+            None => format!(
+                "application reads that reached {name} took {} on average but {name} served \
+                 them in {}: {} % of the time ({} per read) was spent in the host above the \
+                 block layer (submission, scheduling, filesystem, host queue), not in the \
+                 storage{}",
+                fmt_ns(cmp_ns),
+                fmt_ns(await_ns),
+                pct(share),
+                fmt_ns(host_ns),
+                rq.map_or(String::new(), |q| format!(
+                    "; its request queue was not full ({} requests in it on average, of {})",
+                    sig3(in_flight),
+                    q.describe()
+                ))
+            ),
+        };
+        if let Some(cpu) = cpu.filter(|c| c.runq_us_per_io > 0.0) {
             msg.push_str(&format!(
                 "; run-queue delay accounts for {} per I/O of it",
                 fmt_ns(cpu.runq_us_per_io * 1e3)
@@ -590,10 +695,21 @@ pub fn run_verdicts(run: &RunResult) -> Vec<Verdict> {
     run_verdicts_with(run, None)
 }
 
-/// [`run_verdicts`] knowing what the device's link can carry (MB/s; see [`cache_verdict_with`]).
-pub fn run_verdicts_with(run: &RunResult, link_mb_per_s: Option<f64>) -> Vec<Verdict> {
+/// [`run_verdicts`] knowing the run's target (`None`: unknown) as the results file recorded it:
+/// what its device's link can carry (see [`cache_verdict_with`]) and its request queue (see
+/// [`host_queue_verdict_with`]). A run over several targets whose disks differ has no one disk
+/// view: each target's reads are set beside its own disk's, a verdict per target, named by it.
+pub fn run_verdicts_with(
+    run: &RunResult,
+    target: Option<&crate::results::TargetInfo>,
+) -> Vec<Verdict> {
+    let link_mb_per_s = target.and_then(|t| t.link_mb_per_s);
     let mut cpu = cpu_verdict(run);
-    let mut host = host_queue_verdict(run);
+    let rq = match run.targets.first() {
+        Some(t) if run.targets.len() > 1 => RequestQueue::of(&t.target, t.queue.as_ref()),
+        _ => target.and_then(|t| RequestQueue::of(t, None)),
+    };
+    let mut host = host_queue_verdict_with(run, rq);
     if let (Some(c), Some(h)) = (cpu.as_mut(), host.as_mut()) {
         if c.kind == VerdictKind::CpuBound && h.kind == VerdictKind::StorageBound {
             let dev_ns = h
@@ -626,7 +742,26 @@ pub fn run_verdicts_with(run: &RunResult, link_mb_per_s: Option<f64>) -> Vec<Ver
             cache = None;
         }
     }
-    [cpu, host, cache].into_iter().flatten().collect()
+    let mut out: Vec<Verdict> = [cpu, host, cache].into_iter().flatten().collect();
+    if run.device.is_none() && run.block.is_none() {
+        out.extend(target_verdicts(run));
+    }
+    out
+}
+
+/// Host versus device per target of a run over several targets on different disks (no one
+/// disk view): each target's reads beside its own disk's counters and request queue.
+fn target_verdicts(run: &RunResult) -> Vec<Verdict> {
+    run.targets
+        .iter()
+        .filter_map(|t| {
+            let read = t.ops.iter().find(|o| o.op == "read" && o.count > 0)?;
+            let rq = RequestQueue::of(&t.target, t.queue.as_ref());
+            let mut v = device_verdict(read, t.device.as_ref()?, run.cpu.as_ref(), rq)?;
+            v.message = format!("target {}: {}", t.target.path, v.message);
+            Some(v)
+        })
+        .collect()
 }
 
 /// Share of the working set resident in the page cache before a buffered run above which the
