@@ -20,6 +20,7 @@ pub mod exposition;
 pub mod hosts;
 pub mod io_stats;
 mod labels;
+pub mod metric_family;
 pub mod plan;
 pub mod profile;
 mod read;

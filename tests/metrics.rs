@@ -19,6 +19,9 @@ use iolens::results::Results;
 
 /// Width of a classic bucket (16 an octave): the most a PromQL quantile can be off.
 const BUCKET_WIDTH: f64 = 0.0443;
+/// What the issue allows a native histogram's PromQL quantile (its buckets at schema 5 are
+/// 2^(1/32) − 1 = 2.19 % wide).
+const NATIVE_LIMIT: f64 = 0.03;
 
 /// The `prometheus` binary, or `None` (skipped with a note; a failure under CI).
 fn prometheus_or_skip(what: &str) -> Option<PathBuf> {
@@ -99,7 +102,8 @@ fn urlencode(s: &str) -> String {
 }
 
 /// A Prometheus server of its own: temp config and storage, a free port, scraping `targets`
-/// every second. Killed when dropped.
+/// every second; `native`: with its native-histogram feature on (it then asks for the protobuf
+/// exposition). Killed when dropped.
 struct Prom {
     child: Child,
     addr: String,
@@ -107,7 +111,7 @@ struct Prom {
 }
 
 impl Prom {
-    fn start(bin: &Path, targets: &[&str]) -> Prom {
+    fn start(bin: &Path, targets: &[&str], native: bool) -> Prom {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("prometheus.yml");
         let list = targets
@@ -131,6 +135,7 @@ impl Prom {
                 dir.path().join("data").display()
             ))
             .arg(format!("--web.listen-address={addr}"))
+            .args(native.then_some("--enable-feature=native-histograms"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -271,14 +276,17 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         watches.push(w);
         addrs.push(addr);
     }
-    let prom = Prom::start(
-        &prom_bin,
-        &addrs.iter().map(|a| a.as_str()).collect::<Vec<_>>(),
-    );
-    assert!(
-        prom.wait_for("sum(up{job=\"iolens\"})", 2.0, Duration::from_secs(20)),
-        "prometheus never scraped both watchers"
-    );
+    // Two servers scrape both: one as Prometheus does by default (text, classic buckets), one
+    // with native histograms (protobuf).
+    let targets: Vec<&str> = addrs.iter().map(|a| a.as_str()).collect();
+    let prom = Prom::start(&prom_bin, &targets, false);
+    let native = Prom::start(&prom_bin, &targets, true);
+    for p in [&prom, &native] {
+        assert!(
+            p.wait_for("sum(up{job=\"iolens\"})", 2.0, Duration::from_secs(20)),
+            "prometheus never scraped both watchers"
+        );
+    }
     // The loads: rate-limited reads, one at a time per host, at the same time.
     let loads: Vec<Child> = names
         .iter()
@@ -303,11 +311,18 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
     let counts = || -> Vec<u64> {
         addrs
             .iter()
-            .map(|a| {
+            .flat_map(|a| {
                 let q = format!(
                     "sum(iolens_syscall_latency_seconds_count{{op=\"pread64\",instance=\"{a}\"}})"
                 );
-                prom.query(&q).unwrap_or(0.0) as u64
+                let nq = format!(
+                    "histogram_count(sum(iolens_syscall_latency_seconds{{op=\"pread64\",\
+                     instance=\"{a}\"}}))"
+                );
+                [
+                    prom.query(&q).unwrap_or(0.0) as u64,
+                    native.query(&nq).unwrap_or(0.0) as u64,
+                ]
             })
             .collect()
     };
@@ -333,6 +348,24 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         .map(|a| q99(&format!(",instance=\"{a}\"")))
         .collect();
     let promql_p99_all = q99("");
+    // The native histograms' quantiles, per host and both together.
+    let nq = |q: f64, sel: &str| {
+        native
+            .query(&format!(
+                "histogram_quantile({q}, sum(iolens_syscall_latency_seconds{{op=\"pread64\"{sel}}}))"
+            ))
+            .unwrap()
+    };
+    const QS: [f64; 3] = [0.5, 0.9, 0.99];
+    let native_q: Vec<Vec<f64>> = addrs
+        .iter()
+        .map(|a| {
+            QS.iter()
+                .map(|&q| nq(q, &format!(",instance=\"{a}\"")))
+                .collect()
+        })
+        .collect();
+    let native_q_all: Vec<f64> = QS.iter().map(|&q| nq(q, "")).collect();
     let own_cpu = prom
         .query("sum(process_cpu_seconds_total{job=\"iolens\"})")
         .unwrap();
@@ -340,6 +373,7 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         terminate(w);
     }
     drop(prom);
+    drop(native);
 
     let mut merged: Option<Histogram<u64>> = None;
     for (i, n) in names.iter().enumerate() {
@@ -348,10 +382,16 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         let h = watched_reads(&watched);
         // Exact: what Prometheus scraped is every pread64 the watch recorded.
         assert_eq!(
-            promql_counts[i],
+            promql_counts[2 * i],
             h.len(),
             "{n}: Prometheus' count vs the watch's own"
         );
+        assert_eq!(
+            promql_counts[2 * i + 1],
+            h.len(),
+            "{n}: Prometheus' native histogram's count vs the watch's own"
+        );
+        native_agrees(n, &h, &native_q[i]);
         // And the run's own I/O is in it, exactly, as its session thread's calls (the
         // process's main thread reads the target's first blocks when it opens it).
         let completed = ran.runs[0].counters["ios_completed_incl_warmup"] as u64;
@@ -390,8 +430,34 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
             Some(m) => m.add(&h).unwrap(),
         }
     }
-    // Two hosts aggregated in PromQL: the p99 of both watches' histograms merged exactly.
+    // `iolens merge` of the two watches: exactly the sum of their histograms.
     let m = merged.unwrap();
+    let merged_json = tmp.path().join("merged.json");
+    let out = bin()
+        .args(["-q", "merge"])
+        .args(names.map(|n| tmp.path().join(format!("{n}-watch.json"))))
+        .arg("-o")
+        .arg(&merged_json)
+        .output()
+        .unwrap();
+    // Exit 130: merge says an input was interrupted, which a watch ended by SIGTERM is.
+    assert!(
+        matches!(out.status.code(), Some(0 | 130)),
+        "iolens merge of the watches: {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let by_merge = watched_reads(&Results::read_file(&merged_json).unwrap());
+    assert_eq!(by_merge.len(), m.len(), "merged pread64 count");
+    for q in [0.5, 0.9, 0.99, 0.999] {
+        assert_eq!(
+            by_merge.value_at_quantile(q),
+            m.value_at_quantile(q),
+            "merged p{}",
+            q * 100.0
+        );
+    }
+    // Two hosts aggregated in PromQL: the p99 of both watches' histograms merged exactly.
     let own = m.value_at_quantile(0.99) as f64 / 1e9;
     let off = promql_p99_all / own - 1.0;
     eprintln!(
@@ -404,7 +470,29 @@ fn prometheus_scrapes_two_watchers_and_agrees_with_their_results() {
         off.abs() <= BUCKET_WIDTH + 0.002,
         "aggregated PromQL p99 {promql_p99_all} s vs the merged {own} s"
     );
+    native_agrees("both", &m, &native_q_all);
     assert!(own_cpu > 0.0);
+}
+
+/// A native histogram's PromQL quantiles (p50, p90, p99) within [`NATIVE_LIMIT`] of the exact
+/// ones of `h`.
+fn native_agrees(who: &str, h: &Histogram<u64>, promql: &[f64]) {
+    for (q, &p) in [0.5, 0.9, 0.99].iter().zip(promql) {
+        let own = h.value_at_quantile(*q) as f64 / 1e9;
+        let off = p / own - 1.0;
+        eprintln!(
+            "{who}: native p{} PromQL {:.1} us, iolens {:.1} us ({:+.2} %)",
+            q * 100.0,
+            p * 1e6,
+            own * 1e6,
+            off * 100.0
+        );
+        assert!(
+            off.abs() <= NATIVE_LIMIT,
+            "{who}: native PromQL p{} {p} s vs iolens' {own} s",
+            q * 100.0
+        );
+    }
 }
 
 /// `iolens ingest --format prometheus FILE`, its results (written in `dir`).

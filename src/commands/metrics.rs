@@ -6,7 +6,9 @@
 //! The server is std's `TcpListener` on one thread: Prometheus scrapes one request at a time per
 //! target, a scrape is one `GET /metrics` answered with `Connection: close`, and a plain
 //! listener needs no new dependency. The watch publishes its exposition at the end of every
-//! interval; a scrape words the latest one (the watch's own thread never waits for a scrape).
+//! interval; a scrape words the latest one (the watch's own thread never waits for a scrape):
+//! as the protobuf exposition (with native histograms) when its `Accept` header asks for that
+//! first, as Prometheus does with `--enable-feature=native-histograms`, else as text.
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -18,6 +20,7 @@ use anyhow::{bail, Context as _, Result};
 
 use crate::render::prometheus;
 use crate::results::exposition::Exposition;
+use crate::results::metric_family::PROTOBUF_CONTENT_TYPE;
 
 /// The latest exposition, shared with the server's thread.
 type Latest = Arc<Mutex<Arc<Exposition>>>;
@@ -100,26 +103,36 @@ fn answer(mut s: TcpStream, e: Option<&Exposition>) -> Result<()> {
     let mut first = head.lines().next().unwrap_or("").split_whitespace();
     let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
-    let (status, ctype, body) = match (method, path) {
+    let accept = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("accept"))
+        .map_or("", |(_, v)| v.trim());
+    let (status, ctype, body): (_, _, Vec<u8>) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") if prometheus::wants_protobuf(accept) => (
+            "200 OK",
+            PROTOBUF_CONTENT_TYPE,
+            e.map(prometheus::protobuf).unwrap_or_default(),
+        ),
         ("GET" | "HEAD", "/metrics") => (
             "200 OK",
             prometheus::CONTENT_TYPE,
-            e.map(prometheus::text).unwrap_or_default(),
+            e.map(prometheus::text).unwrap_or_default().into_bytes(),
         ),
         ("GET" | "HEAD", "/") => (
             "200 OK",
             "text/plain; charset=utf-8",
-            "iolens watch: metrics at /metrics\n".to_string(),
+            b"iolens watch: metrics at /metrics\n".to_vec(),
         ),
         ("GET" | "HEAD", _) => (
             "404 Not Found",
             "text/plain; charset=utf-8",
-            "not found: the metrics are at /metrics\n".to_string(),
+            b"not found: the metrics are at /metrics\n".to_vec(),
         ),
         _ => (
             "405 Method Not Allowed",
             "text/plain; charset=utf-8",
-            "only GET\n".to_string(),
+            b"only GET\n".to_vec(),
         ),
     };
     let mut out = format!(
@@ -128,7 +141,7 @@ fn answer(mut s: TcpStream, e: Option<&Exposition>) -> Result<()> {
     )
     .into_bytes();
     if method != "HEAD" {
-        out.extend_from_slice(body.as_bytes());
+        out.extend_from_slice(&body);
     }
     s.write_all(&out)?;
     Ok(())

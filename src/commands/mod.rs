@@ -114,7 +114,8 @@ pub enum Command {
     /// Export per-interval data: CSV and/or HdrHistogram interval log.
     Export(export::ExportArgs),
     /// Merge the results of many ranks (one per host, from Slurm, MPI, Kubernetes or ssh)
-    /// exactly: histograms summed interval by interval on a common wall-clock grid.
+    /// exactly: histograms summed interval by interval on a common wall-clock grid (also
+    /// the watches of several hosts).
     Merge(merge::MergeArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
     Completions(completions::CompletionsArgs),

@@ -12,7 +12,7 @@
 //! - `decode.rs`: a bounded decoder of any V2 encoding ([`decode_v2_bounded`]) and the fast
 //!   reader of the standard layout's counts straight from their encoding ([`V2Scan`]);
 //! - `classic.rs`: the fixed classic-bucket layout of the Prometheus exposition
-//!   ([`classic::ClassicHist`]);
+//!   ([`classic::PromHist`]);
 //! - `counts.rs`: counts added by index ([`TotalCounts`], [`DenseCounts`]), sparse sums
 //!   ([`add_sparse`]) and quantiles read from them ([`sparse_quantile`]);
 //! - `slots.rs`: one op's per-interval histograms recorded out of order ([`OpAcc`]: an

@@ -236,7 +236,7 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
         bail!("merge needs at least one results file");
     }
     let pb = crate::progress::line(o.progress);
-    let mut peeks = Vec::with_capacity(files.len());
+    let mut peeks: Vec<Peek> = Vec::with_capacity(files.len());
     let mut states = Vec::with_capacity(files.len());
     for (k, f) in files.iter().enumerate() {
         pb.set_message(crate::progress::fit(&format!(
@@ -250,14 +250,16 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
     }
     let name = |k: usize| files[k].display().to_string();
     let mut warnings: Vec<String> = Vec::new();
+    let mut watch_common: Option<Vec<String>> = None;
     let kind = peeks[0].kind;
     for (k, p) in peeks.iter().enumerate() {
         if let Some(pl) = &p.placement {
             pl.validate().with_context(|| name(k))?;
         }
-        if !matches!(p.kind, Kind::Run | Kind::Calibrate | Kind::Db) {
+        if !matches!(p.kind, Kind::Run | Kind::Calibrate | Kind::Db | Kind::Watch) {
             bail!(
-                "{}: merge merges measurements (`run`, `calibrate`, `db run`), not {} results",
+                "{}: merge merges measurements (`run`, `calibrate`, `db run`, `watch`), not {} \
+                 results",
                 name(k),
                 kind_word(kind)
             );
@@ -278,9 +280,36 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
             );
         }
     }
-    // Ranks: from each file's placement.
+    // Watches of several hosts: the runs every host has (the devices differ from host to
+    // host), in the first file's order; each file is a host, numbered in the order given.
+    if kind == Kind::Watch {
+        let common: Vec<String> = peeks[0]
+            .runs
+            .iter()
+            .map(|r| r.name.clone())
+            .filter(|n| peeks.iter().all(|p| p.runs.iter().any(|r| &r.name == n)))
+            .collect();
+        for (k, p) in peeks.iter_mut().enumerate() {
+            let left: Vec<&str> = p
+                .runs
+                .iter()
+                .map(|r| r.name.as_str())
+                .filter(|n| !common.iter().any(|c| c == n))
+                .collect();
+            if !left.is_empty() {
+                warnings.push(format!(
+                    "{}: left out, not watched on every host: {}",
+                    name(k),
+                    left.join(", ")
+                ));
+            }
+            keep_runs(&mut p.runs, &common, |r| &r.name);
+        }
+        watch_common = Some(common);
+    }
+    // Ranks: from each file's placement (a watch's file is the host of its place).
     for (k, p) in peeks.iter().enumerate() {
-        if p.placement.is_none() {
+        if p.placement.is_none() && kind != Kind::Watch {
             if !o.force {
                 bail!(
                     "{}: records no rank (written before iolens recorded ranks, or not by run, \
@@ -392,6 +421,9 @@ pub(crate) fn merge(files: &[PathBuf], o: &MergeOptions, cmdline: Vec<String>) -
         }
         let mut res = Results::from_source(&mut src, None).with_context(|| file.clone())?;
         src.unchanged()?;
+        if let Some(common) = &watch_common {
+            keep_runs(&mut res.runs, common, |r| &r.name);
+        }
         let now = Established::of_results(&res);
         if now != established[k] {
             bail!(
@@ -599,6 +631,24 @@ fn summarise_hosts(inputs: &[Input]) -> String {
     }
 }
 
+/// Keep the runs named in `names`, in their order.
+fn keep_runs<T>(runs: &mut Vec<T>, names: &[String], name: impl Fn(&T) -> &String) {
+    let mut all: Vec<Option<T>> = std::mem::take(runs).into_iter().map(Some).collect();
+    for n in names {
+        if let Some(r) = all
+            .iter_mut()
+            .find(|r| r.as_ref().is_some_and(|r| name(r) == n))
+            .and_then(Option::take)
+        {
+            runs.push(r);
+        }
+    }
+}
+
+/// The fields of a watch's spec that are its host's own (which processes, devices it
+/// watched).
+const PER_HOST_WATCH_FIELDS: &[&str] = &["pids", "comms", "devices"];
+
 /// What makes two documents different workloads, in words (empty when they are the same).
 fn differences(a: &Results, b: &Results) -> Vec<String> {
     let mut out = Vec::new();
@@ -609,7 +659,17 @@ fn differences(a: &Results, b: &Results) -> Vec<String> {
         if x.name != y.name {
             out.push(format!("run \"{}\" against \"{}\"", x.name, y.name));
         }
-        spec_differences("", &x.spec_value(), &y.spec_value(), &mut out);
+        let (mut xs, mut ys) = (x.spec_value(), y.spec_value());
+        if a.kind == Kind::Watch {
+            for v in [&mut xs, &mut ys] {
+                if let Some(o) = v.as_object_mut() {
+                    for f in PER_HOST_WATCH_FIELDS {
+                        o.remove(*f);
+                    }
+                }
+            }
+        }
+        spec_differences("", &xs, &ys, &mut out);
         if out.len() > 6 {
             break;
         }

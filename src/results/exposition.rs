@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-pub use crate::histogram::classic::ClassicHist;
+pub use crate::histogram::classic::PromHist;
 
 /// What a family's samples are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,7 +30,7 @@ impl MetricKind {
 #[derive(Clone, Debug, PartialEq)]
 pub enum SampleValue {
     Number(f64),
-    Hist(ClassicHist),
+    Hist(PromHist),
 }
 
 /// One series: its labels (name, value) and value.

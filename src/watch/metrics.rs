@@ -1,7 +1,8 @@
-//! `watch --prometheus`: cumulative classic histograms of every layer, recorded as the events
-//! arrive, and made an [`Exposition`] at the end of every interval.
+//! `watch --prometheus`: cumulative histograms of every layer (native buckets at schema 5 and
+//! the classic ones they give), recorded as the events arrive, and made an [`Exposition`] at the
+//! end of every interval.
 //!
-//! Memory is fixed whatever the watch's length: one [`ClassicHist`] (449 bounds, 3.6 KB) per
+//! Memory is fixed whatever the watch's length: one [`PromHist`] (898 counts, 7.2 KB) per
 //! series, and the series are bounded by their labels' limits: comm [`COMMS`], role [`ROLES`],
 //! device [`DEVICES`], wait event [`WAITS`] distinct values, every later one `other`; ops are the
 //! fixed sets of traced syscalls and block ops. Pids are never labels. The pid → (comm, role)
@@ -10,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use crate::histogram::classic::ClassicHist;
+use crate::histogram::classic::PromHist;
 use crate::results::exposition::{Exposition, LabelValues, MetricKind, SampleValue};
 use crate::results::WatchSpan;
 
@@ -22,6 +23,9 @@ pub const ROLES: usize = 16;
 pub const DEVICES: usize = 16;
 /// Most distinct wait-event label values.
 pub const WAITS: usize = 48;
+
+/// Where block ops' numbers start (past every syscall's).
+pub const BLOCK_OPS: u16 = 256;
 
 /// Syscall latency family.
 pub const SYSCALL_FAMILY: &str = "iolens_syscall_latency_seconds";
@@ -45,9 +49,11 @@ pub(crate) struct LiveMetrics {
     roles: LabelValues,
     devices: LabelValues,
     waits: LabelValues,
-    ops: LabelValues,
+    /// Op names by number: a syscall's index in `SYSCALLS`, a block op's [`BLOCK_OPS`] plus
+    /// its code (recording indexes by the event's number, hashing nothing per event).
+    ops: Vec<&'static str>,
     who: HashMap<u32, (u16, u16)>,
-    hists: HashMap<Key, ClassicHist>,
+    hists: HashMap<Key, PromHist>,
     /// Per syscall series: errors, bytes.
     sys: HashMap<Key, [u64; 2]>,
 }
@@ -59,8 +65,7 @@ impl LiveMetrics {
             roles: LabelValues::new(ROLES),
             devices: LabelValues::new(DEVICES),
             waits: LabelValues::new(WAITS),
-            // Syscall and block op names: fixed sets, far below the limit.
-            ops: LabelValues::new(64),
+            ops: Vec::new(),
             who: HashMap::new(),
             hists: HashMap::new(),
             sys: HashMap::new(),
@@ -83,22 +88,40 @@ impl LiveMetrics {
         self.who.clear();
     }
 
+    /// The number of op `name`, numbered `i` (named the first time it is seen).
+    #[inline]
+    fn op(&mut self, i: u16, name: &'static str) -> u16 {
+        let n = i as usize;
+        if self.ops.len() <= n {
+            self.ops.resize(n + 1, "");
+        }
+        self.ops[n] = name;
+        i
+    }
+
+    fn op_name(&self, i: u16) -> &str {
+        self.ops.get(i as usize).copied().unwrap_or("")
+    }
+
     fn hist(&mut self, k: Key, ns: u64) {
         self.hists.entry(k).or_default().record(ns);
     }
 
-    /// One traced syscall (an error is counted, not timed).
+    /// One traced syscall, `op` its index in `SYSCALLS` and `name` its name (an error is
+    /// counted, not timed).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn syscall(
         &mut self,
         tgid: u32,
         who: impl FnOnce() -> (String, String),
-        op: &str,
+        op: u16,
+        name: &'static str,
         ns: u64,
         bytes: u64,
         error: bool,
     ) {
         let (c, r) = self.who(tgid, who);
-        let k = (Fam::Syscall, self.ops.id(op), c, r);
+        let k = (Fam::Syscall, self.op(op, name), c, r);
         if !error {
             self.hist(k, ns);
         }
@@ -107,9 +130,17 @@ impl LiveMetrics {
         s[1] += bytes;
     }
 
-    /// One block request: host queue and device time.
-    pub(crate) fn block(&mut self, device: &str, op: &str, watched: bool, queue: u64, dev: u64) {
-        let (o, d) = (self.ops.id(op), self.devices.id(device));
+    /// One block request of op code `op` (named `name`): host queue and device time.
+    pub(crate) fn block(
+        &mut self,
+        device: &str,
+        op: u16,
+        name: &'static str,
+        watched: bool,
+        queue: u64,
+        dev: u64,
+    ) {
+        let (o, d) = (self.op(BLOCK_OPS + op, name), self.devices.id(device));
         self.hist((Fam::Queue, o, d, u16::from(watched)), queue);
         self.hist((Fam::Device, o, d, u16::from(watched)), dev);
     }
@@ -147,7 +178,7 @@ impl LiveMetrics {
                     SYSCALL_FAMILY,
                     "Latency of the watched processes' I/O syscalls (entry to exit), seconds.",
                     vec![
-                        ("op", self.ops.name(k.1)),
+                        ("op", self.op_name(k.1)),
                         ("comm", self.comms.name(k.2)),
                         ("role", self.roles.name(k.3)),
                     ],
@@ -165,7 +196,7 @@ impl LiveMetrics {
                     },
                     vec![
                         ("device", self.devices.name(k.2)),
-                        ("op", self.ops.name(k.1)),
+                        ("op", self.op_name(k.1)),
                         ("submitter", if k.3 == 1 { "watched" } else { "other" }),
                     ],
                 ),
@@ -195,7 +226,7 @@ impl LiveMetrics {
         keys.sort_unstable();
         for k in keys {
             let labels: Vec<(&str, &str)> = [
-                ("op", self.ops.name(k.1)),
+                ("op", self.op_name(k.1)),
                 ("comm", self.comms.name(k.2)),
                 ("role", self.roles.name(k.3)),
             ]
@@ -297,6 +328,7 @@ mod tests {
             m.syscall(
                 pid,
                 || (format!("proc{pid}"), String::new()),
+                0,
                 "pread64",
                 1000 + pid as u64,
                 8192,

@@ -236,7 +236,8 @@ impl Recording {
                 self.queries.syscall(e.tgid, e.a, e.c);
                 if let Some(m) = self.metrics.as_mut() {
                     let pg = &self.pg;
-                    m.syscall(e.tgid, || who(pg, e.tgid), name, e.a, e.b, error);
+                    let i = (e.sub - 1) as u16;
+                    m.syscall(e.tgid, || who(pg, e.tgid), i, name, e.a, e.b, error);
                 }
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
@@ -293,7 +294,8 @@ impl Recording {
                 // The kernel side marks requests a watched process submitted (`watched`).
                 let watched = e.sub & BLOCK_WATCHED != 0;
                 if let Some(m) = self.metrics.as_mut() {
-                    m.block(&dev, op, watched || filters.all_processes(), e.b, e.a);
+                    let code = (e.sub & 0xffff).min(4) as u16;
+                    m.block(&dev, code, op, watched || filters.all_processes(), e.b, e.a);
                 }
                 self.record(&dev, queue_op, k, e.b, 0, false);
                 self.record(&dev, device_op, k, e.a, e.bytes as u64, false);
