@@ -249,9 +249,15 @@ fn think_on_a_slow_device_stretches_sessions_by_the_added_latency_only() {
         "{replayed_lat_s}"
     );
     let want = think_us as f64 / 1e6 + replayed_lat_s + late_s;
+    // The session's span starts at its first read's issue, while `late_s` also counts that
+    // read's lateness (before the span): the span may fall short of the sum by that much, at
+    // most the replay's largest issue error (CI, loaded: 1.1 ms short), never exceed it.
+    let first_late_max = think["replay"]["issue_error"]["max_ns"].as_f64().unwrap() / 1e9;
+    let tol = 0.0005 + 0.002 * want;
     assert!(
-        (replayed_s - want).abs() <= 0.0005 + 0.002 * want,
-        "think: session took {replayed_s} s, think time + replayed latency + lateness {want} s"
+        replayed_s <= want + tol && replayed_s >= want - first_late_max - tol,
+        "think: session took {replayed_s} s, think time + replayed latency + lateness {want} s \
+         (largest issue error {first_late_max} s)"
     );
     // The recorded session took its span; the replay stretched it by the added latency.
     assert!(replayed_s > span_us as f64 / 1e6 + n * (delay.as_secs_f64() - 0.02));
@@ -754,9 +760,10 @@ fn overlapping_recorded_reads_replay_overlapping_and_keep_their_schedule() {
     let mean = s["replayed_mean_in_flight"].as_f64().unwrap();
     assert!(mean > 2.5, "{s}");
     // On time, not after the previous read's completion: waiting for it would make the second
-    // read 20 ms late and the backlog grow by 20 ms a read; a few ms of wake-up lateness of
-    // the 4 SCHED_FIFO lanes on this loaded 2-CPU VM are seen (1.4-3.7 ms), not more.
-    assert!(r["behind_s"].as_f64().unwrap() < 0.010, "{r}");
+    // read 20 ms late and the backlog grow by 20 ms a read (0.78 s by the 40th). Wake-up
+    // lateness of the 4 SCHED_FIFO lanes on a loaded 2-CPU VM is seen (1.4-3.7 ms here, one
+    // 18 ms in a CI run beside a build): under three reads' worth of backlog.
+    assert!(r["behind_s"].as_f64().unwrap() < 0.060, "{r}");
     // The other side: the same schedule recorded without overlap (each read 1 ms, so the
     // process waited for each) is one lane, and on the 30 ms device it falls behind.
     biosnoop_stream(&dir.path().join("serial"), 40, 10_000, 1_000);
