@@ -269,35 +269,26 @@ mod tests {
         // written through a ring-buffer reservation, so it is checked from its source, whose
         // members after an event (its size checked above, a multiple of 8) have no padding.
         let src = include_str!("../../bpf/watch.bpf.c");
-        let body = src
-            .split("struct parts_event {")
-            .nth(1)
-            .and_then(|b| b.split("};").next())
-            .expect("struct parts_event in bpf/watch.bpf.c");
-        let members: Vec<&str> = body
-            .split(';')
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-            .collect();
+        // The members of `struct NAME` in the source, each trimmed.
+        let members = |name: &str| -> Vec<&str> {
+            src.split(&format!("struct {name} {{"))
+                .nth(1)
+                .and_then(|b| b.split("};").next())
+                .unwrap_or_else(|| panic!("struct {name} in bpf/watch.bpf.c"))
+                .split(';')
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .collect()
+        };
         assert_eq!(
-            members,
+            members("parts_event"),
             ["struct event e", "__u64 from", "__u64 parts[NPARTS]"],
             "struct parts_event changed: change RawParts with it"
         );
         assert!(src.contains(&format!("#define NPARTS {PARTS}\n")));
         // The same for `struct title_event`, and its length is no other record's.
-        let body = src
-            .split("struct title_event {")
-            .nth(1)
-            .and_then(|b| b.split("};").next())
-            .expect("struct title_event in bpf/watch.bpf.c");
-        let members: Vec<&str> = body
-            .split(';')
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-            .collect();
         assert_eq!(
-            members,
+            members("title_event"),
             ["struct event e", "char title[TITLE_LEN]"],
             "struct title_event changed: change RawTitle with it"
         );
