@@ -93,6 +93,9 @@ struct event {
 	__u64 ino;  // its inode number; 0: no open file under that descriptor
 	__u32 fdev; // its filesystem's device, the kernel's s_dev (major << 20 | minor)
 	__s32 fd;   // the descriptor (the syscall's first argument)
+	// Syscall: its fourth argument, the file offset of pread64/pwrite64/preadv(2)/pwritev(2)
+	// (-1: preadv2/pwritev2 at the file's position); user space reads it for those only.
+	__u64 pos;
 };
 // user space (src/watch/mod.rs, `RawEvent`) checks this layout against the object's BTF.
 
@@ -213,6 +216,7 @@ struct task_state {
 	__u64 sys_ino;
 	__u32 sys_fdev;
 	__s32 sys_fd;
+	__u64 sys_pos; // its fourth argument (see `struct event`'s `pos`)
 };
 // user space (src/watch/mod.rs, `RawTask`) checks this layout against the object's BTF.
 
@@ -470,6 +474,7 @@ static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 
 	e->ino = 0;
 	e->fdev = 0;
 	e->fd = -1;
+	e->pos = ~0ULL;
 }
 
 // The file open under descriptor `fd` in the current process: its inode number and its
@@ -545,6 +550,7 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	cur->sys_fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	file_of(cur->sys_fd, &cur->sys_ino, &cur->sys_fdev);
+	cur->sys_pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -583,6 +589,7 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 	b->ev[n].ino = st->sys_ino;
 	b->ev[n].fdev = st->sys_fdev;
 	b->ev[n].fd = st->sys_fd;
+	b->ev[n].pos = st->sys_pos;
 	n++;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)

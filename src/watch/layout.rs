@@ -26,6 +26,7 @@ pub(super) struct RawEvent {
     pub ino: u64,
     pub fdev: u32,
     pub fd: i32,
+    pub pos: u64,
 }
 
 /// Parts of a thread's wall time, in the kernel's order (`P_CPU` .. `P_IO_ABOVE`).
@@ -94,6 +95,7 @@ pub(super) struct RawTask {
     pub sys_ino: u64,
     pub sys_fdev: u32,
     pub sys_fd: i32,
+    pub sys_pos: u64,
 }
 
 /// Bytes of one event record.
@@ -152,6 +154,7 @@ pub(super) const EV_D: usize = offset_of!(RawEvent, d);
 pub(super) const EV_INO: usize = offset_of!(RawEvent, ino);
 pub(super) const EV_FDEV: usize = offset_of!(RawEvent, fdev);
 pub(super) const EV_FD: usize = offset_of!(RawEvent, fd);
+pub(super) const EV_POS: usize = offset_of!(RawEvent, pos);
 
 #[cfg(test)]
 mod tests {
@@ -263,7 +266,7 @@ mod tests {
         check(
             "event",
             EVENT_LEN,
-            fields!(RawEvent: kind, tgid, tid, sub, a, b, ts, dev, bytes, c, d, ino, fdev, fd),
+            fields!(RawEvent: kind, tgid, tid, sub, a, b, ts, dev, bytes, c, d, ino, fdev, fd, pos),
         );
         // clang emits BTF only for types a map or a program names: `struct parts_event` is
         // written through a ring-buffer reservation, so it is checked from its source, whose
@@ -308,7 +311,7 @@ mod tests {
             TASK_LEN,
             fields!(RawTask: on_ts, off_ts, wake_ts, last, emit_ts, sys_ts, sys_dev, sys_queue,
                 sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, acc, seg, tag,
-                seg_from, tag_from, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd),
+                seg_from, tag_from, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd, sys_pos),
         );
         // The value of `pg_wait_ptr`, which user space fills (watch and profile alike).
         use crate::bpf::PgPtrs;

@@ -13,6 +13,7 @@
 mod assemble;
 mod cgroup;
 pub mod filter;
+pub mod io_record;
 mod layout;
 pub mod metrics;
 pub mod own;
@@ -115,7 +116,13 @@ pub struct WatchOptions {
     pub catalog: Option<relations::Catalog>,
     /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
     pub metrics: bool,
+    /// `--record`: each traced positioned I/O syscall is kept, and the log is put here at the
+    /// end ([`io_record`]).
+    pub record: Option<RecordSink>,
 }
+
+/// Where a watch puts its I/O log at its end (`--record`).
+pub type RecordSink = std::sync::Arc<std::sync::Mutex<Option<io_record::IoLog>>>;
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
@@ -242,6 +249,8 @@ struct Event {
     ino: u64,
     fdev: u32,
     fd: i32,
+    /// Syscall: its fourth argument (the offset of a positioned read or write).
+    pos: u64,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
     /// A title record (`struct title_event`): the process's title.
@@ -324,6 +333,7 @@ impl Event {
             ino: u64_at(EV_INO),
             fdev: u32_at(EV_FDEV),
             fd: u32_at(EV_FD) as i32,
+            pos: u64_at(EV_POS),
             parts: None,
             title: None,
         })
@@ -478,6 +488,7 @@ pub(crate) fn watch(
         queries: queries::QueryAcc::default(),
         metrics: opts.metrics.then(metrics::LiveMetrics::new),
         own: None,
+        io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -645,6 +656,20 @@ pub(crate) fn watch(
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
         return Err(e.context("cannot record the watch's histograms"));
+    }
+    if let (Some(sink), Some(mut log)) = (&opts.record, rec.io_log.take()) {
+        log.roles(|pid| rec.pg.role_of(pid));
+        log.start_ns = rec.start_ns;
+        // Events lost, not block requests unfollowed: the syscalls the record misses.
+        log.lost = lost_counts
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !unfollowed_slot(i) && LOST_CAUSES.get(i) != Some(&UNSEEN_COMPLETION))
+            .map(|(_, &v)| v)
+            .sum();
+        if let Ok(mut s) = sink.lock() {
+            *s = Some(log);
+        }
     }
 
     rec.into_results(

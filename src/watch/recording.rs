@@ -39,6 +39,8 @@ pub(super) struct Recording {
     pub(super) metrics: Option<metrics::LiveMetrics>,
     /// The server process of iolens' own sampling connection: never counted.
     pub(super) own: Option<u32>,
+    /// `--record`: each positioned I/O syscall.
+    pub(super) io_log: Option<io_record::IoLog>,
 }
 
 /// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
@@ -224,6 +226,25 @@ impl Recording {
                     return;
                 };
                 let error = e.bytes != 0;
+                if let Some(log) = self.io_log.as_mut() {
+                    let positioned = SYSCALLS[(e.sub - 1) as usize].2;
+                    if positioned && e.ino != 0 {
+                        log.syscall(
+                            self.start_ns,
+                            e.ts,
+                            e.a,
+                            e.tgid,
+                            e.tid,
+                            (e.sub - 1) as usize,
+                            e.fd,
+                            e.fdev,
+                            e.ino,
+                            e.pos,
+                            e.b,
+                            error,
+                        );
+                    }
+                }
                 if e.dev != 0 || self.pg.is_pg(e.tgid) {
                     self.pg.syscall(e.tgid, e.dev, e.a);
                 }
