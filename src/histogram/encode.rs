@@ -126,6 +126,10 @@ pub(crate) struct IndexCounts {
     /// Values held (all within the project-wide range: clamped on recording).
     pub(crate) len: u64,
     max_value: u64,
+    /// Words of `used` that may have bits set: `[lo_w, hi_w)` (empty when nothing is held),
+    /// so that encoding walks those rather than all ~520 words.
+    lo_w: usize,
+    hi_w: usize,
 }
 
 impl IndexCounts {
@@ -136,7 +140,18 @@ impl IndexCounts {
             used: vec![0; n.div_ceil(64)],
             len: 0,
             max_value: 0,
+            lo_w: usize::MAX,
+            hi_w: 0,
         }
+    }
+
+    /// Mark counts index `i` in use.
+    #[inline]
+    fn mark(&mut self, i: usize) {
+        let w = i >> 6;
+        self.used[w] |= 1 << (i & 63);
+        self.lo_w = self.lo_w.min(w);
+        self.hi_w = self.hi_w.max(w + 1);
     }
 
     #[inline]
@@ -144,7 +159,7 @@ impl IndexCounts {
         let v = v.min(HIST_MAX_NS);
         let i = index_of(v);
         if self.counts[i] == 0 {
-            self.used[i >> 6] |= 1 << (i & 63);
+            self.mark(i);
         }
         self.counts[i] += 1;
         self.len += 1;
@@ -161,7 +176,7 @@ impl IndexCounts {
         let v = v.min(HIST_MAX_NS);
         let i = index_of(v);
         if self.counts[i] == 0 {
-            self.used[i >> 6] |= 1 << (i & 63);
+            self.mark(i);
         }
         self.counts[i] += n as u32;
         self.len += n;
@@ -189,8 +204,8 @@ impl IndexCounts {
         // Counts from index 0 to that of the largest value; a run of zeros longer than one is
         // written as its negated length, a single zero as 0 (as HdrHistogram does).
         let mut next = 0usize;
-        let mut w = 0;
-        while w < self.used.len() {
+        let mut w = self.lo_w;
+        while w < self.hi_w {
             let mut bits = std::mem::take(&mut self.used[w]);
             while bits != 0 {
                 let i = w * 64 + bits.trailing_zeros() as usize;
@@ -210,6 +225,8 @@ impl IndexCounts {
         raw[4..8].copy_from_slice(&payload.to_be_bytes());
         self.len = 0;
         self.max_value = 0;
+        self.lo_w = usize::MAX;
+        self.hi_w = 0;
     }
 }
 
