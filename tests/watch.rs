@@ -1363,7 +1363,8 @@ fn reached_block_layer(block: &BlockLayer, dev: &OpResult) -> (u64, String) {
 
 /// What sysfs says of how many requests `disk` takes at once (read here, independently of
 /// iolens): its blk-mq tags over its hardware queues and, on the virtio bus, whether the ring
-/// has indirect descriptors (feature bit 28); `None` without an mq directory.
+/// has indirect descriptors (feature bit 28), and its request queue (`nr_requests`); `None`
+/// without an mq directory.
 fn disk_queue_in_sysfs(disk: &str) -> Option<DiskQueue> {
     let queues: Vec<u32> = std::fs::read_dir(Path::new("/sys/block").join(disk).join("mq"))
         .ok()?
@@ -1383,6 +1384,11 @@ fn disk_queue_in_sysfs(disk: &str) -> Option<DiskQueue> {
                 .as_bytes()[28]
                 == b'1'
         }),
+        nr_requests: std::fs::read_to_string(
+            Path::new("/sys/block").join(disk).join("queue/nr_requests"),
+        )
+        .ok()
+        .map(|t| t.trim().parse::<u32>().unwrap()),
     })
 }
 
