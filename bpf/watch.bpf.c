@@ -205,6 +205,13 @@ struct task_state {
 	__u32 sys_wev;
 	__u32 preempted; // switched out while runnable: it resumes where it was
 	__u32 tid;
+	// Its process's `pg_wait_ptr` entry (where it publishes its wait event; 0: none) as looked
+	// up while `pg_gen` was `pg_gen - 1`: looked up again once user space placed others, or
+	// while none was found.
+	__u32 pg_gen;
+	__u64 pg_wait;
+	__u64 pg_status;
+	__u32 pg_state_off;
 	__u32 pad;
 	__u64 acc[NPARTS];
 	// The wait event of every slice of wall time (see `observe`): the parts since the last
@@ -227,6 +234,38 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_state);
 } tasks SEC(".maps");
+
+// Incremented by user space after it adds entries to `pg_wait_ptr`: a thread's copy of its
+// process's entry (`task_state.pg_wait`) is good while this has not changed. An entry the kernel
+// adds (a forked child's) is added before the child has a state, and one it removes (at the
+// process's exit) goes with the process's threads' states.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} pg_gen SEC(".maps");
+
+// The wait event of thread `st` of process `tgid`, which is the current one (as
+// `current_wait_event`), without a hash lookup while its process's entry is known.
+static __always_inline __u32 thread_wait_event(struct task_state *st, __u32 tgid)
+{
+	__u32 zero = 0;
+	__u32 *g = bpf_map_lookup_elem(&pg_gen, &zero);
+	__u32 gen = (g ? *g : 0) + 1;
+	// An entry not found is looked up again every time (one placed since is never missed);
+	// one found is kept until user space places others.
+	if (st->pg_gen != gen || !st->pg_wait) {
+		struct pg_ptrs *p = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+		st->pg_wait = p ? p->wait : 0;
+		st->pg_status = p ? p->status : 0;
+		st->pg_state_off = p ? p->state_off : 0;
+		st->pg_gen = gen;
+	}
+	if (!st->pg_wait)
+		return 0;
+	return wait_event_at(st->pg_wait, st->pg_status, st->pg_state_off);
+}
 
 // Set by user space (CLOCK_MONOTONIC ns): the watch's start, as soon as the probes are
 // attached (a thread first seen being woken, not a new one, was asleep since at least then);
@@ -591,7 +630,7 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 		task_get((struct task_struct *)bpf_get_current_task(), tgid, tid, ST_ON, now, now, 0);
 	if (!cur)
 		return;
-	__u32 wev = current_wait_event(tgid);
+	__u32 wev = thread_wait_event(cur, tgid);
 	observe(cur, now, wev, wev);
 	if (cur->sys_ts)
 		count_lost(LOST_SYSCALL_UNSEEN_EXIT);
@@ -1076,14 +1115,18 @@ static __always_inline void on_switch(__u64 *ctx)
 	// set, so `preempt` must be read; profile.bpf.c does the same).
 	int runnable = (__u8)ctx[0] || prev_state == TASK_RUNNING;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tgid, tid;
+	// sched_switch runs in the context of the thread leaving (`prev` is the current task):
+	// its ids without reading its task.
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 prev_pid = tid;
 
-	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
+	if (tid != 0 && task_tgid_watched(prev, tgid) && !(prev_state & TASK_DEAD_STATE)) {
 		struct task_state *st = task_get(prev, tgid, tid, ST_ON, now, now, 0);
 		if (st) {
-			// sched_switch runs in the context of the thread leaving: its memory is the
-			// current one. The off-CPU span it begins carries this wait event.
-			__u32 wev = current_wait_event(tgid);
+			// Its memory is the current one. The off-CPU span it begins carries this wait
+			// event.
+			__u32 wev = thread_wait_event(st, tgid);
 			observe(st, now, wev, wev);
 			__u64 slice = st->on_ts ? now - st->on_ts : 0;
 			emit_cpu(EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
@@ -1095,7 +1138,6 @@ static __always_inline void on_switch(__u64 *ctx)
 			st->state = runnable ? ST_RUNQ : ST_SLEEP;
 		}
 	}
-	__u32 prev_pid = BPF_CORE_READ(prev, pid);
 	if (task_watched(next, &tgid, &tid)) {
 		struct task_state *st = task_get(next, tgid, tid, ST_RUNQ, now, now, 0);
 		if (st) {
@@ -1132,7 +1174,8 @@ static __always_inline void on_switch(__u64 *ctx)
 	// events of a burst (user space reads what the batches hold at the end).
 	__u32 zero = 0;
 	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
-	if (batch && batch->n && (BPF_CORE_READ(next, pid) == 0 || now - batch->first_ts >= SYS_BATCH_NS))
+	// (`tid` is next's: task_watched read it.)
+	if (batch && batch->n && (tid == 0 || now - batch->first_ts >= SYS_BATCH_NS))
 		flush_sys(batch);
 }
 

@@ -87,6 +87,10 @@ pub(super) struct RawTask {
     pub sys_wev: u32,
     pub preempted: u32,
     pub tid: u32,
+    pub pg_gen: u32,
+    pub pg_wait: u64,
+    pub pg_status: u64,
+    pub pg_state_off: u32,
     pub pad: u32,
     pub acc: [u64; PARTS],
     pub seg: [u64; PARTS],
@@ -344,7 +348,7 @@ mod tests {
             TASK_LEN,
             fields!(RawTask: on_ts, off_ts, wake_ts, last, emit_ts, bound, sys_ts, sys_dev,
                 sys_queue, sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, tid,
-                pad, acc, seg, tag, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd),
+                pg_gen, pg_wait, pg_status, pg_state_off, pad, acc, seg, tag, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd),
         );
         check(
             "watch_clock",

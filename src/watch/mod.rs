@@ -506,10 +506,23 @@ pub(crate) fn watch(
         ebpf.take_map("pg_wait_ptr")
             .context("BPF object lacks pg_wait_ptr")?,
     )?;
-    let place_pg = |rec: &mut Recording, map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>| {
+    // Bumped after entries are placed: the threads' copies of them are looked up again.
+    let mut pg_gen: Array<MapData, u32> =
+        Array::try_from(ebpf.take_map("pg_gen").context("BPF object lacks pg_gen")?)?;
+    let bump = |gen: &mut Array<MapData, u32>| {
+        let g = gen.get(&0, 0).unwrap_or(0);
+        let _ = gen.set(0, g.wrapping_add(1), 0);
+    };
+    let place_pg = |rec: &mut Recording,
+                    map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>,
+                    gen: &mut Array<MapData, u32>| {
+        let mut placed = false;
         for (pid, addr) in rec.pg.refresh(pg_watched) {
             // A process gone since: nothing to place.
-            let _ = map.insert(pid, addr, 0);
+            placed |= map.insert(pid, addr, 0).is_ok();
+        }
+        if placed {
+            bump(gen);
         }
         for pm in rec.pg.postmasters() {
             rec.files.server(pm);
@@ -535,6 +548,7 @@ pub(crate) fn watch(
                 present_at_start.push((pid, info));
             }
         }
+        bump(&mut pg_gen);
         for pm in rec.pg.postmasters() {
             rec.files.server(pm);
         }
@@ -576,7 +590,7 @@ pub(crate) fn watch(
         // Server processes started since (their forks inherit the address in the kernel; this
         // names their roles and finds new servers).
         if pg_looked.elapsed() >= Duration::from_millis(250) {
-            place_pg(&mut rec, &mut pg_map);
+            place_pg(&mut rec, &mut pg_map, &mut pg_gen);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
             // The wait-event parts of the processes gone: complete, and room in the map.
             let alive = |pid: u32| filter::alive(pid);
@@ -651,7 +665,7 @@ pub(crate) fn watch(
     cgroups.look(rec.thread_time.values().map(|t| t.pid));
     let cgroups = cgroups.finish();
     // The roles of server processes started since the last look.
-    place_pg(&mut rec, &mut pg_map);
+    place_pg(&mut rec, &mut pg_map, &mut pg_gen);
     let end_warnings = rec.drain_after_end(
         &mut ebpf,
         &mut ring,

@@ -489,11 +489,13 @@ impl Recording {
         // what happened before the end, each counted once. Failing that, the measurement so far
         // is still written, with a warning.
         let mut end_warnings = Vec::new();
+        // sys_enter first: a syscall entered after sys_exit is gone would count as an exit
+        // not seen.
+        let frozen_first = bpf::detach_tracepoint(ebpf, "sys_enter");
         let detached = ["sched_switch", "sys_exit"]
             .into_iter()
             .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp));
         let frozen = [
-            "sys_enter",
             "sched_process_exit",
             "sched_wakeup",
             "sched_wakeup_new",
@@ -504,7 +506,8 @@ impl Recording {
             "block_rq_complete",
         ]
         .into_iter()
-        .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp));
+        .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp))
+        .and(frozen_first);
         if let Err(e) = frozen {
             end_warnings.push(format!(
                 "the threads' last parts may be counted twice or not at all: {e}"
