@@ -30,6 +30,7 @@ use super::{host, KeyPicker, Layout, LayoutCheck, RunSpec, BLOCK};
 use crate::recorder::{self, SessionRecorder, IO_OPS};
 use crate::results::evidence::{DbEngine, DbInfo};
 use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::session::RunContext;
 use crate::session::{self, Gate, Plan};
 use crate::units::fmt_bytes;
 
@@ -152,8 +153,8 @@ impl super::DbEngine for Sqlite {
         explain_error(setup(&self.dir, layout, max, show), &self.dir)
     }
 
-    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
-        explain_error(run(&self.dir, spec, cmdline), &self.dir)
+    fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results> {
+        explain_error(run(&self.dir, spec, ctx, cmdline), &self.dir)
     }
 
     fn drop_layout(&self) -> Result<()> {
@@ -762,7 +763,14 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
 }
 
 /// Run the SLOB work loop on the SQLite layout in `dir`.
-pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+/// Run the SLOB work loop on the layout in `dir`; `ctx.block_watch` traces the sessions' own
+/// I/O (`--watch`).
+pub fn run(
+    dir: &Path,
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
     let (layout, path) = open_layout(dir)?;
     let picker = KeyPicker::new(layout.rows, spec)?;
     if spec.timing {
@@ -798,12 +806,12 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         duration: Some(Duration::from_secs_f64(spec.duration_s)),
         interval: Duration::from_secs_f64(spec.interval_s),
         device: device.as_deref(),
-        interrupt: crate::interrupt::flag(),
+        interrupt: ctx.interrupt,
         thread_name: "iolens-db",
-        start_at: spec.start_at,
-        block_watch: spec.block_watch.as_deref(),
+        start_at: ctx.start_at,
+        block_watch: ctx.block_watch,
     };
-    let mut watch = super::DbProgress::new(spec).ops_set(2);
+    let mut watch = super::DbProgress::new(spec, &ctx).ops_set(2);
     let mut driven = session::drive(
         &plan,
         |i, gate| {
@@ -985,7 +993,7 @@ pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> 
         targets: Vec::new(),
     };
     let mut run0 = run0;
-    if let Some(w) = &spec.block_watch {
+    if let Some(w) = ctx.block_watch {
         run0.block = Some(w.take(&run0)?);
     }
     let run1 = RunResult {

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::AtomicBool;
 
-use iolens::run::RunOptions;
+use iolens::run::{RunContext, RunOptions};
 use iolens::target::{PrepareOptions, Target};
 
 /// Whether CI is running the tests (then a test that cannot run here must fail, not skip).
@@ -94,11 +94,11 @@ pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
     RunOptions {
         name: "test".into(),
         phase: "run".into(),
-        progress: false,
         progress_prefix: String::new(),
-        interrupt,
-        start_at: None,
-        block_watch: None,
+        ctx: RunContext {
+            interrupt,
+            ..RunContext::new(false)
+        },
     }
 }
 
