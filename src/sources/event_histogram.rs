@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use anyhow::{bail, Result};
 use serde_json::json;
 
+use super::sql_table::csv_fields_into;
 use super::{
     bucket_range, ingest_run, parse_u64, rfc3339_ns, Format, IngestOptions, LineReader,
     SnapshotSeries, Unit,
@@ -417,39 +418,6 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
         r.warnings.extend(extra_warnings);
     }
     Ok(runs)
-}
-
-/// [`super::sql_table::csv_fields`] without allocating: `line`'s fields unquoted into `text`,
-/// each at its `(start, end)` in `fields`; false for an unterminated quote.
-fn csv_fields_into(line: &str, text: &mut String, fields: &mut Vec<(usize, usize)>) -> bool {
-    text.clear();
-    fields.clear();
-    let mut start = 0;
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if quoted {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    chars.next();
-                    text.push('"');
-                } else {
-                    quoted = false;
-                }
-            } else {
-                text.push(c);
-            }
-        } else if c == '"' && text.len() == start {
-            quoted = true;
-        } else if c == ',' {
-            fields.push((start, text.len()));
-            start = text.len();
-        } else {
-            text.push(c);
-        }
-    }
-    fields.push((start, text.len()));
-    !quoted
 }
 
 /// The series of instance `inst` of `view` in `series`, made on its first snapshot (`unit`:
