@@ -16,9 +16,10 @@ pub mod tmpfs;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
+use iolens::results::Results;
 use iolens::run::{RunContext, RunOptions};
 use iolens::target::{PrepareOptions, Target};
 
@@ -73,6 +74,30 @@ pub fn ok_stdout(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The results document that the command whose output is `out` wrote to `json`, read as JSON,
+/// once `out` says the command succeeded (else its stderr is the failure).
+pub fn json_of(out: &Output, json: &Path) -> serde_json::Value {
+    succeeded(out, json);
+    let text = std::fs::read_to_string(json).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", json.display()))
+}
+
+/// As [`json_of`], read as the results model.
+pub fn results_of(out: &Output, json: &Path) -> Results {
+    succeeded(out, json);
+    Results::read_file(json).unwrap_or_else(|e| panic!("{}: {e:#}", json.display()))
+}
+
+fn succeeded(out: &Output, json: &Path) {
+    assert!(
+        out.status.success(),
+        "the command writing {} failed ({}): {}",
+        json.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Create (or reuse) an iolens scratch file of `size` data bytes at `path`.
