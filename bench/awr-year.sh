@@ -4,36 +4,55 @@
 #   "END_INTERVAL_TIME","INSTANCE_NUMBER","EVENT_NAME","WAIT_TIME_MILLI","WAIT_COUNT"
 # SNAPS hourly snapshots × EVENTS events × BUCKETS buckets (1, 2, 4 … ms), generated here
 # (synthetic cumulative counts that grow every hour; the instance restarts once, halfway, so
-# counts go back), then `iolens ingest --format event-histogram` is timed (wall, CPU, peak RSS).
+# counts go back), then `iolens ingest --format event-histogram` is timed (wall, CPU = user +
+# system, peak RSS).
 #   BIN=target/release/iolens bench/awr-year.sh [DIR]
 # Defaults: SNAPS=8760 EVENTS=100 BUCKETS=12 (10.5 million rows, ~0.6 GB), RUNS=3. Deletes its CSV.
+# DELTAS=steady (default): each bucket grows by the same 1..11 waits every hour, so an event's
+# hourly histogram repeats (the figures of earlier stops); DELTAS=varying: each bucket grows by
+# a pseudo-random 0..63 waits an hour, so nearly every hourly histogram differs, as in a busy
+# real AWR history.
 set -euo pipefail
 BIN="${BIN:-target/release/iolens}"
 SNAPS="${SNAPS:-8760}" EVENTS="${EVENTS:-100}" BUCKETS="${BUCKETS:-12}"
 DIR="${1:-$(mktemp -d)}"
 CSV="$DIR/awr-year.csv"
-trap 'rm -f "$CSV" "$DIR/awr-year.json"' EXIT
-python3 - "$CSV" "$SNAPS" "$EVENTS" "$BUCKETS" <<'PY'
+DELTAS="${DELTAS:-steady}"
+trap 'rm -f "$CSV" "$DIR/awr-year.json" "$DIR/awr-year.time"' EXIT
+python3 - "$CSV" "$SNAPS" "$EVENTS" "$BUCKETS" "$DELTAS" <<'PY'
 import sys, datetime
 path, snaps, events, buckets = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+varying = sys.argv[5] == "varying"
 t0 = datetime.datetime(2025, 1, 1)
 with open(path, "w") as f:
     f.write('"END_INTERVAL_TIME","INSTANCE_NUMBER","EVENT_NAME","WAIT_TIME_MILLI","WAIT_COUNT"\n')
     names = [f"event number {e}" for e in range(events)]
     rows = []
+    cum = [0] * (events * buckets)
+    seed = 0x9E3779B97F4A7C15
     for s in range(snaps):
         ts = (t0 + datetime.timedelta(hours=s)).strftime("%d-%b-%y %I.%M.%S.000 %p").upper()
         k = s + 1 if s < snaps // 2 else s - snaps // 2 + 1  # the restart halfway
+        if varying and s == snaps // 2:
+            cum = [0] * (events * buckets)
         for e in range(events):
             for b in range(buckets):
-                rows.append(f'"{ts}","1","{names[e]}","{1 << b}","{k * ((e * 7 + b * 3) % 11 + 1)}"\n')
+                if varying:
+                    seed = (seed * 6364136223846793005 + 1442695040888963407) % (1 << 64)
+                    cum[e * buckets + b] += seed >> 58
+                    n = cum[e * buckets + b]
+                else:
+                    n = k * ((e * 7 + b * 3) % 11 + 1)
+                rows.append(f'"{ts}","1","{names[e]}","{1 << b}","{n}"\n')
         if len(rows) > 200000:
             f.writelines(rows); rows = []
     f.writelines(rows)
 PY
-echo "$(wc -l <"$CSV") lines, $(du -h "$CSV" | cut -f1), $SNAPS snapshots x $EVENTS events x $BUCKETS buckets"
+echo "$(wc -l <"$CSV") lines, $(du -h "$CSV" | cut -f1), $SNAPS snapshots x $EVENTS events x $BUCKETS buckets, $DELTAS deltas"
 for i in $(seq "${RUNS:-3}"); do
-    /usr/bin/time -f "run $i: %e s wall, %U s user, %S s sys, %M KB peak" \
+    /usr/bin/time -o "$DIR/awr-year.time" -f "%e %U %S %M" \
         "$BIN" -q ingest --format event-histogram "$CSV" --json "$DIR/awr-year.json"
-    rm -f "$DIR/awr-year.json"
+    read -r wall user sys peak <"$DIR/awr-year.time"
+    echo "run $i: CPU $(echo "$user + $sys" | bc) s ($user s user, $sys s sys), $wall s wall, $peak KB peak, load $(cut -d' ' -f1 /proc/loadavg)"
+    rm -f "$DIR/awr-year.json" "$DIR/awr-year.time"
 done

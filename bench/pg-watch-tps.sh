@@ -25,6 +25,8 @@
 # Needs root (BPF; the server runs as `postgres`), PostgreSQL's server binaries and pgbench.
 # Usage: bench/pg-watch-tps.sh [SECONDS] [ROUNDS] [CLIENTS] [SCALE]
 # Env: IOLENS_BIN (default: the release build, built here), IOLENS_BENCH_PG_PORT (default 54339),
+#      IOLENS_BIN_BASE (another build of iolens, e.g. main's: adds a mode `base`, its watch, in
+#      the same rounds, so that two builds' costs are compared side by side),
 #      IOLENS_BENCH_DIR (the cluster's directory, default a new temporary one, removed after).
 # Absolute TPS drifts on shared machines; compare the ratios of one run.
 set -euo pipefail
@@ -73,7 +75,7 @@ unix_socket_directories = '$SOCK'
 EOF
 fi
 
-python3 - "$IOLENS_BIN" "$PGBIN" "$DATA" "$SOCK" "$PORT" "$SECS" "$ROUNDS" "$CLIENTS" "$SCALE" "$SAMPLING" << 'PY'
+IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$IOLENS_BIN" "$PGBIN" "$DATA" "$SOCK" "$PORT" "$SECS" "$ROUNDS" "$CLIENTS" "$SCALE" "$SAMPLING" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
 bin_, pgbin, data, sock, port = sys.argv[1:6]
 secs, rounds, clients, scale, sampling = (int(x) for x in sys.argv[6:11])
@@ -140,9 +142,9 @@ def cpu_s(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / tick
 
-def watched(t):
+def watched(t, binary):
     out = os.path.join(tmp, "w.json")
-    w = subprocess.Popen([bin_, "watch", "--comm", "postgres", "--no-progress",
+    w = subprocess.Popen([binary, "watch", "--comm", "postgres", "--no-progress",
                           "--json", out], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE)
     buf = b""
@@ -181,12 +183,14 @@ def watched(t):
 server(False)
 subprocess.run(["pgbench", *dsn, "-i", "-s", str(scale), "-q", "postgres"], check=True,
                capture_output=True)
-modes = ["none", "watch"] + (["sampling"] if sampling else [])
+base_bin = os.environ.get("IOLENS_BIN_BASE", "")
+watchers = {"watch": bin_, **({"base": base_bin} if base_bin else {})}
+modes = ["none", *watchers] + (["sampling"] if sampling else [])
 tps = {m: [] for m in modes}
 cpu = {m: [] for m in modes}
-extra = []
+extra = {m: [] for m in watchers}
 print(f"pgbench -c {clients} -j 2 -T {secs} (default mix, scale {scale}); {rounds} rounds; "
-      f"{os.cpu_count()} CPUs; iolens {bin_}")
+      f"{os.cpu_count()} CPUs; iolens {bin_}" + (f"; base {base_bin}" if base_bin else ""))
 if not sampling:
     print("pg_wait_sampling is not installed: its mode is left out")
 for k in range(rounds):
@@ -194,14 +198,14 @@ for k in range(rounds):
     for m in order:
         server(m == "sampling")
         pgbench(2)
-        if m == "watch":
-            v, e = watched(secs)
-            extra.append(e)
+        if m in watchers:
+            v, e = watched(secs, watchers[m])
+            extra[m].append(e)
         else:
             v = pgbench(secs)
         # The BPF programs run inside the processes they probe: their time is already in the
         # server's and pgbench's CPU.
-        c = last["cpu_us_per_tx"] + (extra[-1]["watcher_us_per_tx"] if m == "watch" else 0.0)
+        c = last["cpu_us_per_tx"] + (extra[m][-1]["watcher_us_per_tx"] if m in watchers else 0.0)
         tps[m].append(v)
         cpu[m].append(c)
         print(f"round {k + 1} {m:>8}: {v:9.1f} TPS, {c:7.0f} CPU µs per transaction", flush=True)
@@ -226,15 +230,14 @@ for m in modes:
           f"({min(paired) * 100:+.1f}%..{max(paired) * 100:+.1f}%)")
 spread = (max(tps["none"]) - min(tps["none"])) / base
 print(f"noise: none's TPS varies {spread * 100:.1f}% between rounds (max − min over median)")
-if extra:
-    g = lambda k: statistics.median(e[k] for e in extra)
+for m, ex in extra.items():
+    g = lambda k: statistics.median(e[k] for e in ex)
     sps, wps = g("syscalls_per_s"), g("switches_per_s")
-    print(f"watch: {sps:.0f} I/O syscalls/s, {wps:.0f} context switches/s traced; "
-          f"ring-buffer bytes ≈ {(sps * 64 + wps * 136) / 1e6:.2f} MB/s (64 B a syscall, "
-          f"136 B a switch); watcher CPU {g('watcher_cpu') * 100:.1f}% of one CPU; "
-          f"events lost {sum(e['lost'] for e in extra)}")
+    print(f"{m}: {sps:.0f} I/O syscalls/s, {wps:.0f} context switches/s traced; "
+          f"watcher CPU {g('watcher_cpu') * 100:.1f}% of one CPU; "
+          f"events lost {sum(e['lost'] for e in ex)}")
     bpf = g("bpf_us_per_tx")
-    print(f"watch: its BPF programs ran {g('bpf_runs_per_s'):.0f} times/s (every process's "
+    print(f"{m}: its BPF programs ran {g('bpf_runs_per_s'):.0f} times/s (every process's "
           f"syscalls and switches on the host: the tracepoints fire for all, the filter is "
           f"inside), {g('bpf_ns_per_run'):.0f} ns a run: {bpf:.0f} µs per transaction "
           f"({bpf / cbase * 100:.1f}% of none's {cbase:.0f} µs); the watcher "

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // iolens watch: syscall, block-layer and scheduler probes for watched processes.
 //
-// Every finished I/O or scheduling interval becomes one fixed-size `struct event` in a ring
-// buffer; user space turns them into per-interval histograms. Nothing is dropped silently:
-// a full ring buffer or a full state map increments a counter in `lost`.
+// Every finished I/O or scheduling interval becomes one fixed-size `struct event`, written to
+// a ring buffer in per-CPU batches; user space turns them into per-interval histograms. A
+// thread's wall-time parts are summed in its state in the kernel and written once per interval
+// it crosses (and at its exit); its parts under each PostgreSQL wait event are summed in the
+// kernel map `wait_parts`, read by user space. Nothing is dropped silently: a full ring buffer
+// or a full state map increments a counter in `lost`.
 //
 // Each handler exists twice, as a BTF-typed tracepoint (tp_btf) and as a raw tracepoint; user
 // space loads whichever the kernel accepts. Both see the same `u64 *ctx` argument array, and
@@ -19,10 +22,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define EV_BLOCK 2
 #define EV_CPU_ON 3
 #define EV_CPU_OFF 4
-// A thread's last parts, at its exit.
+// A thread's parts (a `parts_event`): at its exit, and where its time crosses an interval's end.
 #define EV_PARTS 5
-// Parts of a thread's time under one PostgreSQL wait event (a `parts_event`, `e.dev` the event).
-#define EV_WAIT 6
 // An io_uring read, write or sync of a watched process, at its completion (`sub`: URING_*; `a`
 // its latency from submission; `b` its bytes; the file in ino/fdev; `dev` the submitter's
 // PostgreSQL wait event at submission). The submitter's thread is tgid/tid: the kernel may have
@@ -53,12 +54,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // A watched thread's traced syscall whose exit the probe never saw: the thread entered another
 // traced syscall while the first was still marked in progress (the same skipped programs).
 #define LOST_SYSCALL_UNSEEN_EXIT 8
-#define LOST_SLOTS 9
+// The map of parts per PostgreSQL wait event (`wait_parts`) was full.
+#define LOST_WAIT_STATE 9
+#define LOST_SLOTS 10
 
 #define TASK_RUNNING 0
 
-// Syscall events are batched per CPU and written to the ring SYS_BATCH at a time, when the
-// oldest is SYS_BATCH_NS old, or when a thread leaves the CPU (sched_switch): see `sys_batches`.
+// Syscall and scheduler events are batched per CPU and written to the ring SYS_BATCH at a
+// time, when the oldest is SYS_BATCH_NS old, or when the CPU goes idle: see `sys_batches`.
 #define SYS_BATCH 16
 #define SYS_BATCH_NS 5000000ULL
 
@@ -93,6 +96,9 @@ struct event {
 	__u64 ino;  // its inode number; 0: no open file under that descriptor
 	__u32 fdev; // its filesystem's device, the kernel's s_dev (major << 20 | minor)
 	__s32 fd;   // the descriptor (the syscall's first argument)
+	// Syscall: its fourth argument, the file offset of pread64/pwrite64/preadv(2)/pwritev(2)
+	// (-1: preadv2/pwritev2 at the file's position); user space reads it for those only.
+	__u64 pos;
 };
 // user space (src/watch/mod.rs, `RawEvent`) checks this layout against the object's BTF.
 
@@ -116,7 +122,8 @@ struct event {
 #define ST_RUNQ 1
 #define ST_SLEEP 2
 
-// A thread's parts over [from, ts]: written at every switch in and out and at its exit.
+// A thread's parts over [from, ts]: written where its time crosses an interval's end (all of
+// [from, ts] inside one interval, or one part alone over whole intervals) and at its exit.
 struct parts_event {
 	struct event e;
 	__u64 from;
@@ -134,7 +141,7 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
-// One reservation per batch instead of per syscall. User space reads what is left in the
+// One reservation per batch instead of per event. User space reads what is left in the
 // batches once the sys_exit program is detached (src/watch/mod.rs), so none is lost at the end.
 struct sys_batch {
 	__u32 n;
@@ -185,7 +192,8 @@ struct task_state {
 	__u64 off_ts;  // switched out
 	__u64 wake_ts; // became runnable (woken, or preempted while running)
 	__u64 last;    // the parts are accounted up to here
-	__u64 emit_ts; // start of the parts not yet written to the ring
+	__u64 emit_ts; // start of the parts not yet written to the ring (`acc`)
+	__u64 bound;   // end of the interval `acc` lies in (0: not yet known; see `account`)
 	__u64 sys_ts;  // entry of the traced syscall in progress; 0 outside one
 	__u64 sys_dev; // device and host-queue time charged to that syscall so far
 	__u64 sys_queue;
@@ -199,20 +207,21 @@ struct task_state {
 	__u32 wev;
 	__u32 sys_wev;
 	__u32 preempted; // switched out while runnable: it resumes where it was
+	__u32 tid;
+	__u32 pad;
 	__u64 acc[NPARTS];
 	// The wait event of every slice of wall time (see `observe`): the parts since the last
-	// observation point (`seg`, from `seg_from`, begun under `seg_wev`), and the parts under
-	// `tag_wev` not yet written (`tag`, from `tag_from`).
+	// observation point (`seg`, begun under `seg_wev`), and the parts under `tag_wev` not yet
+	// added to `wait_parts` (`tag`).
 	__u64 seg[NPARTS];
 	__u64 tag[NPARTS];
-	__u64 seg_from;
-	__u64 tag_from;
 	__u32 seg_wev;
 	__u32 tag_wev;
 	// The file of the traced syscall in progress (its first argument): see `struct event`.
 	__u64 sys_ino;
 	__u32 sys_fdev;
 	__s32 sys_fd;
+	__u64 sys_pos; // its fourth argument (see `struct event`'s `pos`)
 };
 // user space (src/watch/mod.rs, `RawTask`) checks this layout against the object's BTF.
 
@@ -223,14 +232,41 @@ struct {
 	__type(value, struct task_state);
 } tasks SEC(".maps");
 
-// Set by user space at attach: the watch's start (CLOCK_MONOTONIC ns). A thread first seen
-// being woken (not a new one) was asleep since at least then.
+// Set by user space (CLOCK_MONOTONIC ns): the watch's start, as soon as the probes are
+// attached (a thread first seen being woken, not a new one, was asleep since at least then);
+// the length of its intervals (a thread's parts are written where they cross an interval's end,
+// `start + k * interval`); its end, once it ends (0 until then): no time is accounted past it.
+struct watch_clock {
+	__u64 start;
+	__u64 interval;
+	__u64 end;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} watch_start SEC(".maps");
+	__type(value, struct watch_clock);
+} watch_clock SEC(".maps");
+
+// A thread's parts under each PostgreSQL wait event, summed by process and event: what
+// `observe` tags, added when a thread's tag changes and at its exit; user space reads them
+// (those of processes gone, as it goes; all at the end) and deletes what it read.
+struct wait_key {
+	__u32 tgid;
+	__u32 wev;
+};
+
+struct wait_sum {
+	__u64 parts[NPARTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct wait_key);
+	__type(value, struct wait_sum);
+} wait_parts SEC(".maps");
 
 // Filled by user space before the watch's start: each PostgreSQL process's wait event as it
 // was then (tid -> wait_event_info), read from its memory. A thread first seen being woken was
@@ -262,76 +298,109 @@ static __always_inline __u32 part_of(const struct task_state *st)
 	return P_OFF;
 }
 
-// Charge the time since the last account to the part the thread is in.
+static __always_inline void charge(struct task_state *st, __u32 p, __u64 d)
+{
+	if (p < NPARTS) {
+		st->acc[p] += d;
+		st->seg[p] += d;
+	}
+	if (p == P_IO_DEVICE)
+		st->sys_dev += d;
+	else if (p == P_IO_QUEUE)
+		st->sys_queue += d;
+}
+
+// Write the thread's parts since the last write, up to `ts`, as one record.
+static __always_inline void emit_parts(struct task_state *st, __u64 ts)
+{
+	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->e.kind = EV_PARTS;
+	e->e.tgid = st->tgid;
+	e->e.tid = st->tid;
+	e->e.ts = ts;
+	e->from = st->emit_ts ? st->emit_ts : ts;
+	for (int i = 0; i < NPARTS; i++) {
+		e->parts[i] = st->acc[i];
+		st->acc[i] = 0;
+	}
+	st->emit_ts = ts;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+// The first interval end after `t`: the watch's start itself before it.
+static __always_inline __u64 interval_end_after(const struct watch_clock *clk, __u64 t)
+{
+	if (t < clk->start)
+		return clk->start;
+	return clk->start + ((t - clk->start) / clk->interval + 1) * clk->interval;
+}
+
+// Charge the time since the last account to the part the thread is in. The parts not yet
+// written (`acc`, from `emit_ts`) always lie inside one interval: where the time crosses the
+// interval's end, they are written up to it; the one part the thread was in over the whole
+// intervals after it (a long sleep) in a second record; the rest goes on. So every record is
+// either inside one interval or one part alone, and user space splits none by guesswork. No
+// time is accounted past the watch's end.
 static __always_inline void account(struct task_state *st, __u64 now)
 {
+	__u32 zero = 0;
+	struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
+	if (clk && clk->end && now > clk->end)
+		now = clk->end;
 	if (st->last && now > st->last) {
-		__u64 d = now - st->last;
 		__u32 p = part_of(st);
-		if (p < NPARTS) {
-			st->acc[p] += d;
-			st->seg[p] += d;
+		if (clk && clk->start && clk->interval) {
+			if (!st->bound)
+				st->bound = interval_end_after(clk, st->emit_ts ? st->emit_ts : st->last);
+			if (now > st->bound) {
+				__u64 b = st->bound;
+				if (st->last < b) {
+					charge(st, p, b - st->last);
+					st->last = b;
+				}
+				emit_parts(st, st->last);
+				// The interval `now` is in begins at `k`; whole intervals between: one part.
+				__u64 k = clk->start + (now - clk->start) / clk->interval * clk->interval;
+				if (k > st->last) {
+					charge(st, p, k - st->last);
+					st->last = k;
+					emit_parts(st, k);
+				}
+				st->bound = interval_end_after(clk, st->last);
+			}
 		}
-		if (p == P_IO_DEVICE)
-			st->sys_dev += d;
-		else if (p == P_IO_QUEUE)
-			st->sys_queue += d;
+		charge(st, p, now - st->last);
 	}
 	if (now > st->last)
 		st->last = now;
 }
 
-// Write the thread's parts since the last write, as one record.
-static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 tgid, __u32 tid,
-				       __u32 sub, __u64 a, __u64 b, __u64 now, __u32 wev)
-{
-	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->e.kind = kind;
-	e->e.tgid = tgid;
-	e->e.tid = tid;
-	e->e.sub = sub;
-	e->e.a = a;
-	e->e.b = b;
-	e->e.ts = now;
-	e->e.dev = wev;
-	e->from = st->emit_ts ? st->emit_ts : now;
-	for (int i = 0; i < NPARTS; i++) {
-		e->parts[i] = st->acc[i];
-		st->acc[i] = 0;
-	}
-	st->emit_ts = now;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-}
-
-// Write the parts under the tagged wait event not yet written, as one EV_WAIT record.
-static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 tid, __u64 now)
+// Add the parts under the tagged wait event to `wait_parts`.
+static __always_inline void flush_tag(struct task_state *st)
 {
 	if (!st->tag_wev)
 		return;
-	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return;
+	struct wait_key key = { .tgid = st->tgid, .wev = st->tag_wev };
+	struct wait_sum *v = bpf_map_lookup_elem(&wait_parts, &key);
+	if (!v) {
+		struct wait_sum zero = {};
+		long err = bpf_map_update_elem(&wait_parts, &key, &zero, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST */)
+			count_lost(LOST_WAIT_STATE);
+		v = bpf_map_lookup_elem(&wait_parts, &key);
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->e.kind = EV_WAIT;
-	e->e.tgid = tgid;
-	e->e.tid = tid;
-	e->e.ts = now;
-	e->e.dev = st->tag_wev;
-	e->from = st->tag_from ? st->tag_from : now;
 	for (int i = 0; i < NPARTS; i++) {
-		e->parts[i] = st->tag[i];
+		// Atomic: another thread of the process may add to the same event on another CPU.
+		if (v && st->tag[i])
+			__sync_fetch_and_add(&v->parts[i], st->tag[i]);
 		st->tag[i] = 0;
 	}
 	st->tag_wev = 0;
-	st->tag_from = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 // An observation point of a PostgreSQL process's wait event (a traced syscall's entry and exit,
@@ -345,23 +414,21 @@ static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 t
 // same inside a traced syscall. Time off CPU cannot
 // change the event: a span from a switch-out to the switch-in carries the event read at the
 // switch-out, run-queue wait after the wakeup included.
-static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
-				    __u32 end_wev, __u32 next_wev)
+static __always_inline void observe(struct task_state *st, __u64 now, __u32 end_wev,
+				    __u32 next_wev)
 {
 	account(st, now);
 	__u32 ev = st->seg_wev == end_wev ? end_wev : 0;
 	if (ev) {
 		if (st->tag_wev != ev) {
-			flush_tag(st, tgid, tid, now);
+			flush_tag(st);
 			st->tag_wev = ev;
-			st->tag_from = st->seg_from ? st->seg_from : now;
 		}
 		for (int i = 0; i < NPARTS; i++)
 			st->tag[i] += st->seg[i];
 	}
 	for (int i = 0; i < NPARTS; i++)
 		st->seg[i] = 0;
-	st->seg_from = now;
 	st->seg_wev = next_wev;
 }
 
@@ -384,7 +451,7 @@ static __always_inline struct task_state *task_get(struct task_struct *p, __u32 
 	if (BPF_CORE_READ(p, flags) & PF_EXITING_FLAG)
 		return 0;
 	struct task_state fresh = {
-		.last = from, .emit_ts = from, .seg_from = from, .state = state, .tgid = tgid,
+		.last = from, .emit_ts = from, .state = state, .tgid = tgid, .tid = tid,
 		.wev = wev, .seg_wev = wev
 	};
 	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
@@ -470,6 +537,7 @@ static __always_inline void fill(struct event *e, __u32 kind, __u32 tgid, __u32 
 	e->ino = 0;
 	e->fdev = 0;
 	e->fd = -1;
+	e->pos = ~0ULL;
 }
 
 // The file open under descriptor `fd` in the current process: its inode number and its
@@ -529,7 +597,7 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	if (!cur)
 		return;
 	__u32 wev = current_wait_event(tgid);
-	observe(cur, tgid, tid, now, wev, wev);
+	observe(cur, now, wev, wev);
 	if (cur->sys_ts)
 		count_lost(LOST_SYSCALL_UNSEEN_EXIT);
 	cur->state = ST_ON;
@@ -545,6 +613,7 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	struct pt_regs *regs = (struct pt_regs *)ctx[0];
 	cur->sys_fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
 	file_of(cur->sys_fd, &cur->sys_ino, &cur->sys_fdev);
+	cur->sys_pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -563,31 +632,49 @@ static __always_inline void flush_sys(struct sys_batch *b)
 	b->n = 0;
 }
 
-static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
-				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev,
-				     const struct task_state *st)
+// This CPU's batch and the slot of its next event (filled by the caller, then `batch_commit`).
+static __always_inline struct event *batch_slot(struct sys_batch **bp, __u64 now)
 {
 	__u32 zero = 0;
 	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
+	*bp = b;
 	if (!b)
-		return;
+		return 0;
 	__u32 n = b->n;
 	if (n >= SYS_BATCH)
 		n = 0;
 	if (n == 0)
 		b->first_ts = now;
-	// A syscall event's `dev` carries the wait event at its entry.
-	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
-	b->ev[n].c = dev;
-	b->ev[n].d = queue;
-	b->ev[n].ino = st->sys_ino;
-	b->ev[n].fdev = st->sys_fdev;
-	b->ev[n].fd = st->sys_fd;
-	n++;
+	b->n = n;
+	return &b->ev[n];
+}
+
+static __always_inline void batch_commit(struct sys_batch *b, __u64 now)
+{
+	__u32 n = b->n + 1;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
 		return;
 	flush_sys(b);
+}
+
+static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
+				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev,
+				     const struct task_state *st)
+{
+	struct sys_batch *b;
+	struct event *e = batch_slot(&b, now);
+	if (!e)
+		return;
+	// A syscall event's `dev` carries the wait event at its entry.
+	fill(e, EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
+	e->c = dev;
+	e->d = queue;
+	e->ino = st->sys_ino;
+	e->fdev = st->sys_fdev;
+	e->fd = st->sys_fd;
+	e->pos = st->sys_pos;
+	batch_commit(b, now);
 }
 
 static __always_inline void on_sys_exit(__u64 *ctx)
@@ -603,7 +690,7 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	// Inside the kernel the event cannot change; PostgreSQL clears it just after the call.
-	observe(st, id >> 32, tid, now, st->seg_wev, 0);
+	observe(st, now, st->seg_wev, 0);
 	__u64 ts = st->sys_ts;
 	__u32 index = st->sys_index;
 	__u64 dev = st->sys_dev, queue = st->sys_queue;
@@ -950,8 +1037,8 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 	__u64 now = bpf_ktime_get_ns();
 	// A thread that existed before the watch and is woken was asleep since at least its start.
 	__u32 zero = 0;
-	__u64 *start = bpf_map_lookup_elem(&watch_start, &zero);
-	__u64 from = !is_new && start && *start && *start < now ? *start : now;
+	struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
+	__u64 from = !is_new && clk && clk->start && clk->start < now ? clk->start : now;
 	__u32 wev = 0;
 	if (from != now) {
 		__u32 *w = bpf_map_lookup_elem(&pg_first_wev, &tid);
@@ -973,6 +1060,18 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 // TASK_DEAD in a switched-out task's state: it will never run again.
 #define TASK_DEAD_STATE 0x80
 
+// A scheduler event (EV_CPU_ON, EV_CPU_OFF) into this CPU's batch.
+static __always_inline void emit_cpu(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a,
+				     __u64 b, __u64 now, __u32 wev)
+{
+	struct sys_batch *batch;
+	struct event *e = batch_slot(&batch, now);
+	if (!e)
+		return;
+	fill(e, kind, tgid, tid, sub, a, b, now, wev, 0);
+	batch_commit(batch, now);
+}
+
 static __always_inline void on_switch(__u64 *ctx)
 {
 	struct task_struct *prev = (struct task_struct *)ctx[1];
@@ -986,23 +1085,15 @@ static __always_inline void on_switch(__u64 *ctx)
 	__u64 now = bpf_ktime_get_ns();
 	__u32 tgid, tid;
 
-	__u32 zero = 0;
-	// A thread leaving the CPU (to block, sleep or yield) takes its syscalls' batch out with
-	// it: events wait in a batch only while syscalls come back to back on one CPU, so the live
-	// view is not left without the last ones of a burst.
-	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
-	if (batch && batch->n)
-		flush_sys(batch);
-
 	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
 		struct task_state *st = task_get(prev, tgid, tid, ST_ON, now, now, 0);
 		if (st) {
 			// sched_switch runs in the context of the thread leaving: its memory is the
 			// current one. The off-CPU span it begins carries this wait event.
 			__u32 wev = current_wait_event(tgid);
-			observe(st, tgid, tid, now, wev, wev);
+			observe(st, now, wev, wev);
 			__u64 slice = st->on_ts ? now - st->on_ts : 0;
-			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
+			emit_cpu(EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
 			st->wev = wev;
 			st->preempted = runnable;
 			st->on_ts = 0;
@@ -1011,6 +1102,7 @@ static __always_inline void on_switch(__u64 *ctx)
 			st->state = runnable ? ST_RUNQ : ST_SLEEP;
 		}
 	}
+	__u32 prev_pid = BPF_CORE_READ(prev, pid);
 	if (task_watched(next, &tgid, &tid)) {
 		struct task_state *st = task_get(next, tgid, tid, ST_RUNQ, now, now, 0);
 		if (st) {
@@ -1022,7 +1114,7 @@ static __always_inline void on_switch(__u64 *ctx)
 			// carry that CPU work as the wait. PostgreSQL sets an event only around a call
 			// that blocks, so the slice after a preemption carries none: the preemption's
 			// run-queue wait keeps the event read when it began.
-			observe(st, tgid, tid, now, st->seg_wev, st->sys_ts ? st->seg_wev : 0);
+			observe(st, now, st->seg_wev, st->sys_ts ? st->seg_wev : 0);
 			__u64 runq = 0;
 			__u32 flags = 0;
 			if (st->off_ts) {
@@ -1030,11 +1122,11 @@ static __always_inline void on_switch(__u64 *ctx)
 				// Waiting for a CPU inside a traced syscall (after its I/O completed)
 				// inflates that syscall's latency: the case seed 003 warns about.
 				flags = st->sys_ts ? CPU_IN_IO : 0;
-				if (BPF_CORE_READ(prev, pid) != 0)
+				if (prev_pid != 0)
 					flags |= CPU_CONTENDED;
 			}
-			emit_parts(st, EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0,
-				   runq, now, st->off_ts ? st->wev : 0);
+			emit_cpu(EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0, runq,
+				 now, st->off_ts ? st->wev : 0);
 			st->wev = 0;
 			st->on_ts = now;
 			st->off_ts = 0;
@@ -1042,6 +1134,13 @@ static __always_inline void on_switch(__u64 *ctx)
 			st->state = ST_ON;
 		}
 	}
+	// A CPU going idle sends its batch out now, and any switch one older than SYS_BATCH_NS,
+	// rather than wait for the CPU's next event: the live view is not left without the last
+	// events of a burst (user space reads what the batches hold at the end).
+	__u32 zero = 0;
+	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
+	if (batch && batch->n && (BPF_CORE_READ(next, pid) == 0 || now - batch->first_ts >= SYS_BATCH_NS))
+		flush_sys(batch);
 }
 
 // A PostgreSQL process that exits (its main thread, in its own context) writes its title:
@@ -1088,9 +1187,10 @@ static __always_inline void on_exit(struct task_struct *p)
 	if (!st)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	observe(st, tgid, tid, now, st->seg_wev, 0);
-	flush_tag(st, tgid, tid, now);
-	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now, 0);
+	observe(st, now, st->seg_wev, 0);
+	flush_tag(st);
+	// Up to where its time was accounted (the watch's end, if it ended before).
+	emit_parts(st, st->last);
 	bpf_map_delete_elem(&tasks, &tid);
 	// The process is gone (its pid may be reused): its wait-event address with it.
 	if (tid == tgid)

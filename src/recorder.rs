@@ -94,6 +94,11 @@ impl OpSet {
         self.0
     }
 
+    /// The operations' names, in result order.
+    pub(crate) fn names(self) -> Vec<&'static str> {
+        self.0.iter().map(|o| o.name()).collect()
+    }
+
     fn len(self) -> usize {
         self.0.len()
     }

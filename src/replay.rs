@@ -15,7 +15,14 @@
 //!   after the recorded think time between them (its recorded issue less the previous one's
 //!   recorded completion), so a session's duration stretches by exactly the latency the new
 //!   storage adds. A session waits for its scheduled time by sleeping to within
-//!   [`SPIN_NS`] of it ([`SPIN_RT_NS`] under `--realtime`) and spinning the rest.
+//!   [`SPIN_NS`] of it ([`SPIN_RT_NS`] under `--realtime`; its threads' timer slack is 1 ns,
+//!   so a sleep ends when asked) and spinning the rest. A thread that would stay on its CPU
+//!   nearly all the time (I/Os closer together than a sleep's wake-up) gives the CPU up for
+//!   [`PAUSE_NS`] whenever it used more than [`MAX_CPU_SHARE`] of a [`PACE_WINDOW_NS`] window
+//!   ([`Pacer`]): the kernel keeps 5 % of every CPU for the tasks that are not real-time (a
+//!   SCHED_FIFO thread that never sleeps is stopped for about 50 ms each second, measured as a
+//!   42.8 ms p99 issue-time error at 50k IOPS), and pauses of 0.1 ms that it chooses cost the
+//!   schedule far less than that one stall.
 //! - Safety: reads only, unless `writes`; then only on a scratch file iolens created and
 //!   marked (its data written back as stamped blocks of generation 0, as its fill was), never
 //!   on a file or device iolens did not create. A source with writes is refused without
@@ -47,13 +54,19 @@ use crate::results::{Hist, Kind, LatencySummary, Results, RunResult, Spec};
 use crate::sources::io_stream::{read_stream, IoStream, Series, StreamOptions};
 use crate::target::{PrepareOptions, Target, TargetKind};
 
-/// A session sleeps until this close to an I/O's scheduled time, then spins.
-pub const SPIN_NS: u64 = 200_000;
-/// The same under SCHED_FIFO (no timer slack, prompt wake-ups): a thread that spins without
-/// pause is throttled by the kernel's RT bandwidth limit (sched_rt_runtime_us, 950 ms of each
-/// second: a 50 ms stall a second, measured as a 52 ms issue-time error at 10k IOPS with a 200
-/// µs spin), so it sleeps for all but the last 30 µs.
-pub const SPIN_RT_NS: u64 = 30_000;
+/// A session sleeps until this close to an I/O's scheduled time, then spins (a CFS thread's
+/// wake-up on a loaded host is often tens of µs late).
+pub const SPIN_NS: u64 = 100_000;
+/// The same under SCHED_FIFO (prompt wake-ups): it sleeps for all but the last 10 µs, so that
+/// even at 50k IOPS (an I/O every 20 µs) it sleeps between I/Os and leaves the CPU to others.
+pub const SPIN_RT_NS: u64 = 10_000;
+/// A thread's share of its CPU above which it pauses ([`Pacer`]): under the kernel's 95 % for
+/// real-time tasks (sched_rt_runtime_us 950000 of 1000000).
+pub const MAX_CPU_SHARE: f64 = 0.9;
+/// The window over which a thread's CPU share is measured, ns.
+pub const PACE_WINDOW_NS: u64 = 2_000_000;
+/// How long a thread over [`MAX_CPU_SHARE`] sleeps, ns.
+pub const PAUSE_NS: u64 = 150_000;
 /// At most this many lanes (threads) per session: I/Os beyond it in flight at once share the
 /// lane that frees first.
 pub const MAX_LANES: usize = 64;
@@ -161,6 +174,8 @@ struct Done {
     checked: bool,
     /// False for an I/O an interrupted replay never issued.
     ran: bool,
+    /// Its thread paused before it, having held its CPU ([`Pacer`]).
+    paused: bool,
 }
 
 /// Peak and mean number of I/Os in flight over `(start, end)` intervals (ns); the mean is
@@ -190,6 +205,52 @@ fn concurrency(iv: &[(u64, u64)]) -> (u32, f64) {
         0.0
     };
     (peak.max(0) as u32, mean)
+}
+
+/// Peak and mean I/Os in flight in each of `n` intervals of `interval_ns` from 0, over
+/// `(start, end)` intervals (ns): the mean is the time the I/Os spent in flight within the
+/// interval over its length; the last interval also takes whatever lies beyond it.
+fn concurrency_per_interval(iv: &[(u64, u64)], interval_ns: u64, n: usize) -> Vec<(u32, f64)> {
+    let mut out = vec![(0u32, 0.0f64); n];
+    if n == 0 || interval_ns == 0 {
+        return out;
+    }
+    let mut ev: Vec<(u64, i32)> = Vec::with_capacity(iv.len() * 2);
+    for &(a, b) in iv {
+        ev.push((a, 1));
+        ev.push((b.max(a), -1));
+    }
+    // Ends before starts at one instant, as in `concurrency`.
+    ev.sort_unstable_by_key(|e| (e.0, e.1));
+    let bin = |t: u64| ((t / interval_ns) as usize).min(n - 1);
+    let mut busy = vec![0u128; n];
+    let (mut now, mut at) = (0u32, 0u64);
+    for (t, d) in ev {
+        // [at, t) held `now` I/Os in flight: spread it over the intervals it crosses, each of
+        // which it entered with `now` in flight.
+        let mut a = at;
+        while a < t {
+            let k = bin(a);
+            if a > at {
+                out[k].0 = out[k].0.max(now);
+            }
+            let edge = if k == n - 1 {
+                t
+            } else {
+                ((k as u64 + 1) * interval_ns).min(t)
+            };
+            busy[k] += (edge - a) as u128 * now as u128;
+            a = edge;
+        }
+        at = t;
+        now = now.saturating_add_signed(d);
+        let k = bin(t);
+        out[k].0 = out[k].0.max(now);
+    }
+    for (o, b) in out.iter_mut().zip(busy) {
+        o.1 = b as f64 / interval_ns as f64;
+    }
+    out
 }
 
 /// The default map: files one after another, each region from its lowest byte touched.
@@ -289,14 +350,62 @@ impl Drop for Buf {
     }
 }
 
-/// Wait until `base + at_ns`: sleep to within `spin_ns`, then spin.
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Keeps a session thread from holding its CPU: every [`PACE_WINDOW_NS`] of wall time it
+/// reads its own CPU time, and when it used more than [`MAX_CPU_SHARE`] of the window it
+/// sleeps [`PAUSE_NS`] before its next I/O.
+struct Pacer {
+    window_start: Instant,
+    cpu_start: u64,
+}
+
+impl Pacer {
+    fn new() -> Pacer {
+        Pacer {
+            window_start: Instant::now(),
+            cpu_start: thread_cpu_ns(),
+        }
+    }
+
+    /// Called before each I/O: true when it paused.
+    #[inline]
+    fn check(&mut self, now: Instant) -> bool {
+        let wall = now.duration_since(self.window_start).as_nanos() as u64;
+        if wall < PACE_WINDOW_NS {
+            return false;
+        }
+        let cpu = thread_cpu_ns();
+        let used = cpu.saturating_sub(self.cpu_start);
+        let pause = used as f64 > MAX_CPU_SHARE * wall as f64;
+        if pause {
+            std::thread::sleep(Duration::from_nanos(PAUSE_NS));
+        }
+        self.window_start = Instant::now();
+        self.cpu_start = thread_cpu_ns();
+        pause
+    }
+}
+
+/// Wait until `base + at_ns`: sleep to within `spin_ns`, then spin. Also says whether the
+/// pacer paused first.
 #[inline]
-fn wait_until(base: Instant, at_ns: u64, spin_ns: u64) -> Instant {
+fn wait_until(base: Instant, at_ns: u64, spin_ns: u64, pacer: &mut Pacer) -> (Instant, bool) {
     let due = base + Duration::from_nanos(at_ns);
+    let paused = pacer.check(Instant::now());
     loop {
         let now = Instant::now();
         if now >= due {
-            return now;
+            return (now, paused);
         }
         let left = due - now;
         if left > Duration::from_nanos(spin_ns) {
@@ -305,6 +414,13 @@ fn wait_until(base: Instant, at_ns: u64, spin_ns: u64) -> Instant {
             std::hint::spin_loop();
         }
     }
+}
+
+/// A timer slack of 1 ns for the calling thread, so its sleeps end when asked (a normal
+/// thread's default slack lets a sleep run 50 µs long).
+fn set_timer_slack() {
+    // SAFETY: PR_SET_TIMERSLACK takes a value and touches no memory.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
 }
 
 /// Whether this process may put a thread under SCHED_FIFO.
@@ -342,6 +458,7 @@ fn run_session(
     let mut buf = Buf::new(max)?;
     let mut done = Vec::with_capacity(jobs.len());
     let mut prev_end_ns = 0u64;
+    let mut pacer = Pacer::new();
     for (i, j) in jobs.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -352,10 +469,10 @@ fn run_session(
             Timing::Think => prev_end_ns.saturating_add(j.think_ns),
             Timing::Fast => 0,
         };
-        let issued = if timing == Timing::Fast {
-            Instant::now()
+        let (issued, paused) = if timing == Timing::Fast {
+            (Instant::now(), false)
         } else {
-            wait_until(base, due_ns, spin_ns)
+            wait_until(base, due_ns, spin_ns, &mut pacer)
         };
         let b = buf.slice(j.size);
         if j.write {
@@ -407,6 +524,7 @@ fn run_session(
             failed,
             misplaced,
             checked,
+            paused,
         });
     }
     Ok(done)
@@ -620,6 +738,7 @@ pub fn replay(
                 let jobs = &lane.jobs;
                 let (barrier, base_cell) = (&barrier, &base_cell);
                 sc.spawn(move || {
+                    set_timer_slack();
                     if realtime {
                         set_fifo();
                     }
@@ -728,6 +847,8 @@ fn build_results(
     let (mut rec_first, mut rec_end) = (u64::MAX, 0u64);
     let mut rec_issue_times = Vec::new();
     let mut rep_issue_times = Vec::new();
+    // Recorded I/Os on the replay's clock (scaled issue, recorded latency).
+    let mut rec_scaled_iv = Vec::new();
     let (mut all_rec_iv, mut all_rep_iv) = (Vec::new(), Vec::new());
     for (s, (jobs, done)) in sessions.iter().zip(dones).enumerate() {
         let mut rh = new_histogram();
@@ -750,11 +871,13 @@ fn build_results(
             s_rec0 = s_rec0.min(rec_t);
             s_rec1 = s_rec1.max(rec_t + r.latency_ns);
             rec_issue_times.push(rec_t);
+            rec_scaled_iv.push((rec_t, rec_t + r.latency_ns));
             rec_iv.push((r.t_ns, r.t_ns + r.latency_ns));
             if !d.ran {
                 continue;
             }
             info.replayed_ios += 1;
+            info.pauses += d.paused as u64;
             if d.failed {
                 info.errors += 1;
                 continue;
@@ -843,14 +966,25 @@ fn build_results(
     for &t in &rep_issue_times {
         ints[((t / interval_ns) as usize).min(n_int - 1)].1 += 1;
     }
+    let rec_c = if stream.latency_known {
+        concurrency_per_interval(&rec_scaled_iv, interval_ns, n_int)
+    } else {
+        vec![(0, 0.0); n_int]
+    };
+    let rep_c = concurrency_per_interval(&all_rep_iv, interval_ns, n_int);
     info.intervals = ints
         .into_iter()
+        .zip(rec_c.into_iter().zip(rep_c))
         .enumerate()
-        .map(|(i, (a, b))| ReplayInterval {
+        .map(|(i, ((a, b), (rc, pc)))| ReplayInterval {
             start_s: (i as u64 * interval_ns) as f64 / 1e9,
             duration_s: interval_ns as f64 / 1e9,
             recorded_ios: a,
             replayed_ios: b,
+            recorded_peak_in_flight: rc.0,
+            replayed_peak_in_flight: pc.0,
+            recorded_mean_in_flight: rc.1,
+            replayed_mean_in_flight: pc.1,
         })
         .collect();
     info.map = map;
@@ -915,4 +1049,32 @@ fn build_results(
     });
     res.replay = Some(info);
     Ok(res)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_per_interval_splits_each_io_over_the_intervals_it_spans() {
+        // (5, 25) spans three 10 ns intervals; (12, 14) lies in the second; (30, 30) is empty.
+        let iv = [(5, 25), (12, 14), (30, 30)];
+        let c = concurrency_per_interval(&iv, 10, 4);
+        assert_eq!(
+            c.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![1, 2, 1, 0],
+            "{c:?}"
+        );
+        let means: Vec<f64> = c.iter().map(|x| x.1).collect();
+        assert_eq!(means, vec![0.5, 1.2, 0.5, 0.0]);
+        // The parts add up to the whole: mean × length summed is the time in flight.
+        let busy: f64 = means.iter().sum::<f64>() * 10.0;
+        assert_eq!(busy, iv.iter().map(|x| (x.1 - x.0) as f64).sum::<f64>());
+        // An I/O ending exactly at an interval's start is not in flight in it.
+        let c = concurrency_per_interval(&[(0, 10), (10, 20)], 10, 2);
+        assert_eq!(c, vec![(1, 1.0), (1, 1.0)]);
+        // Beyond the last interval counts in it.
+        let c = concurrency_per_interval(&[(0, 30)], 10, 2);
+        assert_eq!(c, vec![(1, 1.0), (1, 2.0)]);
+    }
 }

@@ -190,6 +190,64 @@ fn default_convention() -> BucketConvention {
     BucketConvention::Exact
 }
 
+/// The exact sum of the per-target results of a run over several targets (`sets[t]`: target
+/// `t`'s ops): per op of `names` (in that order), counts, bytes and errors summed, histograms
+/// merged, interval by interval on the run's one grid.
+pub(crate) fn sum_op_sets(sets: &[Vec<OpResult>], names: &[&str]) -> anyhow::Result<Vec<OpResult>> {
+    use crate::histogram::new_histogram;
+    let merge = |h: &mut hdrhistogram::Histogram<u64>, x: &Hist| -> anyhow::Result<()> {
+        h.add(x.decode()?)
+            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
+    };
+    let mut out = Vec::new();
+    for &name in names {
+        let parts: Vec<&OpResult> = sets
+            .iter()
+            .filter_map(|s| s.iter().find(|o| o.op == name))
+            .collect();
+        if parts.is_empty() {
+            continue;
+        }
+        let mut total = new_histogram();
+        let mut ivs: Vec<(Interval, hdrhistogram::Histogram<u64>)> = Vec::new();
+        for p in &parts {
+            merge(&mut total, &p.hist)?;
+            for (k, iv) in p.intervals.iter().enumerate() {
+                if ivs.len() <= k {
+                    ivs.push((
+                        Interval {
+                            count: 0,
+                            bytes: 0,
+                            ..iv.clone()
+                        },
+                        new_histogram(),
+                    ));
+                }
+                let (sum, h) = &mut ivs[k];
+                sum.count += iv.count;
+                sum.bytes += iv.bytes;
+                // The grid is the run's: a shorter last interval on one target is the same
+                // interval, trimmed alike.
+                sum.duration_s = sum.duration_s.min(iv.duration_s);
+                if iv.count > 0 {
+                    merge(h, &iv.hist)?;
+                }
+            }
+        }
+        let intervals = ivs
+            .into_iter()
+            .map(|(mut iv, h)| {
+                iv.hist = Hist::encode(&h);
+                iv
+            })
+            .collect();
+        let mut r = OpResult::new(name, &total, parts.iter().map(|p| p.bytes).sum(), intervals);
+        r.errors = parts.iter().map(|p| p.errors).sum();
+        out.push(r);
+    }
+    Ok(out)
+}
+
 impl OpResult {
     /// Build from a merged histogram and its intervals.
     pub fn new(op: &str, total: &Histogram<u64>, bytes: u64, intervals: Vec<Interval>) -> Self {
@@ -563,6 +621,12 @@ pub struct DiskQueue {
     /// long, so fewer requests fit in the device than it has tags. Absent for other disks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virtio_indirect: Option<bool>,
+    /// Its request queue (`/sys/block/DISK/queue/nr_requests`, per hardware queue): a request
+    /// takes a place in it when it enters the block layer (a scheduler's tag, or with scheduler
+    /// `none` the driver's tag, which it then limits), and a submitter finding it full sleeps
+    /// above the block layer. Absent where sysfs does not say (and in files written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nr_requests: Option<u32>,
 }
 
 impl BlockLayer {

@@ -170,7 +170,7 @@ pub fn execute_on(
         disk_snaps: None,
     };
     // One set of recorders per target: each I/O is recorded once, in its target's; the run's
-    // totals are their exact sum (`sum_ops`), made once the sessions are done.
+    // totals are their exact sum (`results::sum_op_sets`), made once the sessions are done.
     let op_sets = vec![IO_OPS; targets.len()];
     let plan = Plan {
         sessions,
@@ -401,7 +401,7 @@ pub fn execute_on(
     let measured_s = end.saturating_duration_since(base).as_secs_f64();
     let mut sets = driven.ops(measured_s);
     let ops = if many {
-        sum_ops(&sets)?
+        crate::results::sum_op_sets(&sets, &IO_OPS.names())?
     } else {
         sets.remove(0)
     };
@@ -503,70 +503,6 @@ pub fn execute_on(
     r.warnings
         .extend(unregistered_warning(&outcomes, r.io_buffers.as_ref()));
     Ok(r)
-}
-
-/// The exact sum of the per-target results of a run over several targets (`sets[t]`: target
-/// `t`'s ops): per op, counts, bytes and errors summed, histograms merged, interval by
-/// interval on the run's one grid.
-fn sum_ops(sets: &[Vec<crate::results::OpResult>]) -> Result<Vec<crate::results::OpResult>> {
-    use crate::histogram::new_histogram;
-    use crate::results::{Hist, Interval, OpResult};
-    let merge = |h: &mut hdrhistogram::Histogram<u64>, x: &Hist| -> Result<()> {
-        h.add(x.decode()?)
-            .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))
-    };
-    let mut out = Vec::new();
-    for op in IO_OPS.ops() {
-        let parts: Vec<&OpResult> = sets
-            .iter()
-            .filter_map(|s| s.iter().find(|o| o.op == op.name()))
-            .collect();
-        if parts.is_empty() {
-            continue;
-        }
-        let mut total = new_histogram();
-        let mut ivs: Vec<(Interval, hdrhistogram::Histogram<u64>)> = Vec::new();
-        for p in &parts {
-            merge(&mut total, &p.hist)?;
-            for (k, iv) in p.intervals.iter().enumerate() {
-                if ivs.len() <= k {
-                    ivs.push((
-                        Interval {
-                            count: 0,
-                            bytes: 0,
-                            ..iv.clone()
-                        },
-                        new_histogram(),
-                    ));
-                }
-                let (sum, h) = &mut ivs[k];
-                sum.count += iv.count;
-                sum.bytes += iv.bytes;
-                // The grid is the run's: a shorter last interval on one target is the same
-                // interval, trimmed alike.
-                sum.duration_s = sum.duration_s.min(iv.duration_s);
-                if iv.count > 0 {
-                    merge(h, &iv.hist)?;
-                }
-            }
-        }
-        let intervals = ivs
-            .into_iter()
-            .map(|(mut iv, h)| {
-                iv.hist = Hist::encode(&h);
-                iv
-            })
-            .collect();
-        let mut r = OpResult::new(
-            op.name(),
-            &total,
-            parts.iter().map(|p| p.bytes).sum(),
-            intervals,
-        );
-        r.errors = parts.iter().map(|p| p.errors).sum();
-        out.push(r);
-    }
-    Ok(out)
 }
 
 /// Open the generation journal of a scratch file for a run that writes it. Setting

@@ -487,6 +487,8 @@ pub(crate) fn disk_queue(disk: &str) -> Option<crate::results::DiskQueue> {
         driver_tags,
         hw_queues,
         virtio_indirect: virtio_indirect(disk),
+        nr_requests: read_num::<u32>(format!("/sys/block/{disk}/queue/nr_requests"))
+            .filter(|&n| n > 0),
     })
 }
 

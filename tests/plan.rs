@@ -550,3 +550,164 @@ fn a_full_lun_queue_is_named_as_the_hosts_wait_and_a_deep_one_is_not() {
         "the reads waited in the device: {v:#?}"
     );
 }
+
+/// The block verdict of a run traced with `--watch` (issue 27): as the untraced run's, one slow
+/// LUN of queue 4 under 16 sessions holds its request queue full, and the traced verdict names
+/// that queue as the host's wait above the block layer (its requests' traced time, entering the
+/// block layer to completion, is 4 of 16 sessions' worth: ¾ of the median read is the host's).
+/// Raised to 128, the same LUN takes all 16: storage-bound, and its queue is said not full.
+#[test]
+fn a_traced_run_names_a_full_lun_queue_as_the_hosts_wait_and_not_a_deep_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(devs) = luns(dir.path(), 1) else {
+        return;
+    };
+    let d = &devs[0];
+    let traced = |json: &Path| -> Value {
+        ok(iolens(&[
+            "run",
+            "--target",
+            &d.dev,
+            "--sessions",
+            "16",
+            "--duration",
+            "3s",
+            "--warmup",
+            "0.5s",
+            "--watch",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ]));
+        read(json)
+    };
+    let fig = |v: &Value, k: &str| v["figures"][k].as_f64().unwrap_or(f64::NAN);
+    let full = traced(&dir.path().join("full.json"));
+    let v = verdicts(&full);
+    eprintln!("traced, nr_requests {QUEUE}: {v:#?}");
+    let host = v
+        .iter()
+        .find(|v| v["kind"] == "host-queueing")
+        .unwrap_or_else(|| panic!("no host-queueing verdict: {v:#?}"));
+    assert!(
+        host["figures"]["app_p50_us"].is_number(),
+        "not the traced (block) verdict: {host}"
+    );
+    assert_eq!(fig(host, "queue_full"), 1.0, "{host}");
+    assert_eq!(fig(host, "nr_requests"), QUEUE as f64, "{host}");
+    // Held full: at least QUEUE_FULL (0.9) of its 4 places on average, never above them.
+    let held = fig(host, "request_queue_in_flight");
+    assert!(
+        held >= 0.9 * QUEUE as f64 && held <= QUEUE as f64 + 0.05,
+        "{host}"
+    );
+    let msg = host["message"].as_str().unwrap();
+    assert!(
+        msg.contains("request queue was full")
+            && msg.contains("above the block layer for a place in that queue"),
+        "{msg}"
+    );
+    // 4 of 16 in the device by construction: ¾ of the median read is the host's (within 0.1:
+    // wake-ups, and the daemon's own time beyond its sleep is the device's).
+    assert!((fig(host, "host_share_p50") - 0.75).abs() < 0.1, "{host}");
+
+    let q = format!("/sys/block/{}/queue/nr_requests", d.name);
+    std::fs::write(&q, "128").unwrap();
+    let deep = traced(&dir.path().join("deep.json"));
+    let v = verdicts(&deep);
+    eprintln!("traced, nr_requests 128: {v:#?}");
+    for x in &v {
+        let m = x["message"].as_str().unwrap_or("");
+        assert!(
+            !m.contains("request queue was full")
+                && x["figures"]["queue_full"].as_f64() != Some(1.0),
+            "{x}"
+        );
+    }
+    let storage = v
+        .iter()
+        .find(|v| v["kind"] == "storage-bound")
+        .unwrap_or_else(|| panic!("the reads waited in the device: {v:#?}"));
+    assert!(storage["figures"]["app_p50_us"].is_number(), "{storage}");
+    assert_eq!(fig(storage, "nr_requests"), 128.0, "{storage}");
+    // All 16 sessions' reads in it, far from 0.9 × 128.
+    assert!(fig(storage, "request_queue_in_flight") < 17.0, "{storage}");
+}
+
+/// `iolens watch` of a live process (issue 27): an `iolens run` of 16 sessions on one slow LUN
+/// of queue 4, watched by pid. The time its reads waited for a place in the full request queue
+/// is above the block layer (before the requests exist); the watch names it as the host's wait
+/// for that queue, not "page cache, filesystem, locks". At 128 the same LUN is the storage.
+#[test]
+fn a_live_watch_names_a_full_lun_queue_as_the_hosts_wait_and_not_a_deep_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(devs) = luns(dir.path(), 1) else {
+        return;
+    };
+    let d = &devs[0];
+    let watched = |json: &Path| -> Value {
+        let mut run = Command::new("chrt")
+            .args(["-f", "40", env!("CARGO_BIN_EXE_iolens")])
+            .args(["run", "--target", &d.dev, "--sessions", "16"])
+            .args(["--duration", "6s", "--verify", "none", "-q"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The run's sessions start; the watch attaches and watches 2.5 s of them.
+        std::thread::sleep(Duration::from_millis(700));
+        let pid = run.id().to_string();
+        let w = iolens(&[
+            "watch",
+            "--pid",
+            &pid,
+            "--duration",
+            "2.5s",
+            "-q",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let st = run.wait().unwrap();
+        assert!(st.success(), "the watched run failed: {st}");
+        ok(w);
+        read(json)
+    };
+    let watch_verdicts = |r: &Value| -> Vec<Value> {
+        r["analysis"]["watch"]["verdicts"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let full = watched(&dir.path().join("watch-full.json"));
+    let v = watch_verdicts(&full);
+    eprintln!("watch, nr_requests {QUEUE}: {v:#?}");
+    let head = &v[0];
+    assert_eq!(head["kind"], "host-queueing", "{v:#?}");
+    let key = |k: &str| format!("{k}:{}", d.name);
+    let fig = |v: &Value, k: &str| v["figures"][k].as_f64().unwrap_or(f64::NAN);
+    assert_eq!(fig(head, &key("queue_full")), 1.0, "{head}");
+    assert_eq!(fig(head, &key("nr_requests")), QUEUE as f64, "{head}");
+    let msg = head["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("{}'s request queue was full", d.name))
+            && msg.contains("for a place in that queue"),
+        "{msg}"
+    );
+    // 12 of 16 sessions wait above the block layer by construction: ¾ of the I/O time (within
+    // 0.1, as the run's verdict).
+    assert!(
+        (fig(head, "above_block_share") - 0.75).abs() < 0.1,
+        "{head}"
+    );
+
+    let q = format!("/sys/block/{}/queue/nr_requests", d.name);
+    std::fs::write(&q, "128").unwrap();
+    let deep = watched(&dir.path().join("watch-deep.json"));
+    let v = watch_verdicts(&deep);
+    eprintln!("watch, nr_requests 128: {v:#?}");
+    assert_eq!(v[0]["kind"], "storage-bound", "{v:#?}");
+    for x in &v {
+        let m = x["message"].as_str().unwrap_or("");
+        assert!(!m.contains("request queue was full"), "{x}");
+        assert_ne!(fig(x, &key("queue_full")), 1.0, "{x}");
+    }
+}

@@ -830,3 +830,214 @@ fn compare_of_one_replay_sets_recorded_beside_replayed_per_event_and_session() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no recorded latencies"));
 }
+
+/// The workload of the record test: thread `r` preads 4 KiB at known offsets of `a.bin`
+/// every 4 ms, thread `w` pwrites 8 KiB at known offsets of `b.bin` every 7 ms, both at once;
+/// each I/O logged by the script as `thread before_ns after_ns offset bytes` (CLOCK_MONOTONIC).
+/// Everything is imported and opened before it reads its go line, so the watch sees only
+/// these I/Os.
+const RECORD_WORKLOAD: &str = r#"
+import os, sys, threading, time
+d = sys.argv[1]
+a = os.open(d + '/a.bin', os.O_RDONLY)
+b = os.open(d + '/b.bin', os.O_WRONLY)
+log, lock = [], threading.Lock()
+def run(name, fd, n, gap_ns, size, off, write):
+    t0 = time.monotonic_ns() + 20_000_000
+    buf = b'x' * size
+    for i in range(n):
+        while time.monotonic_ns() < t0 + i * gap_ns:
+            time.sleep(0.0005)
+        o = off(i)
+        t1 = time.monotonic_ns()
+        got = os.pwrite(fd, buf, o) if write else len(os.pread(fd, size, o))
+        t2 = time.monotonic_ns()
+        assert got == size
+        with lock:
+            log.append('%s %d %d %d %d' % (name, t1, t2, o, size))
+sys.stdin.readline()
+ts = [threading.Thread(target=run, args=('r', a, 150, 4_000_000, 4096, lambda i: (i * 37 % 1024) * 4096, False)),
+      threading.Thread(target=run, args=('w', b, 80, 7_000_000, 8192, lambda i: (i * 13 % 256) * 8192, True))]
+for t in ts: t.start()
+for t in ts: t.join()
+open(d + '/log.txt', 'w').write('\n'.join(log) + '\n')
+"#;
+
+/// `watch --record` of a known workload, then `replay` of the record. A Python process's two
+/// threads read and write known offsets of two files at known times, logging each syscall's
+/// CLOCK_MONOTONIC before and after. The record must hold exactly those I/Os: per file and
+/// thread the same (offset, bytes) in the same order, each issued and completed between the
+/// script's two clock reads (exact: the probes run inside the syscall), each thread its own
+/// session. Replayed (`--writes`, recorded timing) on a new scratch file: every I/O once, each
+/// read finding its mapped offset's stamp, two sessions of 150 and 80, no reordering, and the
+/// issue span within 1 % of the record's (about 0.6 s).
+#[test]
+fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
+    if !root_or_skip("watch --record (BPF) and replay") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("a.bin"), vec![7u8; 4 << 20]).unwrap();
+    std::fs::write(d.join("b.bin"), vec![0u8; 2 << 20]).unwrap();
+    let mut py = Command::new("python3")
+        .args(["-c", RECORD_WORKLOAD, d.to_str().unwrap()])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    let rec = d.join("io.rec");
+    let json = d.join("w.json");
+    let mut w = bin()
+        .args([
+            "watch",
+            "--no-progress",
+            "--pid",
+            &py.id().to_string(),
+            "--record",
+        ])
+        .arg(&rec)
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once attached (the watch says so on stderr), let the workload go.
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut err = BufReader::new(w.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("tracepoints attached") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        py.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    assert!(py.wait().unwrap().success());
+    // The watch ends when its only pid has exited.
+    assert!(w.wait().unwrap().success());
+
+    // The script's own log, per thread in order.
+    let log = std::fs::read_to_string(d.join("log.txt")).unwrap();
+    let mut done: std::collections::BTreeMap<String, Vec<(u64, u64, u64, u64)>> =
+        Default::default();
+    for l in log.lines() {
+        let f: Vec<&str> = l.split(' ').collect();
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        done.entry(f[0].into())
+            .or_default()
+            .push((n(1), n(2), n(3), n(4)));
+    }
+    for v in done.values_mut() {
+        v.sort();
+    }
+    // The record.
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("# iolens watch record 1"));
+    let start: u64 = lines
+        .next()
+        .unwrap()
+        .strip_prefix("# start CLOCK_MONOTONIC ns ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    // (issue, end, offset, bytes, tid, op) per file name.
+    let mut got: std::collections::BTreeMap<String, Vec<(u64, u64, u64, u64, u64, String)>> =
+        Default::default();
+    let mut others = 0;
+    for l in lines.filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 10, "{l}");
+        let n = |i: usize| f[i].parse::<u64>().unwrap();
+        let name = Path::new(f[9]).file_name().unwrap().to_string_lossy();
+        let key = match name.as_ref() {
+            "a.bin" => "r",
+            "b.bin" => "w",
+            _ => {
+                others += 1;
+                continue;
+            }
+        };
+        got.entry(key.into()).or_default().push((
+            start + n(0),
+            start + n(0) + n(1),
+            n(7),
+            n(8),
+            n(3),
+            f[6].to_string(),
+        ));
+    }
+    assert_eq!(
+        others, 0,
+        "I/Os on other files than the workload's:\n{text}"
+    );
+    for (k, want) in &done {
+        let have = &got[k];
+        assert_eq!(have.len(), want.len(), "thread {k}");
+        let tids: std::collections::BTreeSet<u64> = have.iter().map(|x| x.4).collect();
+        assert_eq!(tids.len(), 1, "thread {k}'s I/Os come from one thread");
+        for (h, w) in have.iter().zip(want) {
+            assert_eq!((h.2, h.3), (w.2, w.3), "thread {k}: offset and bytes");
+            assert!(
+                w.0 <= h.0 && h.1 <= w.1,
+                "thread {k}: recorded [{}, {}] outside the script's clock reads [{}, {}]",
+                h.0,
+                h.1,
+                w.0,
+                w.1
+            );
+            assert_eq!(h.5, if k == "r" { "pread64" } else { "pwrite64" });
+        }
+    }
+    assert_ne!(got["r"][0].4, got["w"][0].4, "two threads, two tids");
+
+    // Replayed on a new scratch file.
+    let target = d.join("t.dat");
+    let out = d.join("r.json");
+    let o = bin()
+        .arg("replay")
+        .arg(&rec)
+        .args(["--writes", "--realtime", "--no-progress", "--target"])
+        .arg(&target)
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let r = &v["replay"];
+    assert_eq!(r["source"], "watch-record");
+    assert_eq!(r["recorded_ios"], 230);
+    assert_eq!(r["replayed_ios"], 230);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["misplaced"], 0);
+    assert_eq!(
+        r["stamp_checked"], 150,
+        "every read checked against its stamp"
+    );
+    assert_eq!(r["reordered"], 0);
+    let mut ios: Vec<u64> = r["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["ios"].as_u64().unwrap())
+        .collect();
+    ios.sort();
+    assert_eq!(ios, vec![80, 150]);
+    let span = r["scheduled_span_s"].as_f64().unwrap();
+    let want_span = {
+        let all: Vec<u64> = got.values().flatten().map(|x| x.0).collect();
+        (all.iter().max().unwrap() - all.iter().min().unwrap()) as f64 / 1e9
+    };
+    assert!(
+        (span - want_span).abs() < 1e-6,
+        "the schedule is the record's: {span} s vs {want_span} s"
+    );
+    let err = r["span_error_pct"].as_f64().unwrap();
+    assert!(
+        err.abs() <= 1.0,
+        "replayed span {err:+.3} % off the record's"
+    );
+}

@@ -505,3 +505,216 @@ fn corruption_in_one_target_of_two_names_that_target() {
     );
     assert!(!said.contains(&format!(" on {} at offset", good.display())));
 }
+
+/// Three ext4 filesystems, each on its own loop device over a file, mounted under `dir`
+/// (unmounted and detached when dropped); `None` (skipped, not under CI) without root.
+struct Mounts {
+    dirs: Vec<PathBuf>,
+    loops: Vec<Loop>,
+}
+
+impl Drop for Mounts {
+    fn drop(&mut self) {
+        for d in &self.dirs {
+            let _ = Command::new("umount").arg(d).status();
+        }
+        self.loops.clear();
+    }
+}
+
+fn mounts(dir: &Path, n: usize) -> Option<Mounts> {
+    if !root_or_skip("db over several loop-device filesystems") {
+        return None;
+    }
+    let imgs = named(dir, "fs", n);
+    for i in &imgs {
+        std::fs::File::create(i).unwrap().set_len(64 * MB).unwrap();
+    }
+    let loops = loops(&imgs)?;
+    let mut m = Mounts {
+        dirs: Vec::new(),
+        loops: Vec::new(),
+    };
+    for (k, l) in loops.into_iter().enumerate() {
+        let ok = Command::new("mkfs.ext4")
+            .args([
+                "-q",
+                "-F",
+                "-E",
+                "lazy_itable_init=0,lazy_journal_init=0",
+                l.dev(),
+            ])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mkfs.ext4 {}", l.dev());
+        let d = dir.join(format!("m{k}"));
+        std::fs::create_dir(&d).unwrap();
+        let ok = Command::new("mount")
+            .arg(l.dev())
+            .arg(&d)
+            .status()
+            .is_ok_and(|s| s.success());
+        m.loops.push(l);
+        assert!(ok, "mount {}", d.display());
+        m.dirs.push(d);
+    }
+    Some(m)
+}
+
+fn db_over(cmd: &[&str], dirs: &[PathBuf]) -> Output {
+    let mut c = bin();
+    c.args(["db"]).args(cmd);
+    for d in dirs {
+        c.arg("--dir").arg(d);
+    }
+    c.output().unwrap()
+}
+
+/// `db` over several targets (issue 27), as a DBA spreads data files over LUNs: three
+/// directories on three loop-device filesystems, three schemas. Schema s's table and index
+/// live in the database file of directory s mod 3 (read back with SQLite itself); a run of
+/// three sessions (one per schema) keeps a row per directory whose series sum exactly to the
+/// run's, each naming its own loop device, and each device's own /proc/diskstats saw its
+/// directory's reads (at least as many requests as iolens counted on it over its window).
+#[test]
+fn db_over_three_filesystems_keeps_each_ones_series_and_they_sum_to_the_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(m) = mounts(tmp.path(), 3) else {
+        return;
+    };
+    let o = db_over(
+        &["setup", "--schemas", "3", "--scale", "8M", "--quiet"],
+        &m.dirs,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (k, d) in m.dirs.iter().enumerate() {
+        let c = rusqlite::Connection::open(d.join("iolens-slob.db")).unwrap();
+        let mut st = c
+            .prepare("SELECT name FROM sqlite_master WHERE type IN ('table','index') AND name LIKE 't%' ORDER BY name")
+            .unwrap();
+        let names: Vec<String> = st
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            names,
+            vec![format!("t{k}"), format!("t{k}_k")],
+            "{}",
+            d.display()
+        );
+    }
+    let before: Vec<u64> = m.loops.iter().map(|l| disk_ios(l.name())).collect();
+    let json = tmp.path().join("db.json");
+    let mut c = bin();
+    c.args([
+        "db",
+        "run",
+        "--sessions",
+        "3",
+        "--duration",
+        "2s",
+        "-q",
+        "--json",
+    ])
+    .arg(&json);
+    for d in &m.dirs {
+        c.arg("--dir").arg(d);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let after: Vec<u64> = m.loops.iter().map(|l| disk_ios(l.name())).collect();
+    let res = load(&json);
+    let run = &res.runs[0];
+    assert_eq!(run.targets.len(), 3);
+    check_sums(&res);
+    for (k, t) in run.targets.iter().enumerate() {
+        assert_eq!(
+            t.target.path,
+            m.dirs[k].join("iolens-slob.db").display().to_string()
+        );
+        assert_eq!(t.target.device, m.loops[k].name(), "{:?}", t.target);
+        let reads = t.ops.iter().find(|o| o.op == "read").map_or(0, |o| o.count);
+        assert!(reads > 0, "no reads on {}", m.dirs[k].display());
+        let dev = t.device.as_ref().expect("the target's disk counters");
+        assert!(dev.reads > 0, "{dev:?}");
+        assert!(
+            after[k] - before[k] >= dev.reads,
+            "{}: /proc/diskstats saw {} requests, iolens counted {} within them",
+            m.loops[k].name(),
+            after[k] - before[k],
+            dev.reads
+        );
+    }
+    // The run's block reads are the three directories' together.
+    let total = run.op("read").unwrap().count;
+    assert_eq!(
+        total,
+        run.targets
+            .iter()
+            .map(|t| t.ops.iter().find(|o| o.op == "read").map_or(0, |o| o.count))
+            .sum::<u64>()
+    );
+    let o = db_over(&["drop"], &m.dirs);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for d in &m.dirs {
+        assert!(!d.join("iolens-slob.db").exists());
+    }
+}
+
+/// Safety across the directories of `db`: one directory holding a database file iolens did not
+/// create refuses the whole setup before anything is created in the others; a layout run with
+/// its directories in another order, or one missing, is refused before any session starts.
+#[test]
+fn db_over_several_directories_refuses_whole_when_one_fails_a_check() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = named(tmp.path(), "d", 3);
+    for d in &dirs {
+        std::fs::create_dir(d).unwrap();
+    }
+    // Not iolens': a database file of someone else's in the third directory.
+    let c = rusqlite::Connection::open(dirs[2].join("iolens-slob.db")).unwrap();
+    c.execute_batch("CREATE TABLE precious(x); INSERT INTO precious VALUES (42);")
+        .unwrap();
+    drop(c);
+    let o = db_over(&["setup", "--schemas", "3", "--scale", "8M", "-q"], &dirs);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not created by `iolens db setup`"),
+        "{}",
+        stderr(&o)
+    );
+    for d in &dirs[..2] {
+        assert!(
+            !d.join("iolens-slob.db").exists(),
+            "{} created",
+            d.display()
+        );
+    }
+    std::fs::remove_file(dirs[2].join("iolens-slob.db")).unwrap();
+    // Fewer schemas than directories cannot place one in each.
+    let o = db_over(&["setup", "--schemas", "2", "--scale", "8M", "-q"], &dirs);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at least 3 schemas"), "{}", stderr(&o));
+    let o = db_over(&["setup", "--schemas", "3", "--scale", "8M", "-q"], &dirs);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut swapped = dirs.clone();
+    swapped.swap(0, 1);
+    for (given, says) in [
+        (swapped.clone(), "give the directories in the order"),
+        (dirs[..2].to_vec(), "part 1 of a layout over 3"),
+        (
+            vec![dirs[0].clone(), dirs[0].clone()],
+            "are the same directory",
+        ),
+    ] {
+        let mut a = vec!["run", "--sessions", "3", "--duration", "1s", "-q"];
+        a.push("--seed");
+        a.push("1");
+        let o = db_over(&a, &given);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{given:?}: {}", stderr(&o));
+    }
+    let o = db_over(&["drop"], &dirs);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -1265,10 +1265,74 @@ fn ctrl_c_ends_the_watch_and_writes_the_results() {
     assert_eq!(out.status.code(), Some(130), "Ctrl-C exit status");
     let r = Results::read_file(&json).unwrap();
     assert_eq!(r.kind, iolens::results::Kind::Watch);
-    assert!(r.runs.iter().all(|x| x.interrupted));
+    // Without a duration, the signal is the watch's planned end: not an interrupted run.
+    assert!(r.runs.iter().all(|x| !x.interrupted));
     let b = budget(&r);
     assert!(b.intervals.len() >= 3, "{} intervals", b.intervals.len());
     assert!(b.tracepoints.iter().any(|t| t.starts_with("sched_switch")));
+}
+
+#[test]
+fn sigterm_ends_a_watch_as_asked_and_merge_says_only_a_cut_duration() {
+    if !root_or_skip("sigterm_ends_a_watch_as_asked_and_merge_says_only_a_cut_duration") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let path = |n: &str| tmp.path().join(format!("{n}.json"));
+    // Two watches until stopped (as systemd or Kubernetes run one), one for 60 s that the
+    // signal stops before its end.
+    let watches: Vec<(&str, Child)> = [("a", None), ("b", None), ("cut", Some("60s"))]
+        .into_iter()
+        .map(|(n, d)| {
+            let json = path(n);
+            let mut args = vec!["--interval", "200ms", "--json", json.to_str().unwrap()];
+            args.extend(d.iter().flat_map(|d| ["--duration", *d]));
+            (n, start_watch(&args))
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    for (n, w) in watches {
+        // SAFETY: kill sends a signal to the child we started.
+        unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+        let out = w.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(143), "{n}: SIGTERM exit status");
+        let r = Results::read_file(&path(n)).unwrap();
+        assert!(!r.runs.is_empty(), "{n}: no runs");
+        let cut = n == "cut";
+        assert!(
+            r.runs.iter().all(|x| x.interrupted == cut),
+            "{n}: interrupted {:?}",
+            r.runs.iter().map(|x| x.interrupted).collect::<Vec<_>>()
+        );
+    }
+    let merge = |files: [&str; 2]| {
+        bin()
+            .args(["-q", "merge"])
+            .args(files.map(path))
+            .arg("-o")
+            .arg(tmp.path().join("merged.json"))
+            .output()
+            .unwrap()
+    };
+    let out = merge(["a", "b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "merge of two watches ended by SIGTERM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Results::read_file(&tmp.path().join("merged.json")).unwrap();
+    assert!(m.runs.iter().all(|x| !x.interrupted));
+    let out = merge(["a", "cut"]);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "merge with a watch cut before its duration: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = Results::read_file(&tmp.path().join("merged.json")).unwrap();
+    assert!(m.runs.iter().any(|x| x.interrupted));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1299,7 +1363,8 @@ fn reached_block_layer(block: &BlockLayer, dev: &OpResult) -> (u64, String) {
 
 /// What sysfs says of how many requests `disk` takes at once (read here, independently of
 /// iolens): its blk-mq tags over its hardware queues and, on the virtio bus, whether the ring
-/// has indirect descriptors (feature bit 28); `None` without an mq directory.
+/// has indirect descriptors (feature bit 28), and its request queue (`nr_requests`); `None`
+/// without an mq directory.
 fn disk_queue_in_sysfs(disk: &str) -> Option<DiskQueue> {
     let queues: Vec<u32> = std::fs::read_dir(Path::new("/sys/block").join(disk).join("mq"))
         .ok()?
@@ -1319,6 +1384,11 @@ fn disk_queue_in_sysfs(disk: &str) -> Option<DiskQueue> {
                 .as_bytes()[28]
                 == b'1'
         }),
+        nr_requests: std::fs::read_to_string(
+            Path::new("/sys/block").join(disk).join("queue/nr_requests"),
+        )
+        .ok()
+        .map(|t| t.trim().parse::<u32>().unwrap()),
     })
 }
 

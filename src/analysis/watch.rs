@@ -15,9 +15,14 @@
 //! block layer dominates and a cgroup of the watched processes ran at one of its I/O limits
 //! (at least [`LIMIT_USE`] of it while it did I/O), the answer is that limit: blk-throttle holds
 //! bios before they become requests, so a throttled wait is above the block layer, and no
-//! device is to blame.
+//! device is to blame. Without such a limit, when a traced disk's request queue
+//! (`nr_requests`) was held full (its requests, every process's, in it on average at least
+//! [`QUEUE_FULL`] of it), time above the block layer is the wait for a place in that queue: the
+//! answer is that the host queues, naming the full queue (a full LUN queue, seed 001).
 
-use super::verdicts::{device_limit, in_device};
+use super::verdicts::{
+    device_limit, in_device, in_request_queue, request_queue_full, RequestQueue, QUEUE_FULL,
+};
 use crate::results::analysis::{
     Severity, Verdict, VerdictKind, WalChain, WatchAnalysis, WatchShares,
 };
@@ -122,10 +127,15 @@ fn held_in(cgroups: &[WatchCgroup]) -> Option<Held<'_>> {
     best
 }
 
-/// With a cgroup limit held, time above the block layer is the throttle's.
-fn throttled(mut s: WatchShares, held: bool) -> WatchShares {
-    if held && s.verdict == Some(VerdictKind::AboveBlockLayer) {
-        s.verdict = Some(VerdictKind::CgroupLimit);
+/// With a cgroup limit held, time above the block layer is the throttle's; with a disk's
+/// request queue held full (and no limit), it is the host's wait for a place in that queue.
+fn throttled(mut s: WatchShares, held: bool, full: bool) -> WatchShares {
+    if s.verdict == Some(VerdictKind::AboveBlockLayer) {
+        if held {
+            s.verdict = Some(VerdictKind::CgroupLimit);
+        } else if full {
+            s.verdict = Some(VerdictKind::HostQueueing);
+        }
     }
     s
 }
@@ -134,7 +144,7 @@ fn throttled(mut s: WatchShares, held: bool) -> WatchShares {
 /// limiting cgroups' counters so far, so an interval held by a limit the processes run at is
 /// named as the stored analysis names it (the cgroup limit, not "above the block layer").
 pub fn live_shares(s: &WatchSpan, cgroups: &[WatchCgroup]) -> WatchShares {
-    throttled(shares(s), held_in(cgroups).is_some())
+    throttled(shares(s), held_in(cgroups).is_some(), false)
 }
 
 /// The shares of one span.
@@ -213,9 +223,20 @@ fn pct(x: f64) -> String {
 /// What held the host's block queue, disk by disk: how many requests (every process's, the
 /// disk's `block DISK` run) were in each disk on average (Little's law over the watch) against
 /// what the disk takes at once ([`device_limit`]); the figures as `in_flight:DISK` and
-/// `driver_tags:DISK`.
-fn disk_limits(r: &Results, budget: &WatchBudget) -> (String, Vec<(String, f64)>) {
+/// `driver_tags:DISK`. And whether a disk's request queue (`nr_requests`) was held full: then
+/// submitters waited for a place in it above the block layer ([`request_queue_full`]); the
+/// figures `nr_requests:DISK`, `request_queue_in_flight:DISK`, `queue_full:DISK`.
+struct DiskLimits {
+    /// What held the block queue, said where the host queues.
+    text: String,
+    figures: Vec<(String, f64)>,
+    /// The words for the disks whose request queue was held full (empty: none).
+    full: String,
+}
+
+fn disk_limits(r: &Results, budget: &WatchBudget) -> DiskLimits {
     let mut text = String::new();
+    let mut full = String::new();
     let mut figures = Vec::new();
     for q in &budget.disks {
         let Some(run) = r
@@ -233,8 +254,26 @@ fn disk_limits(r: &Results, budget: &WatchBudget) -> (String, Vec<(String, f64)>
         figures.push((format!("driver_tags:{}", q.disk), q.driver_tags as f64));
         text.push_str(". ");
         text.push_str(&device_limit(q, l));
+        if let Some(rq) = RequestQueue::of_disk(q) {
+            let l = in_request_queue(&run.ops, run.duration_s);
+            let is_full = l >= QUEUE_FULL * rq.capacity();
+            figures.push((format!("nr_requests:{}", q.disk), rq.nr_requests as f64));
+            figures.push((format!("request_queue_in_flight:{}", q.disk), l));
+            figures.push((
+                format!("queue_full:{}", q.disk),
+                f64::from(u8::from(is_full)),
+            ));
+            if is_full {
+                full.push_str("; ");
+                full.push_str(&request_queue_full(&q.disk, rq, l));
+            }
+        }
     }
-    (text, figures)
+    DiskLimits {
+        text,
+        figures,
+        full,
+    }
 }
 
 /// The words of a cgroup-limit verdict: the cgroup, its limit, its rate, the throttled share.
@@ -280,7 +319,7 @@ fn cgroup_message(h: &Held, all: &WatchSpan, o: &WatchShares, inside: &str) -> S
 fn verdicts(
     all: &WatchSpan,
     o: &WatchShares,
-    limits: &(String, Vec<(String, f64)>),
+    limits: &DiskLimits,
     profile: bool,
     held: Option<&Held>,
 ) -> Vec<Verdict> {
@@ -359,6 +398,17 @@ fn verdicts(
             all.block_requests,
             inside
         ),
+        // Above the block layer, held there by a full request queue.
+        VerdictKind::HostQueueing if !limits.full.is_empty() && o.above_block > o.host_queue => {
+            format!(
+                "the host queues: I/O syscalls are {} of the watched threads' time, and {} of \
+                 that was above the block layer ({}){}",
+                pct(o.io_s / o.wall_s.max(1e-12)),
+                pct(o.above_block),
+                inside,
+                limits.full
+            )
+        }
         VerdictKind::HostQueueing => format!(
             "the host queues: I/O syscalls are {} of the watched threads' time, and {} of that is \
              in the host's block queue before the device sees the request ({:.1} µs per request: \
@@ -367,7 +417,7 @@ fn verdicts(
             pct(o.host_queue),
             per_request_us(all.queue_ns),
             inside,
-            limits.0
+            limits.text
         ),
         VerdictKind::NotIo => format!(
             "I/O is not where the time goes: I/O syscalls are {} of the watched threads' time \
@@ -399,7 +449,7 @@ fn verdicts(
         Severity::Warning
     };
     let mut figures: Vec<(&str, f64)> = figures.to_vec();
-    figures.extend(limits.1.iter().map(|(k, x)| (k.as_str(), *x)));
+    figures.extend(limits.figures.iter().map(|(k, x)| (k.as_str(), *x)));
     if let Some(h) = held {
         figures.extend([
             ("cgroup_limit", h.limit as f64),
@@ -434,7 +484,7 @@ fn verdicts(
             format!(
                 "the host queues as well: {} of the I/O time is in the host's block queue{}",
                 pct(o.host_queue),
-                limits.0
+                limits.text
             ),
             &figures,
         ));
@@ -471,15 +521,19 @@ fn sum(spans: &[WatchSpan]) -> WatchSpan {
 
 /// The shares of `spans` in at most `rows` rows, each row the exact sum of `per` consecutive
 /// spans (the last may hold fewer); `per` is returned with them. For tables of long watches.
-pub(crate) fn merged_shares(b: &WatchBudget, rows: usize) -> (usize, Vec<WatchShares>) {
+pub(crate) fn merged_shares(r: &Results, rows: usize) -> (usize, Vec<WatchShares>) {
+    let Some(b) = r.watch.as_ref() else {
+        return (1, Vec::new());
+    };
     let spans = &b.intervals;
     let held = held_limit(b).is_some();
+    let full = !disk_limits(r, b).full.is_empty();
     let per = spans.len().div_ceil(rows.max(1)).max(1);
     (
         per,
         spans
             .chunks(per)
-            .map(|c| throttled(shares(&sum(c)), held))
+            .map(|c| throttled(shares(&sum(c)), held, full))
             .collect(),
     )
 }
@@ -615,14 +669,10 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
     let budget: &WatchBudget = budget;
     let all = sum(&budget.intervals);
     let held = held_limit(budget);
-    let overall = throttled(shares(&all), held.is_some());
-    let mut verdicts = verdicts(
-        &all,
-        &overall,
-        &disk_limits(r, budget),
-        false,
-        held.as_ref(),
-    );
+    let limits = disk_limits(r, budget);
+    let full = !limits.full.is_empty();
+    let overall = throttled(shares(&all), held.is_some(), full);
+    let mut verdicts = verdicts(&all, &overall, &limits, false, held.as_ref());
     let wal = budget.pg.as_ref().map(wal_chains).unwrap_or_default();
     // Right after the headline: the database's own chain says what the waits were made of.
     let at = verdicts.len().min(1);
@@ -636,7 +686,7 @@ pub(crate) fn watch_analysis(r: &Results) -> Option<WatchAnalysis> {
         intervals: budget
             .intervals
             .iter()
-            .map(|s| throttled(shares(s), held.is_some()))
+            .map(|s| throttled(shares(s), held.is_some(), full))
             .collect(),
         overall,
         wal,
@@ -698,7 +748,17 @@ pub(crate) fn profile_analysis(p: &StackProfile) -> Option<WatchAnalysis> {
     };
     let overall = shares(&all);
     Some(WatchAnalysis {
-        verdicts: verdicts(&all, &overall, &(String::new(), Vec::new()), true, None),
+        verdicts: verdicts(
+            &all,
+            &overall,
+            &DiskLimits {
+                text: String::new(),
+                figures: Vec::new(),
+                full: String::new(),
+            },
+            true,
+            None,
+        ),
         intervals: Vec::new(),
         overall,
         wal: Vec::new(),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::{finish, Context};
@@ -64,9 +64,14 @@ pub struct TargetArgs {
     /// Database engine.
     #[arg(long, value_enum, default_value = "sqlite")]
     pub engine: EngineKind,
-    /// Directory holding the SQLite database (sqlite engine).
+    /// Directory holding the SQLite database (sqlite engine). Give it several times to spread
+    /// the layout over several disks, as a database's data files are: schema s lives in the
+    /// database file of the (s mod N)-th directory (so --schemas must be at least N), each
+    /// session works on one schema, and `db run` keeps each directory's own I/O series, queue
+    /// facts and disk counters beside the totals. `db run` and `db drop` take the same list,
+    /// in the same order.
     #[arg(long)]
-    pub dir: Option<PathBuf>,
+    pub dir: Vec<PathBuf>,
     /// libpq connection string or URL (postgres engine). Parameters it leaves out come from
     /// libpq's environment variables (PGHOST, PGPORT, PGUSER, PGDATABASE, PGPASSWORD…) and the
     /// password file (PGPASSFILE or ~/.pgpass), so no password need be on the command line.
@@ -210,7 +215,11 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
         }
         DbCommand::Run(mut a) => {
             let launch = a.launch.resolve()?;
-            launch.expand_opt("--dir", &mut a.target.dir)?;
+            for d in &mut a.target.dir {
+                let mut x = Some(std::mem::take(d));
+                launch.expand_opt("--dir", &mut x)?;
+                *d = x.unwrap_or_default();
+            }
             launch.expand_opt("--json", &mut a.json)?;
             let spec = run_spec(&a)?;
             if a.watch {
@@ -221,7 +230,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             crate::interrupt::set_writes_results(a.json.is_some());
             // A results file that cannot be written must fail now, not after the run.
             let mut files = crate::output::Plan::new();
-            if let Some(dir) = &a.target.dir {
+            for dir in &a.target.dir {
                 files.input(&crate::db::sqlite::db_path(dir));
             }
             let json = super::results_output(
@@ -234,7 +243,14 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             )?;
             let metrics = super::metrics::metrics_output(&mut files, a.metrics.as_deref())?;
             let block_watch = if a.watch && a.target.engine != EngineKind::Postgres {
-                Some(crate::watch::own::OwnWatch::start(&sqlite_dir(&a.target)?)?)
+                let dir = match sqlite_dirs(&a.target)?.as_slice() {
+                    [one] => one.clone(),
+                    _ => bail!(
+                        "--watch traces the block requests of one directory's disk: give one \
+                         --dir with --watch"
+                    ),
+                };
+                Some(crate::watch::own::OwnWatch::start(&dir)?)
             } else {
                 None
             };
@@ -328,23 +344,24 @@ fn run_spec(a: &RunArgs) -> Result<RunSpec> {
 fn engine(t: &TargetArgs) -> Result<Box<dyn crate::db::DbEngine>> {
     Ok(match t.engine {
         EngineKind::Sqlite => Box::new(sqlite::Sqlite {
-            dir: sqlite_dir(t)?,
+            dirs: sqlite_dirs(t)?,
         }),
         EngineKind::Postgres => Box::new(postgres::Postgres { dsn: pg_dsn(t)? }),
     })
 }
 
-fn sqlite_dir(t: &TargetArgs) -> Result<PathBuf> {
+fn sqlite_dirs(t: &TargetArgs) -> Result<Vec<PathBuf>> {
     if t.dsn.is_some() {
         bail!("--dsn is for --engine postgres; the sqlite engine takes --dir");
     }
-    t.dir
-        .clone()
-        .context("--engine sqlite needs --dir DIR (where the database file lives)")
+    if t.dir.is_empty() {
+        bail!("--engine sqlite needs --dir DIR (where the database file lives)");
+    }
+    Ok(t.dir.clone())
 }
 
 fn pg_dsn(t: &TargetArgs) -> Result<String> {
-    if t.dir.is_some() {
+    if !t.dir.is_empty() {
         bail!("--dir is for --engine sqlite; the postgres engine takes --dsn");
     }
     // Without --dsn, libpq's environment variables, password file and defaults apply alone.

@@ -27,14 +27,17 @@ pub enum ReplayFormat {
     Blkparse,
     /// fio iolog (write_iolog), version 2 or 3.
     FioIolog,
+    /// `iolens watch --record` (each thread on its own thread).
+    WatchRecord,
 }
 
 /// Arguments of `iolens replay`.
 #[derive(Args, Debug, Clone)]
 pub struct ReplayArgs {
     /// Recorded I/O: Oracle 10046 trace files (each traced session replays on its own thread),
-    /// bcc biosnoop or blkparse output (each process on its own thread), or fio iologs
-    /// (version 2 or 3; each log one session).
+    /// bcc biosnoop or blkparse output (each process on its own thread), fio iologs
+    /// (version 2 or 3; each log one session), or `iolens watch --record` files (each thread
+    /// on its own thread).
     #[arg(required = true)]
     pub sources: Vec<PathBuf>,
     /// The sources' format.
@@ -96,6 +99,7 @@ pub(crate) fn main(a: &ReplayArgs, cx: &Context) -> Result<ExitCode> {
                 ReplayFormat::Biosnoop => StreamFormat::Biosnoop,
                 ReplayFormat::Blkparse => StreamFormat::Blkparse,
                 ReplayFormat::FioIolog => StreamFormat::FioIolog,
+                ReplayFormat::WatchRecord => StreamFormat::WatchRecord,
             },
             block_size: Some(a.block_size),
         },

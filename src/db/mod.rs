@@ -70,6 +70,10 @@ pub(crate) struct DbProgress {
     /// Set of the statements (select, update, commit) in the plan; block I/O is set 0 when
     /// the engine times its file I/O (SQLite).
     ops_set: usize,
+    /// A run over several directories: each one's disk (`/proc/diskstats` name)...
+    disks: Vec<Option<String>>,
+    /// ...and their counters at the start of measurement and once every session stopped.
+    pub(crate) disk_snaps: Option<(Vec<crate::sys::SysSnapshot>, Vec<crate::sys::SysSnapshot>)>,
 }
 
 impl DbProgress {
@@ -81,7 +85,22 @@ impl DbProgress {
             interval_s: spec.interval_s,
             duration_s: spec.duration_s,
             ops_set: 0,
+            disks: Vec::new(),
+            disk_snaps: None,
         }
+    }
+
+    /// Count these disks' own counters over the measured window (a run over several).
+    pub(crate) fn disks(mut self, disks: Vec<Option<String>>) -> DbProgress {
+        self.disks = disks;
+        self
+    }
+
+    fn snap_disks(&self) -> Vec<crate::sys::SysSnapshot> {
+        self.disks
+            .iter()
+            .map(|d| crate::sys::SysSnapshot::take(d.as_deref(), &[]))
+            .collect()
     }
 
     /// The statements are set `i` of the plan; sets before it are block I/O.
@@ -97,23 +116,45 @@ impl DbProgress {
         let at = ((o.index + 1) as f64 * secs).min(self.duration_s);
         // An update's commit is part of the update, not an operation of its own.
         let ops = fmt_rate((o.count - o.flushes) as f64 / secs);
-        Some(match snaps.first().filter(|_| self.ops_set > 0) {
-            Some(m) => format!(
-                "  {at:>6.1}s  ops/s {ops:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
-                fmt_rate(m.count as f64 / secs),
-                fmt_ns(m.p50_ns as f64),
-                fmt_ns(m.p99_ns as f64),
-            ),
-            None => format!(
-                "  {at:>6.1}s  ops/s {ops:>8}  op p50 {:>9}  p99 {:>9}",
-                fmt_ns(o.p50_ns as f64),
-                fmt_ns(o.p99_ns as f64),
-            ),
-        })
+        // Over several directories the block reads are one set each: the statements alone.
+        Some(
+            match snaps
+                .first()
+                .filter(|_| self.ops_set > 0 && self.disks.is_empty())
+            {
+                Some(m) => format!(
+                    "  {at:>6.1}s  ops/s {ops:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
+                    fmt_rate(m.count as f64 / secs),
+                    fmt_ns(m.p50_ns as f64),
+                    fmt_ns(m.p99_ns as f64),
+                ),
+                None => format!(
+                    "  {at:>6.1}s  ops/s {ops:>8}  op p50 {:>9}  p99 {:>9}",
+                    fmt_ns(o.p50_ns as f64),
+                    fmt_ns(o.p99_ns as f64),
+                ),
+            },
+        )
     }
 }
 
 impl<R> crate::session::Watch<R> for DbProgress {
+    fn measuring(&mut self) {
+        if !self.disks.is_empty() {
+            self.disk_snaps = Some((self.snap_disks(), Vec::new()));
+        }
+    }
+
+    fn stopped(&mut self) {
+        if self.disks.is_empty() {
+            return;
+        }
+        let end = self.snap_disks();
+        if let Some((_, b)) = &mut self.disk_snaps {
+            *b = end;
+        }
+    }
+
     fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
         if self.enabled {
             if let Some(l) = self.line(snaps) {

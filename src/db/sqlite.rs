@@ -22,6 +22,7 @@ use anyhow::{bail, Context, Result};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rusqlite::{ffi, params, Connection, OpenFlags, OptionalExtension};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::load::{self, print_checks, LoadState, Loader, Rows};
@@ -105,7 +106,30 @@ struct Progress {
     check: Option<LayoutCheck>,
 }
 
+/// Which part of a layout a database file holds: a layout over `of` directories (`--dir` given
+/// `of` times, as a database's data files spread over several disks) keeps schema `s` in the
+/// file of directory `s mod of`, so this file holds the schemas `s` with `s mod of == index`.
+/// A layout in one directory is part 0 of 1 (and files written before parts record none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Part {
+    pub index: u32,
+    pub of: u32,
+}
+
+impl Part {
+    const WHOLE: Part = Part { index: 0, of: 1 };
+
+    /// The schemas of `layout` this part holds.
+    fn schemas(self, layout: &Layout) -> impl Iterator<Item = u32> {
+        (0..layout.schemas).filter(move |s| s % self.of == self.index)
+    }
+}
+
 fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
+    Ok(read_state_part(c)?.map(|(l, p, _)| (l, p)))
+}
+
+fn read_state_part(c: &Connection) -> Result<Option<(Layout, Vec<Progress>, Part)>> {
     if !table_exists(c, "iolens_meta")? {
         return Ok(None);
     }
@@ -125,6 +149,15 @@ fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
         |r| r.get(0),
     )?;
     let layout: Layout = serde_json::from_str(&lj).context("iolens_meta layout is damaged")?;
+    let part: Part = match c
+        .query_row("SELECT value FROM iolens_meta WHERE key='part'", [], |r| {
+            r.get::<_, String>(0)
+        })
+        .optional()?
+    {
+        Some(p) => serde_json::from_str(&p).context("iolens_meta part is damaged")?,
+        None => Part::WHOLE,
+    };
     let mut st =
         c.prepare("SELECT schema, loaded, indexed, checked FROM iolens_progress ORDER BY schema")?;
     let prog = st
@@ -138,27 +171,31 @@ fn read_state(c: &Connection) -> Result<Option<(Layout, Vec<Progress>)>> {
             })
         })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(Some((layout, prog)))
+    Ok(Some((layout, prog, part)))
 }
 
 pub use super::SetupOutcome;
 
-/// The SQLite engine: the layout in one database file in `dir`.
+/// The SQLite engine: the layout in one database file in each of `dirs` (schema `s` in
+/// `dirs[s mod dirs.len()]`, see [`Part`]).
 pub struct Sqlite {
-    pub dir: PathBuf,
+    pub dirs: Vec<PathBuf>,
 }
 
 impl super::DbEngine for Sqlite {
     fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
-        explain_error(setup(&self.dir, layout, max, show), &self.dir)
+        setup_over(&self.dirs, layout, max, show)
     }
 
     fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results> {
-        explain_error(run(&self.dir, spec, ctx, cmdline), &self.dir)
+        run_over(&self.dirs, spec, ctx, cmdline)
     }
 
     fn drop_layout(&self) -> Result<()> {
-        drop_layout(&self.dir)
+        for d in &self.dirs {
+            drop_layout(d)?;
+        }
+        Ok(())
     }
 }
 
@@ -170,16 +207,103 @@ pub fn setup(
     max_rows: Option<u64>,
     progress: bool,
 ) -> Result<SetupOutcome> {
+    setup_over(&[dir.to_path_buf()], layout, max_rows, progress)
+}
+
+/// Directories given twice (by another spelling too) would hold two parts in one file.
+fn distinct(dirs: &[PathBuf]) -> Result<()> {
+    if dirs.is_empty() {
+        bail!("the sqlite engine needs --dir DIR (where the database file lives)");
+    }
+    let key = |d: &Path| std::fs::canonicalize(d).unwrap_or_else(|_| d.to_path_buf());
+    for (i, a) in dirs.iter().enumerate() {
+        if let Some(b) = dirs[..i].iter().find(|b| key(b) == key(a)) {
+            bail!(
+                "--dir {} and --dir {} are the same directory: each --dir holds its own part of \
+                 the layout",
+                b.display(),
+                a.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Build, resume or re-verify the layout over `dirs`: schema `s` in the database file of
+/// `dirs[s mod dirs.len()]` ([`Part`]). Every directory is checked (ownership, layout, part,
+/// free space) before anything is created in any of them.
+pub fn setup_over(
+    dirs: &[PathBuf],
+    layout: &Layout,
+    max_rows: Option<u64>,
+    progress: bool,
+) -> Result<SetupOutcome> {
+    distinct(dirs)?;
+    let n = dirs.len() as u32;
+    if layout.schemas < n {
+        bail!(
+            "{n} directories need at least {n} schemas (--schemas): schema s lives in the \
+             directory given s mod {n}-th"
+        );
+    }
+    let checked = dirs
+        .iter()
+        .enumerate()
+        .map(|(k, d)| {
+            let part = Part {
+                index: k as u32,
+                of: n,
+            };
+            explain_error(check_part(d, layout, part), d).map(|e| (d, part, e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = SetupOutcome {
+        rows_loaded: 0,
+        complete: true,
+        checks: Vec::new(),
+    };
+    let mut budget = max_rows;
+    for (d, part, exists) in checked {
+        let o = explain_error(build_part(d, layout, part, exists, budget, progress), d)?;
+        out.rows_loaded += o.rows_loaded;
+        out.checks.extend(o.checks);
+        budget = budget.map(|b| b.saturating_sub(o.rows_loaded));
+        if !o.complete {
+            out.complete = false;
+            break;
+        }
+    }
+    out.checks.sort_by_key(|c| c.schema);
+    Ok(out)
+}
+
+/// Check `dir` for `part` of `layout` before anything is written: an existing file must be
+/// iolens' own, of this layout and part; the space its schemas need must be free. Returns
+/// whether the file exists.
+fn check_part(dir: &Path, layout: &Layout, part: Part) -> Result<bool> {
     let path = db_file(dir)?;
     let exists = path.exists();
     let already = if exists {
         let c = open_plain(&path, false)?;
-        match read_state(&c)? {
+        match read_state_part(&c)? {
             None => bail!(
                 "{} exists but was not created by `iolens db setup`; refusing to touch it",
                 path.display()
             ),
-            Some((l, p)) => {
+            Some((l, p, got)) => {
+                if got != part {
+                    bail!(
+                        "{} holds part {} of a layout over {} directories, not part {} of {}: \
+                         give the same --dir list in the same order, or remove it with \
+                         `iolens db drop --dir {}`",
+                        path.display(),
+                        got.index + 1,
+                        got.of,
+                        part.index + 1,
+                        part.of,
+                        dir.display()
+                    );
+                }
                 if &l != layout {
                     bail!(
                         "{} holds a different layout ({} schemas × {} rows, seed {}); use the same \
@@ -198,7 +322,7 @@ pub fn setup(
         0
     };
     // Space check before anything is created (or before resuming).
-    let total_rows = layout.schemas as u64 * layout.rows;
+    let total_rows = part.schemas(layout).count() as u64 * layout.rows;
     let remaining = total_rows - already.min(total_rows);
     let need = remaining * BLOCK * 105 / 100 + total_rows * 40 + (16 << 20);
     let free = host::free_bytes(dir)?;
@@ -220,13 +344,27 @@ pub fn setup(
             }
         );
     }
+    Ok(exists)
+}
+
+/// Create (unless `exists`), load and verify `part` of `layout` in `dir` (checked by
+/// [`check_part`]).
+fn build_part(
+    dir: &Path,
+    layout: &Layout,
+    part: Part,
+    exists: bool,
+    max_rows: Option<u64>,
+    progress: bool,
+) -> Result<SetupOutcome> {
+    let path = db_file(dir)?;
     if !exists {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create directory {}", dir.display()))?;
     }
     let mut conn = open_plain(&path, true)?;
     if !exists {
-        create_schema(&mut conn, layout)
+        create_schema(&mut conn, layout, part)
             .with_context(|| format!("cannot create {}", path.display()))?;
     }
     let r = load_and_check(&mut conn, layout, max_rows, progress);
@@ -269,7 +407,7 @@ pub fn setup(
     }
 }
 
-fn create_schema(conn: &mut Connection, layout: &Layout) -> Result<()> {
+fn create_schema(conn: &mut Connection, layout: &Layout, part: Part) -> Result<()> {
     conn.execute_batch("PRAGMA page_size=8192; PRAGMA journal_mode=WAL;")?;
     let ps: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     if ps != BLOCK as i64 {
@@ -285,7 +423,13 @@ fn create_schema(conn: &mut Connection, layout: &Layout) -> Result<()> {
         "INSERT INTO iolens_meta VALUES ('format', ?1), ('layout', ?2)",
         params![FORMAT, serde_json::to_string(layout)?],
     )?;
-    for s in 0..layout.schemas {
+    if part != Part::WHOLE {
+        tx.execute(
+            "INSERT INTO iolens_meta VALUES ('part', ?1)",
+            params![serde_json::to_string(&part)?],
+        )?;
+    }
+    for s in part.schemas(layout) {
         tx.execute_batch(&format!(
             "CREATE TABLE t{s}(id INTEGER PRIMARY KEY, k INTEGER NOT NULL, v INTEGER NOT NULL, \
              pad BLOB NOT NULL);"
@@ -607,6 +751,7 @@ fn one_op(
 
 fn session(
     path: PathBuf,
+    (part, parts): (usize, usize),
     schema: u32,
     picker: KeyPicker,
     spec: RunSpec,
@@ -647,11 +792,16 @@ fn session(
         return Ok(SessionOut::default());
     };
     let end = start.end.unwrap_or(start.base);
-    // One recorder per set of the plan: main-file I/O, log I/O, statements.
-    let [main, log, mut ops_rec]: [SessionRecorder; 3] = start
-        .recs
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("a session needs three recorders"))?;
+    // One recorder per set of the plan: main-file I/O and log I/O per part, statements; this
+    // session's part's (the others, dropped, say it records nothing there).
+    let mut recs: Vec<Option<SessionRecorder>> = start.recs.into_iter().map(Some).collect();
+    let mut take = |i: usize| {
+        recs.get_mut(i)
+            .and_then(Option::take)
+            .ok_or_else(|| anyhow::anyhow!("a session needs {} recorders", 2 * parts + 1))
+    };
+    let (main, log, mut ops_rec) = (take(part)?, take(parts + part)?, take(2 * parts)?);
+    drop(recs);
     let think = Duration::from_secs_f64(spec.think_s);
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut warm = SessionOut::default();
@@ -713,7 +863,7 @@ fn session(
 }
 
 /// Read the layout of `dir`, checking that setup completed.
-fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
+fn open_layout(dir: &Path) -> Result<(Layout, PathBuf, Part)> {
     let path = db_file(dir)?;
     if !path.exists() {
         bail!(
@@ -723,7 +873,7 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
         );
     }
     let c = open_plain(&path, false)?;
-    let (layout, prog) = read_state(&c)?.with_context(|| {
+    let (layout, prog, part) = read_state_part(&c)?.with_context(|| {
         format!(
             "{} was not created by `iolens db setup` (no iolens_meta table)",
             path.display()
@@ -759,19 +909,96 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf)> {
     // Start from an empty WAL so every page read is a main-database read.
     c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
         .context("cannot checkpoint the WAL before the run")?;
-    Ok((layout, path))
+    Ok((layout, path, part))
 }
 
 /// Run the SLOB work loop on the SQLite layout in `dir`.
-/// Run the SLOB work loop on the layout in `dir`; `ctx.block_watch` traces the sessions' own
-/// I/O (`--watch`).
+/// `ctx.block_watch` traces the sessions' own I/O (`--watch`).
 pub fn run(
     dir: &Path,
     spec: &RunSpec,
     ctx: RunContext<'_>,
     cmdline: Vec<String>,
 ) -> Result<Results> {
-    let (layout, path) = open_layout(dir)?;
+    run_over(&[dir.to_path_buf()], spec, ctx, cmdline)
+}
+
+/// Every part of the layout over `dirs`, checked complete and in setup's order before the
+/// run touches any of them: the one layout and each file's path.
+fn open_parts(dirs: &[PathBuf]) -> Result<(Layout, Vec<PathBuf>)> {
+    distinct(dirs)?;
+    let n = dirs.len() as u32;
+    let mut layout: Option<Layout> = None;
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for (k, d) in dirs.iter().enumerate() {
+        let (l, path, part) = explain_error(open_layout(d), d)?;
+        let want = Part {
+            index: k as u32,
+            of: n,
+        };
+        if part != want {
+            bail!(
+                "{} holds part {} of a layout over {} directories, but it was given as --dir \
+                 {} of {}: give the directories in the order `db setup` had them",
+                path.display(),
+                part.index + 1,
+                part.of,
+                want.index + 1,
+                want.of
+            );
+        }
+        if let Some(first) = &layout {
+            if *first != l {
+                bail!(
+                    "{} holds another layout than {} ({} schemas × {} rows, seed {}, against \
+                     {} × {}, seed {}): the directories are not one `db setup`",
+                    path.display(),
+                    paths[0].display(),
+                    l.schemas,
+                    l.rows,
+                    l.seed,
+                    first.schemas,
+                    first.rows,
+                    first.seed
+                );
+            }
+        }
+        layout = Some(l);
+        paths.push(path);
+    }
+    Ok((layout.expect("at least one directory"), paths))
+}
+
+/// Run the SLOB work loop on the SQLite layout over `dirs` ([`Part`]): each session works on
+/// schema `i mod schemas`, in its directory's file, and records that file's I/O in its
+/// target's recorders; the run's I/O is their exact sum, and with several directories the
+/// run keeps each one's own series, queue facts and disk counters
+/// ([`crate::results::TargetRun`]).
+pub fn run_over(
+    dirs: &[PathBuf],
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
+    let (layout, paths) = open_parts(dirs)?;
+    let result = run_parts(&layout, &paths, spec, ctx, cmdline);
+    match dirs {
+        [one] => explain_error(result, one),
+        _ => result,
+    }
+}
+
+fn run_parts(
+    layout: &Layout,
+    paths: &[PathBuf],
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
+    let layout = layout.clone();
+    let n = paths.len();
+    let many = n > 1;
+    let path = paths[0].clone();
     let picker = KeyPicker::new(layout.rows, spec)?;
     if spec.timing {
         vfs::register()?;
@@ -786,22 +1013,53 @@ pub fn run(
             fmt_bytes(layout.data_bytes())
         ));
     }
-    let device = crate::sys::block_dev_for(&path).map(|b| b.name);
-    if device.is_none() {
-        warnings.push(format!(
-            "no block device found for {} (overlay or network filesystem?): no device view",
-            path.display()
-        ));
+    let disks: Vec<Option<String>> = paths
+        .iter()
+        .map(|p| crate::sys::block_dev_for(p).map(|b| b.name))
+        .collect();
+    // The run's own disk view: its one disk (parts on one disk count it once).
+    let device = disks
+        .iter()
+        .all(|d| d.is_some() && *d == disks[0])
+        .then(|| disks[0].clone())
+        .flatten();
+    for (p, d) in paths.iter().zip(&disks) {
+        if d.is_none() {
+            warnings.push(format!(
+                "no block device found for {} (overlay or network filesystem?): no device view",
+                p.display()
+            ));
+        }
     }
     if spec.drop_os_cache {
-        host::drop_page_cache(&path)?;
+        for p in paths {
+            host::drop_page_cache(p)?;
+        }
     }
-    let resident_before = host::page_cache_residency(&path).ok();
+    let residency = || -> Option<f64> {
+        // Over all parts, weighted by their sizes.
+        let (mut res, mut size) = (0.0, 0.0);
+        for p in paths {
+            let len = std::fs::metadata(p).ok()?.len() as f64;
+            res += host::page_cache_residency(p).ok()? * len;
+            size += len;
+        }
+        (size > 0.0).then(|| res / size)
+    };
+    let resident_before = residency();
 
     // Each session connects and prepares, then waits for its recorders.
+    // One set of file recorders per part (main file, then log), then the statements: each
+    // session records in its part's.
+    let mut sets = vec![IO_OPS; n];
+    sets.extend(vec![vfs::LOG_OPS; n]);
+    sets.push(super::DB_OPS);
+    let mut watch = super::DbProgress::new(spec, &ctx)
+        .ops_set(2 * n)
+        .disks(if many { disks.clone() } else { Vec::new() });
     let plan = Plan {
         sessions: spec.sessions as usize,
-        ops: &[IO_OPS, vfs::LOG_OPS, super::DB_OPS],
+        ops: &sets,
         warmup: Duration::from_secs_f64(spec.warmup_s),
         duration: Some(Duration::from_secs_f64(spec.duration_s)),
         interval: Duration::from_secs_f64(spec.interval_s),
@@ -811,14 +1069,15 @@ pub fn run(
         start_at: ctx.start_at,
         block_watch: ctx.block_watch,
     };
-    let mut watch = super::DbProgress::new(spec, &ctx).ops_set(2);
     let mut driven = session::drive(
         &plan,
         |i, gate| {
             let schema = i as u32 % layout.schemas;
             let seed = spec.seed.wrapping_add(i as u64 * 0x9E37_79B9);
+            let part = schema as usize % n;
             session(
-                path.clone(),
+                paths[part].clone(),
+                (part, n),
                 schema,
                 picker.clone(),
                 spec.clone(),
@@ -840,12 +1099,27 @@ pub fn run(
     let end = base + Duration::from_secs_f64(spec.duration_s);
     let last = outs.iter().filter_map(|o| o.finished).max().unwrap_or(end);
     let measured = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
-    let [main_ops, log_ops, op_ops]: [Vec<crate::results::OpResult>; 3] = driven
-        .ops(measured)
-        .try_into()
-        .map_err(|_| anyhow::anyhow!("three sets of operations were recorded"))?;
+    let mut sets = driven.ops(measured);
+    if sets.len() != 2 * n + 1 {
+        bail!(
+            "{} sets of operations were recorded, not {}",
+            sets.len(),
+            2 * n + 1
+        );
+    }
+    let op_ops = sets.pop().unwrap_or_default();
+    let log_sets = sets.split_off(n);
+    let main_sets = sets;
+    let (main_ops, log_ops) = if many {
+        (
+            crate::results::sum_op_sets(&main_sets, &IO_OPS.names())?,
+            crate::results::sum_op_sets(&log_sets, &vfs::LOG_OPS.names())?,
+        )
+    } else {
+        (main_sets[0].clone(), log_sets[0].clone())
+    };
     let (snap0, mut snap1) = driven.snaps;
-    let resident_after = host::page_cache_residency(&path).ok();
+    let resident_after = residency();
 
     let mut io = IoCounts::default();
     let mut db = DbCounters::default();
@@ -947,6 +1221,11 @@ pub fn run(
     let spec_json = json!({
         "engine": "sqlite",
         "path": path.display().to_string(),
+        "paths": if many {
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>()
+        } else {
+            Vec::new()
+        },
         "layout": layout,
         "page_size": BLOCK,
         "journal_mode": "wal",
@@ -961,7 +1240,10 @@ pub fn run(
         (Some(b), Some(a)) => Some(PageCacheInfo {
             resident_before: b,
             resident_after: a,
-            working_set_bytes: std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0),
+            working_set_bytes: paths
+                .iter()
+                .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+                .sum(),
         }),
         _ => None,
     };
@@ -993,6 +1275,36 @@ pub fn run(
         targets: Vec::new(),
     };
     let mut run0 = run0;
+    if many {
+        let snaps = watch.disk_snaps.take();
+        run0.targets = paths
+            .iter()
+            .zip(main_sets.into_iter().zip(log_sets))
+            .enumerate()
+            .map(|(i, (p, (mut ops, log)))| {
+                ops.extend(log);
+                let disk = crate::sys::block_dev_for(p).map(|b| b.disk);
+                let device = match (&snaps, &disks[i]) {
+                    (Some((a, b)), Some(name)) => {
+                        let reads = ops.iter().find(|o| o.op == "read").map_or(0, |o| o.count);
+                        a[i].delta(&b[i], reads, Some(name)).1
+                    }
+                    _ => None,
+                };
+                crate::results::TargetRun {
+                    target: crate::sys::target_info(
+                        p,
+                        crate::results::StorageKind::Sqlite,
+                        std::fs::metadata(p).map_or(0, |m| m.len()),
+                    ),
+                    ops,
+                    queue: disk.as_deref().and_then(crate::sys::disk_queue),
+                    lun_queue_depth: disk.as_deref().and_then(crate::sys::lun_queue_depth),
+                    device,
+                }
+            })
+            .collect();
+    }
     if let Some(w) = ctx.block_watch {
         run0.block = Some(w.take(&run0)?);
     }

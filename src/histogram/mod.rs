@@ -9,6 +9,8 @@
 //! - this file: the layout ([`new_histogram`], [`index_of`] and its inverse [`value_of`], the
 //!   V2 header's constants) and [`Hist`];
 //! - `encode.rs`: V2-deflate writers that reuse their state ([`HistEncoder`], [`IndexCounts`]);
+//! - `quick.rs`: zlib-rs' level-1 deflate of small inputs, byte for byte, without its
+//!   per-stream reset of a 128 KiB table;
 //! - `decode.rs`: a bounded decoder of any V2 encoding ([`decode_v2_bounded`]) and the fast
 //!   reader of the standard layout's counts straight from their encoding ([`V2Scan`]);
 //! - `classic.rs`: the fixed classic-bucket layout of the Prometheus exposition
@@ -32,6 +34,7 @@ pub mod classic;
 mod counts;
 mod decode;
 mod encode;
+mod quick;
 mod slots;
 
 pub(crate) use counts::{add_sparse, sparse_quantile, DenseCounts, Sparse, TotalCounts};

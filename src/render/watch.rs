@@ -72,7 +72,7 @@ pub fn blocks(r: &Results, an: &Analysis, out: &mut Vec<Block>) {
     // A long watch's intervals are merged for the table, exactly (sums of whole intervals).
     let (per, merged) = match r.watch.as_ref() {
         Some(b) if b.intervals.len() > MAX_ROWS => {
-            crate::analysis::watch::merged_shares(b, MAX_ROWS)
+            crate::analysis::watch::merged_shares(r, MAX_ROWS)
         }
         _ => (1, Vec::new()),
     };

@@ -58,13 +58,27 @@ pub struct ReplaySession {
     pub replayed_mean_in_flight: f64,
 }
 
-/// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed.
+/// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed,
+/// and how many were in flight in it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ReplayInterval {
     pub start_s: f64,
     pub duration_s: f64,
     pub recorded_ios: u64,
     pub replayed_ios: u64,
+    /// Most I/Os in flight at once within the interval, recorded (each recorded I/O from its
+    /// scaled issue for its recorded latency; 0 when the source holds no latencies) and
+    /// replayed.
+    #[serde(default)]
+    pub recorded_peak_in_flight: u32,
+    #[serde(default)]
+    pub replayed_peak_in_flight: u32,
+    /// Mean I/Os in flight over the interval: the time each I/O spent in flight within it,
+    /// summed, over its length (Little's law: IOPS × latency).
+    #[serde(default)]
+    pub recorded_mean_in_flight: f64,
+    #[serde(default)]
+    pub replayed_mean_in_flight: f64,
 }
 
 /// What `iolens replay` did and how faithfully.
@@ -113,6 +127,12 @@ pub struct ReplayInfo {
     pub behind_s: f64,
     /// True when the p99 issue-time error stayed under 1 ms and the span within 1 %.
     pub kept_up: bool,
+    /// Times a session thread gave up its CPU for a moment before an I/O, having used more
+    /// than 90 % of it over 2 ms (I/Os due closer together than a sleep's wake-up): the kernel
+    /// keeps 5 % of each CPU from real-time threads, and a short pause of the replay's choosing
+    /// replaces a stall of tens of ms of the kernel's.
+    #[serde(default)]
+    pub pauses: u64,
     /// I/Os issued out of the recorded order within their session (0: order kept).
     pub reordered: u64,
     pub sessions: Vec<ReplaySession>,

@@ -679,7 +679,7 @@ impl Spreads {
     }
 
     /// Each `(value, n)` of `count` values spread by `spread`, as [`spread_with`] gives them.
-    fn each(&self, spread: usize, count: u64, f: &mut dyn FnMut(u64, u64)) {
+    fn each(&self, spread: usize, count: u64, mut f: impl FnMut(u64, u64)) {
         let v = &self.values[spread];
         let slots = v.len() as u64;
         let (base, rem) = (count / slots, count % slots);
@@ -812,7 +812,7 @@ impl SnapshotSeries {
                             if v.iter().map(|x| x.1).sum::<u64>() <= u32::MAX as u64 =>
                         {
                             for (spread, count) in v {
-                                spreads.each(spread, count, &mut |value, n| own.record_n(value, n));
+                                spreads.each(spread, count, |value, n| own.record_n(value, n));
                             }
                             let n = own.len;
                             (enc.encode_counts(own), n)
@@ -820,7 +820,7 @@ impl SnapshotSeries {
                         IntervalValues::Spread(v) => {
                             let mut h = new_histogram();
                             for (spread, count) in v {
-                                spreads.each(spread, count, &mut |value, n| {
+                                spreads.each(spread, count, |value, n| {
                                     record_interval(&mut h, value, n)
                                 });
                             }
@@ -870,7 +870,7 @@ impl SnapshotSeries {
             IntervalValues::Spread(list) => list.push((spread, count)),
             IntervalValues::Hist(h) => self
                 .spreads
-                .each(spread, count, &mut |v, n| record_interval(h, v, n)),
+                .each(spread, count, |v, n| record_interval(h, v, n)),
         }
         if self.edged.len() <= op {
             self.edged.resize_with(op + 1, Vec::new);
@@ -899,7 +899,7 @@ impl SnapshotSeries {
             let mut h = new_histogram();
             for &(spread, count) in list.iter() {
                 self.spreads
-                    .each(spread, count, &mut |v, n| record_interval(&mut h, v, n));
+                    .each(spread, count, |v, n| record_interval(&mut h, v, n));
             }
             *acc = IntervalValues::Hist(h);
         }

@@ -51,6 +51,8 @@ pub enum StreamFormat {
     Biosnoop,
     Blkparse,
     FioIolog,
+    /// `iolens watch --record`.
+    WatchRecord,
 }
 
 impl StreamFormat {
@@ -61,6 +63,7 @@ impl StreamFormat {
             StreamFormat::Biosnoop => "biosnoop",
             StreamFormat::Blkparse => "blkparse",
             StreamFormat::FioIolog => "fio-iolog",
+            StreamFormat::WatchRecord => "watch-record",
         }
     }
 }
@@ -137,7 +140,11 @@ impl IoStream {
         ext
     }
 
-    fn index(names: &mut Vec<String>, map: &mut HashMap<String, u32>, name: &str) -> u32 {
+    pub(super) fn index(
+        names: &mut Vec<String>,
+        map: &mut HashMap<String, u32>,
+        name: &str,
+    ) -> u32 {
         if let Some(&i) = map.get(name) {
             return i;
         }
@@ -149,9 +156,9 @@ impl IoStream {
 }
 
 /// Raw record before the stream's time origin is known.
-struct Raw {
-    t_ns: i64,
-    rec: IoRecord,
+pub(super) struct Raw {
+    pub(super) t_ns: i64,
+    pub(super) rec: IoRecord,
 }
 
 /// Read the sources into one stream.
@@ -168,7 +175,7 @@ pub fn read_stream(opts: &StreamOptions) -> Result<IoStream> {
                 Some(Guess::Ingest(Format::Biosnoop)) => StreamFormat::Biosnoop,
                 _ => bail!(
                     "{}: not recognised as an Oracle 10046 trace, biosnoop or blkparse output, \
-                     or an fio iolog; name the format with --format",
+                     an fio iolog or an iolens watch record; name the format with --format",
                     opts.files[0].display()
                 ),
             },
@@ -182,7 +189,7 @@ pub fn read_stream(opts: &StreamOptions) -> Result<IoStream> {
         source: format.name().to_string(),
         block_size: match format {
             StreamFormat::Oracle10046 => bs,
-            StreamFormat::FioIolog => 1,
+            StreamFormat::FioIolog | StreamFormat::WatchRecord => 1,
             _ => 512,
         },
         latency_known: format != StreamFormat::FioIolog,
@@ -192,6 +199,7 @@ pub fn read_stream(opts: &StreamOptions) -> Result<IoStream> {
         StreamFormat::Oracle10046 => read_traces(opts, bs, &mut s)?,
         StreamFormat::Blkparse => read_blkparses(opts, &mut s)?,
         StreamFormat::FioIolog => read_iologs(opts, &mut s)?,
+        StreamFormat::WatchRecord => super::watch_record::read_records(opts, &mut s)?,
         _ => read_biosnoops(opts, &mut s)?,
     };
     if raw.is_empty() {
@@ -356,6 +364,9 @@ fn sniff_stream(path: &std::path::Path) -> Option<StreamFormat> {
         let t = line.trim_ascii();
         if t.is_empty() {
             continue;
+        }
+        if t == super::watch_record::HEADER.as_bytes() {
+            return Some(StreamFormat::WatchRecord);
         }
         if t.starts_with(b"fio version 2 iolog") || t.starts_with(b"fio version 3 iolog") {
             return Some(StreamFormat::FioIolog);

@@ -46,6 +46,7 @@ pub mod prometheus;
 pub mod pylatencymap;
 pub mod sniff;
 pub mod sql_table;
+pub mod watch_record;
 
 mod buckets;
 mod intervals;

@@ -150,64 +150,49 @@ fn watch_title(t: &str) -> Option<Option<i64>> {
     Some(None)
 }
 
-/// Split one CSV record (RFC 4180 quotes; a quoted field may not span lines here): an empty
-/// field is `None` (SQL NULL), a quoted empty one `Some("")`.
+/// Split one CSV record (RFC 4180 quotes; a quoted field may not span lines here).
 pub(crate) fn csv_fields(t: &str) -> Option<Vec<Option<String>>> {
-    let mut text = String::new();
-    let mut spans = Vec::new();
-    if !csv_split(t, &mut text, |a, b, quoted| spans.push((a, b, quoted))) {
-        return None;
-    }
-    Some(
-        spans
-            .into_iter()
-            .map(|(a, b, quoted)| (a < b || quoted).then(|| text[a..b].to_string()))
-            .collect(),
-    )
-}
-
-/// [`csv_fields`] without allocating: `line`'s fields unquoted into `text`, each at its
-/// `(start, end)` in `fields`; false for an unterminated quote.
-pub(crate) fn csv_fields_into(
-    line: &str,
-    text: &mut String,
-    fields: &mut Vec<(usize, usize)>,
-) -> bool {
-    fields.clear();
-    csv_split(line, text, |a, b, _| fields.push((a, b)))
-}
-
-/// `line`'s fields unquoted into `text` (cleared first), `field(start, end, quoted)` called at
-/// the end of each, `quoted` when it opened with a quote; false for an unterminated quote.
-fn csv_split(line: &str, text: &mut String, mut field: impl FnMut(usize, usize, bool)) -> bool {
-    text.clear();
-    let (mut start, mut quoted, mut was_quoted) = (0, false, false);
-    let mut chars = line.chars().peekable();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut was_quoted = false;
+    let mut chars = t.chars().peekable();
     while let Some(c) = chars.next() {
         if quoted {
             if c == '"' {
                 if chars.peek() == Some(&'"') {
                     chars.next();
-                    text.push('"');
+                    cur.push('"');
                 } else {
                     quoted = false;
                 }
             } else {
-                text.push(c);
+                cur.push(c);
             }
-        } else if c == '"' && text.len() == start {
+        } else if c == '"' && cur.is_empty() {
             quoted = true;
             was_quoted = true;
         } else if c == ',' {
-            field(start, text.len(), was_quoted);
-            start = text.len();
+            out.push(if cur.is_empty() && !was_quoted {
+                None
+            } else {
+                Some(std::mem::take(&mut cur))
+            });
+            cur.clear();
             was_quoted = false;
         } else {
-            text.push(c);
+            cur.push(c);
         }
     }
-    field(start, text.len(), was_quoted);
-    !quoted
+    if quoted {
+        return None;
+    }
+    out.push(if cur.is_empty() && !was_quoted {
+        None
+    } else {
+        Some(cur)
+    });
+    Some(out)
 }
 
 /// Cells of a `|`-separated row, trimmed; empty is NULL.

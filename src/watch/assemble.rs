@@ -101,7 +101,10 @@ impl Recording {
                 &bounds,
             )?);
         }
-        let interrupted = ending.reason == "interrupted";
+        // A signal is the planned end of a watch without a duration (Ctrl-C, or SIGTERM from
+        // systemd or Kubernetes): it ended as asked. Only one that a signal stopped before its
+        // `--duration` was interrupted (`merge` then says so, and exits as for an interrupted run).
+        let interrupted = ending.reason == "interrupted" && opts.duration.is_some();
         let mut warnings = ending.warnings;
         if !lost.is_empty() {
             warnings.push(format!(

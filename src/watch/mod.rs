@@ -4,8 +4,10 @@
 //! syscall (entry to exit), every block request (submission → issue: host queue; issue →
 //! completion: device service; attributed to the submitting process) and the scheduler's view
 //! of their threads (run-queue wait after a wakeup or preemption, on-CPU slices, off-CPU spans).
-//! Each finished event comes through one ring buffer; here it becomes an exact latency in the
-//! interval of its completion, so the result is the same per-interval HdrHistogram model every
+//! Each finished event comes through one ring buffer (in per-CPU batches); here it becomes an
+//! exact latency in the interval of its completion. Each thread's wall-time parts are summed in
+//! the kernel and written once per interval, and its parts under each PostgreSQL wait event are
+//! summed in a kernel map (`wait_parts`) read from here, so the result is the same per-interval HdrHistogram model every
 //! other producer writes: a run `syscalls` (ops named by syscall), one run per block device
 //! (`blk:read:queue`, `blk:read:device`, ...) and a run `cpu` (`cpu:runq`, `cpu:on`, `cpu:off`),
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
@@ -13,6 +15,7 @@
 mod assemble;
 mod cgroup;
 pub mod filter;
+pub mod io_record;
 mod layout;
 pub mod metrics;
 pub mod own;
@@ -115,7 +118,13 @@ pub struct WatchOptions {
     pub catalog: Option<relations::Catalog>,
     /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
     pub metrics: bool,
+    /// `--record`: each traced positioned I/O syscall is kept, and the log is put here at the
+    /// end ([`io_record`]).
+    pub record: Option<RecordSink>,
 }
+
+/// Where a watch puts its I/O log at its end (`--record`).
+pub type RecordSink = std::sync::Arc<std::sync::Mutex<Option<io_record::IoLog>>>;
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
@@ -163,8 +172,6 @@ const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
 const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
-/// A thread's parts under one PostgreSQL wait event (`EV_WAIT` in `bpf/watch.bpf.c`).
-const EV_WAIT: u32 = 6;
 /// An io_uring read, write or sync of a watched process at its completion (`EV_URING`).
 const EV_URING: u32 = 7;
 /// A PostgreSQL process's title at its exit (`EV_TITLE`; `a` its parent).
@@ -176,7 +183,7 @@ const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
 /// Set on a block event whose request a traced syscall waited for (see `BLOCK_WAITED`).
 const BLOCK_WAITED: u32 = 1 << 17;
-const LOST_CAUSES: [&str; 9] = [
+const LOST_CAUSES: [&str; 10] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
@@ -186,6 +193,7 @@ const LOST_CAUSES: [&str; 9] = [
     "block issue again without a completion seen",
     UNSEEN_COMPLETION,
     "syscall exit of a watched thread not seen",
+    "wait-event map full",
 ];
 /// A watched process's block request whose completion the probe never saw (the kernel did not
 /// run it; see `LOST_BLOCK_UNSEEN_COMPLETION` in `bpf/watch.bpf.c`): lost, and said so.
@@ -242,6 +250,8 @@ struct Event {
     ino: u64,
     fdev: u32,
     fd: i32,
+    /// Syscall: its fourth argument (the offset of a positioned read or write).
+    pos: u64,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
     /// A title record (`struct title_event`): the process's title.
@@ -324,6 +334,7 @@ impl Event {
             ino: u64_at(EV_INO),
             fdev: u32_at(EV_FDEV),
             fd: u32_at(EV_FD) as i32,
+            pos: u64_at(EV_POS),
             parts: None,
             title: None,
         })
@@ -335,6 +346,18 @@ impl Event {
 pub const PG_WAIT_RUN: &str = "pg wait events";
 /// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
 const PG_RUN: &str = "pg";
+
+/// Change the kernel side's clock (`watch_clock`: the watch's start, interval, end).
+fn set_clock(ebpf: &mut aya::Ebpf, f: impl FnOnce(&mut layout::WatchClock)) -> Result<()> {
+    let mut m: Array<&mut MapData, layout::WatchClock> = Array::try_from(
+        ebpf.map_mut("watch_clock")
+            .context("BPF object lacks watch_clock")?,
+    )?;
+    let mut c = m.get(&0, 0)?;
+    f(&mut c);
+    m.set(0, c, 0)?;
+    Ok(())
+}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -457,13 +480,11 @@ pub(crate) fn watch(
     let (mut ebpf, tracepoints) = attach(filters)?;
     let mut ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
     crate::interrupt::install();
-    let started_wall = std::time::SystemTime::now();
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as u64;
-    let start_ns = monotonic_ns();
-    let t0 = Instant::now();
     let mut rec = Recording {
         interval_ns,
-        start_ns,
+        // Set below, once the server processes' first wait events are in place.
+        start_ns: 0,
         ops: BTreeMap::new(),
         spans: Vec::new(),
         processes: BTreeMap::new(),
@@ -478,6 +499,7 @@ pub(crate) fn watch(
         queries: queries::QueryAcc::default(),
         metrics: opts.metrics.then(metrics::LiveMetrics::new),
         own: None,
+        io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -528,19 +550,20 @@ pub(crate) fn watch(
             rec.files.server(pm);
         }
     }
+    // The watch starts: the kernel side writes each thread's parts per interval from here.
+    let started_wall = std::time::SystemTime::now();
+    let start_ns = monotonic_ns();
+    let t0 = Instant::now();
+    rec.start_ns = start_ns;
+    set_clock(&mut ebpf, |c| {
+        c.start = start_ns;
+        c.interval = interval_ns;
+    })?;
     let mut pg_looked = Instant::now();
     // The cgroups limiting the watched processes' I/O: their counters from now on.
     let mut cgroups = cgroup::CgroupTracker::default();
     cgroups.look(filters.pids.iter().copied());
     let mut cgroups_read = Instant::now();
-    // Threads first seen being woken were asleep since the watch's start.
-    {
-        let mut ws: Array<&mut MapData, u64> = Array::try_from(
-            ebpf.map_mut("watch_start")
-                .context("BPF object lacks watch_start")?,
-        )?;
-        ws.set(0, start_ns, 0)?;
-    }
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;
@@ -566,6 +589,11 @@ pub(crate) fn watch(
         if pg_looked.elapsed() >= Duration::from_millis(250) {
             place_pg(&mut rec, &mut pg_map);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
+            // The wait-event parts of the processes gone: complete, and room in the map.
+            let alive = |pid: u32| filter::alive(pid);
+            if let Err(e) = rec.drain_wait_parts(&mut ebpf, alive) {
+                rec.failed.get_or_insert(e);
+            }
             pg_looked = Instant::now();
         }
         if cgroups_read.elapsed() >= cgroup::SAMPLE {
@@ -627,7 +655,9 @@ pub(crate) fn watch(
             }
         }
     }
+    // No time is accounted past the end in the kernel from here.
     let end_ns = monotonic_ns();
+    set_clock(&mut ebpf, |c| c.end = end_ns)?;
     rec.end_ns = end_ns;
     cgroups.look(rec.thread_time.values().map(|t| t.pid));
     let cgroups = cgroups.finish();
@@ -645,6 +675,20 @@ pub(crate) fn watch(
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
         return Err(e.context("cannot record the watch's histograms"));
+    }
+    if let (Some(sink), Some(mut log)) = (&opts.record, rec.io_log.take()) {
+        log.roles(|pid| rec.pg.role_of(pid));
+        log.start_ns = rec.start_ns;
+        // Events lost, not block requests unfollowed: the syscalls the record misses.
+        log.lost = lost_counts
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !unfollowed_slot(i) && LOST_CAUSES.get(i) != Some(&UNSEEN_COMPLETION))
+            .map(|(_, &v)| v)
+            .sum();
+        if let Ok(mut s) = sink.lock() {
+            *s = Some(log);
+        }
     }
 
     rec.into_results(

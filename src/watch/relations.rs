@@ -370,7 +370,7 @@ pub(crate) struct FileTable {
 
 /// The path of the file open under `fd` in process `pid`, if it is still the inode `ino` on
 /// the filesystem `fdev` (the kernel's numbering, major << 20 | minor).
-fn path_of(pid: u32, fd: i32, fdev: u32, ino: u64) -> Option<String> {
+pub(super) fn path_of(pid: u32, fd: i32, fdev: u32, ino: u64) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
     let link = format!("/proc/{pid}/fd/{fd}");
     let path = std::fs::read_link(&link).ok()?;

@@ -51,7 +51,12 @@
 //! The host part at a percentile is the application's latency less the device's; either
 //! percentile above [`HOST_SHARE_WARN`] and [`HOST_US_MIN`] gives `host-queueing`, else
 //! `storage-bound`; fewer than [`CACHE_RATIO`] of the bytes reaching the device gives
-//! `page-cache`.
+//! `page-cache`. With the disk's request queue known (the watch's `nr_requests`, else the
+//! target's), the requests in it on average (Little's law over the traced requests' time from
+//! entering the block layer to completion, [`in_request_queue`]) at least [`QUEUE_FULL`] of it
+//! is a full queue: a `host-queueing` verdict then names it as the host's wait above the block
+//! layer ([`request_queue_full`]), as the untraced comparison does; otherwise it says the queue
+//! was not full.
 
 use super::positive;
 
@@ -241,6 +246,14 @@ impl RequestQueue {
         })
     }
 
+    /// The request queue of a disk as a block watch recorded it (`None` without `nr_requests`).
+    pub fn of_disk(q: &crate::results::DiskQueue) -> Option<Self> {
+        Some(RequestQueue {
+            nr_requests: q.nr_requests.filter(|&n| n > 0)?,
+            hw_queues: q.hw_queues.max(1),
+        })
+    }
+
     /// Requests it holds at once over all its hardware queues.
     pub fn capacity(&self) -> f64 {
         self.nr_requests as f64 * self.hw_queues as f64
@@ -270,7 +283,7 @@ pub const QUEUE_FULL: f64 = 0.9;
 /// full, it says so.
 pub fn host_queue_verdict_with(run: &RunResult, rq: Option<RequestQueue>) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
-    if let Some(v) = block_verdict(run) {
+    if let Some(v) = block_verdict(run, rq) {
         return Some(v);
     }
     device_verdict(read, run.device.as_ref()?, run.cpu.as_ref(), rq)
@@ -474,9 +487,12 @@ fn page_cache(ratio: f64, what: &str, reads: u64, name: &str, figures: &[(&str, 
 
 /// Host versus device from the traced block layer (`--watch`): distributions, not means. See
 /// the module docs. `None` without a traced read on the device or an application read.
-pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
+pub(crate) fn block_verdict(run: &RunResult, rq: Option<RequestQueue>) -> Option<Verdict> {
     let read = run.op("read").filter(|o| o.count > 0)?;
     let block = run.block.as_ref()?;
+    // The disk's request queue: as the block watch read it beside the disk's hardware queues,
+    // else as the results' target recorded it.
+    let rq = block.queue.as_ref().and_then(RequestQueue::of_disk).or(rq);
     let dev_op = block.op("blk:read:device")?;
     let app = read.hist.decode().ok()?;
     let dev = dev_op.hist.decode().ok()?;
@@ -567,14 +583,42 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
     if let Some(q) = &block.queue {
         figures.push(("driver_tags", q.driver_tags as f64));
     }
+    // The requests in the disk's request queue on average: each holds its place from when it
+    // entered the block layer (traced start) to its completion, queue and device time alike.
+    let in_rq = run
+        .rates_known()
+        .then(|| in_request_queue(&block.ops, run.duration_s));
+    let full = match (rq, in_rq) {
+        (Some(q), Some(l)) => {
+            let full = l >= QUEUE_FULL * q.capacity();
+            figures.extend([
+                ("nr_requests", q.nr_requests as f64),
+                ("request_queue", q.capacity()),
+                ("request_queue_in_flight", l),
+                ("queue_full", if full { 1.0 } else { 0.0 }),
+            ]);
+            full.then(|| request_queue_full(name, q, l))
+        }
+        _ => None,
+    };
     let queued = |s: f64, h: f64| s > HOST_SHARE_WARN && h > HOST_US_MIN * 1e3;
     if queued(s50, h50) || queued(s99, h99) {
-        // Where the host's share is mostly the block queue, say what held the requests there.
+        // Where the host's share is mostly the block queue, say what held the requests there;
+        // a full request queue held the rest above the block layer, before the requests existed.
         let in_queue = q50 >= 0.5 * h50 || q99 >= 0.5 * h99;
         let limit = match (held, &block.queue, in_queue) {
+            _ if full.is_some() => full,
             (Some(l), Some(q), true) => Some(device_limit(q, l)),
             _ => None,
-        };
+        }
+        .or_else(|| {
+            let (q, l) = (rq?, in_rq?);
+            Some(format!(
+                "its request queue was not full ({} requests in it on average, of {})",
+                sig3(l),
+                q.describe()
+            ))
+        });
         let msg = format!(
             "{} % of the median read ({}) and {} % of the p99 read ({}) was spent in the host \
              above the device (block queue, submission, scheduling, filesystem), not in the \
@@ -605,6 +649,32 @@ pub(crate) fn block_verdict(run: &RunResult) -> Option<Verdict> {
             &figures,
         ))
     }
+}
+
+/// How many requests were in the disk's request queue on average over `duration_s` seconds
+/// (Little's law: the summed time of the traced requests from entering the block layer to
+/// completion, `blk:<op>:queue` and `blk:<op>:device` of `ops`, over it).
+pub(crate) fn in_request_queue(ops: &[crate::results::OpResult], duration_s: f64) -> f64 {
+    let busy_ns: f64 = ops
+        .iter()
+        .filter(|o| o.op.ends_with(":device") || o.op.ends_with(":queue"))
+        .map(|o| o.summary.mean_ns * o.count as f64)
+        .sum();
+    busy_ns / (duration_s * 1e9)
+}
+
+/// The words for `disk`'s request queue `q` held full, `l` requests in it on average: the
+/// submitters that found no place in it waited in the host above the block layer, before
+/// their requests existed (in neither the traced block queue nor the device's time).
+pub(crate) fn request_queue_full(disk: &str, q: RequestQueue, l: f64) -> String {
+    format!(
+        "{disk}'s request queue was full ({} requests in it on average, of {}): the rest of \
+         the reads waited in the host above the block layer for a place in that queue, before \
+         the block layer or {disk} saw them, not in the storage; more LUNs, or a deeper queue \
+         where the device takes more (nr_requests, the driver's queue depth), relieve it",
+        sig3(l),
+        q.describe()
+    )
 }
 
 /// How many requests were in the device on average over `duration_s` seconds (Little's law:

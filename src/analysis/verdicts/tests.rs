@@ -278,6 +278,7 @@ fn the_device_limit_names_full_tags_a_virtio_ring_or_neither() {
         driver_tags: tags,
         hw_queues: 1,
         virtio_indirect: indirect,
+        nr_requests: None,
     };
     let full = device_limit(&q(128, Some(false)), 120.0);
     assert!(full.contains("held 120 requests") && full.contains("queue depth is the limit"));

@@ -46,6 +46,7 @@ impl BackendProbes {
             .context("the sessions' backends are not visible on this host")?;
         let stop = Arc::new(AtomicBool::new(false));
         let opts = WatchOptions {
+            record: None,
             filters,
             duration: None,
             interval: interval.max(Duration::from_millis(10)),
