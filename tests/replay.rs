@@ -944,8 +944,8 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
         .parse()
         .unwrap();
     // (issue, end, offset, bytes, tid, op) per file name.
-    let mut got: std::collections::BTreeMap<String, Vec<(u64, u64, u64, u64, u64, String)>> =
-        Default::default();
+    type Calls = Vec<(u64, u64, u64, u64, u64, String)>;
+    let mut got: std::collections::BTreeMap<String, Calls> = Default::default();
     let mut others = 0;
     for l in lines.filter(|l| !l.starts_with('#')) {
         let f: Vec<&str> = l.split('\t').collect();
