@@ -22,7 +22,7 @@ use crate::results::analysis::{
 };
 pub use crate::results::analysis::{Phase, PhasePlan, Plan, StopReason};
 use crate::results::{Calibration, CurvePoint, Kind, Results, RunResult};
-use crate::run::{execute_on, RunOptions};
+use crate::run::{execute_on, RunContext, RunOptions};
 use crate::target::Target;
 use crate::units::{fmt_bytes, fmt_ns};
 use crate::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
@@ -557,10 +557,10 @@ pub fn precondition_sentence(pc: &Precondition) -> String {
 /// Runs steps, keeping the wall-clock accounting of time spent between them.
 struct Stepper<'a> {
     targets: &'a [Target],
-    /// Block-layer watch of each step's own I/O (`--watch`).
-    block_watch: Option<&'a crate::watch::own::OwnWatch>,
+    /// The command's context, handed to each step (its block watch traces each step's own
+    /// I/O; a scheduled step gets its own start).
+    ctx: RunContext<'a>,
     base: WorkloadSpec,
-    progress: bool,
     results: Vec<RunResult>,
     step_wall_s: f64,
     corrupt: bool,
@@ -582,7 +582,11 @@ impl Stepper<'_> {
 
     /// True when the calibration must stop: Ctrl-C, or a step read corrupt data.
     fn interrupted(&self) -> bool {
-        self.corrupt || crate::interrupt::flag().load(std::sync::atomic::Ordering::Relaxed)
+        self.corrupt
+            || self
+                .ctx
+                .interrupt
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Run `spec` as given (its own duration or I/O count) as a step of `phase`; returns its
@@ -595,11 +599,8 @@ impl Stepper<'_> {
             &RunOptions {
                 name: label.clone(),
                 phase: phase.into(),
-                progress: self.progress,
                 progress_prefix: format!("calibrate {phase} step {}", self.step_no),
-                interrupt: crate::interrupt::flag(),
-                start_at: None,
-                block_watch: self.block_watch,
+                ctx: self.ctx.starting_at(None),
             },
         )
         .with_context(|| format!("calibration step `{label}`"))?;
@@ -642,7 +643,6 @@ impl Stepper<'_> {
             &RunOptions {
                 name: label.clone(),
                 phase: pp.phase.name().into(),
-                progress: self.progress,
                 progress_prefix: format!(
                     "calibrate {} step {} ({:.0}s left)",
                     pp.phase.name(),
@@ -651,9 +651,7 @@ impl Stepper<'_> {
                         .saturating_duration_since(Instant::now())
                         .as_secs_f64()
                 ),
-                interrupt: crate::interrupt::flag(),
-                start_at,
-                block_watch: self.block_watch,
+                ctx: self.ctx.starting_at(start_at),
             },
         )
         .with_context(|| format!("calibration step `{label}`"))?;
@@ -700,17 +698,26 @@ impl Stepper<'_> {
     }
 }
 
-/// Run the calibration `plan` on `target` (opened once; every step re-opens it by inode, never
-/// by path); returns the results document.
-pub fn calibrate(
-    plan: &Plan,
-    verify: crate::stamp::VerifyMode,
-    targets: &[Target],
-    progress: bool,
-    cmdline: Vec<String>,
-    start_at: Option<std::time::SystemTime>,
-    block_watch: Option<&crate::watch::own::OwnWatch>,
-) -> Result<Results> {
+/// What one calibration measures: its plan, on these prepared targets (each opened once;
+/// every step re-opens it by inode, never by path), verifying blocks as `verify` says;
+/// `cmdline` is stored in the results.
+pub struct CalibrateSpec<'a> {
+    pub plan: &'a Plan,
+    pub verify: crate::stamp::VerifyMode,
+    pub targets: &'a [Target],
+    pub cmdline: Vec<String>,
+}
+
+/// Run the calibration `spec` in the command's context `ctx` (with `--start-at`, a fixed
+/// schedule from `ctx.start_at`); returns the results document.
+pub fn calibrate(spec: CalibrateSpec<'_>, ctx: RunContext<'_>) -> Result<Results> {
+    let CalibrateSpec {
+        plan,
+        verify,
+        targets,
+        cmdline,
+    } = spec;
+    let start_at = ctx.start_at;
     let plan = plan.clone();
     let Some(target) = targets.first() else {
         bail!("internal: a calibration without a target");
@@ -750,9 +757,8 @@ pub fn calibrate(
     };
     let mut st = Stepper {
         targets,
-        block_watch,
+        ctx,
         base,
-        progress,
         results: Vec::new(),
         step_wall_s: 0.0,
         corrupt: false,

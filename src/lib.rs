@@ -6,8 +6,10 @@
 //! 1. **Commands** ([`commands`]) turn arguments into domain options — a
 //!    [`workload::WorkloadSpec`] and [`target::PrepareOptions`] for `run`, a
 //!    [`calibrate::CalibrateOptions`] for `calibrate`, a [`db::RunSpec`] for `db run`, a
-//!    [`sources::IngestOptions`] or [`sources::TraceOptions`] for the readers — and end through
-//!    one `commands::finish` (write the results, say where, choose the exit code).
+//!    [`sources::IngestOptions`] or [`sources::TraceOptions`] for the readers — with one
+//!    [`run::RunContext`] for a producer that runs (progress, Ctrl-C, `--start-at`,
+//!    `--watch`), and end through one `commands::finish` (write the results, say where, choose
+//!    the exit code).
 //! 2. **Producers** make a [`results::Results`]: [`run::execute`] drives an engine
 //!    ([`engine`]) whose sessions record every I/O into per-interval histograms
 //!    ([`recorder`]) on a [`target::Target`] whose blocks carry [`stamp`]s;

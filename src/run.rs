@@ -19,6 +19,7 @@ use anyhow::{bail, Result};
 use crate::engine::{make_engine, run_engine_session, session_buffers, SessionCtx, SessionOutcome};
 use crate::recorder::{session_summary_of, IntervalSnapshot, IO_OPS};
 use crate::results::{IoBuffers, PageCacheInfo, RunResult, SessionSummary};
+pub use crate::session::RunContext;
 use crate::session::{self, Gate, Plan, Watch};
 use crate::stamp::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
 use crate::sys::SysSnapshot;
@@ -32,16 +33,10 @@ pub struct RunOptions<'a> {
     pub name: String,
     /// Phase (for calibration steps); `run` otherwise.
     pub phase: String,
-    /// Draw live progress on a terminal.
-    pub progress: bool,
     /// Prefix of the progress line (e.g. calibration phase and step).
     pub progress_prefix: String,
-    /// Global interrupt flag (Ctrl-C): ends the run early, keeping what was measured.
-    pub interrupt: &'a AtomicBool,
-    /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
-    pub start_at: Option<std::time::SystemTime>,
-    /// Trace the block layer under this run's own I/O (`--watch`) with this watch.
-    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
+    /// Progress, interrupt, start time and block watch, as the command gave them.
+    pub ctx: RunContext<'a>,
 }
 
 /// Run `spec` on `target`. The spec's sizes must already be resolved against the target.
@@ -168,7 +163,7 @@ pub fn execute_on(
     let quota_total = spec.io_count.unwrap_or(u64::MAX);
     let many = targets.len() > 1;
     let mut watch = RunProgress {
-        pb: crate::progress::line(opts.progress),
+        pb: crate::progress::line(opts.ctx.progress),
         opts,
         spec,
         disks: if many { disks.clone() } else { Vec::new() },
@@ -184,10 +179,10 @@ pub fn execute_on(
         duration: spec.duration_s.map(Duration::from_secs_f64),
         interval: Duration::from_secs_f64(spec.interval_s),
         device: device.as_deref(),
-        interrupt: opts.interrupt,
+        interrupt: opts.ctx.interrupt,
         thread_name: "iolens-io",
-        start_at: opts.start_at,
-        block_watch: opts.block_watch,
+        start_at: opts.ctx.start_at,
+        block_watch: opts.ctx.block_watch,
     };
     // Every session's I/O buffers in one pool, on huge pages where asked and given (see
     // `engine::buffers`); a run that cannot map it falls back to per-session heap buffers.
@@ -501,7 +496,7 @@ pub fn execute_on(
         "ios_completed_incl_warmup".into(),
         outcomes.iter().map(|o| o.completed).sum::<u64>() as f64,
     );
-    if let Some(w) = opts.block_watch {
+    if let Some(w) = opts.ctx.block_watch {
         r.block = Some(w.take(&r)?);
     }
     r.warnings = run_warnings(&r, spec);

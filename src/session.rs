@@ -25,6 +25,40 @@ use crate::recorder::{recorders, Collector, IntervalSnapshot, OpSet, SessionReco
 use crate::results::OpResult;
 use crate::sys::{DiskCounters, SysSnapshot};
 
+/// What every producer's run takes from its command besides the workload: whether it draws
+/// progress, what ends it early, when its measurement starts and what watches its own I/O.
+/// Built once by the command (`run`, `calibrate`, `plan --verify`, `db run`) and passed as one
+/// value; a producer that runs several steps hands each a copy ([`RunContext::starting_at`]
+/// for a step with its own start).
+#[derive(Clone, Copy)]
+pub struct RunContext<'a> {
+    /// Draw live progress on a terminal.
+    pub progress: bool,
+    /// Global interrupt flag (Ctrl-C): ends the run early, keeping what was measured.
+    pub interrupt: &'a AtomicBool,
+    /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
+    pub start_at: Option<std::time::SystemTime>,
+    /// Trace the block layer under the run's own I/O (`--watch`) with this watch.
+    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
+}
+
+impl<'a> RunContext<'a> {
+    /// The context of a command: progress as given, Ctrl-C ends it, no start time, no watch.
+    pub fn new(progress: bool) -> RunContext<'static> {
+        RunContext {
+            progress,
+            interrupt: crate::interrupt::flag(),
+            start_at: None,
+            block_watch: None,
+        }
+    }
+
+    /// This context with its measurement starting at `start_at`.
+    pub fn starting_at(self, start_at: Option<std::time::SystemTime>) -> RunContext<'a> {
+        RunContext { start_at, ..self }
+    }
+}
+
 /// What to drive.
 pub(crate) struct Plan<'a> {
     /// Number of sessions (threads).

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{bin, ci, root_or_skip};
+use common::{bin, ci, results_of, root_or_skip};
 use hdrhistogram::Histogram;
 use iolens::results::Results;
 
@@ -504,12 +504,7 @@ fn ingest(file: &Path, dir: &Path) -> Results {
         .arg(file)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Results::read_file(&json).unwrap()
+    results_of(&out, &json)
 }
 
 #[test]
@@ -535,12 +530,7 @@ fn metrics_file_reads_back_with_the_same_counts() {
         .arg(&prom)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ran = Results::read_file(&run_json).unwrap();
+    let ran = results_of(&out, &run_json);
     let text = std::fs::read_to_string(&prom).unwrap();
     assert!(text.contains("# TYPE iolens_op_latency_seconds histogram"));
     let back = ingest(&prom, tmp.path());

@@ -16,7 +16,7 @@ use iolens::results::analysis::{CalibrationBurst, RateStretch, Regime, RegimeCau
 use iolens::results::Results;
 
 mod common;
-use common::{bin, root_or_skip};
+use common::{bin, results_of, root_or_skip};
 
 /// The live tests share the VM's two CPUs and the loop device's queue: one at a time.
 static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -350,12 +350,7 @@ fn emulate(what: Dir, burst: u64, base: u64, burst_s: f64, run_s: u32) -> Option
         stop.store(true, Ordering::Relaxed);
         (h.join().unwrap(), out)
     });
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = Results::read_file(&json).unwrap();
+    let r = results_of(&out, &json);
     let g = run_regimes(&r.runs[0]).expect("regimes of a 1 s series");
     let own: Vec<u64> = r.runs[0].ops[0].intervals.iter().map(|i| i.count).collect();
     let device: Vec<u64> = r.runs[0]
@@ -683,12 +678,7 @@ fn steady_device_is_steady_and_has_no_change_points() {
     for i in 0..runs {
         let _ = std::fs::remove_file(&json);
         let out = lim.command(&args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r = Results::read_file(&json).unwrap();
+        let r = results_of(&out, &json);
         let g = run_regimes(&r.runs[0]).unwrap();
         if !g.changes.is_empty() {
             changed.push(format!("run {i}: {}", g.sentence));
@@ -1058,12 +1048,7 @@ fn precondition_reaches_steady_state_on_a_steady_device() {
     .collect();
     let out = lim.command(&args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = Results::read_file(&json).unwrap();
+    let r = results_of(&out, &json);
     let pc = r
         .calibration
         .as_ref()
@@ -1203,12 +1188,7 @@ fn a_neighbour_on_the_device_is_named_where_it_ran() {
         let out = lim.command(&args).output().unwrap();
         (h.join().unwrap(), out)
     });
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = Results::read_file(&json).unwrap();
+    let r = results_of(&out, &json);
     assert!(
         !r.runs[0].device_intervals.is_empty(),
         "the run recorded the device's own counters per interval"

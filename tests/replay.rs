@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::{bin, root_or_skip};
+use common::{bin, json_of, root_or_skip};
 use serde_json::Value;
 
 fn traces() -> [PathBuf; 2] {
@@ -90,12 +90,7 @@ fn replay(dir: &Path, target: &Path, extra: &[&str]) -> (Value, std::process::Ou
         .arg("--no-progress")
         .args(extra);
     let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{c:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = json_of(&out, &json);
     (v, out)
 }
 
@@ -325,12 +320,7 @@ fn writes_are_refused_without_writes_and_on_a_target_iolens_did_not_create() {
         ],
         &ours,
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = json_of(&out, &json);
     let xvda1: Vec<(u64, u64)> = std::fs::read_to_string(&src)
         .unwrap()
         .lines()
@@ -674,12 +664,7 @@ fn an_fio_v2_iolog_waits_as_its_wait_actions_say() {
         .arg(&json)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = json_of(&out, &json);
     let r = &v["replay"];
     assert_eq!(r["replayed_ios"], 6);
     assert_eq!(r["skipped"]["fio iolog datasync actions"], 1);
@@ -734,12 +719,7 @@ fn overlapping_recorded_reads_replay_overlapping_and_keep_their_schedule() {
             .arg(&json)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_str::<Value>(&std::fs::read_to_string(&json).unwrap()).unwrap()
+        json_of(&out, &json)
     };
     // Recorded: one process (as an io_uring session would) issued a read every 10 ms, each
     // took 38 ms: 4 in flight at once (a lane's next read is due 2 ms after its last one
@@ -789,12 +769,7 @@ fn compare_of_one_replay_sets_recorded_beside_replayed_per_event_and_session() {
         .arg(&json)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = json_of(&out, &json);
     // The recorded p99 of 9 reads is their slowest: Q to C of sector 9328, from the text.
     let ev = blk_events(&src);
     let q = ev.iter().find(|e| e.2 == "Q" && e.4 == 9328).unwrap();
@@ -969,8 +944,8 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
         .parse()
         .unwrap();
     // (issue, end, offset, bytes, tid, op) per file name.
-    let mut got: std::collections::BTreeMap<String, Vec<(u64, u64, u64, u64, u64, String)>> =
-        Default::default();
+    type Calls = Vec<(u64, u64, u64, u64, u64, String)>;
+    let mut got: std::collections::BTreeMap<String, Calls> = Default::default();
     let mut others = 0;
     for l in lines.filter(|l| !l.starts_with('#')) {
         let f: Vec<&str> = l.split('\t').collect();

@@ -11,7 +11,7 @@ use iolens::target::{Target, TargetKind};
 use iolens::workload::{EngineKind, Pattern, SyncMode, WorkloadSpec};
 
 mod common;
-use common::{bin, opts};
+use common::{bin, opts, results_of};
 
 const MB: u64 = 1 << 20;
 
@@ -483,12 +483,7 @@ fn sessions_have_descriptors_of_their_own_and_share_when_none_are_left() {
         });
     }
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = Results::read_file(&json).unwrap();
+    let r = results_of(&out, &json);
     assert_eq!(r.runs[0].op("read").unwrap().count, 5000);
     check_accounting(&r.runs[0]);
 }

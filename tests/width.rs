@@ -320,6 +320,13 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
             ("calibrate --target c.dat --budget 6s --max-latency 2ms --percentile 99 --max-sessions 2 --max-qd 1 --phases randread,seqread1 --size 32M --json cal.json".into(), true),
             ("calibrate --target c.dat --writes --cache-probe --explain".into(), true),
             ("calibrate --target c.dat --explain".into(), true),
+            // `plan` needs a load curve: a ramp of several session counts. Whether a goal is met
+            // depends on what this machine delivers now: a plan or its clear error, both fit.
+            ("calibrate --target c.dat --budget 8s --max-latency 50ms --max-sessions 4 --max-qd 1 --phases randread --size 32M --json curve.json".into(), true),
+            ("plan curve.json --iops 500000 --p99 1ms --hosts 2 --paths 4 --port-queue 2048 --lun-queue 30".into(), false),
+            ("plan curve.json --iops 3000 --p99 20ms --json plan.json".into(), false),
+            ("show plan.json".into(), false),
+            ("plan curve.json --iops 3000 --p99 20ms --verify --target v.dat --size 32M".into(), false),
             ("show run.json".into(), true),
             ("show cal.json".into(), true),
             ("report run.json -o run.html".into(), true),

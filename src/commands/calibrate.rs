@@ -181,13 +181,16 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
     let targets = a.t.prepare_all(writes, progress)?;
     let block_watch = a.t.own_watch(&targets[0])?;
     let mut res: Results = crate::calibrate::calibrate(
-        &plan,
-        o.verify,
-        &targets,
-        progress,
-        cx.cmdline.clone(),
-        launch.start_at,
-        block_watch.as_ref(),
+        crate::calibrate::CalibrateSpec {
+            plan: &plan,
+            verify: o.verify,
+            targets: &targets,
+            cmdline: cx.cmdline.clone(),
+        },
+        crate::run::RunContext {
+            block_watch: block_watch.as_ref(),
+            ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
+        },
     )?;
     launch.record(&mut res);
     let res = super::complete(res);

@@ -221,8 +221,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                 *d = x.unwrap_or_default();
             }
             launch.expand_opt("--json", &mut a.json)?;
-            let mut spec = run_spec(&a, cx.quiet)?;
-            spec.start_at = launch.start_at;
+            let spec = run_spec(&a)?;
             if a.watch {
                 // Refused before any I/O when BPF cannot be used here.
                 crate::watch::own::check()?;
@@ -243,7 +242,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                 )),
             )?;
             let metrics = super::metrics::metrics_output(&mut files, a.metrics.as_deref())?;
-            if a.watch && a.target.engine != EngineKind::Postgres {
+            let block_watch = if a.watch && a.target.engine != EngineKind::Postgres {
                 let dir = match sqlite_dirs(&a.target)?.as_slice() {
                     [one] => one.clone(),
                     _ => bail!(
@@ -251,11 +250,15 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                          --dir with --watch"
                     ),
                 };
-                spec.block_watch = Some(std::sync::Arc::new(crate::watch::own::OwnWatch::start(
-                    &dir,
-                )?));
-            }
-            let mut res = engine(&a.target)?.run(&spec, cmdline)?;
+                Some(crate::watch::own::OwnWatch::start(&dir)?)
+            } else {
+                None
+            };
+            let ctx = crate::run::RunContext {
+                block_watch: block_watch.as_ref(),
+                ..crate::run::RunContext::new(cx.progress(false)).starting_at(launch.start_at)
+            };
+            let mut res = engine(&a.target)?.run(&spec, ctx, cmdline)?;
             launch.record(&mut res);
             let res = super::complete(res);
             let style = cx.brief_style();
@@ -303,7 +306,7 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
 }
 
 /// The `db run` workload these arguments describe, parsed and checked.
-fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
+fn run_spec(a: &RunArgs) -> Result<RunSpec> {
     let seed = a.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -327,9 +330,6 @@ fn run_spec(a: &RunArgs, quiet: bool) -> Result<RunSpec> {
         io_timing: !a.no_io_timing,
         ash_hz: a.ash_hz,
         seed,
-        quiet,
-        start_at: None,
-        block_watch: None,
         probes: match (a.watch, a.no_probes) {
             (true, _) => Some(true),
             (_, true) => Some(false),

@@ -157,11 +157,8 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
             &crate::run::RunOptions {
                 name: format!("plan verify: {}", spec.label()),
                 phase: "verify".into(),
-                progress,
                 progress_prefix: String::new(),
-                interrupt: crate::interrupt::flag(),
-                start_at: None,
-                block_watch: None,
+                ctx: crate::run::RunContext::new(progress),
             },
         )?;
         plan.verify = Some(decide::verify(&plan, &run, res.runs.len()));

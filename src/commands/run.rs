@@ -379,11 +379,11 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
         &crate::run::RunOptions {
             name: spec.label(),
             phase: "run".into(),
-            progress,
             progress_prefix: String::new(),
-            interrupt: crate::interrupt::flag(),
-            start_at: launch.start_at,
-            block_watch: block_watch.as_ref(),
+            ctx: crate::run::RunContext {
+                block_watch: block_watch.as_ref(),
+                ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
+            },
         },
     )?;
     let style = cx.brief_style();

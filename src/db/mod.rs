@@ -26,6 +26,7 @@ use serde::Serialize;
 
 use crate::recorder::{Op, OpSet};
 use crate::results::Results;
+use crate::session::RunContext;
 use crate::units::{fmt_ns, fmt_rate};
 
 /// Database block (page) size of every iolens layout.
@@ -56,7 +57,7 @@ pub trait DbEngine {
     /// draws its progress.
     fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome>;
     /// Run the SLOB work loop on the layout and measure it.
-    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results>;
+    fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results>;
     /// Remove the layout.
     fn drop_layout(&self) -> Result<()>;
 }
@@ -76,10 +77,11 @@ pub(crate) struct DbProgress {
 }
 
 impl DbProgress {
-    /// Progress of a run of `spec`, with the statements recorded as the last set of the plan.
-    pub(crate) fn new(spec: &RunSpec) -> DbProgress {
+    /// Progress of a run of `spec` (drawn where `ctx` says), with the statements recorded as
+    /// the last set of the plan.
+    pub(crate) fn new(spec: &RunSpec, ctx: &RunContext<'_>) -> DbProgress {
         DbProgress {
-            enabled: !spec.quiet && crate::progress::wanted(),
+            enabled: ctx.progress && crate::progress::wanted(),
             interval_s: spec.interval_s,
             duration_s: spec.duration_s,
             ops_set: 0,
@@ -356,14 +358,6 @@ pub struct RunSpec {
     pub(crate) io_timing: bool,
     pub(crate) ash_hz: f64,
     pub seed: u64,
-    #[serde(skip)]
-    pub quiet: bool,
-    /// Start of measurement at this wall-clock time (`--start-at`), the warm-up before it.
-    #[serde(skip)]
-    pub start_at: Option<std::time::SystemTime>,
-    /// Trace the block layer under the sessions' own I/O (`--watch`, SQLite only).
-    #[serde(skip)]
-    pub block_watch: Option<std::sync::Arc<crate::watch::own::OwnWatch>>,
     /// PostgreSQL: trace the sessions' backends with the watch probes. `None`: when this
     /// process may (root) and the server is local, said otherwise; `Some(true)`: required
     /// (`--watch`); `Some(false)`: never (`--no-probes`).
@@ -487,6 +481,8 @@ mod tests {
             interval_s: 2.0,
             duration_s: 5.0,
             ops_set: 0,
+            disks: Vec::new(),
+            disk_snaps: None,
         };
         // 30 selects, 10 updates and their 10 commits in the third 2 s interval (4 s to 5 s).
         let snap = IntervalSnapshot {
@@ -596,9 +592,6 @@ mod tests {
             io_timing: true,
             ash_hz: 10.0,
             seed: 3,
-            quiet: true,
-            start_at: None,
-            block_watch: None,
             probes: None,
         };
         spec.validate().unwrap();

@@ -31,6 +31,7 @@ use super::{host, KeyPicker, Layout, LayoutCheck, RunSpec, BLOCK};
 use crate::recorder::{self, SessionRecorder, IO_OPS};
 use crate::results::evidence::{DbEngine, DbInfo};
 use crate::results::{Kind, PageCacheInfo, Results, RunResult, SessionSummary};
+use crate::session::RunContext;
 use crate::session::{self, Gate, Plan};
 use crate::units::fmt_bytes;
 
@@ -186,8 +187,8 @@ impl super::DbEngine for Sqlite {
         setup_over(&self.dirs, layout, max, show)
     }
 
-    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
-        run_over(&self.dirs, spec, cmdline)
+    fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results> {
+        run_over(&self.dirs, spec, ctx, cmdline)
     }
 
     fn drop_layout(&self) -> Result<()> {
@@ -912,8 +913,14 @@ fn open_layout(dir: &Path) -> Result<(Layout, PathBuf, Part)> {
 }
 
 /// Run the SLOB work loop on the SQLite layout in `dir`.
-pub fn run(dir: &Path, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
-    run_over(&[dir.to_path_buf()], spec, cmdline)
+/// `ctx.block_watch` traces the sessions' own I/O (`--watch`).
+pub fn run(
+    dir: &Path,
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
+    run_over(&[dir.to_path_buf()], spec, ctx, cmdline)
 }
 
 /// Every part of the layout over `dirs`, checked complete and in setup's order before the
@@ -967,9 +974,14 @@ fn open_parts(dirs: &[PathBuf]) -> Result<(Layout, Vec<PathBuf>)> {
 /// target's recorders; the run's I/O is their exact sum, and with several directories the
 /// run keeps each one's own series, queue facts and disk counters
 /// ([`crate::results::TargetRun`]).
-pub fn run_over(dirs: &[PathBuf], spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+pub fn run_over(
+    dirs: &[PathBuf],
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
     let (layout, paths) = open_parts(dirs)?;
-    let result = run_parts(&layout, &paths, spec, cmdline);
+    let result = run_parts(&layout, &paths, spec, ctx, cmdline);
     match dirs {
         [one] => explain_error(result, one),
         _ => result,
@@ -980,6 +992,7 @@ fn run_parts(
     layout: &Layout,
     paths: &[PathBuf],
     spec: &RunSpec,
+    ctx: RunContext<'_>,
     cmdline: Vec<String>,
 ) -> Result<Results> {
     let layout = layout.clone();
@@ -1041,11 +1054,9 @@ fn run_parts(
     let mut sets = vec![IO_OPS; n];
     sets.extend(vec![vfs::LOG_OPS; n]);
     sets.push(super::DB_OPS);
-    let mut watch = super::DbProgress::new(spec).ops_set(2 * n).disks(if many {
-        disks.clone()
-    } else {
-        Vec::new()
-    });
+    let mut watch = super::DbProgress::new(spec, &ctx)
+        .ops_set(2 * n)
+        .disks(if many { disks.clone() } else { Vec::new() });
     let plan = Plan {
         sessions: spec.sessions as usize,
         ops: &sets,
@@ -1053,10 +1064,10 @@ fn run_parts(
         duration: Some(Duration::from_secs_f64(spec.duration_s)),
         interval: Duration::from_secs_f64(spec.interval_s),
         device: device.as_deref(),
-        interrupt: crate::interrupt::flag(),
+        interrupt: ctx.interrupt,
         thread_name: "iolens-db",
-        start_at: spec.start_at,
-        block_watch: spec.block_watch.as_deref(),
+        start_at: ctx.start_at,
+        block_watch: ctx.block_watch,
     };
     let mut driven = session::drive(
         &plan,
@@ -1294,7 +1305,7 @@ fn run_parts(
             })
             .collect();
     }
-    if let Some(w) = &spec.block_watch {
+    if let Some(w) = ctx.block_watch {
         run0.block = Some(w.take(&run0)?);
     }
     let run1 = RunResult {

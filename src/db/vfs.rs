@@ -196,6 +196,31 @@ fn ctx() -> *mut IoCtx {
     CTX.with(|c| c.get())
 }
 
+/// Make the real file's call `io`, timed when this thread has a timing context installed:
+/// its return code, and with a context that context, the call's start and end and whether
+/// `ok` calls the code a success (a failure is counted in the context's errors here). Without
+/// a context the call is made untimed.
+#[inline]
+unsafe fn timed<'a>(
+    io: impl FnOnce() -> c_int,
+    ok: impl FnOnce(c_int) -> bool,
+) -> (c_int, Option<(&'a mut IoCtx, Instant, Instant, bool)>) {
+    let c = ctx();
+    if c.is_null() {
+        return (io(), None);
+    }
+    let t0 = Instant::now();
+    let rc = io();
+    let t1 = Instant::now();
+    // SAFETY: the installed context belongs to this thread and outlives the guard.
+    let c = &mut *c;
+    let ok = ok(rc);
+    if !ok {
+        c.counts.errors += 1;
+    }
+    (rc, Some((c, t0, t1, ok)))
+}
+
 unsafe extern "C" fn x_close(f: *mut ffi::sqlite3_file) -> c_int {
     let (_, real, m) = parts(f);
     ((*m).xClose.expect("xClose"))(real)
@@ -209,19 +234,13 @@ unsafe extern "C" fn x_read(
 ) -> c_int {
     let (kind, real, m) = parts(f);
     let read = (*m).xRead.expect("xRead");
-    let c = ctx();
-    if c.is_null() {
-        return read(real, buf, amt, off);
-    }
-    let t0 = Instant::now();
-    let rc = read(real, buf, amt, off);
-    let t1 = Instant::now();
-    // SAFETY: the installed context belongs to this thread and outlives the guard.
-    let c = &mut *c;
-    let ok = rc == ffi::SQLITE_OK || rc == ffi::SQLITE_IOERR_SHORT_READ;
-    if !ok {
-        c.counts.errors += 1;
-    }
+    let (rc, timing) = timed(
+        || read(real, buf, amt, off),
+        |rc| rc == ffi::SQLITE_OK || rc == ffi::SQLITE_IOERR_SHORT_READ,
+    );
+    let Some((c, t0, t1, ok)) = timing else {
+        return rc;
+    };
     match kind {
         Kind::Main if amt as usize == PAGE_SIZE => {
             if ok {
@@ -253,19 +272,10 @@ unsafe extern "C" fn x_write(
 ) -> c_int {
     let (kind, real, m) = parts(f);
     let write = (*m).xWrite.expect("xWrite");
-    let c = ctx();
-    if c.is_null() {
-        return write(real, buf, amt, off);
-    }
-    let t0 = Instant::now();
-    let rc = write(real, buf, amt, off);
-    let t1 = Instant::now();
-    // SAFETY: as in x_read.
-    let c = &mut *c;
-    let ok = rc == ffi::SQLITE_OK;
-    if !ok {
-        c.counts.errors += 1;
-    }
+    let (rc, timing) = timed(|| write(real, buf, amt, off), |rc| rc == ffi::SQLITE_OK);
+    let Some((c, t0, t1, ok)) = timing else {
+        return rc;
+    };
     match (kind, ok) {
         (Kind::Main, true) => {
             c.main.record(WRITE, t0, t1, amt as u64);
@@ -287,19 +297,10 @@ unsafe extern "C" fn x_write(
 unsafe extern "C" fn x_sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     let (kind, real, m) = parts(f);
     let sync = (*m).xSync.expect("xSync");
-    let c = ctx();
-    if c.is_null() {
-        return sync(real, flags);
-    }
-    let t0 = Instant::now();
-    let rc = sync(real, flags);
-    let t1 = Instant::now();
-    // SAFETY: as in x_read.
-    let c = &mut *c;
-    let ok = rc == ffi::SQLITE_OK;
-    if !ok {
-        c.counts.errors += 1;
-    }
+    let (rc, timing) = timed(|| sync(real, flags), |rc| rc == ffi::SQLITE_OK);
+    let Some((c, t0, t1, ok)) = timing else {
+        return rc;
+    };
     match (kind, ok) {
         (Kind::Main, true) => {
             c.main.record(SYNC, t0, t1, 0);

@@ -4,9 +4,70 @@
 use std::fmt::Write as _;
 
 use super::table::{blocks_text, Block, Table};
-use crate::results::replay::ReplayInfo;
+use crate::results::replay::{ReplayInfo, ReplaySession};
 use crate::results::Results;
 use crate::units::{fmt_bytes, fmt_ns};
+
+/// A column (or a recorded and a replayed pair of columns) of a per-session table.
+#[derive(Clone, Copy)]
+enum Col {
+    Lanes,
+    P50,
+    P99,
+    Seconds,
+    InFlight,
+}
+
+/// `peak / mean` I/Os in flight.
+fn in_flight(peak: u32, mean: f64) -> String {
+    format!("{peak} / {mean:.2}")
+}
+
+/// One row a session: its name, its I/Os, then `cols`; the recorded latency and I/Os in flight
+/// are "-" unless `known` (a source without latencies, such as an fio iolog).
+fn session_table(sessions: &[ReplaySession], cols: &[Col], known: bool) -> Table {
+    let mut head = vec!["session", "I/Os"];
+    for c in cols {
+        head.extend_from_slice(match c {
+            Col::Lanes => &["lanes"][..],
+            Col::P50 => &["rec p50", "rep p50"],
+            Col::P99 => &["rec p99", "rep p99"],
+            Col::Seconds => &["rec s", "rep s"],
+            Col::InFlight => &["rec in flight", "rep in flight"],
+        });
+    }
+    let mut t = Table::new(&head);
+    let rec = |cell: String| if known { cell } else { "-".into() };
+    for s in sessions {
+        let mut row = vec![s.session.clone(), s.ios.to_string()];
+        for c in cols {
+            match c {
+                Col::Lanes => row.push(s.lanes.to_string()),
+                Col::P50 => row.extend([
+                    rec(fmt_ns(s.recorded.p50_ns as f64)),
+                    fmt_ns(s.replayed.p50_ns as f64),
+                ]),
+                Col::P99 => row.extend([
+                    rec(fmt_ns(s.recorded.p99_ns as f64)),
+                    fmt_ns(s.replayed.p99_ns as f64),
+                ]),
+                Col::Seconds => row.extend([
+                    format!("{:.4}", s.recorded_s),
+                    format!("{:.4}", s.replayed_s),
+                ]),
+                Col::InFlight => row.extend([
+                    rec(in_flight(
+                        s.recorded_peak_in_flight,
+                        s.recorded_mean_in_flight,
+                    )),
+                    in_flight(s.replayed_peak_in_flight, s.replayed_mean_in_flight),
+                ]),
+            }
+        }
+        t.row(row);
+    }
+    t
+}
 
 fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
     let mut out = Vec::new();
@@ -101,7 +162,6 @@ fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
         }
     ));
     let known = p.recorded_latency_known;
-    let in_flight = |peak: u32, mean: f64| format!("{peak} / {mean:.2}");
     lines.push(format!(
         "I/Os in flight (peak / mean): {} recorded, {} replayed",
         if known {
@@ -111,38 +171,11 @@ fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
         },
         in_flight(p.replayed_peak_in_flight, p.replayed_mean_in_flight)
     ));
-    let mut t = Table::new(&[
-        "session",
-        "I/Os",
-        "lanes",
-        "rec p99",
-        "rep p99",
-        "rec s",
-        "rep s",
-        "rec in flight",
-        "rep in flight",
-    ]);
-    for s in &p.sessions {
-        t.row(vec![
-            s.session.clone(),
-            s.ios.to_string(),
-            s.lanes.to_string(),
-            if known {
-                fmt_ns(s.recorded.p99_ns as f64)
-            } else {
-                "-".into()
-            },
-            fmt_ns(s.replayed.p99_ns as f64),
-            format!("{:.4}", s.recorded_s),
-            format!("{:.4}", s.replayed_s),
-            if known {
-                in_flight(s.recorded_peak_in_flight, s.recorded_mean_in_flight)
-            } else {
-                "-".into()
-            },
-            in_flight(s.replayed_peak_in_flight, s.replayed_mean_in_flight),
-        ]);
-    }
+    let t = session_table(
+        &p.sessions,
+        &[Col::Lanes, Col::P99, Col::Seconds, Col::InFlight],
+        known,
+    );
     out.push(Block {
         title: "Replay fidelity".into(),
         lines,
@@ -256,38 +289,11 @@ pub(crate) fn compare_tables(inputs: &[(String, Results)]) -> Vec<(String, Table
             ),
             t,
         ));
-        let mut t = Table::new(&[
-            "session",
-            "I/Os",
-            "rec p50",
-            "rep p50",
-            "rec p99",
-            "rep p99",
-            "rec s",
-            "rep s",
-            "rec in flight",
-            "rep in flight",
-        ]);
-        for s in &info.sessions {
-            t.row(vec![
-                s.session.clone(),
-                s.ios.to_string(),
-                fmt_ns(s.recorded.p50_ns as f64),
-                fmt_ns(s.replayed.p50_ns as f64),
-                fmt_ns(s.recorded.p99_ns as f64),
-                fmt_ns(s.replayed.p99_ns as f64),
-                format!("{:.4}", s.recorded_s),
-                format!("{:.4}", s.replayed_s),
-                format!(
-                    "{} / {:.2}",
-                    s.recorded_peak_in_flight, s.recorded_mean_in_flight
-                ),
-                format!(
-                    "{} / {:.2}",
-                    s.replayed_peak_in_flight, s.replayed_mean_in_flight
-                ),
-            ]);
-        }
+        let t = session_table(
+            &info.sessions,
+            &[Col::P50, Col::P99, Col::Seconds, Col::InFlight],
+            true,
+        );
         out.push((format!("{base}: per session, recorded beside replayed"), t));
     }
     out

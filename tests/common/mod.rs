@@ -16,10 +16,11 @@ pub mod tmpfs;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::atomic::AtomicBool;
 
-use iolens::run::RunOptions;
+use iolens::results::Results;
+use iolens::run::{RunContext, RunOptions};
 use iolens::target::{PrepareOptions, Target};
 
 /// Whether CI is running the tests (then a test that cannot run here must fail, not skip).
@@ -75,6 +76,30 @@ pub fn ok_stdout(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The results document that the command whose output is `out` wrote to `json`, read as JSON,
+/// once `out` says the command succeeded (else its stderr is the failure).
+pub fn json_of(out: &Output, json: &Path) -> serde_json::Value {
+    succeeded(out, json);
+    let text = std::fs::read_to_string(json).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", json.display()))
+}
+
+/// As [`json_of`], read as the results model.
+pub fn results_of(out: &Output, json: &Path) -> Results {
+    succeeded(out, json);
+    Results::read_file(json).unwrap_or_else(|e| panic!("{}: {e:#}", json.display()))
+}
+
+fn succeeded(out: &Output, json: &Path) {
+    assert!(
+        out.status.success(),
+        "the command writing {} failed ({}): {}",
+        json.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Create (or reuse) an iolens scratch file of `size` data bytes at `path`.
 pub fn scratch(path: &Path, size: u64, writes: bool) -> Target {
     Target::prepare(
@@ -94,11 +119,11 @@ pub fn opts(interrupt: &AtomicBool) -> RunOptions<'_> {
     RunOptions {
         name: "test".into(),
         phase: "run".into(),
-        progress: false,
         progress_prefix: String::new(),
-        interrupt,
-        start_at: None,
-        block_watch: None,
+        ctx: RunContext {
+            interrupt,
+            ..RunContext::new(false)
+        },
     }
 }
 

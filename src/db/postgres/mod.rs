@@ -32,6 +32,7 @@ use anyhow::Result;
 
 use super::{Layout, RunSpec};
 use crate::results::Results;
+use crate::session::RunContext;
 
 /// Random payload bytes per row (see the module docs for why this size).
 pub const PAD_BYTES: usize = 3000;
@@ -50,8 +51,8 @@ impl super::DbEngine for Postgres {
         setup(&self.dsn, layout, max, show)
     }
 
-    fn run(&self, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
-        run(&self.dsn, spec, cmdline)
+    fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results> {
+        run(&self.dsn, spec, ctx, cmdline)
     }
 
     fn drop_layout(&self) -> Result<()> {

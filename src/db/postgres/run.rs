@@ -21,6 +21,7 @@ use crate::db::{host, redact_dsn, KeyPicker, Layout, RunSpec};
 use crate::recorder::{self, SessionRecorder};
 use crate::results::evidence::{DbEngine, DbInfo, WaitProfile, WaitShare};
 use crate::results::{CpuStats, Kind, OpResult, Results, RunResult, SessionSummary, TargetInfo};
+use crate::session::RunContext;
 use crate::session::{self, Gate, Plan};
 use crate::sys::SysSnapshot;
 use crate::units::fmt_bytes;
@@ -193,6 +194,7 @@ pub(super) fn run_phase(
     ctl_pid: i32,
     layout: &Layout,
     spec: &RunSpec,
+    ctx: RunContext<'_>,
     picker: &KeyPicker,
     secs: f64,
     measure: bool,
@@ -214,19 +216,19 @@ pub(super) fn run_phase(
         duration: Some(if measure { secs_d } else { Duration::ZERO }),
         interval: Duration::from_secs_f64(spec.interval_s),
         device,
-        interrupt: crate::interrupt::flag(),
+        interrupt: ctx.interrupt,
         thread_name: "iolens-pg",
         // With a warm-up phase, that phase waits for the start (a warm-up before it).
         start_at: if measure && spec.warmup_s > 0.0 {
             None
         } else {
-            spec.start_at
+            ctx.start_at
         },
         // `db run --watch` traces iolens' own I/O: PostgreSQL's is its server's.
         block_watch: None,
     };
     let mut watch = PgWatch {
-        progress: measure.then(|| crate::db::DbProgress::new(spec)),
+        progress: measure.then(|| crate::db::DbProgress::new(spec, &ctx)),
         ctl,
         ctl_pid,
         measure,
@@ -341,7 +343,12 @@ pub(super) fn run_phase(
 }
 
 /// Run the SLOB work loop against the layout reached through `dsn`.
-pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
+pub fn run(
+    dsn: &str,
+    spec: &RunSpec,
+    ctx: RunContext<'_>,
+    cmdline: Vec<String>,
+) -> Result<Results> {
     let mut ctl = connect(dsn)?;
     let version: i32 = ctl
         .query_one("SELECT current_setting('server_version_num')::int", &[])
@@ -506,6 +513,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
             ctl_pid.unwrap_or(0),
             &layout,
             spec,
+            ctx,
             &picker,
             spec.warmup_s,
             false,
@@ -523,6 +531,7 @@ pub fn run(dsn: &str, spec: &RunSpec, cmdline: Vec<String>) -> Result<Results> {
         ctl_pid.unwrap_or(0),
         &layout,
         spec,
+        ctx,
         &picker,
         spec.duration_s,
         true,
