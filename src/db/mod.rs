@@ -487,6 +487,8 @@ mod tests {
             interval_s: 2.0,
             duration_s: 5.0,
             ops_set: 0,
+            disks: Vec::new(),
+            disk_snaps: None,
         };
         // 30 selects, 10 updates and their 10 commits in the third 2 s interval (4 s to 5 s).
         let snap = IntervalSnapshot {
