@@ -993,13 +993,10 @@ mod tests {
             })
             .collect();
         let b = Results {
-            watch: Some(
-                WatchBudget {
-                    intervals: spans.clone(),
-                    ..Default::default()
-                }
-                .into(),
-            ),
+            watch: Some(WatchBudget {
+                intervals: spans.clone(),
+                ..Default::default()
+            }),
             ..Results::new(crate::results::Kind::Watch, Vec::new())
         };
         let (per, rows) = merged_shares(&b, 4);
