@@ -607,9 +607,27 @@ fn a_traced_run_names_a_full_lun_queue_as_the_hosts_wait_and_not_a_deep_one() {
             && msg.contains("above the block layer for a place in that queue"),
         "{msg}"
     );
-    // 4 of 16 in the device by construction: ¾ of the median read is the host's (within 0.1:
-    // wake-ups, and the daemon's own time beyond its sleep is the device's).
-    assert!((fig(host, "host_share_p50") - 0.75).abs() < 0.1, "{host}");
+    // 4 of 16 in the device by construction: ¾ of the mean read is the host's (within 0.1:
+    // wake-ups, and the daemon's own time beyond its sleep is the device's). Not of the median:
+    // the tag allocator wakes its sleepers in batches, not in order, so the waits are skewed
+    // (one run: p50 8.3 ms, mean 17.3 ms, p99 87 ms) and only their mean is fixed (Little's law).
+    let app_mean = full["runs"][0]["ops"][0]["summary"]["mean_ns"]
+        .as_f64()
+        .unwrap();
+    let dev_mean = full["runs"][0]["block"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "blk:read:device")
+        .unwrap()["summary"]["mean_ns"]
+        .as_f64()
+        .unwrap();
+    let share = 1.0 - dev_mean / app_mean;
+    assert!(
+        (share - 0.75).abs() < 0.1,
+        "host share of the mean {share}: {host}"
+    );
+    assert!(fig(host, "host_share_p99") > 0.75, "{host}");
 
     let q = format!("/sys/block/{}/queue/nr_requests", d.name);
     std::fs::write(&q, "128").unwrap();

@@ -992,11 +992,13 @@ mod tests {
                 ..span([0.01 * k as f64, 0.0, 0.0], 0.2, 0.1, 0.0)
             })
             .collect();
-        let mut b = crate::results::Results::new(crate::results::Kind::Watch, vec![]);
-        b.watch = Some(WatchBudget {
-            intervals: spans.clone(),
-            ..Default::default()
-        });
+        let b = Results {
+            watch: Some(WatchBudget {
+                intervals: spans.clone(),
+                ..Default::default()
+            }),
+            ..Results::new(crate::results::Kind::Watch, Vec::new())
+        };
         let (per, rows) = merged_shares(&b, 4);
         assert_eq!((per, rows.len()), (3, 4));
         assert_eq!(rows[0].syscalls, 30);
