@@ -13,6 +13,7 @@
 mod assemble;
 mod cgroup;
 pub mod filter;
+pub mod grid;
 mod layout;
 pub mod metrics;
 pub mod own;
@@ -115,12 +116,15 @@ pub struct WatchOptions {
     pub catalog: Option<relations::Catalog>,
     /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
     pub metrics: bool,
+    /// About how many intervals to keep (`--keep-intervals`): the newest half at full
+    /// resolution, older ones rolled up into coarser ones ([`grid`]).
+    pub keep_intervals: usize,
 }
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
 pub(crate) struct IntervalView<'a> {
-    /// Interval number (0-based).
+    /// The interval's slot (see [`grid`]; the newest are one interval each).
     pub index: usize,
     pub span: &'a WatchSpan,
     rec: &'a Recording,
@@ -152,8 +156,7 @@ impl IntervalView<'_> {
     /// (heatmap material, newest on the right).
     pub(crate) fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
-        let len = self.rec.interval_ns as f64 / 1e9;
-        let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
+        let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| self.rec.span_s(i)).collect();
         let parts = self.rec.layers[layer as usize].parts(from, spans.len())?;
         OpResult::of_parts(layer.name(), parts, &spans)
     }
@@ -464,6 +467,7 @@ pub(crate) fn watch(
     let mut rec = Recording {
         interval_ns,
         start_ns,
+        grid: grid::Grid::new(opts.keep_intervals),
         ops: BTreeMap::new(),
         spans: Vec::new(),
         processes: BTreeMap::new(),
@@ -478,6 +482,7 @@ pub(crate) fn watch(
         queries: queries::QueryAcc::default(),
         metrics: opts.metrics.then(metrics::LiveMetrics::new),
         own: None,
+        folded: Default::default(),
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -566,6 +571,7 @@ pub(crate) fn watch(
         if pg_looked.elapsed() >= Duration::from_millis(250) {
             place_pg(&mut rec, &mut pg_map);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
+            rec.fold_exited();
             pg_looked = Instant::now();
         }
         if cgroups_read.elapsed() >= cgroup::SAMPLE {
@@ -582,10 +588,11 @@ pub(crate) fn watch(
             Vec::new()
         };
         while shown < now_k {
-            rec.span(shown);
+            let slot = rec.grid.slot(shown as u64);
+            rec.span(slot);
             view(&IntervalView {
-                index: shown,
-                span: &rec.spans[shown],
+                index: slot,
+                span: &rec.spans[slot],
                 rec: &rec,
                 cgroups: &cgroups,
                 lost: &lost,
@@ -595,8 +602,11 @@ pub(crate) fn watch(
                 m.interval();
             }
         }
-        // Intervals shown are done: keep them encoded (a late event reopens one).
-        rec.close_before(shown);
+        // Intervals shown are done: keep them encoded (a late event reopens one), the older
+        // ones rolled up.
+        let done = rec.grid.slot(shown as u64);
+        rec.close_before(done);
+        rec.roll_up(done);
         if let Some(e) = rec.failed.take() {
             return Err(e.context("cannot record the watch's histograms"));
         }
