@@ -101,7 +101,7 @@ rows = list(csv.DictReader(open(f"{d}/soak.csv")))
 readers, done = map(int, open(f"{d}/soak-load.out").read().split())
 r = json.load(open(f"{d}/soak-watch.json"))
 sysrun = next(x for x in r["runs"] if x["name"] == "syscalls")
-op = next(o for o in sysrun["ops"] if o["name"] == "pread64")
+op = next(o for o in sysrun["ops"] if o["op"] == "pread64")
 b = r["watch"]
 rss = [int(x["rss_kib"]) for x in rows]
 anon = [int(x["anon_kib"]) for x in rows]
