@@ -6,7 +6,10 @@
 # second (curl, as Prometheus does). Per mode: the watch's CPU seconds (utime + stime from
 # /proc/PID/stat) per million traced syscalls, and its ratio to the watch without the exporter.
 # Usage: bench/prometheus-cost.sh [DIR] [SECONDS] [ROUNDS]   (BIN=path/to/iolens to skip the
-# release build). Needs root. Absolute figures drift on shared machines; compare the ratios.
+# release build; LOADARGS="--sessions 2" adds arguments to the load's `iolens run`, to reach
+# the issue's 100k traced syscalls a second). Needs root. Absolute figures drift on shared
+# machines; compare the ratios. Per mode it also prints the watch's CPU ns per traced event and
+# the traced syscalls per second reached.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-bench-tmp}
@@ -37,8 +40,9 @@ one() {
     scraper=$!
   fi
   local c0; c0=$(cpu_s $w)
+  # shellcheck disable=SC2086
   "$LOAD" -q run --target "$FILE" --buffered --bs 8k --duration "${SECS}s" \
-    --verify none --no-progress > /dev/null
+    --verify none --no-progress ${LOADARGS:-} > /dev/null
   local c1; c1=$(cpu_s $w)
   [ -n "$scraper" ] && kill "$scraper"
   kill -TERM $w; wait $w || true
@@ -58,15 +62,18 @@ for r in $(seq "$ROUNDS"); do
     echo "round $r $m: watch CPU ${c} s, ${n} syscalls traced" >&2
   done
 done
-python3 - "${cpu[none]}" "${ios[none]}" "${cpu[unscraped]}" "${ios[unscraped]}" \
+python3 - "$SECS" "${cpu[none]}" "${ios[none]}" "${cpu[unscraped]}" "${ios[unscraped]}" \
   "${cpu[scraped]}" "${ios[scraped]}" <<'PY'
 import statistics, sys
-a = [list(map(float, x.split())) for x in sys.argv[1:]]
+secs = float(sys.argv[1])
+a = [list(map(float, x.split())) for x in sys.argv[2:]]
 per = lambda c, n: statistics.median(ci / ni * 1e6 for ci, ni in zip(c, n) if ni)
 base = per(a[0], a[1])
 for name, c, n in (("none", a[0], a[1]), ("unscraped", a[2], a[3]), ("scraped 1 s", a[4], a[5])):
     v = per(c, n)
-    rate = statistics.median(n) / 1e3
-    print(f"{name:12} watch CPU {v:7.2f} s per million syscalls ({rate:.0f}k traced), x{v / base:.3f}")
+    rate = statistics.median(n) / secs / 1e3
+    share = statistics.median(ci / secs * 100 for ci in c)
+    print(f"{name:12} watch CPU {v:7.2f} s per million syscalls ({v * 1e3:.0f} ns an event; "
+          f"{rate:.0f}k traced/s; {share:.1f} % of a CPU), x{v / base:.3f}")
 PY
 rm -f "$LOAD"

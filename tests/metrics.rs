@@ -626,6 +626,112 @@ fn exporter_recipes_are_valid() {
     }
 }
 
+/// The delimited protobuf exposition's families (prost, the structs the exporter writes with).
+fn families(file: &Path) -> Vec<iolens::results::metric_family::MetricFamily> {
+    use prost::Message as _;
+    let bytes = std::fs::read(file).unwrap();
+    let mut buf = bytes.as_slice();
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        out.push(
+            iolens::results::metric_family::MetricFamily::decode_length_delimited(&mut buf)
+                .unwrap(),
+        );
+    }
+    out
+}
+
+#[test]
+fn real_protobuf_scrapes_read_back_native_and_classic_histograms() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/real");
+    let tmp = tempfile::tempdir().unwrap();
+    // Prometheus 2.42's own histograms (classic buckets in protobuf): every series of seconds
+    // with the count its message gives.
+    let file = root.join("prometheus_2.42_self_metrics.pb");
+    let back = ingest(&file, tmp.path());
+    let mut series = 0;
+    for f in families(&file) {
+        let name = f.name.clone().unwrap();
+        if f.r#type != Some(4) || !name.ends_with("_seconds") {
+            continue;
+        }
+        let run = back.runs.iter().find(|r| r.name == name).unwrap();
+        for m in &f.metric {
+            let key: Vec<String> = m
+                .label
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{}={}",
+                        l.name.as_deref().unwrap(),
+                        l.value.as_deref().unwrap()
+                    )
+                })
+                .collect();
+            let key = if key.is_empty() {
+                name.clone()
+            } else {
+                key.join(",")
+            };
+            let h = m.histogram.as_ref().unwrap();
+            assert!(
+                h.schema.is_none() && !h.bucket.is_empty(),
+                "{name}: classic only"
+            );
+            assert_eq!(
+                run.op(&key).unwrap().count,
+                h.sample_count.unwrap(),
+                "{name} {key}"
+            );
+            series += 1;
+        }
+    }
+    // The fixture holds 3 (a server that scraped nothing yet): each one checked.
+    assert!(series >= 3, "{series} series of seconds");
+    assert!(!back.runs.iter().any(|r| r.name.ends_with("_bytes")));
+
+    // client_golang's native histogram of 1000 known latencies, 100 us * 1.005^i: its
+    // percentiles within the native bucket width (schema 3: 2^(1/8), 9.05 %). Read from the
+    // classic buckets beside it instead, p50 would be about 3.2 ms (785 values spread over
+    // (0, 5 ms]), not 1.28 ms.
+    let file = root.join("client_golang_1.14_native_histogram.pb");
+    let f = families(&file);
+    let h = f[0].metric[0].histogram.as_ref().unwrap();
+    assert_eq!(h.schema, Some(3), "the fixture's native schema");
+    assert!(
+        !h.bucket.is_empty(),
+        "classic buckets beside the native ones"
+    );
+    let back = ingest(&file, tmp.path());
+    let run = back
+        .runs
+        .iter()
+        .find(|r| r.name == "demo_request_duration_seconds")
+        .unwrap();
+    let read = run.op("op=read").unwrap();
+    assert_eq!(read.count, 1000);
+    assert_eq!(run.op("op=write").unwrap().count, 1);
+    let hist = read.hist.decode().unwrap();
+    let width = 2f64.powf(1.0 / 8.0) - 1.0;
+    for q in [0.5, 0.9, 0.99] {
+        // The known value at rank ceil(q * 1000).
+        let i = (q * 1000.0_f64).ceil() - 1.0;
+        let truth = 100e-6 * 1.005f64.powf(i);
+        let got = hist.value_at_quantile(q) as f64 / 1e9;
+        let off = got / truth - 1.0;
+        eprintln!(
+            "native p{}: {got:.6} s, known {truth:.6} s ({:+.2} %)",
+            q * 100.0,
+            off * 100.0
+        );
+        assert!(
+            off.abs() <= width,
+            "p{}: {got} s against {truth} s",
+            q * 100.0
+        );
+    }
+}
+
 #[test]
 fn a_real_prometheus_scrape_reads_back_with_its_own_counts() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

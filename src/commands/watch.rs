@@ -43,6 +43,13 @@ pub struct WatchArgs {
     /// Interval length of the per-interval histograms and of the live view.
     #[arg(long, default_value = "1s", value_parser = crate::commands::values::std_duration)]
     pub interval: Duration,
+    /// Keep about this many intervals, however long the watch runs: the newest half at full
+    /// resolution, older ones rolled up into at most the other half, each as long as a
+    /// power of two of intervals (counts and sums stay exact). Of the per-process and
+    /// per-thread tables, processes and threads that exited are folded into one row per name
+    /// once a table holds 512 rows. So memory stays bounded for days. At least 4.
+    #[arg(long, value_name = "N", default_value_t = crate::watch::grid::KEEP)]
+    pub keep_intervals: usize,
     /// Break the per-process syscall table down by thread.
     #[arg(long)]
     pub threads: bool,
@@ -277,6 +284,9 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
     if a.duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration must be longer than zero");
     }
+    if a.keep_intervals < 4 {
+        bail!("--keep-intervals must be at least 4");
+    }
     let filters = Filters::new(&a.pids, &a.comms, &a.devices, a.wait)?;
     let server = a
         .prometheus
@@ -292,6 +302,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         catalog: a.dsn.as_deref().map(crate::db::postgres::catalog),
         metrics: server.is_some(),
         record: record.as_ref().map(|_| Default::default()),
+        keep_intervals: a.keep_intervals,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);

@@ -211,6 +211,81 @@ impl OpAcc {
         Ok(())
     }
 
+    /// Merge interval `i + 1` into interval `i`, the later ones moving down by one (a long
+    /// watch rolling up its older intervals): the sums stay exact, every count in one interval.
+    pub(crate) fn merge_next(&mut self, i: usize) -> Result<()> {
+        if i + 1 >= self.slots.len() {
+            return Ok(());
+        }
+        let next = self.slots.remove(i + 1);
+        for o in self.open.iter_mut() {
+            if *o > i {
+                *o -= 1;
+            }
+        }
+        self.open.sort_unstable();
+        self.open.dedup();
+        let (hist, count, bytes, errors) = match next {
+            Slot::Empty => return Ok(()),
+            Slot::Open(o) => {
+                // Moved down: interval i is open now, with what it held added below.
+                if !matches!(self.slots[i], Slot::Empty) {
+                    let into = self.open_slot(i)?;
+                    into.hist
+                        .add(&o.hist)
+                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                    into.bytes += o.bytes;
+                    into.errors += o.errors;
+                    self.open.sort_unstable();
+                    self.open.dedup();
+                } else {
+                    self.slots[i] = Slot::Open(o);
+                }
+                return Ok(());
+            }
+            Slot::Closed {
+                hist,
+                count,
+                bytes,
+                errors,
+            } => (hist, count, bytes, errors),
+        };
+        match &mut self.slots[i] {
+            Slot::Empty => {
+                self.slots[i] = Slot::Closed {
+                    hist,
+                    count,
+                    bytes,
+                    errors,
+                };
+            }
+            Slot::Closed {
+                hist: h,
+                count: c,
+                bytes: b,
+                errors: e,
+            } => {
+                // Both closed: their sum is already in the closed total.
+                let mut sum = h.decode()?;
+                hist.add_to(&mut sum)?;
+                *h = Hist::encode(&sum);
+                *c += count;
+                *b += bytes;
+                *e += errors;
+            }
+            Slot::Open(o) => {
+                hist.add_to(&mut o.hist)?;
+                o.bytes += bytes;
+                o.errors += errors;
+                if let Some(t) = self.closed_total.as_mut() {
+                    t.subtract(&hist.decode()?)
+                        .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The parts of the `n` intervals `from..from + n`. Closing happens on a copy: `self` can
     /// go on recording.
     pub(crate) fn parts(&self, from: usize, n: usize) -> Result<Parts> {
@@ -304,6 +379,40 @@ mod tests {
             closing.hist_at(3).unwrap().max(),
             open.hist_at(3).unwrap().max()
         );
+    }
+
+    #[test]
+    fn merging_intervals_keeps_every_count_in_one() {
+        // Closed into closed, closed into open, open into closed, empty either side.
+        let mut acc = OpAcc::new();
+        let mut whole = new_histogram();
+        for k in 0..8usize {
+            if k == 2 || k == 5 {
+                continue;
+            }
+            for v in 0..(k as u64 + 1) * 10 {
+                let ns = 1000 * (k as u64 + 1) + v;
+                acc.record(k, ns, 4096, false).unwrap();
+                record_ns(&mut whole, ns);
+            }
+            acc.record(k, 0, 0, true).unwrap();
+        }
+        acc.close_before(4);
+        // 0, 1 and 3 closed, 4, 6 and 7 open, 2 and 5 empty: closed into closed (0 + 1),
+        // closed into empty (3 into 2), open into reopened closed (4 into 3), open into empty.
+        for i in [0, 1, 1, 2] {
+            acc.merge_next(i).unwrap();
+        }
+        assert_eq!(acc.len(), 4);
+        let p = acc.parts(0, 4).unwrap();
+        assert_eq!(p.total, whole);
+        let counts: Vec<u64> = p.intervals.iter().map(|i| i.1).collect();
+        assert_eq!(counts, vec![10 + 20, 40 + 50, 70, 80]);
+        assert_eq!(p.errors, 6);
+        assert_eq!(p.bytes, 4096 * whole.len());
+        acc.close_before(usize::MAX);
+        let q = acc.parts(0, 4).unwrap();
+        assert_eq!((q.total, q.intervals), (p.total, p.intervals));
     }
 
     #[test]

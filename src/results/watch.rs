@@ -62,6 +62,49 @@ pub struct WatchSpan {
     pub bg_device_ns: u64,
 }
 
+impl WatchSpan {
+    /// Add the interval that follows this one (a long watch rolling up its older intervals):
+    /// one interval as long as both, holding both's sums.
+    pub fn absorb(&mut self, next: &WatchSpan) {
+        // Every field named: one added later cannot be left out.
+        let WatchSpan {
+            start_s: _,
+            duration_s,
+            syscalls,
+            syscall_ns,
+            block_requests,
+            device_ns,
+            queue_ns,
+            runq_ns,
+            runq_io_ns,
+            oncpu_ns,
+            wall,
+            sys_device_ns,
+            sys_queue_ns,
+            overcharged,
+            runq_contended_ns,
+            bg_requests,
+            bg_device_ns,
+        } = next;
+        self.duration_s += duration_s;
+        self.syscalls += syscalls;
+        self.syscall_ns += syscall_ns;
+        self.block_requests += block_requests;
+        self.device_ns += device_ns;
+        self.queue_ns += queue_ns;
+        self.runq_ns += runq_ns;
+        self.runq_io_ns += runq_io_ns;
+        self.oncpu_ns += oncpu_ns;
+        self.wall.add(wall);
+        self.sys_device_ns += sys_device_ns;
+        self.sys_queue_ns += sys_queue_ns;
+        self.overcharged += overcharged;
+        self.runq_contended_ns += runq_contended_ns;
+        self.bg_requests += bg_requests;
+        self.bg_device_ns += bg_device_ns;
+    }
+}
+
 /// Where watched threads' wall time went, in thread-seconds. Every instant of a watched
 /// thread is in exactly one part: on CPU, runnable (waiting for a CPU) or otherwise off CPU
 /// (sleep, locks, client, idle) outside traced I/O syscalls; inside one, on CPU, runnable,
@@ -137,6 +180,10 @@ pub struct WatchThread {
     /// asleep, to its exit or the watch's end), seconds.
     pub watched_s: f64,
     pub wall: WallSplit,
+    /// Threads that exited during a long watch, folded into this one row of their name (pid
+    /// and tid 0) to keep the table bounded; 0 for a thread's own row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exited: u64,
 }
 
 /// One watched process's (or thread's) traced syscalls (by syscall) in an `iolens watch`.
@@ -149,6 +196,14 @@ pub struct WatchProcess {
     pub comm: String,
     /// Syscall name → (count, bytes, summed latency ns).
     pub syscalls: BTreeMap<String, [u64; 3]>,
+    /// Processes (threads, with `--threads`) that exited during a long watch, folded into this
+    /// one row of their name (pid 0) to keep the table bounded; 0 for a process's own row.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub exited: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The measurements of an `iolens watch` that are not histograms: per-interval time sums of the

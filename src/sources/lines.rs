@@ -132,6 +132,54 @@ impl LineReader {
         }
     }
 
+    /// Up to the first `n` bytes not yet read (fewer at the end), left unread.
+    pub(crate) fn peek(&mut self, n: usize) -> Result<&[u8]> {
+        while self.end - self.pos < n && !self.eof {
+            if self.fill()? == 0 {
+                self.eof = true;
+            }
+        }
+        Ok(&self.buf[self.pos..self.end.min(self.pos + n)])
+    }
+
+    /// The next length-delimited message of a binary input (its length a protobuf varint, as
+    /// the delimited protobuf exposition writes them), `None` at the end; counted as a line.
+    pub(crate) fn take_delimited(&mut self) -> Result<Option<Vec<u8>>> {
+        let head = self.peek(10)?;
+        if head.is_empty() {
+            return Ok(None);
+        }
+        let (mut len, mut used) = (0u64, 0usize);
+        for (i, &b) in head.iter().enumerate() {
+            len |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                used = i + 1;
+                break;
+            }
+        }
+        let at = self.line_no + 1;
+        if used == 0 {
+            bail!("{}: message {at}: its length is cut off", self.name);
+        }
+        if len > MAX_LINE_BYTES as u64 {
+            bail!(
+                "{}: message {at} is {len} bytes, longer than {} MiB: not a delimited \
+                 protobuf exposition?",
+                self.name,
+                MAX_LINE_BYTES >> 20
+            );
+        }
+        let whole = used + len as usize;
+        if self.peek(whole)?.len() < whole {
+            bail!("{}: message {at} is cut off (truncated input)", self.name);
+        }
+        let msg = self.buf[self.pos + used..self.pos + whole].to_vec();
+        self.pos += whole;
+        self.line_no += 1;
+        self.stats.lines += 1;
+        Ok(Some(msg))
+    }
+
     /// The next line without its line terminator (`\n` or `\r\n`), or `None` at the end.
     #[inline]
     pub(crate) fn next_line(&mut self) -> Result<Option<&[u8]>> {

@@ -9,8 +9,14 @@
 //! name ends with (`_seconds`, `_milliseconds`, `_microseconds`, `_nanoseconds`), else
 //! `--unit`; without either (`_bytes`, `_samples`) the family is left out with a warning. An exposition is one snapshot of
 //! cumulative counters, so the run has one interval and no duration (give `--duration`).
-//! Counters, gauges and summaries are not latency histograms and are counted as ignored lines;
-//! native histograms exist only in the protobuf exposition and are not read.
+//! Counters, gauges and summaries are not latency histograms and are counted as ignored lines.
+//!
+//! The protobuf exposition (`application/vnd.google.protobuf; proto=io.prometheus.client.
+//! MetricFamily; encoding=delimited`, what a scrape that asks for it gets, and the only one that
+//! carries native histograms) is told from text by its first bytes and read alike: a series'
+//! native buckets when it has them (schema `s`: bucket `i` holds `(2^((i-1)/2^s), 2^(i/2^s)]`;
+//! the zero bucket `[0, zero_threshold]`), else its classic ones (the count past the last bound,
+//! `sample_count` less the last cumulative count, at that bound, as `+Inf`'s in text).
 
 use std::collections::BTreeMap;
 
@@ -98,7 +104,17 @@ fn unit_of(name: &str) -> Option<f64> {
     .map(|(_, u)| *u)
 }
 
+/// A series' counts as pieces `(lo, hi, n)`: `n` values in `(lo, hi]`, in the family's unit.
+type Pieces = Vec<(f64, f64, u64)>;
+
+/// Histogram families → their series (labels `k=v,k=v`, pieces) in order first seen.
+type Families = BTreeMap<String, Vec<(String, Pieces)>>;
+
 pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+    if looks_protobuf(r.peek(8)?) {
+        let fams = read_protobuf(r)?;
+        return runs_of(fams, r, args);
+    }
     let mut histograms: BTreeMap<String, ()> = BTreeMap::new();
     // family → series (by labels) in order first seen.
     let mut fams: BTreeMap<String, Vec<(String, Series)>> = BTreeMap::new();
@@ -189,6 +205,175 @@ pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunRe
              Give each scrape as its own file"
         );
     }
+    let mut out: Families = BTreeMap::new();
+    for (fam, series) in fams {
+        let mut pieces_of = Vec::new();
+        for (key, mut s) in series {
+            s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let mut prev = (0.0f64, 0u64);
+            let last_finite = s
+                .buckets
+                .iter()
+                .rev()
+                .find(|b| b.0.is_finite())
+                .map_or(0.0, |b| b.0);
+            let mut pieces = Vec::new();
+            for &(le, cum) in &s.buckets {
+                if cum < prev.1 {
+                    bail!(
+                        "{fam}{{{key}}}: bucket le={le} holds {cum}, less than the one before \
+                         ({}): not cumulative counts",
+                        prev.1
+                    );
+                }
+                let hi = if le.is_finite() { le } else { last_finite };
+                pieces.push((prev.0, hi, cum - prev.1));
+                prev = (hi, cum);
+            }
+            if let Some(c) = s.count {
+                if c != prev.1 {
+                    bail!(
+                        "{fam}{{{key}}}: _count is {c} but the buckets hold {}",
+                        prev.1
+                    );
+                }
+            }
+            pieces_of.push((key, pieces));
+        }
+        out.insert(fam, pieces_of);
+    }
+    runs_of(out, r, args)
+}
+
+/// Whether the input begins as a delimited protobuf exposition does: a message's length (a
+/// varint) and then its first field, the family's name (field 1, length-delimited: 0x0a). Text
+/// begins with `#` or a metric name, and a name one letter long alone on its line is no sample.
+fn looks_protobuf(head: &[u8]) -> bool {
+    let Some(n) = head.iter().take(5).position(|b| b & 0x80 == 0) else {
+        return false;
+    };
+    head.first() != Some(&b'#') && head.get(n + 1) == Some(&0x0a)
+}
+
+/// The histogram families of a delimited protobuf exposition (see the module doc).
+fn read_protobuf(r: &mut LineReader) -> Result<Families> {
+    use crate::results::metric_family::{MetricFamily, TYPE_HISTOGRAM};
+    use prost::Message as _;
+    let mut fams: Families = BTreeMap::new();
+    let mut at = 0u64;
+    while let Some(msg) = r.take_delimited()? {
+        at += 1;
+        let f = MetricFamily::decode(msg.as_slice())
+            .with_context(|| format!("message {at}: not a MetricFamily (protobuf exposition)"))?;
+        let name = f.name.clone().unwrap_or_default();
+        if f.r#type != Some(TYPE_HISTOGRAM) {
+            r.ignored("not a histogram");
+            continue;
+        }
+        let series = fams.entry(name.clone()).or_default();
+        for m in &f.metric {
+            let Some(h) = &m.histogram else {
+                bail!("message {at}: {name}: a histogram family's metric without a histogram");
+            };
+            let key = m
+                .label
+                .iter()
+                .map(|l| {
+                    format!(
+                        "{}={}",
+                        l.name.as_deref().unwrap_or(""),
+                        l.value.as_deref().unwrap_or("")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",");
+            if series.len() >= MAX_SERIES_OPS {
+                bail!("message {at}: more than {MAX_SERIES_OPS} series in one histogram family");
+            }
+            let pieces = histogram_pieces(h).with_context(|| format!("{name}{{{key}}}"))?;
+            series.push((key, pieces));
+        }
+        r.parsed();
+    }
+    Ok(fams)
+}
+
+/// One protobuf histogram's counts as pieces: its native buckets when it has them, else its
+/// classic ones.
+fn histogram_pieces(h: &crate::results::metric_family::Histogram) -> Result<Pieces> {
+    let count = h.sample_count.unwrap_or(0);
+    let mut pieces = Vec::new();
+    let native = h.schema.is_some()
+        && (!h.positive_span.is_empty() || h.zero_count.is_some() || h.bucket.is_empty());
+    if native {
+        let schema = h.schema.unwrap_or(0);
+        if !(-4..=8).contains(&schema) {
+            bail!("native histogram schema {schema} (Prometheus knows -4..8)");
+        }
+        // Negative buckets hold negative values: not latencies (empty ones are fine).
+        let mut neg = 0i64;
+        for d in &h.negative_delta {
+            neg += d;
+            if neg != 0 {
+                bail!("native histogram with negative values: not latencies");
+            }
+        }
+        let zero = h.zero_count.unwrap_or(0);
+        if zero > 0 {
+            pieces.push((0.0, h.zero_threshold.unwrap_or(0.0).max(0.0), zero));
+        }
+        let base = 2f64.powf(2f64.powi(-schema));
+        let (mut deltas, mut i, mut n) = (h.positive_delta.iter(), 0i64, 0i64);
+        for span in &h.positive_span {
+            i += i64::from(span.offset.unwrap_or(0));
+            for _ in 0..span.length.unwrap_or(0) {
+                let Some(d) = deltas.next() else {
+                    bail!("native histogram with fewer deltas than its spans' buckets");
+                };
+                n += d;
+                if n < 0 {
+                    bail!("native histogram bucket {i} holds a negative count ({n})");
+                }
+                let (lo, hi) = (base.powi(i as i32 - 1), base.powi(i as i32));
+                pieces.push((lo, hi, n as u64));
+                i += 1;
+            }
+        }
+        if deltas.next().is_some() {
+            bail!("native histogram with more deltas than its spans' buckets");
+        }
+    } else {
+        let mut prev = (0.0f64, 0u64);
+        for b in &h.bucket {
+            let (le, cum) = (
+                b.upper_bound.unwrap_or(f64::NAN),
+                b.cumulative_count.unwrap_or(0),
+            );
+            if le.is_nan() || le < prev.0 || cum < prev.1 {
+                bail!(
+                    "classic bucket le={le} ({cum}) out of order after le={} ({})",
+                    prev.0,
+                    prev.1
+                );
+            }
+            let hi = if le.is_finite() { le } else { prev.0 };
+            pieces.push((prev.0, hi, cum - prev.1));
+            prev = (hi, cum);
+        }
+        // Past the last bound (`+Inf`, never sent in protobuf): at that bound.
+        if count > prev.1 {
+            pieces.push((prev.0, prev.0, count - prev.1));
+        }
+    }
+    let held: u64 = pieces.iter().map(|p| p.2).sum();
+    if held != count {
+        bail!("sample_count is {count} but the buckets hold {held}");
+    }
+    Ok(pieces)
+}
+
+/// The runs of `fams`: one per family, one op per series (see the module doc).
+fn runs_of(fams: Families, r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
     let mut runs = Vec::new();
     for (fam, series) in fams {
         // A histogram of bytes or samples is not a latency: left out, and said.
@@ -201,40 +386,17 @@ pub(crate) fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunRe
         };
         let mut ss = SnapshotSeries::new();
         ss.begin_interval(0.0, 0.0);
-        for (key, mut s) in series {
-            s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let mut prev = (0.0f64, 0u64);
+        for (key, pieces) in series {
             let op = ss.op(if key.is_empty() { &fam } else { &key })?;
-            let last_finite = s
-                .buckets
-                .iter()
-                .rev()
-                .find(|b| b.0.is_finite())
-                .map_or(0.0, |b| b.0);
-            for &(le, cum) in &s.buckets {
-                if cum < prev.1 {
-                    bail!(
-                        "{fam}{{{key}}}: bucket le={le} holds {cum}, less than the one before \
-                         ({}): not cumulative counts",
-                        prev.1
-                    );
+            for (lo, hi, n) in pieces {
+                if n == 0 {
+                    continue;
                 }
-                let n = cum - prev.1;
-                let hi = if le.is_finite() { le } else { last_finite };
-                let lo_ns = (prev.0 * unit_ns).round() as u64;
+                let lo_ns = (lo * unit_ns).round() as u64;
                 let hi_ns = (hi * unit_ns).round() as u64;
                 // (lo, hi]: the spread's [lo, hi) moved up by one ns.
                 let lo = lo_ns.saturating_add(1);
                 ss.add_spread(op, lo, hi_ns.max(lo).saturating_add(1), n);
-                prev = (hi, cum);
-            }
-            if let Some(c) = s.count {
-                if c != prev.1 {
-                    bail!(
-                        "{fam}{{{key}}}: _count is {c} but the buckets hold {}",
-                        prev.1
-                    );
-                }
             }
         }
         let (ops, _) = ss.finish(BucketConvention::UpperBound);

@@ -31,8 +31,17 @@ impl Recording {
         let filters = &opts.filters;
         let (start_ns, end_ns, interval_ns) = (self.start_ns, self.end_ns, self.interval_ns);
         let total_s = (end_ns - start_ns) as f64 / 1e9;
-        let n = (end_ns - start_ns).div_ceil(interval_ns).max(1) as usize;
+        let last = (end_ns - start_ns).div_ceil(interval_ns).max(1) - 1;
+        let n = self.grid.slot(last) + 1;
         self.span(n - 1);
+        // Every interval is finished now: rolled up as the watch would have, however far its
+        // loop lagged, so that the results keep at most `--keep-intervals`.
+        self.close_before(n);
+        self.roll_up(n);
+        if let Some(e) = self.failed.take() {
+            return Err(e.context("cannot record the watch's histograms"));
+        }
+        let n = self.grid.slot(last) + 1;
         self.spans.truncate(n);
         if let Some(last) = self.spans.last_mut() {
             last.duration_s = (total_s - last.start_s).max(1e-6);
@@ -158,13 +167,21 @@ impl Recording {
         }
         let budget = WatchBudget {
             intervals: self.spans.clone(),
-            processes: self.processes.into_values().collect(),
+            processes: self
+                .processes
+                .into_values()
+                .chain(self.folded.processes.into_values())
+                .collect(),
             tracepoints,
             lost,
             pids: filters.pids.clone(),
             comms: filters.comms.clone(),
             devices: filters.devices.iter().map(|d| d.name.clone()).collect(),
-            threads: self.thread_time.into_values().collect(),
+            threads: self
+                .thread_time
+                .into_values()
+                .chain(self.folded.threads.into_values())
+                .collect(),
             pg: self.pg.finish(),
             cgroups,
             relations,

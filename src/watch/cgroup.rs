@@ -245,7 +245,9 @@ impl CgroupTracker {
     /// Look up the cgroups of processes not looked up yet; a limiting cgroup found for the
     /// first time has its counters read now.
     pub(crate) fn look(&mut self, pids: impl IntoIterator<Item = u32>) {
+        let mut now = HashSet::new();
         for pid in pids {
+            now.insert(pid);
             if !self.looked.insert(pid) {
                 continue;
             }
@@ -280,6 +282,11 @@ impl CgroupTracker {
                     );
                 }
             }
+        }
+        // Remember only the processes passed now (those still in the watch's tables): a set of
+        // every pid ever seen would grow with each process that came and went.
+        if self.looked.len() > 2 * now.len() + 1024 {
+            self.looked.retain(|p| now.contains(p));
         }
     }
 

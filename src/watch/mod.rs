@@ -14,6 +14,7 @@ mod assemble;
 mod cgroup;
 pub mod filter;
 pub mod io_record;
+pub mod grid;
 mod layout;
 pub mod metrics;
 pub mod own;
@@ -119,6 +120,9 @@ pub struct WatchOptions {
     /// `--record`: each traced positioned I/O syscall is kept, and the log is put here at the
     /// end ([`io_record`]).
     pub record: Option<RecordSink>,
+    /// About how many intervals to keep (`--keep-intervals`): the newest half at full
+    /// resolution, older ones rolled up into coarser ones ([`grid`]).
+    pub keep_intervals: usize,
 }
 
 /// Where a watch puts its I/O log at its end (`--record`).
@@ -127,7 +131,7 @@ pub type RecordSink = std::sync::Arc<std::sync::Mutex<Option<io_record::IoLog>>>
 /// What the live view gets at the end of every interval: the interval's time budget, and each
 /// layer's histograms on demand (built only when drawn).
 pub(crate) struct IntervalView<'a> {
-    /// Interval number (0-based).
+    /// The interval's slot (see [`grid`]; the newest are one interval each).
     pub index: usize,
     pub span: &'a WatchSpan,
     rec: &'a Recording,
@@ -159,8 +163,7 @@ impl IntervalView<'_> {
     /// (heatmap material, newest on the right).
     pub(crate) fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
-        let len = self.rec.interval_ns as f64 / 1e9;
-        let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| (i as f64 * len, len)).collect();
+        let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| self.rec.span_s(i)).collect();
         let parts = self.rec.layers[layer as usize].parts(from, spans.len())?;
         OpResult::of_parts(layer.name(), parts, &spans)
     }
@@ -474,6 +477,7 @@ pub(crate) fn watch(
     let mut rec = Recording {
         interval_ns,
         start_ns,
+        grid: grid::Grid::new(opts.keep_intervals),
         ops: BTreeMap::new(),
         spans: Vec::new(),
         processes: BTreeMap::new(),
@@ -489,6 +493,7 @@ pub(crate) fn watch(
         metrics: opts.metrics.then(metrics::LiveMetrics::new),
         own: None,
         io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
+        folded: Default::default(),
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -577,6 +582,7 @@ pub(crate) fn watch(
         if pg_looked.elapsed() >= Duration::from_millis(250) {
             place_pg(&mut rec, &mut pg_map);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
+            rec.fold_exited();
             pg_looked = Instant::now();
         }
         if cgroups_read.elapsed() >= cgroup::SAMPLE {
@@ -593,10 +599,11 @@ pub(crate) fn watch(
             Vec::new()
         };
         while shown < now_k {
-            rec.span(shown);
+            let slot = rec.grid.slot(shown as u64);
+            rec.span(slot);
             view(&IntervalView {
-                index: shown,
-                span: &rec.spans[shown],
+                index: slot,
+                span: &rec.spans[slot],
                 rec: &rec,
                 cgroups: &cgroups,
                 lost: &lost,
@@ -606,8 +613,11 @@ pub(crate) fn watch(
                 m.interval();
             }
         }
-        // Intervals shown are done: keep them encoded (a late event reopens one).
-        rec.close_before(shown);
+        // Intervals shown are done: keep them encoded (a late event reopens one), the older
+        // ones rolled up.
+        let done = rec.grid.slot(shown as u64);
+        rec.close_before(done);
+        rec.roll_up(done);
         if let Some(e) = rec.failed.take() {
             return Err(e.context("cannot record the watch's histograms"));
         }

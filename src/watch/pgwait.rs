@@ -57,7 +57,15 @@ pub(crate) struct PgWaitAcc {
     unreadable: Vec<String>,
     /// Servers whose backends' transaction state cannot be read, and why.
     state_unread: Vec<String>,
+    /// Exited server processes folded into one stand-in process per (server, role, session)
+    /// ([`PgWaitAcc::fold_gone`]): its number (past any pid), by that key.
+    stand_ins: HashMap<(u32, &'static str, Option<String>), u32>,
+    /// The processes each stand-in holds.
+    folded: HashMap<u32, u32>,
 }
+
+/// The first stand-in number: past the kernel's largest pid (2^22).
+const STAND_IN: u32 = 0x8000_0000;
 
 /// The row of `kind` and `label` in a role's table, created empty.
 fn row<'a>(
@@ -234,6 +242,105 @@ impl PgWaitAcc {
         s.syscall_ns += ns;
     }
 
+    /// Whether process `tgid` counts as a server process at the end (see [`Self::finish`]).
+    fn is_server(&self, tgid: u32) -> bool {
+        self.procs.contains_key(&tgid)
+            || self.placed.contains_key(&tgid)
+            || self.tagged.keys().any(|k| k.0 == tgid)
+            || self.sums.keys().any(|k| k.0 == tgid && k.1 != 0)
+    }
+
+    /// Keep the per-process sums bounded however many processes come and go: the exited
+    /// processes `gone` leave them. A server process's sums are added to the stand-in of its
+    /// (server, role, session), which the tables count as the processes it holds, with their
+    /// exact sums; returns (exited pid, stand-in) for the other tables keyed by pid to do the
+    /// same. Another process's are dropped: the end never reads them (only server processes'
+    /// time is tabled).
+    pub(crate) fn fold_gone(&mut self, gone: &std::collections::HashSet<u32>) -> Vec<(u32, u32)> {
+        let mut moved = Vec::new();
+        let mut servers = std::collections::HashSet::new();
+        for &pid in gone {
+            if pid >= STAND_IN {
+                continue;
+            }
+            if self.is_server(pid) {
+                servers.insert(pid);
+            }
+        }
+        let mut to: HashMap<u32, u32> = HashMap::new();
+        for &pid in &servers {
+            let p = self.procs.get(&pid).cloned().unwrap_or(Proc {
+                role: "(exited before identified)",
+                session: None,
+                major: None,
+                postmaster: 0,
+            });
+            let key = (p.postmaster, p.role, p.session.clone());
+            let next = STAND_IN + self.stand_ins.len() as u32;
+            let s = *self.stand_ins.entry(key).or_insert(next);
+            self.procs.insert(s, p);
+            *self.folded.entry(s).or_default() += 1 + self.folded.remove(&pid).unwrap_or(0);
+            to.insert(pid, s);
+            moved.push((pid, s));
+        }
+        // Every map keyed by pid: a server process's entries to its stand-in, another's out.
+        let rekey = |k: u32| -> Option<Option<u32>> {
+            match to.get(&k) {
+                Some(&s) => Some(Some(s)),
+                None if gone.contains(&k) && k < STAND_IN => Some(None),
+                None => None,
+            }
+        };
+        fn move_keyed<K: Eq + std::hash::Hash + Copy, V>(
+            m: &mut HashMap<K, V>,
+            pid_of: impl Fn(&K) -> u32,
+            with: impl Fn(&K, u32) -> K,
+            rekey: &dyn Fn(u32) -> Option<Option<u32>>,
+            mut add: impl FnMut(&mut V, V),
+        ) where
+            V: Default,
+        {
+            let keys: Vec<K> = m
+                .keys()
+                .filter(|k| rekey(pid_of(k)).is_some())
+                .copied()
+                .collect();
+            for k in keys {
+                let Some(v) = m.remove(&k) else { continue };
+                if let Some(Some(s)) = rekey(pid_of(&k)) {
+                    add(m.entry(with(&k, s)).or_default(), v);
+                }
+            }
+        }
+        move_keyed(
+            &mut self.sums,
+            |k| k.0,
+            |k, s| (s, k.1),
+            &rekey,
+            |a, b| {
+                a.spans += b.spans;
+                a.syscalls += b.syscalls;
+                a.syscall_ns += b.syscall_ns;
+            },
+        );
+        move_keyed(
+            &mut self.tagged,
+            |k| k.0,
+            |k, s| (s, k.1),
+            &rekey,
+            |a, b| a.add(&b),
+        );
+        move_keyed(&mut self.wall, |k| *k, |_, s| s, &rekey, |a, b| a.add(&b));
+        move_keyed(&mut self.cpu, |k| *k, |_, s| s, &rekey, |a, b| *a += b);
+        for &pid in gone {
+            if pid < STAND_IN {
+                self.procs.remove(&pid);
+                self.placed.remove(&pid);
+            }
+        }
+        moved
+    }
+
     /// The tables, per role; `None` when no server process was watched.
     pub(crate) fn finish(mut self) -> Option<PgWaits> {
         if self.placed.is_empty() && self.sums.is_empty() && self.tagged.is_empty() {
@@ -253,7 +360,7 @@ impl PgWaitAcc {
         };
         #[derive(Default)]
         struct Role {
-            pids: std::collections::BTreeSet<u32>,
+            processes: u32,
             rows: BTreeMap<(u8, &'static str), PgWaitRow>,
         }
         // By server (postmaster pid; 0: not identified), role and session.
@@ -275,7 +382,7 @@ impl PgWaitAcc {
             let role = roles
                 .entry((p.postmaster, p.role, p.session.clone()))
                 .or_default();
-            role.pids.insert(tgid);
+            role.processes += self.folded.get(&tgid).copied().unwrap_or(1);
             // What is left of the process's wall time once its events' time is taken out.
             let mut rest = self.wall.get(&tgid).copied().unwrap_or_default();
             let ev_kind = |label: &str| {
@@ -387,7 +494,7 @@ impl PgWaitAcc {
                     major: major_of.get(&server).copied(),
                     role: name.to_string(),
                     session,
-                    processes: r.pids.len() as u32,
+                    processes: r.processes,
                     db_s,
                     idle_s,
                     rows,

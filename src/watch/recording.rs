@@ -12,6 +12,9 @@ use layout::{
 pub(super) struct Recording {
     pub(super) interval_ns: u64,
     pub(super) start_ns: u64,
+    /// The slots the intervals are kept in (older ones rolled up): every `k` below, and the
+    /// index of every span and op's interval, is a slot of it.
+    pub(super) grid: grid::Grid,
     /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
     pub(super) ops: BTreeMap<String, BTreeMap<&'static str, OpAcc>>,
     pub(super) spans: Vec<WatchSpan>,
@@ -41,6 +44,35 @@ pub(super) struct Recording {
     pub(super) own: Option<u32>,
     /// `--record`: each positioned I/O syscall.
     pub(super) io_log: Option<io_record::IoLog>,
+    /// The rows of exited processes and threads, folded by name (see [`Recording::fold_exited`]).
+    pub(super) folded: Folded,
+}
+
+/// Most rows of the per-process and per-thread tables before the exited ones are folded.
+pub(super) const TABLE_ROWS: usize = 512;
+/// Most names of folded rows; later names fold into `other`.
+const FOLDED_NAMES: usize = 256;
+
+/// The rows of processes and threads that exited during a long watch, one per name.
+#[derive(Default)]
+pub(super) struct Folded {
+    pub(super) processes: BTreeMap<String, WatchProcess>,
+    pub(super) threads: BTreeMap<String, WatchThread>,
+    /// Processes and threads seen exited at the last look: folded if still so at the next.
+    gone: std::collections::HashSet<u32>,
+    /// Table rows past which the next look folds.
+    at: usize,
+}
+
+impl Folded {
+    /// The key of a folded row of name `comm` (past [`FOLDED_NAMES`] names: `other`).
+    fn name(names: usize, has: bool, comm: &str) -> String {
+        if has || names < FOLDED_NAMES {
+            comm.to_string()
+        } else {
+            "other".to_string()
+        }
+    }
 }
 
 /// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
@@ -55,21 +87,60 @@ fn who(pg: &pgwait::PgWaitAcc, tgid: u32) -> (String, String) {
 }
 
 impl Recording {
-    pub(super) fn interval_of(&self, ts: u64) -> usize {
-        (ts.saturating_sub(self.start_ns) / self.interval_ns) as usize
+    /// The slot of the interval of time `ts`.
+    pub(super) fn interval_of(&mut self, ts: u64) -> usize {
+        self.grid
+            .slot(ts.saturating_sub(self.start_ns) / self.interval_ns)
     }
 
+    /// Slot `k`'s start and length in seconds.
+    pub(super) fn span_s(&self, k: usize) -> (f64, f64) {
+        let (first, width) = self.grid.bounds(k);
+        let len = self.interval_ns as f64 / 1e9;
+        (first as f64 * len, width as f64 * len)
+    }
+
+    /// Slot `k`'s span (`k` a slot of the grid).
     pub(super) fn span(&mut self, k: usize) -> &mut WatchSpan {
         while self.spans.len() <= k {
-            let i = self.spans.len() as f64;
-            let len = self.interval_ns as f64 / 1e9;
+            let (start_s, duration_s) = self.span_s(self.spans.len());
             self.spans.push(WatchSpan {
-                start_s: i * len,
-                duration_s: len,
+                start_s,
+                duration_s,
                 ..Default::default()
             });
         }
         &mut self.spans[k]
+    }
+
+    /// Roll up the older slots now that the slots before `done` are finished (closed): the
+    /// spans and every op's intervals merge as the grid's do.
+    pub(super) fn roll_up(&mut self, done: usize) {
+        for i in self.grid.roll(done) {
+            if i + 1 < self.spans.len() {
+                let next = self.spans.remove(i + 1);
+                self.spans[i].absorb(&next);
+            }
+            if i < self.spans.len() {
+                // Its bounds as the grid has them (not summed floats).
+                let (start_s, duration_s) = self.span_s(i);
+                (self.spans[i].start_s, self.spans[i].duration_s) = (start_s, duration_s);
+            }
+            let mut failed = None;
+            for acc in self
+                .ops
+                .values_mut()
+                .flat_map(|m| m.values_mut())
+                .chain(self.layers.iter_mut())
+            {
+                if let Err(e) = acc.merge_next(i) {
+                    failed.get_or_insert(e);
+                }
+            }
+            if let Some(e) = failed {
+                self.keep_failure(Err(e));
+            }
+        }
     }
 
     /// Record one event of op `op` of run `run` ("" syscalls, "cpu", else a device) in
@@ -167,8 +238,9 @@ impl Recording {
         self.pg.wall(tgid, &whole);
         let (k0, k1) = (self.interval_of(lo), self.interval_of(hi.max(lo + 1) - 1));
         for k in k0..=k1 {
-            let a = (self.start_ns + k as u64 * self.interval_ns).max(lo);
-            let b = (self.start_ns + (k as u64 + 1) * self.interval_ns).min(hi);
+            let (first, width) = self.grid.bounds(k);
+            let a = (self.start_ns + first * self.interval_ns).max(lo);
+            let b = (self.start_ns + (first + width) * self.interval_ns).min(hi);
             let w = if k0 == k1 { whole } else { part(a, b.max(a)) };
             self.span(k).wall.add(&w);
         }
@@ -283,6 +355,7 @@ impl Recording {
                             .or_else(|| filters.only_comm())
                             .unwrap_or_else(|| "(exited)".into()),
                         syscalls: BTreeMap::new(),
+                        exited: 0,
                     });
                 // Looked up before inserting: no String allocated per event.
                 let row = match p.syscalls.get_mut(name) {
@@ -384,6 +457,100 @@ impl Recording {
     pub(super) fn layer_record(&mut self, layer: Layer, k: usize, ns: u64) {
         let r = self.layers[layer as usize].record(k, ns, 0, false);
         self.keep_failure(r);
+    }
+
+    /// Keep the per-process and per-thread tables bounded however many processes come and go:
+    /// once one holds more than [`TABLE_ROWS`] rows, the rows of processes (threads) seen exited
+    /// at two looks in a row (their last events long delivered) are folded into one row per
+    /// name (pid 0, `exited` counting them), their sums added. The exited processes' other
+    /// per-process sums (PostgreSQL's wait events, files by process) fold alike, into one
+    /// stand-in per server, role and session. Called every few hundred ms.
+    pub(super) fn fold_exited(&mut self) {
+        let f = &mut self.folded;
+        if self.processes.len().max(self.thread_time.len()) <= f.at.max(TABLE_ROWS) {
+            return;
+        }
+        let mut gone = std::collections::HashSet::new();
+        // Rows of processes (threads) alive now: never folded, so the next look waits for the
+        // table to grow well past them.
+        let mut alive = 0usize;
+        // The processes (not threads) folded: gone, their last events long delivered.
+        let mut exited = std::collections::HashSet::new();
+        let keys: Vec<(u32, u32)> = self.processes.keys().copied().collect();
+        for (pid, tid) in keys {
+            let id = if tid != 0 { tid } else { pid };
+            if filter::alive(id) {
+                alive += 1;
+                continue;
+            }
+            if !f.gone.contains(&id) {
+                gone.insert(id);
+                continue;
+            }
+            let Some(p) = self.processes.remove(&(pid, tid)) else {
+                continue;
+            };
+            if tid == 0 || !filter::alive(pid) {
+                exited.insert(pid);
+            }
+            let name = Folded::name(
+                f.processes.len(),
+                f.processes.contains_key(&p.comm),
+                &p.comm,
+            );
+            let row = f
+                .processes
+                .entry(name.clone())
+                .or_insert_with(|| WatchProcess {
+                    pid: 0,
+                    tid: None,
+                    comm: name,
+                    syscalls: BTreeMap::new(),
+                    exited: 0,
+                });
+            row.exited += 1 + p.exited;
+            for (sys, v) in p.syscalls {
+                let r = row.syscalls.entry(sys).or_insert([0; 3]);
+                for (a, b) in r.iter_mut().zip(v) {
+                    *a += b;
+                }
+            }
+        }
+        let tids: Vec<u32> = self.thread_time.keys().copied().collect();
+        let mut alive_threads = 0usize;
+        for tid in tids {
+            if filter::alive(tid) {
+                alive_threads += 1;
+                continue;
+            }
+            if !f.gone.contains(&tid) {
+                gone.insert(tid);
+                continue;
+            }
+            let Some(t) = self.thread_time.remove(&tid) else {
+                continue;
+            };
+            if t.pid == tid || !filter::alive(t.pid) {
+                exited.insert(t.pid);
+            }
+            let name = Folded::name(f.threads.len(), f.threads.contains_key(&t.comm), &t.comm);
+            let row = f
+                .threads
+                .entry(name.clone())
+                .or_insert_with(|| WatchThread {
+                    comm: name,
+                    ..Default::default()
+                });
+            row.exited += 1 + t.exited;
+            row.watched_s += t.watched_s;
+            row.wall.add(&t.wall);
+        }
+        f.gone = gone;
+        let moved = self.pg.fold_gone(&exited);
+        self.files.fold(&moved);
+        // No look every few hundred ms over a large table of live processes: the next once the
+        // table has grown well past them (exited ones fold at the next look or the one after).
+        f.at = 2 * alive.max(alive_threads);
     }
 }
 

@@ -481,6 +481,33 @@ impl FileTable {
         );
     }
 
+    /// Exited server processes folded into stand-ins (`moved`: pid, stand-in; see
+    /// `PgWaitAcc::fold_gone`): their sums by file move to the stand-in's, which the end splits
+    /// by role as it would have theirs.
+    pub(crate) fn fold(&mut self, moved: &[(u32, u32)]) {
+        if moved.is_empty() {
+            return;
+        }
+        let to: HashMap<u32, u32> = moved.iter().copied().collect();
+        let by_pids = self
+            .files
+            .values_mut()
+            .map(|s| &mut s.by_pid)
+            .chain(self.pending.values_mut());
+        for by_pid in by_pids {
+            let keys: Vec<Doer> = by_pid
+                .keys()
+                .filter(|d| to.contains_key(&d.0))
+                .copied()
+                .collect();
+            for d in keys {
+                if let Some(io) = by_pid.remove(&d) {
+                    by_pid.entry((to[&d.0], d.1)).or_default().merge(&io);
+                }
+            }
+        }
+    }
+
     /// Whether any PostgreSQL file was seen.
     pub(crate) fn any(&self) -> bool {
         self.files.values().any(|s| s.what.is_some())

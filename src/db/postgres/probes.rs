@@ -54,6 +54,8 @@ impl BackendProbes {
             stop: Some(stop.clone()),
             catalog: Some(super::catalog(dsn)),
             metrics: false,
+            // The run's own intervals, every one: as long as the run, never rolled up.
+            keep_intervals: usize::MAX,
         };
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
