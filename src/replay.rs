@@ -215,10 +215,11 @@ fn concurrency_per_interval(iv: &[(u64, u64)], interval_ns: u64, n: usize) -> Ve
     if n == 0 || interval_ns == 0 {
         return out;
     }
+    // An I/O of no length is in flight for no time (and its end would sort before its start).
     let mut ev: Vec<(u64, i32)> = Vec::with_capacity(iv.len() * 2);
-    for &(a, b) in iv {
+    for &(a, b) in iv.iter().filter(|x| x.1 > x.0) {
         ev.push((a, 1));
-        ev.push((b.max(a), -1));
+        ev.push((b, -1));
     }
     // Ends before starts at one instant, as in `concurrency`.
     ev.sort_unstable_by_key(|e| (e.0, e.1));
