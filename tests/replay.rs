@@ -1043,8 +1043,8 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
 }
 
 /// A blktrace/blkparse capture taken here: a Python process reads 4 KiB with O_DIRECT from a
-/// loop device at 120 known offsets (offset 0 first), one every 5 ms, while `blktrace -d DEV -o
-/// - | blkparse -i -` captures the device. The capture's Q events of that process are exactly
+/// loop device at 120 known offsets (offset 0 first), one every 5 ms, while
+/// `blktrace -d DEV -o - | blkparse -i -` captures the device. The capture's Q events of that process are exactly
 /// those reads (sector × 512 = offset, 8 sectors each, in order); replayed (recorded timing,
 /// under strace), its thread issues the same 120 preads at the same offsets (the map lays the
 /// device from byte 0 after the scratch file's 1 MiB header) in the same order, each stamp

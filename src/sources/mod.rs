@@ -38,6 +38,7 @@ pub mod fio;
 pub mod folded;
 pub mod hlog;
 pub mod io_stream;
+pub mod io_stream_model;
 pub mod oracle_trace;
 pub mod pairs;
 pub mod perf_script;

@@ -28,7 +28,7 @@ use std::collections::HashMap;
 
 use anyhow::{bail, Result};
 
-use super::io_stream::{IoRecord, IoStream, Raw, StreamOptions};
+use super::io_stream_model::{IoRecord, IoStream, Raw, StreamOptions};
 use super::LineReader;
 
 /// The first line of a record file.

@@ -13,8 +13,8 @@
 mod assemble;
 mod cgroup;
 pub mod filter;
-pub mod io_record;
 pub mod grid;
+pub mod io_record;
 mod layout;
 pub mod metrics;
 pub mod own;
