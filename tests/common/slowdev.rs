@@ -18,6 +18,8 @@ pub struct SlowDevice {
     pub delay: Duration,
     mnt: PathBuf,
     daemon: Child,
+    /// The queue depth to put back at drop (`/sys/block/loopN/queue/nr_requests`, its value).
+    nr_requests_was: Option<(String, String)>,
     _dir: tempfile::TempDir,
 }
 
@@ -142,8 +144,12 @@ impl SlowDevice {
         }
         let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let name = dev.trim_start_matches("/dev/").to_string();
+        // A lowered queue is put back when the device is freed: loop devices are reused by
+        // number, and the next test (or another process) must not inherit a 4-deep queue.
+        let mut nr_requests_was = None;
         if let Some(n) = o.nr_requests {
             let q = format!("/sys/block/{name}/queue/nr_requests");
+            nr_requests_was = Some((q.clone(), std::fs::read_to_string(&q).unwrap()));
             std::fs::write(&q, n.to_string()).unwrap();
             let now: u32 = std::fs::read_to_string(&q).unwrap().trim().parse().unwrap();
             assert_eq!(now, n, "{q} kept {now}");
@@ -154,6 +160,7 @@ impl SlowDevice {
             delay,
             mnt,
             daemon,
+            nr_requests_was,
             _dir: dir,
         })
     }
@@ -161,6 +168,9 @@ impl SlowDevice {
 
 impl Drop for SlowDevice {
     fn drop(&mut self) {
+        if let Some((q, was)) = &self.nr_requests_was {
+            let _ = std::fs::write(q, was.trim());
+        }
         let _ = Command::new("losetup").args(["-d", &self.dev]).status();
         // The loop device lets go of the file asynchronously: retry the unmount briefly.
         for _ in 0..50 {
