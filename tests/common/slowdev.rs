@@ -23,12 +23,17 @@ pub struct SlowDevice {
     _dir: tempfile::TempDir,
 }
 
-/// Builds `slowfuse` once per test binary, in target/; its path or why not.
+/// Builds `slowfuse` for one device, in target/; its path or why not.
 fn build_slowfuse() -> Result<PathBuf, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/slowfuse.c");
     let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/test-helpers");
     std::fs::create_dir_all(&out_dir).map_err(|e| e.to_string())?;
-    let bin = out_dir.join(format!("slowfuse-{}", std::process::id()));
+    // One file per device: tests of one binary make devices at the same time, and each removes
+    // its file once its daemon runs (a shared path was removed under another test's `chrt`
+    // before it exec'd it: exit 127).
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let bin = out_dir.join(format!("slowfuse-{}-{n}", std::process::id()));
     let flags = Command::new("pkg-config")
         .args(["--cflags", "--libs", "fuse3"])
         .output()
