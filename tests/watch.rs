@@ -3234,7 +3234,18 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
         (in_tx - held).abs() <= 0.1 * held,
         "busy {busy}: in-transaction client wait {in_tx:.3} s, the client held it {held:.3} s"
     );
-    assert!(h.db_s >= in_tx && h.db_s <= in_tx + 0.1 * held, "{h:?}");
+    // Beyond the client's think time, its DB time is its own named I/O waits (the COMMIT's WAL
+    // flush: 0.26 s of IO:WALSync under busy loops in CI) and at most a tenth of the hold.
+    let io_waits: f64 = h
+        .rows
+        .iter()
+        .filter(|x| x.event.starts_with("IO:"))
+        .map(|x| x.time_s)
+        .sum();
+    assert!(
+        h.db_s >= in_tx && h.db_s <= in_tx + io_waits + 0.1 * held,
+        "{h:?}"
+    );
     let row = h
         .rows
         .iter()
