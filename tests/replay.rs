@@ -168,6 +168,25 @@ fn spans(v: &Value) -> (f64, f64) {
     )
 }
 
+/// The replayed span against the schedule's `want` s. Its error is the last issue's lateness
+/// less the first's, so it is bounded by the replay's own largest lateness (`behind_s`), and a
+/// replay more than 1 % off must not say it kept up. That lateness is this machine's wake-up
+/// latency of a SCHED_FIFO thread: under CI's load (other tests' FUSE daemons run at FIFO 50)
+/// it reached 1.8 ms (10f1161), so it is bounded at 5 ms, a ninth of the 45 ms by which
+/// recorded and scaled:2 spans differ: a replay that ignored the schedule still fails.
+fn span_kept(v: &Value, want: f64, what: &str) {
+    let (rs, _) = spans(v);
+    let behind = v["replay"]["behind_s"].as_f64().unwrap();
+    let err = (rs - want).abs();
+    assert!(
+        err <= behind + 1e-6 && behind < 0.005,
+        "{what}: replayed span {rs} s, schedule {want} s, behind {behind} s"
+    );
+    if err > 0.01 * want {
+        assert_eq!(v["replay"]["kept_up"], false, "{what}: {rs} s vs {want} s");
+    }
+}
+
 #[test]
 fn recorded_timing_keeps_the_traced_span_and_scaled_2_halves_it() {
     if !root_or_skip("replay under SCHED_FIFO") {
@@ -180,27 +199,20 @@ fn recorded_timing_keeps_the_traced_span_and_scaled_2_halves_it() {
     assert!((traced - 0.091086).abs() < 1e-9, "{traced}");
     // Buffered: the schedule, not this VM's disk under the other tests' load, is measured.
     let (rec, _) = replay(dir.path(), &target, &["--realtime", "--buffered"]);
-    let (rs, ss) = spans(&rec);
+    let (_, ss) = spans(&rec);
     assert!(
         (ss - traced).abs() < 1e-6,
         "schedule {ss} s, trace {traced} s"
     );
-    assert!(
-        (rs - traced).abs() <= 0.01 * traced,
-        "recorded: replayed span {rs} s, trace {traced} s"
-    );
+    span_kept(&rec, traced, "recorded");
     let (half, _) = replay(
         dir.path(),
         &target,
         &["--realtime", "--buffered", "--timing", "scaled:2"],
     );
-    let (hs, hss) = spans(&half);
+    let (_, hss) = spans(&half);
     assert!((hss - traced / 2.0).abs() < 1e-6, "{hss}");
-    assert!(
-        (hs - traced / 2.0).abs() <= 0.01 * traced / 2.0,
-        "scaled:2: replayed span {hs} s, half the trace's {} s",
-        traced / 2.0
-    );
+    span_kept(&half, traced / 2.0, "scaled:2");
     for v in [&rec, &half] {
         assert_eq!(v["replay"]["replayed_ios"], 8);
         assert_eq!(v["runs"][1]["phase"], "replay");
@@ -842,6 +854,7 @@ d = sys.argv[1]
 a = os.open(d + '/a.bin', os.O_RDONLY)
 b = os.open(d + '/b.bin', os.O_WRONLY)
 log, lock = [], threading.Lock()
+print('ready', flush=True)
 def run(name, fd, n, gap_ns, size, off, write):
     t0 = time.monotonic_ns() + 20_000_000
     buf = b'x' * size
@@ -883,8 +896,19 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
     let mut py = Command::new("python3")
         .args(["-c", RECORD_WORKLOAD, d.to_str().unwrap()])
         .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("python3");
+    // The watch starts once Python has loaded and opened everything (it says "ready"): the
+    // interpreter's own reads while it starts (ld.so's pread64 of an ELF header) are not the
+    // workload's (CI on 10f1161 recorded one, and its replay stopped at its unaligned offset).
+    {
+        use std::io::BufRead;
+        let mut out = std::io::BufReader::new(py.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+    }
     let rec = d.join("io.rec");
     let json = d.join("w.json");
     let mut w = bin()
@@ -951,6 +975,7 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
         let f: Vec<&str> = l.split('\t').collect();
         assert_eq!(f.len(), 10, "{l}");
         let n = |i: usize| f[i].parse::<u64>().unwrap();
+        assert_eq!(n(2), u64::from(py.id()), "an I/O of another process: {l}");
         let name = Path::new(f[9]).file_name().unwrap().to_string_lossy();
         let key = match name.as_ref() {
             "a.bin" => "r",
