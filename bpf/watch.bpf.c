@@ -35,6 +35,11 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // process gone before user space read /proc (a short session). `a`: its parent (the postmaster).
 #define EV_TITLE 8
 #define TITLE_LEN 128
+// A process's name (a `title_event`, `bytes` of the name in `title`): its main thread's, when
+// its first thread is first seen and when its main thread is renamed (exec, prctl). Every later
+// event of the process is reserved after it, so user space knows the name of a process that
+// exited before it read /proc (a short-lived process: its events wait in a batch).
+#define EV_NAME 9
 
 #define LOST_RINGBUF 0
 #define LOST_SYSCALL_STATE 1
@@ -372,6 +377,8 @@ static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid
 // PF_EXITING in task_struct.flags: the thread is in do_exit.
 #define PF_EXITING_FLAG 0x00000004
 
+static __always_inline void emit_name(__u32 tgid, __u32 tid, const char *comm, __u64 now);
+
 // The state of thread `tid` (task `p`), created when first seen at `now`: in `state`, accounted
 // from `from`. Created only where none exists (BPF_NOEXIST): another CPU may create the same
 // thread's state at the same moment (its wakeup while it enters a syscall), and neither may
@@ -394,6 +401,10 @@ static __always_inline struct task_state *task_get(struct task_struct *p, __u32 
 	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */)
 		count_lost(LOST_TASK_STATE);
+	if (!err) {
+		struct task_struct *leader = BPF_CORE_READ(p, group_leader);
+		emit_name(tgid, tid, leader->comm, now);
+	}
 	return bpf_map_lookup_elem(&tasks, &tid);
 }
 
@@ -1083,6 +1094,20 @@ static __always_inline void emit_title(struct task_struct *p, __u32 tgid, __u64 
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
+// Process `tgid`'s name `comm` (kernel memory; see EV_NAME), from its thread `tid`.
+static __always_inline void emit_name(__u32 tgid, __u32 tid, const char *comm, __u64 now)
+{
+	struct title_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	fill(&e->e, EV_NAME, tgid, tid, 0, 0, 0, now, 0, 16);
+	bpf_probe_read_kernel_str(e->title, 16, comm);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
 // A thread that exits writes its last parts and leaves no state behind.
 static __always_inline void on_exit(struct task_struct *p)
 {
@@ -1122,7 +1147,12 @@ static __always_inline void on_fork(struct task_struct *parent, struct task_stru
 static __always_inline void on_rename(struct task_struct *t, const char *comm)
 {
 	__u32 tgid = BPF_CORE_READ(t, tgid);
-	if (watch_all || tgid != BPF_CORE_READ(t, pid))
+	if (tgid != BPF_CORE_READ(t, pid))
+		return;
+	// A watched process's new name (its state exists once it is watched).
+	if (bpf_map_lookup_elem(&tasks, &tgid))
+		emit_name(tgid, tgid, comm, bpf_ktime_get_ns());
+	if (watch_all)
 		return;
 	__u64 *v = verdict_slot(tgid);
 	if (!v)

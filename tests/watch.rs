@@ -1362,9 +1362,18 @@ fn a_long_watch_of_churning_processes_stays_bounded_and_exact() {
     let data = std::fs::File::open(data_file(tmp.path(), 1)).unwrap();
     let json = tmp.path().join("w.json");
     // A tiny interval: 2,000 intervals in 20 s, kept in about 64.
+    // Two names (one that no process has), so that no row or label is named by the filter:
+    // the exited readers keep the name the kernel side reported (before, most of the exporter's
+    // series were `comm="(exited)"`: looked up in /proc after the process was gone).
+    let port = common::http::free_port();
+    let addr = format!("127.0.0.1:{port}");
     let w = start_watch(&[
         "--comm",
         "iolenschurn",
+        "--comm",
+        "iolensnobody",
+        "--prometheus",
+        &addr,
         "--wait",
         "--no-progress",
         "--interval",
@@ -1425,6 +1434,8 @@ fn a_long_watch_of_churning_processes_stays_bounded_and_exact() {
     }
     // The last readers' events delivered.
     std::thread::sleep(Duration::from_millis(300));
+    let (status, metrics) = common::http::http_get(&addr, "/metrics").unwrap();
+    assert_eq!(status, 200);
     stop.store(true, Ordering::Relaxed);
     let rss = sampler.join().unwrap();
     // SAFETY: kill sends a signal to the child we started.
@@ -1463,6 +1474,28 @@ fn a_long_watch_of_churning_processes_stays_bounded_and_exact() {
         .map(|v| v[0])
         .sum();
     assert_eq!(table, expected, "the process table's reads");
+    // Every row that read is a reader's, by its own name, folded or not.
+    for p in &b.processes {
+        if p.syscalls.contains_key("pread64") {
+            assert_eq!(p.comm, "iolenschurn", "{p:?}");
+        }
+    }
+    // The exporter's pread64 series: the readers' by name, none `(exited)`. The scrape came
+    // before the end, when the per-CPU batches still held at most 15 syscalls each (SYS_BATCH
+    // in bpf/watch.bpf.c; flushed then).
+    let mut named = 0u64;
+    for l in metrics.lines() {
+        if l.starts_with("iolens_syscall_latency_seconds_count{") && l.contains("op=\"pread64\"") {
+            assert!(l.contains("comm=\"iolenschurn\""), "{l}");
+            named += l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64;
+        }
+    }
+    assert!(!metrics.contains("(exited)"), "an exited process unnamed");
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert!(
+        named <= expected && named + 15 * cpus >= expected,
+        "exporter: {named} reads by iolenschurn of {expected}"
+    );
     // The intervals cover the watch once each, the older ones rolled up.
     let covered: f64 = b.intervals.iter().map(|s| s.duration_s).sum();
     assert!(

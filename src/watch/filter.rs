@@ -135,6 +135,55 @@ pub(crate) fn process_named(name: &str) -> bool {
         .any(|p| comm_of(p).is_some_and(|c| c == name))
 }
 
+/// Names are looked at for pruning once there are this many (and then each time their number
+/// doubled since the last look: amortised, a /proc lookup per name set at most).
+const NAMES_LOOK: usize = 4096;
+/// A name reported this recently (ns) is kept even if its process is gone: its events may
+/// still wait in a per-CPU batch (flushed at the CPU's next event 5 ms after the batch began).
+const NAMES_KEEP_NS: u64 = 2_000_000_000;
+
+/// The watched processes' names as the kernel side reported them (`EV_NAME`: when a process's
+/// first thread is first seen, and at each rename of its main thread). Each process's events
+/// come after its name, so a process that exited before user space read its events (a
+/// short-lived one, its syscalls waiting in a batch) keeps its name instead of `(exited)`.
+/// Bounded: the names of processes gone for a while are dropped (see [`NAMES_KEEP_NS`]).
+pub(crate) struct Names {
+    /// tgid → (name, when it was reported, kernel ns).
+    map: std::collections::HashMap<u32, (String, u64)>,
+    /// The size at which the map is next pruned.
+    look_at: usize,
+}
+
+impl Default for Names {
+    fn default() -> Names {
+        Names {
+            map: Default::default(),
+            look_at: NAMES_LOOK,
+        }
+    }
+}
+
+impl Names {
+    /// Process `tgid` is named `name` from `ts` (kernel ns) on.
+    pub(crate) fn set(&mut self, tgid: u32, name: String, ts: u64) {
+        self.map.insert(tgid, (name, ts));
+        if self.map.len() >= self.look_at {
+            self.map.retain(|p, (_, t)| {
+                ts.saturating_sub(*t) < NAMES_KEEP_NS || Path::new(&format!("/proc/{p}")).exists()
+            });
+            self.look_at = NAMES_LOOK.max(2 * self.map.len());
+        }
+    }
+
+    /// Process `tgid`'s name: as reported, else from `/proc` while it runs.
+    pub(crate) fn comm(&self, tgid: u32) -> Option<String> {
+        self.map
+            .get(&tgid)
+            .map(|(n, _)| n.clone())
+            .or_else(|| comm_of(tgid))
+    }
+}
+
 /// The name of thread `tid` of process `pid`, while it lives.
 pub(crate) fn thread_comm(pid: u32, tid: u32) -> Option<String> {
     fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))

@@ -60,6 +60,7 @@ impl IoLog {
         pos: u64,
         bytes: u64,
         failed: bool,
+        who: &super::filter::Names,
     ) {
         if failed {
             self.failed += 1;
@@ -78,7 +79,7 @@ impl IoLog {
         });
         self.procs.entry(pid).or_insert_with(|| {
             (
-                super::filter::comm_of(pid).unwrap_or_else(|| "(exited)".into()),
+                who.comm(pid).unwrap_or_else(|| "(exited)".into()),
                 String::new(),
             )
         });

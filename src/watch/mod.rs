@@ -179,6 +179,8 @@ const EV_WAIT: u32 = 6;
 const EV_URING: u32 = 7;
 /// A PostgreSQL process's title at its exit (`EV_TITLE`; `a` its parent).
 const EV_TITLE: u32 = 8;
+/// A process's name (`EV_NAME`: a title record, the name in `title`).
+const EV_NAME: u32 = 9;
 /// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
 /// was running another task (contention, not an idle CPU waking).
 const CPU_IN_IO: u32 = 1;
@@ -494,6 +496,7 @@ pub(crate) fn watch(
         own: None,
         io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
         folded: Default::default(),
+        names: Default::default(),
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.

@@ -46,6 +46,8 @@ pub(super) struct Recording {
     pub(super) io_log: Option<io_record::IoLog>,
     /// The rows of exited processes and threads, folded by name (see [`Recording::fold_exited`]).
     pub(super) folded: Folded,
+    /// The processes' names as the kernel side reported them.
+    pub(super) names: filter::Names,
 }
 
 /// Most rows of the per-process and per-thread tables before the exited ones are folded.
@@ -76,8 +78,8 @@ impl Folded {
 }
 
 /// The comm and PostgreSQL role (empty: not a server process) of process `tgid`, for labels.
-fn who(pg: &pgwait::PgWaitAcc, tgid: u32) -> (String, String) {
-    let comm = filter::comm_of(tgid).unwrap_or_else(|| "(exited)".into());
+fn who(pg: &pgwait::PgWaitAcc, names: &filter::Names, tgid: u32) -> (String, String) {
+    let comm = names.comm(tgid).unwrap_or_else(|| "(exited)".into());
     let role = if pg.is_pg(tgid) {
         pg.role_of(tgid)
     } else {
@@ -216,7 +218,7 @@ impl Recording {
             pid: tgid,
             tid,
             comm: filter::thread_comm(tgid, tid)
-                .or_else(|| filter::comm_of(tgid))
+                .or_else(|| self.names.comm(tgid))
                 .unwrap_or_else(|| "(exited)".into()),
             ..Default::default()
         });
@@ -283,6 +285,12 @@ impl Recording {
             }
             self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
         }
+        if e.kind == EV_NAME {
+            if let Some(t) = &e.title {
+                self.names.set(e.tgid, t.clone(), e.ts);
+            }
+            return;
+        }
         if e.kind == EV_TITLE {
             self.pg
                 .exited(e.tgid, e.a as u32, e.title.as_deref().unwrap_or(""));
@@ -314,6 +322,7 @@ impl Recording {
                             e.pos,
                             e.b,
                             error,
+                            &self.names,
                         );
                     }
                 }
@@ -328,9 +337,9 @@ impl Recording {
                 }
                 self.queries.syscall(e.tgid, e.a, e.c);
                 if let Some(m) = self.metrics.as_mut() {
-                    let pg = &self.pg;
+                    let (pg, names) = (&self.pg, &self.names);
                     let i = (e.sub - 1) as u16;
-                    m.syscall(e.tgid, || who(pg, e.tgid), i, name, e.a, e.b, error);
+                    m.syscall(e.tgid, || who(pg, names, e.tgid), i, name, e.a, e.b, error);
                 }
                 self.record("", name, k, e.a, e.b, error);
                 if !error {
@@ -345,13 +354,15 @@ impl Recording {
                     span.overcharged += 1;
                 }
                 let tid = if self.threads { e.tid } else { 0 };
+                let names = &self.names;
                 let p = self
                     .processes
                     .entry((e.tgid, tid))
                     .or_insert_with(|| WatchProcess {
                         pid: e.tgid,
                         tid: (tid != 0).then_some(tid),
-                        comm: filter::comm_of(e.tgid)
+                        comm: names
+                            .comm(e.tgid)
                             .or_else(|| filters.only_comm())
                             .unwrap_or_else(|| "(exited)".into()),
                         syscalls: BTreeMap::new(),
@@ -426,8 +437,8 @@ impl Recording {
                 if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
                     if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
                         if let Some(m) = self.metrics.as_mut() {
-                            let pg = &self.pg;
-                            m.pg_wait(e.tgid, || who(pg, e.tgid), op, ns);
+                            let (pg, names) = (&self.pg, &self.names);
+                            m.pg_wait(e.tgid, || who(pg, names, e.tgid), op, ns);
                         }
                         self.record(PG_RUN, op, k, ns, 0, false);
                     }
@@ -435,8 +446,8 @@ impl Recording {
                 self.record("cpu", CPU_OFF, k, e.a, 0, false);
                 if e.b > 0 {
                     if let Some(m) = self.metrics.as_mut() {
-                        let pg = &self.pg;
-                        m.runq(e.tgid, || who(pg, e.tgid), e.b);
+                        let (pg, names) = (&self.pg, &self.names);
+                        m.runq(e.tgid, || who(pg, names, e.tgid), e.b);
                     }
                     self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
                     self.layer_record(Layer::Cpu, k, e.b);

@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses its own subset
 
 pub mod busy;
+pub mod http;
 pub mod iolimit;
 pub mod loopdev;
 pub mod peak;
