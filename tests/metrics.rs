@@ -5,8 +5,7 @@
 //! The BPF test needs root and the `prometheus` binary: without them it skips with a note,
 //! except under CI (env CI set), where it fails.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
