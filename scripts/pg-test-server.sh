@@ -22,8 +22,9 @@ BASE="${IOLENS_PG_DIR:-$ROOT/target/pgtest}"
 PORT="${IOLENS_PG_PORT:-54329}"
 DATA="$BASE/data"
 SOCK="$BASE/sock"
-LOG="$BASE/server.log"
 DB=iolens_test
+# shellcheck source=scripts/pg-cluster-lib.sh
+. "$ROOT/scripts/pg-cluster-lib.sh"
 
 find_bin() {
     local d
@@ -49,24 +50,14 @@ if [ -z "$PGBIN" ]; then
     [ -n "$PGBIN" ] || { echo "PostgreSQL installed but initdb not found" >&2; exit 1; }
 fi
 
-# Run server-side commands as `postgres` when we are root (the server refuses to run as root).
-if [ "$(id -u)" -eq 0 ]; then
-    id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
-    as_pg() { runuser -u postgres -- "$@"; }
-    SUPER=postgres
-else
-    as_pg() { "$@"; }
-    SUPER="$(id -un)"
-fi
-
 case "${1:-start}" in
 stop)
-    [ -d "$DATA" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+    pg_cluster_stop "$PGBIN" "$BASE"
     echo "stopped" >&2
     exit 0
     ;;
 destroy)
-    [ -d "$DATA" ] && as_pg "$PGBIN/pg_ctl" -D "$DATA" -m fast stop >/dev/null 2>&1 || true
+    pg_cluster_stop "$PGBIN" "$BASE"
     rm -rf "$BASE"
     echo "destroyed $BASE" >&2
     exit 0
@@ -78,23 +69,7 @@ start) ;;
     ;;
 esac
 
-mkdir -p "$BASE"
-if [ ! -f "$DATA/PG_VERSION" ]; then
-    rm -rf "$DATA" "$SOCK"
-    mkdir -p "$DATA" "$SOCK"
-    if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$BASE"; fi
-    as_pg "$PGBIN/initdb" -D "$DATA" -U "$SUPER" --auth=trust -E UTF8 --no-sync >/dev/null
-    cat >>"$DATA/postgresql.conf" <<EOF
-# iolens test cluster
-listen_addresses = ''
-port = $PORT
-unix_socket_directories = '$SOCK'
-shared_buffers = 16MB
-max_connections = 60
-track_io_timing = off
-fsync = on
-EOF
-fi
+pg_cluster_init "$PGBIN" "$BASE" "$PORT" "track_io_timing = off"
 # pg_wait_sampling (Debian's postgresql-NN-pg-wait-sampling), when installed, samples every
 # backend's wait event in the server (10 ms period): the reference the wait-event tests compare
 # with. It must be preloaded; a cluster made before it was installed is restarted once.
@@ -108,13 +83,9 @@ if [ -f "$PGBIN/../lib/pg_wait_sampling.so" ]; then
         fi
     fi
 fi
-if ! as_pg "$PGBIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; then
-    as_pg "$PGBIN/pg_ctl" -D "$DATA" -l "$LOG" -w -t 60 start >/dev/null
-fi
+pg_cluster_start "$PGBIN" "$BASE" || exit 1
 PSQL=("$PGBIN/psql" -h "$SOCK" -p "$PORT" -U "$SUPER" -v ON_ERROR_STOP=1 -qAt)
-if [ "$(as_pg "${PSQL[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname='$DB'")" = 0 ]; then
-    as_pg "${PSQL[@]}" -d postgres -c "CREATE DATABASE $DB" >/dev/null
-fi
+pg_create_db "$DB" "${PSQL[@]}"
 if [ "$WAIT_SAMPLING" = 1 ]; then
     as_pg "${PSQL[@]}" -d "$DB" -c "CREATE EXTENSION IF NOT EXISTS pg_wait_sampling" >/dev/null
 fi

@@ -37,35 +37,22 @@ DB=iolens_test
 # Two checkouts on one machine: give each its own ports (worker at IOLENS_PG18_PORT, uring one above).
 PORT_WORKER="${IOLENS_PG18_PORT:-54318}"
 
-if [ "$(id -u)" -eq 0 ]; then
-    id postgres >/dev/null 2>&1 || useradd --system --home-dir /var/lib/postgresql postgres
-    as_pg() { runuser -u postgres -- "$@"; }
-    SUPER=postgres
-else
-    as_pg() { "$@"; }
-    SUPER="$(id -un)"
-fi
+# shellcheck source=scripts/pg-cluster-lib.sh
+. "$ROOT/scripts/pg-cluster-lib.sh"
 
 PSQL_BIN="$(ls -d /usr/lib/postgresql/*/bin/psql 2>/dev/null | sort -V | tail -1 || true)"
 [ -n "$PSQL_BIN" ] || PSQL_BIN="$(command -v psql || true)"
 
-cluster_stop() {
-    local data="$BASE/$1/data" bin=${2:-$PGBIN}
-    if [ -d "$data" ] && [ -x "$bin/pg_ctl" ]; then
-        as_pg "$bin/pg_ctl" -D "$data" -m fast stop >/dev/null 2>&1 || true
-    fi
-}
-
 case "${1:-start}" in
 stop)
-    cluster_stop worker
-    cluster_stop uring "$URING_BIN"
+    pg_cluster_stop "$PGBIN" "$BASE/worker"
+    pg_cluster_stop "$URING_BIN" "$BASE/uring"
     echo "stopped" >&2
     exit 0
     ;;
 destroy)
-    cluster_stop worker
-    cluster_stop uring "$URING_BIN"
+    pg_cluster_stop "$PGBIN" "$BASE/worker"
+    pg_cluster_stop "$URING_BIN" "$BASE/uring"
     rm -rf "$BASE/worker" "$BASE/uring"
     echo "destroyed the clusters in $BASE (the binaries stay in $INSTALL and $URING_BUILD)" >&2
     exit 0
@@ -165,39 +152,17 @@ build_uring() {
 # start_cluster NAME PORT IO_METHOD [BIN]: prints the DSN, or nothing when the server refuses the
 # setting (a build without io_uring).
 start_cluster() {
-    local name=$1 port=$2 method=$3 PGBIN=${4:-$PGBIN}
-    local dir="$BASE/$name" data="$BASE/$name/data" sock="$BASE/$name/sock"
-    mkdir -p "$dir"
-    if [ ! -f "$data/PG_VERSION" ]; then
-        rm -rf "$data" "$sock"
-        mkdir -p "$data" "$sock"
-        if [ "$(id -u)" -eq 0 ]; then chown -R postgres: "$dir"; fi
-        as_pg "$PGBIN/initdb" -D "$data" -U "$SUPER" --auth=trust -E UTF8 --no-sync >/dev/null
-        cat >>"$data/postgresql.conf" <<EOF
-# iolens test cluster (PostgreSQL 18, io_method=$method)
-listen_addresses = ''
-port = $port
-unix_socket_directories = '$sock'
-shared_buffers = 16MB
-max_connections = 60
-io_method = $method
-io_workers = 3
-# A cluster name puts "pg18-$name: " into every process title, as Debian's 15/main does.
-cluster_name = 'pg18-$name'
-fsync = on
-EOF
-    fi
-    if ! as_pg "$PGBIN/pg_ctl" -D "$data" status >/dev/null 2>&1; then
-        if ! as_pg "$PGBIN/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null 2>&1; then
-            echo "PostgreSQL 18 ($name) did not start with io_method=$method:" >&2
-            tail -3 "$dir/server.log" >&2 || true
-            return 0
-        fi
+    local name=$1 port=$2 method=$3 bin=${4:-$PGBIN}
+    local dir="$BASE/$name" sock="$BASE/$name/sock"
+    # A cluster name puts "pg18-$name: " into every process title, as Debian's 15/main does.
+    pg_cluster_init "$bin" "$dir" "$port" "io_method = $method" "io_workers = 3" \
+        "cluster_name = 'pg18-$name'"
+    if ! pg_cluster_start "$bin" "$dir"; then
+        echo "PostgreSQL 18 ($name) did not start with io_method=$method" >&2
+        return 0
     fi
     local psql=("$PSQL_BIN" -h "$sock" -p "$port" -U "$SUPER" -v ON_ERROR_STOP=1 -qAtX)
-    if [ "$(as_pg "${psql[@]}" -d postgres -c "SELECT count(*) FROM pg_database WHERE datname='$DB'")" = 0 ]; then
-        as_pg "${psql[@]}" -d postgres -c "CREATE DATABASE $DB" >/dev/null
-    fi
+    pg_create_db "$DB" "${psql[@]}"
     local dsn="host=$sock port=$port user=$SUPER dbname=$DB"
     echo "$dsn" >"$dir/dsn"
     echo "$dsn"

@@ -49,7 +49,7 @@ use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
 
 use crate::histogram::{new_histogram, record_ns};
-use crate::results::replay::{ReplayInfo, ReplayInterval, ReplayMapEntry, ReplaySession};
+use crate::results::replay::{InFlight, ReplayInfo, ReplayInterval, ReplayMapEntry, ReplaySession};
 use crate::results::{Hist, Kind, LatencySummary, Results, RunResult, Spec};
 use crate::sources::io_stream::{read_stream, IoStream, Series, StreamOptions};
 use crate::target::{PrepareOptions, Target, TargetKind};
@@ -904,12 +904,12 @@ fn build_results(
             rep_issue_times.push(d.issue_ns);
             rep_iv.push((d.issue_ns, d.issue_ns + d.lat_ns));
         }
-        let (rec_peak, rec_mean) = if stream.latency_known {
+        let rec_c = if stream.latency_known {
             concurrency(&rec_iv)
         } else {
             (0, 0.0)
         };
-        let (rep_peak, rep_mean) = concurrency(&rep_iv);
+        let in_flight = InFlight::of(rec_c, concurrency(&rep_iv));
         all_rec_iv.append(&mut rec_iv);
         all_rep_iv.append(&mut rep_iv);
         info.reordered += reordered;
@@ -923,16 +923,15 @@ fn build_results(
             replayed_s: s_rep1.saturating_sub(s_rep0.min(s_rep1)) as f64 / 1e9,
             late_s: late_ns as f64 / 1e9,
             lanes: lane_count[s],
-            recorded_peak_in_flight: rec_peak,
-            replayed_peak_in_flight: rep_peak,
-            recorded_mean_in_flight: rec_mean,
-            replayed_mean_in_flight: rep_mean,
+            in_flight,
         });
     }
-    if stream.latency_known {
-        (info.recorded_peak_in_flight, info.recorded_mean_in_flight) = concurrency(&all_rec_iv);
-    }
-    (info.replayed_peak_in_flight, info.replayed_mean_in_flight) = concurrency(&all_rep_iv);
+    let rec_c = if stream.latency_known {
+        concurrency(&all_rec_iv)
+    } else {
+        (0, 0.0)
+    };
+    info.in_flight = InFlight::of(rec_c, concurrency(&all_rep_iv));
     let secs = |a: u64, b: u64| b.saturating_sub(a.min(b)) as f64 / 1e9;
     info.scheduled_span_s = secs(first_due, last_due);
     info.replayed_span_s = secs(first_issue, last_issue);
@@ -982,10 +981,7 @@ fn build_results(
             duration_s: interval_ns as f64 / 1e9,
             recorded_ios: a,
             replayed_ios: b,
-            recorded_peak_in_flight: rc.0,
-            replayed_peak_in_flight: pc.0,
-            recorded_mean_in_flight: rc.1,
-            replayed_mean_in_flight: pc.1,
+            in_flight: InFlight::of(rc, pc),
         })
         .collect();
     info.map = map;

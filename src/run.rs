@@ -20,9 +20,8 @@ use crate::engine::{make_engine, run_engine_session, session_buffers, SessionCtx
 use crate::recorder::{session_summary_of, IntervalSnapshot, IO_OPS};
 use crate::results::{IoBuffers, PageCacheInfo, RunResult, SessionSummary};
 pub use crate::session::RunContext;
-use crate::session::{self, Gate, Plan, Watch};
+use crate::session::{self, DiskWindow, Gate, Plan, Watch};
 use crate::stamp::{GenMap, OnCorruption, VerifyMode, VerifyShared, UNIT};
-use crate::sys::SysSnapshot;
 use crate::target::{Target, TargetKind};
 use crate::units::{fmt_ns, fmt_rate};
 use crate::workload::{EngineKind, WorkloadSpec};
@@ -142,16 +141,8 @@ pub fn execute_on(
             })
             .collect()
     });
-    let disks: Vec<Option<String>> = targets
-        .iter()
-        .map(|t| crate::sys::block_dev_for(&t.path).map(|b| b.name))
-        .collect();
-    // The run's own disk view: its one disk (all targets on one disk count it once).
-    let device = disks
-        .iter()
-        .all(|d| d.is_some() && *d == disks[0])
-        .then(|| disks[0].clone())
-        .flatten();
+    let disks = DiskWindow::of(targets.iter().map(|t| t.path.as_path()));
+    let device = disks.device();
     let page_before = if !spec.direct && spec.engine != EngineKind::Null && targets.len() == 1 {
         targets[0]
             .residency(spec.region_offset, spec.working_set())
@@ -166,8 +157,7 @@ pub fn execute_on(
         pb: crate::progress::line(opts.ctx.progress),
         opts,
         spec,
-        disks: if many { disks.clone() } else { Vec::new() },
-        disk_snaps: None,
+        disks,
     };
     // One set of recorders per target: each I/O is recorded once, in its target's; the run's
     // totals are their exact sum (`results::sum_op_sets`), made once the sessions are done.
@@ -468,27 +458,16 @@ pub fn execute_on(
         targets: Vec::new(),
     };
     if many {
-        let snaps = watch.disk_snaps.take();
         r.targets = targets
             .iter()
             .zip(sets)
             .enumerate()
             .map(|(i, (t, ops))| {
-                let disk = crate::sys::block_dev_for(&t.path).map(|b| b.disk);
-                let device = match (&snaps, &disks[i]) {
-                    (Some((a, b)), Some(name)) if spec.engine != EngineKind::Null => {
-                        let n = ops.iter().map(|o| o.count).sum();
-                        a[i].delta(&b[i], n, Some(name)).1
-                    }
-                    _ => None,
-                };
-                crate::results::TargetRun {
-                    target: crate::sys::target_info(&t.path, t.kind.into(), t.data_size),
-                    ops,
-                    queue: disk.as_deref().and_then(crate::sys::disk_queue),
-                    lun_queue_depth: disk.as_deref().and_then(crate::sys::lun_queue_depth),
-                    device,
-                }
+                let ios =
+                    (spec.engine != EngineKind::Null).then(|| ops.iter().map(|o| o.count).sum());
+                watch
+                    .disks
+                    .target_run(i, &t.path, (t.kind.into(), t.data_size), ops, ios)
             })
             .collect();
     }
@@ -624,37 +603,17 @@ struct RunProgress<'a, 'b> {
     pb: indicatif::ProgressBar,
     opts: &'a RunOptions<'b>,
     spec: &'a WorkloadSpec,
-    /// A run over several targets: each target's disk (`/proc/diskstats` name)...
-    disks: Vec<Option<String>>,
-    /// ...and their counters at the start of measurement and once every session stopped.
-    disk_snaps: Option<(Vec<SysSnapshot>, Vec<SysSnapshot>)>,
-}
-
-impl RunProgress<'_, '_> {
-    fn snap_disks(&self) -> Vec<SysSnapshot> {
-        self.disks
-            .iter()
-            .map(|d| SysSnapshot::take(d.as_deref(), &[]))
-            .collect()
-    }
+    /// The targets' disks, counted over the measured window when there are several.
+    disks: DiskWindow,
 }
 
 impl Watch for RunProgress<'_, '_> {
     fn measuring(&mut self) {
-        if !self.disks.is_empty() {
-            self.disk_snaps = Some((self.snap_disks(), Vec::new()));
-        }
+        self.disks.measuring();
     }
 
     fn stopped(&mut self) {
-        if self.disks.is_empty() {
-            return;
-        }
-        let end = self.snap_disks();
-        // When measurement never began there is no window to count over.
-        if let Some((_, b)) = &mut self.disk_snaps {
-            *b = end;
-        }
+        self.disks.stopped();
     }
 
     fn tick(&mut self, now: Instant, base: Instant, last: &[IntervalSnapshot], done: u64) {
@@ -701,7 +660,7 @@ impl Watch for RunProgress<'_, '_> {
                         end.saturating_duration_since(now).as_secs_f64()
                     )
                 }
-                (_, Some(n)) if self.disks.is_empty() => m += &format!(" | {done}/{n} I/Os"),
+                (_, Some(n)) if !self.disks.several() => m += &format!(" | {done}/{n} I/Os"),
                 _ => {}
             }
         }

@@ -451,6 +451,98 @@ where
     })
 }
 
+/// The disks under a run's targets (or a database's directories) and, for a run over several,
+/// each one's own counters over the measured window: the `device` view of its
+/// [`TargetRun`](crate::results::TargetRun). A live view holds one and passes its
+/// [`Watch::measuring`] and [`Watch::stopped`] on.
+#[derive(Default)]
+pub(crate) struct DiskWindow {
+    /// Each target's block device, in target order.
+    disks: Vec<Option<crate::sys::BlockDev>>,
+    /// Their counters at the start of measurement and once every session stopped (several
+    /// targets only; none when measurement never began).
+    snaps: Option<(Vec<SysSnapshot>, Vec<SysSnapshot>)>,
+}
+
+impl DiskWindow {
+    /// The disks under `paths`, in order.
+    pub(crate) fn of<'p>(paths: impl IntoIterator<Item = &'p std::path::Path>) -> DiskWindow {
+        DiskWindow {
+            disks: paths.into_iter().map(crate::sys::block_dev_for).collect(),
+            snaps: None,
+        }
+    }
+
+    /// Over several targets, each one's disk is counted over the measured window.
+    pub(crate) fn several(&self) -> bool {
+        self.disks.len() > 1
+    }
+
+    /// Target `i`'s device (`/proc/diskstats` name), where one was found.
+    pub(crate) fn name(&self, i: usize) -> Option<&str> {
+        self.disks.get(i)?.as_ref().map(|d| d.name.as_str())
+    }
+
+    /// The run's own disk view: its one disk (targets on one disk count it once); none when
+    /// they lie on several or one has no block device.
+    pub(crate) fn device(&self) -> Option<String> {
+        let first = self.name(0)?;
+        (0..self.disks.len())
+            .all(|i| self.name(i) == Some(first))
+            .then(|| first.to_string())
+    }
+
+    fn snap(&self) -> Vec<SysSnapshot> {
+        (0..self.disks.len())
+            .map(|i| SysSnapshot::take(self.name(i), &[]))
+            .collect()
+    }
+
+    /// Measurement has begun ([`Watch::measuring`]).
+    pub(crate) fn measuring(&mut self) {
+        if self.several() {
+            self.snaps = Some((self.snap(), Vec::new()));
+        }
+    }
+
+    /// Every session has stopped ([`Watch::stopped`]).
+    pub(crate) fn stopped(&mut self) {
+        if !self.several() {
+            return;
+        }
+        let end = self.snap();
+        // When measurement never began there is no window to count over.
+        if let Some((_, b)) = &mut self.snaps {
+            *b = end;
+        }
+    }
+
+    /// Target `i`'s row of the results: its facts (`kind`, `size` bytes), the I/Os that landed
+    /// on it, its disk's queues, and its disk's counters over the window for `ios` of its
+    /// I/Os (`None`: no device view).
+    pub(crate) fn target_run(
+        &self,
+        i: usize,
+        path: &std::path::Path,
+        (kind, size): (crate::results::StorageKind, u64),
+        ops: Vec<OpResult>,
+        ios: Option<u64>,
+    ) -> crate::results::TargetRun {
+        let disk = self.disks.get(i).and_then(|d| d.as_ref());
+        let device = match (&self.snaps, self.name(i), ios) {
+            (Some((a, b)), Some(name), Some(n)) => a[i].delta(&b[i], n, Some(name)).1,
+            _ => None,
+        };
+        crate::results::TargetRun {
+            target: crate::sys::target_info(path, kind, size),
+            ops,
+            queue: disk.and_then(|d| crate::sys::disk_queue(&d.disk)),
+            lun_queue_depth: disk.and_then(|d| crate::sys::lun_queue_depth(&d.disk)),
+            device,
+        }
+    }
+}
+
 fn join<O>(h: std::thread::ScopedJoinHandle<'_, Result<O>>) -> Result<O> {
     h.join()
         .unwrap_or_else(|_| Err(anyhow!("a session thread panicked")))

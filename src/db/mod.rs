@@ -70,10 +70,8 @@ pub(crate) struct DbProgress {
     /// Set of the statements (select, update, commit) in the plan; block I/O is set 0 when
     /// the engine times its file I/O (SQLite).
     ops_set: usize,
-    /// A run over several directories: each one's disk (`/proc/diskstats` name)...
-    disks: Vec<Option<String>>,
-    /// ...and their counters at the start of measurement and once every session stopped.
-    pub(crate) disk_snaps: Option<(Vec<crate::sys::SysSnapshot>, Vec<crate::sys::SysSnapshot>)>,
+    /// The directories' disks, counted over the measured window when there are several.
+    pub(crate) disks: crate::session::DiskWindow,
 }
 
 impl DbProgress {
@@ -85,22 +83,14 @@ impl DbProgress {
             interval_s: spec.interval_s,
             duration_s: spec.duration_s,
             ops_set: 0,
-            disks: Vec::new(),
-            disk_snaps: None,
+            disks: Default::default(),
         }
     }
 
     /// Count these disks' own counters over the measured window (a run over several).
-    pub(crate) fn disks(mut self, disks: Vec<Option<String>>) -> DbProgress {
+    pub(crate) fn disks(mut self, disks: crate::session::DiskWindow) -> DbProgress {
         self.disks = disks;
         self
-    }
-
-    fn snap_disks(&self) -> Vec<crate::sys::SysSnapshot> {
-        self.disks
-            .iter()
-            .map(|d| crate::sys::SysSnapshot::take(d.as_deref(), &[]))
-            .collect()
     }
 
     /// The statements are set `i` of the plan; sets before it are block I/O.
@@ -120,7 +110,7 @@ impl DbProgress {
         Some(
             match snaps
                 .first()
-                .filter(|_| self.ops_set > 0 && self.disks.is_empty())
+                .filter(|_| self.ops_set > 0 && !self.disks.several())
             {
                 Some(m) => format!(
                     "  {at:>6.1}s  ops/s {ops:>8}  block reads/s {:>8}  read p50 {:>9}  p99 {:>9}",
@@ -140,19 +130,11 @@ impl DbProgress {
 
 impl<R> crate::session::Watch<R> for DbProgress {
     fn measuring(&mut self) {
-        if !self.disks.is_empty() {
-            self.disk_snaps = Some((self.snap_disks(), Vec::new()));
-        }
+        self.disks.measuring();
     }
 
     fn stopped(&mut self) {
-        if self.disks.is_empty() {
-            return;
-        }
-        let end = self.snap_disks();
-        if let Some((_, b)) = &mut self.disk_snaps {
-            *b = end;
-        }
+        self.disks.stopped();
     }
 
     fn interval(&mut self, snaps: &[crate::recorder::IntervalSnapshot]) {
@@ -481,8 +463,7 @@ mod tests {
             interval_s: 2.0,
             duration_s: 5.0,
             ops_set: 0,
-            disks: Vec::new(),
-            disk_snaps: None,
+            disks: Default::default(),
         };
         // 30 selects, 10 updates and their 10 commits in the third 2 s interval (4 s to 5 s).
         let snap = IntervalSnapshot {

@@ -580,18 +580,10 @@ fn run_parts(
             fmt_bytes(layout.data_bytes())
         ));
     }
-    let disks: Vec<Option<String>> = paths
-        .iter()
-        .map(|p| crate::sys::block_dev_for(p).map(|b| b.name))
-        .collect();
-    // The run's own disk view: its one disk (parts on one disk count it once).
-    let device = disks
-        .iter()
-        .all(|d| d.is_some() && *d == disks[0])
-        .then(|| disks[0].clone())
-        .flatten();
-    for (p, d) in paths.iter().zip(&disks) {
-        if d.is_none() {
+    let disks = crate::session::DiskWindow::of(paths.iter().map(|p| p.as_path()));
+    let device = disks.device();
+    for (i, p) in paths.iter().enumerate() {
+        if disks.name(i).is_none() {
             warnings.push(format!(
                 "no block device found for {} (overlay or network filesystem?): no device view",
                 p.display()
@@ -623,7 +615,7 @@ fn run_parts(
     sets.push(super::DB_OPS);
     let mut watch = super::DbProgress::new(spec, &ctx)
         .ops_set(2 * n)
-        .disks(if many { disks.clone() } else { Vec::new() });
+        .disks(disks);
     let plan = Plan {
         sessions: spec.sessions as usize,
         ops: &sets,
@@ -843,32 +835,16 @@ fn run_parts(
     };
     let mut run0 = run0;
     if many {
-        let snaps = watch.disk_snaps.take();
         run0.targets = paths
             .iter()
             .zip(main_sets.into_iter().zip(log_sets))
             .enumerate()
             .map(|(i, (p, (mut ops, log)))| {
                 ops.extend(log);
-                let disk = crate::sys::block_dev_for(p).map(|b| b.disk);
-                let device = match (&snaps, &disks[i]) {
-                    (Some((a, b)), Some(name)) => {
-                        let reads = ops.iter().find(|o| o.op == "read").map_or(0, |o| o.count);
-                        a[i].delta(&b[i], reads, Some(name)).1
-                    }
-                    _ => None,
-                };
-                crate::results::TargetRun {
-                    target: crate::sys::target_info(
-                        p,
-                        crate::results::StorageKind::Sqlite,
-                        std::fs::metadata(p).map_or(0, |m| m.len()),
-                    ),
-                    ops,
-                    queue: disk.as_deref().and_then(crate::sys::disk_queue),
-                    lun_queue_depth: disk.as_deref().and_then(crate::sys::lun_queue_depth),
-                    device,
-                }
+                let reads = ops.iter().find(|o| o.op == "read").map_or(0, |o| o.count);
+                let kind = crate::results::StorageKind::Sqlite;
+                let size = std::fs::metadata(p).map_or(0, |m| m.len());
+                watch.disks.target_run(i, p, (kind, size), ops, Some(reads))
             })
             .collect();
     }

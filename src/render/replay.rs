@@ -19,7 +19,7 @@ enum Col {
 }
 
 /// `peak / mean` I/Os in flight.
-fn in_flight(peak: u32, mean: f64) -> String {
+fn in_flight((peak, mean): (u32, f64)) -> String {
     format!("{peak} / {mean:.2}")
 }
 
@@ -56,11 +56,8 @@ fn session_table(sessions: &[ReplaySession], cols: &[Col], known: bool) -> Table
                     format!("{:.4}", s.replayed_s),
                 ]),
                 Col::InFlight => row.extend([
-                    rec(in_flight(
-                        s.recorded_peak_in_flight,
-                        s.recorded_mean_in_flight,
-                    )),
-                    in_flight(s.replayed_peak_in_flight, s.replayed_mean_in_flight),
+                    rec(in_flight(s.in_flight.recorded())),
+                    in_flight(s.in_flight.replayed()),
                 ]),
             }
         }
@@ -165,11 +162,11 @@ fn blocks(r: &Results, p: &ReplayInfo) -> Vec<Block> {
     lines.push(format!(
         "I/Os in flight (peak / mean): {} recorded, {} replayed",
         if known {
-            in_flight(p.recorded_peak_in_flight, p.recorded_mean_in_flight)
+            in_flight(p.in_flight.recorded())
         } else {
             "-".into()
         },
-        in_flight(p.replayed_peak_in_flight, p.replayed_mean_in_flight)
+        in_flight(p.in_flight.replayed())
     ));
     let t = session_table(
         &p.sessions,

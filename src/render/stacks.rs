@@ -117,73 +117,78 @@ pub fn blocks(r: &Results, an: Option<&StackProfileAnalysis>, out: &mut Vec<Bloc
             pct(f.total_share),
         ]);
     }
-    if !a.wait_events.is_empty() {
-        let mut w = Table::new(&[
-            "wait event",
-            "time",
-            "share",
-            "on CPU",
-            "off CPU",
-            "of which waiting for a CPU",
-            "waits",
-        ]);
-        for e in &a.wait_events {
-            w.row(vec![
-                e.event.clone(),
-                fmt_ns(e.on_cpu_ns.saturating_add(e.off_cpu_ns) as f64),
-                pct(e.share),
-                fmt_ns(e.on_cpu_ns as f64),
-                fmt_ns(e.off_cpu_ns as f64),
-                fmt_ns(e.runnable_ns as f64),
-                e.count.to_string(),
-            ]);
-        }
-        out.push(Block {
-            title: "PostgreSQL wait events (as each process published it)".into(),
-            lines: vec![
-                "- is no wait event: running or runnable, or a wait PostgreSQL does not name; \
-                 idle time is not counted"
-                    .into(),
-            ],
-            table: Some(w),
-        });
-    }
+    let head = [
+        "wait event",
+        "time",
+        "share",
+        "on CPU",
+        "off CPU",
+        "of which waiting for a CPU",
+        "waits",
+    ];
+    let rows = a.wait_events.iter().map(|e| {
+        let ns = |n: u64| fmt_ns(n as f64);
+        vec![
+            e.event.clone(),
+            ns(e.on_cpu_ns.saturating_add(e.off_cpu_ns)),
+            pct(e.share),
+            ns(e.on_cpu_ns),
+            ns(e.off_cpu_ns),
+            ns(e.runnable_ns),
+            e.count.to_string(),
+        ]
+    });
+    table_block(
+        out,
+        "PostgreSQL wait events (as each process published it)",
+        "- is no wait event: running or runnable, or a wait PostgreSQL does not name; idle \
+         time is not counted",
+        Table::of(&head, rows),
+    );
     out.push(Block {
         title: "Top functions (by own time, then total)".into(),
         lines: vec![],
         table: Some(t),
     });
-    if !a.layers.is_empty() {
-        let mut t = Table::new(&[
-            "system",
-            "layer",
-            "total",
-            "total %",
-            "innermost",
-            "of which off CPU",
-            "functions",
-        ]);
-        for l in &a.layers {
-            t.row(vec![
-                l.system.clone(),
-                l.layer.clone(),
-                amount(l.total_ns),
-                pct(l.total_share),
-                amount(l.innermost_ns),
-                pct(l.off_cpu_share),
-                l.functions.join(", "),
-            ]);
-        }
-        out.push(Block {
-            title: "Layers (database and kernel)".into(),
-            lines: vec![
-                "total: stacks passing through the layer; innermost: stacks whose deepest \
-                 known layer it is (these add up to at most 100 %)"
-                    .into(),
-            ],
-            table: Some(t),
-        });
+    let head = [
+        "system",
+        "layer",
+        "total",
+        "total %",
+        "innermost",
+        "of which off CPU",
+        "functions",
+    ];
+    let rows = a.layers.iter().map(|l| {
+        vec![
+            l.system.clone(),
+            l.layer.clone(),
+            amount(l.total_ns),
+            pct(l.total_share),
+            amount(l.innermost_ns),
+            pct(l.off_cpu_share),
+            l.functions.join(", "),
+        ]
+    });
+    table_block(
+        out,
+        "Layers (database and kernel)",
+        "total: stacks passing through the layer; innermost: stacks whose deepest known layer \
+         it is (these add up to at most 100 %)",
+        Table::of(&head, rows),
+    );
+}
+
+/// A section of one note and a table, left out when the table has no rows.
+fn table_block(out: &mut Vec<Block>, title: &str, note: &str, table: Table) {
+    if table.is_empty() {
+        return;
     }
+    out.push(Block {
+        title: title.into(),
+        lines: vec![note.into()],
+        table: Some(table),
+    });
 }
 
 /// The sections as terminal text, with at most `rows` rows per table (the brief `profile`

@@ -120,6 +120,18 @@ impl Table {
         }
     }
 
+    /// A table of `header` and `rows`.
+    pub fn of(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> Table {
+        let mut t = Table::new(header);
+        t.rows.extend(rows);
+        t
+    }
+
+    /// No rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(cells);
     }

@@ -23,6 +23,45 @@ pub struct ReplayMapEntry {
     pub length: u64,
 }
 
+/// I/Os in flight, recorded and replayed, over a span (a session's, an interval, the whole
+/// replay). The recorded figures are 0 when the source holds no latencies. Stored flat in the
+/// span's own object.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct InFlight {
+    /// Most I/Os in flight at once, recorded and replayed.
+    #[serde(default)]
+    pub recorded_peak_in_flight: u32,
+    #[serde(default)]
+    pub replayed_peak_in_flight: u32,
+    /// Mean I/Os in flight over the span, recorded and replayed.
+    #[serde(default)]
+    pub recorded_mean_in_flight: f64,
+    #[serde(default)]
+    pub replayed_mean_in_flight: f64,
+}
+
+impl InFlight {
+    /// From (peak, mean) recorded and replayed.
+    pub fn of(recorded: (u32, f64), replayed: (u32, f64)) -> InFlight {
+        InFlight {
+            recorded_peak_in_flight: recorded.0,
+            replayed_peak_in_flight: replayed.0,
+            recorded_mean_in_flight: recorded.1,
+            replayed_mean_in_flight: replayed.1,
+        }
+    }
+
+    /// (peak, mean) recorded.
+    pub fn recorded(&self) -> (u32, f64) {
+        (self.recorded_peak_in_flight, self.recorded_mean_in_flight)
+    }
+
+    /// (peak, mean) replayed.
+    pub fn replayed(&self) -> (u32, f64) {
+        (self.replayed_peak_in_flight, self.replayed_mean_in_flight)
+    }
+}
+
 /// One recorded session replayed.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ReplaySession {
@@ -44,18 +83,9 @@ pub struct ReplaySession {
     /// not overlap when recorded (1 for a session that waited for each I/O).
     #[serde(default)]
     pub lanes: u32,
-    /// Most I/Os in flight at once, recorded (0 when the source holds no latencies) and
-    /// replayed.
-    #[serde(default)]
-    pub recorded_peak_in_flight: u32,
-    #[serde(default)]
-    pub replayed_peak_in_flight: u32,
-    /// Mean I/Os in flight from the first issue to the last completion, recorded and
-    /// replayed.
-    #[serde(default)]
-    pub recorded_mean_in_flight: f64,
-    #[serde(default)]
-    pub replayed_mean_in_flight: f64,
+    /// I/Os in flight from the session's first issue to its last completion.
+    #[serde(flatten)]
+    pub in_flight: InFlight,
 }
 
 /// One interval of the replay: I/Os the recording issued in it (scaled) and those replayed,
@@ -66,19 +96,11 @@ pub struct ReplayInterval {
     pub duration_s: f64,
     pub recorded_ios: u64,
     pub replayed_ios: u64,
-    /// Most I/Os in flight at once within the interval, recorded (each recorded I/O from its
-    /// scaled issue for its recorded latency; 0 when the source holds no latencies) and
-    /// replayed.
-    #[serde(default)]
-    pub recorded_peak_in_flight: u32,
-    #[serde(default)]
-    pub replayed_peak_in_flight: u32,
-    /// Mean I/Os in flight over the interval: the time each I/O spent in flight within it,
+    /// I/Os in flight within the interval (each recorded I/O from its scaled issue for its
+    /// recorded latency); the mean is the time each I/O spent in flight within the interval,
     /// summed, over its length (Little's law: IOPS × latency).
-    #[serde(default)]
-    pub recorded_mean_in_flight: f64,
-    #[serde(default)]
-    pub replayed_mean_in_flight: f64,
+    #[serde(flatten)]
+    pub in_flight: InFlight,
 }
 
 /// What `iolens replay` did and how faithfully.
@@ -136,16 +158,9 @@ pub struct ReplayInfo {
     /// I/Os issued out of the recorded order within their session (0: order kept).
     pub reordered: u64,
     pub sessions: Vec<ReplaySession>,
-    /// Most I/Os in flight at once over all sessions, recorded and replayed.
-    #[serde(default)]
-    pub recorded_peak_in_flight: u32,
-    #[serde(default)]
-    pub replayed_peak_in_flight: u32,
-    /// Mean I/Os in flight over all sessions (first issue to last completion).
-    #[serde(default)]
-    pub recorded_mean_in_flight: f64,
-    #[serde(default)]
-    pub replayed_mean_in_flight: f64,
+    /// I/Os in flight over all sessions (first issue to last completion).
+    #[serde(flatten)]
+    pub in_flight: InFlight,
     /// Whether the source held each I/O's recorded latency (an fio iolog does not).
     #[serde(default)]
     pub recorded_latency_known: bool,
