@@ -1556,6 +1556,65 @@ fn a_long_watch_of_churning_processes_stays_bounded_and_exact() {
     );
 }
 
+/// A limiting cgroup holding many watched processes keeps a bounded list of them and counts
+/// them all: 100 sleepers (a copy of `sleep` named `iolenssleeper`) in a cgroup with an I/O
+/// limit, watched by name: the cgroup's `processes` is 100, its `pids` the first 64.
+#[test]
+fn a_limited_cgroup_of_many_processes_keeps_a_bounded_list() {
+    if !root_or_skip("a_limited_cgroup_of_many_processes_keeps_a_bounded_list") {
+        return;
+    }
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let backing = tmp.path().join("lo.img");
+    std::fs::write(&backing, vec![0u8; 1 << 20]).unwrap();
+    let Some(lo) = common::loopdev::Loop::attach(&backing) else {
+        assert!(!common::ci(), "no loop device under CI");
+        return;
+    };
+    let Some(limit) = common::iolimit::IoLimit::new(lo.dev(), Some(1000), None) else {
+        return;
+    };
+    let sleeper = tmp.path().join("iolenssleeper");
+    std::fs::copy("/bin/sleep", &sleeper).unwrap();
+    let json = tmp.path().join("w.json");
+    let w = start_watch(&[
+        "--comm",
+        "iolenssleeper",
+        "--wait",
+        "--no-progress",
+        "--duration",
+        "4s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let mut sleepers: Vec<Child> = (0..100)
+        .map(|_| {
+            let mut c = Command::new(&sleeper);
+            c.arg("6");
+            limit.join_on_exec(&mut c);
+            c.spawn().unwrap()
+        })
+        .collect();
+    wait_watch(w, Duration::from_secs(30), Some(0));
+    for c in &mut sleepers {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let r = Results::read_file(&json).unwrap();
+    let cg = limit.path().file_name().unwrap().to_str().unwrap();
+    let b = budget(&r);
+    let found = b
+        .cgroups
+        .iter()
+        .find(|c| c.path.ends_with(cg))
+        .expect("the limiting cgroup is in the results");
+    assert_eq!(found.processes, 100, "{found:?}");
+    assert_eq!(found.pids.len(), 64, "{found:?}");
+    let ours: std::collections::BTreeSet<u32> = sleepers.iter().map(|c| c.id()).collect();
+    assert!(found.pids.iter().all(|p| ours.contains(p)), "{found:?}");
+}
+
 /* ------------------------------------------------------------------------------------------
  * `--watch` on `run`, `calibrate` and `db run`: the block layer under iolens' own I/O.
  * ---------------------------------------------------------------------------------------- */

@@ -249,8 +249,14 @@ pub struct WatchCgroup {
     pub path: String,
     /// The hierarchy: 2 (`io.max`, `io.stat`) or 1 (`blkio.throttle.*`).
     pub version: u8,
-    /// The watched processes found in it or below it.
+    /// The first watched processes found in it or below it (at most
+    /// [`WatchCgroup::PIDS_KEPT`]: a days-long watch of short-lived processes keeps no list of
+    /// every one).
     pub pids: Vec<u32>,
+    /// How many watched processes were found in it or below it (0 in files written before it
+    /// was counted: then `pids` lists them all).
+    #[serde(default)]
+    pub processes: u64,
     /// Its limits, one row per device.
     pub limits: Vec<CgroupIoLimit>,
     /// Seconds between the first and the last reading of its counters (from when a watched
@@ -260,6 +266,11 @@ pub struct WatchCgroup {
     /// seconds; absent without PSI or on v1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure_some_s: Option<f64>,
+}
+
+impl WatchCgroup {
+    /// Most pids kept in [`WatchCgroup::pids`].
+    pub const PIDS_KEPT: usize = 64;
 }
 
 /// One device's limits in a cgroup (`None`: unlimited), and what the cgroup completed on that

@@ -27,7 +27,9 @@ pub(crate) const SAMPLE: Duration = Duration::from_millis(100);
 /// A limiting cgroup found, with its counters when first found.
 struct Tracked {
     dir: PathBuf,
+    /// The first pids found in it (at most [`WatchCgroup::PIDS_KEPT`]), and how many in all.
     pids: BTreeSet<u32>,
+    processes: u64,
     since: Instant,
     start: Counters,
     pressure_us: Option<u64>,
@@ -262,7 +264,10 @@ impl CgroupTracker {
                 for p in ancestors(&path) {
                     let key = (version, p.clone());
                     if let Some(t) = self.groups.get_mut(&key) {
-                        t.pids.insert(pid);
+                        t.processes += 1;
+                        if t.pids.len() < WatchCgroup::PIDS_KEPT {
+                            t.pids.insert(pid);
+                        }
                         continue;
                     }
                     let dir = root.join(p.trim_start_matches('/'));
@@ -276,6 +281,7 @@ impl CgroupTracker {
                             pressure_us: pressure_us(version, &dir),
                             since: Instant::now(),
                             pids: BTreeSet::from([pid]),
+                            processes: 1,
                             dir,
                             seen: BTreeMap::new(),
                         },
@@ -356,6 +362,7 @@ impl CgroupTracker {
                     path,
                     version,
                     pids: t.pids.iter().copied().collect(),
+                    processes: t.processes,
                     limits,
                     window_s: t.since.elapsed().as_secs_f64(),
                     pressure_some_s,
