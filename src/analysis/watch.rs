@@ -862,6 +862,7 @@ mod tests {
                 path: "/ctr".into(),
                 version: 2,
                 pids: vec![7],
+                processes: 1,
                 limits: vec![CgroupIoLimit {
                     disk: "loop3".into(),
                     dev: "7:3".into(),
