@@ -26,7 +26,6 @@ pub mod knee;
 pub mod little;
 pub mod modes;
 pub mod plan;
-pub mod plan_sim;
 pub mod ramp;
 pub mod regimes;
 pub mod stacks;

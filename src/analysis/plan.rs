@@ -21,15 +21,9 @@
 //! its own network of `N/n` sessions. The model is checked on the curve it was fitted to (the
 //! largest relative IOPS error is stored).
 //!
-//! The p99 of a predicted point is simulated ([`super::plan_sim`]): the sessions' closed loop
-//! over the LUNs, each a FIFO queue of the LUN queue depth, every service time drawn from the
-//! latency histogram of the fastest measured point (the one that gave `S`): the distribution
-//! as measured, not its mean. Reading the p99 off the 1-LUN curve at the same mean latency (as
-//! this did before) under-predicts a striped plan's: on one full LUN every read waits behind
-//! the same others, striped the queue each read meets varies (bench/plan-p99-sim.py). The
-//! simulation is checked on the curve it was fitted to too (the largest relative p99 error is
-//! stored). With `--verify` the measured p99 is set beside the spread of p99s the model gives
-//! for a run of as many reads (replicas over bootstrap samples of the service histogram).
+//! The p99 of a predicted point is read off the measured curve at the same mean latency (p99
+//! against mean, interpolated; beyond the last point scaled with the mean): the distribution as
+//! measured, not a formula's. No plan goes below the lowest p99 measured (the device's floor).
 //!
 //! Little's law gives the requests in flight at the goal with the latency distribution of the
 //! measured point that meets the p99 at the highest IOPS (its histogram's mean); the queue slots
@@ -38,7 +32,6 @@
 
 use anyhow::{bail, Result};
 
-use super::plan_sim::{self, Service};
 use crate::results::plan::{
     CurveAt, HostSetting, LoadPoint, Plan, PlanCurve, PlanGoal, PlanInput, PlanModel, PlanVerify,
     Sourced, VendorCheck,
@@ -217,57 +210,29 @@ fn predict(sessions: u32, luns: u32, f: Fit, per_session: bool) -> (f64, f64) {
     predict_all(sessions.max(1), luns, f, per_session)[sessions.max(1) as usize - 1]
 }
 
-/// The plan's simulation: service drawn from `svc`, `queue` requests per LUN, the model's
-/// time outside.
-#[derive(Clone, Copy)]
-struct Sim<'a> {
-    svc: &'a Service,
-    queue: u32,
-    fit: Fit,
-    per_session: bool,
-}
-
-impl Sim<'_> {
-    fn config(&self, sessions: u32, luns: u32) -> plan_sim::Config {
-        plan_sim::Config {
-            sessions: sessions.max(1),
-            luns: luns.max(1),
-            queue: self.queue,
-            outside_ns: (self.fit.z * 1e9).round() as u64,
-            per_session: self.per_session,
-        }
+/// The p99 the measured curve shows at mean latency `mean_ns` (interpolated; beyond its
+/// last point scaled with the mean; never below its first).
+fn p99_at(mean_ns: f64, curve: &[LoadPoint]) -> f64 {
+    let mut pts: Vec<(f64, f64)> = curve.iter().map(|p| (p.mean_ns, p.p99_ns)).collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (first, last) = (pts[0], pts[pts.len() - 1]);
+    if mean_ns <= first.0 {
+        return first.1;
     }
-
-    /// The simulated p99 of `sessions` over `luns`, ns.
-    fn p99(&self, sessions: u32, luns: u32) -> f64 {
-        plan_sim::simulate(&self.config(sessions, luns), self.svc).p99_ns
+    if mean_ns >= last.0 {
+        return last.1 * mean_ns / last.0;
     }
-}
-
-/// The service-time distribution of a plan: the latency histogram of its fitted curve's
-/// fastest point (lowest mean, the one the service time is from), and that point.
-fn service_of<'a>(
-    inputs: &[Input<'_>],
-    curve: &'a [LoadPoint],
-) -> Option<(Service, &'a LoadPoint)> {
-    let p = curve
+    let i = pts
         .iter()
-        .min_by(|a, c| a.mean_ns.total_cmp(&c.mean_ns))?;
-    let r = inputs.iter().find(|i| i.file == p.file)?.results;
-    let h = r.runs.get(p.run)?.merged_io_hist().ok()?;
-    Some((Service::from_hist(&h)?, p))
-}
-
-/// A LUN queue measured within 10 % of a whole number is that number (Little's law over a
-/// plateau measured for seconds, with the lowest mean latency as service), else the next one
-/// up.
-fn whole_queue(q: f64) -> u32 {
-    if (q - q.round()).abs() < 0.1 * q.round() {
-        q.round()
+        .position(|p| p.0 >= mean_ns)
+        .unwrap_or(pts.len() - 1);
+    let (a, b) = (pts[i - 1], pts[i]);
+    let t = if b.0 > a.0 {
+        (mean_ns - a.0) / (b.0 - a.0)
     } else {
-        q.ceil()
-    }
-    .max(1.0) as u32
+        0.0
+    };
+    a.1 + t * (b.1 - a.1)
 }
 
 /// The 99th percentile of a Poisson count of mean `m` (normal approximation above 200).
@@ -424,28 +389,6 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
         .iter()
         .map(|p| (predict(p.sessions, b, fit_measured, per_session).0 / p.iops - 1.0).abs())
         .fold(0.0, f64::max);
-    let Some((svc, svc_point)) = service_of(inputs, &curve) else {
-        bail!(
-            "{}: the fastest point of the curve has no latency histogram: plan simulates the \
-             p99 from the measured service-time distribution",
-            at(&fastest)
-        );
-    };
-    let depth = whole_queue(q);
-    let sim = Sim {
-        svc: &svc,
-        queue: depth,
-        fit,
-        per_session,
-    };
-    let sim_measured = Sim {
-        queue: whole_queue(q_measured),
-        ..sim
-    };
-    let p99_fit_error = curve
-        .iter()
-        .map(|p| (p.p99_ns / sim_measured.p99(p.sessions, b) - 1.0).abs())
-        .fold(0.0, f64::max);
     let results_of = |file: &str| {
         inputs
             .iter()
@@ -496,8 +439,8 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
         let cap =
             ((goal.iops * (s + z) * 4.0).ceil() as u32 + 4 * n * q.ceil() as u32).clamp(8, 1 << 15);
         let preds = predict_until(cap, n, fit, per_session, goal.iops);
-        if let Some((i, (x, _))) = preds.iter().enumerate().find(|(_, (x, _))| *x >= goal.iops) {
-            let p99 = sim.p99(i as u32 + 1, n);
+        if let Some((i, (x, r))) = preds.iter().enumerate().find(|(_, (x, _))| *x >= goal.iops) {
+            let p99 = p99_at(r * 1e9, &curve);
             if p99 <= goal.p99_ns {
                 found = Some((n, i as u32 + 1, *x, p99));
                 break;
@@ -517,6 +460,15 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
             at(&top)
         );
     };
+    // A measured queue within 10 % of a whole number is that number (Little's law over a
+    // plateau measured for seconds, with the lowest mean latency as service), else the next
+    // one up.
+    let depth = if (q - q.round()).abs() < 0.1 * q.round() {
+        q.round()
+    } else {
+        q.ceil()
+    }
+    .max(1.0) as u32;
     let model_from = format!(
         "mean value analysis: {sessions} sessions, {luns} {} of {} requests each, service \
          {}, {} outside ({} striping)",
@@ -564,13 +516,6 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
         lun_queue: Sourced::new(q, "requests", q_from),
         floor_p99_ns: Sourced::new(floor.p99_ns, "ns", format!("lowest p99, {}", at(&floor))),
         fit_error,
-        p99_fit_error,
-        service_from: format!(
-            "latency histogram of {} ({} reads, mean {})",
-            at(svc_point),
-            svc.count(),
-            fmt_ns(svc.mean())
-        ),
         queue_facts,
     };
 
@@ -585,7 +530,7 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
         info.as_ref(),
         fit,
         per_session,
-        &sim,
+        &curve,
     );
     let beyond = beyond(
         &curve,
@@ -632,11 +577,11 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
                 predicted: ss
                     .iter()
                     .map(|&n| {
-                        let (x, _) = all_p[n as usize - 1];
+                        let (x, r) = all_p[n as usize - 1];
                         CurveAt {
                             sessions: n,
                             iops: x,
-                            p99_ns: sim.p99(n, m),
+                            p99_ns: p99_at(r * 1e9, &curve),
                             from: "model".into(),
                         }
                     })
@@ -655,10 +600,8 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
         lun_word(b)
     )];
     notes.push(format!(
-        "The model reproduces the curve it was fitted to within {} % (largest IOPS error); its \
-         simulated p99s within {} % of the measured ones.",
-        sig3(fit_error * 100.0),
-        sig3(p99_fit_error * 100.0)
+        "The model reproduces the curve it was fitted to within {} % (largest IOPS error).",
+        sig3(fit_error * 100.0)
     ));
     if !per_session {
         notes.push(
@@ -718,12 +661,9 @@ pub fn plan(inputs: &[Input<'_>], goal: &PlanGoal) -> Result<Plan> {
             p99,
             "ns",
             format!(
-                "simulated: {sessions} sessions' closed loop over {luns} {} of {depth} requests \
-                 each ({} striping), {} reads, service times drawn from the {}",
-                lun_word(luns),
-                goal.stripe,
-                plan_sim::READS,
-                model.service_from
+                "the measured curve's p99 at the predicted mean latency {} (p99 against mean, \
+                 interpolated)",
+                fmt_ns((sessions as f64 / x - z) * 1e9)
             ),
         ),
         model,
@@ -819,7 +759,7 @@ fn vendor_checks(
     info: Option<&TargetInfo>,
     fit: Fit,
     per_session: bool,
-    sim: &Sim<'_>,
+    curve: &[LoadPoint],
 ) -> Vec<VendorCheck> {
     let initiators = goal.hosts.max(1) * goal.paths.max(1);
     let mut out = Vec::new();
@@ -887,12 +827,8 @@ fn vendor_checks(
         q: (fit.q / 2.0).max(1.0),
         ..fit
     };
-    let (xh, _) = predict(sessions, luns, half, per_session);
-    let p99h = Sim {
-        queue: (depth / 2).max(1),
-        ..*sim
-    }
-    .p99(sessions, luns);
+    let (xh, rh) = predict(sessions, luns, half, per_session);
+    let p99h = p99_at(rh * 1e9, curve);
     let holds = xh >= goal.iops && p99h <= goal.p99_ns;
     out.push(VendorCheck {
         rule: "VMware adaptive queue depth".into(),
@@ -1025,28 +961,10 @@ fn beyond(
     out
 }
 
-/// Model replicas of a `--verify` run whose p99s give the spread its measured p99 may show.
-pub const VERIFY_REPLICAS: usize = 200;
-
-/// The `--verify` run beside the plan's prediction; `inputs` are the plan's own (for the
-/// service-time distribution the p99's spread is simulated with).
-pub fn verify(p: &Plan, run: &RunResult, index: usize, inputs: &[Input<'_>]) -> PlanVerify {
+/// The `--verify` run beside the plan's prediction.
+pub fn verify(p: &Plan, run: &RunResult, index: usize) -> PlanVerify {
     let h = run.merged_io_hist().ok().filter(|h| !h.is_empty());
-    let measured_p99 = h.as_ref().map_or(0.0, |h| h.value_at_quantile(0.99) as f64);
-    let reads = h.as_ref().map_or(0, |h| h.len() as usize);
-    let band = service_of(inputs, &p.model.points)
-        .filter(|_| reads > 0)
-        .map(|(svc, _)| {
-            let c = plan_sim::Config {
-                sessions: p.sessions.value as u32,
-                luns: p.luns.value as u32,
-                queue: p.lun_queue_depth.value as u32,
-                outside_ns: p.model.outside_ns.value.round() as u64,
-                per_session: p.goal.stripe == "per-session",
-            };
-            let s = plan_sim::p99_spread(&c, &svc, reads, VERIFY_REPLICAS);
-            (s[0], s[s.len() - 1])
-        });
+    let measured_p99 = h.map_or(0.0, |h| h.value_at_quantile(0.99) as f64);
     let measured_iops = if run.rates_known() { run.iops() } else { 0.0 };
     let rel = |m: f64, pr: f64| if pr > 0.0 { m / pr - 1.0 } else { 0.0 };
     PlanVerify {
@@ -1060,8 +978,6 @@ pub fn verify(p: &Plan, run: &RunResult, index: usize, inputs: &[Input<'_>]) -> 
         measured_p99_ns: measured_p99,
         iops_error: rel(measured_iops, p.predicted_iops.value),
         p99_error: rel(measured_p99, p.predicted_p99_ns.value),
-        p99_spread_ns: band.map(|(lo, hi)| [lo, hi]),
-        p99_replicas: if band.is_some() { VERIFY_REPLICAS } else { 0 },
         goal_met: measured_iops >= p.goal.iops
             && measured_p99 > 0.0
             && measured_p99 <= p.goal.p99_ns,

@@ -95,13 +95,6 @@ pub struct PlanModel {
     pub floor_p99_ns: Sourced,
     /// The largest relative IOPS error of the model on the curve it was fitted to.
     pub fit_error: f64,
-    /// The largest relative error of the simulated p99 on the curve it was fitted to
-    /// (measured ÷ simulated − 1).
-    #[serde(default)]
-    pub p99_fit_error: f64,
-    /// The service-time distribution the p99s are simulated with: which measured histogram.
-    #[serde(default)]
-    pub service_from: String,
     /// The queue facts the measured target reported (nr_requests, tags, SCSI queue depth,
     /// in-device requests from --watch), to set beside `lun_queue`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -171,13 +164,6 @@ pub struct PlanVerify {
     /// measured ÷ predicted − 1.
     pub iops_error: f64,
     pub p99_error: f64,
-    /// The lowest and highest p99 of `p99_replicas` simulations of the plan with as many reads
-    /// as the verify run measured, each over a bootstrap replica of the service histogram:
-    /// where the measured p99 can fall if the model holds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p99_spread_ns: Option<[f64; 2]>,
-    #[serde(default)]
-    pub p99_replicas: usize,
     /// Whether the measured run met the goal (IOPS and p99).
     pub goal_met: bool,
 }
