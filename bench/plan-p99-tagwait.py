@@ -26,7 +26,7 @@ served. Disciplines tried here (FIFO is what d9ce1f0 simulated; it was reverted)
 
 - `random b`: the freed tag goes to the completing session with probability b (0.1 here),
   else to a sleeper chosen at random (the wait queues scramble the order). The closest:
-  23.6 / 67.7 ms on one LUN (18-26 % under), 36.6 / 21.8 / 14.7 ms striped (within 5 % of
+  23.8 / 66.9 ms on one LUN (17-27 % under), 35.7 / 21.7 / 14.4 ms striped (within 4 % of
   35.0 / 21 / 14.5). With b = 0: 21.6 / 62 / 33.4 / 19.6 / 13.3 ms.
 
 Next step: fit the discipline (b, the order) to the 1-LUN curve's measured p99s, check it
