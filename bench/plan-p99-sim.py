@@ -9,6 +9,12 @@ p99/mean falls toward 1 as N grows. Striped, the number of sessions at each LUN 
 read to read (a multinomial split), so at the same mean the spread is far wider: p99/mean
 grows toward 2 and beyond. The 1-LUN curve therefore under-predicts striped p99s.
 
+Measured, this model's premise does not hold on Linux: the loop LUN's own queue is not FIFO
+(p99/mean 3.4 at 8 sessions, 5.2 at 16, where this gives 1.16 and 1.09), and a FIFO simulation
+over the measured service histogram under-predicted the striped p99 more than the 1-LUN
+read-off did (35.0 ms measured at 2 LUNs: FIFO 16.1 ms, read-off 32.5 ms). See
+bench/plan-p99-tagwait.py for the figures and two tag-wait disciplines tried.
+
 Usage: python3 bench/plan-p99-sim.py   (pure Python, a few seconds)
 """
 import heapq
