@@ -1290,3 +1290,175 @@ fn a_blk_capture_taken_here_of_a_rate_limited_run_replays_its_counts_offsets_and
         r["span_error_pct"].as_f64().unwrap()
     );
 }
+
+/// io_uring in `watch --record`: fio (`ioengine=io_uring`, O_DIRECT, 4 KiB random reads at
+/// 4 in flight, 1000 IOPS, one job thread) is watched from before its exec. fio's own
+/// `write_iolog` names every read it issued; the record's io_uring reads of its file must be
+/// exactly those, in the same order (the order fio queued them, which is the order of
+/// submission), with their offsets and sizes, all submitted by one thread, each its read's
+/// 4 KiB. Replayed on a new scratch file (recorded timing, the data file alone mapped): every
+/// read once, each finding its mapped offset's stamp, the job thread's reads one session on
+/// several lanes (they overlapped).
+#[test]
+fn a_watch_record_of_fio_over_io_uring_holds_its_offsets_and_replays() {
+    if !root_or_skip("watch --record (BPF) of io_uring and replay") {
+        return;
+    }
+    if Command::new("fio").arg("--version").output().is_err() {
+        assert!(!common::ci(), "fio is missing");
+        eprintln!("note: skipped: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("d.bin");
+    std::fs::write(&data, vec![5u8; 16 << 20]).unwrap();
+    let iolog = d.join("fio.iolog");
+    // The shell waits for "go", then becomes fio: the watch follows its pid from before.
+    let fio = format!(
+        "read go && exec fio --name=j --filename={} --size=16M --ioengine=io_uring --direct=1 \
+         --rw=randread --bs=4k --iodepth=4 --rate_iops=1000 --number_ios=300 --thread \
+         --randseed=7 --write_iolog={} --output=/dev/null",
+        data.display(),
+        iolog.display()
+    );
+    let mut sh = Command::new("sh")
+        .args(["-c", &fio])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rec = d.join("io.rec");
+    let mut w = bin()
+        .args([
+            "watch",
+            "--no-progress",
+            "--pid",
+            &sh.id().to_string(),
+            "--record",
+        ])
+        .arg(&rec)
+        .arg("--json")
+        .arg(d.join("w.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut err = BufReader::new(w.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("tracepoints attached") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
+        }
+        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    assert!(sh.wait().unwrap().success(), "fio failed");
+    assert!(w.wait().unwrap().success());
+
+    // fio's own log of what it issued: `TIME FILE read OFFSET LENGTH` (version 3).
+    let want: Vec<(u64, u64)> = std::fs::read_to_string(&iolog)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 5 && f[2] == "read").then(|| (f[3].parse().unwrap(), f[4].parse().unwrap()))
+        })
+        .collect();
+    assert_eq!(want.len(), 300, "fio's iolog");
+    // The record's io_uring reads of the data file, in order of submission.
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let mut got: Vec<(u64, u64, u64, u64, u64)> = Vec::new(); // (issue, tid, offset, bytes, latency)
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 10, "{l}");
+        let on_data = Path::new(f[9]) == data;
+        assert_eq!(
+            f[6] == "io_uring_read",
+            on_data,
+            "io_uring reads, and only they, are the data file's: {l}"
+        );
+        assert_ne!(f[6], "io_uring_write", "{l}");
+        if on_data {
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            assert_eq!(n(2), u64::from(sh.id()), "{l}");
+            assert!(n(1) > 0, "{l}");
+            got.push((n(0), n(3), n(7), n(8), n(1)));
+        }
+    }
+    got.sort();
+    let tids: std::collections::BTreeSet<u64> = got.iter().map(|g| g.1).collect();
+    assert_eq!(tids.len(), 1, "one job thread submitted them: {tids:?}");
+    let job = *tids.iter().next().unwrap();
+    assert_ne!(
+        job,
+        u64::from(sh.id()),
+        "fio's job runs as a thread (--thread)"
+    );
+    let have: Vec<(u64, u64)> = got.iter().map(|g| (g.2, g.3)).collect();
+    assert_eq!(
+        have, want,
+        "the record's io_uring reads against fio's iolog"
+    );
+
+    // Replayed on a new scratch file, with a map of the data file alone: the record also holds
+    // the dynamic loader's pread64s of fio's own binary (unaligned, on another file), which
+    // the map leaves out, as a user drops a map entry.
+    let others = text.lines().filter(|l| !l.starts_with('#')).count() - 300;
+    let map = d.join("map.json");
+    let entry = serde_json::json!([{"file": data, "target_offset": 0, "first_byte": 0,
+                                     "length": 16 * MIB}]);
+    std::fs::write(&map, entry.to_string()).unwrap();
+    let target = d.join("t.dat");
+    let out = d.join("r.json");
+    let o = bin()
+        .arg("replay")
+        .arg(&rec)
+        .args(["--realtime", "--no-progress", "--map"])
+        .arg(&map)
+        .arg("--target")
+        .arg(&target)
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let v = json_of(&o, &out);
+    let r = &v["replay"];
+    assert_eq!(r["source"], "watch-record");
+    assert_eq!(r["replayed_ios"], 300);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["misplaced"], 0);
+    assert_eq!(
+        r["stamp_checked"], 300,
+        "every read checked against its stamp"
+    );
+    if others > 0 {
+        assert_eq!(r["skipped"]["I/Os of files the map leaves out"], others);
+    }
+    let s = r["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["session"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(" tid {job}"))
+        })
+        .expect("the job thread's session");
+    assert_eq!(s["ios"], 300);
+    // Where its requests overlapped in the record (fio fills its 4-deep queue after each wait
+    // of its rate limit), the replay keeps them overlapping, on several lanes.
+    let mut end = 0;
+    let overlapped = got
+        .iter()
+        .filter(|g| {
+            let o = g.0 < end;
+            end = end.max(g.0 + g.4);
+            o
+        })
+        .count();
+    eprintln!("io_uring record: 300 reads, {overlapped} issued while another was in flight");
+    assert_eq!(s["lanes"].as_u64().unwrap() > 1, overlapped > 0, "{s}");
+}
