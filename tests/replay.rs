@@ -890,6 +890,35 @@ for t in ts: t.join()
 open(d + '/log.txt', 'w').write('\n'.join(log) + '\n')
 "#;
 
+/// `iolens watch --pid PID --record REC --json JSON`, returned once its probes are attached
+/// (it says so on stderr, which is drained from then on).
+fn watch_recording(pid: u32, rec: &Path, json: &Path) -> std::process::Child {
+    use std::io::{BufRead, BufReader};
+    let mut w = bin()
+        .args([
+            "watch",
+            "--no-progress",
+            "--pid",
+            &pid.to_string(),
+            "--record",
+        ])
+        .arg(rec)
+        .arg("--json")
+        .arg(json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(w.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("tracepoints attached") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    w
+}
+
 /// `watch --record` of a known workload, then `replay` of the record. A Python process's two
 /// threads read and write known offsets of two files at known times, logging each syscall's
 /// CLOCK_MONOTONIC before and after. The record must hold exactly those I/Os: per file and
@@ -926,31 +955,10 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
     }
     let rec = d.join("io.rec");
     let json = d.join("w.json");
-    let mut w = bin()
-        .args([
-            "watch",
-            "--no-progress",
-            "--pid",
-            &py.id().to_string(),
-            "--record",
-        ])
-        .arg(&rec)
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Once attached (the watch says so on stderr), let the workload go.
+    // Once attached, let the workload go.
+    let mut w = watch_recording(py.id(), &rec, &json);
     {
-        use std::io::{BufRead, BufReader, Write};
-        let mut err = BufReader::new(w.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("tracepoints attached") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
-        }
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        use std::io::Write;
         py.stdin.take().unwrap().write_all(b"go\n").unwrap();
     }
     assert!(py.wait().unwrap().success());
@@ -1345,30 +1353,9 @@ fn a_watch_record_of_fio_over_io_uring_holds_its_offsets_and_replays() {
         .spawn()
         .unwrap();
     let rec = d.join("io.rec");
-    let mut w = bin()
-        .args([
-            "watch",
-            "--no-progress",
-            "--pid",
-            &sh.id().to_string(),
-            "--record",
-        ])
-        .arg(&rec)
-        .arg("--json")
-        .arg(d.join("w.json"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut w = watch_recording(sh.id(), &rec, &d.join("w.json"));
     {
-        use std::io::{BufRead, BufReader, Write};
-        let mut err = BufReader::new(w.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("tracepoints attached") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
-        }
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        use std::io::Write;
         sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
     }
     assert!(sh.wait().unwrap().success(), "fio failed");
