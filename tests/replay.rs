@@ -112,6 +112,7 @@ fn traced_issue_span_s() -> f64 {
 
 #[test]
 fn recorded_replay_of_a_real_trace_issues_every_read_once_at_its_offset_in_order() {
+    let _one = one_at_a_time();
     if !root_or_skip("replay under strace and SCHED_FIFO") {
         return;
     }
@@ -159,12 +160,11 @@ fn recorded_replay_of_a_real_trace_issues_every_read_once_at_its_offset_in_order
     assert_eq!(r["reordered"], 0);
 }
 
-/// The tests whose replays run SCHED_FIFO threads (`--realtime`, a slow device's FUSE daemon
-/// at FIFO 50) and judge their timing, and those that load both CPUs meanwhile (strace
-/// stopping every syscall, fio, BPF), run one at a time: a realtime replay's session thread
-/// may hold a CPU for most of 2 ms at a time, so side by side under busy loops they left
-/// `recorded_timing…` 9–39 ms behind its schedule and the watch record's replay 1.7–8.7 %
-/// short of its span.
+/// The tests of this file run one at a time: those whose replays run SCHED_FIFO threads
+/// (`--realtime`, a slow device's FUSE daemon at FIFO 50) judge their timing, and the others
+/// load both CPUs meanwhile (strace stopping every syscall, fio, BPF, replays). Side by side
+/// they left `recorded_timing…` 9–39 ms behind its schedule and the watch record's replay
+/// 1.7–8.7 % off its span (under busy loops, and at load 13 without them); each alone kept it.
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
@@ -294,6 +294,7 @@ fn think_on_a_slow_device_stretches_sessions_by_the_added_latency_only() {
 
 #[test]
 fn writes_are_refused_without_writes_and_on_a_target_iolens_did_not_create() {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // bcc's biosnoop example: every row a write.
     let src = real("bcc_biosnoop.txt");
@@ -464,6 +465,7 @@ const HEADER: u64 = MIB;
 
 #[test]
 fn a_real_blkparse_capture_replays_each_queued_request_at_its_sector_with_its_latency() {
+    let _one = one_at_a_time();
     if !strace_or_skip("replay of a blkparse capture under strace") {
         return;
     }
@@ -535,6 +537,7 @@ fn a_real_blkparse_capture_replays_each_queued_request_at_its_sector_with_its_la
 
 #[test]
 fn a_real_blkparse_capture_with_writes_needs_writes_and_replays_them_on_a_scratch_file() {
+    let _one = one_at_a_time();
     let src = real("blkparse_ext4_touch_pmem.txt");
     let ev = blk_events(&src);
     let writes = ev
@@ -605,6 +608,7 @@ fn a_real_blkparse_capture_with_writes_needs_writes_and_replays_them_on_a_scratc
 
 #[test]
 fn fios_own_v3_iolog_replays_its_writes_at_their_offsets_and_stamps() {
+    let _one = one_at_a_time();
     if !strace_or_skip("replay of an fio iolog under strace") {
         return;
     }
@@ -668,6 +672,7 @@ fn fios_own_v3_iolog_replays_its_writes_at_their_offsets_and_stamps() {
 
 #[test]
 fn an_fio_v2_iolog_waits_as_its_wait_actions_say() {
+    let _one = one_at_a_time();
     // Written here in fio's version 2 format (no public v2 log written by fio was found):
     // reads of one file with `wait` actions of 4 ms between them.
     let dir = tempfile::tempdir().unwrap();
@@ -783,6 +788,7 @@ fn overlapping_recorded_reads_replay_overlapping_and_keep_their_schedule() {
 
 #[test]
 fn compare_of_one_replay_sets_recorded_beside_replayed_per_event_and_session() {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let src = real("blkparse_composefs_ls.txt");
     let json = dir.path().join("r.json");
