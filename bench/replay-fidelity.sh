@@ -12,7 +12,11 @@
 # are in the page cache, see below); fio's runtime and IOPS against
 # the stream's; and the ratio of each one's achieved IOPS to the recorded IOPS.
 #
-# Usage: bench/replay-fidelity.sh [RATE...]     (env SECONDS_PER_RATE=3, IOLENS=path)
+# Usage: bench/replay-fidelity.sh [RATE...]     (env SECONDS_PER_RATE=3, IOLENS=path, BUSY=0)
+# BUSY=N runs N busy loops (`while :; do :; done`, one per CPU to fill them) during each rate's
+# replays, as a host whose CPUs other work keeps busy; each rate's line is followed by iolens'
+# pauses (see README: a session thread never holds its CPU), its largest lateness and the
+# 1-minute load average after the replay.
 # Needs root for --realtime (SCHED_FIFO); fio is installed with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,8 +31,20 @@ if ! command -v fio >/dev/null; then
   echo "fio is missing: installing the Debian package" >&2
   apt-get install -y fio >/dev/null || { echo "cannot install fio" >&2; exit 1; }
 fi
+BUSY=${BUSY:-0}
+busy=()
+start_busy() {
+  for ((i = 0; i < BUSY; i++)); do
+    (while :; do :; done) &
+    busy+=($!)
+  done
+}
+stop_busy() {
+  for p in "${busy[@]}"; do kill "$p" 2>/dev/null || true; done
+  busy=()
+}
 dir=$(mktemp -d /var/tmp/replay-fidelity.XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+trap 'stop_busy; rm -rf "$dir"' EXIT
 target="$dir/t.dat"
 printf '%-8s %-22s %-14s %-14s %-14s %-12s %-10s\n' rate tool "issue p50" "issue p99" "issue max" "span err %" "IOPS ratio"
 for rate in "${RATES[@]}"; do
@@ -59,9 +75,11 @@ EOF
   # (it did: 50k IOPS fell 312 ms behind, catching up once the cache was warm).
   "$IOLENS" -q replay "$dir/stream.txt" --format biosnoop --target "$target" --buffered \
     --timing fast >/dev/null
+  start_busy
   "$IOLENS" -q replay "$dir/stream.txt" --format biosnoop --target "$target" --buffered \
     --realtime --timing recorded --json "$dir/r.json"
-  python3 - "$dir/r.json" "$rate" "$n" <<'EOF'
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  python3 - "$dir/r.json" "$rate" "$n" "$load" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))["replay"]
 rate, n = int(sys.argv[2]), int(sys.argv[3])
@@ -69,9 +87,11 @@ e = r["issue_error"]
 us = lambda ns: "%.1f us" % (ns / 1000)
 achieved = r["replayed_ios"] / r["replayed_span_s"] * (n - 1) / n
 print("%-8d %-22s %-14s %-14s %-14s %-12.3f %-10.4f" % (rate, "iolens replay", us(e["p50_ns"]), us(e["p99_ns"]), us(e["max_ns"]), r["span_error_pct"], achieved / rate))
+print("         (iolens: %d pauses, at most %.3f ms behind, load %s)" % (r["pauses"], r["behind_s"] * 1000, sys.argv[4]))
 EOF
   fio --name=replay --read_iolog="$dir/fio.iolog" --ioengine=psync --direct=0 \
     --output-format=json --output="$dir/fio.json" >/dev/null 2>&1 || { echo "fio failed" >&2; cat "$dir/fio.json" >&2; exit 1; }
+  stop_busy
   python3 - "$dir/fio.json" "$rate" "$n" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0]["read"]

@@ -100,6 +100,7 @@ struct event {
 	__s32 fd;   // the descriptor (the syscall's first argument)
 	// Syscall: its fourth argument, the file offset of pread64/pwrite64/preadv(2)/pwritev(2)
 	// (-1: preadv2/pwritev2 at the file's position); user space reads it for those only.
+	// io_uring: the offset the read's or write's SQE named (-1: at the file's position).
 	__u64 pos;
 };
 // user space (src/watch/mod.rs, `RawEvent`) checks this layout against the object's BTF.
@@ -642,6 +643,8 @@ HANDLER(sys_exit, on_sys_exit(ctx))
 // (PostgreSQL 18 with io_method=io_uring: the backend), when, and under which wait event.
 struct uring_req {
 	__u64 ts;
+	// The file offset a read or write names (-1: at the file's position), for `watch --record`.
+	__u64 pos;
 	__u32 tgid;
 	__u32 tid;
 	__u32 op;
@@ -687,9 +690,14 @@ static __always_inline void on_uring_submit(struct io_kiocb *req)
 	if (!current_watched(tgid))
 		return;
 	struct uring_req r = {
-		.ts = bpf_ktime_get_ns(), .tgid = tgid, .tid = (__u32)id, .op = op,
+		.ts = bpf_ktime_get_ns(), .pos = ~0ULL, .tgid = tgid, .tid = (__u32)id, .op = op,
 		.wev = current_wait_event(tgid)
 	};
+	// The request is prepared before this tracepoint: a read's or write's `struct io_rw`, whose
+	// first member is its `struct kiocb`, starts the request (`io_kiocb.cmd`), and its ki_pos
+	// holds the SQE's offset.
+	if (op != URING_SYNC)
+		r.pos = (__u64)BPF_CORE_READ((struct kiocb *)req, ki_pos);
 	__u64 key = (__u64)req;
 	bpf_map_update_elem(&uring_reqs, &key, &r, BPF_ANY);
 }
@@ -714,6 +722,7 @@ static __always_inline void on_uring_complete(void *vreq)
 	__u64 now = bpf_ktime_get_ns();
 	fill(e, EV_URING, req.tgid, req.tid, req.op, now - req.ts, res > 0 ? (__u64)res : 0, now,
 	     req.wev, res < 0 ? 1 : 0);
+	e->pos = req.pos;
 	struct file *f = BPF_CORE_READ(k, file);
 	if (f) {
 		struct inode *in = BPF_CORE_READ(f, f_inode);

@@ -27,9 +27,11 @@ command -v script >/dev/null 2>&1 || need+=(bsdutils)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurmd slurm-client munge)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 python3 -c 'import ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
-# tests/replay.rs captures a loop device's requests with blktrace | blkparse and replays them.
+# tests/replay.rs captures a loop device's requests (the kernel's blk tracer) and reads them with blkparse.
 command -v blktrace >/dev/null 2>&1 || need+=(blktrace)
 command -v strace >/dev/null 2>&1 || need+=(strace)
+# tests/replay.rs records fio over io_uring with watch --record.
+command -v fio >/dev/null 2>&1 || need+=(fio)
 # The BPF objects (src/bpf/obj) are rebuilt from bpf/*.bpf.c to check they are not stale.
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v llvm-strip >/dev/null 2>&1 || need+=(llvm)

@@ -112,6 +112,7 @@ fn traced_issue_span_s() -> f64 {
 
 #[test]
 fn recorded_replay_of_a_real_trace_issues_every_read_once_at_its_offset_in_order() {
+    let _one = one_at_a_time();
     if !root_or_skip("replay under strace and SCHED_FIFO") {
         return;
     }
@@ -159,6 +160,16 @@ fn recorded_replay_of_a_real_trace_issues_every_read_once_at_its_offset_in_order
     assert_eq!(r["reordered"], 0);
 }
 
+/// The tests of this file run one at a time: those whose replays run SCHED_FIFO threads
+/// (`--realtime`, a slow device's FUSE daemon at FIFO 50) judge their timing, and the others
+/// load both CPUs meanwhile (strace stopping every syscall, fio, BPF, replays). Side by side
+/// they left `recorded_timing…` 9–39 ms behind its schedule and the watch record's replay
+/// 1.7–8.7 % off its span (under busy loops, and at load 13 without them); each alone kept it.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Issue span of a replay (s) and the schedule's.
 fn spans(v: &Value) -> (f64, f64) {
     let r = &v["replay"];
@@ -171,15 +182,16 @@ fn spans(v: &Value) -> (f64, f64) {
 /// The replayed span against the schedule's `want` s. Its error is the last issue's lateness
 /// less the first's, so it is bounded by the replay's own largest lateness (`behind_s`), and a
 /// replay more than 1 % off must not say it kept up. That lateness is this machine's wake-up
-/// latency of a SCHED_FIFO thread: under CI's load (other tests' FUSE daemons run at FIFO 50)
-/// it reached 1.8 ms (10f1161), so it is bounded at 5 ms, a ninth of the 45 ms by which
-/// recorded and scaled:2 spans differ: a replay that ignored the schedule still fails.
+/// latency of a SCHED_FIFO thread under other load: 1.8 ms in CI (10f1161, other tests' FUSE
+/// daemons at FIFO 50), 9.2 ms once under busy loops on both CPUs with the file's tests run
+/// one at a time. It is bounded at 20 ms, under half the 45 ms by which the recorded and
+/// scaled:2 spans differ: a replay that ignored the schedule still fails.
 fn span_kept(v: &Value, want: f64, what: &str) {
     let (rs, _) = spans(v);
     let behind = v["replay"]["behind_s"].as_f64().unwrap();
     let err = (rs - want).abs();
     assert!(
-        err <= behind + 1e-6 && behind < 0.005,
+        err <= behind + 1e-6 && behind < 0.020,
         "{what}: replayed span {rs} s, schedule {want} s, behind {behind} s"
     );
     if err > 0.01 * want {
@@ -192,6 +204,7 @@ fn recorded_timing_keeps_the_traced_span_and_scaled_2_halves_it() {
     if !root_or_skip("replay under SCHED_FIFO") {
         return;
     }
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("t.dat");
     let traced = traced_issue_span_s();
@@ -222,6 +235,7 @@ fn recorded_timing_keeps_the_traced_span_and_scaled_2_halves_it() {
 
 #[test]
 fn think_on_a_slow_device_stretches_sessions_by_the_added_latency_only() {
+    let _one = one_at_a_time();
     let delay = Duration::from_millis(25);
     let Some(dev) = common::slowdev::SlowDevice::new(delay, 16 << 20) else {
         return;
@@ -281,6 +295,7 @@ fn think_on_a_slow_device_stretches_sessions_by_the_added_latency_only() {
 
 #[test]
 fn writes_are_refused_without_writes_and_on_a_target_iolens_did_not_create() {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     // bcc's biosnoop example: every row a write.
     let src = real("bcc_biosnoop.txt");
@@ -451,6 +466,7 @@ const HEADER: u64 = MIB;
 
 #[test]
 fn a_real_blkparse_capture_replays_each_queued_request_at_its_sector_with_its_latency() {
+    let _one = one_at_a_time();
     if !strace_or_skip("replay of a blkparse capture under strace") {
         return;
     }
@@ -522,6 +538,7 @@ fn a_real_blkparse_capture_replays_each_queued_request_at_its_sector_with_its_la
 
 #[test]
 fn a_real_blkparse_capture_with_writes_needs_writes_and_replays_them_on_a_scratch_file() {
+    let _one = one_at_a_time();
     let src = real("blkparse_ext4_touch_pmem.txt");
     let ev = blk_events(&src);
     let writes = ev
@@ -592,6 +609,7 @@ fn a_real_blkparse_capture_with_writes_needs_writes_and_replays_them_on_a_scratc
 
 #[test]
 fn fios_own_v3_iolog_replays_its_writes_at_their_offsets_and_stamps() {
+    let _one = one_at_a_time();
     if !strace_or_skip("replay of an fio iolog under strace") {
         return;
     }
@@ -655,6 +673,7 @@ fn fios_own_v3_iolog_replays_its_writes_at_their_offsets_and_stamps() {
 
 #[test]
 fn an_fio_v2_iolog_waits_as_its_wait_actions_say() {
+    let _one = one_at_a_time();
     // Written here in fio's version 2 format (no public v2 log written by fio was found):
     // reads of one file with `wait` actions of 4 ms between them.
     let dir = tempfile::tempdir().unwrap();
@@ -705,6 +724,7 @@ fn biosnoop_stream(path: &Path, n: u64, gap_us: u64, lat_us: u64) {
 
 #[test]
 fn overlapping_recorded_reads_replay_overlapping_and_keep_their_schedule() {
+    let _one = one_at_a_time();
     // A 30 ms device that serves reads concurrently (loop device with direct I/O over a
     // multithreaded FUSE daemon).
     let delay = Duration::from_millis(30);
@@ -769,6 +789,7 @@ fn overlapping_recorded_reads_replay_overlapping_and_keep_their_schedule() {
 
 #[test]
 fn compare_of_one_replay_sets_recorded_beside_replayed_per_event_and_session() {
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let src = real("blkparse_composefs_ls.txt");
     let json = dir.path().join("r.json");
@@ -876,6 +897,35 @@ for t in ts: t.join()
 open(d + '/log.txt', 'w').write('\n'.join(log) + '\n')
 "#;
 
+/// `iolens watch --pid PID --record REC --json JSON`, returned once its probes are attached
+/// (it says so on stderr, which is drained from then on).
+fn watch_recording(pid: u32, rec: &Path, json: &Path) -> std::process::Child {
+    use std::io::{BufRead, BufReader};
+    let mut w = bin()
+        .args([
+            "watch",
+            "--no-progress",
+            "--pid",
+            &pid.to_string(),
+            "--record",
+        ])
+        .arg(rec)
+        .arg("--json")
+        .arg(json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(w.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("tracepoints attached") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    w
+}
+
 /// `watch --record` of a known workload, then `replay` of the record. A Python process's two
 /// threads read and write known offsets of two files at known times, logging each syscall's
 /// CLOCK_MONOTONIC before and after. The record must hold exactly those I/Os: per file and
@@ -889,6 +939,7 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
     if !root_or_skip("watch --record (BPF) and replay") {
         return;
     }
+    let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("a.bin"), vec![7u8; 4 << 20]).unwrap();
@@ -911,31 +962,10 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
     }
     let rec = d.join("io.rec");
     let json = d.join("w.json");
-    let mut w = bin()
-        .args([
-            "watch",
-            "--no-progress",
-            "--pid",
-            &py.id().to_string(),
-            "--record",
-        ])
-        .arg(&rec)
-        .arg("--json")
-        .arg(&json)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Once attached (the watch says so on stderr), let the workload go.
+    // Once attached, let the workload go.
+    let mut w = watch_recording(py.id(), &rec, &json);
     {
-        use std::io::{BufRead, BufReader, Write};
-        let mut err = BufReader::new(w.stderr.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("tracepoints attached") {
-            line.clear();
-            assert!(err.read_line(&mut line).unwrap() > 0, "watch ended early");
-        }
-        std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+        use std::io::Write;
         py.stdin.take().unwrap().write_all(b"go\n").unwrap();
     }
     assert!(py.wait().unwrap().success());
@@ -1065,4 +1095,381 @@ fn a_watch_record_of_known_io_replays_every_io_at_its_offset_on_schedule() {
         err.abs() <= 1.0,
         "replayed span {err:+.3} % off the record's"
     );
+}
+
+/// Captures a block device's requests in blktrace's binary records while a command runs:
+/// `sh -c BLK_CAPTURE sh DEV_NAME OUT COMMAND...`, inside `unshare -m` (tracefs is mounted in
+/// the private namespace only). blktrace itself cannot run on a kernel locked down for
+/// integrity (its relay files live in debugfs, which lockdown closes: dmesg "Lockdown:
+/// blktrace: debugfs access is restricted" — the cause of the capture test's failure in CI,
+/// 07c69b9), so the kernel's own blktrace layer writes them through ftrace's `blk` tracer
+/// (`/sys/block/DEV/trace/enable`), whose `bin` output is blktrace's `struct blk_io_trace`,
+/// read here by blkparse as it reads blktrace's. The tracer's settings are put back on exit.
+const BLK_CAPTURE: &str = r#"
+set -e
+name=$1; out=$2; shift 2
+t=/sys/kernel/tracing
+mount -t tracefs tracefs $t
+cd $t
+grep -qw blk available_tracers || { echo "no blk tracer in this kernel" >&2; exit 3; }
+cur=$(cat current_tracer)
+[ "$cur" = nop ] || { echo "ftrace's tracer is in use by another ($cur)" >&2; exit 4; }
+[ -z "$(cat set_event)" ] || { echo "ftrace events are on (set_event): not ours to change" >&2; exit 4; }
+on=$(cat tracing_on)
+restore() {
+  echo 0 > tracing_on
+  echo 0 > /sys/block/$name/trace/enable
+  echo nop > current_tracer
+  echo nobin > trace_options
+  echo context-info > trace_options
+  echo $on > tracing_on
+}
+trap restore EXIT
+echo 0 > tracing_on
+echo blk > current_tracer
+echo bin > trace_options
+echo nocontext-info > trace_options
+echo 1 > /sys/block/$name/trace/enable
+echo > trace
+echo 1 > tracing_on
+"$@"
+echo 0 > tracing_on
+# What the ring buffer holds, until it is empty (EAGAIN ends dd).
+dd if=trace_pipe of="$out" iflag=nonblock bs=1M status=none 2>/dev/null || true
+"#;
+
+/// A capture taken here of a rate-limited `iolens run`: two sessions read 8 KiB with O_DIRECT
+/// at random offsets of a loop device (400 reads at 400 IOPS) under strace, while the kernel's
+/// blktrace records of the device are captured and read by blkparse (see `BLK_CAPTURE`). The
+/// capture's Q events of each session thread are exactly that thread's preads (strace): same
+/// count, offsets (sector × 512) and sizes, in order, and their number is the run's own count.
+/// Replayed (recorded timing, under strace), each session's thread issues the same preads at
+/// the same offsets (after the scratch file's 1 MiB header) in the same order. The issue-time
+/// error (p50, p99, max) is reported from a second replay of the capture, without strace.
+#[test]
+fn a_blk_capture_taken_here_of_a_rate_limited_run_replays_its_counts_offsets_and_sizes() {
+    if !strace_or_skip("blk capture of a run and its replay") {
+        return;
+    }
+    let _one = one_at_a_time();
+    if Command::new("blkparse").arg("-V").output().is_err() {
+        assert!(
+            !common::ci(),
+            "blkparse is missing (scripts/test.sh installs blktrace)"
+        );
+        eprintln!("note: skipped: blkparse is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let img = d.join("img");
+    std::fs::write(&img, vec![3u8; 32 << 20]).unwrap();
+    let Some(lo) = common::loopdev::Loop::attach(&img) else {
+        assert!(!common::ci(), "no loop device");
+        return;
+    };
+    // udev's probe of the new device is over before the capture starts.
+    let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
+    let bin_cap = d.join("cap.bin");
+    let run_log = d.join("run.strace");
+    let run_json = d.join("run.json");
+    let o = Command::new("unshare")
+        .args([
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            BLK_CAPTURE,
+            "sh",
+        ])
+        .arg(lo.name())
+        .arg(&bin_cap)
+        .args([
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=pread64",
+            "-P",
+            lo.dev(),
+            "-o",
+        ])
+        .arg(&run_log)
+        .arg(env!("CARGO_BIN_EXE_iolens"))
+        .args(["run", "--target", lo.dev()])
+        .args(["--pattern", "randread", "--bs", "8k", "--sessions", "2"])
+        .args(["--rate", "400", "--ios", "400", "--no-progress", "--json"])
+        .arg(&run_json)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if matches!(o.status.code(), Some(3) | Some(4)) || err.contains("tracefs") {
+        // No blk tracer (a kernel without CONFIG_BLK_DEV_IO_TRACE), no tracefs, or ftrace
+        // held by someone else.
+        assert!(!common::ci(), "the capture could not start: {err}");
+        eprintln!("note: skipped: the capture could not start: {err}");
+        return;
+    }
+    assert!(o.status.success(), "capture: {err}");
+    let bp = Command::new("blkparse")
+        .args(["-i", "-"])
+        .stdin(std::fs::File::open(&bin_cap).unwrap())
+        .output()
+        .unwrap();
+    assert!(bp.status.success());
+    let cap = d.join("cap.txt");
+    std::fs::write(&cap, &bp.stdout).unwrap();
+    drop(lo);
+
+    // The run's own preads of the device, by thread (strace), and its own count.
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    assert_eq!(run["runs"][0]["ops"][0]["count"], 400);
+    let mut preads: std::collections::BTreeMap<u64, Vec<(u64, u64)>> = Default::default();
+    for l in std::fs::read_to_string(&run_log).unwrap().lines() {
+        // `TID pread64(FD, "…"..., 8192, OFFSET) = 8192`, or its resumed half.
+        let Some((head, ret)) = l.rsplit_once(") = ") else {
+            continue;
+        };
+        let tid: u64 = l.split_whitespace().next().unwrap().parse().unwrap();
+        let mut args = head.rsplit(", ");
+        let off: u64 = args.next().unwrap().trim().parse().unwrap();
+        let size: u64 = args.next().unwrap().trim().parse().unwrap();
+        assert_eq!(ret.trim().parse::<u64>().unwrap(), size, "{l}");
+        preads.entry(tid).or_default().push((off, size));
+    }
+    assert_eq!(preads.len(), 2, "two session threads read the device");
+    assert_eq!(preads.values().map(Vec::len).sum::<usize>(), 400);
+
+    // The capture's Qs, by pid in time order, read here.
+    let ev = blk_events(&cap);
+    let mut qs: std::collections::BTreeMap<u64, Vec<(i64, u64, u64)>> = Default::default();
+    for e in ev.iter().filter(|e| e.2 == "Q") {
+        assert!(e.3.starts_with('R'), "only reads: {e:?}");
+        qs.entry(e.1).or_default().push((e.0, e.4 * 512, e.5 * 512));
+    }
+    for (tid, want) in &preads {
+        let mut got = qs.get(tid).cloned().unwrap_or_default();
+        got.sort_by_key(|q| q.0);
+        let got: Vec<(u64, u64)> = got.iter().map(|q| (q.1, q.2)).collect();
+        assert_eq!(&got, want, "the capture's Qs of session thread {tid}");
+    }
+    let total: usize = qs.values().map(Vec::len).sum();
+
+    // Replayed.
+    let target = d.join("t.dat");
+    let (v, threads) = replay_under_strace(
+        d,
+        "pread64",
+        &[
+            cap.as_os_str(),
+            "--target".as_ref(),
+            target.as_os_str(),
+            "--realtime".as_ref(),
+        ],
+    );
+    let r = &v["replay"];
+    assert_eq!(r["source"], "blkparse");
+    assert_eq!(r["recorded_ios"], total);
+    assert_eq!(r["replayed_ios"], total);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["misplaced"], 0);
+    assert_eq!(r["reordered"], 0);
+    let sessions = r["sessions"].as_array().unwrap();
+    for (tid, want) in &preads {
+        let s = sessions
+            .iter()
+            .find(|s| {
+                s["session"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("pid {tid} "))
+            })
+            .unwrap_or_else(|| panic!("no session for thread {tid}: {sessions:?}"));
+        assert_eq!(s["ios"], want.len());
+        let want: Vec<(u64, u64)> = want.iter().map(|&(o, n)| (HEADER + o, n)).collect();
+        assert!(
+            threads.contains(&want),
+            "no replay thread issued thread {tid}'s preads: {threads:?}"
+        );
+    }
+    // strace stops every syscall of the replay's threads: its timing is reported from a
+    // replay of the same capture without it.
+    let json = d.join("plain.json");
+    let o = bin()
+        .arg("replay")
+        .arg(&cap)
+        .args(["--realtime", "--no-progress", "--target"])
+        .arg(&target)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let v = json_of(&o, &json);
+    let r = &v["replay"];
+    assert_eq!(r["replayed_ios"], total);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["misplaced"], 0);
+    let e = &r["issue_error"];
+    assert_eq!(e["count"], total);
+    eprintln!(
+        "blk capture of a 400-IOPS run: {total} requests replayed; issue-time error p50 {:.1} µs, \
+         p99 {:.1} µs, max {:.1} µs; span {:+.3} %",
+        e["p50_ns"].as_f64().unwrap() / 1e3,
+        e["p99_ns"].as_f64().unwrap() / 1e3,
+        e["max_ns"].as_f64().unwrap() / 1e3,
+        r["span_error_pct"].as_f64().unwrap()
+    );
+}
+
+/// io_uring in `watch --record`: fio (`ioengine=io_uring`, O_DIRECT, 4 KiB random reads at
+/// 4 in flight, 1000 IOPS, one job thread) is watched from before its exec. fio's own
+/// `write_iolog` names every read it issued; the record's io_uring reads of its file must be
+/// exactly those, in the same order (the order fio queued them, which is the order of
+/// submission), with their offsets and sizes, all submitted by one thread, each its read's
+/// 4 KiB. Replayed on a new scratch file (recorded timing, the data file alone mapped): every
+/// read once, each finding its mapped offset's stamp, the job thread's reads one session on
+/// several lanes (they overlapped).
+#[test]
+fn a_watch_record_of_fio_over_io_uring_holds_its_offsets_and_replays() {
+    if !root_or_skip("watch --record (BPF) of io_uring and replay") {
+        return;
+    }
+    let _one = one_at_a_time();
+    if Command::new("fio").arg("--version").output().is_err() {
+        assert!(!common::ci(), "fio is missing");
+        eprintln!("note: skipped: fio is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let data = d.join("d.bin");
+    std::fs::write(&data, vec![5u8; 16 << 20]).unwrap();
+    let iolog = d.join("fio.iolog");
+    // The shell waits for "go", then becomes fio: the watch follows its pid from before.
+    let fio = format!(
+        "read go && exec fio --name=j --filename={} --size=16M --ioengine=io_uring --direct=1 \
+         --rw=randread --bs=4k --iodepth=4 --rate_iops=1000 --number_ios=300 --thread \
+         --randseed=7 --write_iolog={} --output=/dev/null",
+        data.display(),
+        iolog.display()
+    );
+    let mut sh = Command::new("sh")
+        .args(["-c", &fio])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rec = d.join("io.rec");
+    let mut w = watch_recording(sh.id(), &rec, &d.join("w.json"));
+    {
+        use std::io::Write;
+        sh.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    }
+    assert!(sh.wait().unwrap().success(), "fio failed");
+    assert!(w.wait().unwrap().success());
+
+    // fio's own log of what it issued: `TIME FILE read OFFSET LENGTH` (version 3).
+    let want: Vec<(u64, u64)> = std::fs::read_to_string(&iolog)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 5 && f[2] == "read").then(|| (f[3].parse().unwrap(), f[4].parse().unwrap()))
+        })
+        .collect();
+    assert_eq!(want.len(), 300, "fio's iolog");
+    // The record's io_uring reads of the data file, in order of submission.
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let mut got: Vec<(u64, u64, u64, u64, u64)> = Vec::new(); // (issue, tid, offset, bytes, latency)
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = l.split('\t').collect();
+        assert_eq!(f.len(), 10, "{l}");
+        let on_data = Path::new(f[9]) == data;
+        assert_eq!(
+            f[6] == "io_uring_read",
+            on_data,
+            "io_uring reads, and only they, are the data file's: {l}"
+        );
+        assert_ne!(f[6], "io_uring_write", "{l}");
+        if on_data {
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            assert_eq!(n(2), u64::from(sh.id()), "{l}");
+            assert!(n(1) > 0, "{l}");
+            got.push((n(0), n(3), n(7), n(8), n(1)));
+        }
+    }
+    got.sort();
+    let tids: std::collections::BTreeSet<u64> = got.iter().map(|g| g.1).collect();
+    assert_eq!(tids.len(), 1, "one job thread submitted them: {tids:?}");
+    let job = *tids.iter().next().unwrap();
+    assert_ne!(
+        job,
+        u64::from(sh.id()),
+        "fio's job runs as a thread (--thread)"
+    );
+    let have: Vec<(u64, u64)> = got.iter().map(|g| (g.2, g.3)).collect();
+    assert_eq!(
+        have, want,
+        "the record's io_uring reads against fio's iolog"
+    );
+
+    // Replayed on a new scratch file, with a map of the data file alone: the record also holds
+    // the dynamic loader's pread64s of fio's own binary (unaligned, on another file), which
+    // the map leaves out, as a user drops a map entry.
+    let others = text.lines().filter(|l| !l.starts_with('#')).count() - 300;
+    let map = d.join("map.json");
+    let entry = serde_json::json!([{"file": data, "target_offset": 0, "first_byte": 0,
+                                     "length": 16 * MIB}]);
+    std::fs::write(&map, entry.to_string()).unwrap();
+    let target = d.join("t.dat");
+    let out = d.join("r.json");
+    let o = bin()
+        .arg("replay")
+        .arg(&rec)
+        .args(["--realtime", "--no-progress", "--map"])
+        .arg(&map)
+        .arg("--target")
+        .arg(&target)
+        .arg("--json")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let v = json_of(&o, &out);
+    let r = &v["replay"];
+    assert_eq!(r["source"], "watch-record");
+    assert_eq!(r["replayed_ios"], 300);
+    assert_eq!(r["errors"], 0);
+    assert_eq!(r["misplaced"], 0);
+    assert_eq!(
+        r["stamp_checked"], 300,
+        "every read checked against its stamp"
+    );
+    if others > 0 {
+        assert_eq!(r["skipped"]["I/Os of files the map leaves out"], others);
+    }
+    let s = r["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["session"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!(" tid {job}"))
+        })
+        .expect("the job thread's session");
+    assert_eq!(s["ios"], 300);
+    // Where its requests overlapped in the record (fio fills its 4-deep queue after each wait
+    // of its rate limit), the replay keeps them overlapping, on several lanes.
+    let mut end = 0;
+    let overlapped = got
+        .iter()
+        .filter(|g| {
+            let o = g.0 < end;
+            end = end.max(g.0 + g.4);
+            o
+        })
+        .count();
+    eprintln!("io_uring record: 300 reads, {overlapped} issued while another was in flight");
+    assert_eq!(s["lanes"].as_u64().unwrap() > 1, overlapped > 0, "{s}");
 }

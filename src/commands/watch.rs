@@ -78,9 +78,10 @@ pub struct WatchArgs {
     #[arg(long, value_name = "ADDR")]
     pub prometheus: Option<String>,
     /// Record every positioned read and write syscall of the watched processes (pread64,
-    /// pwrite64, preadv/pwritev and their v2 forms: time, latency, process, thread, PostgreSQL
-    /// role, file, offset, bytes) to this file, which `iolens replay` replays on other storage.
-    /// Written at the end (kept in memory meanwhile: about 50 bytes an I/O).
+    /// pwrite64, preadv/pwritev and their v2 forms) and every io_uring read and write they
+    /// submit (time, latency, process, thread, PostgreSQL role, file, offset, bytes) to this
+    /// file, which `iolens replay` replays on other storage. Written at the end (kept in memory
+    /// meanwhile: about 50 bytes an I/O).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
 }

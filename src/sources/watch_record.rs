@@ -12,17 +12,21 @@
 //!   never overlapped; threads that ran at once replay at once);
 //! - `comm`: the process's name; `role`: its PostgreSQL role (`checkpointer`, `client
 //!   backend`), `-` for none;
-//! - `op`: the syscall (`pread64`, `pwrite64`, `preadv`, `preadv2`, `pwritev`, `pwritev2`);
-//!   reads and writes are told apart by it;
-//! - `offset`: the file offset the syscall named, in bytes; `-` for preadv2/pwritev2 at the
-//!   file's position (offset −1), which a replay cannot place;
+//! - `op`: the syscall (`pread64`, `pwrite64`, `preadv`, `preadv2`, `pwritev`, `pwritev2`), or
+//!   `io_uring_read` / `io_uring_write` for an io_uring request (any of its read or write
+//!   opcodes; `issue_ns` is its submission, `latency_ns` to its completion, `tid` the thread
+//!   that submitted it: one thread's requests may overlap); reads and writes are told apart by
+//!   it;
+//! - `offset`: the file offset the syscall or request named, in bytes; `-` for one at the
+//!   file's position (offset −1: preadv2/pwritev2, an io_uring read or write), which a replay
+//!   cannot place;
 //! - `bytes`: the bytes it transferred (its return value);
 //! - `file`: the file's path as the process had it open (read from /proc when first seen), or
 //!   `dev M:m inode N` when it could not be read.
 //!
 //! `comm`, `role` and `file` have `%`, tab, newline and carriage return written as `%25`, `%09`,
 //! `%0A`, `%0D`. Failed syscalls and those that transferred nothing are not written (a trailing
-//! comment counts them). io_uring requests are not recorded (their events hold no offset).
+//! comment counts them).
 
 use std::collections::HashMap;
 
@@ -33,6 +37,9 @@ use super::LineReader;
 
 /// The first line of a record file.
 pub const HEADER: &str = "# iolens watch record 1";
+
+/// The `op` of an io_uring read and of an io_uring write.
+pub const URING_OPS: [&str; 2] = ["io_uring_read", "io_uring_write"];
 
 /// Escape `%`, tab, newline and carriage return.
 pub fn escape(s: &str) -> String {
@@ -126,6 +133,8 @@ pub(super) fn read_records(opts: &StreamOptions, s: &mut IoStream) -> Result<Vec
             let write = match f[6] {
                 "pread64" | "preadv" | "preadv2" => false,
                 "pwrite64" | "pwritev" | "pwritev2" => true,
+                op if op == URING_OPS[0] => false,
+                op if op == URING_OPS[1] => true,
                 _ => {
                     r.unparsed("a record line whose op is not a positioned read or write");
                     continue;
@@ -171,7 +180,7 @@ pub(super) fn read_records(opts: &StreamOptions, s: &mut IoStream) -> Result<Vec
         }
         if at_position > 0 {
             *s.skipped
-                .entry("I/Os at the file's position (preadv2/pwritev2 with offset -1)".into())
+                .entry("I/Os at the file's position (offset -1)".into())
                 .or_default() += at_position;
         }
         s.inputs.push(r.file_stats(p));

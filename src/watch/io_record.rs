@@ -1,12 +1,13 @@
-//! `watch --record FILE`: every traced positioned I/O syscall of the watched processes kept,
-//! and written at the end in the format `iolens replay` reads (described, and read, in
-//! [`crate::sources::watch_record`]).
+//! `watch --record FILE`: every traced positioned I/O syscall and every io_uring read or write
+//! of the watched processes kept, and written at the end in the format `iolens replay` reads
+//! (described, and read, in [`crate::sources::watch_record`]).
 
 use std::collections::HashMap;
 use std::io::Write;
 
-use super::relations::path_of;
-use crate::sources::watch_record::{escape, HEADER};
+use super::filter::Names;
+use super::relations::{path_by_inode, path_of};
+use crate::sources::watch_record::{escape, HEADER, URING_OPS};
 
 /// One recorded I/O.
 #[derive(Debug)]
@@ -15,13 +16,37 @@ struct LoggedIo {
     lat_ns: u64,
     pid: u32,
     tid: u32,
-    /// Index into [`super::SYSCALLS`].
+    /// Index into [`super::SYSCALLS`], then into [`URING_OPS`] (see [`op_name`]).
     op: u8,
     /// Index into the file names.
     file: u32,
     /// `u64::MAX`: at the file's position.
     pos: u64,
     bytes: u64,
+}
+
+/// One I/O as the kernel side reported it: it completed at `end_ns` (CLOCK_MONOTONIC) after
+/// `lat_ns`, in process `pid`'s thread `tid`, on the file (`fdev`, `ino`) at `pos` (`u64::MAX`:
+/// at the file's position), transferring `bytes`, or `failed`.
+pub(super) struct Io {
+    pub end_ns: u64,
+    pub lat_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub fdev: u32,
+    pub ino: u64,
+    pub pos: u64,
+    pub bytes: u64,
+    pub failed: bool,
+}
+
+/// The name of a [`LoggedIo::op`].
+fn op_name(op: u8) -> &'static str {
+    let (i, n) = (op as usize, super::SYSCALLS.len());
+    match super::SYSCALLS.get(i) {
+        Some(s) => s.0,
+        None => URING_OPS.get(i - n).copied().unwrap_or("?"),
+    }
 }
 
 /// The I/Os recorded so far.
@@ -43,25 +68,40 @@ pub struct IoLog {
 }
 
 impl IoLog {
-    /// One traced syscall `op` (index into [`super::SYSCALLS`]) that completed at `end_ns`
-    /// after `lat_ns`, on descriptor `fd` (the file `fdev`, `ino`) at `pos`.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn syscall(
+    /// One traced syscall `op` (index into [`super::SYSCALLS`]) on descriptor `fd`.
+    pub(super) fn syscall(&mut self, start_ns: u64, io: Io, op: usize, fd: i32, who: &Names) {
+        let (fdev, ino) = (io.fdev, io.ino);
+        self.push(start_ns, io, op, who, |pid| path_of(pid, fd, fdev, ino));
+    }
+
+    /// One io_uring read or write (`write`): submitted `lat_ns` before it completed, by the
+    /// thread `tid`. The request names its file, not a descriptor: its path is found among the
+    /// files the process has open.
+    pub(super) fn uring(&mut self, start_ns: u64, io: Io, write: bool, who: &Names) {
+        let (fdev, ino) = (io.fdev, io.ino);
+        let op = super::SYSCALLS.len() + usize::from(write);
+        self.push(start_ns, io, op, who, |pid| path_by_inode(pid, fdev, ino));
+    }
+
+    fn push(
         &mut self,
         start_ns: u64,
-        end_ns: u64,
-        lat_ns: u64,
-        pid: u32,
-        tid: u32,
+        io: Io,
         op: usize,
-        fd: i32,
-        fdev: u32,
-        ino: u64,
-        pos: u64,
-        bytes: u64,
-        failed: bool,
-        who: &super::filter::Names,
+        who: &Names,
+        path: impl FnOnce(u32) -> Option<String>,
     ) {
+        let Io {
+            end_ns,
+            lat_ns,
+            pid,
+            tid,
+            fdev,
+            ino,
+            pos,
+            bytes,
+            failed,
+        } = io;
         if failed {
             self.failed += 1;
             return;
@@ -72,7 +112,7 @@ impl IoLog {
         }
         let names = &mut self.names;
         let file = *self.files.entry((fdev, ino)).or_insert_with(|| {
-            names.push(path_of(pid, fd, fdev, ino).unwrap_or_else(|| {
+            names.push(path(pid).unwrap_or_else(|| {
                 format!("dev {}:{} inode {ino}", fdev >> 20, fdev & ((1 << 20) - 1))
             }));
             (names.len() - 1) as u32
@@ -133,7 +173,7 @@ impl IoLog {
         let mut w = std::io::BufWriter::new(w);
         for x in &self.ios {
             let (comm, role) = &procs[&x.pid];
-            let op = super::SYSCALLS.get(x.op as usize).map_or("?", |s| s.0);
+            let op = op_name(x.op);
             write!(
                 w,
                 "{}\t{}\t{}\t{}\t{comm}\t{role}\t{op}\t",

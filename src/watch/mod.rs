@@ -117,8 +117,8 @@ pub struct WatchOptions {
     pub catalog: Option<relations::Catalog>,
     /// Keep the cumulative metrics of `--prometheus` ([`IntervalView::metrics`]).
     pub metrics: bool,
-    /// `--record`: each traced positioned I/O syscall is kept, and the log is put here at the
-    /// end ([`io_record`]).
+    /// `--record`: each traced positioned I/O syscall and io_uring read or write is kept, and
+    /// the log is put here at the end ([`io_record`]).
     pub record: Option<RecordSink>,
     /// About how many intervals to keep (`--keep-intervals`): the newest half at full
     /// resolution, older ones rolled up into coarser ones ([`grid`]).
@@ -254,7 +254,8 @@ struct Event {
     ino: u64,
     fdev: u32,
     fd: i32,
-    /// Syscall: its fourth argument (the offset of a positioned read or write).
+    /// Syscall: its fourth argument (the offset of a positioned read or write); io_uring: the
+    /// offset its read or write named.
     pos: u64,
     /// A parts record (`struct parts_event`): the thread's wall-time parts over `[from, ts]`.
     parts: Option<(u64, [u64; PARTS])>,
@@ -267,6 +268,21 @@ use layout::{
 };
 
 impl Event {
+    /// A syscall's or io_uring request's I/O for `--record`: `a` its latency, `b` its bytes.
+    fn io(&self, failed: bool) -> io_record::Io {
+        io_record::Io {
+            end_ns: self.ts,
+            lat_ns: self.a,
+            pid: self.tgid,
+            tid: self.tid,
+            fdev: self.fdev,
+            ino: self.ino,
+            pos: self.pos,
+            bytes: self.b,
+            failed,
+        }
+    }
+
     /// Every event of one ring-buffer record (a single event; a batch of syscall events, as
     /// written to the ring with only the events it holds, or as read whole from the per-CPU
     /// map); false when the record is neither.

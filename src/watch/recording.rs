@@ -309,21 +309,8 @@ impl Recording {
                 if let Some(log) = self.io_log.as_mut() {
                     let positioned = SYSCALLS[(e.sub - 1) as usize].2;
                     if positioned && e.ino != 0 {
-                        log.syscall(
-                            self.start_ns,
-                            e.ts,
-                            e.a,
-                            e.tgid,
-                            e.tid,
-                            (e.sub - 1) as usize,
-                            e.fd,
-                            e.fdev,
-                            e.ino,
-                            e.pos,
-                            e.b,
-                            error,
-                            &self.names,
-                        );
+                        let op = (e.sub - 1) as usize;
+                        log.syscall(self.start_ns, e.io(error), op, e.fd, &self.names);
                     }
                 }
                 if e.dev != 0 || self.pg.is_pg(e.tgid) {
@@ -386,6 +373,12 @@ impl Recording {
                     3 => relations::FileOp::Sync,
                     _ => return,
                 };
+                if let Some(log) = self.io_log.as_mut() {
+                    if e.ino != 0 && op != relations::FileOp::Sync {
+                        let write = op == relations::FileOp::Write;
+                        log.uring(self.start_ns, e.io(e.bytes != 0), write, &self.names);
+                    }
+                }
                 if e.ino != 0 && e.bytes == 0 {
                     self.files.uring(e.tgid, e.fdev, e.ino, op, e.a, e.b);
                 }

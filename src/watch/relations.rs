@@ -381,7 +381,7 @@ pub(super) fn path_of(pid: u32, fd: i32, fdev: u32, ino: u64) -> Option<String> 
 
 /// The path of the file (`fdev`, `ino`) among those process `pid` has open: for an io_uring
 /// request, which names its file, not the descriptor it was submitted on.
-fn path_by_inode(pid: u32, fdev: u32, ino: u64) -> Option<String> {
+pub(super) fn path_by_inode(pid: u32, fdev: u32, ino: u64) -> Option<String> {
     use std::os::unix::fs::MetadataExt as _;
     let dir = std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?;
     dir.flatten().find_map(|d| {
