@@ -3281,7 +3281,10 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
         .filter(|t| t.tid == idle_pid)
         .map(|t| t.wall.cpu_s + t.wall.io_cpu_s)
         .sum();
-    assert!(i_cpu > 0.0, "busy {busy}: the idle session never ran: {i:?}");
+    assert!(
+        i_cpu > 0.0,
+        "busy {busy}: the idle session never ran: {i:?}"
+    );
     assert_eq!(i.db_s, 0.0, "busy {busy}: {i:?}");
     assert!(
         (time_of(i, "Client:ClientRead", PgWaitKind::Idle) - i_watched).abs() <= 0.01 * i_watched,
