@@ -101,31 +101,38 @@ struct {
 // Set in a Client:ClientRead value whose backend's transaction state was read: the state is
 // in bits 16..22 (wait_event_info never uses bits 16..23: class << 24 | 16-bit event id).
 #define PG_STATE_READ 0x00800000u
+// The bits of that state.
+#define PG_STATE_BITS 0x007f0000u
 
 // The current process's wait_event_info: 0 when it is not a PostgreSQL process or waits on
 // nothing. A Client:ClientRead carries the backend's transaction state (PG_STATE_READ), read
 // at the same instant from its status entry: waiting for its client inside a transaction
 // (holding its locks) is database time, outside one it is idle.
+static __always_inline __u32 wait_event_at(__u64 wait, __u64 status, __u32 state_off)
+{
+	__u64 ptr = 0;
+	__u32 info = 0;
+	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)wait) || !ptr)
+		return WAIT_UNREADABLE;
+	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
+		return WAIT_UNREADABLE;
+	if (info == PG_CLIENT_READ && status) {
+		__u64 entry = 0;
+		__s32 state = -1;
+		if (!bpf_probe_read_user(&entry, sizeof(entry), (const void *)status) && entry &&
+		    !bpf_probe_read_user(&state, sizeof(state), (const void *)(entry + state_off)) &&
+		    state >= 0 && state < 0x80)
+			info |= PG_STATE_READ | ((__u32)state << 16);
+	}
+	return info;
+}
+
 static __always_inline __u32 current_wait_event(__u32 tgid)
 {
 	struct pg_ptrs *p = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
 	if (!p)
 		return 0;
-	__u64 ptr = 0;
-	__u32 info = 0;
-	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)p->wait) || !ptr)
-		return WAIT_UNREADABLE;
-	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
-		return WAIT_UNREADABLE;
-	if (info == PG_CLIENT_READ && p->status) {
-		__u64 entry = 0;
-		__s32 state = -1;
-		if (!bpf_probe_read_user(&entry, sizeof(entry), (const void *)p->status) && entry &&
-		    !bpf_probe_read_user(&state, sizeof(state), (const void *)(entry + p->state_off)) &&
-		    state >= 0 && state < 0x80)
-			info |= PG_STATE_READ | ((__u32)state << 16);
-	}
-	return info;
+	return wait_event_at(p->wait, p->status, p->state_off);
 }
 
 // A PostgreSQL process forks its backends and workers without exec: a child process inherits

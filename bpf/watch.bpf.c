@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT OR Apache-2.0
 // iolens watch: syscall, block-layer and scheduler probes for watched processes.
 //
-// Every finished I/O or scheduling interval becomes one fixed-size `struct event` in a ring
-// buffer; user space turns them into per-interval histograms. Nothing is dropped silently:
-// a full ring buffer or a full state map increments a counter in `lost`.
+// Every finished I/O or scheduling interval becomes one fixed-size `struct event`, written to
+// a ring buffer in per-CPU batches; user space turns them into per-interval histograms. A
+// thread's wall-time parts are summed in its state in the kernel and written once per interval
+// it crosses (and at its exit); its parts under each PostgreSQL wait event are summed in the
+// kernel map `wait_parts`, read by user space. Nothing is dropped silently: a full ring buffer
+// or a full state map increments a counter in `lost`.
 //
 // Each handler exists twice, as a BTF-typed tracepoint (tp_btf) and as a raw tracepoint; user
 // space loads whichever the kernel accepts. Both see the same `u64 *ctx` argument array, and
@@ -19,10 +22,8 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define EV_BLOCK 2
 #define EV_CPU_ON 3
 #define EV_CPU_OFF 4
-// A thread's last parts, at its exit.
+// A thread's parts (a `parts_event`): at its exit, and where its time crosses an interval's end.
 #define EV_PARTS 5
-// Parts of a thread's time under one PostgreSQL wait event (a `parts_event`, `e.dev` the event).
-#define EV_WAIT 6
 // An io_uring read, write or sync of a watched process, at its completion (`sub`: URING_*; `a`
 // its latency from submission; `b` its bytes; the file in ino/fdev; `dev` the submitter's
 // PostgreSQL wait event at submission). The submitter's thread is tgid/tid: the kernel may have
@@ -58,12 +59,14 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // A watched thread's traced syscall whose exit the probe never saw: the thread entered another
 // traced syscall while the first was still marked in progress (the same skipped programs).
 #define LOST_SYSCALL_UNSEEN_EXIT 8
-#define LOST_SLOTS 9
+// The map of parts per PostgreSQL wait event (`wait_parts`) was full.
+#define LOST_WAIT_STATE 9
+#define LOST_SLOTS 10
 
 #define TASK_RUNNING 0
 
-// Syscall events are batched per CPU and written to the ring SYS_BATCH at a time, when the
-// oldest is SYS_BATCH_NS old, or when a thread leaves the CPU (sched_switch): see `sys_batches`.
+// Syscall and scheduler events are batched per CPU and written to the ring SYS_BATCH at a
+// time, when the oldest is SYS_BATCH_NS old, or when the CPU goes idle: see `sys_batches`.
 #define SYS_BATCH 16
 #define SYS_BATCH_NS 5000000ULL
 
@@ -125,7 +128,8 @@ struct event {
 #define ST_RUNQ 1
 #define ST_SLEEP 2
 
-// A thread's parts over [from, ts]: written at every switch in and out and at its exit.
+// A thread's parts over [from, ts]: written where its time crosses an interval's end (all of
+// [from, ts] inside one interval, or one part alone over whole intervals) and at its exit.
 struct parts_event {
 	struct event e;
 	__u64 from;
@@ -143,7 +147,7 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
-// One reservation per batch instead of per syscall. User space reads what is left in the
+// One reservation per batch instead of per event. User space reads what is left in the
 // batches once the sys_exit program is detached (src/watch/mod.rs), so none is lost at the end.
 struct sys_batch {
 	__u32 n;
@@ -194,7 +198,8 @@ struct task_state {
 	__u64 off_ts;  // switched out
 	__u64 wake_ts; // became runnable (woken, or preempted while running)
 	__u64 last;    // the parts are accounted up to here
-	__u64 emit_ts; // start of the parts not yet written to the ring
+	__u64 emit_ts; // start of the parts not yet written to the ring (`acc`)
+	__u64 bound;   // end of the interval `acc` lies in (0: not yet known; see `account`)
 	__u64 sys_ts;  // entry of the traced syscall in progress; 0 outside one
 	__u64 sys_dev; // device and host-queue time charged to that syscall so far
 	__u64 sys_queue;
@@ -208,14 +213,24 @@ struct task_state {
 	__u32 wev;
 	__u32 sys_wev;
 	__u32 preempted; // switched out while runnable: it resumes where it was
+	__u32 tid;
+	// Its process's `pg_wait_ptr` entry (where it publishes its wait event; 0: none) as looked
+	// up while `pg_gen` was `pg_gen - 1`: looked up again once user space placed others.
+	__u32 pg_gen;
+	__u64 pg_wait;
+	__u64 pg_status;
+	__u32 pg_state_off;
+	// The last Client:ClientRead value read at an observation point (with its transaction
+	// state; 0: none since), and its backend's `st_changecount` then: see `thread_wait_event`.
+	__u32 cr_info;
+	__s32 cr_cc;
+	__u32 pad;
 	__u64 acc[NPARTS];
 	// The wait event of every slice of wall time (see `observe`): the parts since the last
-	// observation point (`seg`, from `seg_from`, begun under `seg_wev`), and the parts under
-	// `tag_wev` not yet written (`tag`, from `tag_from`).
+	// observation point (`seg`, begun under `seg_wev`), and the parts under `tag_wev` not yet
+	// added to `wait_parts` (`tag`).
 	__u64 seg[NPARTS];
 	__u64 tag[NPARTS];
-	__u64 seg_from;
-	__u64 tag_from;
 	__u32 seg_wev;
 	__u32 tag_wev;
 	// The file of the traced syscall in progress (its first argument): see `struct event`.
@@ -233,23 +248,115 @@ struct {
 	__type(value, struct task_state);
 } tasks SEC(".maps");
 
-// Set by user space at attach: the watch's start (CLOCK_MONOTONIC ns). A thread first seen
-// being woken (not a new one) was asleep since at least then.
+// Incremented by user space after it adds entries to `pg_wait_ptr`: a thread's copy of its
+// process's entry (`task_state.pg_wait`) is good while this has not changed. An entry the kernel
+// adds (a forked child's) is added before the child has a state, and one it removes (at the
+// process's exit) goes with the process's threads' states.
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
-} watch_start SEC(".maps");
+	__type(value, __u32);
+} pg_gen SEC(".maps");
+
+// The wait event of thread `st` of process `tgid`, which is the current one (as
+// `current_wait_event`), without a hash lookup while its process's entry is known.
+//
+// `held`: the Client:ClientRead value (with its transaction state) it last waited under, if its
+// status entry has not changed since (the same `st_changecount`, the first field of
+// PgBackendStatus in every version): it has begun no statement and changed no state since that
+// wait, so the time since is still that state's (an idle backend woken to flush its statistics,
+// catch up with invalidations or answer a signal, then back to waiting for its client, stayed
+// idle the whole time). 0 otherwise.
+static __always_inline __u32 thread_wait_event(struct task_state *st, __u32 tgid, __u32 *held)
+{
+	*held = 0;
+	__u32 zero = 0;
+	__u32 *g = bpf_map_lookup_elem(&pg_gen, &zero);
+	__u32 gen = (g ? *g : 0) + 1;
+	// Found or not, the lookup is kept until user space places entries (and bumps `pg_gen`
+	// after): an entry the kernel adds (a forked child's, in on_fork) is there before the
+	// child's first event, so no entry placed since is missed, and a process that is not a
+	// server (most of a host's) costs no hash lookup per switch.
+	if (st->pg_gen != gen) {
+		struct pg_ptrs *p = bpf_map_lookup_elem(&pg_wait_ptr, &tgid);
+		st->pg_wait = p ? p->wait : 0;
+		st->pg_status = p ? p->status : 0;
+		st->pg_state_off = p ? p->state_off : 0;
+		st->pg_gen = gen;
+	}
+	if (!st->pg_wait)
+		return 0;
+	__u32 info = wait_event_at(st->pg_wait, st->pg_status, st->pg_state_off);
+	int client = (info & ~PG_STATE_BITS) == (PG_CLIENT_READ | PG_STATE_READ);
+	// Most observation points of a busy backend: neither waiting for its client nor since.
+	if (!client && !st->cr_info)
+		return info;
+	__u64 entry = 0;
+	__s32 cc = 0;
+	if (bpf_probe_read_user(&entry, sizeof(entry), (const void *)st->pg_status) || !entry ||
+	    bpf_probe_read_user(&cc, sizeof(cc), (const void *)entry)) {
+		st->cr_info = 0;
+		return info;
+	}
+	if (st->cr_info && cc == st->cr_cc)
+		*held = st->cr_info;
+	st->cr_info = client ? info : (cc == st->cr_cc ? st->cr_info : 0);
+	st->cr_cc = cc;
+	return info;
+}
+
+// Set by user space (CLOCK_MONOTONIC ns): the watch's start, as soon as the probes are
+// attached (a thread first seen being woken, not a new one, was asleep since at least then);
+// the length of its intervals (a thread's parts are written where they cross an interval's end,
+// `start + k * interval`); its end, once it ends (0 until then): no time is accounted past it.
+struct watch_clock {
+	__u64 start;
+	__u64 interval;
+	__u64 end;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct watch_clock);
+} watch_clock SEC(".maps");
+
+// A thread's parts under each PostgreSQL wait event, summed by process and event: what
+// `observe` tags, added when a thread's tag changes and at its exit; user space reads them
+// (those of processes gone, as it goes; all at the end) and deletes what it read.
+struct wait_key {
+	__u32 tgid;
+	__u32 wev;
+};
+
+struct wait_sum {
+	__u64 parts[NPARTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct wait_key);
+	__type(value, struct wait_sum);
+} wait_parts SEC(".maps");
 
 // Filled by user space before the watch's start: each PostgreSQL process's wait event as it
 // was then (tid -> wait_event_info), read from its memory. A thread first seen being woken was
 // asleep since before the watch, under that event (nothing changes it while it sleeps).
+// With it, the process's status entry's `st_changecount` read at the same time (see
+// `thread_wait_event`).
+struct first_wev {
+	__u32 info;
+	__s32 cc;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct first_wev);
 } pg_first_wev SEC(".maps");
 
 static __always_inline __u32 part_of(const struct task_state *st)
@@ -272,76 +379,109 @@ static __always_inline __u32 part_of(const struct task_state *st)
 	return P_OFF;
 }
 
-// Charge the time since the last account to the part the thread is in.
+static __always_inline void charge(struct task_state *st, __u32 p, __u64 d)
+{
+	if (p < NPARTS) {
+		st->acc[p] += d;
+		st->seg[p] += d;
+	}
+	if (p == P_IO_DEVICE)
+		st->sys_dev += d;
+	else if (p == P_IO_QUEUE)
+		st->sys_queue += d;
+}
+
+// Write the thread's parts since the last write, up to `ts`, as one record.
+static __always_inline void emit_parts(struct task_state *st, __u64 ts)
+{
+	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_lost(LOST_RINGBUF);
+		return;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->e.kind = EV_PARTS;
+	e->e.tgid = st->tgid;
+	e->e.tid = st->tid;
+	e->e.ts = ts;
+	e->from = st->emit_ts ? st->emit_ts : ts;
+	for (int i = 0; i < NPARTS; i++) {
+		e->parts[i] = st->acc[i];
+		st->acc[i] = 0;
+	}
+	st->emit_ts = ts;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+// The first interval end after `t`: the watch's start itself before it.
+static __always_inline __u64 interval_end_after(const struct watch_clock *clk, __u64 t)
+{
+	if (t < clk->start)
+		return clk->start;
+	return clk->start + ((t - clk->start) / clk->interval + 1) * clk->interval;
+}
+
+// Charge the time since the last account to the part the thread is in. The parts not yet
+// written (`acc`, from `emit_ts`) always lie inside one interval: where the time crosses the
+// interval's end, they are written up to it; the one part the thread was in over the whole
+// intervals after it (a long sleep) in a second record; the rest goes on. So every record is
+// either inside one interval or one part alone, and user space splits none by guesswork. No
+// time is accounted past the watch's end.
 static __always_inline void account(struct task_state *st, __u64 now)
 {
+	__u32 zero = 0;
+	struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
+	if (clk && clk->end && now > clk->end)
+		now = clk->end;
 	if (st->last && now > st->last) {
-		__u64 d = now - st->last;
 		__u32 p = part_of(st);
-		if (p < NPARTS) {
-			st->acc[p] += d;
-			st->seg[p] += d;
+		if (clk && clk->start && clk->interval) {
+			if (!st->bound)
+				st->bound = interval_end_after(clk, st->emit_ts ? st->emit_ts : st->last);
+			if (now > st->bound) {
+				__u64 b = st->bound;
+				if (st->last < b) {
+					charge(st, p, b - st->last);
+					st->last = b;
+				}
+				emit_parts(st, st->last);
+				// The interval `now` is in begins at `k`; whole intervals between: one part.
+				__u64 k = clk->start + (now - clk->start) / clk->interval * clk->interval;
+				if (k > st->last) {
+					charge(st, p, k - st->last);
+					st->last = k;
+					emit_parts(st, k);
+				}
+				st->bound = interval_end_after(clk, st->last);
+			}
 		}
-		if (p == P_IO_DEVICE)
-			st->sys_dev += d;
-		else if (p == P_IO_QUEUE)
-			st->sys_queue += d;
+		charge(st, p, now - st->last);
 	}
 	if (now > st->last)
 		st->last = now;
 }
 
-// Write the thread's parts since the last write, as one record.
-static __always_inline void emit_parts(struct task_state *st, __u32 kind, __u32 tgid, __u32 tid,
-				       __u32 sub, __u64 a, __u64 b, __u64 now, __u32 wev)
-{
-	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return;
-	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->e.kind = kind;
-	e->e.tgid = tgid;
-	e->e.tid = tid;
-	e->e.sub = sub;
-	e->e.a = a;
-	e->e.b = b;
-	e->e.ts = now;
-	e->e.dev = wev;
-	e->from = st->emit_ts ? st->emit_ts : now;
-	for (int i = 0; i < NPARTS; i++) {
-		e->parts[i] = st->acc[i];
-		st->acc[i] = 0;
-	}
-	st->emit_ts = now;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-}
-
-// Write the parts under the tagged wait event not yet written, as one EV_WAIT record.
-static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 tid, __u64 now)
+// Add the parts under the tagged wait event to `wait_parts`.
+static __always_inline void flush_tag(struct task_state *st)
 {
 	if (!st->tag_wev)
 		return;
-	struct parts_event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_lost(LOST_RINGBUF);
-		return;
+	struct wait_key key = { .tgid = st->tgid, .wev = st->tag_wev };
+	struct wait_sum *v = bpf_map_lookup_elem(&wait_parts, &key);
+	if (!v) {
+		struct wait_sum zero = {};
+		long err = bpf_map_update_elem(&wait_parts, &key, &zero, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST */)
+			count_lost(LOST_WAIT_STATE);
+		v = bpf_map_lookup_elem(&wait_parts, &key);
 	}
-	__builtin_memset(e, 0, sizeof(*e));
-	e->e.kind = EV_WAIT;
-	e->e.tgid = tgid;
-	e->e.tid = tid;
-	e->e.ts = now;
-	e->e.dev = st->tag_wev;
-	e->from = st->tag_from ? st->tag_from : now;
 	for (int i = 0; i < NPARTS; i++) {
-		e->parts[i] = st->tag[i];
+		// Atomic: another thread of the process may add to the same event on another CPU.
+		if (v && st->tag[i])
+			__sync_fetch_and_add(&v->parts[i], st->tag[i]);
 		st->tag[i] = 0;
 	}
 	st->tag_wev = 0;
-	st->tag_from = 0;
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 // An observation point of a PostgreSQL process's wait event (a traced syscall's entry and exit,
@@ -355,23 +495,29 @@ static __always_inline void flush_tag(struct task_state *st, __u32 tgid, __u32 t
 // same inside a traced syscall. Time off CPU cannot
 // change the event: a span from a switch-out to the switch-in carries the event read at the
 // switch-out, run-queue wait after the wakeup included.
-static __always_inline void observe(struct task_state *st, __u32 tgid, __u32 tid, __u64 now,
-				    __u32 end_wev, __u32 next_wev)
+//
+// `held` (see `thread_wait_event`): the backend waits on nothing now, but its state has not
+// changed since its last Client:ClientRead, that value: a slice that carries no event carries
+// that one, and so does the next.
+static __always_inline void observe(struct task_state *st, __u64 now, __u32 end_wev,
+				    __u32 next_wev, __u32 held)
 {
 	account(st, now);
 	__u32 ev = st->seg_wev == end_wev ? end_wev : 0;
+	if (!ev)
+		ev = held;
+	if (held && !next_wev)
+		next_wev = held;
 	if (ev) {
 		if (st->tag_wev != ev) {
-			flush_tag(st, tgid, tid, now);
+			flush_tag(st);
 			st->tag_wev = ev;
-			st->tag_from = st->seg_from ? st->seg_from : now;
 		}
 		for (int i = 0; i < NPARTS; i++)
 			st->tag[i] += st->seg[i];
 	}
 	for (int i = 0; i < NPARTS; i++)
 		st->seg[i] = 0;
-	st->seg_from = now;
 	st->seg_wev = next_wev;
 }
 
@@ -396,7 +542,7 @@ static __always_inline struct task_state *task_get(struct task_struct *p, __u32 
 	if (BPF_CORE_READ(p, flags) & PF_EXITING_FLAG)
 		return 0;
 	struct task_state fresh = {
-		.last = from, .emit_ts = from, .seg_from = from, .state = state, .tgid = tgid,
+		.last = from, .emit_ts = from, .state = state, .tgid = tgid, .tid = tid,
 		.wev = wev, .seg_wev = wev
 	};
 	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
@@ -545,8 +691,9 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 		task_get((struct task_struct *)bpf_get_current_task(), tgid, tid, ST_ON, now, now, 0);
 	if (!cur)
 		return;
-	__u32 wev = current_wait_event(tgid);
-	observe(cur, tgid, tid, now, wev, wev);
+	__u32 held;
+	__u32 wev = thread_wait_event(cur, tgid, &held);
+	observe(cur, now, wev, wev, held);
 	if (cur->sys_ts)
 		count_lost(LOST_SYSCALL_UNSEEN_EXIT);
 	cur->state = ST_ON;
@@ -581,32 +728,49 @@ static __always_inline void flush_sys(struct sys_batch *b)
 	b->n = 0;
 }
 
-static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
-				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev,
-				     const struct task_state *st)
+// This CPU's batch and the slot of its next event (filled by the caller, then `batch_commit`).
+static __always_inline struct event *batch_slot(struct sys_batch **bp, __u64 now)
 {
 	__u32 zero = 0;
 	struct sys_batch *b = bpf_map_lookup_elem(&sys_batches, &zero);
+	*bp = b;
 	if (!b)
-		return;
+		return 0;
 	__u32 n = b->n;
 	if (n >= SYS_BATCH)
 		n = 0;
 	if (n == 0)
 		b->first_ts = now;
-	// A syscall event's `dev` carries the wait event at its entry.
-	fill(&b->ev[n], EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
-	b->ev[n].c = dev;
-	b->ev[n].d = queue;
-	b->ev[n].ino = st->sys_ino;
-	b->ev[n].fdev = st->sys_fdev;
-	b->ev[n].fd = st->sys_fd;
-	b->ev[n].pos = st->sys_pos;
-	n++;
+	b->n = n;
+	return &b->ev[n];
+}
+
+static __always_inline void batch_commit(struct sys_batch *b, __u64 now)
+{
+	__u32 n = b->n + 1;
 	b->n = n;
 	if (n < SYS_BATCH && now - b->first_ts < SYS_BATCH_NS)
 		return;
 	flush_sys(b);
+}
+
+static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 lat, __u64 bytes,
+				     __u64 now, __u32 error, __u64 dev, __u64 queue, __u32 wev,
+				     const struct task_state *st)
+{
+	struct sys_batch *b;
+	struct event *e = batch_slot(&b, now);
+	if (!e)
+		return;
+	// A syscall event's `dev` carries the wait event at its entry.
+	fill(e, EV_SYSCALL, tgid, tid, index, lat, bytes, now, wev, error);
+	e->c = dev;
+	e->d = queue;
+	e->ino = st->sys_ino;
+	e->fdev = st->sys_fdev;
+	e->fd = st->sys_fd;
+	e->pos = st->sys_pos;
+	batch_commit(b, now);
 }
 
 static __always_inline void on_sys_exit(__u64 *ctx)
@@ -622,7 +786,7 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	// Inside the kernel the event cannot change; PostgreSQL clears it just after the call.
-	observe(st, id >> 32, tid, now, st->seg_wev, 0);
+	observe(st, now, st->seg_wev, 0, 0);
 	__u64 ts = st->sys_ts;
 	__u32 index = st->sys_index;
 	__u64 dev = st->sys_dev, queue = st->sys_queue;
@@ -977,17 +1141,20 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 	__u64 now = bpf_ktime_get_ns();
 	// A thread that existed before the watch and is woken was asleep since at least its start.
 	__u32 zero = 0;
-	__u64 *start = bpf_map_lookup_elem(&watch_start, &zero);
-	__u64 from = !is_new && start && *start && *start < now ? *start : now;
-	__u32 wev = 0;
-	if (from != now) {
-		__u32 *w = bpf_map_lookup_elem(&pg_first_wev, &tid);
-		if (w)
-			wev = *w;
-	}
-	struct task_state *st = task_get(p, tgid, tid, ST_SLEEP, from, now, wev);
+	struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
+	__u64 from = !is_new && clk && clk->start && clk->start < now ? clk->start : now;
+	struct first_wev *w = 0;
+	if (from != now)
+		w = bpf_map_lookup_elem(&pg_first_wev, &tid);
+	struct task_state *st = task_get(p, tgid, tid, ST_SLEEP, from, now, w ? w->info : 0);
 	if (!st)
 		return;
+	// Its status entry's change count at the start (see `thread_wait_event`): if it is the
+	// same at its next observation point, its state has not changed since the start either.
+	if (w && !st->cr_info && (w->info & ~PG_STATE_BITS) == (PG_CLIENT_READ | PG_STATE_READ)) {
+		st->cr_info = w->info;
+		st->cr_cc = w->cc;
+	}
 	account(st, now);
 	// A thread preempted in a sleeping state is still on the run queue (on_switch): its wait
 	// for a CPU began at the preemption, not at this wakeup.
@@ -1000,6 +1167,18 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 // TASK_DEAD in a switched-out task's state: it will never run again.
 #define TASK_DEAD_STATE 0x80
 
+// A scheduler event (EV_CPU_ON, EV_CPU_OFF) into this CPU's batch.
+static __always_inline void emit_cpu(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a,
+				     __u64 b, __u64 now, __u32 wev)
+{
+	struct sys_batch *batch;
+	struct event *e = batch_slot(&batch, now);
+	if (!e)
+		return;
+	fill(e, kind, tgid, tid, sub, a, b, now, wev, 0);
+	batch_commit(batch, now);
+}
+
 static __always_inline void on_switch(__u64 *ctx)
 {
 	struct task_struct *prev = (struct task_struct *)ctx[1];
@@ -1011,25 +1190,22 @@ static __always_inline void on_switch(__u64 *ctx)
 	// set, so `preempt` must be read; profile.bpf.c does the same).
 	int runnable = (__u8)ctx[0] || prev_state == TASK_RUNNING;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tgid, tid;
+	// sched_switch runs in the context of the thread leaving (`prev` is the current task):
+	// its ids without reading its task.
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 prev_pid = tid;
 
-	__u32 zero = 0;
-	// A thread leaving the CPU (to block, sleep or yield) takes its syscalls' batch out with
-	// it: events wait in a batch only while syscalls come back to back on one CPU, so the live
-	// view is not left without the last ones of a burst.
-	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
-	if (batch && batch->n)
-		flush_sys(batch);
-
-	if (task_watched(prev, &tgid, &tid) && !(prev_state & TASK_DEAD_STATE)) {
+	if (tid != 0 && task_tgid_watched(prev, tgid) && !(prev_state & TASK_DEAD_STATE)) {
 		struct task_state *st = task_get(prev, tgid, tid, ST_ON, now, now, 0);
 		if (st) {
-			// sched_switch runs in the context of the thread leaving: its memory is the
-			// current one. The off-CPU span it begins carries this wait event.
-			__u32 wev = current_wait_event(tgid);
-			observe(st, tgid, tid, now, wev, wev);
+			// Its memory is the current one. The off-CPU span it begins carries this wait
+			// event.
+			__u32 held;
+			__u32 wev = thread_wait_event(st, tgid, &held);
+			observe(st, now, wev, wev, held);
 			__u64 slice = st->on_ts ? now - st->on_ts : 0;
-			emit_parts(st, EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
+			emit_cpu(EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
 			st->wev = wev;
 			st->preempted = runnable;
 			st->on_ts = 0;
@@ -1049,7 +1225,7 @@ static __always_inline void on_switch(__u64 *ctx)
 			// carry that CPU work as the wait. PostgreSQL sets an event only around a call
 			// that blocks, so the slice after a preemption carries none: the preemption's
 			// run-queue wait keeps the event read when it began.
-			observe(st, tgid, tid, now, st->seg_wev, st->sys_ts ? st->seg_wev : 0);
+			observe(st, now, st->seg_wev, st->sys_ts ? st->seg_wev : 0, 0);
 			__u64 runq = 0;
 			__u32 flags = 0;
 			if (st->off_ts) {
@@ -1057,11 +1233,11 @@ static __always_inline void on_switch(__u64 *ctx)
 				// Waiting for a CPU inside a traced syscall (after its I/O completed)
 				// inflates that syscall's latency: the case seed 003 warns about.
 				flags = st->sys_ts ? CPU_IN_IO : 0;
-				if (BPF_CORE_READ(prev, pid) != 0)
+				if (prev_pid != 0)
 					flags |= CPU_CONTENDED;
 			}
-			emit_parts(st, EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0,
-				   runq, now, st->off_ts ? st->wev : 0);
+			emit_cpu(EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0, runq,
+				 now, st->off_ts ? st->wev : 0);
 			st->wev = 0;
 			st->on_ts = now;
 			st->off_ts = 0;
@@ -1069,6 +1245,14 @@ static __always_inline void on_switch(__u64 *ctx)
 			st->state = ST_ON;
 		}
 	}
+	// A CPU going idle sends its batch out now, and any switch one older than SYS_BATCH_NS,
+	// rather than wait for the CPU's next event: the live view is not left without the last
+	// events of a burst (user space reads what the batches hold at the end).
+	__u32 zero = 0;
+	struct sys_batch *batch = bpf_map_lookup_elem(&sys_batches, &zero);
+	// (`tid` is next's: task_watched read it.)
+	if (batch && batch->n && (tid == 0 || now - batch->first_ts >= SYS_BATCH_NS))
+		flush_sys(batch);
 }
 
 // A PostgreSQL process that exits (its main thread, in its own context) writes its title:
@@ -1129,9 +1313,10 @@ static __always_inline void on_exit(struct task_struct *p)
 	if (!st)
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	observe(st, tgid, tid, now, st->seg_wev, 0);
-	flush_tag(st, tgid, tid, now);
-	emit_parts(st, EV_PARTS, tgid, tid, 0, 0, 0, now, 0);
+	observe(st, now, st->seg_wev, 0, 0);
+	flush_tag(st);
+	// Up to where its time was accounted (the watch's end, if it ended before).
+	emit_parts(st, st->last);
 	bpf_map_delete_elem(&tasks, &tid);
 	// The process is gone (its pid may be reused): its wait-event address with it.
 	if (tid == tgid)

@@ -3262,8 +3262,20 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
             .unwrap();
         (t.elapsed().as_secs_f64(), blocked)
     });
-    // The client thinks, its transaction open.
-    std::thread::sleep(Duration::from_secs_f64(HOLD));
+    // The client thinks, its transaction open. Meanwhile the idle session is woken without a
+    // statement, as PostgreSQL wakes idle backends to flush their statistics or catch up with
+    // invalidations: asked to log its memory contexts, it runs on CPU between two waits for its
+    // client and stays idle (the in-kernel sums once counted that slice as database time).
+    std::thread::sleep(Duration::from_secs_f64(HOLD / 2.0));
+    let signalled: bool = admin
+        .query_one(
+            "SELECT pg_log_backend_memory_contexts($1)",
+            &[&(idle_pid as i32)],
+        )
+        .unwrap()
+        .get(0);
+    assert!(signalled, "the idle session was not signalled");
+    std::thread::sleep(Duration::from_secs_f64(HOLD / 2.0));
     let held = held_from.elapsed().as_secs_f64();
     holder.batch_execute("COMMIT").unwrap();
     let (waited, blocked) = waiter.join().unwrap();
@@ -3355,6 +3367,16 @@ fn client_wait_in_transaction(dsn: &str, busy: bool) {
     // The idle session: all its time idle, none of it DB time, none in a transaction.
     let i_watched = watched(idle_pid);
     assert!(i_watched > 5.0, "idle session watched {i_watched:.3} s");
+    let i_cpu: f64 = b
+        .threads
+        .iter()
+        .filter(|t| t.tid == idle_pid)
+        .map(|t| t.wall.cpu_s + t.wall.io_cpu_s)
+        .sum();
+    assert!(
+        i_cpu > 0.0,
+        "busy {busy}: the idle session never ran: {i:?}"
+    );
     assert_eq!(i.db_s, 0.0, "busy {busy}: {i:?}");
     assert!(
         (time_of(i, "Client:ClientRead", PgWaitKind::Idle) - i_watched).abs() <= 0.01 * i_watched,

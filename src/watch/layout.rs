@@ -1,6 +1,7 @@
 //! The byte layout of what `bpf/watch.bpf.c` hands to user space: its ring-buffer records
-//! (`struct event`, `struct parts_event`, `struct sys_batch`) and the per-thread state read at
-//! the end (`struct task_state`). Each is mirrored here as a `#[repr(C)]` struct, and every
+//! (`struct event`, `struct parts_event`, `struct sys_batch`), the per-thread state read at
+//! the end (`struct task_state`), the clock user space writes (`struct watch_clock`) and the
+//! parts per wait event it reads (`struct wait_key`, `struct wait_sum`). Each is mirrored here as a `#[repr(C)]` struct, and every
 //! offset and length user space reads by is derived from the mirror (`offset_of!`, `size_of`),
 //! never written by hand; a test reads the same structs' layout from the BTF of the committed
 //! object (`src/bpf/obj/watch.bpf.o`, as clang laid them out) and checks that every field the
@@ -74,6 +75,7 @@ pub(super) struct RawTask {
     pub wake_ts: u64,
     pub last: u64,
     pub emit_ts: u64,
+    pub bound: u64,
     pub sys_ts: u64,
     pub sys_dev: u64,
     pub sys_queue: u64,
@@ -85,11 +87,17 @@ pub(super) struct RawTask {
     pub wev: u32,
     pub sys_wev: u32,
     pub preempted: u32,
+    pub tid: u32,
+    pub pg_gen: u32,
+    pub pg_wait: u64,
+    pub pg_status: u64,
+    pub pg_state_off: u32,
+    pub cr_info: u32,
+    pub cr_cc: i32,
+    pub pad: u32,
     pub acc: [u64; PARTS],
     pub seg: [u64; PARTS],
     pub tag: [u64; PARTS],
-    pub seg_from: u64,
-    pub tag_from: u64,
     pub seg_wev: u32,
     pub tag_wev: u32,
     pub sys_ino: u64,
@@ -97,6 +105,52 @@ pub(super) struct RawTask {
     pub sys_fd: i32,
     pub sys_pos: u64,
 }
+
+/// `struct watch_clock`: the watch's start, interval length and end (CLOCK_MONOTONIC ns), which
+/// user space writes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct WatchClock {
+    pub start: u64,
+    pub interval: u64,
+    pub end: u64,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
+unsafe impl aya::Pod for WatchClock {}
+
+/// `struct first_wev`: a PostgreSQL process's wait event at the watch's start and its status
+/// entry's `st_changecount` (read before it), which user space writes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FirstWev {
+    pub info: u32,
+    pub cc: i32,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
+unsafe impl aya::Pod for FirstWev {}
+
+/// `struct wait_key`: a process and a PostgreSQL wait event (the key of `wait_parts`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub(super) struct WaitKey {
+    pub tgid: u32,
+    pub wev: u32,
+}
+
+// SAFETY: as above (4 + 4 bytes).
+unsafe impl aya::Pod for WaitKey {}
+
+/// `struct wait_sum`: a process's parts under a wait event, ns.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct WaitSum {
+    pub parts: [u64; PARTS],
+}
+
+// SAFETY: as above.
+unsafe impl aya::Pod for WaitSum {}
 
 /// Bytes of one event record.
 pub(super) const EVENT_LEN: usize = size_of::<RawEvent>();
@@ -309,10 +363,26 @@ mod tests {
         check(
             "task_state",
             TASK_LEN,
-            fields!(RawTask: on_ts, off_ts, wake_ts, last, emit_ts, sys_ts, sys_dev, sys_queue,
-                sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, acc, seg, tag,
-                seg_from, tag_from, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd, sys_pos),
+            fields!(RawTask: on_ts, off_ts, wake_ts, last, emit_ts, bound, sys_ts, sys_dev,
+                sys_queue, sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, tid,
+                pg_gen, pg_wait, pg_status, pg_state_off, cr_info, cr_cc, pad, acc, seg, tag, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd, sys_pos),
         );
+        check(
+            "watch_clock",
+            size_of::<WatchClock>(),
+            fields!(WatchClock: start, interval, end),
+        );
+        check(
+            "wait_key",
+            size_of::<WaitKey>(),
+            fields!(WaitKey: tgid, wev),
+        );
+        check(
+            "first_wev",
+            size_of::<FirstWev>(),
+            fields!(FirstWev: info, cc),
+        );
+        check("wait_sum", size_of::<WaitSum>(), fields!(WaitSum: parts));
         // The value of `pg_wait_ptr`, which user space fills (watch and profile alike).
         use crate::bpf::PgPtrs;
         check(

@@ -4,8 +4,10 @@
 //! syscall (entry to exit), every block request (submission → issue: host queue; issue →
 //! completion: device service; attributed to the submitting process) and the scheduler's view
 //! of their threads (run-queue wait after a wakeup or preemption, on-CPU slices, off-CPU spans).
-//! Each finished event comes through one ring buffer; here it becomes an exact latency in the
-//! interval of its completion, so the result is the same per-interval HdrHistogram model every
+//! Each finished event comes through one ring buffer (in per-CPU batches); here it becomes an
+//! exact latency in the interval of its completion. Each thread's wall-time parts are summed in
+//! the kernel and written once per interval, and its parts under each PostgreSQL wait event are
+//! summed in a kernel map (`wait_parts`) read from here, so the result is the same per-interval HdrHistogram model every
 //! other producer writes: a run `syscalls` (ops named by syscall), one run per block device
 //! (`blk:read:queue`, `blk:read:device`, ...) and a run `cpu` (`cpu:runq`, `cpu:on`, `cpu:off`),
 //! plus the per-interval time budget ([`WatchBudget`]) that the analysis turns into verdicts.
@@ -173,8 +175,6 @@ const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
 const EV_CPU_ON: u32 = 3;
 const EV_CPU_OFF: u32 = 4;
-/// A thread's parts under one PostgreSQL wait event (`EV_WAIT` in `bpf/watch.bpf.c`).
-const EV_WAIT: u32 = 6;
 /// An io_uring read, write or sync of a watched process at its completion (`EV_URING`).
 const EV_URING: u32 = 7;
 /// A PostgreSQL process's title at its exit (`EV_TITLE`; `a` its parent).
@@ -188,7 +188,7 @@ const CPU_CONTENDED: u32 = 2;
 const BLOCK_WATCHED: u32 = 1 << 16;
 /// Set on a block event whose request a traced syscall waited for (see `BLOCK_WAITED`).
 const BLOCK_WAITED: u32 = 1 << 17;
-const LOST_CAUSES: [&str; 9] = [
+const LOST_CAUSES: [&str; 10] = [
     "ring buffer full",
     "syscall state map full",
     "block state map full",
@@ -198,6 +198,7 @@ const LOST_CAUSES: [&str; 9] = [
     "block issue again without a completion seen",
     UNSEEN_COMPLETION,
     "syscall exit of a watched thread not seen",
+    "wait-event map full",
 ];
 /// A watched process's block request whose completion the probe never saw (the kernel did not
 /// run it; see `LOST_BLOCK_UNSEEN_COMPLETION` in `bpf/watch.bpf.c`): lost, and said so.
@@ -367,6 +368,18 @@ pub const PG_WAIT_RUN: &str = "pg wait events";
 /// Key of the run of PostgreSQL wait-event spans in [`Recording::ops`].
 const PG_RUN: &str = "pg";
 
+/// Change the kernel side's clock (`watch_clock`: the watch's start, interval, end).
+fn set_clock(ebpf: &mut aya::Ebpf, f: impl FnOnce(&mut layout::WatchClock)) -> Result<()> {
+    let mut m: Array<&mut MapData, layout::WatchClock> = Array::try_from(
+        ebpf.map_mut("watch_clock")
+            .context("BPF object lacks watch_clock")?,
+    )?;
+    let mut c = m.get(&0, 0)?;
+    f(&mut c);
+    m.set(0, c, 0)?;
+    Ok(())
+}
+
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
@@ -488,13 +501,11 @@ pub(crate) fn watch(
     let (mut ebpf, tracepoints) = attach(filters)?;
     let mut ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
     crate::interrupt::install();
-    let started_wall = std::time::SystemTime::now();
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as u64;
-    let start_ns = monotonic_ns();
-    let t0 = Instant::now();
     let mut rec = Recording {
         interval_ns,
-        start_ns,
+        // Set below, once the server processes' first wait events are in place.
+        start_ns: 0,
         grid: grid::Grid::new(opts.keep_intervals),
         ops: BTreeMap::new(),
         spans: Vec::new(),
@@ -530,10 +541,23 @@ pub(crate) fn watch(
         ebpf.take_map("pg_wait_ptr")
             .context("BPF object lacks pg_wait_ptr")?,
     )?;
-    let place_pg = |rec: &mut Recording, map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>| {
+    // Bumped after entries are placed: the threads' copies of them are looked up again.
+    let mut pg_gen: Array<MapData, u32> =
+        Array::try_from(ebpf.take_map("pg_gen").context("BPF object lacks pg_gen")?)?;
+    let bump = |gen: &mut Array<MapData, u32>| {
+        let g = gen.get(&0, 0).unwrap_or(0);
+        let _ = gen.set(0, g.wrapping_add(1), 0);
+    };
+    let place_pg = |rec: &mut Recording,
+                    map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>,
+                    gen: &mut Array<MapData, u32>| {
+        let mut placed = false;
         for (pid, addr) in rec.pg.refresh(pg_watched) {
             // A process gone since: nothing to place.
-            let _ = map.insert(pid, addr, 0);
+            placed |= map.insert(pid, addr, 0).is_ok();
+        }
+        if placed {
+            bump(gen);
         }
         for pm in rec.pg.postmasters() {
             rec.files.server(pm);
@@ -545,37 +569,44 @@ pub(crate) fn watch(
     // Each server process's wait event now: a thread asleep since before the watch slept under
     // it (filled before the start is set: only threads first seen woken after it use it).
     {
-        let mut first: aya::maps::HashMap<&mut MapData, u32, u32> = aya::maps::HashMap::try_from(
-            ebpf.map_mut("pg_first_wev")
-                .context("BPF object lacks pg_first_wev")?,
-        )?;
+        let mut first: aya::maps::HashMap<&mut MapData, u32, layout::FirstWev> =
+            aya::maps::HashMap::try_from(
+                ebpf.map_mut("pg_first_wev")
+                    .context("BPF object lacks pg_first_wev")?,
+            )?;
         for (pid, addr) in rec.pg.refresh(pg_watched) {
             let _ = pg_map.insert(pid, addr, 0);
+            // Its status entry's change count first: a state that changes after it is read
+            // changes the count too (`thread_wait_event` in bpf/watch.bpf.c). None known: 0
+            // (a real count is even and seldom 0; a wrong one only leaves the slice unnamed).
+            let cc = pg::read_backend_changecount(pid, &addr).unwrap_or(0);
             // A process gone since, or unreadable: its first sleep carries no event.
             if let Ok(info) = pg::read_wait_event(pid, &addr) {
                 if info != 0 {
-                    let _ = first.insert(pid, info, 0);
+                    let _ = first.insert(pid, layout::FirstWev { info, cc }, 0);
                 }
                 present_at_start.push((pid, info));
             }
         }
+        bump(&mut pg_gen);
         for pm in rec.pg.postmasters() {
             rec.files.server(pm);
         }
     }
+    // The watch starts: the kernel side writes each thread's parts per interval from here.
+    let started_wall = std::time::SystemTime::now();
+    let start_ns = monotonic_ns();
+    let t0 = Instant::now();
+    rec.start_ns = start_ns;
+    set_clock(&mut ebpf, |c| {
+        c.start = start_ns;
+        c.interval = interval_ns;
+    })?;
     let mut pg_looked = Instant::now();
     // The cgroups limiting the watched processes' I/O: their counters from now on.
     let mut cgroups = cgroup::CgroupTracker::default();
     cgroups.look(filters.pids.iter().copied());
     let mut cgroups_read = Instant::now();
-    // Threads first seen being woken were asleep since the watch's start.
-    {
-        let mut ws: Array<&mut MapData, u64> = Array::try_from(
-            ebpf.map_mut("watch_start")
-                .context("BPF object lacks watch_start")?,
-        )?;
-        ws.set(0, start_ns, 0)?;
-    }
     on_attached(&tracepoints);
     let only_pids = !filters.pids.is_empty() && filters.comms.is_empty();
     let mut shown = 0usize;
@@ -599,8 +630,13 @@ pub(crate) fn watch(
         // Server processes started since (their forks inherit the address in the kernel; this
         // names their roles and finds new servers).
         if pg_looked.elapsed() >= Duration::from_millis(250) {
-            place_pg(&mut rec, &mut pg_map);
+            place_pg(&mut rec, &mut pg_map, &mut pg_gen);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
+            // The wait-event parts of the processes gone: complete, and room in the map.
+            let alive = |pid: u32| filter::alive(pid);
+            if let Err(e) = rec.drain_wait_parts(&mut ebpf, alive) {
+                rec.failed.get_or_insert(e);
+            }
             rec.fold_exited();
             pg_looked = Instant::now();
         }
@@ -667,12 +703,14 @@ pub(crate) fn watch(
             }
         }
     }
+    // No time is accounted past the end in the kernel from here.
     let end_ns = monotonic_ns();
+    set_clock(&mut ebpf, |c| c.end = end_ns)?;
     rec.end_ns = end_ns;
     cgroups.look(rec.thread_time.values().map(|t| t.pid));
     let cgroups = cgroups.finish();
     // The roles of server processes started since the last look.
-    place_pg(&mut rec, &mut pg_map);
+    place_pg(&mut rec, &mut pg_map, &mut pg_gen);
     let end_warnings = rec.drain_after_end(
         &mut ebpf,
         &mut ring,

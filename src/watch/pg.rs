@@ -290,6 +290,21 @@ pub fn read_wait_event(pid: u32, ptrs: &PgPtrs) -> Result<u32> {
 
 /// The raw transaction state (`st_state`) of backend `pid`, from its status entry.
 pub fn read_backend_state(pid: u32, ptrs: &PgPtrs) -> Result<u32> {
+    read_status_u32(pid, ptrs, ptrs.state_off)
+}
+
+/// The change count (`st_changecount`, the first field of `PgBackendStatus` in every version) of
+/// backend `pid`'s status entry: it changes with every change of the entry (a statement begun,
+/// a state changed).
+pub fn read_backend_changecount(pid: u32, ptrs: &PgPtrs) -> Result<i32> {
+    Ok(read_status_u32(pid, ptrs, 0)? as i32)
+}
+
+/// The 4 bytes at `off` in backend `pid`'s status entry.
+fn read_status_u32(pid: u32, ptrs: &PgPtrs, off: u32) -> Result<u32> {
+    if ptrs.status == 0 {
+        bail!("process {pid}: its status entry's address is not known");
+    }
     let mem_path = format!("/proc/{pid}/mem");
     let mem = File::open(&mem_path).with_context(|| format!("cannot open {mem_path}"))?;
     let mut ptr = [0u8; 8];
@@ -300,7 +315,7 @@ pub fn read_backend_state(pid: u32, ptrs: &PgPtrs) -> Result<u32> {
         bail!("process {pid} has no status entry");
     }
     let mut value = [0u8; 4];
-    mem.read_exact_at(&mut value, entry + u64::from(ptrs.state_off))
+    mem.read_exact_at(&mut value, entry + u64::from(off))
         .with_context(|| format!("process {pid}: cannot read its status entry"))?;
     Ok(u32::from_ne_bytes(value))
 }

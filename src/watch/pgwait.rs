@@ -395,8 +395,12 @@ impl PgWaitAcc {
             for ((_, info), w) in tagged.iter().filter(|t| t.0 .0 == tgid) {
                 let label = self.label(tgid, *info);
                 row(&mut role.rows, ev_kind(label), label).split.add(w);
+                // Both are sums of whole nanoseconds: a difference under one is the floating
+                // point's, not time (the wall is summed piecewise over intervals, the event's
+                // time whole).
                 for (a, b) in rest.parts_mut().into_iter().zip(w.parts()) {
-                    *a = (*a - b).max(0.0);
+                    let d = *a - b;
+                    *a = if d < 1e-9 { 0.0 } else { d };
                 }
             }
             for ((_, info), s) in sums.iter().filter(|t| t.0 .0 == tgid) {

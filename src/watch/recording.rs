@@ -1,12 +1,22 @@
 //! Everything a watch has recorded so far: each event of the ring in the interval of its
 //! completion (ops' histograms, the live view's layers, processes, threads' time, PostgreSQL's
-//! wait events, files), and at the end each thread's parts the kernel had not yet written.
+//! wait events, files), the parts under each wait event the kernel summed (`wait_parts`), and at
+//! the end each thread's parts the kernel had not yet written.
 
 use super::*;
 use layout::{
-    TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF, TASK_SEG,
-    TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
+    WaitKey, WaitSum, TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF,
+    TASK_SEG, TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
 };
+
+/// Parts in ns as a wall-time split in seconds.
+fn split_of(parts: &[u64; PARTS]) -> WallSplit {
+    let mut w = WallSplit::default();
+    for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
+        *dst = ns as f64 / 1e9;
+    }
+    w
+}
 
 /// Everything recorded so far.
 pub(super) struct Recording {
@@ -248,30 +258,30 @@ impl Recording {
         }
     }
 
-    /// A thread's parts over `[from, ts]` under wait event `info`, cut to the watch's end.
-    pub(super) fn add_tagged(
+    /// Read (and delete) the kernel's parts per wait event (`wait_parts`) of the processes
+    /// for which `done` is true: none of them adds to them any more (gone, or the watch over).
+    pub(super) fn drain_wait_parts(
         &mut self,
-        tgid: u32,
-        info: u32,
-        from: u64,
-        ts: u64,
-        parts: &[u64; PARTS],
-    ) {
-        let total = ts.saturating_sub(from);
-        let inside = ts.min(self.end_ns).saturating_sub(from);
-        if total > 0 && inside == 0 {
-            return;
+        ebpf: &mut aya::Ebpf,
+        done: impl Fn(u32) -> bool,
+    ) -> Result<()> {
+        let mut map: aya::maps::HashMap<&mut MapData, WaitKey, WaitSum> =
+            aya::maps::HashMap::try_from(
+                ebpf.map_mut("wait_parts")
+                    .context("BPF object lacks wait_parts")?,
+            )?;
+        let keys: Vec<WaitKey> = map
+            .keys()
+            .filter_map(|k| k.ok())
+            .filter(|k| Some(k.tgid) != self.own && done(k.tgid))
+            .collect();
+        for k in keys {
+            if let Ok(v) = map.get(&k, 0) {
+                self.pg.tagged(k.tgid, k.wev, &split_of(&v.parts));
+            }
+            let _ = map.remove(&k);
         }
-        let f = if total == 0 {
-            1.0
-        } else {
-            inside as f64 / total as f64
-        };
-        let mut w = WallSplit::default();
-        for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
-            *dst = ns as f64 * f / 1e9;
-        }
-        self.pg.tagged(tgid, info, &w);
+        Ok(())
     }
 
     pub(super) fn add(&mut self, e: &Event, filters: &Filters) {
@@ -279,10 +289,6 @@ impl Recording {
             return;
         }
         if let Some((from, parts)) = &e.parts {
-            if e.kind == EV_WAIT {
-                self.add_tagged(e.tgid, e.dev, *from, e.ts, parts);
-                return;
-            }
             self.add_parts(e.tgid, e.tid, *from, e.ts, parts);
         }
         if e.kind == EV_NAME {
@@ -577,9 +583,13 @@ pub(super) fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) ->
 pub(super) struct Pending {
     pub(super) tgid: u32,
     pub(super) tid: u32,
+    /// Its parts not yet written, over `[from, last]` (inside one interval: see `account` in
+    /// `bpf/watch.bpf.c`), and the one part it has been in since, over `[last, to]`.
     pub(super) from: u64,
+    pub(super) last: u64,
     pub(super) to: u64,
     pub(super) parts: [u64; PARTS],
+    pub(super) tail: [u64; PARTS],
     /// Start of the off-CPU span in progress (0: on CPU or runnable since its last switch-in),
     /// and the wait event it carries.
     pub(super) off_ts: u64,
@@ -615,6 +625,8 @@ pub(super) fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending
             p
         };
         let mut seg = parts_at(TASK_SEG);
+        let mut tail = [0u64; PARTS];
+        let last = last.max(from);
         if last < end_ns {
             let p = part_of(
                 u64_at(TASK_SYS_TS) != 0,
@@ -622,8 +634,8 @@ pub(super) fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending
                 u32_at(TASK_N_DEV) as i32,
                 u32_at(TASK_N_QUEUE) as i32,
             );
-            parts[p] += end_ns - last.max(from);
-            seg[p] += end_ns - last.max(from);
+            tail[p] = end_ns - last;
+            seg[p] += end_ns - last;
         }
         let tags = [
             (u32_at(TASK_TAG_WEV), parts_at(TASK_TAG)),
@@ -636,8 +648,10 @@ pub(super) fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending
             tgid: u32_at(TASK_TGID),
             tid,
             from,
+            last,
             to: last.max(end_ns),
             parts,
+            tail,
             off_ts: u64_at(TASK_OFF),
             wev: u32_at(TASK_WEV),
             tags,
@@ -647,10 +661,11 @@ pub(super) fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending
 }
 
 impl Recording {
-    /// After the end (`end_ns` set): detach sched_switch and sys_exit (both write the per-CPU
-    /// syscall batches to the ring), then record whatever is still in the ring buffer, what the
-    /// batches still hold, each thread's parts not yet written, and the server processes never
-    /// seen (`present_at_start`: pid, wait event). Returns the warnings of what is left out.
+    /// After the end (`end_ns` set, in the kernel too): detach the programs that write the
+    /// per-CPU batches, the threads' parts and the parts per wait event, then record whatever
+    /// is still in the ring buffer, what the batches still hold, the parts per wait event, each
+    /// thread's parts not yet written, and the server processes never seen
+    /// (`present_at_start`: pid, wait event). Returns the warnings of what is left out.
     pub(super) fn drain_after_end(
         &mut self,
         ebpf: &mut aya::Ebpf,
@@ -660,16 +675,39 @@ impl Recording {
         parse_errors: &mut u64,
     ) -> Vec<String> {
         let (start_ns, end_ns) = (self.start_ns, self.end_ns);
-        // Detach sched_switch and sys_exit (both write the per-CPU syscall batches to the ring):
-        // then whatever is still in the ring buffer, and last what the batches still hold,
-        // happened before the end. Failing that, the measurement so far is still written, with a
-        // warning.
+        // Detach sched_switch and sys_exit (both write the per-CPU batches to the ring), and
+        // the programs that move a thread's parts (to the ring, to `wait_parts`): then whatever
+        // is still in the ring buffer, what the batches still hold and the threads' states are
+        // what happened before the end, each counted once. Failing that, the measurement so far
+        // is still written, with a warning.
         let mut end_warnings = Vec::new();
-        let detached = bpf::detach_tracepoint(ebpf, "sched_switch")
-            .and_then(|()| bpf::detach_tracepoint(ebpf, "sys_exit"));
+        // sys_enter first: a syscall entered after sys_exit is gone would count as an exit
+        // not seen.
+        let frozen_first = bpf::detach_tracepoint(ebpf, "sys_enter");
+        let detached = ["sched_switch", "sys_exit"]
+            .into_iter()
+            .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp));
+        let frozen = [
+            "sched_process_exit",
+            "sched_wakeup",
+            "sched_wakeup_new",
+            "block_io_start",
+            "block_rq_insert",
+            "block_rq_issue",
+            "block_rq_requeue",
+            "block_rq_complete",
+        ]
+        .into_iter()
+        .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp))
+        .and(frozen_first);
+        if let Err(e) = frozen {
+            end_warnings.push(format!(
+                "the threads' last parts may be counted twice or not at all: {e}"
+            ));
+        }
         let mut late = |e: Event| {
-            // A wait-event record written after the end may hold time before it (it is cut).
-            if e.ts <= end_ns || e.kind == EV_WAIT {
+            // A parts record written after the end may hold time before it (it is cut).
+            if e.ts <= end_ns || e.parts.is_some() {
                 self.add(&e, filters)
             }
         };
@@ -703,19 +741,22 @@ impl Recording {
                 }
             }
         }
+        // The parts per wait event the kernel summed, all of them now.
+        if let Err(e) = self.drain_wait_parts(ebpf, |_| true) {
+            end_warnings.push(format!(
+                "the time under PostgreSQL wait events is incomplete: {e:#}"
+            ));
+        }
         // The threads' parts not yet written (each thread's last phase, up to the end).
         match pending_parts(ebpf, end_ns) {
             Ok(pending) => {
                 for p in pending {
-                    self.add_parts(p.tgid, p.tid, p.from, p.to, &p.parts);
+                    self.add_parts(p.tgid, p.tid, p.from, p.last, &p.parts);
+                    if p.to > p.last {
+                        self.add_parts(p.tgid, p.tid, p.last, p.to, &p.tail);
+                    }
                     for (info, parts) in &p.tags {
-                        self.pg.tagged(p.tgid, *info, &{
-                            let mut w = WallSplit::default();
-                            for (dst, &ns) in w.parts_mut().into_iter().zip(parts.iter()) {
-                                *dst = ns as f64 / 1e9;
-                            }
-                            w
-                        });
+                        self.pg.tagged(p.tgid, *info, &split_of(parts));
                     }
                     // Off CPU at the end (an idle backend, a session still sleeping): the span
                     // so far, under its wait event.
