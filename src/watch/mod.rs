@@ -707,8 +707,6 @@ pub(crate) fn watch(
     let end_ns = monotonic_ns();
     set_clock(&mut ebpf, |c| c.end = end_ns)?;
     rec.end_ns = end_ns;
-    cgroups.look(rec.thread_time.values().map(|t| t.pid));
-    let cgroups = cgroups.finish();
     // The roles of server processes started since the last look.
     place_pg(&mut rec, &mut pg_map, &mut pg_gen);
     let end_warnings = rec.drain_after_end(
@@ -718,6 +716,10 @@ pub(crate) fn watch(
         present_at_start,
         &mut parse_errors,
     );
+    // After the drain: a thread asleep for the whole watch has its time written only then (the
+    // kernel writes a thread's parts when it next runs, or at the end).
+    cgroups.look(rec.thread_time.values().map(|t| t.pid));
+    let cgroups = cgroups.finish();
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     drop(ebpf);
