@@ -39,7 +39,10 @@ pub const SCHEMA_NAME: &str = "iolens-results";
 /// Version of the results schema this build writes and the newest it reads.
 /// Version 2 added the typed [`analysis::Analysis`] (`analysis`) and replaced the calibration's
 /// free-form `analysis` object with typed `findings`; version 1 files are still read.
-pub const SCHEMA_VERSION: u32 = 2;
+/// Version 3 added the spread-bucket encoding of interval histograms (`s1:…`, see
+/// [`Hist`]), which bucketed sources (`ingest` of AWR, event histograms, bcc, Prometheus)
+/// write; files of versions 1 and 2 (V2-deflate only) are still read.
+pub const SCHEMA_VERSION: u32 = 3;
 /// What renderers print instead of a rate when a run's duration is unknown.
 pub const UNKNOWN_RATE: &str = "unknown (no duration in source)";
 

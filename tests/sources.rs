@@ -889,3 +889,99 @@ fn bad_input_gives_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("gzip"));
 }
+
+/// Results written before the spread-bucket encoding (schema version 2, every interval
+/// histogram V2-deflate; written by iolens main@6476a07, origins in tests/fixtures/README.md)
+/// still read, and the same real sources ingested now, their intervals stored as spread
+/// buckets (schema version 3), hold the same histograms: every interval's count and decoded
+/// histogram, its quantiles, each op's total, and `export --csv` and the `export --hlog`
+/// histogram lines (V2-deflate again) byte for byte.
+#[test]
+fn spread_bucket_intervals_hold_what_version_2_files_held() {
+    let dir = tempfile::tempdir().unwrap();
+    for (format, src, old) in [
+        (
+            "biolatency",
+            "real/bcc_biolatency_mT.txt",
+            "v2_bcc_biolatency_mT.json",
+        ),
+        (
+            "pylatencymap",
+            "real/pylatencymap_example_latency_data.txt",
+            "v2_pylatencymap_example_latency_data.json",
+        ),
+        (
+            "pylatencymap",
+            "real/pylatencymap_test_SystemTap_data.txt",
+            "v2_pylatencymap_test_SystemTap_data.json",
+        ),
+        (
+            "event-histogram",
+            "sources/event_histogram_micro.csv",
+            "v2_event_histogram_micro.json",
+        ),
+    ] {
+        let old = common::fixture("results").join(old);
+        let new = dir.path().join(old.file_name().unwrap());
+        let out = common::bin()
+            .args(["-q", "ingest", "--format", format])
+            .arg(common::fixture(src))
+            .arg("--json")
+            .arg(&new)
+            .output()
+            .unwrap();
+        let doc = common::json_of(&out, &new);
+        let old_doc: Value = serde_json::from_str(&std::fs::read_to_string(&old).unwrap()).unwrap();
+        assert_eq!(
+            (old_doc["version"].as_u64(), doc["version"].as_u64()),
+            (Some(2), Some(3))
+        );
+        let (a, b) = (
+            Results::read_file(&old).unwrap(),
+            Results::read_file(&new).unwrap(),
+        );
+        let mut spread = 0;
+        assert_eq!(a.runs.len(), b.runs.len(), "{src}");
+        for (ra, rb) in a.runs.iter().zip(&b.runs) {
+            assert_eq!(ra.ops.len(), rb.ops.len(), "{src}");
+            for (oa, ob) in ra.ops.iter().zip(&rb.ops) {
+                assert_eq!((&oa.op, oa.count), (&ob.op, ob.count), "{src}");
+                assert_eq!(
+                    oa.hist.decode().unwrap(),
+                    ob.hist.decode().unwrap(),
+                    "{src}"
+                );
+                assert_eq!(oa.intervals.len(), ob.intervals.len(), "{src}");
+                for (ia, ib) in oa.intervals.iter().zip(&ob.intervals) {
+                    assert_eq!((ia.start_s, ia.count), (ib.start_s, ib.count), "{src}");
+                    let text = serde_json::to_value(&ib.hist).unwrap();
+                    let text = text.as_str().unwrap();
+                    spread += usize::from(text.starts_with("s1:"));
+                    let (ha, hb) = (ia.hist.decode().unwrap(), ib.hist.decode().unwrap());
+                    assert_eq!(ha, hb, "{src} {} at {} s", oa.op, ia.start_s);
+                    assert_eq!(ha.len(), ib.count);
+                    for q in [0.0, 0.5, 0.9, 0.99, 0.999, 1.0] {
+                        assert_eq!(ha.value_at_quantile(q), hb.value_at_quantile(q));
+                    }
+                }
+            }
+        }
+        assert!(
+            spread > 0,
+            "{src}: no interval was stored as spread buckets"
+        );
+        let export = |file: &Path, what: &str| {
+            common::ok_stdout(common::bin().arg("export").arg(file).args([what, "-"]))
+        };
+        assert_eq!(export(&old, "--csv"), export(&new, "--csv"), "{src}");
+        let lines = |t: String| -> Vec<String> {
+            t.lines()
+                .filter(|l| l.starts_with("Tag="))
+                .map(String::from)
+                .collect()
+        };
+        let (ha, hb) = (lines(export(&old, "--hlog")), lines(export(&new, "--hlog")));
+        assert!(!ha.is_empty());
+        assert_eq!(ha, hb, "{src}");
+    }
+}

@@ -7,8 +7,8 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
 use super::{
-    standard_reference, value_of, Hist, HIST_MAX_NS, MAX_HIST_BYTES, SIGFIG, V2_COOKIE,
-    V2_DEFLATE_COOKIE, V2_HEADER,
+    standard_reference, value_of, Hist, SpreadReader, HIST_MAX_NS, MAX_HIST_BYTES, SIGFIG,
+    V2_COOKIE, V2_DEFLATE_COOKIE, V2_HEADER,
 };
 
 /// Decode an HdrHistogram V2 or V2-deflate encoding, checking every declared length against
@@ -189,6 +189,8 @@ pub(crate) struct V2Scan {
     z: zlib_rs::Inflate,
     /// Counts-array length of the standard layout by highest trackable value.
     lens: Vec<(u64, usize)>,
+    /// The reader of spread-bucket histograms (their counts are the standard layout's).
+    spread: SpreadReader,
 }
 
 impl Default for V2Scan {
@@ -206,6 +208,7 @@ impl V2Scan {
             raw_len: 0,
             z: zlib_rs::Inflate::new(true, 15),
             lens: Vec::new(),
+            spread: SpreadReader::default(),
         }
     }
 
@@ -258,12 +261,16 @@ impl V2Scan {
     }
 
     /// The non-zero `(counts index, count)` of `hist` into `out` (cleared first), ascending;
-    /// false when `hist` is not a clean V2-deflate encoding of the standard layout.
+    /// false when `hist` is neither a clean V2-deflate encoding of the standard layout nor a
+    /// well-formed spread-bucket one.
     pub(crate) fn scan(&mut self, hist: &Hist, out: &mut Vec<(usize, u64)>) -> bool {
         out.clear();
         let text = hist.as_base64();
         if text.is_empty() {
             return true;
+        }
+        if hist.is_spread() {
+            return self.spread.read(text, out).is_ok();
         }
         self.b64.clear();
         if base64::engine::general_purpose::STANDARD

@@ -36,11 +36,14 @@ mod decode;
 mod encode;
 mod quick;
 mod slots;
+mod spread;
 
 pub(crate) use counts::{add_sparse, sparse_quantile, DenseCounts, Sparse, TotalCounts};
 pub(crate) use decode::{decode_v2_bounded, V2Scan};
 pub(crate) use encode::{HistEncoder, IndexCounts};
 pub(crate) use slots::{OpAcc, Parts};
+pub use spread::SPREAD_SLOTS;
+pub(crate) use spread::{spread_with, SpreadReader, SpreadWriter};
 
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;
@@ -111,7 +114,10 @@ pub(crate) fn value_of(i: usize) -> u64 {
     }
 }
 
-/// A latency histogram (ns) kept in its V2-deflate encoding, base64 in JSON.
+/// A latency histogram (ns) kept encoded: HdrHistogram's V2-deflate encoding in base64, or
+/// (interval histograms of bucketed sources, schema version 3) the spread-bucket encoding
+/// `s1:LO-HIxCOUNT,…` (ns; `LO` left out when it is the previous bucket's `HI`; `5e5` is
+/// 500,000): the values of each count spread over its bucket as docs/results-schema.md says.
 ///
 /// Encoded form is what is stored in memory too: a 1-hour run keeps thousands of interval
 /// histograms, each a few hundred bytes encoded versus ~250 KB decoded.
@@ -184,6 +190,15 @@ impl Hist {
         if self.b64.is_empty() {
             return Ok(None);
         }
+        if self.is_spread() {
+            let counts = self.spread_counts()?;
+            let mut h = interval_histogram();
+            for (i, n) in counts {
+                h.record_n(value_of(i), n)
+                    .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
+            }
+            return Ok(Some(h));
+        }
         if self.b64.len() > MAX_HIST_BYTES / 3 * 4 + 4 {
             bail!(
                 "histogram is {} bytes of base64, more than the {} MiB an iolens histogram can hold",
@@ -234,6 +249,11 @@ impl Hist {
 
     /// [`Hist::checked_len`] by decoding the histogram (any layout; the errors).
     pub(crate) fn checked_len_general(&self) -> Result<u64> {
+        if self.is_spread() {
+            return V2Scan::len_in_range(&self.spread_counts()?).with_context(|| {
+                "spread-bucket histogram holds more values than a count can hold".to_string()
+            });
+        }
         let Some(h) = self.decode_as_stored()? else {
             return Ok(0);
         };
@@ -262,9 +282,59 @@ impl Hist {
         Ok(())
     }
 
-    /// The raw base64 text (as it appears in JSON).
+    /// The stored text (as it appears in JSON): base64 of a V2 or V2-deflate encoding, or a
+    /// spread-bucket encoding ([`Hist::is_spread`]).
     pub(crate) fn as_base64(&self) -> &str {
         &self.b64
+    }
+
+    /// Whether the histogram is stored as spread buckets (`s1:…`, see `spread.rs`) rather
+    /// than as an HdrHistogram encoding.
+    pub(crate) fn is_spread(&self) -> bool {
+        SpreadReader::is_spread(&self.b64)
+    }
+
+    /// The non-zero `(counts index, count)` of a spread-bucket histogram, ascending.
+    fn spread_counts(&self) -> Result<Vec<(usize, u64)>> {
+        thread_local! {
+            static READER: std::cell::RefCell<SpreadReader> = Default::default();
+        }
+        let mut out = Vec::new();
+        READER.with(|r| r.borrow_mut().read(&self.b64, &mut out))?;
+        Ok(out)
+    }
+
+    /// The same histogram as HdrHistogram's V2-deflate encoding (what an `.hlog` line and
+    /// every HdrHistogram library read): itself unless stored as spread buckets, which are
+    /// written as the V2-deflate of their values would have been, byte for byte.
+    pub(crate) fn to_v2_deflate(&self) -> Result<Hist> {
+        if !self.is_spread() {
+            return Ok(self.clone());
+        }
+        thread_local! {
+            static ENC: std::cell::RefCell<(HistEncoder, IndexCounts)> =
+                std::cell::RefCell::new((HistEncoder::new(), IndexCounts::new()));
+        }
+        let counts = self.spread_counts()?;
+        // As the interval was encoded before (schema version 2): counted by index up to
+        // `u32::MAX` values, else as a histogram.
+        let small = counts
+            .iter()
+            .try_fold(0u64, |a, &(_, n)| a.checked_add(n))
+            .is_some_and(|n| n <= u32::MAX as u64);
+        let h = if small { None } else { Some(self.decode()?) };
+        Ok(ENC.with(|e| {
+            let (enc, own) = &mut *e.borrow_mut();
+            match &h {
+                Some(h) => enc.encode(h),
+                None => {
+                    for &(i, n) in &counts {
+                        own.record_n(value_of(i), n);
+                    }
+                    enc.encode_counts(own)
+                }
+            }
+        }))
     }
 
     /// Raw V2-deflate bytes.

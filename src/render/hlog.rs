@@ -90,8 +90,16 @@ pub fn interval_log(r: &Results) -> Result<String> {
                 let Some(iv) = op.intervals.get(i) else {
                     continue;
                 };
+                // An .hlog line holds HdrHistogram's V2-deflate (spread buckets rewritten so).
+                let v2;
                 let hist = if iv.hist.as_base64().is_empty() {
                     &empty
+                } else if iv.hist.is_spread() {
+                    v2 = iv
+                        .hist
+                        .to_v2_deflate()
+                        .with_context(|| format!("run {ri} op {} interval {i}", op.op))?;
+                    &v2
                 } else {
                     &iv.hist
                 };

@@ -8,34 +8,6 @@ pub fn spread(h: &mut Histogram<u64>, lo_ns: u64, hi_ns: u64, count: u64) {
     spread_with(lo_ns, hi_ns, count, &mut |v, n| record_interval(h, v, n));
 }
 
-/// [`spread`], handing each `(value, count)` to `record`.
-pub(crate) fn spread_with(lo_ns: u64, hi_ns: u64, count: u64, record: &mut dyn FnMut(u64, u64)) {
-    if count == 0 {
-        return;
-    }
-    if hi_ns <= lo_ns.saturating_add(1) {
-        record(lo_ns, count);
-        return;
-    }
-    let slots = count.min(SPREAD_SLOTS);
-    let base = count / slots;
-    let rem = count % slots;
-    let (lo, hi) = (lo_ns as f64, hi_ns as f64);
-    for i in 0..slots {
-        let f = (i as f64 + 0.5) / slots as f64;
-        let v = if lo_ns == 0 {
-            hi * f
-        } else {
-            lo * (hi / lo).powf(f)
-        };
-        let v = (v as u64).clamp(lo_ns.max(1), hi_ns - 1);
-        let n = base + u64::from(i < rem);
-        if n > 0 {
-            record(v, n);
-        }
-    }
-}
-
 /// The `[lo, hi)` range in the value's unit of a power-of-two bucket labelled `v`.
 ///
 /// Upper-bound (Oracle): `v` holds `[v/2, v)`, and bucket 1 holds `[0, 1)`; the sentinel

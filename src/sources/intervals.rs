@@ -639,10 +639,12 @@ pub(crate) struct Finished {
 type SnapshotInterval = (f64, f64, Vec<Option<IntervalValues>>);
 
 /// What one op holds in the snapshot interval being filled: the bucket counts spread into it,
-/// as `(spread, count)` ([`Spreads`]; expanded into values at the interval's end and encoded
-/// through [`IndexCounts`], touching only the counts in use), or a histogram once a whole one
-/// was added to it. A full histogram per op and interval, zeroed and then walked to encode it,
-/// took two thirds of the time of a year of hourly AWR snapshots (`bench/awr-year.sh`).
+/// as `(spread, count)` ([`Spreads`]; written at the interval's end as the buckets themselves,
+/// the spread-bucket encoding [`SpreadWriter`] writes, without expanding or compressing them),
+/// or a histogram once a whole one was added to it. A full histogram per op and interval,
+/// zeroed and then walked to encode it, took two thirds of the time of a year of hourly AWR
+/// snapshots (`bench/awr-year.sh`); expanding each interval's buckets into values and deflating
+/// their V2 encoding, most of what remained.
 enum IntervalValues {
     Spread(Vec<(usize, u64)>),
     Hist(Histogram<u64>),
@@ -657,6 +659,8 @@ struct Spreads {
     index: rustc_hash::FxHashMap<(u64, u64, u64), usize>,
     /// Per spread: its values, one per slot.
     values: Vec<Vec<u64>>,
+    /// Per spread: its bucket's `[lo, hi)`.
+    ranges: Vec<(u64, u64)>,
     /// Per op, per spread: the counts of its slots not yet recorded in the op's total
     /// (empty until used).
     pending: Vec<Vec<Vec<u64>>>,
@@ -673,6 +677,7 @@ impl Spreads {
         let mut v = Vec::with_capacity(slots as usize);
         spread_with(lo_ns, hi_ns, slots, &mut |x, _| v.push(x));
         self.values.push(v);
+        self.ranges.push((lo_ns, hi_ns));
         self.index
             .insert((lo_ns, hi_ns, slots), self.values.len() - 1);
         self.values.len() - 1
@@ -749,8 +754,8 @@ pub(crate) struct SnapshotSeries {
     /// Edges of the source buckets spread into each op (see `OpResult::bucket_edges_ns`).
     edges: Vec<std::collections::BTreeSet<u64>>,
     enc: HistEncoder,
-    /// The counts an interval's spread values are encoded through (cleared by each encoding).
-    own: IndexCounts,
+    /// The writer of an interval's buckets.
+    buckets: SpreadWriter,
     spreads: Spreads,
     /// Per op, per spread: whether its edges are in `edges` yet.
     edged: Vec<Vec<bool>>,
@@ -773,7 +778,7 @@ impl SnapshotSeries {
             totals: Vec::new(),
             edges: Vec::new(),
             enc: HistEncoder::new(),
-            own: IndexCounts::new(),
+            buckets: SpreadWriter::default(),
             spreads: Spreads::default(),
             edged: Vec::new(),
         }
@@ -803,28 +808,20 @@ impl SnapshotSeries {
     /// Encode the interval being filled and keep it closed.
     fn close(&mut self) {
         if let Some((s, d, hs)) = self.cur.take() {
-            let (enc, own, spreads) = (&mut self.enc, &mut self.own, &self.spreads);
+            let (enc, buckets, spreads) = (&mut self.enc, &mut self.buckets, &self.spreads);
             let hs = hs
                 .into_iter()
                 .map(|h| {
                     h.map(|h| match h {
-                        IntervalValues::Spread(v)
-                            if v.iter().map(|x| x.1).sum::<u64>() <= u32::MAX as u64 =>
-                        {
-                            for (spread, count) in v {
-                                spreads.each(spread, count, |value, n| own.record_n(value, n));
-                            }
-                            let n = own.len;
-                            (enc.encode_counts(own), n)
-                        }
                         IntervalValues::Spread(v) => {
-                            let mut h = new_histogram();
+                            buckets.begin();
+                            let mut n = 0u64;
                             for (spread, count) in v {
-                                spreads.each(spread, count, |value, n| {
-                                    record_interval(&mut h, value, n)
-                                });
+                                let (lo, hi) = spreads.ranges[spread];
+                                buckets.bucket(lo, hi, count);
+                                n = n.saturating_add(count);
                             }
-                            (enc.encode(&h), h.len())
+                            (buckets.finish(), n)
                         }
                         IntervalValues::Hist(h) => (enc.encode(&h), h.len()),
                     })

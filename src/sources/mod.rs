@@ -53,8 +53,8 @@ mod buckets;
 mod intervals;
 mod lines;
 
+pub(crate) use crate::histogram::spread_with;
 pub(crate) use buckets::bucket_range;
-pub(crate) use buckets::spread_with;
 pub use buckets::{spread, spread_bucket};
 pub(crate) use intervals::{Binned, SnapshotSeries};
 pub use intervals::{MAX_INTERVALS, MAX_SERIES_OPS};
@@ -70,14 +70,16 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::histogram::{
-    interval_histogram, new_histogram, record_interval, Hist, HistEncoder, IndexCounts, TotalCounts,
+    interval_histogram, new_histogram, record_interval, Hist, HistEncoder, IndexCounts,
+    SpreadWriter, TotalCounts,
 };
 use crate::results::evidence::{SourceFile, SourceInfo};
 use crate::results::profile::{ProfileSource, StackProfile};
 use crate::results::{BucketConvention, Interval, Kind, OpResult, Results, RunResult};
 
-/// Number of sub-slots a bucket's count is spread over (see the module docs).
-pub const SPREAD_SLOTS: u64 = 32;
+/// Number of sub-slots a bucket's count is spread over (see the module docs; part of the
+/// spread-bucket encoding's definition, so it lives with the histogram).
+pub use crate::histogram::SPREAD_SLOTS;
 /// How many unparsed lines are quoted (with line numbers) per file.
 pub const UNPARSED_QUOTED: usize = 10;
 
