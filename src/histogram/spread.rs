@@ -65,7 +65,7 @@ pub(crate) fn spread_with(lo_ns: u64, hi_ns: u64, count: u64, record: &mut dyn F
 /// (`2e6`, `15e5`, `100`).
 fn put_number(out: &mut String, mut v: u64) {
     let mut zeros = 0u32;
-    while v != 0 && v % 10 == 0 {
+    while v != 0 && v.is_multiple_of(10) {
         v /= 10;
         zeros += 1;
     }
