@@ -425,7 +425,7 @@ mod tests {
         }
         // One slot per cause of `LOST_CAUSES` in src/watch/mod.rs.
         let lost = sum_per_cpu(&ebpf, "lost").unwrap();
-        assert_eq!(lost.len(), 9);
+        assert_eq!(lost.len(), 10);
         // Detached before the watch reads the per-CPU batches; a second detach is a no-op.
         detach_tracepoint(&mut ebpf, "sys_exit").unwrap();
         detach_tracepoint(&mut ebpf, "sys_exit").unwrap();
