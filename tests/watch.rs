@@ -14,7 +14,7 @@ use common::{bin, data_file, root_or_skip};
 use hdrhistogram::Histogram;
 use iolens::results::analysis::{Verdict, VerdictKind};
 use iolens::results::{
-    BlockLayer, DiskQueue, OpResult, PgWaitKind, Results, RunResult, WatchBudget,
+    BlockLayer, DiskQueue, OpResult, PgWaitKind, Results, RunResult, WatchBudget, WatchCgroup,
 };
 
 /// The loss a block-layer watch may report: completions the kernel did not run the probe for.
@@ -192,6 +192,16 @@ fn hist(r: &Results, run: &str, op: &str) -> Option<Histogram<u64>> {
 
 fn budget(r: &Results) -> WatchBudget {
     r.watch.clone().expect("a watch budget")
+}
+
+/// The cgroup of `limit` as the watch's results report it.
+fn limiting_cgroup(r: &Results, limit: &common::iolimit::IoLimit) -> WatchCgroup {
+    let cg = limit.path().file_name().unwrap().to_str().unwrap();
+    budget(r)
+        .cgroups
+        .into_iter()
+        .find(|c| c.path.ends_with(cg))
+        .expect("the limiting cgroup is in the results")
 }
 
 /// The whole disk under `path` (`vda`), as the watch names its block runs.
@@ -1602,13 +1612,7 @@ fn a_limited_cgroup_of_many_processes_keeps_a_bounded_list() {
         let _ = c.wait();
     }
     let r = Results::read_file(&json).unwrap();
-    let cg = limit.path().file_name().unwrap().to_str().unwrap();
-    let b = budget(&r);
-    let found = b
-        .cgroups
-        .iter()
-        .find(|c| c.path.ends_with(cg))
-        .expect("the limiting cgroup is in the results");
+    let found = limiting_cgroup(&r, &limit);
     assert_eq!(found.processes, 100, "{found:?}");
     assert_eq!(found.pids.len(), 64, "{found:?}");
     let ours: std::collections::BTreeSet<u32> = sleepers.iter().map(|c| c.id()).collect();
@@ -2713,12 +2717,7 @@ fn reads_held_by_a_cgroup_limit_name_the_limit_not_the_device() {
         a.verdicts.iter().map(|v| &v.message).collect::<Vec<_>>()
     );
     let cg = limit.path().file_name().unwrap().to_str().unwrap();
-    let b = budget(&r);
-    let found = b
-        .cgroups
-        .iter()
-        .find(|c| c.path.ends_with(cg))
-        .expect("the limiting cgroup is in the results");
+    let found = limiting_cgroup(&r, &limit);
     assert_eq!(found.limits[0].riops, Some(100), "{found:?}");
     assert_eq!(found.limits[0].disk, dev.name);
     assert!(

@@ -6,30 +6,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::Context;
 use crate::output::Holds;
 use crate::replay::{ReplayOptions, Timing};
 use crate::sources::io_stream::{StreamFormat, StreamOptions};
 use crate::units::parse_size;
-
-/// The source format of `replay`.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ReplayFormat {
-    /// Decided from the first file's first lines.
-    Auto,
-    /// Oracle extended SQL trace (event 10046).
-    Oracle10046,
-    /// bcc biosnoop output.
-    Biosnoop,
-    /// blkparse text output (default format; each Q to its C).
-    Blkparse,
-    /// fio iolog (write_iolog), version 2 or 3.
-    FioIolog,
-    /// `iolens watch --record` (each thread on its own thread).
-    WatchRecord,
-}
 
 /// Arguments of `iolens replay`.
 #[derive(Args, Debug, Clone)]
@@ -42,7 +25,7 @@ pub struct ReplayArgs {
     pub sources: Vec<PathBuf>,
     /// The sources' format.
     #[arg(long, value_enum, default_value = "auto")]
-    pub format: ReplayFormat,
+    pub format: StreamFormat,
     /// Target: a scratch file iolens creates (and marks) sized to hold the map, an existing
     /// scratch file, or (reads only) an existing file or block device.
     #[arg(long, default_value = "iolens-replay.dat")]
@@ -93,14 +76,7 @@ pub(crate) fn main(a: &ReplayArgs, cx: &Context) -> Result<ExitCode> {
     let opts = ReplayOptions {
         stream: StreamOptions {
             files: a.sources.clone(),
-            format: match a.format {
-                ReplayFormat::Auto => StreamFormat::Auto,
-                ReplayFormat::Oracle10046 => StreamFormat::Oracle10046,
-                ReplayFormat::Biosnoop => StreamFormat::Biosnoop,
-                ReplayFormat::Blkparse => StreamFormat::Blkparse,
-                ReplayFormat::FioIolog => StreamFormat::FioIolog,
-                ReplayFormat::WatchRecord => StreamFormat::WatchRecord,
-            },
+            format: a.format,
             block_size: Some(a.block_size),
         },
         target: a.target.clone(),

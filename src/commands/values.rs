@@ -9,6 +9,7 @@ use clap::ValueEnum;
 
 use crate::calibrate::Phase;
 use crate::render::ColorChoice;
+use crate::sources::io_stream::StreamFormat;
 use crate::sources::{Format, Unit};
 use crate::stamp::{OnCorruption, VerifyMode};
 use crate::watch::Layer;
@@ -65,6 +66,15 @@ value_enum!(VerifyMode {
 value_enum!(OnCorruption {
     Stop => "stop": "End the run at the first corrupt block",
     Continue => "continue": "Keep going, reporting every corrupt block",
+});
+
+value_enum!(StreamFormat {
+    Auto => "auto": "Decided from the first file's first lines",
+    Oracle10046 => "oracle10046": "Oracle extended SQL trace (event 10046)",
+    Biosnoop => "biosnoop": "bcc biosnoop output",
+    Blkparse => "blkparse": "blkparse text output (default format; each Q to its C)",
+    FioIolog => "fio-iolog": "fio iolog (write_iolog), version 2 or 3",
+    WatchRecord => "watch-record": "`iolens watch --record` (each thread on its own thread)",
 });
 
 value_enum!(Layer {
