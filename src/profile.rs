@@ -166,10 +166,7 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
                  before --duration",
                 if o.pids.len() > 1 { "es" } else { "" }
             ));
-            crate::out::warn(&format!(
-                "pid {:?} exited after {at} s: sampling stopped",
-                o.pids
-            ));
+            // Said once, with the other warnings, after the progress line is cleared.
             break;
         }
         let left = o.duration.saturating_sub(started.elapsed());

@@ -291,9 +291,10 @@ fn every_usage_command_fits_80_and_60_columns_on_a_terminal() {
     let root = unsafe { libc::geteuid() } == 0;
     for cols in [80u16, 60] {
         let dir = tempfile::tempdir().unwrap();
-        // A process to profile, alive for the whole profile.
+        // A process to profile, alive for the whole profile: the commands before `profile` take
+        // over 30 s on a loaded CI machine, so it outlives them by far and is killed at the end.
         let mut sleeper = std::process::Command::new("sleep")
-            .arg("30")
+            .arg("600")
             .spawn()
             .unwrap();
         let pid = sleeper.id().to_string();
