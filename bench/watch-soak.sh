@@ -8,7 +8,8 @@
 # seconds (utime + stime) and the last scrape's time and size; at the end the watch is stopped with SIGTERM and
 # its results are checked against the load's own counts (reads done = reads counted).
 # Usage: bench/watch-soak.sh [DIR] [MINUTES] [INTERVAL] [KEEP] [SAMPLE]
-#   (BIN=path/to/iolens to skip the release build). Needs root.
+#   (BIN=path/to/iolens to skip the release build; PACE_US=N sleeps N µs between forks, to soak
+#   for hours at a lower, steady event rate instead of one CPU's worth of forking). Needs root.
 # Output: DIR/soak.csv (t_s, rss_kib, anon_kib, cpu_s, scrape_ms, scrape_bytes) and a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,7 @@ INTERVAL=${3:-100ms}
 KEEP=${4:-256}
 SAMPLE=${5:-10}
 READS=${READS:-16}
+PACE_US=${PACE_US:-0}
 if [ -z "${BIN:-}" ]; then
   cargo build --release --quiet
   BIN=$PWD/target/release/iolens
@@ -41,6 +43,7 @@ static void on_term(int s) { (void)s; stop = 1; }
 int main(int argc, char **argv) {
   int fd = open(argv[1], O_RDONLY);
   long reads = atol(argv[2]);
+  long pace = argc > 3 ? atol(argv[3]) : 0;
   if (fd < 0) { perror("open"); return 2; }
   signal(SIGTERM, on_term);
   unsigned long long readers = 0, done = 0;
@@ -60,6 +63,7 @@ int main(int argc, char **argv) {
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) { fprintf(stderr, "reader failed\n"); return 2; }
     readers++;
     done += reads;
+    if (pace > 0) usleep(pace);
   }
   printf("%llu %llu\n", readers, done);
   return 0;
@@ -72,7 +76,7 @@ PORT=$((20000 + RANDOM % 20000))
   > /dev/null 2> "$DIR/soak-watch.err" &
 W=$!
 sleep 2
-"$DIR/soakload" "$FILE" "$READS" > "$DIR/soak-load.out" &
+"$DIR/soakload" "$FILE" "$READS" "$PACE_US" > "$DIR/soak-load.out" &
 L=$!
 cpu_s() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
