@@ -9,7 +9,9 @@
 # its results are checked against the load's own counts (reads done = reads counted).
 # Usage: bench/watch-soak.sh [DIR] [MINUTES] [INTERVAL] [KEEP] [SAMPLE]
 #   (BIN=path/to/iolens to skip the release build; PACE_US=N sleeps N µs between forks, to soak
-#   for hours at a lower, steady event rate instead of one CPU's worth of forking). Needs root.
+#   for hours at a lower, steady event rate instead of one CPU's worth of forking; DEVICE=vda
+#   watches the block layer of that disk only, so that devices other work makes and removes on a
+#   shared machine do not add series while it runs). Needs root.
 # Output: DIR/soak.csv (t_s, rss_kib, anon_kib, cpu_s, scrape_ms, scrape_bytes) and a summary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -72,6 +74,7 @@ C
 gcc -O2 -o "$DIR/soakload" "$DIR/soakload.c"
 PORT=$((20000 + RANDOM % 20000))
 "$BIN" -q watch --comm soakreader --wait --no-progress --interval "$INTERVAL" \
+  ${DEVICE:+--device "$DEVICE"} \
   --keep-intervals "$KEEP" --prometheus "127.0.0.1:$PORT" --json "$DIR/soak-watch.json" \
   > /dev/null 2> "$DIR/soak-watch.err" &
 W=$!
