@@ -106,6 +106,24 @@ pub(super) struct RawTask {
     pub sys_pos: u64,
 }
 
+/// `struct rq_state`: a block request's state in the kernel's `in_block` table, read at the end
+/// of a watch (requests whose completion the probe did not see).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(super) struct RqState {
+    pub start: u64,
+    pub issue: u64,
+    pub tgid: u32,
+    pub tid: u32,
+    pub watched: u32,
+    pub pad: u32,
+    /// Entry time of the submitter's traced syscall it was submitted in (0: none).
+    pub sys: u64,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
+unsafe impl aya::Pod for RqState {}
+
 /// `struct watch_clock`: the watch's start, interval length and end (CLOCK_MONOTONIC ns), which
 /// user space writes.
 #[repr(C)]
@@ -383,6 +401,11 @@ mod tests {
             fields!(FirstWev: info, cc),
         );
         check("wait_sum", size_of::<WaitSum>(), fields!(WaitSum: parts));
+        check(
+            "rq_state",
+            size_of::<RqState>(),
+            fields!(RqState: start, issue, tgid, tid, watched, pad, sys),
+        );
         // The value of `pg_wait_ptr`, which user space fills (watch and profile alike).
         use crate::bpf::PgPtrs;
         check(

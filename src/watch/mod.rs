@@ -721,7 +721,14 @@ pub(crate) fn watch(
     cgroups.look(rec.thread_time.values().map(|t| t.pid));
     let cgroups = cgroups.finish();
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
-    let lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
+    let mut lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
+    // Completions missed in the watch's last moments (no later request reused their address).
+    let unseen = recording::unseen_at_end(&ebpf, start_ns)?;
+    if let Some(i) = LOST_CAUSES.iter().position(|&c| c == UNSEEN_COMPLETION) {
+        if let Some(v) = lost_counts.get_mut(i) {
+            *v += unseen;
+        }
+    }
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
         return Err(e.context("cannot record the watch's histograms"));

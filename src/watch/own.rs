@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use aya::maps::RingBuf;
 
+use super::layout::RqState;
 use super::{
     block_ops, filter, monotonic_ns, unfollowed_slot, Event, BLOCK_WATCHED, EV_BLOCK, LOST_CAUSES,
     UNSEEN_COMPLETION,
@@ -65,24 +66,6 @@ struct State {
     /// before the run is not counted as the run's.
     count_from: Option<aya::maps::Array<aya::maps::MapData, u64>>,
 }
-
-/// A request's state in the kernel's `in_block` table (`struct rq_state` in
-/// `bpf/watch.bpf.c`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-struct RqState {
-    start: u64,
-    issue: u64,
-    tgid: u32,
-    tid: u32,
-    watched: u32,
-    pad: u32,
-    /// Entry time of the submitter's traced syscall it was submitted in (0: none).
-    sys: u64,
-}
-
-// SAFETY: plain old data, laid out as the BPF program's `struct rq_state`.
-unsafe impl aya::Pod for RqState {}
 
 /// A block-layer watch of this process's own I/O on one disk (see the module docs).
 pub struct OwnWatch {

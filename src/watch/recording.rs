@@ -5,8 +5,9 @@
 
 use super::*;
 use layout::{
-    WaitKey, WaitSum, TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE, TASK_OFF,
-    TASK_SEG, TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
+    RqState, WaitKey, WaitSum, TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE,
+    TASK_OFF, TASK_SEG, TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID,
+    TASK_WEV,
 };
 
 /// Parts in ns as a wall-time split in seconds.
@@ -598,6 +599,35 @@ pub(super) struct Pending {
     /// (the tagged parts, and the slice since the last observation point, which carries the
     /// event it began under: at the end nothing can change it any more).
     pub(super) tags: Vec<(u32, [u64; PARTS])>,
+}
+
+/// Watched block requests submitted since `from_ns` that are still in the kernel's table at the
+/// end although the syscall that waited for them has returned (or its thread has exited): a
+/// synchronous syscall returns only after its requests complete, so each one's completion ran
+/// without the probe seeing it. The kernel counts such a request as lost only when a later
+/// request reuses its address (`unseen_counts` in `bpf/watch.bpf.c`); those missed in the last
+/// moments of a watch are counted here. Requests still in flight at the end (their syscall still
+/// waiting, or none waiting: readahead, writeback) are not counted.
+pub(super) fn unseen_at_end(ebpf: &aya::Ebpf, from_ns: u64) -> Result<u64> {
+    let in_block: aya::maps::HashMap<&MapData, u64, RqState> =
+        aya::maps::HashMap::try_from(ebpf.map("in_block").context("BPF object lacks in_block")?)?;
+    let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
+        aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
+    let mut n = 0;
+    for item in in_block.iter() {
+        let Ok((_, st)) = item else { continue };
+        if st.watched == 0 || st.sys == 0 || st.start < from_ns {
+            continue;
+        }
+        let waiting = tasks.get(&st.tid, 0).ok().is_some_and(|v| {
+            u64::from_ne_bytes(v[TASK_SYS_TS..TASK_SYS_TS + 8].try_into().unwrap_or([0; 8]))
+                == st.sys
+        });
+        if !waiting {
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 /// Each watched thread's parts not yet written to the ring, up to `end_ns`.
