@@ -142,7 +142,7 @@ def watched(binary):
         bc, bns = bg.get(i, (0, 0))
         per[name] = {"runs_tx": cnt / max(n, 1), "ns_run": ns / max(cnt, 1), "ns_tx": ns / max(n, 1),
                      "net_tx": (ns - bns * scale) / max(n, 1)}
-    return n, tps, cpu, per, (c2 - c1) / max(n, 1) * 1e9
+    return n, tps, cpu, per, (c2 - c1) / max(n, 1) * 1e9, (c2 - c1) / max(t2 - t1, 1e-9)
 
 base_bin = os.environ.get("IOLENS_BIN_BASE", "")
 builds = {"watch": bin_, **({"base": base_bin} if base_bin else {})}
@@ -158,8 +158,9 @@ for k in range(rounds):
             n, tps, cpu = pgbench(secs)
             r = {"tps": tps, "cpu_tx": cpu / max(n, 1) * 1e9}
         else:
-            n, tps, cpu, per, user = watched(builds[m])
-            r = {"tps": tps, "cpu_tx": cpu / max(n, 1) * 1e9 + user, "per": per, "user_tx": user}
+            n, tps, cpu, per, user, frac = watched(builds[m])
+            r = {"tps": tps, "cpu_tx": cpu / max(n, 1) * 1e9 + user, "per": per, "user_tx": user,
+                 "user_frac": frac}
         res[m].append(r)
         print(f"round {k + 1} {m:>5}: {r['tps']:8.1f} TPS, {r['cpu_tx'] / 1e3:6.0f} CPU µs per "
               f"transaction; load {os.getloadavg()[0]:.1f}", flush=True)
@@ -184,7 +185,9 @@ for m in builds:
     net = med(sum(x["net_tx"] for x in r["per"].values()) for r in rs)
     user = med(r["user_tx"] for r in rs)
     print(f"{'BPF total':<18} {'':>9} {'':>8} {bpf:9.0f} {net:10.0f}")
-    print(f"{'watcher process':<18} {'':>9} {'':>8} {user:9.0f} {user:10.0f}")
+    print(f"{'watcher process':<18} {'':>9} {'':>8} {user:9.0f} {user:10.0f}   "
+          f"({med(r['user_frac'] for r in rs) * 100:.1f}% of one CPU: partly a fixed cost per "
+          f"second, spread over fewer transactions on a slow host)")
     print(f"{'total':<18} {'':>9} {'':>8} {bpf + user:9.0f} {net + user:10.0f}")
     print(f"{m}: cost per transaction {(bpf + user) / 1e3:.1f} µs ({(bpf + user) / none_tx * 100:.1f}% "
           f"of none's {none_tx / 1e3:.0f} µs; net of the rest of the host "
