@@ -25,7 +25,8 @@
 # Needs root, pgbench and a running server: Usage:
 #   bench/watch-cost-per-tx.sh HOST PORT [SECONDS] [ROUNDS] [CLIENTS] [SCALE] [IDLE]
 #   HOST, PORT: the server's socket directory and port (e.g. from scripts/pg-test-server.sh);
-#   a database iolens_bench is made with `pgbench -i -s SCALE` (default 10) the first time.
+#   a database iolens_bench is made with `pgbench -i -s SCALE` (default 10) and dropped at the
+#   end (not left in a server that tests share).
 # Env: IOLENS_BIN (default target/debug/iolens), IOLENS_BIN_BASE (optional second build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,13 +43,15 @@ BIN=${IOLENS_BIN:-$PWD/target/debug/iolens}
 command -v pgbench > /dev/null || { echo "pgbench not found" >&2; exit 2; }
 command -v bpftool > /dev/null || { echo "bpftool not found (Debian package bpftool)" >&2; exit 2; }
 as_pg() { runuser -u postgres -- "$@"; }
-if ! as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SELECT 1' > /dev/null 2>&1; then
-  as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
-  as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_bench > /dev/null 2>&1
-fi
-DATA=$(as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SHOW data_directory')
+drop_db() {
+  as_pg psql -h "$HOST" -p "$PORT" -d postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
+}
+drop_db
+as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
 old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
-trap 'echo "$old_stats" > /proc/sys/kernel/bpf_stats_enabled' EXIT
+trap 'echo "$old_stats" > /proc/sys/kernel/bpf_stats_enabled; drop_db' EXIT
+as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_bench > /dev/null 2>&1
+DATA=$(as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SHOW data_directory')
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$BIN" "$HOST" "$PORT" "$DATA" "$SECS" "$ROUNDS" "$CLIENTS" "$IDLE" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
