@@ -55,42 +55,12 @@ DATA=$(as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SHOW data_directo
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$BIN" "$HOST" "$PORT" "$DATA" "$SECS" "$ROUNDS" "$CLIENTS" "$IDLE" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
+sys.path.insert(0, "bench")
+from pgwatch import bpf_progs, server_cpu, start_watch, stat_cpu
 bin_, host, port, data = sys.argv[1:5]
 secs, rounds, clients, idle = (int(x) for x in sys.argv[5:9])
-tick = os.sysconf("SC_CLK_TCK")
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
 tmp = tempfile.mkdtemp()
-
-def stat_cpu(pid, children=False):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in f[11:15 if children else 13]) / tick
-
-def server_cpu():
-    """CPU seconds of the cluster: the postmaster's own and its reaped children's (backends
-    that exited), plus its live children's."""
-    pm = int(open(f"{data}/postmaster.pid").readline())
-    total = stat_cpu(pm, children=True)
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                g = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(g[1]) == pm:
-                total += (int(g[11]) + int(g[12])) / tick
-    return total
-
-def progs(pid):
-    """prog id -> (run count, run time ns) of the BPF programs process `pid` holds."""
-    out = {}
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            info = dict(l.split(":", 1) for l in open(f"/proc/{pid}/fdinfo/{fd}") if ":" in l)
-        except OSError:
-            continue
-        if "prog_id" in info and "run_cnt" in info:
-            out[info["prog_id"].strip()] = (int(info["run_cnt"]), int(info["run_time_ns"]))
-    return out
 
 def names():
     o = subprocess.run(["bpftool", "prog", "show", "--json"], check=True, capture_output=True,
@@ -99,12 +69,12 @@ def names():
 
 def pgbench(t):
     """(transactions, TPS, CPU seconds of the server and pgbench) of one pgbench run."""
-    ru0, s0 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu()
+    ru0, s0 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu(data)
     o = subprocess.run(["runuser", "-u", "postgres", "--", "pgbench", "-h", host, "-p", port,
                         "-c", str(clients), "-j", "2", "-T", str(t), "iolens_bench"],
                        check=True, capture_output=True, text=True).stdout
     time.sleep(0.3)  # the backends exit and are reaped
-    ru1, s1 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu()
+    ru1, s1 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu(data)
     n = int(re.search(r"number of transactions actually processed: (\d+)", o).group(1))
     tps = float(re.search(r"tps = ([0-9.]+) \(without initial", o).group(1))
     client = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
@@ -115,22 +85,15 @@ def delta(b, a):
 
 def watched(binary):
     out = os.path.join(tmp, "w.json")
-    w = subprocess.Popen([binary, "watch", "--comm", "postgres", "--no-progress", "--json", out],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    buf = b""
-    while b"tracepoints attached" not in buf:
-        c = os.read(w.stderr.fileno(), 4096)
-        if not c:
-            raise RuntimeError(f"iolens watch did not start: {buf.decode(errors='replace')}")
-        buf += c
+    w = start_watch(binary, out)
     old = open(STATS).read().strip()
     open(STATS, "w").write("1")
     try:
-        p0, t0 = progs(w.pid), time.monotonic()
+        p0, t0 = bpf_progs(w.pid), time.monotonic()
         time.sleep(idle)
-        p1, t1, c1 = progs(w.pid), time.monotonic(), stat_cpu(w.pid)
+        p1, t1, c1 = bpf_progs(w.pid), time.monotonic(), stat_cpu(w.pid)
         n, tps, cpu = pgbench(secs)
-        p2, t2, c2 = progs(w.pid), time.monotonic(), stat_cpu(w.pid)
+        p2, t2, c2 = bpf_progs(w.pid), time.monotonic(), stat_cpu(w.pid)
     finally:
         open(STATS, "w").write(old)
     nm = names()
