@@ -77,6 +77,7 @@ fi
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$IOLENS_BIN" "$PGBIN" "$DATA" "$SOCK" "$PORT" "$SECS" "$ROUNDS" "$CLIENTS" "$SCALE" "$SAMPLING" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, "bench")
 from pgwatch import bpf_progs, server_cpu, start_watch, stat_cpu
 bin_, pgbin, data, sock, port = sys.argv[1:6]

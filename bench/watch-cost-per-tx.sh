@@ -55,6 +55,7 @@ DATA=$(as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SHOW data_directo
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$BIN" "$HOST" "$PORT" "$DATA" "$SECS" "$ROUNDS" "$CLIENTS" "$IDLE" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, "bench")
 from pgwatch import bpf_progs, server_cpu, start_watch, stat_cpu
 bin_, host, port, data = sys.argv[1:5]
