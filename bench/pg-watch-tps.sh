@@ -77,11 +77,13 @@ fi
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$IOLENS_BIN" "$PGBIN" "$DATA" "$SOCK" "$PORT" "$SECS" "$ROUNDS" "$CLIENTS" "$SCALE" "$SAMPLING" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+sys.path.insert(0, "bench")
+from pgwatch import bpf_progs, server_cpu, start_watch, stat_cpu
 bin_, pgbin, data, sock, port = sys.argv[1:6]
 secs, rounds, clients, scale, sampling = (int(x) for x in sys.argv[6:11])
 dsn = ["-h", sock, "-p", port, "-U", "postgres"]
 tmp = tempfile.mkdtemp()
-tick = os.sysconf("SC_CLK_TCK")
 
 def as_pg(*args, **kw):
     return subprocess.run(["runuser", "-u", "postgres", "--", *args], check=True, **kw)
@@ -94,71 +96,34 @@ def server(preload):
     as_pg(f"{pgbin}/pg_ctl", "-D", data, "-l", f"{data}/../server.log", "-w", "-t", "60",
           "-o", opts, "start", stdout=subprocess.DEVNULL)
 
-def server_cpu():
-    """CPU seconds of the cluster: the postmaster's own and its reaped children's (backends
-    that exited), plus its live children's."""
-    pm = int(open(f"{data}/postmaster.pid").readline())
-    f = open(f"/proc/{pm}/stat").read().rsplit(")", 1)[1].split()
-    total = sum(int(x) for x in f[11:15])
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                g = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(g[1]) == pm:
-                total += int(g[11]) + int(g[12])
-    return total / tick
-
 last = {}
 STATS = "/proc/sys/kernel/bpf_stats_enabled"
 
 def bpf_runs(pid):
-    """(run count, run time ns) summed over the BPF programs process `pid` holds (their fdinfo
-    carries the kernel's counters while kernel.bpf_stats_enabled is 1)."""
-    cnt = ns = 0
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            info = dict(l.split(":", 1) for l in open(f"/proc/{pid}/fdinfo/{fd}") if ":" in l)
-        except OSError:
-            continue
-        if "prog_id" in info and "run_cnt" in info:
-            cnt += int(info["run_cnt"])
-            ns += int(info["run_time_ns"])
-    return cnt, ns
+    """(run count, run time ns) summed over the BPF programs process `pid` holds."""
+    runs = bpf_progs(pid).values()
+    return sum(c for c, _ in runs), sum(ns for _, ns in runs)
 
 def pgbench(t):
-    ru0, s0 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu()
+    ru0, s0 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu(data)
     o = subprocess.run(["pgbench", *dsn, "-c", str(clients), "-j", "2", "-T", str(t),
                         "postgres"], check=True, capture_output=True, text=True).stdout
     time.sleep(0.3)  # the backends exit and are reaped
-    ru1, s1 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu()
+    ru1, s1 = resource.getrusage(resource.RUSAGE_CHILDREN), server_cpu(data)
     n = int(re.search(r"number of transactions actually processed: (\d+)", o).group(1))
     client = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
     last["cpu_us_per_tx"] = ((s1 - s0) + client) / max(n, 1) * 1e6
     return float(re.search(r"tps = ([0-9.]+) \(without initial", o).group(1))
 
-def cpu_s(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(f[11]) + int(f[12])) / tick
-
 def watched(t, binary):
     out = os.path.join(tmp, "w.json")
-    w = subprocess.Popen([binary, "watch", "--comm", "postgres", "--no-progress",
-                          "--json", out], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE)
-    buf = b""
-    while b"tracepoints attached" not in buf:
-        c = os.read(w.stderr.fileno(), 4096)
-        if not c:
-            raise RuntimeError(f"iolens watch did not start: {buf.decode(errors='replace')}")
-        buf += c
+    w = start_watch(binary, out)
     stats = open(STATS).read().strip()
     open(STATS, "w").write("1")
     try:
-        (n0, b0), c0, t0 = bpf_runs(w.pid), cpu_s(w.pid), time.time()
+        (n0, b0), c0, t0 = bpf_runs(w.pid), stat_cpu(w.pid), time.time()
         tps = pgbench(t)
-        (n1, b1), c1, t1 = bpf_runs(w.pid), cpu_s(w.pid), time.time()
+        (n1, b1), c1, t1 = bpf_runs(w.pid), stat_cpu(w.pid), time.time()
     finally:
         open(STATS, "w").write(stats)
     watcher_us_per_tx = (c1 - c0) / max(tps * t, 1) * 1e6

@@ -108,23 +108,36 @@ struct {
 // nothing. A Client:ClientRead carries the backend's transaction state (PG_STATE_READ), read
 // at the same instant from its status entry: waiting for its client inside a transaction
 // (holding its locks) is database time, outside one it is idle.
-static __always_inline __u32 wait_event_at(__u64 wait, __u64 status, __u32 state_off)
+//
+// `*entry`: the status entry's address, where it was read to learn the state (a value with
+// PG_STATE_READ always had it read), else 0.
+static __always_inline __u32 wait_event_entry(__u64 wait, __u64 status, __u32 state_off,
+					      __u64 *entry)
 {
 	__u64 ptr = 0;
 	__u32 info = 0;
+	*entry = 0;
 	if (bpf_probe_read_user(&ptr, sizeof(ptr), (const void *)wait) || !ptr)
 		return WAIT_UNREADABLE;
 	if (bpf_probe_read_user(&info, sizeof(info), (const void *)ptr))
 		return WAIT_UNREADABLE;
 	if (info == PG_CLIENT_READ && status) {
-		__u64 entry = 0;
+		__u64 e = 0;
 		__s32 state = -1;
-		if (!bpf_probe_read_user(&entry, sizeof(entry), (const void *)status) && entry &&
-		    !bpf_probe_read_user(&state, sizeof(state), (const void *)(entry + state_off)) &&
-		    state >= 0 && state < 0x80)
-			info |= PG_STATE_READ | ((__u32)state << 16);
+		if (!bpf_probe_read_user(&e, sizeof(e), (const void *)status) && e) {
+			*entry = e;
+			if (!bpf_probe_read_user(&state, sizeof(state), (const void *)(e + state_off)) &&
+			    state >= 0 && state < 0x80)
+				info |= PG_STATE_READ | ((__u32)state << 16);
+		}
 	}
 	return info;
+}
+
+static __always_inline __u32 wait_event_at(__u64 wait, __u64 status, __u32 state_off)
+{
+	__u64 entry;
+	return wait_event_entry(wait, status, state_off, &entry);
 }
 
 static __always_inline __u32 current_wait_event(__u32 tgid)

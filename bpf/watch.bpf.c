@@ -287,14 +287,16 @@ static __always_inline __u32 thread_wait_event(struct task_state *st, __u32 tgid
 	}
 	if (!st->pg_wait)
 		return 0;
-	__u32 info = wait_event_at(st->pg_wait, st->pg_status, st->pg_state_off);
+	__u64 entry = 0;
+	__u32 info = wait_event_entry(st->pg_wait, st->pg_status, st->pg_state_off, &entry);
 	int client = (info & ~PG_STATE_BITS) == (PG_CLIENT_READ | PG_STATE_READ);
 	// Most observation points of a busy backend: neither waiting for its client nor since.
 	if (!client && !st->cr_info)
 		return info;
-	__u64 entry = 0;
 	__s32 cc = 0;
-	if (bpf_probe_read_user(&entry, sizeof(entry), (const void *)st->pg_status) || !entry ||
+	// The status entry's address, unless read just now for the Client:ClientRead's state.
+	if ((!entry &&
+	     (bpf_probe_read_user(&entry, sizeof(entry), (const void *)st->pg_status) || !entry)) ||
 	    bpf_probe_read_user(&cc, sizeof(cc), (const void *)entry)) {
 		st->cr_info = 0;
 		return info;
@@ -1139,21 +1141,29 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new)
 	if (!task_watched(p, &tgid, &tid))
 		return;
 	__u64 now = bpf_ktime_get_ns();
-	// A thread that existed before the watch and is woken was asleep since at least its start.
-	__u32 zero = 0;
-	struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
-	__u64 from = !is_new && clk && clk->start && clk->start < now ? clk->start : now;
-	struct first_wev *w = 0;
-	if (from != now)
-		w = bpf_map_lookup_elem(&pg_first_wev, &tid);
-	struct task_state *st = task_get(p, tgid, tid, ST_SLEEP, from, now, w ? w->info : 0);
-	if (!st)
-		return;
-	// Its status entry's change count at the start (see `thread_wait_event`): if it is the
-	// same at its next observation point, its state has not changed since the start either.
-	if (w && !st->cr_info && (w->info & ~PG_STATE_BITS) == (PG_CLIENT_READ | PG_STATE_READ)) {
-		st->cr_info = w->info;
-		st->cr_cc = w->cc;
+	// Most wakeups are of a thread already known: one hash lookup (the start's wait event is
+	// needed only for a thread first seen here).
+	struct task_state *st = bpf_map_lookup_elem(&tasks, &tid);
+	if (!st) {
+		// A thread that existed before the watch and is woken was asleep since at least
+		// its start.
+		__u32 zero = 0;
+		struct watch_clock *clk = bpf_map_lookup_elem(&watch_clock, &zero);
+		__u64 from = !is_new && clk && clk->start && clk->start < now ? clk->start : now;
+		struct first_wev *w = 0;
+		if (from != now)
+			w = bpf_map_lookup_elem(&pg_first_wev, &tid);
+		st = task_get(p, tgid, tid, ST_SLEEP, from, now, w ? w->info : 0);
+		if (!st)
+			return;
+		// Its status entry's change count at the start (see `thread_wait_event`): if it is
+		// the same at its next observation point, its state has not changed since the start
+		// either.
+		if (w && !st->cr_info &&
+		    (w->info & ~PG_STATE_BITS) == (PG_CLIENT_READ | PG_STATE_READ)) {
+			st->cr_info = w->info;
+			st->cr_cc = w->cc;
+		}
 	}
 	account(st, now);
 	// A thread preempted in a sleeping state is still on the run queue (on_switch): its wait

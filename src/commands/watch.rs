@@ -294,6 +294,7 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         .as_deref()
         .map(super::metrics::MetricsServer::bind)
         .transpose()?;
+    let draw = !cx.quiet && !a.no_progress && std::io::stdout().is_terminal();
     let opts = WatchOptions {
         filters,
         duration: a.duration,
@@ -304,10 +305,10 @@ pub(crate) fn main(a: &WatchArgs, cx: &Context) -> Result<ExitCode> {
         metrics: server.is_some(),
         record: record.as_ref().map(|_| Default::default()),
         keep_intervals: a.keep_intervals,
+        live: draw,
     };
     let style = TermStyle::resolve(ColorChoice::Auto, None);
     let what = describe(&opts.filters);
-    let draw = !cx.quiet && !a.no_progress && std::io::stdout().is_terminal();
     let mut live = Live {
         style,
         lines: Vec::new(),

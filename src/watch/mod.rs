@@ -125,6 +125,11 @@ pub struct WatchOptions {
     /// About how many intervals to keep (`--keep-intervals`): the newest half at full
     /// resolution, older ones rolled up into coarser ones ([`grid`]).
     pub keep_intervals: usize,
+    /// The live view is drawn: its layers' histograms ([`IntervalView::layer_hist`],
+    /// [`IntervalView::series`]) are recorded. They are in no result, so a watch that draws
+    /// nothing (piped, `--no-progress`, `db run`) does not record them: one histogram record
+    /// fewer per syscall, per run-queue wait and per watched block request.
+    pub live: bool,
 }
 
 /// Where a watch puts its I/O log at its end (`--record`).
@@ -512,6 +517,7 @@ pub(crate) fn watch(
         processes: BTreeMap::new(),
         threads: opts.threads,
         layers: [OpAcc::new(), OpAcc::new(), OpAcc::new()],
+        live: opts.live,
         devices: HashMap::new(),
         failed: None,
         thread_time: BTreeMap::new(),

@@ -34,6 +34,8 @@ pub(super) struct Recording {
     pub(super) threads: bool,
     /// The live view's layers (indexed by [`Layer`]), all recorded so that keys can switch.
     pub(super) layers: [OpAcc; 3],
+    /// Whether the layers are recorded (the live view is drawn: [`WatchOptions::live`]).
+    pub(super) live: bool,
     /// Device number → its name and the name of its run of the watched processes' requests
     /// (shared, so that recording an event allocates nothing).
     pub(super) devices: HashMap<u32, (Rc<str>, Rc<str>)>,
@@ -466,6 +468,9 @@ impl Recording {
     }
 
     pub(super) fn layer_record(&mut self, layer: Layer, k: usize, ns: u64) {
+        if !self.live {
+            return;
+        }
         let r = self.layers[layer as usize].record(k, ns, 0, false);
         self.keep_failure(r);
     }

@@ -56,6 +56,8 @@ impl BackendProbes {
             metrics: false,
             // The run's own intervals, every one: as long as the run, never rolled up.
             keep_intervals: usize::MAX,
+            // Nothing drawn.
+            live: false,
         };
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
