@@ -578,6 +578,16 @@ pub fn run(
              read is the client's, and there is no device view"
                 .to_string(),
         );
+    } else if spaces.len() > 1 {
+        for (i, sp) in spaces.iter().enumerate() {
+            if disks.name(i).is_none() {
+                warnings.push(format!(
+                    "no block device found for {} (overlay or network filesystem?): no device \
+                     view of that tablespace",
+                    sp.location.display()
+                ));
+            }
+        }
     } else if device.is_none() {
         warnings.push(
             "the server's data directory is not readable by this role or not on a block device: \
