@@ -16,7 +16,8 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
     }
     // A database run's targets hold its operations (an update's commit is part of the
     // update, not an operation of its own), and its own count of the reads of their tables.
-    let db = run.phase == "db";
+    // (SQLite's targets hold its file I/O: I/Os.)
+    let db = run.phase == "db" && run.ops.iter().any(|o| o.op == "select");
     let count = |tr: &TargetRun| -> u64 {
         tr.ops
             .iter()
