@@ -20,7 +20,6 @@ use postgres::Client;
 use serde::{Deserialize, Serialize};
 
 use super::errors::PgCtx;
-use super::setup::local_data_dir;
 
 /// The marker file iolens writes into each tablespace directory.
 pub(crate) const MARKER: &str = ".iolens-tablespace";
@@ -70,13 +69,17 @@ fn server(c: &mut Client) -> Result<Server> {
              live in the database's default tablespace)"
         );
     }
-    let Some(d) = local_data_dir(c) else {
+    let d: String = c
+        .query_one("SELECT current_setting('data_directory')", &[])
+        .pg("cannot read the server's data directory")?
+        .get(0);
+    if !Path::new(&d).exists() {
         bail!(
             "--dir with --engine postgres places the tables in tablespaces at those directories \
              on the server's host, and this server's data directory is not on this host: run \
              iolens on the server's host"
         );
-    };
+    }
     let data_dir = PathBuf::from(d);
     let m = std::fs::metadata(&data_dir)
         .with_context(|| format!("cannot read the data directory {}", data_dir.display()))?;
