@@ -529,6 +529,15 @@ pub struct TargetRun {
     /// counted whole: two targets on one disk each see both's requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceStats>,
+    /// The block requests the run made on this target's disk, traced (`--watch`; `db run
+    /// --engine postgres` as root): each one's host queue and device service time per interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block: Option<BlockLayer>,
+    /// Counts the database kept of this target's own I/O over the measured window (`db run
+    /// --engine postgres` over tablespaces: `physical_reads`, `buffer_hits` of the tables in its
+    /// tablespace, from `pg_statio_user_tables`; `tables`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, f64>,
 }
 
 impl TargetRun {

@@ -539,6 +539,7 @@ impl DiskWindow {
             queue: disk.and_then(|d| crate::sys::disk_queue(&d.disk)),
             lun_queue_depth: disk.and_then(|d| crate::sys::lun_queue_depth(&d.disk)),
             device,
+            ..Default::default()
         }
     }
 }

@@ -280,7 +280,7 @@ fn postgres_bad_input_is_explained() {
         rows: 2048,
         seed: 1,
     };
-    let o = iolens::db::postgres::setup(&db.dsn(), &layout, Some(1000), false).unwrap();
+    let o = iolens::db::postgres::setup(&db.dsn(), &[], &layout, Some(1000), false).unwrap();
     assert!(!o.complete);
     let (ok, _, se) = iolens(&[
         "db",
@@ -296,7 +296,7 @@ fn postgres_bad_input_is_explained() {
         !ok && se.contains("incomplete") && se.contains("1000 of 2048"),
         "{se}"
     );
-    let o = iolens::db::postgres::setup(&db.dsn(), &layout, None, false).unwrap();
+    let o = iolens::db::postgres::setup(&db.dsn(), &[], &layout, None, false).unwrap();
     assert!(o.complete);
     assert_eq!(o.rows_loaded, 1048);
     assert_eq!(o.checks[0].blocks, 2048);

@@ -64,12 +64,16 @@ pub struct TargetArgs {
     /// Database engine.
     #[arg(long, value_enum, default_value = "sqlite")]
     pub engine: EngineKind,
-    /// Directory holding the SQLite database (sqlite engine). Give it several times to spread
-    /// the layout over several disks, as a database's data files are: schema s lives in the
-    /// database file of the (s mod N)-th directory (so --schemas must be at least N), each
-    /// session works on one schema, and `db run` keeps each directory's own I/O series, queue
-    /// facts and disk counters beside the totals. `db run` and `db drop` take the same list,
-    /// in the same order.
+    /// Directory holding the SQLite database (sqlite engine), or a tablespace's directory
+    /// (postgres engine, optional). Give it several times to spread the layout over several
+    /// disks, as a database's data files are: schema s lives in the (s mod N)-th directory (so
+    /// --schemas must be at least N; a multiple of N spreads evenly), each session works on one
+    /// schema, and `db run` keeps each directory's own series, queue facts and disk counters
+    /// beside the totals. SQLite: the database file of each directory. PostgreSQL (superuser,
+    /// server on this host): `db setup` creates one tablespace per directory, each directory
+    /// new or empty (one holding anything else is refused before anything is created), marked
+    /// as iolens' and given to the server's user; `db drop` removes them. `db run` and `db
+    /// drop` take the same list, in the same order (PostgreSQL: or none).
     #[arg(long)]
     pub dir: Vec<PathBuf>,
     /// libpq connection string or URL (postgres engine). Parameters it leaves out come from
@@ -135,7 +139,9 @@ pub struct RunArgs {
     /// SQLite: run without the per-I/O timing shim (for overhead benchmarks).
     #[arg(long)]
     pub(crate) no_timing: bool,
-    /// SQLite: keep the database's pages in the OS page cache instead of dropping them first.
+    /// Keep the database's pages in the OS page cache instead of dropping them first (SQLite:
+    /// its files; PostgreSQL on this host, as root or the server's user: the tables' and
+    /// indexes' files).
     #[arg(long)]
     pub(crate) keep_os_cache: bool,
     /// PostgreSQL: run without track_io_timing (when the role may not enable it).
@@ -230,8 +236,10 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             crate::interrupt::set_writes_results(a.json.is_some());
             // A results file that cannot be written must fail now, not after the run.
             let mut files = crate::output::Plan::new();
-            for dir in &a.target.dir {
-                files.input(&crate::db::sqlite::db_path(dir));
+            if a.target.engine == EngineKind::Sqlite {
+                for dir in &a.target.dir {
+                    files.input(&crate::db::sqlite::db_path(dir));
+                }
             }
             let json = super::results_output(
                 &mut files,
@@ -346,7 +354,10 @@ fn engine(t: &TargetArgs) -> Result<Box<dyn crate::db::DbEngine>> {
         EngineKind::Sqlite => Box::new(sqlite::Sqlite {
             dirs: sqlite_dirs(t)?,
         }),
-        EngineKind::Postgres => Box::new(postgres::Postgres { dsn: pg_dsn(t)? }),
+        EngineKind::Postgres => Box::new(postgres::Postgres {
+            dsn: pg_dsn(t)?,
+            dirs: t.dir.clone(),
+        }),
     })
 }
 
@@ -361,9 +372,6 @@ fn sqlite_dirs(t: &TargetArgs) -> Result<Vec<PathBuf>> {
 }
 
 fn pg_dsn(t: &TargetArgs) -> Result<String> {
-    if !t.dir.is_empty() {
-        bail!("--dir is for --engine sqlite; the postgres engine takes --dsn");
-    }
     // Without --dsn, libpq's environment variables, password file and defaults apply alone.
     Ok(t.dsn.clone().unwrap_or_default())
 }

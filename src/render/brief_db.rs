@@ -104,6 +104,8 @@ pub(crate) fn db_summary(res: &Results, style: &TermStyle) -> String {
             ctr(r, "os_cache_served_share") * 100.0
         );
     }
+    // Over several directories (tablespaces, database files): each one's own row.
+    s.push_str(&super::targets::text(r, style));
     if let Some(w) = res.db.as_ref().and_then(|d| d.wait_profile.as_ref()) {
         let _ = writeln!(s, "  wait profile ({} samples):", w.samples);
         for e in w.events.iter().take(8) {

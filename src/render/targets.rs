@@ -1,6 +1,8 @@
-//! The per-target table of a run over several targets (`run --target a --target b …`): what
-//! landed on each target (count, share, rate, latency), its queue facts from sysfs, and its
-//! disk's own counters. Drawn by `show`, `report`, `export --markdown` and the closing summary.
+//! The per-target table of a run over several targets (`run --target a --target b …`, `db run
+//! --dir a --dir b …`): what landed on each target (count, share, rate, latency; a database's
+//! operations, its reads of the target's tables), its queue facts from sysfs, its disk's own
+//! counters, and the block requests traced on its disk. Drawn by `show`, `report`, `export
+//! --markdown` and the closing summary.
 
 use crate::results::{Results, RunResult, TargetRun};
 use crate::units::{fmt_ns, fmt_rate, sig3};
@@ -12,26 +14,51 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
     if run.targets.is_empty() {
         return None;
     }
-    let total: u64 = run.targets.iter().map(TargetRun::total_count).sum();
+    // A database run's targets hold its operations (an update's commit is part of the
+    // update, not an operation of its own), and its own count of the reads of their tables.
+    // (SQLite's targets hold its file I/O: I/Os.)
+    let db = run.phase == "db" && run.ops.iter().any(|o| o.op == "select");
+    let count = |tr: &TargetRun| -> u64 {
+        tr.ops
+            .iter()
+            .filter(|o| !(db && o.op == "commit"))
+            .map(|o| o.count)
+            .sum()
+    };
+    let total: u64 = run.targets.iter().map(count).sum();
+    let db_reads = |tr: &TargetRun| tr.counters.get("physical_reads").copied();
+    let reads_total: f64 = run.targets.iter().filter_map(db_reads).sum();
+    let blk = |tr: &TargetRun, name: &str| {
+        tr.block
+            .as_ref()
+            .and_then(|b| b.ops.iter().find(|o| o.op == name).cloned())
+    };
     let mut t = Table::new(&[
         "target",
-        "I/Os",
+        if db { "operations" } else { "I/Os" },
         "share",
-        "IOPS",
+        if db { "ops/s" } else { "IOPS" },
         "MB/s",
         "p50",
         "p99",
         "max",
+        "tables",
+        "db reads",
+        "db read share",
         "disk",
         "disk I/Os",
         "disk await",
         "util",
+        "block reads",
+        "host queue p99",
+        "device p50",
+        "device p99",
         "scheduler",
         "nr_requests",
         "tags",
     ]);
     for tr in &run.targets {
-        let n = tr.total_count();
+        let n = count(tr);
         let bytes: u64 = tr.ops.iter().map(|o| o.bytes).sum();
         // The op with the most I/Os speaks for the target's latency.
         let main = tr.ops.iter().max_by_key(|o| o.count);
@@ -64,6 +91,15 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
             lat(|s| s.p50_ns as f64),
             lat(|s| s.p99_ns as f64),
             lat(|s| s.max_ns as f64),
+            tr.counters
+                .get("tables")
+                .map(|v| sig3(*v))
+                .unwrap_or_else(|| "-".into()),
+            db_reads(tr).map(sig3).unwrap_or_else(|| "-".into()),
+            db_reads(tr)
+                .filter(|_| reads_total > 0.0)
+                .map(|v| format!("{} %", sig3(v * 100.0 / reads_total)))
+                .unwrap_or_else(|| "-".into()),
             or_dash(&info.device),
             d.map(|d| (d.reads + d.writes).to_string())
                 .unwrap_or_else(|| "-".into()),
@@ -78,6 +114,21 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
             })
             .unwrap_or_else(|| "-".into()),
             d.map(|d| format!("{} %", sig3(d.util * 100.0)))
+                .unwrap_or_else(|| "-".into()),
+            blk(tr, "blk:read:device")
+                .map(|o| o.count.to_string())
+                .unwrap_or_else(|| "-".into()),
+            blk(tr, "blk:read:queue")
+                .filter(|o| o.count > 0)
+                .map(|o| fmt_ns(o.summary.p99_ns as f64))
+                .unwrap_or_else(|| "-".into()),
+            blk(tr, "blk:read:device")
+                .filter(|o| o.count > 0)
+                .map(|o| fmt_ns(o.summary.p50_ns as f64))
+                .unwrap_or_else(|| "-".into()),
+            blk(tr, "blk:read:device")
+                .filter(|o| o.count > 0)
+                .map(|o| fmt_ns(o.summary.p99_ns as f64))
                 .unwrap_or_else(|| "-".into()),
             or_dash(&info.scheduler),
             info.nr_requests
@@ -105,6 +156,16 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
     }
     if run.targets.iter().all(|t| t.device.is_none()) {
         for c in ["disk I/Os", "disk await", "util"] {
+            t.drop_column(c);
+        }
+    }
+    if run.targets.iter().all(|t| t.counters.is_empty()) {
+        for c in ["tables", "db reads", "db read share"] {
+            t.drop_column(c);
+        }
+    }
+    if run.targets.iter().all(|t| t.block.is_none()) {
+        for c in ["block reads", "host queue p99", "device p50", "device p99"] {
             t.drop_column(c);
         }
     }

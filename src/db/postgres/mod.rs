@@ -21,6 +21,7 @@ mod probes;
 mod run;
 mod sampling;
 mod setup;
+mod tablespace;
 
 pub(crate) use errors::pg_msg;
 pub use errors::{catalog, connect};
@@ -41,18 +42,20 @@ pub(super) const CHUNK: u64 = 2048;
 
 pub use super::SetupOutcome;
 
-/// The PostgreSQL engine: the layout in the database reached through `dsn`.
+/// The PostgreSQL engine: the layout in the database reached through `dsn`, over one
+/// tablespace per directory of `dirs` when there are any ([`tablespace`]).
 pub(crate) struct Postgres {
     pub dsn: String,
+    pub dirs: Vec<std::path::PathBuf>,
 }
 
 impl super::DbEngine for Postgres {
     fn setup(&self, layout: &Layout, max: Option<u64>, show: bool) -> Result<SetupOutcome> {
-        setup(&self.dsn, layout, max, show)
+        setup(&self.dsn, &self.dirs, layout, max, show)
     }
 
     fn run(&self, spec: &RunSpec, ctx: RunContext<'_>, cmdline: Vec<String>) -> Result<Results> {
-        run(&self.dsn, spec, ctx, cmdline)
+        run(&self.dsn, &self.dirs, spec, ctx, cmdline)
     }
 
     fn drop_layout(&self) -> Result<()> {

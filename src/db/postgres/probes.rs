@@ -103,7 +103,8 @@ impl BackendProbes {
 
 /// Move the backends' watch into the run's results `res` (its first run the SQL run): the
 /// backends' own requests on `device` (the data directory's disk; the only disk they used when
-/// unknown) become the SQL run's block layer.
+/// unknown) become the SQL run's block layer, and over several tablespaces those on each
+/// target's disk that target's.
 pub(super) fn merge(res: &mut Results, watch: Results, device: Option<&str>) {
     // `block DISK (watched)`: the watched processes' requests (`block DISK` holds every
     // process's, for the disk's queue).
@@ -125,16 +126,23 @@ pub(super) fn merge(res: &mut Results, watch: Results, device: Option<&str>) {
         .as_ref()
         .map(|w| w.lost.clone())
         .unwrap_or_default();
-    if let (Some((disk, b)), Some(run0)) = (chosen, res.runs.first_mut()) {
-        let disk = disk.to_string();
-        run0.block = Some(BlockLayer {
-            queue: crate::sys::disk_queue(&disk),
-            device: disk,
-            ops: b.ops.clone(),
-            lost,
-            merged: 0,
-            target_extents: None,
-        });
+    let layer = |disk: &str, b: &crate::results::RunResult| BlockLayer {
+        queue: crate::sys::disk_queue(disk),
+        device: disk.to_string(),
+        ops: b.ops.clone(),
+        lost: lost.clone(),
+        merged: 0,
+        target_extents: None,
+    };
+    if let Some(run0) = res.runs.first_mut() {
+        if let Some((disk, b)) = chosen {
+            run0.block = Some(layer(disk, b));
+        }
+        for t in &mut run0.targets {
+            if let Some((disk, b)) = mine.iter().find(|(d, _)| *d == t.target.device) {
+                t.block = Some(layer(disk, b));
+            }
+        }
     }
     res.warnings.extend(
         watch

@@ -51,6 +51,9 @@ pub(super) struct SessionCfg {
     pub(super) think: Duration,
     pub(super) set_io_timing: bool,
     pub(super) seed: u64,
+    /// Over several tablespaces, the target of the session's schema: it records in that
+    /// target's set and in the totals' (the last).
+    pub(super) target: Option<usize>,
 }
 
 pub(super) fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> Result<SessionOut> {
@@ -84,7 +87,13 @@ pub(super) fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> R
         bail!("the run was cancelled before it started");
     };
     let end = start.end.unwrap_or(start.base);
-    let mut rec: Option<SessionRecorder> = start.recs.into_iter().next();
+    let mut recs: Vec<SessionRecorder> = start.recs;
+    // The sets this session records in: its target's and the totals' (the last).
+    let sets: Vec<usize> = match (cfg.target, recs.len()) {
+        (_, 0) => Vec::new(),
+        (Some(t), n) if t + 1 < n => vec![t, n - 1],
+        (_, n) => vec![n - 1],
+    };
     let mut rng = SmallRng::seed_from_u64(cfg.seed);
     let mut out = SessionOut {
         select_ops: 0,
@@ -114,9 +123,9 @@ pub(super) fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> R
             match r {
                 Ok((n, tc)) => {
                     let t1 = Instant::now();
-                    if let Some(r) = rec.as_mut() {
-                        r.record(crate::db::UPDATE, t0, t1, 0);
-                        r.record(crate::db::COMMIT, tc, t1, 0);
+                    for &k in &sets {
+                        recs[k].record(crate::db::UPDATE, t0, t1, 0);
+                        recs[k].record(crate::db::COMMIT, tc, t1, 0);
                     }
                     out.rows += n;
                     out.update_ops += 1;
@@ -138,8 +147,8 @@ pub(super) fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> R
             match c.query_one(&sel, &[&lo, &hi]) {
                 Ok(row) => {
                     let t1 = Instant::now();
-                    if let Some(r) = rec.as_mut() {
-                        r.record(crate::db::SELECT, t0, t1, 0);
+                    for &k in &sets {
+                        recs[k].record(crate::db::SELECT, t0, t1, 0);
                     }
                     out.rows += row.get::<_, i64>(0) as u64;
                     out.select_ops += 1;
@@ -159,8 +168,8 @@ pub(super) fn session(cfg: SessionCfg, gate: Gate<i32>, done: Arc<Barrier>) -> R
         }
     }
     out.finished = Instant::now();
-    out.summary = rec.as_ref().map(recorder::session_summary);
-    drop(rec);
+    out.summary = recs.last().map(recorder::session_summary);
+    drop(recs);
     // Wait until the main thread has read the server processes' CPU, then disconnect.
     done.wait();
     drop(c);
@@ -185,6 +194,24 @@ pub(super) struct Phase {
     pub(super) snap1: SysSnapshot,
     /// The backends' watch (`None`: not traced), or why it failed.
     pub(super) probes: Option<Result<Results>>,
+    /// Over several tablespaces: each target's operations, its disk's window and its tables'
+    /// reads when measurement began.
+    pub(super) target_ops: Vec<Vec<OpResult>>,
+    pub(super) disks: crate::session::DiskWindow,
+    pub(super) targets0: Vec<(f64, f64)>,
+}
+
+/// Where a phase's sessions work: the layout's tablespaces' disks and tables (one target per
+/// tablespace; none in the default tablespace).
+pub(super) struct Targets {
+    pub(super) disks: crate::session::DiskWindow,
+    pub(super) tables: Vec<Vec<String>>,
+}
+
+impl Targets {
+    fn several(&self) -> bool {
+        self.tables.len() > 1
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -204,13 +231,18 @@ pub(super) fn run_phase(
     version: i32,
     device: Option<&str>,
     probe: bool,
+    targets: Targets,
 ) -> Result<Phase> {
     let n = spec.sessions as usize;
     let done = Arc::new(Barrier::new(n + 1));
     let secs_d = Duration::from_secs_f64(secs);
+    let nt = targets.tables.len();
+    let many = targets.several();
+    // One set of the statements per target, then the totals'.
+    let sets = vec![crate::db::DB_OPS; if many { nt + 1 } else { 1 }];
     let plan = Plan {
         sessions: n,
-        ops: &[crate::db::DB_OPS],
+        ops: &sets,
         // The warm-up phase records nothing: all of it lies before the base.
         warmup: if measure { Duration::ZERO } else { secs_d },
         duration: Some(if measure { secs_d } else { Duration::ZERO }),
@@ -228,12 +260,18 @@ pub(super) fn run_phase(
         block_watch: None,
     };
     let mut watch = PgWatch {
-        progress: measure.then(|| crate::db::DbProgress::new(spec, &ctx)),
+        progress: measure.then(|| {
+            crate::db::DbProgress::new(spec, &ctx)
+                .ops_set(sets.len() - 1)
+                .disks(targets.disks)
+        }),
         ctl,
         ctl_pid,
         measure,
         local,
         tables,
+        target_tables: if many { &targets.tables } else { &[] },
+        targets0: Vec::new(),
         version,
         dsn,
         hz: spec.ash_hz,
@@ -252,9 +290,11 @@ pub(super) fn run_phase(
     let driven = session::drive(
         &plan,
         |i, gate| {
+            let schema = i as u32 % layout.schemas;
             let cfg = SessionCfg {
                 dsn: dsn.to_string(),
-                schema: i as u32 % layout.schemas,
+                schema,
+                target: many.then_some(schema as usize % nt.max(1)),
                 picker: picker.clone(),
                 think: Duration::from_secs_f64(spec.think_s),
                 set_io_timing,
@@ -274,8 +314,11 @@ pub(super) fn run_phase(
         cpu1,
         probes,
         probe_error,
+        progress,
+        targets0,
         ..
     } = watch;
+    let disks = progress.map(|p| p.disks).unwrap_or_default();
     let probes = match (probes, probe_error) {
         (Some(p), _) => Some(p.finish()),
         (None, Some(e)) => Some(Err(e)),
@@ -325,7 +368,8 @@ pub(super) fn run_phase(
     }
     let last = outs.iter().map(|o| o.finished).max().unwrap_or(end);
     let measured_s = last.saturating_duration_since(base).as_secs_f64().max(1e-6);
-    let ops = driven.ops(measured_s).pop().unwrap_or_default();
+    let mut target_ops = driven.ops(measured_s);
+    let ops = target_ops.pop().unwrap_or_default();
     let (snap0, snap1) = driven.snaps;
     Ok(Phase {
         outs,
@@ -339,12 +383,54 @@ pub(super) fn run_phase(
         snap0,
         snap1,
         probes,
+        target_ops,
+        disks,
+        targets0,
     })
 }
 
-/// Run the SLOB work loop against the layout reached through `dsn`.
+/// Drop the layout's tables' and indexes' files (every 1 GiB segment) from the OS page cache,
+/// so the server's reads of them are the disk's: they are written back first, then dropped
+/// (`posix_fadvise(DONTNEED)`). Needs the server's data directory readable here (root or the
+/// server's user); returns how many files were dropped.
+fn drop_tables_cache(c: &mut Client, data_dir: &Path, tables: &[String]) -> Result<usize> {
+    let mut rels: Vec<String> = tables.to_vec();
+    rels.extend(tables.iter().map(|t| format!("{t}_k")));
+    let rows = c
+        .query(
+            "SELECT pg_relation_filepath(oid) FROM pg_class WHERE relname = ANY($1)",
+            &[&rels],
+        )
+        .pg("cannot read the tables' files")?;
+    let mut n = 0;
+    for r in rows {
+        let Some(rel): Option<String> = r.get(0) else {
+            continue;
+        };
+        let first = data_dir.join(&rel);
+        for seg in 0.. {
+            let p = if seg == 0 {
+                first.clone()
+            } else {
+                std::path::PathBuf::from(format!("{}.{seg}", first.display()))
+            };
+            if seg > 0 && !p.exists() {
+                break;
+            }
+            host::drop_page_cache(&p)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Run the SLOB work loop against the layout reached through `dsn`; over several tablespaces
+/// (`dirs`: the layout's directories, or none for those it recorded) each session works on
+/// one schema in its target's tablespace, and the run keeps each target's series, its tables'
+/// reads and its disk's counters and block layer beside the totals.
 pub fn run(
     dsn: &str,
+    dirs: &[std::path::PathBuf],
     spec: &RunSpec,
     ctx: RunContext<'_>,
     cmdline: Vec<String>,
@@ -407,10 +493,30 @@ pub fn run(
             st.join("; ")
         );
     }
+    // Every target passes its checks before any session connects.
+    let spaces = super::tablespace::read_spaces(&mut ctl)?;
+    super::tablespace::check_existing(&mut ctl, &spaces, dirs)?;
     let picker = KeyPicker::new(layout.rows, spec)?;
     let tables: Vec<String> = (0..layout.schemas)
         .map(|s| format!("iolens_t{s}"))
         .collect();
+    let nt = spaces.len().max(1);
+    let target_tables: Vec<Vec<String>> = (0..spaces.len())
+        .map(|k| {
+            (0..layout.schemas)
+                .filter(|s| *s as usize % nt == k)
+                .map(|s| format!("iolens_t{s}"))
+                .collect()
+        })
+        .collect();
+    let disks = crate::session::DiskWindow::of(spaces.iter().map(|s| s.location.as_path()));
+    if spaces.len() > 1 && !spec.sessions.is_multiple_of(layout.schemas) {
+        warnings.push(format!(
+            "{} sessions over {} schemas: the schemas (and so the tablespaces) do not get the \
+             same number of sessions",
+            spec.sessions, layout.schemas
+        ));
+    }
     // The plan must be a plain index scan: single-block synchronous heap reads.
     ctl.batch_execute("SET enable_bitmapscan = off; SET enable_seqscan = off; SET jit = off")
         .pg("cannot configure the session")?;
@@ -456,16 +562,32 @@ pub fn run(
     let ctl_pid = server_is_local(&mut ctl);
     let local = ctl_pid.is_some();
     let data_dir = local_data_dir(&mut ctl);
-    let device = data_dir
-        .as_deref()
-        .and_then(|d| crate::sys::block_dev_for(Path::new(d)))
-        .map(|b| b.name);
+    // Over tablespaces the data lies on their disks: the run's own disk view is theirs when
+    // they share one.
+    let device = if spaces.is_empty() {
+        data_dir
+            .as_deref()
+            .and_then(|d| crate::sys::block_dev_for(Path::new(d)))
+            .map(|b| b.name)
+    } else {
+        disks.device()
+    };
     if !local {
         warnings.push(
             "the server does not run on this host (or its processes are not visible): CPU per \
              read is the client's, and there is no device view"
                 .to_string(),
         );
+    } else if spaces.len() > 1 {
+        for (i, sp) in spaces.iter().enumerate() {
+            if disks.name(i).is_none() {
+                warnings.push(format!(
+                    "no block device found for {} (overlay or network filesystem?): no device \
+                     view of that tablespace",
+                    sp.location.display()
+                ));
+            }
+        }
     } else if device.is_none() {
         warnings.push(
             "the server's data directory is not readable by this role or not on a block device: \
@@ -506,6 +628,18 @@ pub fn run(
             None => true,
         },
     };
+    if spec.drop_os_cache {
+        let dropped = match &data_dir {
+            Some(d) => drop_tables_cache(&mut ctl, Path::new(d), &tables),
+            None => Err(anyhow!("the server's data directory is not on this host")),
+        };
+        if let Err(e) = dropped {
+            warnings.push(format!(
+                "the tables' pages were not dropped from the OS page cache ({e:#}), so some of \
+                 the server's reads may be served by it"
+            ));
+        }
+    }
     if spec.warmup_s > 0.0 {
         run_phase(
             dsn,
@@ -523,6 +657,10 @@ pub fn run(
             version,
             None,
             false,
+            Targets {
+                disks: Default::default(),
+                tables: Vec::new(),
+            },
         )?;
     }
     let ph = run_phase(
@@ -541,6 +679,10 @@ pub fn run(
         version,
         device.as_deref(),
         probe,
+        Targets {
+            disks,
+            tables: target_tables.clone(),
+        },
     )?;
     let stats1 = read_stats(&mut ctl, &tables, version)?;
     let d = |k: &str| {
@@ -683,6 +825,32 @@ pub fn run(
         None => {}
     }
     let ops_res: Vec<OpResult> = ph.ops;
+    // Each target's own series, its tables' reads and its disk's counters.
+    let mut targets = Vec::new();
+    if spaces.len() > 1 {
+        for (k, ((sp, ops), tabs)) in spaces
+            .iter()
+            .zip(ph.target_ops)
+            .zip(&target_tables)
+            .enumerate()
+        {
+            let (r1, h1) = super::sampling::table_reads(&mut ctl, tabs)?;
+            let (r0, h0) = ph.targets0.get(k).copied().unwrap_or_default();
+            let reads = (r1 - r0).max(0.0);
+            let bytes = tabs.len() as u64 * layout.rows * crate::db::BLOCK;
+            let mut tr = ph.disks.target_run(
+                k,
+                &sp.location,
+                (crate::results::StorageKind::Postgres, bytes),
+                ops,
+                Some(reads as u64),
+            );
+            tr.counters.insert("physical_reads".into(), reads);
+            tr.counters.insert("buffer_hits".into(), (h1 - h0).max(0.0));
+            tr.counters.insert("tables".into(), tabs.len() as f64);
+            targets.push(tr);
+        }
+    }
     let spec_json = json!({
         "engine": "postgres",
         "dsn": redact_dsn(dsn),
@@ -691,6 +859,7 @@ pub fn run(
         "shared_buffers": shared_buffers,
         "plan": plan,
         "stats_source": if has_io { "pg_stat_io" } else { "pg_stat_database" },
+        "tablespaces": spaces,
         "sessions": spec.sessions,
         "update_pct": spec.update_pct,
         "work_unit": spec.work_unit,
@@ -721,7 +890,7 @@ pub fn run(
         block: None,
         device_intervals: Vec::new(),
         io_buffers: None,
-        targets: Vec::new(),
+        targets,
     };
     let mut res = Results::new(Kind::Db, cmdline);
     res.environment = crate::sys::environment();

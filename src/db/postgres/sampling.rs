@@ -112,6 +112,22 @@ pub(super) fn read_stats(c: &mut Client, tables: &[String], version: i32) -> Res
     Ok(PgStats { v })
 }
 
+/// Blocks of `tables` (heap and index) read into and found in shared buffers, from
+/// `pg_statio_user_tables`: (read, hit).
+pub(super) fn table_reads(c: &mut Client, tables: &[String]) -> Result<(f64, f64)> {
+    c.batch_execute("SELECT pg_stat_clear_snapshot()")
+        .pg("cannot refresh statistics")?;
+    let r = c
+        .query_one(
+            "SELECT coalesce(sum(heap_blks_read), 0)::float8 + coalesce(sum(idx_blks_read), 0)::float8,
+                    coalesce(sum(heap_blks_hit), 0)::float8 + coalesce(sum(idx_blks_hit), 0)::float8
+               FROM pg_statio_user_tables WHERE relname = ANY($1)",
+            &[&tables],
+        )
+        .pg("cannot read pg_statio_user_tables")?;
+    Ok((r.get(0), r.get(1)))
+}
+
 pub(super) fn server_pids(c: &mut Client, exclude: &[i32]) -> Vec<i32> {
     c.query(
         "SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL",
@@ -188,6 +204,10 @@ pub(super) struct PgWatch<'a> {
     pub(super) measure: bool,
     pub(super) local: bool,
     pub(super) tables: &'a [String],
+    /// The tables of each target (a layout over several tablespaces; else empty), and their
+    /// [`table_reads`] when measurement began.
+    pub(super) target_tables: &'a [Vec<String>],
+    pub(super) targets0: Vec<(f64, f64)>,
     pub(super) version: i32,
     pub(super) dsn: &'a str,
     pub(super) hz: f64,
@@ -216,6 +236,11 @@ impl Watch<i32> for PgWatch<'_> {
         }
         if self.measure {
             self.stats0 = read_stats(self.ctl, self.tables, self.version)?;
+            self.targets0 = self
+                .target_tables
+                .iter()
+                .map(|t| table_reads(self.ctl, t))
+                .collect::<Result<_>>()?;
             let (d, p, s, hz) = (
                 self.dsn.to_string(),
                 pids.to_vec(),
@@ -237,7 +262,16 @@ impl Watch<i32> for PgWatch<'_> {
         }
     }
 
+    fn measuring(&mut self) {
+        if let Some(p) = self.progress.as_mut() {
+            Watch::<i32>::measuring(p);
+        }
+    }
+
     fn stopped(&mut self) {
+        if let Some(p) = self.progress.as_mut() {
+            Watch::<i32>::stopped(p);
+        }
         // Sessions stop issuing at their end, then wait at the barrier: read CPU while they
         // still exist.
         self.cpu1 = cpu_of(&self.others);

@@ -11,6 +11,7 @@ use postgres::types::Type;
 use postgres::Client;
 
 use super::errors::{connect, PgCtx};
+use super::tablespace::{self, Space};
 use super::{CHUNK, FORMAT, PAD_BYTES};
 use crate::db::load::{load_and_check, print_checks, LoadState, Loader, Rows};
 use crate::db::{host, Layout, LayoutCheck, SetupOutcome, BLOCK};
@@ -59,9 +60,12 @@ pub(super) fn local_data_dir(c: &mut Client) -> Option<String> {
     Path::new(&d).exists().then_some(d)
 }
 
-/// Build, resume or re-verify the layout. `max_rows` bounds the rows this call loads.
+/// Build, resume or re-verify the layout. `max_rows` bounds the rows this call loads. With
+/// `dirs`, a new layout's tables are placed in one tablespace per directory
+/// ([`tablespace`]); a resumed one must be given the same directories, or none.
 pub fn setup(
     dsn: &str,
+    dirs: &[std::path::PathBuf],
     layout: &Layout,
     max_rows: Option<u64>,
     progress: bool,
@@ -84,8 +88,54 @@ pub fn setup(
         }
         None => 0,
     };
+    if state.is_none() && !dirs.is_empty() && (layout.schemas as usize) < dirs.len() {
+        bail!(
+            "--schemas {} is fewer than the {} directories: schema s lives in directory s mod {}, \
+             so every directory needs at least one (a multiple of {} spreads them evenly)",
+            layout.schemas,
+            dirs.len(),
+            dirs.len(),
+            dirs.len()
+        );
+    }
     let total = layout.schemas as u64 * layout.rows;
     let need = (total - already.min(total)) * BLOCK * 110 / 100 + total * 40 + (16 << 20);
+    // Over tablespaces the data lies in the directories, each its share of the schemas.
+    if state.is_none() && !dirs.is_empty() {
+        let n = dirs.len() as u64;
+        let per_dir = |k: u64| {
+            let schemas = (layout.schemas as u64 + n - 1 - k) / n;
+            schemas * layout.rows * BLOCK * 110 / 100 + schemas * layout.rows * 40
+        };
+        let most = per_dir(0);
+        let check = |d: &Path| -> Result<()> {
+            let free = host::free_bytes(d)?;
+            if most > free {
+                bail!(
+                    "{} has {} free, and its share of the layout needs about {}; nothing was \
+                     created",
+                    d.display(),
+                    fmt_bytes(free),
+                    fmt_bytes(most)
+                );
+            }
+            Ok(())
+        };
+        let spaces = tablespace::create(&mut c, dirs, &check)?;
+        if let Err(e) = create_schema(&mut c, layout, &spaces) {
+            let _ = tablespace::remove(&mut c, &spaces);
+            return Err(e);
+        }
+        return load(dsn, &mut c, layout, spaces, max_rows, progress);
+    }
+    let spaces = match &state {
+        Some(_) => {
+            let spaces = tablespace::read_spaces(&mut c)?;
+            tablespace::check_existing(&mut c, &spaces, dirs)?;
+            spaces
+        }
+        None => Vec::new(),
+    };
     match local_data_dir(&mut c) {
         Some(d) => {
             let free = host::free_bytes(Path::new(&d))?;
@@ -116,9 +166,22 @@ pub fn setup(
         }
     }
     if state.is_none() {
-        create_schema(&mut c, layout)?;
+        create_schema(&mut c, layout, &[])?;
     }
-    match load_and_check(&mut PgLoader(&mut c), layout, max_rows, progress) {
+    load(dsn, &mut c, layout, spaces, max_rows, progress)
+}
+
+/// Load, index and check what is left of the layout (its tables made).
+fn load(
+    dsn: &str,
+    c: &mut Client,
+    layout: &Layout,
+    spaces: Vec<Space>,
+    max_rows: Option<u64>,
+    progress: bool,
+) -> Result<SetupOutcome> {
+    let mut loader = PgLoader { c, spaces };
+    match load_and_check(&mut loader, layout, max_rows, progress) {
         Ok(o) => {
             if progress {
                 if o.complete {
@@ -155,7 +218,15 @@ pub fn setup(
     }
 }
 
-pub(super) fn create_schema(c: &mut Client, layout: &Layout) -> Result<()> {
+/// The clause placing schema `s`'s table or index in its tablespace (none: the default).
+fn in_space(spaces: &[Space], s: u32) -> String {
+    match spaces {
+        [] => String::new(),
+        _ => format!(" TABLESPACE {}", spaces[s as usize % spaces.len()].name),
+    }
+}
+
+pub(super) fn create_schema(c: &mut Client, layout: &Layout, spaces: &[Space]) -> Result<()> {
     let mut tx = c.transaction().pg("cannot start a transaction")?;
     let mut ddl = String::from(
         "CREATE TABLE iolens_meta(key text PRIMARY KEY, value text NOT NULL);
@@ -165,9 +236,10 @@ pub(super) fn create_schema(c: &mut Client, layout: &Layout) -> Result<()> {
     for s in 0..layout.schemas {
         ddl.push_str(&format!(
             "CREATE TABLE iolens_t{s}(k bigint NOT NULL, v bigint NOT NULL, pad bytea NOT NULL)
-               WITH (fillfactor = 50, autovacuum_enabled = off);
+               WITH (fillfactor = 50, autovacuum_enabled = off){};
              ALTER TABLE iolens_t{s} ALTER COLUMN pad SET STORAGE PLAIN;
-             INSERT INTO iolens_progress VALUES ({s}, 0, false, NULL);"
+             INSERT INTO iolens_progress VALUES ({s}, 0, false, NULL);",
+            in_space(spaces, s)
         ));
     }
     tx.batch_execute(&ddl)
@@ -177,19 +249,30 @@ pub(super) fn create_schema(c: &mut Client, layout: &Layout) -> Result<()> {
         &[&FORMAT, &serde_json::to_string(layout)?],
     )
     .pg("cannot write iolens_meta")?;
+    if !spaces.is_empty() {
+        tx.execute(
+            "INSERT INTO iolens_meta VALUES ('tablespaces', $1)",
+            &[&serde_json::to_string(spaces)?],
+        )
+        .pg("cannot write iolens_meta")?;
+    }
     tx.commit().pg("cannot create the iolens tables")?;
     Ok(())
 }
 
 /// The shared load loop's PostgreSQL side: COPY in binary chunks, then VACUUM (ANALYZE).
-pub(super) struct PgLoader<'c>(&'c mut Client);
+pub(super) struct PgLoader<'c> {
+    c: &'c mut Client,
+    /// The layout's tablespaces (none: the default).
+    spaces: Vec<Space>,
+}
 
 impl Loader for PgLoader<'_> {
     const CHUNK: u64 = CHUNK;
     const PAD_BYTES: usize = PAD_BYTES;
 
     fn state(&mut self) -> Result<Vec<LoadState>> {
-        Ok(read_state(self.0)?.context("iolens_meta vanished")?.1)
+        Ok(read_state(self.c)?.context("iolens_meta vanished")?.1)
     }
 
     fn table(&self, s: u32) -> String {
@@ -197,7 +280,7 @@ impl Loader for PgLoader<'_> {
     }
 
     fn load_chunk(&mut self, s: u32, first: u64, n: u64, rows: &mut Rows) -> Result<()> {
-        let mut tx = self.0.transaction().pg("cannot start a transaction")?;
+        let mut tx = self.c.transaction().pg("cannot start a transaction")?;
         {
             let sink = tx
                 .copy_in(&format!(
@@ -224,10 +307,11 @@ impl Loader for PgLoader<'_> {
     }
 
     fn build_index(&mut self, s: u32) -> Result<()> {
-        let mut tx = self.0.transaction().pg("cannot start a transaction")?;
+        let mut tx = self.c.transaction().pg("cannot start a transaction")?;
         tx.batch_execute(&format!(
-            "CREATE INDEX IF NOT EXISTS iolens_t{s}_k ON iolens_t{s}(k);
-             UPDATE iolens_progress SET indexed = true WHERE schema = {s};"
+            "CREATE INDEX IF NOT EXISTS iolens_t{s}_k ON iolens_t{s}(k){};
+             UPDATE iolens_progress SET indexed = true WHERE schema = {s};",
+            in_space(&self.spaces, s)
         ))
         .pg("cannot build the index")?;
         tx.commit().pg("cannot build the index")
@@ -236,7 +320,7 @@ impl Loader for PgLoader<'_> {
     fn loaded(&mut self, st: &LoadState) -> Result<()> {
         if !st.checked {
             let s = st.schema;
-            self.0
+            self.c
                 .batch_execute(&format!("VACUUM (ANALYZE) iolens_t{s}"))
                 .pg("VACUUM failed")?;
         }
@@ -244,11 +328,11 @@ impl Loader for PgLoader<'_> {
     }
 
     fn check(&mut self, s: u32) -> Result<LayoutCheck> {
-        check_schema(self.0, s)
+        check_schema(self.c, s)
     }
 
     fn record_check(&mut self, s: u32, k: &LayoutCheck) -> Result<()> {
-        self.0
+        self.c
             .execute(
                 "UPDATE iolens_progress SET checked = $1 WHERE schema = $2",
                 &[&serde_json::to_string(k)?, &(s as i32)],
@@ -298,6 +382,7 @@ pub(crate) fn drop_layout(dsn: &str) -> Result<()> {
     let Some((layout, _)) = read_state(&mut c)? else {
         bail!("the database has no iolens tables (nothing to drop)");
     };
+    let spaces = tablespace::read_spaces(&mut c)?;
     let mut tx = c.transaction().pg("cannot start a transaction")?;
     let mut ddl = String::new();
     for s in 0..layout.schemas {
@@ -306,6 +391,15 @@ pub(crate) fn drop_layout(dsn: &str) -> Result<()> {
     ddl.push_str("DROP TABLE iolens_progress; DROP TABLE iolens_meta;");
     tx.batch_execute(&ddl).pg("cannot drop the iolens tables")?;
     tx.commit().pg("cannot drop the iolens tables")?;
-    crate::outln!("dropped {} iolens tables", layout.schemas);
+    // DROP TABLESPACE cannot run in a transaction: after the tables are gone.
+    tablespace::remove(&mut c, &spaces)?;
+    crate::outln!(
+        "dropped {} iolens tables{}",
+        layout.schemas,
+        match spaces.len() {
+            0 => String::new(),
+            n => format!(" and their {n} tablespaces"),
+        }
+    );
     Ok(())
 }
