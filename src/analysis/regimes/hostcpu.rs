@@ -40,7 +40,8 @@ pub(super) fn share(per: &[[f64; 2]], js: impl Iterator<Item = usize>) -> Option
 /// `f_low` exceeds the high side's `f_high` by enough to account for at least
 /// [`HOST_CPU_EXPLAINS`] of the relative drop.
 pub fn host_cpu_explains(low: f64, high: f64, f_low: f64, f_high: f64) -> bool {
-    if !(high > 0.0) || !(low < high) || f_high >= 1.0 {
+    let comparable = high > 0.0 && low < high && f_high < 1.0;
+    if !comparable {
         return false;
     }
     let drop = 1.0 - low / high;
