@@ -1,5 +1,5 @@
-//! Busy loops on every CPU (one thread per online CPU, each pinned to its CPU) or several on one
-//! CPU, spinning until the guard is dropped: a host whose CPUs are saturated by construction.
+//! Busy loops on every CPU: one thread per online CPU, each pinned to its CPU and spinning
+//! until the guard is dropped: a host whose CPUs are saturated by construction.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
@@ -32,20 +32,10 @@ pub fn allowed_cpus() -> Vec<usize> {
 impl BusyLoops {
     /// Starts one spinning thread pinned to each CPU this process may use.
     pub fn on_every_cpu() -> BusyLoops {
-        BusyLoops::pinned(allowed_cpus())
-    }
-
-    /// Starts `k` spinning threads, all pinned to `cpu`.
-    pub fn on_cpu(cpu: usize, k: usize) -> BusyLoops {
-        BusyLoops::pinned(vec![cpu; k])
-    }
-
-    /// One spinning thread per entry of `cpus`, pinned to it.
-    fn pinned(cpus: Vec<usize>) -> BusyLoops {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
         let mut loops = Vec::new();
-        for cpu in cpus {
+        for cpu in allowed_cpus() {
             let stop = stop.clone();
             let tid = Arc::new(AtomicI32::new(0));
             let tid2 = tid.clone();

@@ -420,18 +420,22 @@ pub fn verdicts(g: &RunRegimes, device: &str) -> Vec<Verdict> {
             VerdictKind::RegimeChange,
             Severity::Warning,
             format!(
-                "{} under the same load: {}; the figures of the whole run mix the regimes, the \
-                 last one is what it sustains",
+                "{}: {}; the figures of the whole run mix the regimes{}",
                 if storage {
-                    "the storage changed regime"
+                    "the storage changed regime under the same load"
                 } else if host {
-                    "the run's rate changed while iolens waited for the host's CPU, not the \
-                     storage"
+                    "the run's rate changed under the same load while iolens waited for the \
+                     host's CPU, not the storage"
                 } else {
-                    "the run's rate changed while another process used the device, not the \
-                     storage"
+                    "the run's rate changed under the same load while another process used the \
+                     device, not the storage"
                 },
-                g.sentence
+                g.sentence,
+                if starved_last(g) {
+                    ", the last one is the host's CPU's, not what the storage sustains"
+                } else {
+                    ", the last one is what it sustains"
+                }
             ),
             &[
                 ("change_at_s", first.at_s),
@@ -579,6 +583,15 @@ pub fn describe(r: &RunRegimes) -> String {
                         c.at_s - g.start_s
                     );
                 }
+                // A rate iolens kept only while starved of CPU is not what the storage
+                // sustains.
+                None if starved_last(r) => {
+                    out += &format!(
+                        "{}{} while iolens was starved of CPU",
+                        fmt_rate(g.iops),
+                        latency_note(r, i)
+                    )
+                }
                 None => out += &format!("{}{} sustained", fmt_rate(g.iops), latency_note(r, i)),
             }
         }
@@ -606,6 +619,26 @@ pub fn describe(r: &RunRegimes) -> String {
         }
     }
     out
+}
+
+/// Whether the last regime is iolens starved of CPU: a fall named the host's CPU, and since then
+/// only changes named so that did not bring the rate back to where it fell from (a starved
+/// iolens' rate wanders as its wait does).
+fn starved_last(r: &RunRegimes) -> bool {
+    let mut from: Option<f64> = None;
+    for c in &r.changes {
+        if c.cause != RegimeCause::HostCpu {
+            from = None;
+            continue;
+        }
+        if c.to_iops < c.from_iops {
+            from.get_or_insert(c.from_iops);
+        }
+        if from.is_some_and(|f| c.to_iops >= f * (1.0 - MIN_CHANGE)) {
+            from = None;
+        }
+    }
+    from.is_some()
 }
 
 /// ` at p99 X` where regime `i` is told from a neighbour by its latency alone (their rates

@@ -283,15 +283,29 @@ fn a_fall_while_the_sessions_wait_for_a_cpu_is_the_host_cpu_not_credits() {
     );
     assert!(g.sentence.contains("the host's CPU, not the storage"));
     assert!(!g.sentence.contains("credits"), "{}", g.sentence);
+    // The starved rate is not called what the storage sustains.
+    assert!(
+        g.sentence.contains("408 while iolens was starved of CPU"),
+        "{}",
+        g.sentence
+    );
+    assert!(!g.sentence.contains("sustained"), "{}", g.sentence);
     let v = verdicts(&g, "loop0");
     assert!(v[0]
         .message
         .contains("waited for the host's CPU, not the storage"));
+    assert!(
+        v[0].message.contains("the last one is the host's CPU's")
+            && !v[0].message.contains("what it sustains"),
+        "{}",
+        v[0].message
+    );
     // The other side: the same wait on both sides, the storage's cliff.
     let g = run_regimes(&with_runq(run.clone(), 4, &[0.30; 13])).unwrap();
     let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
     assert_eq!(causes, [RegimeCause::CreditsExhausted], "{}", g.sentence);
     assert!(!g.sentence.contains("waited for a CPU"), "{}", g.sentence);
+    assert!(g.sentence.contains("408 sustained"), "{}", g.sentence);
     // And a wait that rose too little to explain the fall (a fifth lost, 3 % more wait).
     let mut little = vec![0.03; 5];
     little.extend([0.06; 8]);
@@ -328,6 +342,37 @@ fn a_dip_while_the_sessions_wait_is_not_throttling() {
         "{}",
         g.sentence
     );
+    // The wait ended and the rate came back: what follows is what the storage sustains.
+    assert!(g.sentence.contains("600 sustained"), "{}", g.sentence);
+}
+
+/// A starved iolens' rate wanders with its wait (seen live under a CPU cap: 612, then 86, then
+/// 98.5 IOPS): a rise that does not bring the rate back is still the starved stretch, never
+/// "sustained"; and a fall named the storage's after it ends the starved stretch.
+#[test]
+fn a_starved_rate_that_wanders_is_not_what_the_storage_sustains() {
+    let counts = [
+        600, 601, 599, 600, 600, 600, 200, 201, 199, 200, 200, 300, 301, 299, 300, 300, 300,
+    ];
+    let mut waited = vec![0.01; 6];
+    waited.extend([0.80; 5]);
+    waited.extend([0.60; 6]);
+    let mut run = write_run(&counts);
+    run.ops[0].op = "read".into();
+    let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
+    let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
+    assert_eq!(
+        causes,
+        [RegimeCause::HostCpu, RegimeCause::HostCpu],
+        "{}",
+        g.sentence
+    );
+    assert!(
+        g.sentence.contains("300 while iolens was starved of CPU"),
+        "{}",
+        g.sentence
+    );
+    assert!(!g.sentence.contains("sustained"), "{}", g.sentence);
 }
 
 /// The steady-state check fails for the host's CPU: the last regime's slowest interval
