@@ -252,6 +252,16 @@ fn host_cpu_rule_explains_a_drop_by_the_rise_of_the_wait() {
     assert!(!host_cpu_explains(400.0, 600.0, 0.01, 0.30));
     assert!(!host_cpu_explains(600.0, 600.0, 0.50, 0.01));
     assert!(!host_cpu_explains(f64::NAN, 600.0, 0.50, 0.01));
+    // Per I/O: seen live under busy loops at load 20 (a 600 IOPS steady device), 64.7 IOPS
+    // with the sessions waiting 61 % of their time, 544 with 24 %: the wait per I/O rose by
+    // 66 % of the time per I/O lost (the share rule alone: 49 % of an 88 % drop).
+    assert!(host_cpu_explains(64.7, 544.0, 0.61, 0.24));
+    // The other side, by construction: a device 4× slower on a host that keeps each I/O's
+    // wake-up waiting as long as before (0.3 ms of 1.2 ms at 1000 IOPS per session-time,
+    // then of 4.8 ms): the share falls, the wait per I/O is unchanged, nothing is explained.
+    assert!(!host_cpu_explains(250.0, 1000.0, 0.075, 0.30));
+    // A wait per I/O that rose by a third of the time lost is not enough.
+    assert!(!host_cpu_explains(144.0, 443.0, 0.39, 0.41));
 }
 
 /// The CI run of the steady device ("512 IOPS for 5 s, then 408 sustained (burst credits
@@ -380,9 +390,13 @@ fn a_starved_rate_that_wanders_is_not_what_the_storage_sustains() {
 /// range the wait does not explain is worded as before.
 #[test]
 fn not_steady_for_the_host_cpu_says_so() {
-    let counts = [600, 600, 601, 599, 600, 600, 601, 599, 450, 600];
-    let mut waited = vec![0.02; 10];
-    waited[8] = 0.20;
+    // A window that swings every interval (range 22 % of the average, no change point): the
+    // slow intervals waited 20 % of their time, the fast ones 2 %.
+    let counts = [600, 480, 600, 480, 600, 480, 600, 480, 600, 480];
+    let waited: Vec<f64> = counts
+        .iter()
+        .map(|&c| if c == 480 { 0.20 } else { 0.02 })
+        .collect();
     let mut run = write_run(&counts);
     run.ops[0].op = "read".into();
     let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
