@@ -502,6 +502,13 @@ pub struct RunResult {
     /// block device, and for readers of evidence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub device_intervals: Vec<DeviceInterval>,
+    /// The run's session threads' scheduling interval by interval (their
+    /// `/proc/self/task/TID/schedstat` summed, read at the same edges as `device_intervals`),
+    /// with the host's CPU pressure: whether iolens itself waited for a CPU, so that a rate
+    /// lost to the host's CPU is not blamed on the storage. Empty in older files and for
+    /// readers of evidence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sched_intervals: Vec<SchedInterval>,
     /// A run over several targets: each target's own series, queue facts and disk view, in
     /// target order (`ops` above are the totals); empty for a run on one target.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -567,6 +574,35 @@ pub struct DeviceInterval {
     /// Request-milliseconds spent in the queue and the device (weighted time in queue):
     /// divided by the interval, the mean number of requests in flight.
     pub queue_ms: u64,
+}
+
+/// One interval of the session threads' scheduling (see [`RunResult::sched_intervals`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct SchedInterval {
+    /// Start, seconds since the run's measurement start.
+    pub start_s: f64,
+    /// Length, seconds (the span between the two readings).
+    pub duration_s: f64,
+    /// Session threads read (each is one closed loop: its time is its I/O's latency, its CPU
+    /// time and its wait for a CPU).
+    pub threads: u32,
+    /// Nanoseconds the session threads ran on a CPU, summed.
+    pub run_ns: u64,
+    /// Nanoseconds the session threads were runnable but waited for a CPU (run-queue wait),
+    /// summed.
+    pub runq_ns: u64,
+    /// Microseconds in which some task on the host waited for a CPU (`/proc/pressure/cpu`
+    /// "some"), where the kernel has PSI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_some_us: Option<u64>,
+}
+
+impl SchedInterval {
+    /// Share of the session threads' time spent waiting for a CPU (None without threads).
+    pub fn runq_share(&self) -> Option<f64> {
+        let t = self.threads as f64 * self.duration_s * 1e9;
+        (t > 0.0).then(|| (self.runq_ns as f64 / t).min(1.0))
+    }
 }
 
 /// The I/O buffers of an engine run: one pool for all sessions, on transparent huge pages

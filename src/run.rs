@@ -401,6 +401,7 @@ pub fn execute_on(
     } else {
         crate::sys::device_intervals(&driven.disk_edges)
     };
+    let sched_intervals = crate::sys::sched_intervals(&driven.sched_edges);
     let ios: u64 = ops.iter().map(|o| o.count).sum();
     // Run-queue figures from the session threads themselves, from the measurement base to exit.
     let sched = outcomes
@@ -445,6 +446,7 @@ pub fn execute_on(
         corruption,
         block: None,
         device_intervals,
+        sched_intervals,
         io_buffers: pool
             .as_ref()
             .filter(|_| spec.engine != EngineKind::Null)

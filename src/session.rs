@@ -23,7 +23,7 @@ use anyhow::{anyhow, Context, Result};
 
 use crate::recorder::{recorders, Collector, IntervalSnapshot, OpSet, SessionRecorder};
 use crate::results::OpResult;
-use crate::sys::{DiskCounters, SysSnapshot};
+use crate::sys::{DiskCounters, SchedEdge, SchedReader, SysSnapshot};
 
 /// What every producer's run takes from its command besides the workload: whether it draws
 /// progress, what ends it early, when its measurement starts and what watches its own I/O.
@@ -194,6 +194,8 @@ pub(crate) struct Driven<R, O> {
     /// The device's counters read at the edges of the intervals (seconds since the base),
     /// the first at the base (empty without a device).
     pub(crate) disk_edges: Vec<(f64, DiskCounters)>,
+    /// The session threads' scheduling read at the same edges (always, device or not).
+    pub(crate) sched_edges: Vec<(f64, SchedEdge)>,
     /// Ctrl-C ended the run before its planned end.
     pub(crate) interrupted: bool,
     collectors: Vec<Collector>,
@@ -268,6 +270,9 @@ where
     let n = plan.sessions;
     let stop = Arc::new(AtomicBool::new(false));
     let line = Arc::new(StartLine::default());
+    // The session threads' kernel ids, for their run-queue wait at the interval edges.
+    let tids = std::sync::Mutex::new(Vec::with_capacity(n));
+    let tids = &tids;
     std::thread::scope(|sc| {
         let (ready_tx, ready_rx) = channel();
         let mut gos = Vec::with_capacity(n);
@@ -281,6 +286,9 @@ where
             let h = std::thread::Builder::new()
                 .name(format!("{}-{i}", plan.thread_name))
                 .spawn_scoped(sc, move || {
+                    tids.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(crate::sys::gettid());
                     let gate = Gate {
                         ready: Some(ready),
                         go: go_rx,
@@ -370,29 +378,36 @@ where
         let mut last = Vec::new();
         let mut last_tick = Instant::now();
         // The device's own counters at each interval edge (a noisy neighbour shows against
-        // ours), read by this thread, off the sessions' path.
+        // ours), and the session threads' wait for a CPU (a starved iolens shows against the
+        // device), read by this thread, off the sessions' path.
         let mut disk_edges: Vec<(f64, DiskCounters)> = Vec::new();
-        let mut next_edge = plan.device.map(|_| base);
+        let mut sched_edges: Vec<(f64, SchedEdge)> = Vec::new();
+        let mut sched = SchedReader::default();
+        let mut disk_on = plan.device.is_some();
+        let mut next_edge = Some(base);
         loop {
             let now = Instant::now();
             if start_snap.is_none() && now >= base {
                 start_snap = Some(SysSnapshot::take(plan.device, &[]));
                 watch.measuring();
             }
-            if let (Some(edge), Some(dev)) = (next_edge, plan.device) {
+            if let Some(edge) = next_edge {
                 if now >= edge && !stop.load(Ordering::Relaxed) {
-                    match crate::sys::disk_counters(dev) {
-                        Some(c) => {
-                            disk_edges.push((now.duration_since(base).as_secs_f64(), c));
-                            // The next edge after now (a late wake-up skips none: it reads once).
-                            let mut e = edge + plan.interval;
-                            while e <= now {
-                                e += plan.interval;
-                            }
-                            next_edge = Some(e);
+                    let at = now.duration_since(base).as_secs_f64();
+                    if let Some(dev) = plan.device.filter(|_| disk_on) {
+                        match crate::sys::disk_counters(dev) {
+                            Some(c) => disk_edges.push((at, c)),
+                            None => disk_on = false,
                         }
-                        None => next_edge = None,
                     }
+                    let ids = tids.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    sched_edges.push((at, sched.read(&ids)));
+                    // The next edge after now (a late wake-up skips none: it reads once).
+                    let mut e = edge + plan.interval;
+                    while e <= now {
+                        e += plan.interval;
+                    }
+                    next_edge = Some(e);
                 }
             }
             if plan.interrupt.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
@@ -437,6 +452,13 @@ where
                 ));
             }
         }
+        if !sched_edges.is_empty() {
+            let ids = tids.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            sched_edges.push((
+                Instant::now().saturating_duration_since(base).as_secs_f64(),
+                sched.read(&ids),
+            ));
+        }
         watch.stopped();
         let outs = handles.into_iter().map(join).collect();
         Ok(Driven {
@@ -445,6 +467,7 @@ where
             base,
             snaps: (start_snap, end_snap),
             disk_edges,
+            sched_edges,
             interrupted,
             collectors: cols,
         })

@@ -93,6 +93,79 @@ pub(crate) fn schedstat(tid: i32) -> Option<(u64, u64)> {
     Some((it.next()??, it.next()??))
 }
 
+/// The host's CPU pressure: microseconds in which at least one runnable task waited for a CPU
+/// (`/proc/pressure/cpu`, "some" total), None where the kernel has no PSI.
+pub(crate) fn cpu_pressure_some_us() -> Option<u64> {
+    let s = fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let line = s.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+/// The session threads' scheduling read at one interval edge.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SchedEdge {
+    /// Threads read (a thread that has exited keeps its last reading).
+    pub(crate) threads: u32,
+    /// Their time on a CPU, summed, ns.
+    pub(crate) run_ns: u64,
+    /// Their time runnable but waiting for a CPU, summed, ns.
+    pub(crate) runq_ns: u64,
+    /// [`cpu_pressure_some_us`] then.
+    pub(crate) host_some_us: Option<u64>,
+}
+
+/// Reads the session threads' schedstat at interval edges; a thread that has exited keeps its
+/// last reading, so that sums never go back.
+#[derive(Debug, Default)]
+pub(crate) struct SchedReader {
+    last: Vec<(i32, (u64, u64))>,
+}
+
+impl SchedReader {
+    /// One edge for the threads `tids`.
+    pub(crate) fn read(&mut self, tids: &[i32]) -> SchedEdge {
+        for &t in tids {
+            let now = schedstat(t);
+            match (self.last.iter_mut().find(|x| x.0 == t), now) {
+                (Some(x), Some(v)) => x.1 = v,
+                (None, Some(v)) => self.last.push((t, v)),
+                _ => {}
+            }
+        }
+        SchedEdge {
+            threads: self.last.len() as u32,
+            run_ns: self.last.iter().map(|x| x.1 .0).sum(),
+            runq_ns: self.last.iter().map(|x| x.1 .1).sum(),
+            host_some_us: cpu_pressure_some_us(),
+        }
+    }
+}
+
+/// The session threads' scheduling between successive edges (seconds since the measurement
+/// start), one interval per pair, with the threads read at its end.
+pub(crate) fn sched_intervals(edges: &[(f64, SchedEdge)]) -> Vec<crate::results::SchedInterval> {
+    edges
+        .windows(2)
+        .map(|w| {
+            let ((t0, a), (t1, b)) = (w[0], w[1]);
+            crate::results::SchedInterval {
+                start_s: t0,
+                duration_s: (t1 - t0).max(0.0),
+                threads: b.threads,
+                run_ns: b.run_ns.saturating_sub(a.run_ns),
+                runq_ns: b.runq_ns.saturating_sub(a.runq_ns),
+                host_some_us: match (a.host_some_us, b.host_some_us) {
+                    (Some(x), Some(y)) => Some(y.saturating_sub(x)),
+                    _ => None,
+                },
+            }
+        })
+        .collect()
+}
+
 /// Counters of one block device from /proc/diskstats.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct DiskCounters {

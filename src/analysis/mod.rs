@@ -136,6 +136,22 @@ pub fn analyse_run_with(
     }
 }
 
+/// The verdicts `run`'s closing summary words: the run's own ([`run_verdicts`]) and a change of
+/// its regimes, with its named cause (the storage's, another process's on the device, or the
+/// host's CPU starving iolens), so that the first thing a user reads says whose rate it was.
+pub fn run_summary_verdicts(run: &RunResult) -> Vec<Verdict> {
+    let mut out = run_verdicts(run);
+    if let Some(g) = regimes::run_regimes(run) {
+        let device = run.device.as_ref().map_or("", |d| d.device.as_str());
+        out.extend(
+            regimes::verdicts(&g, device)
+                .into_iter()
+                .filter(|v| v.kind == VerdictKind::RegimeChange),
+        );
+    }
+    out
+}
+
 /// Analyse a whole results document: every run, the calibration, a trace's profile and the
 /// database figures. This is what producers store in [`Results::analysis`] and what renderers
 /// show; for files written before the analysis was stored (schema version 1), renderers call it

@@ -830,6 +830,7 @@ fn run_parts(
         corruption: Vec::new(),
         block: None,
         device_intervals: Vec::new(),
+        sched_intervals: Vec::new(),
         io_buffers: None,
         targets: Vec::new(),
     };

@@ -496,6 +496,7 @@ impl RunGrid {
             block: None,
             // Each rank's device is its own: their counters are not summed.
             device_intervals: Vec::new(),
+            sched_intervals: Vec::new(),
             // The ranks' pools together, when every rank recorded one.
             io_buffers: parts
                 .iter()

@@ -197,7 +197,7 @@ pub fn run_summary(r: &RunResult, style: &TermStyle) -> String {
         s += &render_reports(&r.corruption, errors, 10);
     }
     let mut tail = String::new();
-    for v in crate::analysis::run_verdicts(r) {
+    for v in crate::analysis::run_summary_verdicts(r) {
         let tag = if v.severity == crate::analysis::Severity::Warning {
             "WARNING"
         } else {

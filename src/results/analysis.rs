@@ -124,6 +124,19 @@ pub struct RegimeChange {
     pub ops_before: u64,
     pub bytes_before: u64,
     pub cause: RegimeCause,
+    /// The share of iolens' session threads' time spent waiting for a CPU on each side (runs
+    /// that recorded `sched_intervals`; absent in older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runq: Option<RunqShares>,
+}
+
+/// The share of iolens' session threads' time spent runnable but waiting for a CPU (0–1), on
+/// the low-rate and the high-rate side of a change (or in the slowest and the fastest interval
+/// of a window).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct RunqShares {
+    pub low_rate: f64,
+    pub high_rate: f64,
 }
 
 /// What a regime change is named as.
@@ -141,6 +154,9 @@ pub enum RegimeCause {
     /// Another process used the same device then (its counters moved much more than ours):
     /// a noisy neighbour, not a change of the storage.
     Neighbour,
+    /// iolens' own sessions waited for a CPU on the low-rate side, enough more than on the
+    /// high-rate side to explain the rate lost: the host's CPU, not the storage.
+    HostCpu,
     /// No cause can be named from the evidence.
     #[default]
     Unknown,
@@ -159,6 +175,10 @@ pub struct SteadyState {
     /// Excursion of the least-squares line across the window / average, percent (steady: ≤ 10).
     pub slope_pct: f64,
     pub steady: bool,
+    /// Not steady because iolens' sessions waited for a CPU: the shares of their time spent
+    /// waiting in the window's slowest and fastest intervals, where that explains the range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_cpu: Option<RunqShares>,
 }
 
 /// The latency modes of one op.

@@ -32,12 +32,22 @@
 //! the storage. Buffered runs are not judged (readahead and writeback move other amounts by
 //! design), nor files without the counters (older ones).
 //!
+//! # The host's CPU
+//! Runs record their session threads' wait for a CPU per interval
+//! (`RunResult::sched_intervals`, from schedstat). A closed-loop session's time is its I/O's
+//! latency, its CPU time and that wait, so a change whose low-rate side waited enough more to
+//! explain at least [`HOST_CPU_EXPLAINS`] of the rate lost is named `host-cpu`: iolens itself
+//! was starved of CPU by other work on the host, and the storage did not change. Likewise a
+//! last regime that is not steady, where its slowest interval waited that much more than its
+//! fastest. Files without the readings are judged as before.
+//!
 //! # Steady state (SNIA SSS PTS)
 //! Over the last [`SNIA_ROUNDS`] intervals of the last regime: the data excursion
 //! (max − min) is at most 20 % of the window's average, and the excursion of the least-squares
 //! line across the window is at most 10 % of the average.
 
 mod calibration;
+mod hostcpu;
 mod neighbour;
 mod segment;
 #[cfg(test)]
@@ -45,11 +55,12 @@ mod tests;
 
 use super::{Severity, Verdict, VerdictKind};
 use crate::results::analysis::{
-    CalibrationBurst, RateStretch, Regime, RegimeCause, RegimeChange, RunRegimes,
+    CalibrationBurst, RateStretch, Regime, RegimeCause, RegimeChange, RunRegimes, RunqShares,
 };
 use crate::results::{Calibration, Results, RunResult};
 use crate::units::{fmt_bytes, fmt_rate};
 pub use calibration::{calibration_burst, calibration_write_cache};
+pub use hostcpu::host_cpu_explains;
 use neighbour::{device_per_interval, neighbour_flags, neighbour_spans, neighbour_verdict};
 use segment::change_points_of;
 pub use segment::{change_points, noise_sigma, snia_steady};
@@ -73,6 +84,12 @@ pub const NEIGHBOUR_RATIO: f64 = 1.5;
 /// …and at least this many bytes per second more than iolens (a filesystem's own journal and
 /// metadata writes under an O_DIRECT run stay well below it).
 pub const NEIGHBOUR_FLOOR_BPS: f64 = 1e6;
+
+/// A change is the host's CPU when the rise of iolens' sessions' wait for a CPU accounts for
+/// at least this share of the relative rate lost (see [`host_cpu_explains`]): the closed-loop
+/// model predicts all of it, and several sessions over a rate limiter lose less than their
+/// wait (the limiter keeps serving the others), so half is the bar.
+pub const HOST_CPU_EXPLAINS: f64 = 0.5;
 
 /// Series longer than this skip the per-interval latency percentiles (each needs a histogram
 /// decoded); throughput still covers them.
@@ -137,6 +154,29 @@ fn series(run: &RunResult) -> Option<Series> {
         }
     }
     Some(s)
+}
+
+/// Per interval of `s`: the values of `spans` (start s, length s, values) spread over it by
+/// overlap (a span's values are counted in proportion to the share of it inside the interval).
+fn overlap_sums<const K: usize>(s: &Series, spans: &[(f64, f64, [f64; K])]) -> Vec<[f64; K]> {
+    s.start_s
+        .iter()
+        .zip(&s.dur_s)
+        .map(|(&t0, &d)| {
+            let t1 = t0 + d;
+            let mut out = [0.0; K];
+            for &(a, len, v) in spans {
+                let overlap = (t1.min(a + len) - t0.max(a)).max(0.0);
+                if overlap > 0.0 && len > 0.0 {
+                    let f = overlap / len;
+                    for (o, x) in out.iter_mut().zip(v) {
+                        *o += x * f;
+                    }
+                }
+            }
+            out
+        })
+        .collect()
 }
 
 /// Regimes of one run (None without per-interval series long enough to split).
@@ -279,6 +319,7 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
             ops_before: ops_before.round() as u64,
             bytes_before: bytes_before.round() as u64,
             cause: RegimeCause::Unknown,
+            runq: None,
         });
     }
     // A neighbour on the device: a change whose lower side lies mostly in the neighbour's
@@ -300,11 +341,42 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
             }
         }
     }
+    // iolens' own sessions starved of CPU: the host's doing, not the storage's. The shares
+    // are those of each regime's own stretch (the intervals that mix two left out).
+    let runq = hostcpu::runq_per_interval(run, &s);
+    if let Some(per) = &runq {
+        let (start, dur) = (&s.start_s, &s.dur_s);
+        let stretch = |g: &Regime| {
+            let js = (0..n).filter(|&j| {
+                start[j] >= g.rate_from_s - 1e-9 && start[j] + dur[j] <= g.rate_to_s + 1e-9
+            });
+            hostcpu::share(per, js)
+        };
+        for (i, c) in changes.iter_mut().enumerate() {
+            let (Some(fb), Some(fa)) = (stretch(&regimes[i]), stretch(&regimes[i + 1])) else {
+                continue;
+            };
+            let ((low, f_low), (high, f_high)) = if c.to_iops < c.from_iops {
+                ((c.to_iops, fa), (c.from_iops, fb))
+            } else {
+                ((c.from_iops, fb), (c.to_iops, fa))
+            };
+            c.runq = Some(hostcpu::shares(f_low, f_high));
+            if c.cause != RegimeCause::Neighbour && host_cpu_explains(low, high, f_low, f_high) {
+                c.cause = RegimeCause::HostCpu;
+            }
+        }
+    }
     name_causes(&mut changes, s.writes);
     let last = regimes
         .last()
         .map_or((0, n), |_| (bounds[bounds.len() - 2], n));
-    let steady = snia_steady(&iops[last.0..last.1], &s.start_s[last.0..last.1]);
+    let mut steady = snia_steady(&iops[last.0..last.1], &s.start_s[last.0..last.1]);
+    if let (Some(st), Some(per)) = (steady.as_mut(), &runq) {
+        if !st.steady {
+            st.host_cpu = window_host_cpu(&iops[n - SNIA_ROUNDS..], &per[n - SNIA_ROUNDS..]);
+        }
+    }
     let mut r = RunRegimes {
         regimes,
         changes,
@@ -314,6 +386,16 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
     };
     r.sentence = describe(&r);
     Some(r)
+}
+
+/// Whether the window's range is iolens' sessions waiting for a CPU: its slowest interval
+/// waited enough more than its fastest to explain the gap ([`host_cpu_explains`]).
+fn window_host_cpu(iops: &[f64], per: &[[f64; 2]]) -> Option<RunqShares> {
+    let lo = (0..iops.len()).min_by(|&a, &b| iops[a].total_cmp(&iops[b]))?;
+    let hi = (0..iops.len()).max_by(|&a, &b| iops[a].total_cmp(&iops[b]))?;
+    let f_lo = hostcpu::share(per, std::iter::once(lo))?;
+    let f_hi = hostcpu::share(per, std::iter::once(hi))?;
+    host_cpu_explains(iops[lo], iops[hi], f_lo, f_hi).then(|| hostcpu::shares(f_lo, f_hi))
 }
 
 /// Whether `run` has per-interval series long enough for [`run_regimes`].
@@ -329,20 +411,31 @@ pub fn verdicts(g: &RunRegimes, device: &str) -> Vec<Verdict> {
     let mut out = Vec::new();
     if !g.changes.is_empty() {
         let first = &g.changes[0];
-        let storage = g.changes.iter().any(|c| c.cause != RegimeCause::Neighbour);
+        let storage = g
+            .changes
+            .iter()
+            .any(|c| !matches!(c.cause, RegimeCause::Neighbour | RegimeCause::HostCpu));
+        let host = g.changes.iter().any(|c| c.cause == RegimeCause::HostCpu);
         out.push(Verdict::new(
             VerdictKind::RegimeChange,
             Severity::Warning,
             format!(
-                "{} under the same load: {}; the figures of the whole run mix the regimes, the \
-                 last one is what it sustains",
+                "{}: {}; the figures of the whole run mix the regimes{}",
                 if storage {
-                    "the storage changed regime"
+                    "the storage changed regime under the same load"
+                } else if host {
+                    "the run's rate changed under the same load while iolens waited for the \
+                     host's CPU, not the storage"
                 } else {
-                    "the run's rate changed while another process used the device, not the \
-                     storage"
+                    "the run's rate changed under the same load while another process used the \
+                     device, not the storage"
                 },
-                g.sentence
+                g.sentence,
+                if starved_last(g) {
+                    ", the last one is the host's CPU's, not what the storage sustains"
+                } else {
+                    ", the last one is what it sustains"
+                }
             ),
             &[
                 ("change_at_s", first.at_s),
@@ -365,6 +458,15 @@ pub fn verdicts(g: &RunRegimes, device: &str) -> Vec<Verdict> {
                 fmt_rate(s.average),
                 s.range_pct,
                 s.slope_pct
+            )
+        } else if let Some(h) = &s.host_cpu {
+            format!(
+                "NOT in steady state (SNIA PTS) over the last {} intervals: range {:.1} % of the \
+                 average (steady ≤ 20 %), slope {:.1} % (steady ≤ 10 %); {}",
+                s.rounds,
+                s.range_pct,
+                s.slope_pct,
+                host_cpu_text(h)
             )
         } else {
             format!(
@@ -415,7 +517,7 @@ fn cliff_time(x: &[f64], start: &[f64], dur: &[f64], k: usize, m1: f64, m2: f64)
 }
 
 /// Name the cause of each change from its direction and what followed (a change already named
-/// [`RegimeCause::Neighbour`] keeps that name). A fall that nothing recovers from is the cliff
+/// [`RegimeCause::Neighbour`] or [`RegimeCause::HostCpu`] keeps that name). A fall that nothing recovers from is the cliff
 /// only when it is the deepest such fall (the lowest ratio of after to before): a burst that
 /// steps down before it ends ("1.02k IOPS for 5 s, then 804 for 4 s, then 250": the storage
 /// under the burst gave less for a while, seen in CI) has one cliff, the fall into the
@@ -426,10 +528,9 @@ fn name_causes(changes: &mut [RegimeChange], writes: bool) {
     let drop = |c: &RegimeChange| c.to_iops < c.from_iops * (1.0 - MIN_CHANGE);
     let rise = |c: &RegimeChange| c.to_iops > c.from_iops * (1.0 + MIN_CHANGE);
     let recovers = |i: usize| changes[i + 1..].iter().any(rise);
+    let kept = |c: &RegimeChange| matches!(c.cause, RegimeCause::Neighbour | RegimeCause::HostCpu);
     let cliff = (0..n)
-        .filter(|&i| {
-            changes[i].cause != RegimeCause::Neighbour && drop(&changes[i]) && !recovers(i)
-        })
+        .filter(|&i| !kept(&changes[i]) && drop(&changes[i]) && !recovers(i))
         .min_by(|&a, &b| {
             let ratio = |c: &RegimeChange| c.to_iops / c.from_iops;
             ratio(&changes[a]).total_cmp(&ratio(&changes[b]))
@@ -438,8 +539,8 @@ fn name_causes(changes: &mut [RegimeChange], writes: bool) {
         .map(|i| {
             let c = &changes[i];
             let after_drop = changes[..i].iter().any(drop);
-            if c.cause == RegimeCause::Neighbour {
-                RegimeCause::Neighbour
+            if kept(c) {
+                c.cause
             } else if drop(c) && recovers(i) {
                 RegimeCause::ThrottlingStarts
             } else if cliff == Some(i) && writes {
@@ -482,6 +583,15 @@ pub fn describe(r: &RunRegimes) -> String {
                         c.at_s - g.start_s
                     );
                 }
+                // A rate iolens kept only while starved of CPU is not what the storage
+                // sustains.
+                None if starved_last(r) => {
+                    out += &format!(
+                        "{}{} while iolens was starved of CPU",
+                        fmt_rate(g.iops),
+                        latency_note(r, i)
+                    )
+                }
                 None => out += &format!("{}{} sustained", fmt_rate(g.iops), latency_note(r, i)),
             }
         }
@@ -504,8 +614,31 @@ pub fn describe(r: &RunRegimes) -> String {
             s.range_pct,
             s.slope_pct
         );
+        if let Some(h) = &s.host_cpu {
+            out += &format!(": {}", host_cpu_text(h));
+        }
     }
     out
+}
+
+/// Whether the last regime is iolens starved of CPU: a fall named the host's CPU, and since then
+/// only changes named so that did not bring the rate back to where it fell from (a starved
+/// iolens' rate wanders as its wait does).
+fn starved_last(r: &RunRegimes) -> bool {
+    let mut from: Option<f64> = None;
+    for c in &r.changes {
+        if c.cause != RegimeCause::HostCpu {
+            from = None;
+            continue;
+        }
+        if c.to_iops < c.from_iops {
+            from.get_or_insert(c.from_iops);
+        }
+        if from.is_some_and(|f| c.to_iops >= f * (1.0 - MIN_CHANGE)) {
+            from = None;
+        }
+    }
+    from.is_some()
 }
 
 /// ` at p99 X` where regime `i` is told from a neighbour by its latency alone (their rates
@@ -523,8 +656,34 @@ fn latency_note(r: &RunRegimes, i: usize) -> String {
     }
 }
 
+/// iolens' sessions' wait for a CPU in words: "iolens' sessions waited for a CPU (31 % of
+/// their time, 2 % before): the host's CPU, not the storage".
+pub fn host_cpu_text(h: &RunqShares) -> String {
+    format!(
+        "iolens' sessions waited for a CPU ({:.0} % of their time, {:.0} % at the higher \
+         rate): the host's CPU, not the storage",
+        100.0 * h.low_rate,
+        100.0 * h.high_rate
+    )
+}
+
 /// The cause of a change in words, with its evidence.
 pub fn cause_text(c: &RegimeChange) -> String {
+    if let (RegimeCause::HostCpu, Some(h)) = (c.cause, &c.runq) {
+        let (now, before) = if c.to_iops < c.from_iops {
+            (h.low_rate, h.high_rate)
+        } else {
+            (h.high_rate, h.low_rate)
+        };
+        return format!(
+            "iolens' sessions waited for a CPU ({:.0} % of their time, {:.0} % before): the \
+             host's CPU, not the storage, {:.1} s in, after {} I/Os",
+            100.0 * now,
+            100.0 * before,
+            c.at_s,
+            fmt_rate(c.ops_before as f64)
+        );
+    }
     let what = match c.cause {
         RegimeCause::CreditsExhausted => "burst credits exhausted",
         RegimeCause::WriteCacheFull => "a write cache full",
@@ -534,6 +693,7 @@ pub fn cause_text(c: &RegimeChange) -> String {
             "another process on the device starts (a noisy neighbour)"
         }
         RegimeCause::Neighbour => "the noisy neighbour stops",
+        RegimeCause::HostCpu => "iolens' sessions' wait for a CPU changed (the host's CPU)",
         RegimeCause::Unknown => "change of unknown cause",
     };
     format!(

@@ -1,7 +1,9 @@
 //! A noisy neighbour: the intervals in which the device's own counters moved much more than
 //! iolens asked (see the parent module's docs), and the verdict that names them.
 
-use super::{Series, Severity, Verdict, VerdictKind, NEIGHBOUR_FLOOR_BPS, NEIGHBOUR_RATIO};
+use super::{
+    overlap_sums, Series, Severity, Verdict, VerdictKind, NEIGHBOUR_FLOOR_BPS, NEIGHBOUR_RATIO,
+};
 use crate::results::analysis::NeighbourSpan;
 use crate::results::RunResult;
 use crate::units::fmt_bytes;
@@ -18,26 +20,26 @@ pub(super) fn device_per_interval(run: &RunResult, s: &Series) -> Option<Vec<(f6
     if run.device_intervals.is_empty() || direct != Some(true) {
         return None;
     }
-    let out = s
-        .start_s
+    let spans: Vec<(f64, f64, [f64; 2])> = run
+        .device_intervals
         .iter()
-        .zip(&s.dur_s)
-        .map(|(&t0, &d)| {
-            let t1 = t0 + d;
-            let (mut bytes, mut ops) = (0.0, 0.0);
-            for iv in &run.device_intervals {
-                let (a, b) = (iv.start_s, iv.start_s + iv.duration_s);
-                let overlap = (t1.min(b) - t0.max(a)).max(0.0);
-                if overlap > 0.0 && iv.duration_s > 0.0 {
-                    let f = overlap / iv.duration_s;
-                    bytes += (iv.read_bytes + iv.write_bytes) as f64 * f;
-                    ops += (iv.reads + iv.writes) as f64 * f;
-                }
-            }
-            (bytes, ops)
+        .map(|iv| {
+            (
+                iv.start_s,
+                iv.duration_s,
+                [
+                    (iv.read_bytes + iv.write_bytes) as f64,
+                    (iv.reads + iv.writes) as f64,
+                ],
+            )
         })
         .collect();
-    Some(out)
+    Some(
+        overlap_sums(s, &spans)
+            .into_iter()
+            .map(|[b, o]| (b, o))
+            .collect(),
+    )
 }
 
 /// Which intervals of `s` had a neighbour on the device, given the device's bytes per interval.

@@ -160,5 +160,6 @@ pub fn snia_steady(x: &[f64], start_s: &[f64]) -> Option<SteadyState> {
         range_pct,
         slope_pct,
         steady: range_pct <= 20.0 && slope_pct <= 10.0,
+        host_cpu: None,
     })
 }

@@ -218,3 +218,203 @@ fn snia_criteria() {
     );
     assert!(snia_steady(&flat[..4], &t).is_none());
 }
+
+/// `run` with its session threads' wait for a CPU recorded: interval `i` had `threads`
+/// sessions that waited `shares[i]` of their time.
+fn with_runq(mut run: RunResult, threads: u32, shares: &[f64]) -> RunResult {
+    use crate::results::SchedInterval;
+    run.sched_intervals = shares
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| SchedInterval {
+            start_s: i as f64,
+            duration_s: 1.0,
+            threads,
+            run_ns: 0,
+            runq_ns: (f * threads as f64 * 1e9) as u64,
+            host_some_us: None,
+        })
+        .collect();
+    run
+}
+
+/// The closed-loop rule of the host's CPU: a wait share rising from f₁ to f₂ explains a
+/// relative drop of (f₂ − f₁)/(1 − f₁); half of the drop explained is enough.
+#[test]
+fn host_cpu_rule_explains_a_drop_by_the_rise_of_the_wait() {
+    // 600 → 400 is a third lost; a wait of 2 % then 35 % explains (0.33/0.98 =) all of it.
+    assert!(host_cpu_explains(400.0, 600.0, 0.35, 0.02));
+    // Half of it (a sixth) is enough, a little less is not.
+    assert!(host_cpu_explains(400.0, 600.0, 0.19, 0.02));
+    assert!(!host_cpu_explains(400.0, 600.0, 0.15, 0.02));
+    // A wait that did not rise, or fell, explains nothing; nor does a rate that did not fall.
+    assert!(!host_cpu_explains(400.0, 600.0, 0.30, 0.30));
+    assert!(!host_cpu_explains(400.0, 600.0, 0.01, 0.30));
+    assert!(!host_cpu_explains(600.0, 600.0, 0.50, 0.01));
+    assert!(!host_cpu_explains(f64::NAN, 600.0, 0.50, 0.01));
+    // Per I/O: seen live under busy loops at load 20 (a 600 IOPS steady device), 64.7 IOPS
+    // with the sessions waiting 61 % of their time, 544 with 24 %: the wait per I/O rose by
+    // 66 % of the time per I/O lost (the share rule alone: 49 % of an 88 % drop).
+    assert!(host_cpu_explains(64.7, 544.0, 0.61, 0.24));
+    // The other side, by construction: a device 4× slower on a host that keeps each I/O's
+    // wake-up waiting as long as before (0.3 ms of 1.2 ms at 1000 IOPS per session-time,
+    // then of 4.8 ms): the share falls, the wait per I/O is unchanged, nothing is explained.
+    assert!(!host_cpu_explains(250.0, 1000.0, 0.075, 0.30));
+    // A wait per I/O that rose by a third of the time lost is not enough.
+    assert!(!host_cpu_explains(144.0, 443.0, 0.39, 0.41));
+}
+
+/// The CI run of the steady device ("512 IOPS for 5 s, then 408 sustained (burst credits
+/// exhausted 5.0 s in…)"): with the sessions waiting for a CPU 30 % of their time from 5 s on
+/// (3 % before) the fall is the host's CPU, worded so, and no cliff; the same series whose
+/// sessions waited alike throughout keeps its cliff (the other side).
+#[test]
+fn a_fall_while_the_sessions_wait_for_a_cpu_is_the_host_cpu_not_credits() {
+    let counts = [
+        512, 510, 514, 511, 513, 408, 409, 407, 408, 410, 408, 407, 409,
+    ];
+    let mut waited = vec![0.03; 5];
+    waited.extend([0.30; 8]);
+    let mut run = write_run(&counts);
+    run.ops[0].op = "read".into();
+    let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
+    let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
+    assert_eq!(causes, [RegimeCause::HostCpu], "{}", g.sentence);
+    let h = g.changes[0].runq.unwrap();
+    assert!(
+        (h.low_rate - 0.30).abs() < 0.01 && (h.high_rate - 0.03).abs() < 0.01,
+        "{h:?}"
+    );
+    assert!(
+        g.sentence
+            .contains("iolens' sessions waited for a CPU (30 % of their time, 3 % before)"),
+        "{}",
+        g.sentence
+    );
+    assert!(g.sentence.contains("the host's CPU, not the storage"));
+    assert!(!g.sentence.contains("credits"), "{}", g.sentence);
+    // The starved rate is not called what the storage sustains.
+    assert!(
+        g.sentence.contains("408 while iolens was starved of CPU"),
+        "{}",
+        g.sentence
+    );
+    assert!(!g.sentence.contains("sustained"), "{}", g.sentence);
+    let v = verdicts(&g, "loop0");
+    assert!(v[0]
+        .message
+        .contains("waited for the host's CPU, not the storage"));
+    assert!(
+        v[0].message.contains("the last one is the host's CPU's")
+            && !v[0].message.contains("what it sustains"),
+        "{}",
+        v[0].message
+    );
+    // The other side: the same wait on both sides, the storage's cliff.
+    let g = run_regimes(&with_runq(run.clone(), 4, &[0.30; 13])).unwrap();
+    let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
+    assert_eq!(causes, [RegimeCause::CreditsExhausted], "{}", g.sentence);
+    assert!(!g.sentence.contains("waited for a CPU"), "{}", g.sentence);
+    assert!(g.sentence.contains("408 sustained"), "{}", g.sentence);
+    // And a wait that rose too little to explain the fall (a fifth lost, 3 % more wait).
+    let mut little = vec![0.03; 5];
+    little.extend([0.06; 8]);
+    let g = run_regimes(&with_runq(run.clone(), 4, &little)).unwrap();
+    assert_eq!(g.changes[0].cause, RegimeCause::CreditsExhausted);
+    // An older file without the readings: judged as before.
+    let g = run_regimes(&run).unwrap();
+    assert_eq!(g.changes[0].cause, RegimeCause::CreditsExhausted);
+    assert!(g.changes[0].runq.is_none());
+}
+
+/// A dip and its recovery while the sessions waited: both changes are the host's CPU, not
+/// throttling; the recovery is worded as the wait ending.
+#[test]
+fn a_dip_while_the_sessions_wait_is_not_throttling() {
+    let counts = [
+        600, 601, 599, 600, 600, 600, 300, 301, 299, 300, 300, 600, 600, 601, 599, 600, 600,
+    ];
+    let mut waited = vec![0.02; 6];
+    waited.extend([0.55; 5]);
+    waited.extend([0.02; 6]);
+    let mut run = write_run(&counts);
+    run.ops[0].op = "read".into();
+    let g = run_regimes(&with_runq(run, 4, &waited)).unwrap();
+    let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
+    assert_eq!(
+        causes,
+        [RegimeCause::HostCpu, RegimeCause::HostCpu],
+        "{}",
+        g.sentence
+    );
+    assert!(
+        g.sentence.contains("(2 % of their time, 55 % before)"),
+        "{}",
+        g.sentence
+    );
+    // The wait ended and the rate came back: what follows is what the storage sustains.
+    assert!(g.sentence.contains("600 sustained"), "{}", g.sentence);
+}
+
+/// A starved iolens' rate wanders with its wait (seen live under a CPU cap: 612, then 86, then
+/// 98.5 IOPS): a rise that does not bring the rate back is still the starved stretch, never
+/// "sustained"; and a fall named the storage's after it ends the starved stretch.
+#[test]
+fn a_starved_rate_that_wanders_is_not_what_the_storage_sustains() {
+    let counts = [
+        600, 601, 599, 600, 600, 600, 200, 201, 199, 200, 200, 300, 301, 299, 300, 300, 300,
+    ];
+    let mut waited = vec![0.01; 6];
+    waited.extend([0.80; 5]);
+    waited.extend([0.60; 6]);
+    let mut run = write_run(&counts);
+    run.ops[0].op = "read".into();
+    let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
+    let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
+    assert_eq!(
+        causes,
+        [RegimeCause::HostCpu, RegimeCause::HostCpu],
+        "{}",
+        g.sentence
+    );
+    assert!(
+        g.sentence.contains("300 while iolens was starved of CPU"),
+        "{}",
+        g.sentence
+    );
+    assert!(!g.sentence.contains("sustained"), "{}", g.sentence);
+}
+
+/// The steady-state check fails for the host's CPU: the last regime's slowest interval
+/// waited enough more than its fastest to explain the range, and the sentence says so; a
+/// range the wait does not explain is worded as before.
+#[test]
+fn not_steady_for_the_host_cpu_says_so() {
+    // A window that swings every interval (range 22 % of the average, no change point): the
+    // slow intervals waited 20 % of their time, the fast ones 2 %.
+    let counts = [600, 480, 600, 480, 600, 480, 600, 480, 600, 480];
+    let waited: Vec<f64> = counts
+        .iter()
+        .map(|&c| if c == 480 { 0.20 } else { 0.02 })
+        .collect();
+    let mut run = write_run(&counts);
+    run.ops[0].op = "read".into();
+    let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
+    let st = g.steady.as_ref().unwrap();
+    assert!(!st.steady, "{st:?}");
+    let h = st.host_cpu.expect("named the host's CPU");
+    assert!((h.low_rate - 0.20).abs() < 0.01 && (h.high_rate - 0.02).abs() < 0.01);
+    assert!(
+        g.sentence.contains("NOT steady") && g.sentence.contains("the host's CPU"),
+        "{}",
+        g.sentence
+    );
+    let v = verdicts(&g, "loop0");
+    assert!(v
+        .iter()
+        .any(|v| v.message.contains("the host's CPU, not the storage")));
+    let g = run_regimes(&with_runq(run, 4, &[0.02; 10])).unwrap();
+    let st = g.steady.as_ref().unwrap();
+    assert!(!st.steady && st.host_cpu.is_none(), "{st:?}");
+    assert!(!g.sentence.contains("CPU"), "{}", g.sentence);
+}

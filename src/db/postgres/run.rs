@@ -889,6 +889,7 @@ pub fn run(
         corruption: Vec::new(),
         block: None,
         device_intervals: Vec::new(),
+        sched_intervals: Vec::new(),
         io_buffers: None,
         targets,
     };
