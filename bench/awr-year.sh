@@ -7,6 +7,8 @@
 # counts go back), then `iolens ingest --format event-histogram` is timed (wall, CPU = user +
 # system, peak RSS).
 #   BIN=target/release/iolens bench/awr-year.sh [DIR]
+# BIN may name several binaries, space-separated (a build before and after a change): each run
+# times each of them in turn on the same CSV, so that they are compared under the same load.
 # Defaults: SNAPS=8760 EVENTS=100 BUCKETS=12 (10.5 million rows, ~0.6 GB), RUNS=3. Deletes its CSV.
 # DELTAS=steady (default): each bucket grows by the same 1..11 waits every hour, so an event's
 # hourly histogram repeats (the figures of earlier stops); DELTAS=varying: each bucket grows by
@@ -49,10 +51,13 @@ with open(path, "w") as f:
     f.writelines(rows)
 PY
 echo "$(wc -l <"$CSV") lines, $(du -h "$CSV" | cut -f1), $SNAPS snapshots x $EVENTS events x $BUCKETS buckets, $DELTAS deltas"
+read -r -a bins <<<"$BIN"
 for i in $(seq "${RUNS:-3}"); do
-    /usr/bin/time -o "$DIR/awr-year.time" -f "%e %U %S %M" \
-        "$BIN" -q ingest --format event-histogram "$CSV" --json "$DIR/awr-year.json"
-    read -r wall user sys peak <"$DIR/awr-year.time"
-    echo "run $i: CPU $(echo "$user + $sys" | bc) s ($user s user, $sys s sys), $wall s wall, $peak KB peak, load $(cut -d' ' -f1 /proc/loadavg)"
-    rm -f "$DIR/awr-year.json" "$DIR/awr-year.time"
+    for bin in "${bins[@]}"; do
+        /usr/bin/time -o "$DIR/awr-year.time" -f "%e %U %S %M" \
+            "$bin" -q ingest --format event-histogram "$CSV" --json "$DIR/awr-year.json"
+        read -r wall user sys peak <"$DIR/awr-year.time"
+        echo "run $i${bins[1]:+ $bin}: CPU $(echo "$user + $sys" | bc) s ($user s user, $sys s sys), $wall s wall, $peak KB peak, load $(cut -d' ' -f1 /proc/loadavg)"
+        rm -f "$DIR/awr-year.json" "$DIR/awr-year.time"
+    done
 done

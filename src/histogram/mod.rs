@@ -43,7 +43,7 @@ pub(crate) use decode::{decode_v2_bounded, V2Scan};
 pub(crate) use encode::{HistEncoder, IndexCounts};
 pub(crate) use slots::{OpAcc, Parts};
 pub use spread::SPREAD_SLOTS;
-pub(crate) use spread::{spread_with, SpreadReader, SpreadWriter};
+pub(crate) use spread::{spread_with, BucketText, SpreadReader, SpreadWriter};
 
 /// Significant digits of every latency histogram.
 pub const SIGFIG: u8 = 3;

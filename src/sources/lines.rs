@@ -207,6 +207,17 @@ impl LineReader {
         }
     }
 
+    /// [`LineReader::next_line`] with the line's number, for a reader that keeps the line
+    /// while it numbers what it holds.
+    #[inline]
+    pub(crate) fn next_numbered_line(&mut self) -> Result<Option<(u64, &[u8])>> {
+        if self.next_line()?.is_none() {
+            return Ok(None);
+        }
+        let (a, b) = self.cur;
+        Ok(Some((self.line_no, &self.buf[a..b])))
+    }
+
     #[inline]
     fn take_line(&mut self, start: usize, mut end: usize) -> &[u8] {
         if end > start && self.buf[end - 1] == b'\r' {

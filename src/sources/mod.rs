@@ -56,7 +56,7 @@ mod lines;
 pub(crate) use crate::histogram::spread_with;
 pub(crate) use buckets::bucket_range;
 pub use buckets::{spread, spread_bucket};
-pub(crate) use intervals::{Binned, SnapshotSeries};
+pub(crate) use intervals::{Binned, BucketRange, SnapshotSeries};
 pub use intervals::{MAX_INTERVALS, MAX_SERIES_OPS};
 pub(crate) use lines::{count_unparsed, parse_f64, parse_i64, parse_u64, rfc3339_ns, source_file};
 pub use lines::{trim, truncate, LineReader, LineStats, UnparsedLine, MAX_LINE_BYTES};
@@ -70,7 +70,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::histogram::{
-    interval_histogram, new_histogram, record_interval, Hist, HistEncoder, IndexCounts,
+    interval_histogram, new_histogram, record_interval, BucketText, Hist, HistEncoder, IndexCounts,
     SpreadWriter, TotalCounts,
 };
 use crate::results::evidence::{SourceFile, SourceInfo};
