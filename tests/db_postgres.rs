@@ -10,48 +10,12 @@ mod common;
 
 use std::process::Command;
 
+use common::testdb::TestDb;
 use iolens::results::Results;
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 fn base_dsn() -> Option<String> {
     common::pg_dsn("PostgreSQL db test")
-}
-
-/// A fresh database for one test; dropped at the end.
-struct TestDb {
-    base: String,
-    name: String,
-}
-
-impl TestDb {
-    fn new(name: &str) -> Option<TestDb> {
-        let base = base_dsn()?;
-        let mut c = Client::connect(&base, NoTls).expect("connect to the test server");
-        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
-            .unwrap();
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(TestDb {
-            base,
-            name: name.to_string(),
-        })
-    }
-    fn dsn(&self) -> String {
-        format!("{} dbname={}", self.base, self.name)
-    }
-    fn client(&self) -> Client {
-        Client::connect(&self.dsn(), NoTls).unwrap()
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.base, NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
 }
 
 fn iolens(args: &[&str]) -> (bool, String, String) {
@@ -68,7 +32,7 @@ fn iolens(args: &[&str]) -> (bool, String, String) {
 
 #[test]
 fn postgres_setup_and_run_end_to_end() {
-    let Some(db) = TestDb::new("iolens_e2e") else {
+    let Some(db) = TestDb::new("iolens_e2e", "PostgreSQL db test") else {
         return;
     };
     let dsn = db.dsn();
@@ -205,7 +169,7 @@ fn postgres_setup_and_run_end_to_end() {
 
 #[test]
 fn postgres_bad_input_is_explained() {
-    let Some(db) = TestDb::new("iolens_bad") else {
+    let Some(db) = TestDb::new("iolens_bad", "PostgreSQL db test") else {
         return;
     };
     // Wrong DSN: clear message, password never shown.
@@ -307,7 +271,7 @@ fn postgres_bad_input_is_explained() {
 /// libpq's warning.
 #[test]
 fn postgres_connection_from_the_libpq_environment() {
-    let Some(db) = TestDb::new("iolens_libpq_env") else {
+    let Some(db) = TestDb::new("iolens_libpq_env", "PostgreSQL db test") else {
         return;
     };
     let p = iolens::db::libpq::dsn_params(&db.dsn()).unwrap();
@@ -417,7 +381,7 @@ fn postgres_password_from_the_password_file() {
 /// `show`, not in error messages (issue 22, item 7).
 #[test]
 fn postgres_passwords_in_every_dsn_form_connect_and_never_show() {
-    let Some(db) = TestDb::new("iolens_redact") else {
+    let Some(db) = TestDb::new("iolens_redact", "PostgreSQL db test") else {
         return;
     };
     let p = iolens::db::libpq::dsn_params(&db.base).unwrap();
@@ -539,7 +503,7 @@ fn postgres_run_as_root_traces_the_backends() {
         eprintln!("note: postgres_run_as_root_traces_the_backends skipped: it needs root");
         return;
     }
-    let Some(db) = TestDb::new("iolens_probes") else {
+    let Some(db) = TestDb::new("iolens_probes", "PostgreSQL db test") else {
         return;
     };
     let dsn = db.dsn();

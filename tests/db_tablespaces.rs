@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::slowdev::{SlowDevice, SlowOptions};
-use postgres::{Client, NoTls};
+use common::testdb::TestDb;
 use serde_json::Value;
 
 /// One test at a time.
@@ -26,65 +26,6 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const DELAY: Duration = Duration::from_millis(4);
 /// Each LUN's queue (`nr_requests`; the kernel takes no fewer than 4).
 const QUEUE: u32 = 4;
-
-/// A database of the test server for one test, dropped (with what iolens left) at the end.
-struct TestDb {
-    base: String,
-    name: String,
-}
-
-impl TestDb {
-    fn new(name: &str) -> Option<TestDb> {
-        let base = common::pg_dsn("PostgreSQL tablespace test")?;
-        let mut c = Client::connect(&base, NoTls).expect("connect to the test server");
-        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .unwrap();
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        Some(TestDb {
-            base,
-            name: name.to_string(),
-        })
-    }
-
-    fn dsn(&self) -> String {
-        format!("{} dbname={}", self.base, self.name)
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(&self.dsn(), NoTls).unwrap()
-    }
-
-    /// The tablespaces of this database's layouts (named iolens_ts_<its oid>_<i>).
-    fn spaces(&self) -> Vec<String> {
-        let mut c = Client::connect(&self.base, NoTls).unwrap();
-        c.query(
-            "SELECT spcname::text FROM pg_tablespace WHERE spcname LIKE 'iolens_ts_' || \
-             (SELECT oid FROM pg_database WHERE datname = $1)::text || '_%' ORDER BY 1",
-            &[&self.name],
-        )
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        // iolens' own drop removes the tables and tablespaces; whatever a failed test left is
-        // removed here.
-        let spaces = self.spaces();
-        if let Ok(mut c) = Client::connect(&self.base, NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-            for s in spaces {
-                let _ = c.batch_execute(&format!("DROP TABLESPACE IF EXISTS {s}"));
-            }
-        }
-    }
-}
 
 /// A directory the server's user can reach (temp directories are 0700).
 fn open_dir(p: &Path) {
@@ -253,7 +194,7 @@ fn postgres_over_two_luns_spreads_its_reads_evenly_and_each_target_is_counted_tw
         return;
     };
     // Dropped before the LUNs: the server lets go of their filesystems.
-    let Some(db) = TestDb::new("iolens_ts_spread") else {
+    let Some(db) = TestDb::new("iolens_ts_spread", "PostgreSQL tablespace test") else {
         return;
     };
     let dirs: Vec<&Path> = luns.iter().map(|l| l.ts.as_path()).collect();
@@ -406,8 +347,8 @@ fn one_small_lun_queue_makes_postgres_reads_wait_as_sessions_grow_and_two_luns_r
     };
     // Dropped before the LUNs: the server lets go of their filesystems.
     let (Some(one), Some(two)) = (
-        TestDb::new("iolens_ts_one_lun"),
-        TestDb::new("iolens_ts_two_luns"),
+        TestDb::new("iolens_ts_one_lun", "PostgreSQL tablespace test"),
+        TestDb::new("iolens_ts_two_luns", "PostgreSQL tablespace test"),
     ) else {
         return;
     };
@@ -464,7 +405,7 @@ fn a_directory_not_iolens_refuses_the_whole_setup_and_run_before_anything_is_wri
     if !common::root_or_skip("PostgreSQL tablespaces (directories given to the server)") {
         return;
     }
-    let Some(db) = TestDb::new("iolens_ts_safety") else {
+    let Some(db) = TestDb::new("iolens_ts_safety", "PostgreSQL tablespace test") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -641,28 +641,26 @@ fn throttling_set_and_lifted_is_named_where_it_was() {
     assert!(!text.contains("credits exhausted"), "{text}");
 }
 
-/// A steady device (a fixed 600 IOPS limit) run 20 times (8 s each, 1 s intervals): every run
-/// gets a steady-state verdict and no change point, and no neighbour is named (the other side
-/// of `a_neighbour_on_the_device_is_named_where_it_ran`). The false-positive rate is printed.
-#[test]
-fn steady_device_is_steady_and_has_no_change_points() {
-    if !root_or_skip("the steady emulated device (loop device, cgroup I/O limit)") {
-        return;
-    }
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    // Memory's speed under the limit, so that only the limit holds it: over this VM's shared
-    // disk the device itself dipped (CI: 480 IOPS for 2 s under a 600 limit, rightly found).
+/// The steady device: a loop device over memory under a fixed 600 read IOPS limit. Memory's
+/// speed under the limit, so that only the limit holds it: over this VM's shared disk the
+/// device itself dipped (CI: 480 IOPS for 2 s under a 600 limit, rightly found). None (the
+/// test skipped) without a loop device or the cgroup I/O controller, except under CI.
+fn steady_device() -> Option<(Loop, Limit)> {
     let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
         assert!(!common::ci(), "no loop device under CI");
-        return;
+        return None;
     };
     let Some(lim) = Limit::new(&lo.majmin, Dir::Read) else {
         assert!(!common::ci(), "no cgroup I/O controller under CI");
-        return;
+        return None;
     };
     lim.set(600);
-    let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("r.json");
+    Some((lo, lim))
+}
+
+/// `run`'s arguments for 4 sessions of 4 KiB random reads on the steady device for
+/// `duration`, 1 s intervals, results to `json`.
+fn steady_run(lo: &Loop, duration: &str, json: &Path) -> Vec<String> {
     let dev = lo.dev.display().to_string();
     let mut args = strings(&[
         "run",
@@ -673,13 +671,33 @@ fn steady_device_is_steady_and_has_no_change_points() {
         "--sessions",
         "4",
         "--duration",
-        "8s",
+        duration,
+        "--interval",
+        "1s",
         "--no-progress",
         "--target",
         &dev,
         "--json",
     ]);
     args.push(json.display().to_string());
+    args
+}
+
+/// A steady device (a fixed 600 IOPS limit) run 20 times (8 s each, 1 s intervals): every run
+/// gets a steady-state verdict and no change point, and no neighbour is named (the other side
+/// of `a_neighbour_on_the_device_is_named_where_it_ran`). The false-positive rate is printed.
+#[test]
+fn steady_device_is_steady_and_has_no_change_points() {
+    if !root_or_skip("the steady emulated device (loop device, cgroup I/O limit)") {
+        return;
+    }
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((lo, lim)) = steady_device() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let args = steady_run(&lo, "8s", &json);
     let runs = 20;
     let (mut changed, mut starved, mut steady, mut clean, mut ios, mut secs) =
         (Vec::new(), Vec::new(), 0, 0, 0u64, 0.0);
@@ -822,12 +840,7 @@ fn iolens_starved_of_cpu_is_named_the_host_cpu_not_the_storage() {
         return;
     }
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(lo) = Loop::new_in(64 << 20, "/dev/shm") else {
-        assert!(!common::ci(), "no loop device under CI");
-        return;
-    };
-    let Some(lim) = Limit::new(&lo.majmin, Dir::Read) else {
-        assert!(!common::ci(), "no cgroup I/O controller under CI");
+    let Some((lo, lim)) = steady_device() else {
         return;
     };
     let Some(cap) = CpuCap::new(&lim) else {
@@ -835,28 +848,9 @@ fn iolens_starved_of_cpu_is_named_the_host_cpu_not_the_storage() {
         eprintln!("note: skipped: no cgroup cpu controller");
         return;
     };
-    lim.set(600);
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let dev = lo.dev.display().to_string();
-    let mut args = strings(&[
-        "run",
-        "--pattern",
-        "randread",
-        "--bs",
-        "4k",
-        "--sessions",
-        "4",
-        "--duration",
-        "14s",
-        "--interval",
-        "1s",
-        "--no-progress",
-        "--target",
-        &dev,
-        "--json",
-    ]);
-    args.push(json.display().to_string());
+    let args = steady_run(&lo, "14s", &json);
     let child = cap
         .command(&lim, &args)
         .stdout(std::process::Stdio::piped())

@@ -13,6 +13,7 @@ pub mod loopdev;
 pub mod peak;
 pub mod pgsampler;
 pub mod slowdev;
+pub mod testdb;
 pub mod tmpfs;
 
 use std::io::Write;
