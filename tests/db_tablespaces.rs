@@ -240,9 +240,16 @@ fn postgres_over_two_luns_spreads_its_reads_evenly_and_each_target_is_counted_tw
             lun.dev.name
         );
         // Only the backends read these disks during the run, so the disk's count is theirs.
-        // The probes may miss completions in bursts (about 2 % of a run's, seen on main); a
-        // request is never counted that the disk did not see.
-        assert!(traced <= diskstats, "{traced} traced > {diskstats}");
+        // The probes may miss completions in bursts (about 2 % of a run's, seen on main). The
+        // disk's window and the trace's are opened and closed a few ms apart, so completions at
+        // the edges can fall in one and not the other (CI: 1595 traced against 1591 in
+        // /proc/diskstats, 8 ms of reads at 510/s): 1 % of the run's reads (30 ms of edge at
+        // 1000 reads/s) plus one queue's worth. A count beyond it is reads the disk never saw.
+        let edge = diskstats as f64 * 0.01 + QUEUE as f64;
+        assert!(
+            traced as f64 <= diskstats as f64 + edge,
+            "{traced} traced > {diskstats} in /proc/diskstats (+{edge:.0} at the edges)"
+        );
         assert!(
             traced as f64 >= 0.95 * diskstats as f64,
             "traced {traced} of {diskstats}"
