@@ -83,4 +83,5 @@ rm -rf "$bpf_fresh"
 
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
-cargo test --all-targets -- --test-threads=2
+# Every test binary runs even after one fails, so that one run names every failing test.
+cargo test --all-targets --no-fail-fast -- --test-threads=2

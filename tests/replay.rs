@@ -1109,7 +1109,9 @@ const BLK_CAPTURE: &str = r#"
 set -e
 name=$1; out=$2; shift 2
 t=/sys/kernel/tracing
-mount -t tracefs tracefs $t
+# Mounted already (by the host, bpftool, perf…): the same filesystem, used where it is; a second
+# mount of it on the same place is refused (EBUSY).
+mountpoint -q $t || mount -t tracefs tracefs $t
 cd $t
 grep -qw blk available_tracers || { echo "no blk tracer in this kernel" >&2; exit 3; }
 cur=$(cat current_tracer)
