@@ -145,67 +145,80 @@ pub(crate) fn kthread_names_device(comm: &str, dev: &str) -> bool {
 }
 
 /// The run-queue wait of the kernel threads that serve a block device's requests: the loop
-/// driver's workers (`kworker/…+loop0`) read the backing file for each request, so while they
-/// wait for a CPU the device's requests wait with them, whatever the storage under them does.
-/// At each edge every kernel thread of the host (`PF_KTHREAD` in `/proc/PID/stat`) is read; a
-/// thread's run-queue wait since the previous edge counts when its name named the device at
-/// either edge (a worker of a shared pool may have run other work items in between too).
+/// driver's workers (`kworker/u8:3+loop0`) read the backing file for each request, so while
+/// they wait for a CPU the device's requests wait with them, whatever the storage under them
+/// does. The kernel's threads are kthreadd's children (`/proc/2/task/2/children`); a thread's
+/// name is read once, except an unbound workqueue worker's (`kworker/u…`), which names the
+/// workqueue it runs or ran last and is read at every edge with its run-queue wait. A thread's
+/// wait since the previous edge counts when its name named the device at either edge (a
+/// worker of the shared pool may have run other work items in between too).
+///
+/// Cheap by design: it runs in iolens' own process, so what it costs is taken from the
+/// sessions' CPU on a starved host (a scan of every process under a 2 ms-a-second CPU cap
+/// took most of it). Where the kernel has no `children` file nothing is read (0 threads).
 #[derive(Debug, Default)]
 pub(crate) struct DeviceThreads {
-    /// Kernel thread id → (named the device, run-queue wait ns) at the previous edge.
+    /// Kernel thread id → whether its fixed name names the device (None: an unbound worker,
+    /// whose name changes).
+    fixed: std::collections::HashMap<i32, Option<bool>>,
+    /// Thread id → (named the device, run-queue wait ns) at the previous edge, for the unbound
+    /// workers and the threads named after the device.
     last: std::collections::HashMap<i32, (bool, u64)>,
 }
-
-/// `PF_KTHREAD` in a task's flags (`/proc/PID/stat` field 9).
-const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl DeviceThreads {
     /// The threads' wait since the previous call (none at the first).
     pub(crate) fn read(&mut self, dev: &str) -> ThreadsWait {
-        let mut now = std::collections::HashMap::with_capacity(self.last.len());
         let mut out = ThreadsWait::default();
-        let Ok(dir) = fs::read_dir("/proc") else {
+        let Ok(kids) = fs::read_to_string("/proc/2/task/2/children") else {
             return out;
         };
-        for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
+        let mut now = std::collections::HashMap::with_capacity(self.last.len());
+        let mut fixed = std::collections::HashMap::with_capacity(self.fixed.len());
+        for pid in kids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+        {
+            let kind = match self.fixed.get(&pid) {
+                Some(k) => *k,
+                None => match kthread_name(pid) {
+                    Some(n) if n.starts_with("kworker/u") => None,
+                    Some(n) => Some(kthread_names_device(&n, dev)),
+                    None => continue,
+                },
             };
-            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
+            fixed.insert(pid, kind);
+            let named = match kind {
+                Some(false) => continue,
+                Some(true) => true,
+                None => match kthread_name(pid) {
+                    Some(n) => kthread_names_device(&n, dev),
+                    None => continue,
+                },
             };
-            let (Some(a), Some(b)) = (stat.find('('), stat.rfind(')')) else {
-                continue;
-            };
-            // After the name: state, ppid, pgrp, session, tty, tpgid, flags.
-            let flags = stat[b + 1..]
-                .split_whitespace()
-                .nth(6)
-                .and_then(|f| f.parse::<u64>().ok());
-            if flags.is_none_or(|f| f & PF_KTHREAD == 0) {
-                continue;
-            }
-            let named = kthread_names_device(&stat[a + 1..b], dev);
-            let was = self.last.get(&pid).copied();
-            if !named && !was.is_some_and(|w| w.0) {
-                // Only its reading is kept, for the edge at which it may name the device.
-                if let Some(w) = kthread_runq_ns(pid) {
-                    now.insert(pid, (false, w));
-                }
-                continue;
-            }
             let Some(w) = kthread_runq_ns(pid) else {
                 continue;
             };
-            if let Some((_, w0)) = was {
-                out.threads += 1;
-                out.runq_ns += w.saturating_sub(w0);
+            if let Some(&(was, w0)) = self.last.get(&pid) {
+                if named || was {
+                    out.threads += 1;
+                    out.runq_ns += w.saturating_sub(w0);
+                }
             }
             now.insert(pid, (named, w));
         }
+        self.fixed = fixed;
         self.last = now;
         out
     }
+}
+
+/// A kernel thread's name as `/proc/PID/stat` gives it (a workqueue worker's with the
+/// workqueue it runs or ran last; `/proc/PID/comm` is cut at 15 bytes on older kernels).
+fn kthread_name(pid: i32) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (a, b) = (stat.find('(')?, stat.rfind(')')?);
+    Some(stat.get(a + 1..b)?.to_string())
 }
 
 /// Run-queue wait ns of a process of the host (`/proc/PID/schedstat`).
@@ -936,13 +949,15 @@ mod tests {
         assert!(!kthread_names_device("kworker/u8:3", "u8"));
     }
 
-    /// This process's own threads are not kernel threads: none of them is read, and the
-    /// reader says so (0 threads) rather than failing.
+    /// A device no kernel thread is named after: the host's kernel threads are listed, none
+    /// counts, and the reader says so (0 threads) rather than failing.
     #[test]
     fn device_threads_of_a_device_without_workers_are_none() {
         let mut r = DeviceThreads::default();
         assert_eq!(r.read("iolens-no-such-device"), ThreadsWait::default());
         assert_eq!(r.read("iolens-no-such-device"), ThreadsWait::default());
-        assert!(!r.last.is_empty(), "the host's kernel threads are read");
+        if Path::new("/proc/2/task/2/children").exists() {
+            assert!(!r.fixed.is_empty(), "the host's kernel threads are listed");
+        }
     }
 }
