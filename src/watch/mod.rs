@@ -729,7 +729,12 @@ pub(crate) fn watch(
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let mut lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     // Completions missed in the watch's last moments (no later request reused their address).
-    let unseen = recording::unseen_at_end(&ebpf, start_ns)?;
+    let unseen = recording::missed_completions(
+        &mut ebpf,
+        start_ns,
+        end_ns,
+        recording::Missed::SyscallReturned,
+    )?;
     if let Some(i) = LOST_CAUSES.iter().position(|&c| c == UNSEEN_COMPLETION) {
         if let Some(v) = lost_counts.get_mut(i) {
             *v += unseen;
