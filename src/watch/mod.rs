@@ -530,6 +530,8 @@ pub(crate) fn watch(
         io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
         folded: Default::default(),
         names: Default::default(),
+        newest: 0,
+        closed_behind: 0,
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -629,6 +631,7 @@ pub(crate) fn watch(
             if !Event::each(d, |e| rec.add(&e, filters)) {
                 parse_errors += 1;
             }
+            rec.close_behind();
         });
         if n > 0 {
             std::thread::sleep(Duration::from_millis(10));
