@@ -955,13 +955,14 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     let sampled = seen.db_time();
     eprintln!(
         "watch (DB time {:.2} thread-s): {watch:?}\nsampler ({} rounds, {:.0} Hz, {} samples, \
-         real-time {}): {:?}\nits standard errors: {:?}",
+         real-time {}): {:?}\nits standard errors, of this window: {:?}; by batch means: {:?}",
         role.db_s,
         seen.rounds,
         seen.rate_hz(),
         seen.samples,
         seen.realtime,
         sampled.shares,
+        sampled.window_stderr,
         sampled.stderr
     );
     assert!(sampled.samples >= 200, "{} samples", sampled.samples);
@@ -1005,15 +1006,20 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
         );
     };
     // Every share, CPU included (an active backend with no wait event), against the sampler,
-    // within the issue's 10 points. That bound must be wider than the sampler's own error:
-    // three of its batch-means standard errors (measured, whatever the correlation between
-    // the backends of a round and between neighbouring rounds), 4 to 6 points at ~100 Hz over
-    // 5 s (500 rounds); what is left covers what the two do not see alike: the sampler's own
-    // real-time CPU is taken from the backends while it samples, and pg_stat_activity reads a
-    // backend's state and its wait event at two moments. Measured on the loaded 2-CPU VM
+    // within the issue's 10 points. That bound must be wider than the sampler's own error in
+    // measuring this window: three of its successive-differences standard errors
+    // (`window_stderr`: what sampling 100 times a second misses of the backends' states).
+    // Not its batch-means error (`stderr`), which also holds how far this window's shares
+    // stray from the load's long-run ones: the watch measured the same window, so a burst of
+    // waits under a loaded host is in both and no error of the comparison (at load 20 it
+    // once made the batch-means error 0.13 and failed this check though the two agreed
+    // with the window's). What is left of the 10 points covers what the two do not see
+    // alike: the sampler's own real-time CPU is taken from the backends while it samples,
+    // pg_stat_activity reads a backend's state and its wait event at two moments, and the
+    // sampler's window ends 0.1 s before the watch's. Measured on the loaded 2-CPU VM
     // (docs/pg-watch-accuracy.md): CPU within -6 to +6 points.
     let tol = |label: &str| {
-        let err = 3.0 * sampled.stderr.get(label).copied().unwrap_or(0.0);
+        let err = 3.0 * sampled.window_stderr.get(label).copied().unwrap_or(0.0);
         assert!(
             err <= 0.07,
             "{label}: the sampler's own error is {err:.3}: too few rounds ({}) to compare \
