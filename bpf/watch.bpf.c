@@ -677,9 +677,10 @@ static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, _
 
 /* ---------------------------------------------------------------- syscalls */
 
-static __always_inline void on_sys_enter(__u64 *ctx)
+// A syscall's entry: `nr` its number, `regs` where its arguments are (the raw tracepoint), or
+// with `regs` 0 its first and fourth arguments `fd` and `pos` (a per-syscall tracepoint).
+static __always_inline void sys_enter_body(__u32 nr, struct pt_regs *regs, __u64 fd, __u64 pos)
 {
-	__u32 nr = (__u32)ctx[1];
 	__u32 *index = bpf_map_lookup_elem(&syscall_index, &nr);
 	if (!index || *index == 0)
 		return;
@@ -708,10 +709,13 @@ static __always_inline void on_sys_enter(__u64 *ctx)
 	cur->n_queue = 0;
 	// Every traced syscall but io_submit (an AIO context) and io_getevents takes a file
 	// descriptor first; user space keeps the file of those that read or write a file.
-	struct pt_regs *regs = (struct pt_regs *)ctx[0];
-	cur->sys_fd = (__s32)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	if (regs) {
+		fd = PT_REGS_PARM1_CORE_SYSCALL(regs);
+		pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	}
+	cur->sys_fd = (__s32)fd;
 	file_of(cur->sys_fd, &cur->sys_ino, &cur->sys_fdev);
-	cur->sys_pos = PT_REGS_PARM4_CORE_SYSCALL(regs);
+	cur->sys_pos = pos;
 }
 
 // Write this CPU's batch to the ring and empty it.
@@ -775,7 +779,7 @@ static __always_inline void emit_sys(__u32 tgid, __u32 tid, __u32 index, __u64 l
 	batch_commit(b, now);
 }
 
-static __always_inline void on_sys_exit(__u64 *ctx)
+static __always_inline void sys_exit_body(long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
@@ -795,13 +799,59 @@ static __always_inline void on_sys_exit(__u64 *ctx)
 	st->sys_ts = 0;
 	st->n_dev = 0;
 	st->n_queue = 0;
-	long ret = (long)ctx[1];
 	emit_sys(id >> 32, tid, index, now - ts, ret > 0 ? (__u64)ret : 0, now, ret < 0 ? 1 : 0, dev,
 		 queue, st->sys_wev, st);
 }
 
-HANDLER(sys_enter, on_sys_enter(ctx))
-HANDLER(sys_exit, on_sys_exit(ctx))
+// Two ways to see the traced syscalls (user space picks one: src/watch/mod.rs, `SyscallProbes`).
+//
+// The raw tracepoints sys_enter and sys_exit run for every syscall of every process on the
+// host (a shared host makes ~150 per pgbench transaction, nearly all neither traced nor
+// watched): each costs a BPF program run, even one that returns at once.
+HANDLER(sys_enter, sys_enter_body((__u32)ctx[1], (struct pt_regs *)ctx[0], 0, 0))
+HANDLER(sys_exit, sys_exit_body((long)ctx[1]))
+
+// The per-syscall tracepoints (syscalls:sys_enter_pread64, syscalls:sys_exit_pread64, ...),
+// one program attached to each traced syscall's event through perf: the kernel runs it only for
+// that syscall (a bit test for the others). Their record (the event's `format` in tracefs):
+// the common header, the syscall's number, then its arguments, or its return value.
+struct sc_enter_args {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__u64 args[6];
+};
+
+struct sc_exit_args {
+	__u64 common;
+	__s32 nr;
+	__u32 pad;
+	__s64 ret;
+};
+
+// The kernel refuses a program that reads past a syscall's arguments (the record of fsync has
+// one): this one reads the fourth, for the syscalls that have four or more.
+SEC("tracepoint/syscalls/sys_enter_pos")
+int sc_enter_pos(struct sc_enter_args *ctx)
+{
+	sys_enter_body((__u32)ctx->nr, 0, ctx->args[0], ctx->args[3]);
+	return 0;
+}
+
+// The first argument only (fsync, fdatasync, io_submit).
+SEC("tracepoint/syscalls/sys_enter_fd")
+int sc_enter_fd(struct sc_enter_args *ctx)
+{
+	sys_enter_body((__u32)ctx->nr, 0, ctx->args[0], 0);
+	return 0;
+}
+
+SEC("tracepoint/syscalls/sys_exit")
+int sc_exit(struct sc_exit_args *ctx)
+{
+	sys_exit_body(ctx->ret);
+	return 0;
+}
 
 /* ---------------------------------------------------------------- io_uring */
 

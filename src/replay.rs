@@ -17,12 +17,12 @@
 //!   storage adds. A session waits for its scheduled time by sleeping to within
 //!   [`SPIN_NS`] of it ([`SPIN_RT_NS`] under `--realtime`; its threads' timer slack is 1 ns,
 //!   so a sleep ends when asked) and spinning the rest. A thread that would stay on its CPU
-//!   nearly all the time (I/Os closer together than a sleep's wake-up) gives the CPU up for
+//!   nearly all the time (I/Os closer together than a sleep's wake-up) owes the CPU
 //!   [`PAUSE_NS`] whenever it used more than [`MAX_CPU_SHARE`] of a [`PACE_WINDOW_NS`] window
-//!   ([`Pacer`]): the kernel keeps 5 % of every CPU for the tasks that are not real-time (a
-//!   SCHED_FIFO thread that never sleeps is stopped for about 50 ms each second, measured as a
-//!   42.8 ms p99 issue-time error at 50k IOPS), and pauses of 0.1 ms that it chooses cost the
-//!   schedule far less than that one stall.
+//!   ([`Pacer`]), paid in the gaps before its next I/Os: the kernel keeps 5 % of every CPU for
+//!   the tasks that are not real-time (a SCHED_FIFO thread that never sleeps is stopped for
+//!   about 50 ms each second, measured as a 42.8 ms p99 issue-time error at 50k IOPS), and
+//!   pauses that it chooses cost the schedule far less than that one stall.
 //! - Safety: reads only, unless `writes`; then only on a scratch file iolens created and
 //!   marked (its data written back as stamped blocks of generation 0, as its fill was), never
 //!   on a file or device iolens did not create. A source with writes is refused without
@@ -174,7 +174,7 @@ struct Done {
     checked: bool,
     /// False for an I/O an interrupted replay never issued.
     ran: bool,
-    /// Its thread paused before it, having held its CPU ([`Pacer`]).
+    /// Its thread was found over its CPU share before it and owed a pause ([`Pacer`]).
     paused: bool,
 }
 
@@ -363,11 +363,16 @@ fn thread_cpu_ns() -> u64 {
 }
 
 /// Keeps a session thread from holding its CPU: every [`PACE_WINDOW_NS`] of wall time it
-/// reads its own CPU time, and when it used more than [`MAX_CPU_SHARE`] of the window it
-/// sleeps [`PAUSE_NS`] before its next I/O.
+/// reads its own CPU time, and when it used more than [`MAX_CPU_SHARE`] of the window it owes
+/// [`PAUSE_NS`] off its CPU. The debt is paid in the gaps before the next I/Os (sleeping all
+/// the way to each one's due time instead of spinning the last [`SPIN_RT_NS`]), so that an
+/// I/O is late by a wake-up at most, not by the whole pause; only what a following window
+/// left unpaid (a thread behind its schedule has no gaps) is slept at once.
 struct Pacer {
     window_start: Instant,
     cpu_start: u64,
+    /// Off-CPU time still owed, ns.
+    owed_ns: u64,
 }
 
 impl Pacer {
@@ -375,30 +380,36 @@ impl Pacer {
         Pacer {
             window_start: Instant::now(),
             cpu_start: thread_cpu_ns(),
+            owed_ns: 0,
         }
     }
 
-    /// Called before each I/O: true when it paused.
+    /// Called before each I/O: true when the thread fell into debt at this I/O.
     #[inline]
     fn check(&mut self, now: Instant) -> bool {
         let wall = now.duration_since(self.window_start).as_nanos() as u64;
         if wall < PACE_WINDOW_NS {
             return false;
         }
+        if self.owed_ns > 0 {
+            // A whole window passed without the gaps to pay it in.
+            std::thread::sleep(Duration::from_nanos(self.owed_ns));
+            self.owed_ns = 0;
+        }
         let cpu = thread_cpu_ns();
         let used = cpu.saturating_sub(self.cpu_start);
-        let pause = used as f64 > MAX_CPU_SHARE * wall as f64;
-        if pause {
-            std::thread::sleep(Duration::from_nanos(PAUSE_NS));
+        let over = used as f64 > MAX_CPU_SHARE * wall as f64;
+        if over {
+            self.owed_ns = PAUSE_NS;
         }
         self.window_start = Instant::now();
         self.cpu_start = thread_cpu_ns();
-        pause
+        over
     }
 }
 
-/// Wait until `base + at_ns`: sleep to within `spin_ns`, then spin. Also says whether the
-/// pacer paused first.
+/// Wait until `base + at_ns`: sleep to within `spin_ns` (all the way while the thread owes
+/// its CPU a pause), then spin. Also says whether the pacer found the thread over its share.
 #[inline]
 fn wait_until(base: Instant, at_ns: u64, spin_ns: u64, pacer: &mut Pacer) -> (Instant, bool) {
     let due = base + Duration::from_nanos(at_ns);
@@ -409,8 +420,13 @@ fn wait_until(base: Instant, at_ns: u64, spin_ns: u64, pacer: &mut Pacer) -> (In
             return (now, paused);
         }
         let left = due - now;
-        if left > Duration::from_nanos(spin_ns) {
-            std::thread::sleep(left - Duration::from_nanos(spin_ns));
+        let spin = if pacer.owed_ns > 0 { 0 } else { spin_ns };
+        if left > Duration::from_nanos(spin) {
+            std::thread::sleep(left - Duration::from_nanos(spin));
+            if pacer.owed_ns > 0 {
+                let slept = now.elapsed().as_nanos() as u64;
+                pacer.owed_ns = pacer.owed_ns.saturating_sub(slept);
+            }
         } else {
             std::hint::spin_loop();
         }

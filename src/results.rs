@@ -597,6 +597,15 @@ pub struct SchedInterval {
     /// "some"), where the kernel has PSI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_some_us: Option<u64>,
+    /// Kernel threads of the run's device read over this interval: those whose name carries
+    /// the device's (the loop driver's workers `kworker/…+loop0`, which serve its requests);
+    /// 0 where none was seen (most disks have none) or the file predates them.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub device_threads: u32,
+    /// Nanoseconds those threads were runnable but waited for a CPU, summed: while they wait,
+    /// the device's requests wait with them.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub device_runq_ns: u64,
 }
 
 impl SchedInterval {
@@ -1060,3 +1069,11 @@ impl Results {
 
 #[cfg(test)]
 mod tests;
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}

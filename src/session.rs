@@ -401,7 +401,7 @@ where
                         }
                     }
                     let ids = tids.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                    sched_edges.push((at, sched.read(&ids)));
+                    sched_edges.push((at, sched.read(&ids, plan.device)));
                     // The next edge after now (a late wake-up skips none: it reads once).
                     let mut e = edge + plan.interval;
                     while e <= now {
@@ -456,7 +456,7 @@ where
             let ids = tids.lock().unwrap_or_else(|e| e.into_inner()).clone();
             sched_edges.push((
                 Instant::now().saturating_duration_since(base).as_secs_f64(),
-                sched.read(&ids),
+                sched.read(&ids, plan.device),
             ));
         }
         watch.stopped();

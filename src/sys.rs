@@ -115,6 +115,103 @@ pub(crate) struct SchedEdge {
     pub(crate) runq_ns: u64,
     /// [`cpu_pressure_some_us`] then.
     pub(crate) host_some_us: Option<u64>,
+    /// The device's own kernel threads since the previous edge (see [`DeviceThreads`]).
+    pub(crate) device: ThreadsWait,
+}
+
+/// Kernel threads' scheduling over one interval: how many, and their run-queue wait summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct ThreadsWait {
+    pub(crate) threads: u32,
+    pub(crate) runq_ns: u64,
+}
+
+/// Whether a kernel thread's name names block device `dev`: a workqueue worker shows the
+/// workqueue it runs (`kworker/u8:3+loop0`) or ran last (`kworker/u8:3-loop0`) after its own
+/// name, and a driver's own threads carry the device's name (`nbd0-recv` → workers
+/// `kworker/u9:1+nbd0-recv`); a word of the name (split at anything not a letter or a digit)
+/// must equal `dev`, so that `loop1` does not name `loop10`.
+pub(crate) fn kthread_names_device(comm: &str, dev: &str) -> bool {
+    let named = match comm.strip_prefix("kworker/") {
+        Some(w) => match w.find(['+', '-']) {
+            Some(i) => &w[i + 1..],
+            None => return false,
+        },
+        None => comm,
+    };
+    named
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| word == dev)
+}
+
+/// The run-queue wait of the kernel threads that serve a block device's requests: the loop
+/// driver's workers (`kworker/…+loop0`) read the backing file for each request, so while they
+/// wait for a CPU the device's requests wait with them, whatever the storage under them does.
+/// At each edge every kernel thread of the host (`PF_KTHREAD` in `/proc/PID/stat`) is read; a
+/// thread's run-queue wait since the previous edge counts when its name named the device at
+/// either edge (a worker of a shared pool may have run other work items in between too).
+#[derive(Debug, Default)]
+pub(crate) struct DeviceThreads {
+    /// Kernel thread id → (named the device, run-queue wait ns) at the previous edge.
+    last: std::collections::HashMap<i32, (bool, u64)>,
+}
+
+/// `PF_KTHREAD` in a task's flags (`/proc/PID/stat` field 9).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+impl DeviceThreads {
+    /// The threads' wait since the previous call (none at the first).
+    pub(crate) fn read(&mut self, dev: &str) -> ThreadsWait {
+        let mut now = std::collections::HashMap::with_capacity(self.last.len());
+        let mut out = ThreadsWait::default();
+        let Ok(dir) = fs::read_dir("/proc") else {
+            return out;
+        };
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            let (Some(a), Some(b)) = (stat.find('('), stat.rfind(')')) else {
+                continue;
+            };
+            // After the name: state, ppid, pgrp, session, tty, tpgid, flags.
+            let flags = stat[b + 1..]
+                .split_whitespace()
+                .nth(6)
+                .and_then(|f| f.parse::<u64>().ok());
+            if flags.is_none_or(|f| f & PF_KTHREAD == 0) {
+                continue;
+            }
+            let named = kthread_names_device(&stat[a + 1..b], dev);
+            let was = self.last.get(&pid).copied();
+            if !named && !was.is_some_and(|w| w.0) {
+                // Only its reading is kept, for the edge at which it may name the device.
+                if let Some(w) = kthread_runq_ns(pid) {
+                    now.insert(pid, (false, w));
+                }
+                continue;
+            }
+            let Some(w) = kthread_runq_ns(pid) else {
+                continue;
+            };
+            if let Some((_, w0)) = was {
+                out.threads += 1;
+                out.runq_ns += w.saturating_sub(w0);
+            }
+            now.insert(pid, (named, w));
+        }
+        self.last = now;
+        out
+    }
+}
+
+/// Run-queue wait ns of a process of the host (`/proc/PID/schedstat`).
+fn kthread_runq_ns(pid: i32) -> Option<u64> {
+    let s = fs::read_to_string(format!("/proc/{pid}/schedstat")).ok()?;
+    s.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Reads the session threads' schedstat at interval edges; a thread that has exited keeps its
@@ -122,11 +219,12 @@ pub(crate) struct SchedEdge {
 #[derive(Debug, Default)]
 pub(crate) struct SchedReader {
     last: Vec<(i32, (u64, u64))>,
+    device: DeviceThreads,
 }
 
 impl SchedReader {
-    /// One edge for the threads `tids`.
-    pub(crate) fn read(&mut self, tids: &[i32]) -> SchedEdge {
+    /// One edge for the threads `tids`, and the kernel threads of block device `device`.
+    pub(crate) fn read(&mut self, tids: &[i32], device: Option<&str>) -> SchedEdge {
         for &t in tids {
             let now = schedstat(t);
             match (self.last.iter_mut().find(|x| x.0 == t), now) {
@@ -140,6 +238,7 @@ impl SchedReader {
             run_ns: self.last.iter().map(|x| x.1 .0).sum(),
             runq_ns: self.last.iter().map(|x| x.1 .1).sum(),
             host_some_us: cpu_pressure_some_us(),
+            device: device.map_or_else(ThreadsWait::default, |d| self.device.read(d)),
         }
     }
 }
@@ -161,6 +260,8 @@ pub(crate) fn sched_intervals(edges: &[(f64, SchedEdge)]) -> Vec<crate::results:
                     (Some(x), Some(y)) => Some(y.saturating_sub(x)),
                     _ => None,
                 },
+                device_threads: b.device.threads,
+                device_runq_ns: b.device.runq_ns,
             }
         })
         .collect()
@@ -816,5 +917,32 @@ mod tests {
         let env = environment();
         assert!(env.cpus >= 1 && env.memory_bytes > 0 && !env.kernel.is_empty());
         assert!(mount_for(Path::new(".")).is_some());
+    }
+
+    /// Kernel thread names that name a device, from this kernel (6.18) while a loop device
+    /// served reads: its workers show the workqueue after `+` (running) or `-` (ran last).
+    #[test]
+    fn kernel_threads_name_their_device() {
+        assert!(kthread_names_device("kworker/u8:3+loop0", "loop0"));
+        assert!(kthread_names_device("kworker/u8:11-loop0", "loop0"));
+        assert!(kthread_names_device("kworker/u9:1+nbd0-recv", "nbd0"));
+        assert!(!kthread_names_device("kworker/u8:3+loop0", "loop"));
+        assert!(!kthread_names_device("kworker/u8:3+loop10", "loop1"));
+        assert!(!kthread_names_device("kworker/u8:10-writeback", "loop0"));
+        assert!(!kthread_names_device("kworker/R-kthrotld", "loop0"));
+        assert!(!kthread_names_device("kworker/0:1H", "loop0"));
+        assert!(kthread_names_device("loop0", "loop0"));
+        // The worker's own number is not a device.
+        assert!(!kthread_names_device("kworker/u8:3", "u8"));
+    }
+
+    /// This process's own threads are not kernel threads: none of them is read, and the
+    /// reader says so (0 threads) rather than failing.
+    #[test]
+    fn device_threads_of_a_device_without_workers_are_none() {
+        let mut r = DeviceThreads::default();
+        assert_eq!(r.read("iolens-no-such-device"), ThreadsWait::default());
+        assert_eq!(r.read("iolens-no-such-device"), ThreadsWait::default());
+        assert!(!r.last.is_empty(), "the host's kernel threads are read");
     }
 }

@@ -709,20 +709,44 @@ fn steady_device_is_steady_and_has_no_change_points() {
         assert!(!r.runs[0].device_intervals.is_empty());
         assert!(!r.runs[0].sched_intervals.is_empty());
         assert!(g.neighbours.is_empty(), "run {i}: {}", g.sentence);
+        // The loop device's workers, which read its backing file for each request, are read
+        // with the sessions (their wait for a CPU holds the device's requests).
+        assert!(
+            r.runs[0]
+                .sched_intervals
+                .iter()
+                .any(|iv| iv.device_threads > 0),
+            "run {i}: no kernel worker of {} seen",
+            lo.name
+        );
+        // Per interval: the sessions' share of time waiting for a CPU, and the device's
+        // workers' wait in ms.
         let shares: Vec<String> = r.runs[0]
             .sched_intervals
             .iter()
-            .filter_map(|iv| iv.runq_share())
-            .map(|f| format!("{:.0}", 100.0 * f))
+            .filter_map(|iv| {
+                let f = iv.runq_share()?;
+                Some(format!(
+                    "{:.0}/{}",
+                    100.0 * f,
+                    iv.device_runq_ns / 1_000_000
+                ))
+            })
             .collect();
         // iolens starved of CPU by the host's other work is named so (the device did not
         // change); any other change is a false positive.
         let host = g.changes.iter().any(|c| c.cause == RegimeCause::HostCpu)
             || g.steady.as_ref().is_some_and(|s| s.host_cpu.is_some());
         if g.changes.iter().any(|c| c.cause != RegimeCause::HostCpu) {
-            changed.push(format!("run {i}: {} (run-queue % {shares:?})", g.sentence));
+            changed.push(format!(
+                "run {i}: {} (run-queue % / device workers' wait ms {shares:?})",
+                g.sentence
+            ));
         } else if host {
-            starved.push(format!("run {i}: {} (run-queue % {shares:?})", g.sentence));
+            starved.push(format!(
+                "run {i}: {} (run-queue % / device workers' wait ms {shares:?})",
+                g.sentence
+            ));
             continue;
         }
         steady += g.steady.as_ref().is_some_and(|s| s.steady) as u32;

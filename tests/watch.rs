@@ -100,9 +100,15 @@ impl Gated {
 
 /// Start `iolens watch ARGS` and return once its probes are attached.
 fn start_watch(args: &[&str]) -> Child {
+    start_watch_env(args, &[])
+}
+
+/// [`start_watch`] with environment variables `env` set.
+fn start_watch_env(args: &[&str], env: &[(&str, &str)]) -> Child {
     let mut child = bin()
         .arg("watch")
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -163,6 +169,16 @@ fn wait_watch(mut w: Child, within: Duration, code: Option<i32>) {
 /// `iolens run --target DATA -q RUN_ARGS…` watched from its first I/O to its end by
 /// `iolens watch --pid PID WATCH_ARGS…`; returns the run's pid.
 fn run_under_watch(data: &Path, run_args: &[&str], watch_args: &[&str]) -> String {
+    run_under_watch_env(data, run_args, watch_args, &[])
+}
+
+/// [`run_under_watch`] with environment variables `env` set for the watch.
+fn run_under_watch_env(
+    data: &Path,
+    run_args: &[&str],
+    watch_args: &[&str],
+    env: &[(&str, &str)],
+) -> String {
     let mut cmd = vec![
         env!("CARGO_BIN_EXE_iolens"),
         "run",
@@ -175,7 +191,7 @@ fn run_under_watch(data: &Path, run_args: &[&str], watch_args: &[&str]) -> Strin
     let pid = run.pid().to_string();
     let mut args = vec!["--pid", pid.as_str()];
     args.extend_from_slice(watch_args);
-    let w = start_watch(&args);
+    let w = start_watch_env(&args, env);
     run.go();
     run.wait();
     finish_watch(w, Duration::from_secs(20));
@@ -284,13 +300,32 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     if !root_or_skip("syscalls_of_a_watched_run_equal_its_own_io_count") {
         return;
     }
+    // The default: the kernel's per-syscall trace events.
+    exact_io_count("events", "syscalls:sys_enter_pread64 (tracepoint)", true);
+}
+
+/// The same, the syscalls seen through the raw sys_enter/sys_exit tracepoints (what a kernel
+/// without per-syscall trace events gets).
+#[test]
+fn syscalls_seen_by_the_raw_tracepoints_equal_a_runs_own_io_count() {
+    if !root_or_skip("syscalls_seen_by_the_raw_tracepoints_equal_a_runs_own_io_count") {
+        return;
+    }
+    exact_io_count("raw", "sys_enter (", false);
+}
+
+/// A watched `iolens run` of O_DIRECT reads: its pread64 calls counted exactly, with the
+/// syscall probes `probes` (IOLENS_SYSCALL_PROBES), whose attached list has an entry beginning
+/// `attached`; with `block`, its device reads all seen or counted unseen and inside its
+/// syscalls (the block probes are the same whichever syscall probes are used: checked once).
+fn exact_io_count(probes: &str, attached: &str, block: bool) {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let data = data_file(tmp.path(), 64);
     let disk = disk_of(&data);
     let run_json = tmp.path().join("run.json");
     let watch_json = tmp.path().join("watch.json");
-    let pid = run_under_watch(
+    let pid = run_under_watch_env(
         &data,
         &[
             "--rate",
@@ -311,6 +346,7 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
             "--json",
             watch_json.to_str().unwrap(),
         ],
+        &[("IOLENS_SYSCALL_PROBES", probes)],
     );
 
     let ran = Results::read_file(&run_json).unwrap();
@@ -318,6 +354,11 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
     assert!(ios > 4000, "the run did {ios} reads");
     let watched = Results::read_file(&watch_json).unwrap();
     let b = budget(&watched);
+    assert!(
+        b.tracepoints.iter().any(|t| t.starts_with(attached)),
+        "{probes}: {:?}",
+        b.tracepoints
+    );
     // The one loss allowed: completions the kernel did not run the probe for (see below).
     assert!(
         b.lost.keys().all(|k| k == UNSEEN),
@@ -359,6 +400,10 @@ fn syscalls_of_a_watched_run_equal_its_own_io_count() {
         .map(|i| i.count)
         .sum();
     assert_eq!(per_interval, all);
+    if !block {
+        check_accounting(&watched);
+        return;
+    }
 
     // O_DIRECT: every read reaches the device. On a loaded VM the kernel skips the completion
     // probe for a fraction of a percent of completions (it ran fewer times than `perf stat`

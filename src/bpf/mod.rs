@@ -22,6 +22,7 @@ use aya::maps::{MapData, PerCpuArray, RingBuf};
 use aya::programs::{BtfTracePoint, RawTracePoint};
 use aya::{Btf, Ebpf, EbpfLoader};
 
+pub(crate) mod perf_tp;
 pub(crate) mod profile;
 
 /// The watch programs (syscalls, block layer, scheduler): `bpf/watch.bpf.c`.

@@ -137,6 +137,13 @@ pub struct RegimeChange {
 pub struct RunqShares {
     pub low_rate: f64,
     pub high_rate: f64,
+    /// The time the device's requests waited for its own kernel threads to get a CPU (the
+    /// loop driver's workers), as a share of the session threads' time, on each side: the
+    /// I/O path's wait beyond the sessions' own (0 where the device has no such threads).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_low_rate: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub device_high_rate: f64,
 }
 
 /// What a regime change is named as.

@@ -149,10 +149,11 @@ pub struct ReplayInfo {
     pub behind_s: f64,
     /// True when the p99 issue-time error stayed under 1 ms and the span within 1 %.
     pub kept_up: bool,
-    /// Times a session thread gave up its CPU for a moment before an I/O, having used more
-    /// than 90 % of it over 2 ms (I/Os due closer together than a sleep's wake-up): the kernel
-    /// keeps 5 % of each CPU from real-time threads, and a short pause of the replay's choosing
-    /// replaces a stall of tens of ms of the kernel's.
+    /// Times a session thread owed its CPU a pause (150 µs), having used more than 90 % of it
+    /// over 2 ms (I/Os due closer together than a sleep's wake-up); it pays it in the gaps
+    /// before its next I/Os, sleeping to their due time instead of spinning: the kernel keeps
+    /// 5 % of each CPU from real-time threads, and short pauses of the replay's choosing
+    /// replace a stall of tens of ms of the kernel's.
     #[serde(default)]
     pub pauses: u64,
     /// I/Os issued out of the recorded order within their session (0: order kept).

@@ -24,6 +24,7 @@ pub mod pg;
 pub(crate) mod pgwait;
 mod queries;
 mod recording;
+pub mod syscalls;
 use assemble::Ending;
 use recording::Recording;
 pub mod relations;
@@ -397,7 +398,7 @@ fn monotonic_ns() -> u64 {
 
 /// Attach tracepoint `tp`, noting it in `attached` as `name (tp_btf|raw_tp)`; a tracepoint
 /// that is not `required` may be missing (false).
-fn attach_one(
+pub(crate) fn attach_one(
     ebpf: &mut aya::Ebpf,
     btf: &aya::Btf,
     tp: &str,
@@ -443,9 +444,9 @@ pub(crate) fn attach_block(
     Ok(())
 }
 
-/// Load and attach the watch programs for `filters`. Returns the loaded object and what was
-/// attached, as `name (tp_btf|raw_tp)`.
-fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
+/// Load and attach the watch programs for `filters`. Returns the loaded object, the syscall
+/// probes, and what was attached, as `name (tp_btf|raw_tp|tracepoint)`.
+fn attach(filters: &Filters) -> Result<(aya::Ebpf, syscalls::SyscallProbes, Vec<String>)> {
     let mut ebpf = bpf::load(
         bpf::WATCH_OBJECT,
         &[
@@ -471,9 +472,8 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     bpf::set_process_filter(&mut ebpf, &filters.pids, &filters.comms)?;
     let btf = aya::Btf::from_sys_fs().map_err(|_| bpf::BpfError::NoBtf)?;
     let mut attached = Vec::new();
-    for tp in ["sys_enter", "sys_exit"] {
-        attach_one(&mut ebpf, &btf, tp, true, &mut attached)?;
-    }
+    let choice = syscalls::Choice::from_env()?;
+    let syscall_probes = syscalls::SyscallProbes::attach(&mut ebpf, &btf, choice, &mut attached)?;
     attach_block(&mut ebpf, &btf, false, &mut attached)?;
     for tp in [
         "sched_wakeup",
@@ -491,7 +491,7 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, Vec<String>)> {
     for tp in ["io_uring_submit_req", "io_uring_complete"] {
         attach_one(&mut ebpf, &btf, tp, false, &mut attached)?;
     }
-    Ok((ebpf, attached))
+    Ok((ebpf, syscall_probes, attached))
 }
 
 /// Watch until the duration ends, Ctrl-C, or (when only pids are watched) every pid has exited.
@@ -503,7 +503,7 @@ pub(crate) fn watch(
     view: &mut dyn FnMut(&IntervalView),
 ) -> Result<Results> {
     let filters = &opts.filters;
-    let (mut ebpf, tracepoints) = attach(filters)?;
+    let (mut ebpf, mut syscall_probes, tracepoints) = attach(filters)?;
     let mut ring = RingBuf::try_from(ebpf.take_map("events").context("no events map")?)?;
     crate::interrupt::install();
     let interval_ns = opts.interval.as_nanos().max(1_000_000) as u64;
@@ -720,6 +720,7 @@ pub(crate) fn watch(
     place_pg(&mut rec, &mut pg_map, &mut pg_gen);
     let end_warnings = rec.drain_after_end(
         &mut ebpf,
+        &mut syscall_probes,
         &mut ring,
         filters,
         present_at_start,
@@ -743,6 +744,7 @@ pub(crate) fn watch(
             *v += unseen;
         }
     }
+    drop(syscall_probes);
     drop(ebpf);
     if let Some(e) = rec.failed.take() {
         return Err(e.context("cannot record the watch's histograms"));

@@ -770,6 +770,7 @@ impl Recording {
     pub(super) fn drain_after_end(
         &mut self,
         ebpf: &mut aya::Ebpf,
+        syscalls: &mut super::syscalls::SyscallProbes,
         ring: &mut RingBuf<MapData>,
         filters: &Filters,
         present_at_start: Vec<(u32, u32)>,
@@ -784,10 +785,9 @@ impl Recording {
         let mut end_warnings = Vec::new();
         // sys_enter first: a syscall entered after sys_exit is gone would count as an exit
         // not seen.
-        let frozen_first = bpf::detach_tracepoint(ebpf, "sys_enter");
-        let detached = ["sched_switch", "sys_exit"]
-            .into_iter()
-            .try_for_each(|tp| bpf::detach_tracepoint(ebpf, tp));
+        let frozen_first = syscalls.detach_enter(ebpf);
+        let detached =
+            bpf::detach_tracepoint(ebpf, "sched_switch").and_then(|()| syscalls.detach_exit(ebpf));
         let frozen = [
             "sched_process_exit",
             "sched_wakeup",

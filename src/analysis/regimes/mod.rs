@@ -39,7 +39,11 @@
 //! explain at least [`HOST_CPU_EXPLAINS`] of the rate lost is named `host-cpu`: iolens itself
 //! was starved of CPU by other work on the host, and the storage did not change. Likewise a
 //! last regime that is not steady, where its slowest interval waited that much more than its
-//! fastest. Files without the readings are judged as before.
+//! fastest. The I/O path's own kernel threads count too: runs record the wait for a CPU of the
+//! threads that serve the device's requests (a loop device's workers,
+//! `SchedInterval::device_runq_ns`), and the time the device's requests spent waiting with
+//! them is added to the sessions' wait (see `hostcpu`). Files without the readings are judged
+//! as before.
 //!
 //! # Steady state (SNIA SSS PTS)
 //! Over the last [`SNIA_ROUNDS`] intervals of the last regime: the data excursion
@@ -362,7 +366,7 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
                 ((c.from_iops, fb), (c.to_iops, fa))
             };
             c.runq = Some(hostcpu::shares(f_low, f_high));
-            if c.cause != RegimeCause::Neighbour && host_cpu_explains(low, high, f_low, f_high) {
+            if c.cause != RegimeCause::Neighbour && hostcpu::explains(low, high, f_low, f_high) {
                 c.cause = RegimeCause::HostCpu;
             }
         }
@@ -390,12 +394,12 @@ pub fn run_regimes(run: &RunResult) -> Option<RunRegimes> {
 
 /// Whether the window's range is iolens' sessions waiting for a CPU: its slowest interval
 /// waited enough more than its fastest to explain the gap ([`host_cpu_explains`]).
-fn window_host_cpu(iops: &[f64], per: &[[f64; 2]]) -> Option<RunqShares> {
+fn window_host_cpu(iops: &[f64], per: &[[f64; 3]]) -> Option<RunqShares> {
     let lo = (0..iops.len()).min_by(|&a, &b| iops[a].total_cmp(&iops[b]))?;
     let hi = (0..iops.len()).max_by(|&a, &b| iops[a].total_cmp(&iops[b]))?;
     let f_lo = hostcpu::share(per, std::iter::once(lo))?;
     let f_hi = hostcpu::share(per, std::iter::once(hi))?;
-    host_cpu_explains(iops[lo], iops[hi], f_lo, f_hi).then(|| hostcpu::shares(f_lo, f_hi))
+    hostcpu::explains(iops[lo], iops[hi], f_lo, f_hi).then(|| hostcpu::shares(f_lo, f_hi))
 }
 
 /// Whether `run` has per-interval series long enough for [`run_regimes`].
@@ -661,25 +665,47 @@ fn latency_note(r: &RunRegimes, i: usize) -> String {
 pub fn host_cpu_text(h: &RunqShares) -> String {
     format!(
         "iolens' sessions waited for a CPU ({:.0} % of their time, {:.0} % at the higher \
-         rate): the host's CPU, not the storage",
+         rate){}: the host's CPU, not the storage",
         100.0 * h.low_rate,
-        100.0 * h.high_rate
+        100.0 * h.high_rate,
+        device_threads_text(h.device_low_rate, h.device_high_rate, "at the higher rate")
+    )
+}
+
+/// `, and the device's kernel threads held its requests waiting for one (40 % of the sessions'
+/// time, 4 % before)` where the device's own threads waited for a CPU, else nothing.
+fn device_threads_text(now: f64, other: f64, other_is: &str) -> String {
+    if now.max(other) < 0.005 {
+        return String::new();
+    }
+    format!(
+        ", and the device's own kernel threads held its requests waiting for one ({:.0} % of \
+         the sessions' time, {:.0} % {other_is})",
+        100.0 * now,
+        100.0 * other
     )
 }
 
 /// The cause of a change in words, with its evidence.
 pub fn cause_text(c: &RegimeChange) -> String {
     if let (RegimeCause::HostCpu, Some(h)) = (c.cause, &c.runq) {
-        let (now, before) = if c.to_iops < c.from_iops {
-            (h.low_rate, h.high_rate)
+        let ((now, before), (dev_now, dev_before)) = if c.to_iops < c.from_iops {
+            (
+                (h.low_rate, h.high_rate),
+                (h.device_low_rate, h.device_high_rate),
+            )
         } else {
-            (h.high_rate, h.low_rate)
+            (
+                (h.high_rate, h.low_rate),
+                (h.device_high_rate, h.device_low_rate),
+            )
         };
         return format!(
-            "iolens' sessions waited for a CPU ({:.0} % of their time, {:.0} % before): the \
+            "iolens' sessions waited for a CPU ({:.0} % of their time, {:.0} % before){}: the \
              host's CPU, not the storage, {:.1} s in, after {} I/Os",
             100.0 * now,
             100.0 * before,
+            device_threads_text(dev_now, dev_before, "before"),
             c.at_s,
             fmt_rate(c.ops_before as f64)
         );
