@@ -782,14 +782,13 @@ fn postgres_backends_reads_match_blks_read() {
         }
         last = now;
     }
-    let w = start_watch(&[
-        "--comm",
-        "postgres",
-        "--duration",
-        "5s",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+    // The watch spans the whole run and is ended after it (Ctrl-C), never by a fixed duration:
+    // `db run` connects and drops its tables' files from the OS page cache before its
+    // sessions read, which took 3 s of a 7.3 s run at load 11, so a 5 s watch begun with the
+    // run closed while the sessions were still reading and saw 48 % of blks_read (the
+    // failures at load 20: ~40 %). Spanning the run, the same load gave 100 % (68,611 blocks
+    // watched vs 68,632; 97,779 vs 97,800; 69,782 vs 69,815).
+    let w = start_watch(&["--comm", "postgres", "--json", json.to_str().unwrap()]);
     let before = blks_read(&base);
     let out = bin()
         .args(["db", "run", "--engine", "postgres", "--dsn", &dsn])
@@ -801,9 +800,9 @@ fn postgres_backends_reads_match_blks_read() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    finish_watch(w, Duration::from_secs(30));
     // Backends flush their statistics when they exit, which the run's sessions have done.
     std::thread::sleep(Duration::from_millis(700));
+    interrupt_watch(w, Duration::from_secs(30));
     let delta = blks_read(&base) - before;
     let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
 
@@ -820,7 +819,11 @@ fn postgres_backends_reads_match_blks_read() {
             }
         }
     }
-    eprintln!("postgres: {reads} read syscalls, {read_blocks} blocks; blks_read delta {delta}");
+    eprintln!(
+        "postgres: {reads} read syscalls, {read_blocks} blocks; blks_read delta {delta}; \
+         lost {:?}",
+        b.lost
+    );
     assert!(
         delta > 100,
         "the run read only {delta} blocks outside shared_buffers"
@@ -834,7 +837,9 @@ fn postgres_backends_reads_match_blks_read() {
     let diff = (read_blocks as f64 - delta as f64).abs();
     assert!(
         diff <= 0.02 * delta as f64 + 50.0,
-        "{read_blocks} blocks read by postgres syscalls vs blks_read delta {delta}"
+        "{read_blocks} blocks read by postgres syscalls vs blks_read delta {delta} \
+         (events the watch says it lost: {:?})",
+        b.lost
     );
     assert!(reads > 0);
 }
@@ -995,13 +1000,14 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
     let sampled = seen.db_time();
     eprintln!(
         "watch (DB time {:.2} thread-s): {watch:?}\nsampler ({} rounds, {:.0} Hz, {} samples, \
-         real-time {}): {:?}\nits standard errors: {:?}",
+         real-time {}): {:?}\nits standard errors, of this window: {:?}; by batch means: {:?}",
         role.db_s,
         seen.rounds,
         seen.rate_hz(),
         seen.samples,
         seen.realtime,
         sampled.shares,
+        sampled.window_stderr,
         sampled.stderr
     );
     assert!(sampled.samples >= 200, "{} samples", sampled.samples);
@@ -1045,15 +1051,20 @@ fn pgbench_on_a_saturated_host_is_the_cpu_not_the_storage() {
         );
     };
     // Every share, CPU included (an active backend with no wait event), against the sampler,
-    // within the issue's 10 points. That bound must be wider than the sampler's own error:
-    // three of its batch-means standard errors (measured, whatever the correlation between
-    // the backends of a round and between neighbouring rounds), 4 to 6 points at ~100 Hz over
-    // 5 s (500 rounds); what is left covers what the two do not see alike: the sampler's own
-    // real-time CPU is taken from the backends while it samples, and pg_stat_activity reads a
-    // backend's state and its wait event at two moments. Measured on the loaded 2-CPU VM
+    // within the issue's 10 points. That bound must be wider than the sampler's own error in
+    // measuring this window: three of its successive-differences standard errors
+    // (`window_stderr`: what sampling 100 times a second misses of the backends' states).
+    // Not its batch-means error (`stderr`), which also holds how far this window's shares
+    // stray from the load's long-run ones: the watch measured the same window, so a burst of
+    // waits under a loaded host is in both and no error of the comparison (at load 20 it
+    // once made the batch-means error 0.13 and failed this check though the two agreed
+    // with the window's). What is left of the 10 points covers what the two do not see
+    // alike: the sampler's own real-time CPU is taken from the backends while it samples,
+    // pg_stat_activity reads a backend's state and its wait event at two moments, and the
+    // sampler's window ends 0.1 s before the watch's. Measured on the loaded 2-CPU VM
     // (docs/pg-watch-accuracy.md): CPU within -6 to +6 points.
     let tol = |label: &str| {
-        let err = 3.0 * sampled.stderr.get(label).copied().unwrap_or(0.0);
+        let err = 3.0 * sampled.window_stderr.get(label).copied().unwrap_or(0.0);
         assert!(
             err <= 0.07,
             "{label}: the sampler's own error is {err:.3}: too few rounds ({}) to compare \

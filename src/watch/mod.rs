@@ -530,6 +530,8 @@ pub(crate) fn watch(
         io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
         folded: Default::default(),
         names: Default::default(),
+        newest: 0,
+        closed_behind: 0,
     };
     // Query ids, sampled from the server while the watch runs. Its own connection's server
     // process is iolens' load, not the watched one's: left out of everything counted.
@@ -629,6 +631,7 @@ pub(crate) fn watch(
             if !Event::each(d, |e| rec.add(&e, filters)) {
                 parse_errors += 1;
             }
+            rec.close_behind();
         });
         if n > 0 {
             std::thread::sleep(Duration::from_millis(10));
@@ -730,7 +733,12 @@ pub(crate) fn watch(
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
     let mut lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
     // Completions missed in the watch's last moments (no later request reused their address).
-    let unseen = recording::unseen_at_end(&ebpf, start_ns)?;
+    let unseen = recording::missed_completions(
+        &mut ebpf,
+        start_ns,
+        end_ns,
+        recording::Missed::SyscallReturned,
+    )?;
     if let Some(i) = LOST_CAUSES.iter().position(|&c| c == UNSEEN_COMPLETION) {
         if let Some(v) = lost_counts.get_mut(i) {
             *v += unseen;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _, Result};
 use aya::maps::RingBuf;
 
-use super::layout::RqState;
+use super::recording::{missed_completions, Missed};
 use super::{
     block_ops, filter, monotonic_ns, unfollowed_slot, Event, BLOCK_WATCHED, EV_BLOCK, LOST_CAUSES,
     UNSEEN_COMPLETION,
@@ -345,7 +345,7 @@ fn drain(
         let merges = bpf::sum_per_cpu(&ebpf, "merges");
         let mut st = lock(m);
         if let Some((from, to)) = st.sweep.take() {
-            match sweep_unseen(&mut ebpf, from, to) {
+            match missed_completions(&mut ebpf, from, to, Missed::RunEnded) {
                 Ok(n) => st.unseen = n,
                 Err(e) => st.failed = Some(format!("{e:#}")),
             }
@@ -423,25 +423,3 @@ struct Extent {
 
 // SAFETY: plain old data, laid out as the BPF program's `struct extent`.
 unsafe impl aya::Pod for Extent {}
-
-/// Remove this process's requests that started in `[from, to)` (CLOCK_MONOTONIC ns) and are
-/// still in the kernel's request table, and count them: every request of a run that has ended
-/// has completed, so these are completions the probe did not see.
-fn sweep_unseen(ebpf: &mut aya::Ebpf, from: u64, to: u64) -> Result<u64> {
-    let mut table: aya::maps::HashMap<&mut aya::maps::MapData, u64, RqState> =
-        aya::maps::HashMap::try_from(ebpf.map_mut("in_block").context("no in_block map")?)?;
-    let stale: Vec<u64> = table
-        .iter()
-        .filter_map(|r| r.ok())
-        .filter(|(_, s)| s.watched != 0 && s.start >= from && s.start < to)
-        .map(|(k, _)| k)
-        .collect();
-    let mut n = 0;
-    for k in stale {
-        // Gone already: it completed (or restarted) between the listing and now.
-        if table.remove(&k).is_ok() {
-            n += 1;
-        }
-    }
-    Ok(n)
-}

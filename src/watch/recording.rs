@@ -61,7 +61,15 @@ pub(super) struct Recording {
     pub(super) folded: Folded,
     /// The processes' names as the kernel side reported them.
     pub(super) names: filter::Names,
+    /// The newest base interval an event fell in, and the base interval before which every
+    /// interval was closed by [`Recording::close_behind`].
+    pub(super) newest: u64,
+    pub(super) closed_behind: u64,
 }
+
+/// Base intervals an event may lag the newest one seen and still find its interval open
+/// while the ring is drained (see [`Recording::close_behind`]).
+const OPEN_BEHIND: u64 = 4;
 
 /// Most rows of the per-process and per-thread tables before the exited ones are folded.
 pub(super) const TABLE_ROWS: usize = 512;
@@ -104,8 +112,27 @@ fn who(pg: &pgwait::PgWaitAcc, names: &filter::Names, tgid: u32) -> (String, Str
 impl Recording {
     /// The slot of the interval of time `ts`.
     pub(super) fn interval_of(&mut self, ts: u64) -> usize {
-        self.grid
-            .slot(ts.saturating_sub(self.start_ns) / self.interval_ns)
+        let base = ts.saturating_sub(self.start_ns) / self.interval_ns;
+        self.newest = self.newest.max(base);
+        self.grid.slot(base)
+    }
+
+    /// Close the intervals more than [`OPEN_BEHIND`] base intervals behind the newest event's,
+    /// while the ring is drained. The watch's loop closes the intervals it has shown after
+    /// each drain; when it fell behind (starved of CPU on a loaded host), one drain holds the
+    /// events of every interval it missed, and each would stay open (decoded: up to 270 KB an
+    /// op) to the drain's end: memory grew with the length of the stall and the allocator
+    /// kept it (a watch stopped for 1 s at 10 ms intervals under 1,700 forking readers a
+    /// second kept 6 MiB more to its end, 10 s 58 MiB). Counts are exact either way: a late
+    /// event reopens its interval.
+    pub(super) fn close_behind(&mut self) {
+        if self.newest < self.closed_behind + 2 * OPEN_BEHIND {
+            return;
+        }
+        let base = self.newest - OPEN_BEHIND;
+        let slot = self.grid.slot(base);
+        self.close_before(slot);
+        self.closed_behind = base;
     }
 
     /// Slot `k`'s start and length in seconds.
@@ -606,29 +633,68 @@ pub(super) struct Pending {
     pub(super) tags: Vec<(u32, [u64; PARTS])>,
 }
 
-/// Watched block requests submitted since `from_ns` that are still in the kernel's table at the
-/// end although the syscall that waited for them has returned (or its thread has exited): a
-/// synchronous syscall returns only after its requests complete, so each one's completion ran
-/// without the probe seeing it. The kernel counts such a request as lost only when a later
-/// request reuses its address (`unseen_counts` in `bpf/watch.bpf.c`); those missed in the last
-/// moments of a watch are counted here. Requests still in flight at the end (their syscall still
-/// waiting, or none waiting: readahead, writeback) are not counted.
-pub(super) fn unseen_at_end(ebpf: &aya::Ebpf, from_ns: u64) -> Result<u64> {
-    let in_block: aya::maps::HashMap<&MapData, u64, RqState> =
-        aya::maps::HashMap::try_from(ebpf.map("in_block").context("BPF object lacks in_block")?)?;
-    let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
-        aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
+/// Which watched block requests still in the kernel's table (`in_block`) are completions the
+/// probes did not see, rather than requests still in flight.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Missed {
+    /// Every request submitted in the window has completed: the run that submitted them has
+    /// ended (iolens' own `--watch`, which loads no syscall probes and so cannot tell which
+    /// syscall waited for which request).
+    RunEnded,
+    /// A request whose syscall has returned (the thread's current syscall entry differs from
+    /// the one recorded with the request, or the thread is gone) has completed: a synchronous
+    /// syscall returns only after its requests complete (`iolens watch`). Requests no syscall
+    /// waits for (readahead, writeback) and those whose syscall still waits are in flight.
+    SyscallReturned,
+}
+
+/// Remove and count the watched block requests submitted in `[from, to)` (CLOCK_MONOTONIC
+/// ns) that are still in the kernel's table and that `rule` says have completed: completions
+/// the probes did not see. The kernel counts such a request as lost only when a later request
+/// reuses its address (`unseen_counts` in `bpf/watch.bpf.c`); those of a run's or a watch's
+/// last moments are counted here. A request is counted only if it is still in the table
+/// as listed when it is removed: one completed (and its address reused) between the
+/// listing and now was seen.
+pub(super) fn missed_completions(
+    ebpf: &mut aya::Ebpf,
+    from: u64,
+    to: u64,
+    rule: Missed,
+) -> Result<u64> {
+    let candidates: Vec<(u64, RqState)> = {
+        let in_block: aya::maps::HashMap<&MapData, u64, RqState> = aya::maps::HashMap::try_from(
+            ebpf.map("in_block").context("BPF object lacks in_block")?,
+        )?;
+        let tasks: aya::maps::HashMap<&MapData, u32, [u8; TASK_LEN]> =
+            aya::maps::HashMap::try_from(ebpf.map("tasks").context("BPF object lacks tasks")?)?;
+        let returned = |st: &RqState| {
+            st.sys != 0
+                && !tasks.get(&st.tid, 0).ok().is_some_and(|v| {
+                    u64::from_ne_bytes(v[TASK_SYS_TS..TASK_SYS_TS + 8].try_into().unwrap_or([0; 8]))
+                        == st.sys
+                })
+        };
+        in_block
+            .iter()
+            .filter_map(|r| r.ok())
+            .filter(|(_, st)| st.watched != 0 && st.start >= from && st.start < to)
+            .filter(|(_, st)| match rule {
+                Missed::RunEnded => true,
+                Missed::SyscallReturned => returned(st),
+            })
+            .collect()
+    };
+    let mut in_block: aya::maps::HashMap<&mut MapData, u64, RqState> =
+        aya::maps::HashMap::try_from(
+            ebpf.map_mut("in_block")
+                .context("BPF object lacks in_block")?,
+        )?;
     let mut n = 0;
-    for item in in_block.iter() {
-        let Ok((_, st)) = item else { continue };
-        if st.watched == 0 || st.sys == 0 || st.start < from_ns {
-            continue;
-        }
-        let waiting = tasks.get(&st.tid, 0).ok().is_some_and(|v| {
-            u64::from_ne_bytes(v[TASK_SYS_TS..TASK_SYS_TS + 8].try_into().unwrap_or([0; 8]))
-                == st.sys
-        });
-        if !waiting {
+    for (k, listed) in candidates {
+        let still = in_block
+            .get(&k, 0)
+            .is_ok_and(|st| st.start == listed.start && st.tid == listed.tid);
+        if still && in_block.remove(&k).is_ok() {
             n += 1;
         }
     }

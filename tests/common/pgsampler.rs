@@ -42,6 +42,15 @@ pub struct WaitShares {
     /// √batches (it takes in the correlation between the backends of one round and between
     /// neighbouring rounds). Empty for pg_wait_sampling's (no rounds kept).
     pub stderr: BTreeMap<String, f64>,
+    /// Per label, the standard error of its share as a measurement of this window's own
+    /// backends, by successive differences of the rounds (the systematic-sampling estimator
+    /// of Wolter, *Introduction to Variance Estimation*, 2nd ed., §8.2, v2): what sampling at
+    /// discrete moments misses of the states the backends went through. It leaves out what
+    /// [`WaitShares::stderr`] takes in, how far the load's shares over this window stray
+    /// from its long-run ones (a burst of lock waits under a loaded host): a watch of the
+    /// same window sees the same burst, so that is no error of the comparison. Empty for
+    /// pg_wait_sampling's.
+    pub window_stderr: BTreeMap<String, f64>,
     /// Whether the sampler (thread and backend) ran real-time, unbiased by the load.
     pub realtime: bool,
     /// Each round: the time it stands for and its samples by label (empty for pg_wait_sampling).
@@ -73,12 +82,18 @@ fn sched(pid: i32, policy: i32, priority: i32) -> std::io::Result<()> {
     }
 }
 
+/// A label's share, its batch-means standard error and its successive-differences one
+/// ([`WaitShares::stderr`], [`WaitShares::window_stderr`]), and the samples counted.
+type SharesOf = (
+    BTreeMap<String, f64>,
+    BTreeMap<String, f64>,
+    BTreeMap<String, f64>,
+    u64,
+);
+
 /// The shares of `rounds` (labels and counts, and the time each stands for) restricted to the
-/// labels `keep` accepts and renormalised, with the batch-means standard error of each.
-fn shares_of(
-    rounds: &[(f64, BTreeMap<String, u64>)],
-    keep: impl Fn(&str) -> bool,
-) -> (BTreeMap<String, f64>, BTreeMap<String, f64>, u64) {
+/// labels `keep` accepts and renormalised, with the two standard errors of each.
+fn shares_of(rounds: &[(f64, BTreeMap<String, u64>)], keep: impl Fn(&str) -> bool) -> SharesOf {
     let share = |rs: &[(f64, BTreeMap<String, u64>)]| {
         let mut w: BTreeMap<String, f64> = BTreeMap::new();
         let mut n = 0;
@@ -116,7 +131,35 @@ fn shares_of(
             stderr.insert(label.clone(), (var / b).sqrt());
         }
     }
-    (all, stderr, n)
+    // Successive differences: share s of label L is a ratio of means, so its error is that of
+    // the mean of z = y − s·Y (y: L's backends in a round, Y: all kept backends in it) over
+    // the mean of Y, and the error of a systematic sample's mean is estimated from the
+    // squared differences of neighbouring rounds: Σ (z_r − z_{r−1})² / (2 n (n − 1)). Each
+    // backend that changed state between two rounds adds to it, a slow drift of the load
+    // hardly. Rounds are taken as equally spaced (the sampler keeps its schedule real-time).
+    let mut window_stderr = BTreeMap::new();
+    let n_rounds = rounds.len();
+    if n_rounds > 2 {
+        let kept_of = |counts: &BTreeMap<String, u64>, label: Option<&str>| -> f64 {
+            counts
+                .iter()
+                .filter(|(k, _)| keep(k) && label.is_none_or(|l| l == k.as_str()))
+                .map(|(_, c)| *c as f64)
+                .sum()
+        };
+        let mean_all = rounds.iter().map(|(_, c)| kept_of(c, None)).sum::<f64>() / n_rounds as f64;
+        for (label, &s) in &all {
+            let z: Vec<f64> = rounds
+                .iter()
+                .map(|(_, c)| kept_of(c, Some(label)) - s * kept_of(c, None))
+                .collect();
+            let sq: f64 = z.windows(2).map(|p| (p[1] - p[0]).powi(2)).sum();
+            let n = n_rounds as f64;
+            let var = sq / (2.0 * n * (n - 1.0));
+            window_stderr.insert(label.clone(), var.sqrt() / mean_all.max(1e-12));
+        }
+    }
+    (all, stderr, window_stderr, n)
 }
 
 impl WaitShares {
@@ -142,10 +185,11 @@ impl WaitShares {
 
     fn restricted(&self, keep: impl Fn(&str) -> bool) -> WaitShares {
         if !self.kept.is_empty() {
-            let (shares, stderr, samples) = shares_of(&self.kept, keep);
+            let (shares, stderr, window_stderr, samples) = shares_of(&self.kept, keep);
             return WaitShares {
                 shares,
                 stderr,
+                window_stderr,
                 samples,
                 kept: self.kept.clone(),
                 ..self.clone()
@@ -237,13 +281,14 @@ impl PgSampler {
                     next = now;
                 }
             }
-            let (shares, stderr, _) = shares_of(&kept, |_| true);
+            let (shares, stderr, window_stderr, _) = shares_of(&kept, |_| true);
             WaitShares {
                 shares,
                 samples,
                 rounds,
                 window: last - start,
                 stderr,
+                window_stderr,
                 realtime: rt,
                 kept,
             }
@@ -389,6 +434,7 @@ impl WaitSamplingWindow {
             rounds: 0,
             window,
             stderr: BTreeMap::new(),
+            window_stderr: BTreeMap::new(),
             realtime,
             kept: Vec::new(),
         }
