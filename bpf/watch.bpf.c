@@ -991,6 +991,21 @@ struct {
 	__type(value, __u32);
 } extent_count SEC(".maps");
 
+// For `--watch` on iolens' own load: the target's disk (major << 20 | minor, as `struct event`'s
+// `dev`); only requests (and merged bios) on it are the run's. 0 (`iolens watch`): every disk.
+// A run over several targets loads one watch per target, each with its own disk and extents,
+// so that one target's requests (and their completions missed) are never another's.
+const volatile __u32 target_dev = 0;
+
+static __always_inline int on_disk(struct gendisk *disk)
+{
+	if (!target_dev)
+		return 1;
+	int major = BPF_CORE_READ(disk, major);
+	int minor = BPF_CORE_READ(disk, first_minor);
+	return (((__u32)major << 20) | (__u32)minor) == target_dev;
+}
+
 // Whether `sector` lies in one of the target's extents (always, without a filter): a binary
 // search for the last extent that starts at or before it.
 static __always_inline int on_target(__u64 sector)
@@ -1048,7 +1063,8 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
-	st.watched = current_watched(st.tgid) && on_target(BPF_CORE_READ(rq, __sector));
+	st.watched = current_watched(st.tgid) && on_disk(BPF_CORE_READ(rq, q, disk)) &&
+		     on_target(BPF_CORE_READ(rq, __sector));
 	if (st.watched) {
 		// Submitted inside a traced syscall: that syscall waits for it.
 		struct task_state *t = bpf_map_lookup_elem(&tasks, &st.tid);
@@ -1157,7 +1173,8 @@ struct {
 static __always_inline void bio_merge(struct bio *bio)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if (!current_watched(id >> 32) || !on_target(BPF_CORE_READ(bio, bi_iter.bi_sector)))
+	if (!current_watched(id >> 32) || !on_disk(BPF_CORE_READ(bio, bi_bdev, bd_disk)) ||
+	    !on_target(BPF_CORE_READ(bio, bi_iter.bi_sector)))
 		return;
 	__u32 zero = 0;
 	__u64 *n = bpf_map_lookup_elem(&merges, &zero);

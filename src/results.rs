@@ -693,6 +693,42 @@ impl BlockLayer {
     pub fn op(&self, name: &str) -> Option<&OpResult> {
         self.ops.iter().find(|o| o.op == name && o.count > 0)
     }
+
+    /// The run's block layer over several targets' (a run over several, `--watch`): each op's
+    /// requests summed exactly, interval by interval, as the run's own ops are; losses, merges
+    /// and extent ranges added; the disks named together (`loop0 + loop1`). The disk's queue
+    /// only where every part is one and the same disk.
+    pub(crate) fn sum(parts: &[BlockLayer]) -> anyhow::Result<BlockLayer> {
+        let mut names: Vec<&str> = Vec::new();
+        for o in parts.iter().flat_map(|p| &p.ops) {
+            if !names.contains(&o.op.as_str()) {
+                names.push(&o.op);
+            }
+        }
+        let sets: Vec<Vec<OpResult>> = parts.iter().map(|p| p.ops.clone()).collect();
+        let mut disks: Vec<&str> = Vec::new();
+        for p in parts {
+            if !disks.contains(&p.device.as_str()) {
+                disks.push(&p.device);
+            }
+        }
+        let mut lost = BTreeMap::new();
+        for (k, v) in parts.iter().flat_map(|p| &p.lost) {
+            *lost.entry(k.clone()).or_insert(0) += v;
+        }
+        Ok(BlockLayer {
+            device: disks.join(" + "),
+            ops: sum_op_sets(&sets, &names)?,
+            lost,
+            merged: parts.iter().map(|p| p.merged).sum(),
+            target_extents: parts.iter().map(|p| p.target_extents).sum::<Option<u32>>(),
+            queue: if disks.len() == 1 {
+                parts.first().and_then(|p| p.queue.clone())
+            } else {
+                None
+            },
+        })
+    }
 }
 
 impl RunResult {

@@ -477,9 +477,7 @@ pub fn execute_on(
         "ios_completed_incl_warmup".into(),
         outcomes.iter().map(|o| o.completed).sum::<u64>() as f64,
     );
-    if let Some(w) = opts.ctx.block_watch {
-        r.block = Some(w.take(&r)?);
-    }
+    crate::watch::own::OwnWatch::take_into(opts.ctx.block_watch, &mut r)?;
     r.warnings = run_warnings(&r, spec);
     r.warnings
         .extend(unregistered_warning(&outcomes, r.io_buffers.as_ref()));

@@ -38,8 +38,9 @@ pub struct RunContext<'a> {
     pub interrupt: &'a AtomicBool,
     /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
     pub start_at: Option<std::time::SystemTime>,
-    /// Trace the block layer under the run's own I/O (`--watch`) with this watch.
-    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
+    /// Trace the block layer under the run's own I/O (`--watch`) with these watches, one per
+    /// target in target order (empty: no trace).
+    pub block_watch: &'a [crate::watch::own::OwnWatch],
 }
 
 impl<'a> RunContext<'a> {
@@ -49,7 +50,7 @@ impl<'a> RunContext<'a> {
             progress,
             interrupt: crate::interrupt::flag(),
             start_at: None,
-            block_watch: None,
+            block_watch: &[],
         }
     }
 
@@ -83,7 +84,7 @@ pub(crate) struct Plan<'a> {
     pub(crate) start_at: Option<std::time::SystemTime>,
     /// Block-layer watch of this process's own I/O (`--watch`): armed with the run's
     /// measurement base, interval and planned end as the start line opens.
-    pub(crate) block_watch: Option<&'a crate::watch::own::OwnWatch>,
+    pub(crate) block_watch: &'a [crate::watch::own::OwnWatch],
 }
 
 /// What a session gets once every session is ready.
@@ -174,7 +175,8 @@ pub(crate) trait Watch<R = ()> {
     /// Every session has stopped recording (the end snapshot has just been taken); the
     /// sessions have not been joined yet.
     fn stopped(&mut self) {}
-    /// Measurement has begun (the start snapshot has just been taken).
+    /// Measurement begins: as the start line opens, before any session's I/O, when the run has
+    /// no warm-up; else once the base has passed (the start snapshot has just been taken).
     fn measuring(&mut self) {}
 }
 
@@ -368,8 +370,16 @@ where
         drop(gos);
         let base = Instant::now() + plan.warmup;
         let deadline = plan.duration.map(|d| base + d);
-        if let Some(w) = plan.block_watch {
+        for w in plan.block_watch {
             w.arm(base, plan.interval, deadline);
+        }
+        // Without a warm-up, measurement begins as the start line opens: the live view's
+        // windows (each disk's counters) are opened before any session's first I/O, so they
+        // hold every I/O the run measures (and a traced request of the run is one the disk
+        // counted). With one, it begins once the base has passed.
+        let begun_at_open = plan.warmup.is_zero();
+        if begun_at_open {
+            watch.measuring();
         }
         line.open(base, deadline);
         let mut start_snap: Option<SysSnapshot> = None;
@@ -389,7 +399,9 @@ where
             let now = Instant::now();
             if start_snap.is_none() && now >= base {
                 start_snap = Some(SysSnapshot::take(plan.device, &[]));
-                watch.measuring();
+                if !begun_at_open {
+                    watch.measuring();
+                }
             }
             if let Some(edge) = next_edge {
                 if now >= edge && !stop.load(Ordering::Relaxed) {
@@ -598,7 +610,7 @@ mod tests {
             interrupt: &AtomicBool::new(false),
             thread_name: "test",
             start_at: None,
-            block_watch: None,
+            block_watch: &[],
         };
         let mut seen = Seen(Vec::new());
         let d = drive(

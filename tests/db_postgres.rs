@@ -36,18 +36,7 @@ fn postgres_setup_and_run_end_to_end() {
         return;
     };
     let dsn = db.dsn();
-    let (ok, so, se) = iolens(&[
-        "db",
-        "setup",
-        "--engine",
-        "postgres",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        "32M",
-    ]);
+    let (ok, so, se) = iolens(&common::strs(&db.setup_args(2, "32M", &[])));
     assert!(ok, "{so}\n{se}");
     assert!(so.contains("setup complete"), "{so}");
     // Layout: one row per heap block, key order uncorrelated with block order.
@@ -70,18 +59,7 @@ fn postgres_setup_and_run_end_to_end() {
         assert_eq!((r.get::<_, i64>(3), r.get::<_, i64>(4)), (1, 4096));
     }
     // Setup again: nothing to load, verified again.
-    let (ok, so, _) = iolens(&[
-        "db",
-        "setup",
-        "--engine",
-        "postgres",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "2",
-        "--scale",
-        "32M",
-    ]);
+    let (ok, so, _) = iolens(&common::strs(&db.setup_args(2, "32M", &[])));
     assert!(ok && !so.contains("loading rows"), "{so}");
 
     let tmp = tempfile::tempdir().unwrap();
@@ -507,18 +485,7 @@ fn postgres_run_as_root_traces_the_backends() {
         return;
     };
     let dsn = db.dsn();
-    let (ok, so, se) = iolens(&[
-        "db",
-        "setup",
-        "--engine",
-        "postgres",
-        "--dsn",
-        &dsn,
-        "--schemas",
-        "1",
-        "--scale",
-        "32M",
-    ]);
+    let (ok, so, se) = iolens(&common::strs(&db.setup_args(1, "32M", &[])));
     assert!(ok, "{so}\n{se}");
     let mut c = db.client();
     evict_table(&mut c, "iolens_t0");

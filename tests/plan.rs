@@ -13,10 +13,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::slowdev::{SlowDevice, SlowOptions};
+use common::slowdev::SlowDevice;
+use common::{iolens_fifo as iolens, ok};
 use serde_json::Value;
 
 /// Each read's delay: the LUN's service time.
@@ -24,52 +24,15 @@ const DELAY: Duration = Duration::from_millis(4);
 /// Each LUN's queue.
 const QUEUE: u32 = 4;
 
-fn iolens(args: &[&str]) -> Output {
-    let mut c = Command::new("chrt");
-    c.args(["-f", "40", env!("CARGO_BIN_EXE_iolens")]);
-    c.args(args).output().unwrap()
-}
-
-fn ok(o: Output) -> Output {
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o
-}
-
 fn read(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
 }
 
 /// `n` LUNs: scratch files iolens creates, each behind a slow loop device of queue `QUEUE`.
 fn luns(dir: &Path, n: usize) -> Option<Vec<SlowDevice>> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        let f = dir.join(format!("lun{i}.dat"));
-        if !common::root_or_skip("LUNs as slow loop devices") {
-            return None;
-        }
-        // iolens creates and marks its scratch file (one tiny read).
-        ok(common::bin()
-            .args(["run", "--size", "32M", "--ios", "1", "-q", "--target"])
-            .arg(&f)
-            .output()
-            .unwrap());
-        let d = SlowDevice::with(
-            DELAY,
-            0,
-            &SlowOptions {
-                backing: Some(f),
-                direct_io: true,
-                nr_requests: Some(QUEUE),
-                fifo: true,
-            },
-        )?;
-        out.push(d);
-    }
+    let out = (0..n)
+        .map(|i| SlowDevice::lun(&dir.join(format!("lun{i}.dat")), "32M", DELAY, QUEUE))
+        .collect::<Option<Vec<_>>>()?;
     // Let udev's probes of the new devices pass.
     std::thread::sleep(Duration::from_millis(500));
     Some(out)
@@ -664,7 +627,7 @@ fn a_live_watch_names_a_full_lun_queue_as_the_hosts_wait_and_not_a_deep_one() {
     };
     let d = &devs[0];
     let watched = |json: &Path| -> Value {
-        let mut run = Command::new("chrt")
+        let mut run = std::process::Command::new("chrt")
             .args(["-f", "40", env!("CARGO_BIN_EXE_iolens")])
             .args(["run", "--target", &d.dev, "--sessions", "16"])
             .args(["--duration", "6s", "--verify", "none", "-q"])

@@ -179,7 +179,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
         crate::watch::own::check()?;
     }
     let targets = a.t.prepare_all(writes, progress)?;
-    let block_watch = a.t.own_watch(&targets[0])?;
+    let block_watch = a.t.own_watch(&targets)?;
     let mut res: Results = crate::calibrate::calibrate(
         crate::calibrate::CalibrateSpec {
             plan: &plan,
@@ -188,7 +188,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
             cmdline: cx.cmdline.clone(),
         },
         crate::run::RunContext {
-            block_watch: block_watch.as_ref(),
+            block_watch: &block_watch,
             ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
         },
     )?;

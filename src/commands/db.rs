@@ -152,7 +152,8 @@ pub struct RunArgs {
     pub(crate) ash_hz: f64,
     /// Trace with BPF (needs root or CAP_BPF+CAP_PERFMON and a kernel with BTF). SQLite: the
     /// block requests the sessions' own I/O makes on the database's disk (host queue and device
-    /// service time per interval). PostgreSQL: require what a run as root does by itself —
+    /// service time per interval; over several --dir, each directory's disk on its own, which
+    /// must then be disks of their own). PostgreSQL: require what a run as root does by itself —
     /// the sessions' backends traced like `iolens watch` (per-I/O syscall and block histograms,
     /// time split, wait-event table) — and fail when it cannot.
     #[arg(long, conflicts_with = "no_probes")]
@@ -250,20 +251,18 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
                 )),
             )?;
             let metrics = super::metrics::metrics_output(&mut files, a.metrics.as_deref())?;
+            // SQLite: each directory's disk traced on its own (PostgreSQL's backends are
+            // watched by the engine's own probes).
             let block_watch = if a.watch && a.target.engine != EngineKind::Postgres {
-                let dir = match sqlite_dirs(&a.target)?.as_slice() {
-                    [one] => one.clone(),
-                    _ => bail!(
-                        "--watch traces the block requests of one directory's disk: give one \
-                         --dir with --watch"
-                    ),
-                };
-                Some(crate::watch::own::OwnWatch::start(&dir)?)
+                let dirs = sqlite_dirs(&a.target)?;
+                crate::watch::own::OwnWatch::start_all(
+                    &dirs.iter().map(|d| d.as_path()).collect::<Vec<_>>(),
+                )?
             } else {
-                None
+                Vec::new()
             };
             let ctx = crate::run::RunContext {
-                block_watch: block_watch.as_ref(),
+                block_watch: &block_watch,
                 ..crate::run::RunContext::new(cx.progress(false)).starting_at(launch.start_at)
             };
             let mut res = engine(&a.target)?.run(&spec, ctx, cmdline)?;

@@ -73,8 +73,9 @@ pub struct TargetArgs {
     pub metrics: Option<PathBuf>,
     /// Also trace, with BPF, the block requests this load makes on the target's disk: host
     /// queue (submission → issue) and device service time (issue → completion) per interval,
-    /// compared with the application's latency at p50 and p99. Needs root (or CAP_BPF and
-    /// CAP_PERFMON) and a kernel with BTF.
+    /// compared with the application's latency at p50 and p99. Over several targets each
+    /// target's disk is traced on its own (targets sharing a disk must be files whose blocks can
+    /// be mapped). Needs root (or CAP_BPF and CAP_PERFMON) and a kernel with BTF.
     #[arg(long)]
     pub watch: bool,
 }
@@ -212,12 +213,14 @@ impl TargetArgs {
         Ok(t)
     }
 
-    /// The block-layer watch of this load's own I/O on `target`'s disk, with `--watch`.
-    pub(crate) fn own_watch(&self, target: &Target) -> Result<Option<crate::watch::own::OwnWatch>> {
+    /// The block-layer watches of this load's own I/O, one per target on its disk, with
+    /// `--watch` (none without).
+    pub(crate) fn own_watch(&self, targets: &[Target]) -> Result<Vec<crate::watch::own::OwnWatch>> {
         if !self.watch {
-            return Ok(None);
+            return Ok(Vec::new());
         }
-        crate::watch::own::OwnWatch::start(&target.path).map(Some)
+        let paths: Vec<&Path> = targets.iter().map(|t| t.path.as_path()).collect();
+        crate::watch::own::OwnWatch::start_all(&paths)
     }
 
     /// How to open (and, for a new scratch file, create) `target`, one of the targets.
@@ -250,12 +253,6 @@ impl TargetArgs {
     /// anything; refuses a target named twice. Returns each target's data size.
     pub(crate) fn check_all(&self, writes: bool) -> Result<Vec<u64>> {
         crate::target::refuse_repeats(&self.target)?;
-        if self.target.len() > 1 && self.watch {
-            anyhow::bail!(
-                "--watch traces one target's disk; a run over several targets reports each \
-                 disk's own counters (/proc/diskstats) instead: leave out --watch"
-            );
-        }
         self.target
             .iter()
             .map(|t| {
@@ -361,7 +358,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
     }
     let targets = a.t.prepare_all(writes, progress)?;
     let target = &targets[0];
-    let block_watch = a.t.own_watch(target)?;
+    let block_watch = a.t.own_watch(&targets)?;
     // Several targets: the working set is laid out alike on each, within the smallest.
     spec.target_size = targets.iter().map(|t| t.data_size).min().unwrap_or(0);
     spec.validate()?;
@@ -381,7 +378,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             phase: "run".into(),
             progress_prefix: String::new(),
             ctx: crate::run::RunContext {
-                block_watch: block_watch.as_ref(),
+                block_watch: &block_watch,
                 ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
             },
         },

@@ -849,9 +849,7 @@ fn run_parts(
             })
             .collect();
     }
-    if let Some(w) = ctx.block_watch {
-        run0.block = Some(w.take(&run0)?);
-    }
+    crate::watch::own::OwnWatch::take_into(ctx.block_watch, &mut run0)?;
     let run1 = RunResult {
         name: "sqlite operations (select / update+commit)".to_string(),
         phase: "db-ops".to_string(),

@@ -53,6 +53,7 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
         "host queue p99",
         "device p50",
         "device p99",
+        "in device",
         "scheduler",
         "nr_requests",
         "tags",
@@ -130,6 +131,12 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
                 .filter(|o| o.count > 0)
                 .map(|o| fmt_ns(o.summary.p99_ns as f64))
                 .unwrap_or_else(|| "-".into()),
+            // Requests in the device on average (Little's law on the traced service times).
+            tr.block
+                .as_ref()
+                .filter(|_| run.rates_known())
+                .map(|b| sig3(crate::analysis::verdicts::in_device(&b.ops, run.duration_s)))
+                .unwrap_or_else(|| "-".into()),
             or_dash(&info.scheduler),
             info.nr_requests
                 .map(|n| n.to_string())
@@ -165,7 +172,13 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
         }
     }
     if run.targets.iter().all(|t| t.block.is_none()) {
-        for c in ["block reads", "host queue p99", "device p50", "device p99"] {
+        for c in [
+            "block reads",
+            "host queue p99",
+            "device p50",
+            "device p99",
+            "in device",
+        ] {
             t.drop_column(c);
         }
     }

@@ -445,12 +445,22 @@ pub(crate) fn render_loaded(
                 .and_then(|c| c.max_iops_point.and_then(|p| c.curve.get(p)).map(|p| p.run))
                 .filter(|&i| i < r.runs.len())
                 .unwrap_or(r.runs.len() - 1);
+            // The runs over several targets (a database run's SQL run beside its watch's
+            // runs) come too: their per-target table is what the file was measured for.
+            let mut picks: Vec<usize> = super::targets::runs_with_targets(r)
+                .map(|(i, _)| i)
+                .filter(|&i| i != pick)
+                .collect();
+            picks.push(pick);
+            let named: Vec<String> = picks.iter().map(|i| i.to_string()).collect();
             let _ = writeln!(
                 out,
-                "\n{} runs: details below are for run {pick}; use --run N for another.",
-                r.runs.len()
+                "\n{} runs: details below are for run{} {}; use --run N for another.",
+                r.runs.len(),
+                if picks.len() > 1 { "s" } else { "" },
+                named.join(" and ")
             );
-            vec![pick]
+            picks
         }
     };
     for i in details {

@@ -139,6 +139,48 @@ impl OwnWatch {
         })
     }
 
+    /// One watch per target of a run over `paths`, in their order: each loads the probes for
+    /// its own disk and its target's extents, so each target's block requests (and the
+    /// completions of them the probes missed) are its own. Refused when two targets share a disk
+    /// and one of them cannot be told apart on it (a device, or a file whose blocks could not be
+    /// mapped): both would count the other's requests.
+    pub fn start_all(paths: &[&Path]) -> Result<Vec<OwnWatch>> {
+        let mut out: Vec<OwnWatch> = Vec::with_capacity(paths.len());
+        for (i, p) in paths.iter().enumerate() {
+            let w = OwnWatch::start(p)?;
+            if let Some(j) = out.iter().position(|o| o.device.dev == w.device.dev) {
+                if w.extents.is_none() || out[j].extents.is_none() {
+                    bail!(
+                        "--watch: {} and {} lie on one disk ({}) and the requests of one of them                          cannot be told from the other's (a device, or a file whose blocks could                          not be mapped): trace a run over targets on separate disks, or leave                          out --watch (each disk's /proc/diskstats is still counted)",
+                        paths[j].display(),
+                        paths[i].display(),
+                        w.device.name
+                    );
+                }
+            }
+            out.push(w);
+        }
+        Ok(out)
+    }
+
+    /// Put the block layers of `run`, just ended, from `watches` (one per target, in target
+    /// order; see [`OwnWatch::start_all`]) into it: over several targets each target's own
+    /// (`TargetRun::block`) and the run's their exact sum; on one, the run's. Disarms each
+    /// watch (all are drained even when one fails, so none stays armed).
+    pub fn take_into(watches: &[OwnWatch], run: &mut RunResult) -> Result<()> {
+        let taken: Vec<Result<BlockLayer>> = watches.iter().map(|w| w.take(run)).collect();
+        let layers = taken.into_iter().collect::<Result<Vec<_>>>()?;
+        if layers.len() > 1 && layers.len() == run.targets.len() {
+            run.block = Some(BlockLayer::sum(&layers)?);
+            for (t, b) in run.targets.iter_mut().zip(layers) {
+                t.block = Some(b);
+            }
+        } else {
+            run.block = layers.into_iter().next();
+        }
+        Ok(())
+    }
+
     /// The disk watched (kernel name).
     pub fn device(&self) -> &str {
         &self.device.name
@@ -309,6 +351,11 @@ fn drain(
                 Global {
                     name: "self_tgid",
                     value: 0,
+                },
+                // Only the target's disk: another target's requests are its own watch's.
+                Global {
+                    name: "target_dev",
+                    value: dev,
                 },
             ],
         )?;

@@ -67,6 +67,30 @@ pub fn null_run(dir: &Path, duration: &str) -> Command {
     c
 }
 
+/// `iolens ARGS` under SCHED_FIFO 40 (`chrt`), so that its sessions keep time on a busy host
+/// beside slow devices' daemons (SCHED_FIFO 50): its output, whatever its status.
+pub fn iolens_fifo(args: &[&str]) -> Output {
+    let mut c = Command::new("chrt");
+    c.args(["-f", "40", env!("CARGO_BIN_EXE_iolens")]);
+    c.args(args).output().unwrap()
+}
+
+/// `v` as the `&str`s a command's arguments take.
+pub fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `o`, asserted to be a success (its stdout and stderr in the message).
+pub fn ok(o: Output) -> Output {
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
 /// Run `cmd`, assert that it succeeded (its stderr in the message), and return its stdout.
 pub fn ok_stdout(cmd: &mut Command) -> String {
     let out = cmd.output().unwrap();

@@ -105,6 +105,14 @@ impl SlowDevice {
         };
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
+        // The kernel takes no queue shorter than 4 (`blk_mq_update_nr_requests` raises it):
+        // refused before anything is made, so that nothing is left behind.
+        if let Some(n) = o.nr_requests {
+            assert!(
+                n >= MIN_NR_REQUESTS,
+                "nr_requests {n}: the kernel takes no fewer than {MIN_NR_REQUESTS}"
+            );
+        }
         let mut cmd = if o.fifo {
             let mut c = Command::new("chrt");
             c.args(["-f", "50"]).arg(&bin);
@@ -112,7 +120,7 @@ impl SlowDevice {
         } else {
             Command::new(&bin)
         };
-        let mut daemon = cmd
+        let daemon = cmd
             .arg(&backing)
             .arg(&mnt)
             .arg(delay.as_micros().to_string())
@@ -120,16 +128,27 @@ impl SlowDevice {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let disk = mnt.join("disk");
+        // From here on what is made is freed by the device's Drop, also when a check below
+        // panics: the daemon and its mount now, the loop device once attached.
+        let mut d = SlowDevice {
+            dev: String::new(),
+            name: String::new(),
+            delay,
+            mnt,
+            daemon,
+            nr_requests_was: None,
+            _dir: dir,
+        };
+        let disk = d.mnt.join("disk");
         let deadline = Instant::now() + Duration::from_secs(10);
         while !disk.exists() {
-            if let Some(st) = daemon.try_wait().unwrap() {
-                panic!("slowfuse exited ({st}) before mounting {}", mnt.display());
+            if let Some(st) = d.daemon.try_wait().unwrap() {
+                panic!("slowfuse exited ({st}) before mounting {}", d.mnt.display());
             }
             assert!(
                 Instant::now() < deadline,
                 "slowfuse did not mount {}",
-                mnt.display()
+                d.mnt.display()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -141,42 +160,119 @@ impl SlowDevice {
             .arg(&disk)
             .output()
             .unwrap();
-        if !out.status.success() {
-            let _ = Command::new("umount").arg(&mnt).status();
-            let _ = daemon.kill();
-            let _ = daemon.wait();
-            panic!("losetup: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let name = dev.trim_start_matches("/dev/").to_string();
+        assert!(
+            out.status.success(),
+            "losetup: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        d.dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        d.name = d.dev.trim_start_matches("/dev/").to_string();
         // A lowered queue is put back when the device is freed: loop devices are reused by
         // number, and the next test (or another process) must not inherit a 4-deep queue.
-        let mut nr_requests_was = None;
         if let Some(n) = o.nr_requests {
-            let q = format!("/sys/block/{name}/queue/nr_requests");
-            nr_requests_was = Some((q.clone(), std::fs::read_to_string(&q).unwrap()));
+            let q = format!("/sys/block/{}/queue/nr_requests", d.name);
+            d.nr_requests_was = Some((q.clone(), std::fs::read_to_string(&q).unwrap()));
             std::fs::write(&q, n.to_string()).unwrap();
             let now: u32 = std::fs::read_to_string(&q).unwrap().trim().parse().unwrap();
             assert_eq!(now, n, "{q} kept {now}");
         }
-        Some(SlowDevice {
-            dev,
-            name,
+        Some(d)
+    }
+
+    /// A "LUN" for issue 27's tests: an iolens scratch file of `size` (iolens creates and
+    /// marks it with one tiny read) at `scratch`, served by a slow loop device with direct I/O
+    /// whose every read takes `delay` and whose queue holds `queue` requests (its daemon
+    /// SCHED_FIFO); `None` (with a note) where that cannot be made, as [`SlowDevice::with`].
+    pub fn lun(scratch: &Path, size: &str, delay: Duration, queue: u32) -> Option<SlowDevice> {
+        if !super::root_or_skip("LUNs as slow loop devices") {
+            return None;
+        }
+        super::ok(
+            super::bin()
+                .args(["run", "--size", size, "--ios", "1", "-q", "--target"])
+                .arg(scratch)
+                .output()
+                .unwrap(),
+        );
+        SlowDevice::with(
             delay,
-            mnt,
-            daemon,
-            nr_requests_was,
-            _dir: dir,
-        })
+            0,
+            &SlowOptions {
+                backing: Some(scratch.to_path_buf()),
+                direct_io: true,
+                nr_requests: Some(queue),
+                fifo: true,
+            },
+        )
     }
 }
+
+/// A LUN with a filesystem: an ext4 made on a [`SlowDevice::lun`] and mounted; unmounted (then
+/// the device freed) when dropped.
+pub struct MountedLun {
+    pub dev: SlowDevice,
+    pub mnt: PathBuf,
+}
+
+impl MountedLun {
+    /// `n` LUNs (`lunI.dat`, mounted on `mntI` in `dir`), as [`SlowDevice::lun`] makes them.
+    pub fn several(
+        dir: &Path,
+        n: usize,
+        size: &str,
+        delay: Duration,
+        queue: u32,
+    ) -> Option<Vec<MountedLun>> {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let dev = SlowDevice::lun(&dir.join(format!("lun{i}.dat")), size, delay, queue)?;
+            super::ok(
+                Command::new("mkfs.ext4")
+                    .args(["-q", "-F", "-E", "nodiscard", &dev.dev])
+                    .output()
+                    .unwrap(),
+            );
+            let mnt = dir.join(format!("mnt{i}"));
+            std::fs::create_dir(&mnt).unwrap();
+            super::ok(
+                Command::new("mount")
+                    .arg(&dev.dev)
+                    .arg(&mnt)
+                    .output()
+                    .unwrap(),
+            );
+            out.push(MountedLun { dev, mnt });
+        }
+        Some(out)
+    }
+}
+
+impl Drop for MountedLun {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            let ok = Command::new("umount")
+                .arg(&self.mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The shortest request queue (`nr_requests`) the kernel takes.
+pub const MIN_NR_REQUESTS: u32 = 4;
 
 impl Drop for SlowDevice {
     fn drop(&mut self) {
         if let Some((q, was)) = &self.nr_requests_was {
             let _ = std::fs::write(q, was.trim());
         }
-        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        if !self.dev.is_empty() {
+            let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+        }
         // The loop device lets go of the file asynchronously: retry the unmount briefly.
         for _ in 0..50 {
             let ok = Command::new("umount")

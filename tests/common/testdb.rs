@@ -28,6 +28,25 @@ impl TestDb {
         format!("{} dbname={}", self.base, self.name)
     }
 
+    /// `db setup --engine postgres` of this database: `schemas` schemas of `scale` each, over
+    /// one tablespace per directory of `dirs` (none: the default tablespace).
+    pub fn setup_args(&self, schemas: u32, scale: &str, dirs: &[&std::path::Path]) -> Vec<String> {
+        let mut a: Vec<String> = ["db", "setup", "--engine", "postgres", "--dsn", &self.dsn()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.extend([
+            "--schemas".into(),
+            schemas.to_string(),
+            "--scale".into(),
+            scale.into(),
+        ]);
+        for d in dirs {
+            a.extend(["--dir".into(), d.display().to_string()]);
+        }
+        a
+    }
+
     pub fn client(&self) -> Client {
         Client::connect(&self.dsn(), NoTls).unwrap()
     }

@@ -297,7 +297,16 @@ pub(super) fn create(
                 was,
             };
             let mp = k.dir.join(MARKER);
-            std::fs::write(&mp, serde_json::to_string(&marker)?)
+            // Through the one writer: a link or anything but nothing at `mp` is refused there.
+            let text = serde_json::to_string(&marker)?;
+            crate::output::Plan::new()
+                .new_output(
+                    "the tablespace marker",
+                    &mp,
+                    crate::output::Holds::Other,
+                    text.len() as u64,
+                )?
+                .write_bytes(text.as_bytes())
                 .with_context(|| format!("cannot write {}", mp.display()))?;
             for p in [&k.dir, &mp] {
                 std::os::unix::fs::chown(p, Some(srv.uid), Some(srv.gid))
