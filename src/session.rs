@@ -433,10 +433,14 @@ where
             if start_snap.is_none() {
                 wait = wait.min(base.saturating_duration_since(now));
             }
-            if let Some(d) = deadline {
-                wait = wait.min(d.saturating_duration_since(now));
+            // Past the deadline (or once stopped) nothing is due: wait for the sessions' last
+            // batches instead of polling without a pause. A session still inside a slow read
+            // can take long to stop, and a loop that never sleeps there spins a CPU — under
+            // SCHED_FIFO it starved the very daemon that served those reads, for minutes.
+            if let Some(d) = deadline.filter(|&d| d > now) {
+                wait = wait.min(d - now);
             }
-            if let Some(e) = next_edge {
+            if let Some(e) = next_edge.filter(|_| !stop.load(Ordering::Relaxed)) {
                 wait = wait.min(e.saturating_duration_since(now));
             }
             let mut live = false;
