@@ -221,7 +221,8 @@ fn a_watched_run_over_two_luns_traces_each_and_names_the_slow_one() {
 /// holds in each device are the closed loop's (the slow LUN about 4 times the fast one's, the
 /// two no more than the step's sessions), and the step's block layer is the targets' sum; the
 /// steps' disk windows do not overlap (together no more reads than the disk did over the
-/// command); `show` details the targets.
+/// command); `show` details the targets. A plan from it, verified with `--watch`, traces its
+/// confirmation run's LUN.
 #[test]
 fn a_watched_calibration_over_two_luns_traces_each_step_per_target() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -291,6 +292,34 @@ fn a_watched_calibration_over_two_luns_traces_each_step_per_target() {
         );
     }
     shows_each_target(&json, &devs);
+    // The plan's confirmation run is traced alike: a goal one LUN meets, verified with --watch
+    // on the fast LUN, traces that LUN's reads and only those.
+    let plan = dir.path().join("plan.json");
+    let before = disk_reads(&fast.name);
+    ok(iolens(&[
+        "plan",
+        json.to_str().unwrap(),
+        "--iops",
+        "50",
+        "--p99",
+        "1s",
+        "--verify",
+        "--verify-duration",
+        "1s",
+        "--target",
+        &fast.dev,
+        "--watch",
+        "--no-progress",
+        "--json",
+        plan.to_str().unwrap(),
+    ]));
+    let whole = disk_reads(&fast.name).0 - before.0;
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let block = &p["runs"][0]["block"];
+    let traced = count(&block["ops"], "blk:read:device");
+    eprintln!("plan --verify --watch: traced {traced} reads, the disk {whole}");
+    assert_eq!(block["device"], fast.name.as_str(), "{block}");
+    assert!(traced > 30 && traced <= whole, "{traced} of {whole}");
 }
 
 /// Two targets of a watched run on one disk where one cannot be told from the other (a LUN's
