@@ -1111,6 +1111,51 @@ mod tests {
         );
     }
 
+    /// What the curve says beyond the plan, on curves whose shape is known by construction:
+    /// one that follows the USL with σ 0.05, κ 0.01 (peak at √(0.95 / 0.01) = 9.75 sessions)
+    /// has a knee and its USL peak, scaled to the plan's LUNs; one that grows in proportion
+    /// to its sessions (constant latency) has no knee and no peak. Both name the ceiling of
+    /// the plan's LUNs (2 × 4 requests ÷ 4 ms = 2000 IOPS).
+    #[test]
+    fn beyond_names_the_knee_and_usl_peak_of_a_curve_that_has_them_and_not_of_one_without() {
+        let point = |sessions: u32, iops: f64| LoadPoint {
+            file: "cal.json".into(),
+            run: sessions as usize,
+            luns: 1,
+            sessions,
+            iops,
+            mean_ns: sessions as f64 / iops * 1e9,
+            p50_ns: sessions as f64 / iops * 1e9,
+            p99_ns: 3.0 * sessions as f64 / iops * 1e9,
+        };
+        let usl = |n: f64| 1000.0 * n / (1.0 + 0.05 * (n - 1.0) + 0.01 * n * (n - 1.0));
+        let r = Results::new(Kind::Calibrate, Vec::new());
+        let bent: Vec<LoadPoint> = (1..=16).map(|n| point(n, usl(n as f64))).collect();
+        let top = bent
+            .iter()
+            .max_by(|a, b| a.iops.total_cmp(&b.iops))
+            .unwrap();
+        let said = beyond(&bent, 1, 2, F, true, &r, top);
+        let find = |v: &[Sourced], w: &str| v.iter().find(|x| x.from.contains(w)).cloned();
+        let knee = find(&said, "knee of the measured curve").expect("a knee");
+        assert!(knee.value <= top.iops, "{knee:?}");
+        let peak = find(&said, "USL fit").expect("a USL peak");
+        let peak_x = usl(95f64.sqrt());
+        assert!(
+            (peak.value / (2.0 * peak_x) - 1.0).abs() < 0.02,
+            "{peak:?} for 2 × {peak_x}"
+        );
+        let ceiling = find(&said, "ceiling of 2 LUNs").expect("the ceiling");
+        assert!((ceiling.value - 2000.0).abs() < 1e-6, "{ceiling:?}");
+        let straight: Vec<LoadPoint> = (1..=16).map(|n| point(n, 250.0 * n as f64)).collect();
+        let top = straight.last().unwrap();
+        let said = beyond(&straight, 1, 2, F, true, &r, top);
+        assert!(find(&said, "no knee").is_some(), "{said:?}");
+        assert!(find(&said, "knee of the measured curve").is_none());
+        assert!(find(&said, "USL fit").is_none(), "{said:?}");
+        assert!(find(&said, "ceiling of 2 LUNs").is_some());
+    }
+
     #[test]
     fn linux_default_request_count() {
         assert_eq!(linux_nr_requests(30), 60);
