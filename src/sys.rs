@@ -375,8 +375,6 @@ pub(crate) fn block_dev_for(path: &Path) -> Option<BlockDev> {
 /// md), or more than `max` ranges.
 pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
     use std::os::fd::AsRawFd;
-    const EXT_MAGIC: i64 = 0xEF53;
-    const XFS_MAGIC: i64 = 0x5846_5342;
     const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
     const FIEMAP_FLAG_SYNC: u32 = 1;
     const LAST: u32 = 0x1;
@@ -409,35 +407,7 @@ pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
         return None;
     }
     let file = fs::File::open(path).ok()?;
-    // SAFETY: fstatfs into a zeroed struct of the right type.
-    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut sfs) } != 0 {
-        return None;
-    }
-    let magic = sfs.f_type as i64;
-    if magic != EXT_MAGIC && magic != XFS_MAGIC {
-        return None;
-    }
-    let sysdev = format!(
-        "/sys/dev/block/{}:{}",
-        libc::major(md.dev()),
-        libc::minor(md.dev())
-    );
-    let sysdev = Path::new(&sysdev);
-    let stacked = sysdev
-        .join("slaves")
-        .read_dir()
-        .ok()
-        .and_then(|mut d| d.next())
-        .is_some();
-    if stacked || sysdev.join("dm").exists() || sysdev.join("md").exists() {
-        return None;
-    }
-    let part_start: u64 = if sysdev.join("partition").exists() {
-        read_num(sysdev.join("start"))?
-    } else {
-        0
-    };
+    let part_start = extent_mount(&file, md.dev())?;
     let mut out: Vec<(u64, u64)> = Vec::new();
     let mut fm = Box::new(Fiemap {
         start: 0,
@@ -487,6 +457,55 @@ pub(crate) fn disk_extents(path: &Path, max: usize) -> Option<Vec<(u64, u64)>> {
         }
     }
     (!joined.is_empty()).then_some(joined)
+}
+
+/// Whether a regular file made in the directory `dir` would have extents [`disk_extents`] can
+/// map (its filesystem is ext2/3/4 or XFS on a device not stacked on others): what a new
+/// target's disk filter can be known to be before the file exists. The file's own extents
+/// may still defeat the map once it is written (more than the probes hold, or unplaceable).
+pub(crate) fn new_file_mappable(dir: &Path) -> bool {
+    let Ok(md) = fs::metadata(dir) else {
+        return false;
+    };
+    md.is_dir()
+        && fs::File::open(dir)
+            .ok()
+            .and_then(|f| extent_mount(&f, md.dev()))
+            .is_some()
+}
+
+/// For an open file (or directory) on device `dev`: the start (in 512-byte sectors) of its
+/// partition on the whole disk, where the filesystem's extents stand for its I/O (ext2/3/4
+/// or XFS, on a device not stacked on others: device-mapper, md); `None` otherwise.
+fn extent_mount(file: &fs::File, dev: u64) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    const EXT_MAGIC: i64 = 0xEF53;
+    const XFS_MAGIC: i64 = 0x5846_5342;
+    // SAFETY: fstatfs into a zeroed struct of the right type.
+    let mut sfs: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut sfs) } != 0 {
+        return None;
+    }
+    let magic = sfs.f_type as i64;
+    if magic != EXT_MAGIC && magic != XFS_MAGIC {
+        return None;
+    }
+    let sysdev = format!("/sys/dev/block/{}:{}", libc::major(dev), libc::minor(dev));
+    let sysdev = Path::new(&sysdev);
+    let stacked = sysdev
+        .join("slaves")
+        .read_dir()
+        .ok()
+        .and_then(|mut d| d.next())
+        .is_some();
+    if stacked || sysdev.join("dm").exists() || sysdev.join("md").exists() {
+        return None;
+    }
+    if sysdev.join("partition").exists() {
+        read_num(sysdev.join("start"))
+    } else {
+        Some(0)
+    }
 }
 
 /// One line of /proc/self/mountinfo.

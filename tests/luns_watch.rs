@@ -54,14 +54,18 @@ fn in_device(block: &Value, secs: f64) -> f64 {
     count(ops, "blk:read:device") as f64 * summary(ops, "blk:read:device", "mean_ns") / 1e9 / secs
 }
 
+/// A disk's reads completed and milliseconds reading (`disk_reads`).
+type Reads = (u64, u64);
+
 /// What each target's traced block layer says against its disk's own count, for a run's
 /// `targets` over `devs` (in order), `before`/`after` the test's own reads of /proc/diskstats
-/// around the command; returns each target's traced device p50 (ns) and requests in the device.
+/// around the command, each target having traced more than `floor` reads; returns each target's
+/// traced device p50 (ns) and requests in the device.
 fn check_targets(
     run: &Value,
     devs: &[&SlowDevice],
-    before: &[(u64, u64)],
-    after: &[(u64, u64)],
+    (before, after): (&[Reads], &[Reads]),
+    floor: u64,
 ) -> Vec<(f64, f64)> {
     let secs = run["duration_s"].as_f64().unwrap();
     let targets = run["targets"].as_array().unwrap();
@@ -106,7 +110,7 @@ fn check_targets(
             traced + lost >= disk * 95 / 100,
             "traced {traced} + lost {lost} of {disk}"
         );
-        assert!(traced > 100, "{traced} reads traced");
+        assert!(traced > floor, "{traced} reads traced");
         // Every read waits at least its delay in the device (the daemon sleeps it).
         assert!(
             p50 >= d.delay.as_nanos() as f64,
@@ -122,6 +126,38 @@ fn check_targets(
         out.push((p50, held));
     }
     out
+}
+
+/// The run's block layer is its targets' (on `devs`, in order) summed, op by op.
+fn adds_up(run: &Value, devs: &[&SlowDevice]) {
+    let targets = run["targets"].as_array().unwrap();
+    for name in ["blk:read:device", "blk:read:queue"] {
+        let sum: u64 = targets
+            .iter()
+            .map(|t| count(&t["block"]["ops"], name))
+            .sum();
+        assert_eq!(count(&run["block"]["ops"], name), sum, "{name}");
+    }
+    let names: Vec<&str> = devs.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(run["block"]["device"], names.join(" + ").as_str());
+}
+
+/// `show` of the results file `json` details each target's block view, returns its text.
+fn shows_each_target(json: &Path, devs: &[&SlowDevice]) -> String {
+    let show = ok(common::bin()
+        .arg("show")
+        .arg(json)
+        .args(["--width", "250"])
+        .output()
+        .unwrap());
+    let text = String::from_utf8_lossy(&show.stdout).to_string();
+    for w in ["block reads", "device p50", "in device"]
+        .into_iter()
+        .chain(devs.iter().map(|d| d.name.as_str()))
+    {
+        assert!(text.contains(w), "show lacks {w}:\n{text}");
+    }
+    text
 }
 
 /// A run striped over a fast and a slow LUN with `--watch`: each target's traced block layer
@@ -155,7 +191,7 @@ fn a_watched_run_over_two_luns_traces_each_and_names_the_slow_one() {
     let after: Vec<(u64, u64)> = devs.iter().map(|d| disk_reads(&d.name)).collect();
     let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let run = &r["runs"][0];
-    let seen = check_targets(run, &devs, &before, &after);
+    let seen = check_targets(run, &devs, (&before, &after), 100);
     let (fast_p50, fast_held) = seen[0];
     let (slow_p50, slow_held) = seen[1];
     // The slow LUN is named slow by its own trace: 4 × the fast one's delay by construction.
@@ -174,37 +210,225 @@ fn a_watched_run_over_two_luns_traces_each_and_names_the_slow_one() {
         slow_held + fast_held <= 4.0 * 1.05,
         "{slow_held:.2} + {fast_held:.2}"
     );
-    // The run's block layer is the targets' summed, op by op.
-    let targets = run["targets"].as_array().unwrap();
-    for name in ["blk:read:device", "blk:read:queue"] {
-        let sum: u64 = targets
-            .iter()
-            .map(|t| count(&t["block"]["ops"], name))
-            .sum();
-        assert_eq!(count(&run["block"]["ops"], name), sum, "{name}");
-    }
-    assert_eq!(
-        run["block"]["device"],
-        format!("{} + {}", fast.name, slow.name).as_str()
-    );
-    // Shown: the per-target table carries each LUN's block view.
-    let show = ok(common::bin()
-        .arg("show")
-        .arg(&json)
-        .args(["--width", "250"])
-        .output()
-        .unwrap());
-    let text = String::from_utf8_lossy(&show.stdout);
-    for w in [
-        "block reads",
-        "device p50",
-        "in device",
-        &fast.name,
-        &slow.name,
-    ] {
-        assert!(text.contains(w), "show lacks {w}:\n{text}");
-    }
+    adds_up(run, &devs);
+    shows_each_target(&json, &devs);
     drop(o);
+}
+
+/// `calibrate --watch` over a fast and a slow LUN: each step of the session ramp traces each
+/// target's disk on its own. Every step's per-target reads agree with the disk's own count, its
+/// device time is each LUN's known delay (the slow one named by its trace), the requests it
+/// holds in each device are the closed loop's (the slow LUN about 4 times the fast one's, the
+/// two no more than the step's sessions), and the step's block layer is the targets' sum; the
+/// steps' disk windows do not overlap (together no more reads than the disk did over the
+/// command); `show` details the targets. A plan from it, verified with `--watch`, traces its
+/// confirmation run's LUN.
+#[test]
+fn a_watched_calibration_over_two_luns_traces_each_step_per_target() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let Some([fast, slow]) = fast_and_slow(dir.path()) else {
+        return;
+    };
+    let json = dir.path().join("cal.json");
+    let devs = [&fast, &slow];
+    let before: Vec<(u64, u64)> = devs.iter().map(|d| disk_reads(&d.name)).collect();
+    ok(iolens(&[
+        "calibrate",
+        "--target",
+        &fast.dev,
+        "--target",
+        &slow.dev,
+        "--phases",
+        "randread",
+        "--max-sessions",
+        "4",
+        "--budget",
+        "6s",
+        "--max-latency",
+        "500ms",
+        "--watch",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let after: Vec<(u64, u64)> = devs.iter().map(|d| disk_reads(&d.name)).collect();
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    assert!(runs.len() >= 2, "{} steps", runs.len());
+    let mut windows = [0u64; 2];
+    for run in runs {
+        let sessions = run["spec"]["sessions"].as_f64().unwrap();
+        eprintln!(
+            "step of {sessions} sessions, {:.2} s:",
+            run["duration_s"].as_f64().unwrap()
+        );
+        // Steps of about 1 s (6 s over the ramp's steps): at one session some 80 reads a LUN.
+        let seen = check_targets(run, &devs, (&before, &after), 30);
+        let ((fast_p50, fast_held), (slow_p50, slow_held)) = (seen[0], seen[1]);
+        assert!(
+            fast_p50 < 0.6 * slow_p50,
+            "fast {fast_p50} ns, slow {slow_p50} ns"
+        );
+        assert!(
+            slow_held > 2.0 * fast_held,
+            "{slow_held:.2} vs {fast_held:.2}"
+        );
+        assert!(
+            slow_held + fast_held <= sessions * 1.05,
+            "{slow_held:.2} + {fast_held:.2} of {sessions} sessions"
+        );
+        adds_up(run, &devs);
+        for (w, t) in windows.iter_mut().zip(run["targets"].as_array().unwrap()) {
+            *w += t["device"]["reads"].as_u64().unwrap();
+        }
+    }
+    for (i, w) in windows.iter().enumerate() {
+        assert!(
+            *w <= after[i].0 - before[i].0,
+            "{}: the steps' windows hold {w} reads, the command {}",
+            devs[i].name,
+            after[i].0 - before[i].0
+        );
+    }
+    shows_each_target(&json, &devs);
+    // The plan's confirmation run is traced alike: a goal one LUN meets, verified with --watch
+    // on the fast LUN, traces that LUN's reads and only those.
+    let plan = dir.path().join("plan.json");
+    let before = disk_reads(&fast.name);
+    ok(iolens(&[
+        "plan",
+        json.to_str().unwrap(),
+        "--iops",
+        "50",
+        "--p99",
+        "1s",
+        "--verify",
+        "--verify-duration",
+        "1s",
+        "--target",
+        &fast.dev,
+        "--watch",
+        "--no-progress",
+        "--json",
+        plan.to_str().unwrap(),
+    ]));
+    let whole = disk_reads(&fast.name).0 - before.0;
+    let p: Value = serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let block = &p["runs"][0]["block"];
+    let traced = count(&block["ops"], "blk:read:device");
+    eprintln!("plan --verify --watch: traced {traced} reads, the disk {whole}");
+    assert_eq!(block["device"], fast.name.as_str(), "{block}");
+    assert!(traced > 30 && traced <= whole, "{traced} of {whole}");
+}
+
+/// Two targets of a watched run on one disk where one cannot be told from the other (a LUN's
+/// device and a new scratch file on its filesystem) are refused by `run` and `calibrate`
+/// before anything is made: no scratch file, no results file, the error naming both and the
+/// disk, a non-zero exit. Two new scratch files there (both mapped by their extents) are not
+/// refused: each is traced on its own.
+#[test]
+fn watched_targets_on_one_disk_are_refused_before_any_file_is_made() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    if !common::root_or_skip("targets on one LUN") {
+        return;
+    }
+    let Some(luns) = MountedLun::several(dir.path(), 1, "32M", FAST, MIN_NR_REQUESTS) else {
+        return;
+    };
+    let lun = &luns[0];
+    let new = lun.mnt.join("new.dat");
+    let refused = dir.path().join("refused.json");
+    let (new_s, refused_s) = (new.to_str().unwrap(), refused.to_str().unwrap());
+    let common_args = [
+        "--target",
+        new_s,
+        "--target",
+        &lun.dev.dev,
+        "--size",
+        "4M",
+        "--watch",
+        "--no-progress",
+        "--json",
+        refused_s,
+    ];
+    let made = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&lun.mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    let was = made();
+    for cmd in [
+        &["run", "--duration", "1s"][..],
+        &[
+            "calibrate",
+            "--phases",
+            "randread",
+            "--max-sessions",
+            "2",
+            "--budget",
+            "6s",
+        ][..],
+    ] {
+        let args: Vec<&str> = cmd.iter().chain(&common_args).copied().collect();
+        let o = iolens(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("{}: {err}", cmd[0]);
+        assert!(!o.status.success(), "{}: not refused", cmd[0]);
+        for w in [
+            "lie on one disk",
+            "nothing was created or written",
+            new_s,
+            lun.dev.dev.as_str(),
+            lun.dev.name.as_str(),
+        ] {
+            assert!(err.contains(w), "{}: the error lacks {w}: {err}", cmd[0]);
+        }
+        assert!(!new.exists(), "{}: {} made", cmd[0], new.display());
+        assert_eq!(made(), was, "{}: files made on the LUN", cmd[0]);
+        assert!(!refused.exists(), "{}: results written", cmd[0]);
+    }
+    // The other side: two new files on the one disk, each mapped by its extents.
+    let (a, b) = (lun.mnt.join("a.dat"), lun.mnt.join("b.dat"));
+    let json = dir.path().join("two.json");
+    let before = disk_reads(&lun.dev.name);
+    ok(iolens(&[
+        "run",
+        "--target",
+        a.to_str().unwrap(),
+        "--target",
+        b.to_str().unwrap(),
+        "--size",
+        "4M",
+        "--sessions",
+        "2",
+        "--duration",
+        "1s",
+        "--watch",
+        "--no-progress",
+        "--json",
+        json.to_str().unwrap(),
+    ]));
+    let whole = disk_reads(&lun.dev.name).0 - before.0;
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let targets = r["runs"][0]["targets"].as_array().unwrap();
+    let traced: Vec<u64> = targets
+        .iter()
+        .map(|t| {
+            assert_eq!(t["block"]["device"], lun.dev.name.as_str());
+            count(&t["block"]["ops"], "blk:read:device")
+        })
+        .collect();
+    eprintln!(
+        "two files on {}: traced {traced:?}, the disk {whole}",
+        lun.dev.name
+    );
+    assert!(traced.iter().all(|&n| n > 20), "{traced:?}");
+    assert!(traced.iter().sum::<u64>() <= whole, "{traced:?} > {whole}");
 }
 
 /// `db run --engine sqlite --watch` over a directory on each LUN: each directory's disk traced

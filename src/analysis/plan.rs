@@ -1017,6 +1017,145 @@ mod tests {
         assert!((poisson_p99(10_000.0) - 10_233.0).abs() <= 1.0);
     }
 
+    /// Each known driver gets its own per-LUN queue parameter set to the plan's depth; the
+    /// block layer's request count is raised to hold it (a loop device's is its queue).
+    #[test]
+    fn each_known_driver_gets_its_own_queue_parameter() {
+        for (driver, param, how) in [
+            ("lpfc", "lpfc_lun_queue_depth", "lpfc_lun_queue_depth=8"),
+            ("qla2xxx", "ql2xmaxqdepth", "ql2xmaxqdepth=8"),
+            ("nvme", "io_queue_depth", "nvme.io_queue_depth=8"),
+            ("virtio_blk", "virtqueue size", "virtio_blk.queue_depth=8"),
+            (
+                "loop",
+                "nr_requests",
+                "echo 8 > /sys/block/sdq/queue/nr_requests",
+            ),
+            (
+                "sd",
+                "queue_depth",
+                "echo 8 > /sys/block/sdq/device/queue_depth",
+            ),
+        ] {
+            let h = host_settings(driver, "sdq", 8, 24);
+            let names: Vec<&str> = h.iter().map(|x| x.name.as_str()).collect();
+            let d = h.iter().find(|x| x.name == param).unwrap();
+            assert_eq!(d.value, "8", "{driver}");
+            assert!(d.how.contains(how), "{driver}: {}", d.how);
+            // nr_requests: 2 × min(8, 128) = 16 ≥ 8, once (a loop device's queue is its own).
+            let nr: Vec<_> = h.iter().filter(|x| x.name == "nr_requests").collect();
+            assert_eq!(nr.len(), 1, "{driver}: {names:?}");
+            if driver != "loop" {
+                assert_eq!(nr[0].value, "16", "{driver}");
+            }
+            assert_eq!(h.last().unwrap().value, "24", "{driver}: sessions");
+        }
+    }
+
+    /// The port-queue formula holds where LUN depth × LUNs × initiators fits the port and
+    /// breaks one request beyond; nr_requests below the depth breaks its check; halving the
+    /// depth (VMware on QUEUE FULL) breaks a goal that needs the full queue and not one that
+    /// a quarter of the LUNs' capacity meets.
+    #[test]
+    fn vendor_formulas_hold_and_break_where_the_arithmetic_says() {
+        let goal = |iops: f64, port_queue| PlanGoal {
+            iops,
+            p99_ns: 1e9,
+            hosts: 2,
+            paths: 2,
+            port_queue: Some(port_queue),
+            lun_queue: None,
+            stripe: "per-session".into(),
+        };
+        let curve: Vec<LoadPoint> = [(1u32, 4e6), (4, 4e6), (16, 16e6)]
+            .iter()
+            .map(|&(sessions, mean_ns)| LoadPoint {
+                file: "cal.json".into(),
+                run: 0,
+                luns: 1,
+                sessions,
+                iops: 1e9 / mean_ns * sessions.min(4) as f64,
+                mean_ns,
+                p50_ns: mean_ns,
+                p99_ns: 2.0 * mean_ns,
+            })
+            .collect();
+        let info = |nr| TargetInfo {
+            nr_requests: Some(nr),
+            ..TargetInfo::default()
+        };
+        // 4 initiators × 4 LUNs × depth 4 = 64: fits a port queue of 64, not of 63.
+        let check =
+            |g: &PlanGoal, nr: u32| vendor_checks(g, 4, 4, 16, Some(&info(nr)), F, true, &curve);
+        let fits = check(&goal(1000.0, 64), 8);
+        assert_eq!(fits[0].holds, Some(true), "{:?}", fits[0]);
+        assert_eq!(fits[0].limit, Some(4.0));
+        let over = check(&goal(1000.0, 63), 8);
+        assert_eq!(over[0].holds, Some(false), "{:?}", over[0]);
+        assert!(
+            over[0].says.contains("64 exceeds the port's 63"),
+            "{}",
+            over[0].says
+        );
+        // nr_requests 8 holds a depth of 4; 3 does not.
+        assert_eq!(fits[1].holds, Some(true));
+        assert_eq!(check(&goal(1000.0, 64), 3)[1].holds, Some(false));
+        // 4 LUNs of 4 at 4 ms serve 4000 IOPS; at half depth (2) 2000: a goal of 3000 breaks,
+        // one of 1000 still holds.
+        assert_eq!(check(&goal(3000.0, 64), 8)[2].holds, Some(false));
+        assert_eq!(fits[2].holds, Some(true));
+        assert!(
+            (fits[2].limit.unwrap() - 2000.0).abs() < 1.0,
+            "{:?}",
+            fits[2]
+        );
+    }
+
+    /// What the curve says beyond the plan, on curves whose shape is known by construction:
+    /// one that follows the USL with σ 0.05, κ 0.01 (peak at √(0.95 / 0.01) = 9.75 sessions)
+    /// has a knee and its USL peak, scaled to the plan's LUNs; one that grows in proportion
+    /// to its sessions (constant latency) has no knee and no peak. Both name the ceiling of
+    /// the plan's LUNs (2 × 4 requests ÷ 4 ms = 2000 IOPS).
+    #[test]
+    fn beyond_names_the_knee_and_usl_peak_of_a_curve_that_has_them_and_not_of_one_without() {
+        let point = |sessions: u32, iops: f64| LoadPoint {
+            file: "cal.json".into(),
+            run: sessions as usize,
+            luns: 1,
+            sessions,
+            iops,
+            mean_ns: sessions as f64 / iops * 1e9,
+            p50_ns: sessions as f64 / iops * 1e9,
+            p99_ns: 3.0 * sessions as f64 / iops * 1e9,
+        };
+        let usl = |n: f64| 1000.0 * n / (1.0 + 0.05 * (n - 1.0) + 0.01 * n * (n - 1.0));
+        let r = Results::new(Kind::Calibrate, Vec::new());
+        let bent: Vec<LoadPoint> = (1..=16).map(|n| point(n, usl(n as f64))).collect();
+        let top = bent
+            .iter()
+            .max_by(|a, b| a.iops.total_cmp(&b.iops))
+            .unwrap();
+        let said = beyond(&bent, 1, 2, F, true, &r, top);
+        let find = |v: &[Sourced], w: &str| v.iter().find(|x| x.from.contains(w)).cloned();
+        let knee = find(&said, "knee of the measured curve").expect("a knee");
+        assert!(knee.value <= top.iops, "{knee:?}");
+        let peak = find(&said, "USL fit").expect("a USL peak");
+        let peak_x = usl(95f64.sqrt());
+        assert!(
+            (peak.value / (2.0 * peak_x) - 1.0).abs() < 0.02,
+            "{peak:?} for 2 × {peak_x}"
+        );
+        let ceiling = find(&said, "ceiling of 2 LUNs").expect("the ceiling");
+        assert!((ceiling.value - 2000.0).abs() < 1e-6, "{ceiling:?}");
+        let straight: Vec<LoadPoint> = (1..=16).map(|n| point(n, 250.0 * n as f64)).collect();
+        let top = straight.last().unwrap();
+        let said = beyond(&straight, 1, 2, F, true, &r, top);
+        assert!(find(&said, "no knee").is_some(), "{said:?}");
+        assert!(find(&said, "knee of the measured curve").is_none());
+        assert!(find(&said, "USL fit").is_none(), "{said:?}");
+        assert!(find(&said, "ceiling of 2 LUNs").is_some());
+    }
+
     #[test]
     fn linux_default_request_count() {
         assert_eq!(linux_nr_requests(30), 60);

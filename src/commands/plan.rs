@@ -122,7 +122,12 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
             ..a.t.clone()
         };
         let progress = cx.progress(a.t.no_progress);
+        if t.watch {
+            // Refused before any I/O when BPF cannot be used here.
+            crate::watch::own::check()?;
+        }
         let targets = t.prepare_all(false, progress)?;
+        let block_watch = t.own_watch(&targets)?;
         // The measured curve's block size (the database's), else 8 KiB.
         let bs = read
             .iter()
@@ -158,7 +163,10 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
                 name: format!("plan verify: {}", spec.label()),
                 phase: "verify".into(),
                 progress_prefix: String::new(),
-                ctx: crate::run::RunContext::new(progress),
+                ctx: crate::run::RunContext {
+                    block_watch: &block_watch,
+                    ..crate::run::RunContext::new(progress)
+                },
             },
         )?;
         plan.verify = Some(decide::verify(&plan, &run, res.runs.len()));

@@ -249,11 +249,13 @@ impl TargetArgs {
         }
     }
 
-    /// Every check [`Target::prepare`] makes, on every target, without creating or writing
-    /// anything; refuses a target named twice. Returns each target's data size.
+    /// Every check [`Target::prepare`] makes, on every target, and with `--watch` that each
+    /// target's disk can be traced on its own, without creating or writing anything; refuses
+    /// a target named twice. Returns each target's data size.
     pub(crate) fn check_all(&self, writes: bool) -> Result<Vec<u64>> {
         crate::target::refuse_repeats(&self.target)?;
-        self.target
+        let sizes = self
+            .target
             .iter()
             .map(|t| {
                 self.about(
@@ -261,7 +263,14 @@ impl TargetArgs {
                     Target::check(t, &self.prepare_options_for(t, writes, false)),
                 )
             })
-            .collect()
+            .collect::<Result<Vec<u64>>>()?;
+        if self.watch {
+            // Each target's disk traced on its own: two on one disk that cannot be told apart
+            // are refused here, before any target is made.
+            let paths: Vec<&Path> = self.target.iter().map(|p| p.as_path()).collect();
+            crate::watch::own::check_disks(&paths)?;
+        }
+        Ok(sizes)
     }
 
     /// Prepare every target (after [`TargetArgs::check_all`] passed for all of them, so that

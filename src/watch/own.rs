@@ -92,18 +92,83 @@ pub fn check() -> Result<()> {
     Ok(())
 }
 
+/// Check, before any target is created or written, that `--watch` over `paths` (targets of a
+/// run; a new scratch file's not made yet) can trace each target on its own: each lies on a
+/// block device, and no two share a disk unless both are files whose blocks can be mapped
+/// there (an existing file by its extents now, a new one by its directory's filesystem).
+pub fn check_disks(paths: &[&Path]) -> Result<()> {
+    let mut seen: Vec<Disk> = Vec::with_capacity(paths.len());
+    for p in paths {
+        let exists = std::fs::symlink_metadata(p).is_ok();
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let device = disk_of(if exists { p } else { dir })?;
+        let this = Disk {
+            path: p,
+            dev: device.dev,
+            mapped: if exists {
+                crate::sys::disk_extents(p, MAX_EXTENTS).is_some()
+            } else {
+                crate::sys::new_file_mappable(dir)
+            },
+        };
+        refuse_shared(
+            &seen,
+            &this,
+            &device.name,
+            "; nothing was created or written",
+        )?;
+        seen.push(this);
+    }
+    Ok(())
+}
+
+/// A target's disk, for the same-disk refusal.
+struct Disk<'a> {
+    path: &'a Path,
+    dev: u32,
+    /// Its requests can be told from others' on the disk by its extents.
+    mapped: bool,
+}
+
+/// Refuse `this` target when it shares a disk (`name`) with one `seen` and either of the two
+/// cannot be told apart there; `after` ends the error (what was done before the refusal).
+fn refuse_shared(seen: &[Disk], this: &Disk, name: &str, after: &str) -> Result<()> {
+    if let Some(o) = seen
+        .iter()
+        .find(|o| o.dev == this.dev && !(o.mapped && this.mapped))
+    {
+        bail!(
+            "--watch: {} and {} lie on one disk ({name}) and the requests of one of them cannot \
+             be told from the other's (a device, or a file whose blocks could not be mapped): \
+             trace a run over targets on separate disks, or leave out --watch (each disk's \
+             /proc/diskstats is still counted){after}",
+            o.path.display(),
+            this.path.display(),
+        );
+    }
+    Ok(())
+}
+
+/// The disk holding `path` (a file, directory or device), resolved for the probes.
+fn disk_of(path: &Path) -> Result<filter::Device> {
+    let Some(bd) = crate::sys::block_dev_for(path) else {
+        bail!(
+            "--watch: {} is on no block device (overlay, tmpfs or network filesystem?), so \
+             there is no block layer to trace",
+            path.display()
+        );
+    };
+    filter::resolve_device(&bd.disk)
+        .with_context(|| format!("--watch: the disk of {}", path.display()))
+}
+
 impl OwnWatch {
     /// Attach the block-layer probes for this process's requests to the disk holding `path`.
     pub fn start(path: &Path) -> Result<OwnWatch> {
-        let Some(bd) = crate::sys::block_dev_for(path) else {
-            bail!(
-                "--watch: {} is on no block device (overlay, tmpfs or network filesystem?), so \
-                 there is no block layer to trace",
-                path.display()
-            );
-        };
-        let device = filter::resolve_device(&bd.disk)
-            .with_context(|| format!("--watch: the disk of {}", path.display()))?;
+        let device = disk_of(path)?;
         // Only requests to the target's own blocks count, where they can be mapped: this
         // process also reads other files on the same disk (its binary's pages, read back after
         // the kernel reclaimed them), and those are not the run's I/O.
@@ -143,21 +208,33 @@ impl OwnWatch {
     /// its own disk and its target's extents, so each target's block requests (and the
     /// completions of them the probes missed) are its own. Refused when two targets share a disk
     /// and one of them cannot be told apart on it (a device, or a file whose blocks could not be
-    /// mapped): both would count the other's requests.
+    /// mapped): both would count the other's requests. [`check_disks`] makes the same refusal
+    /// before the targets are made; this one stands for what only the made files show (a new
+    /// file in more pieces than the probes hold).
     pub fn start_all(paths: &[&Path]) -> Result<Vec<OwnWatch>> {
         let mut out: Vec<OwnWatch> = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
             let w = OwnWatch::start(p)?;
-            if let Some(j) = out.iter().position(|o| o.device.dev == w.device.dev) {
-                if w.extents.is_none() || out[j].extents.is_none() {
-                    bail!(
-                        "--watch: {} and {} lie on one disk ({}) and the requests of one of them                          cannot be told from the other's (a device, or a file whose blocks could                          not be mapped): trace a run over targets on separate disks, or leave                          out --watch (each disk's /proc/diskstats is still counted)",
-                        paths[j].display(),
-                        paths[i].display(),
-                        w.device.name
-                    );
-                }
-            }
+            let seen: Vec<Disk> = out
+                .iter()
+                .zip(paths)
+                .map(|(o, q)| Disk {
+                    path: q,
+                    dev: o.device.dev,
+                    mapped: o.extents.is_some(),
+                })
+                .collect();
+            let this = Disk {
+                path: paths[i],
+                dev: w.device.dev,
+                mapped: w.extents.is_some(),
+            };
+            refuse_shared(
+                &seen,
+                &this,
+                &w.device.name,
+                " (seen once the targets were made)",
+            )?;
             out.push(w);
         }
         Ok(out)
