@@ -406,19 +406,24 @@ mod tests {
         may_run_as_root("loading BPF programs")
     }
 
-    #[test]
-    fn watch_object_loads_and_every_tracepoint_attaches() {
-        if !may_run() {
-            return;
-        }
-        let mut ebpf = load(
+    /// The watch object, loaded (this process excluded, as iolens does).
+    fn load_watch() -> Ebpf {
+        load(
             WATCH_OBJECT,
             &[Global {
                 name: "self_tgid",
                 value: std::process::id(),
             }],
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn watch_object_loads_and_every_tracepoint_attaches() {
+        if !may_run() {
+            return;
+        }
+        let mut ebpf = load_watch();
         let btf = Btf::from_sys_fs().unwrap();
         for tp in [
             "sys_enter",
@@ -442,5 +447,32 @@ mod tests {
             attach_tracepoint(&mut ebpf, &btf, "no_such_tracepoint"),
             Err(BpfError::Attach { .. })
         ));
+    }
+
+    /// The raw-tracepoint copy of every watch handler whose tp_btf copy reads kernel fields
+    /// with plain loads (`HANDLER_BTF` in bpf/watch.bpf.c) loads too: the verifier refuses a
+    /// plain load from a raw tracepoint's argument, and a kernel that takes tp_btf (this one)
+    /// never tries the raw copy, so a plain load left in it would fail only where tp_btf is
+    /// missing.
+    #[test]
+    fn watch_raw_tracepoint_copies_load() {
+        if !may_run() {
+            return;
+        }
+        let mut ebpf = load_watch();
+        for tp in [
+            "sched_switch",
+            "sched_wakeup",
+            "sched_wakeup_new",
+            "block_rq_complete",
+            "sys_enter",
+        ] {
+            let prog = ebpf
+                .program_mut(&format!("raw_{tp}"))
+                .unwrap_or_else(|| panic!("no raw_{tp}"));
+            let p: &mut RawTracePoint = prog.try_into().unwrap();
+            p.load()
+                .unwrap_or_else(|e| panic!("raw_{tp}: {}", describe(&e)));
+        }
     }
 }
