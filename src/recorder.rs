@@ -499,7 +499,7 @@ impl Collector {
             if op.flush {
                 snap.flushes += h.len();
             } else {
-                let _ = self.merged.add(h);
+                let _ = self.merged.add(&*h);
             }
         }
         if !self.merged.is_empty() {

@@ -180,6 +180,7 @@ pub struct OpResult {
     /// Derived percentile summary of `hist`.
     pub summary: LatencySummary,
     /// Per-interval histograms (heatmap material). Their counts sum to `count`.
+    #[serde(serialize_with = "write::intervals")]
     pub intervals: Vec<Interval>,
     /// How the source bucketed values (exact for engine runs).
     #[serde(default = "default_convention")]

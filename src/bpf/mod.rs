@@ -385,17 +385,25 @@ pub(crate) fn drain_ring(
     n
 }
 
+/// For unit tests that need root (BPF programs, tracefs mounts): true where they can run; else
+/// says why they are skipped. Under CI (`CI` set) they always run, so that a missing privilege
+/// fails there instead of passing silently.
+#[cfg(test)]
+pub(crate) fn may_run_as_root(what: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 || std::env::var_os("CI").is_some() {
+        return true;
+    }
+    eprintln!("skipped: {what} needs root");
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn may_run() -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 || std::env::var_os("CI").is_some() {
-            return true;
-        }
-        eprintln!("skipped: loading BPF programs needs root");
-        false
+        may_run_as_root("loading BPF programs")
     }
 
     #[test]

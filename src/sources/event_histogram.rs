@@ -271,21 +271,116 @@ struct Columns {
     inst: Option<usize>,
 }
 
-/// Read a snapshot CSV.
+/// Rows handed from the parsing thread to the one that differences snapshots, at once.
+const BATCH_ROWS: usize = 4096;
+/// Batches queued before the parser waits (bounds memory).
+const BATCHES_QUEUED: usize = 8;
+
+/// One data row, its texts in its [`Batch`]'s `text`.
+struct Row {
+    line_no: u64,
+    t_ns: i64,
+    inst: (u32, u32),
+    event: (u32, u32),
+    bucket: u64,
+    count: u64,
+}
+
+/// Data rows in input order, with the view and bucket unit the header named.
+struct Batch {
+    text: String,
+    rows: Vec<Row>,
+    view: &'static str,
+    unit: Option<Unit>,
+}
+
+impl Batch {
+    fn new(view: &'static str, unit: Option<Unit>) -> Batch {
+        Batch {
+            text: String::with_capacity(BATCH_ROWS * 24),
+            rows: Vec::with_capacity(BATCH_ROWS),
+            view,
+            unit,
+        }
+    }
+
+    /// `s`'s place in `text`, appended.
+    fn put(&mut self, s: &str) -> (u32, u32) {
+        let a = self.text.len();
+        self.text.push_str(s);
+        (a as u32, self.text.len() as u32)
+    }
+
+    fn get(&self, (a, b): (u32, u32)) -> &str {
+        &self.text[a as usize..b as usize]
+    }
+}
+
+/// Read a snapshot CSV. Rows are parsed on this thread and differenced into intervals on
+/// another ([`Snapshots`]), in batches: the two halves took about the same time on one thread
+/// (`bench/awr-year.sh`), and neither depends on the other's results, so the whole reads in
+/// about the time of the larger.
 pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> {
+    let name = r.name.clone();
+    let (parsed, snapshots) = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Batch>(BATCHES_QUEUED);
+        let worker = std::thread::Builder::new()
+            .name("iolens-snapshots".into())
+            .spawn_scoped(s, move || -> Result<Snapshots> {
+                let mut snaps = Snapshots::new(name);
+                for batch in rx {
+                    snaps.add(&batch)?;
+                }
+                Ok(snaps)
+            });
+        match worker {
+            Ok(worker) => {
+                let parsed = parse_rows(r, args, &mut |b| tx.send(b).is_ok());
+                drop(tx);
+                let snapshots = worker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (parsed, snapshots)
+            }
+            // No thread to be had: difference each batch as it fills.
+            Err(_) => {
+                drop(tx);
+                let mut snaps = Snapshots::new(r.name.clone());
+                let mut failed = None;
+                let parsed = parse_rows(r, args, &mut |b| match snaps.add(&b) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        failed = Some(e);
+                        false
+                    }
+                });
+                (parsed, failed.map_or(Ok(snaps), Err))
+            }
+        }
+    });
+    // A snapshot that failed came from a line before any the parser failed on.
+    let snapshots = snapshots?;
+    let (view, unit) = parsed?;
+    snapshots.finish(r, view, unit)
+}
+
+/// Parse `r`'s rows into batches handed to `send` (false: the receiver has stopped, so stop);
+/// returns the view and bucket unit the input named.
+fn parse_rows(
+    r: &mut LineReader,
+    args: &IngestOptions,
+    send: &mut dyn FnMut(Batch) -> bool,
+) -> Result<(&'static str, Option<Unit>)> {
     let mut cols: Option<Columns> = None;
     let mut unit = args.unit;
     let mut view = "V$EVENT_HISTOGRAM";
-    // Per instance: current snapshot time/text and its counts, and the series.
-    let mut cur: BTreeMap<String, (i64, Snapshot, u64)> = BTreeMap::new();
-    let mut series: BTreeMap<String, CumulativeSeries> = BTreeMap::new();
-    let mut keys = Cells::default();
+    // Per instance: the time of its current snapshot (rows older than it are refused).
+    let mut cur: Vec<(String, i64)> = Vec::new();
+    let mut last_inst = 0;
+    let mut batch: Option<Batch> = None;
     // One row's fields, unquoted into `text` at `fields` (reused: no row allocates).
     let (mut text, mut fields) = (String::new(), Vec::new());
-    let mut extra_warnings = Vec::new();
     let mut last_time: (String, Option<i64>) = (String::new(), None);
-    // The input's name (the row being read holds the reader).
-    let name = r.name.clone();
     while let Some((line_no, line)) = r.next_numbered_line()? {
         let t = line.trim_ascii();
         if t.is_empty() {
@@ -413,54 +508,137 @@ pub fn read(r: &mut LineReader, args: &IngestOptions) -> Result<Vec<RunResult>> 
             continue;
         }
         let inst = c.inst.map(get).unwrap_or_default();
-        let entry = match cur.get_mut(inst) {
-            Some(e) => e,
-            None => cur
-                .entry(inst.to_string())
-                .or_insert((t_ns, Vec::new(), line_no)),
+        let i = match cur.get(last_inst) {
+            Some((x, _)) if x == inst => last_inst,
+            _ => match cur.iter().position(|(x, _)| x == inst) {
+                Some(i) => i,
+                None => {
+                    cur.push((inst.to_string(), t_ns));
+                    cur.len() - 1
+                }
+            },
         };
-        if entry.0 != t_ns {
-            if t_ns < entry.0 {
-                r.unparsed("row older than the current snapshot (sort by time)");
-                continue;
+        last_inst = i;
+        if t_ns < cur[i].1 {
+            r.unparsed("row older than the current snapshot (sort by time)");
+            continue;
+        }
+        cur[i].1 = t_ns;
+        let b = batch.get_or_insert_with(|| Batch::new(view, unit));
+        let (inst, event) = (b.put(inst), b.put(ev));
+        b.rows.push(Row {
+            line_no,
+            t_ns,
+            inst,
+            event,
+            bucket,
+            count,
+        });
+        r.parsed();
+        if b.rows.len() == BATCH_ROWS && !send(batch.take().expect("filled above")) {
+            return Ok((view, unit));
+        }
+    }
+    if let Some(b) = batch {
+        send(b);
+    }
+    Ok((view, unit))
+}
+
+/// The snapshots of the rows read: per instance, the current snapshot and the series of
+/// intervals differenced from those before it.
+struct Snapshots {
+    /// The input's name.
+    name: String,
+    /// Per instance, in the order first seen: its name, and its current snapshot's time,
+    /// counts and first line.
+    cur: Vec<(String, (i64, Snapshot, u64))>,
+    /// The instance of the last row (rows of one instance come together).
+    last_inst: usize,
+    series: BTreeMap<String, CumulativeSeries>,
+    keys: Cells,
+}
+
+impl Snapshots {
+    fn new(name: String) -> Snapshots {
+        Snapshots {
+            name,
+            cur: Vec::new(),
+            last_inst: 0,
+            series: BTreeMap::new(),
+            keys: Cells::default(),
+        }
+    }
+
+    /// Add a batch of rows (each no older than its instance's current snapshot).
+    fn add(&mut self, b: &Batch) -> Result<()> {
+        for row in &b.rows {
+            let inst = b.get(row.inst);
+            let t_ns = row.t_ns;
+            let i = match self.cur.get(self.last_inst) {
+                Some((x, _)) if x == inst => self.last_inst,
+                _ => match self.cur.iter().position(|(x, _)| x == inst) {
+                    Some(i) => i,
+                    None => {
+                        self.cur
+                            .push((inst.to_string(), (t_ns, Vec::new(), row.line_no)));
+                        self.cur.len() - 1
+                    }
+                },
+            };
+            self.last_inst = i;
+            let entry = &mut self.cur[i].1;
+            if entry.0 != t_ns {
+                let next = (t_ns, Vec::with_capacity(self.keys.cells.len()), row.line_no);
+                let (pt, snap, at) = std::mem::replace(entry, next);
+                series_of(&mut self.series, b.view, inst, b.unit).push(
+                    pt,
+                    snap,
+                    &format!("{}:{at}", self.name),
+                    &self.keys,
+                )?;
             }
-            let next = (t_ns, Vec::with_capacity(keys.cells.len()), line_no);
-            let (pt, snap, at) = std::mem::replace(entry, next);
-            series_of(&mut series, view, inst, unit).push(
-                pt,
+            let cell = self.keys.cell(b.get(row.event), row.bucket);
+            let snap = &mut entry.1;
+            if snap.len() <= cell {
+                snap.resize(cell + 1, 0);
+            }
+            snap[cell] = snap[cell].saturating_add(row.count);
+        }
+        Ok(())
+    }
+
+    /// The runs: each instance's last snapshot pushed and its series finished.
+    fn finish(
+        mut self,
+        r: &mut LineReader,
+        view: &'static str,
+        unit: Option<Unit>,
+    ) -> Result<Vec<RunResult>> {
+        let mut extra_warnings = Vec::new();
+        // Instances in the order of their names.
+        self.cur.sort_by(|a, b| a.0.cmp(&b.0));
+        for (inst, (t, snap, at)) in self.cur {
+            series_of(&mut self.series, view, &inst, unit).push(
+                t,
                 snap,
-                &format!("{name}:{at}"),
-                &keys,
+                &format!("{}:{}", r.name, at),
+                &self.keys,
             )?;
         }
-        let cell = keys.cell(ev, bucket);
-        let snap = &mut entry.1;
-        if snap.len() <= cell {
-            snap.resize(cell + 1, 0);
+        let mut runs = Vec::new();
+        for (_, s) in self.series {
+            let (rs, w) = s.finish();
+            runs.extend(rs);
+            extra_warnings.extend(w);
         }
-        snap[cell] = snap[cell].saturating_add(count);
-        r.parsed();
+        if let Some(first) = runs.first_mut() {
+            first.warnings.extend(extra_warnings);
+        } else {
+            r.warnings.extend(extra_warnings);
+        }
+        Ok(runs)
     }
-    for (inst, (t, snap, at)) in cur {
-        series_of(&mut series, view, &inst, unit).push(
-            t,
-            snap,
-            &format!("{}:{}", r.name, at),
-            &keys,
-        )?;
-    }
-    let mut runs = Vec::new();
-    for (_, s) in series {
-        let (rs, w) = s.finish();
-        runs.extend(rs);
-        extra_warnings.extend(w);
-    }
-    if let Some(first) = runs.first_mut() {
-        first.warnings.extend(extra_warnings);
-    } else {
-        r.warnings.extend(extra_warnings);
-    }
-    Ok(runs)
 }
 
 /// The fields of `line` when none needs unquoting: each either quoted whole (`"…"`, no quote

@@ -387,48 +387,71 @@ pub struct PgProcess {
 /// ordered by pid, with its role and server version; processes that end while being read
 /// are left out. Another user's processes are seen fully only as root.
 pub fn postgres_processes() -> Vec<PgProcess> {
+    process_ids()
+        .into_iter()
+        .filter_map(postgres_process)
+        .collect()
+}
+
+/// The ids of the processes in `/proc` now, ascending.
+pub fn process_ids() -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
-    let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
-            continue;
-        };
-        let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !matches!(name, "postgres" | "postmaster") {
-            continue;
-        }
-        let (Ok(cmdline), Ok(stat)) = (
-            std::fs::read_to_string(format!("/proc/{pid}/cmdline")),
-            std::fs::read_to_string(format!("/proc/{pid}/stat")),
-        ) else {
-            continue;
-        };
-        let Some(ppid) = stat
-            .rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let role = role_from_cmdline(&cmdline);
-        let postmaster = if role == Role::Postmaster { pid } else { ppid };
-        found.push(PgProcess {
-            pid,
-            postmaster,
-            role,
-            major: server_major(pid),
-        });
+    let mut pids: Vec<u32> = dir
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// Process `pid` if it is a PostgreSQL server process (see [`postgres_processes`]).
+pub fn postgres_process(pid: u32) -> Option<PgProcess> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if !matches!(name, "postgres" | "postmaster") {
+        return None;
     }
-    found.sort_by_key(|p| p.pid);
-    found
+    let (Ok(cmdline), Ok(stat)) = (
+        std::fs::read_to_string(format!("/proc/{pid}/cmdline")),
+        std::fs::read_to_string(format!("/proc/{pid}/stat")),
+    ) else {
+        return None;
+    };
+    let ppid = parent_of_stat(&stat)?;
+    let role = role_from_cmdline(&cmdline);
+    let postmaster = if role == Role::Postmaster { pid } else { ppid };
+    Some(PgProcess {
+        pid,
+        postmaster,
+        role,
+        major: server_major(pid),
+    })
+}
+
+/// The parent pid in a `/proc/PID/stat` line (its name, in parentheses, may hold `) `).
+fn parent_of_stat(stat: &str) -> Option<u32> {
+    stat.rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
+}
+
+/// Whether process `pid`'s parent is a PostgreSQL server process: a process read as
+/// [`Role::Postmaster`] whose parent is one is a child forked a moment ago that has not set
+/// its title yet (a backend waiting for its client's startup packet), not a postmaster.
+pub fn parent_is_server(pid: u32) -> bool {
+    let Some(ppid) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| parent_of_stat(&s))
+    else {
+        return false;
+    };
+    std::fs::read_link(format!("/proc/{ppid}/exe")).is_ok_and(|exe| {
+        matches!(
+            exe.file_name().and_then(|n| n.to_str()),
+            Some("postgres" | "postmaster")
+        )
+    })
 }
 
 /// `15` of "15", `9` of "9.6".

@@ -38,6 +38,9 @@ struct Proc {
 pub(crate) struct PgWaitAcc {
     /// From the latest look at /proc.
     procs: HashMap<u32, Proc>,
+    /// Processes in `procs` whose role, session, version and postmaster are final (see
+    /// [`PgWaitAcc::refresh`]): not read from /proc again while their pid stays there.
+    settled: std::collections::HashSet<u32>,
     /// Processes whose pointer address is in the kernel map (or could not be found).
     placed: HashMap<u32, bool>,
     /// (tgid, wait_event_info) → sums; info 0: off CPU under no wait event.
@@ -149,9 +152,33 @@ impl PgWaitAcc {
     /// forked process shares its postmaster's addresses; `watched` says which pids to consider.
     pub(crate) fn refresh(&mut self, watched: impl Fn(u32) -> bool) -> Vec<(u32, pg::PgPtrs)> {
         let mut new = Vec::new();
-        for p in pg::postgres_processes() {
+        let pids = pg::process_ids();
+        // A pid gone from /proc is no longer settled (a later process may take it).
+        self.settled.retain(|p| pids.binary_search(p).is_ok());
+        for pid in pids {
+            // Read already, and nothing a new look could change.
+            if self.settled.contains(&pid)
+                && self.procs.contains_key(&pid)
+                && self.placed.contains_key(&pid)
+            {
+                continue;
+            }
+            let Some(p) = pg::postgres_process(pid) else {
+                continue;
+            };
             if !watched(p.pid) {
                 continue;
+            }
+            // Its title set (a role other than the postmaster's command line, or a postmaster
+            // whose parent is no server: not a child forked a moment ago) and its version read:
+            // what it is stays so for its life, and /proc is not read for it again.
+            let settles = match p.role {
+                pg::Role::NotPostgres(_) => false,
+                pg::Role::Postmaster => !pg::parent_is_server(p.pid),
+                _ => true,
+            } && p.major.is_some();
+            if settles {
+                self.settled.insert(p.pid);
             }
             self.procs.insert(
                 p.pid,

@@ -300,10 +300,14 @@ impl Recording {
                 ebpf.map_mut("wait_parts")
                     .context("BPF object lacks wait_parts")?,
             )?;
+        // A process has an entry per wait event: asked once each.
+        let mut is_done: HashMap<u32, bool> = HashMap::new();
         let keys: Vec<WaitKey> = map
             .keys()
             .filter_map(|k| k.ok())
-            .filter(|k| Some(k.tgid) != self.own && done(k.tgid))
+            .filter(|k| {
+                Some(k.tgid) != self.own && *is_done.entry(k.tgid).or_insert_with(|| done(k.tgid))
+            })
             .collect();
         for k in keys {
             if let Ok(v) = map.get(&k, 0) {

@@ -240,6 +240,20 @@ fn with_runq(mut run: RunResult, threads: u32, shares: &[f64]) -> RunResult {
     run
 }
 
+/// [`write_run`] as reads.
+fn read_run(counts: &[u64]) -> RunResult {
+    let mut run = write_run(counts);
+    run.ops[0].op = "read".into();
+    run
+}
+
+/// Per-interval shares from `(intervals, share)` spans.
+fn spans(s: &[(usize, f64)]) -> Vec<f64> {
+    s.iter()
+        .flat_map(|&(n, v)| std::iter::repeat_n(v, n))
+        .collect()
+}
+
 /// The closed-loop rule of the host's CPU: a wait share rising from f₁ to f₂ explains a
 /// relative drop of (f₂ − f₁)/(1 − f₁); half of the drop explained is enough.
 #[test]
@@ -275,10 +289,8 @@ fn a_fall_while_the_sessions_wait_for_a_cpu_is_the_host_cpu_not_credits() {
     let counts = [
         512, 510, 514, 511, 513, 408, 409, 407, 408, 410, 408, 407, 409,
     ];
-    let mut waited = vec![0.03; 5];
-    waited.extend([0.30; 8]);
-    let mut run = write_run(&counts);
-    run.ops[0].op = "read".into();
+    let waited = spans(&[(5, 0.03), (8, 0.30)]);
+    let run = read_run(&counts);
     let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
     let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
     assert_eq!(causes, [RegimeCause::HostCpu], "{}", g.sentence);
@@ -336,11 +348,8 @@ fn a_dip_while_the_sessions_wait_is_not_throttling() {
     let counts = [
         600, 601, 599, 600, 600, 600, 300, 301, 299, 300, 300, 600, 600, 601, 599, 600, 600,
     ];
-    let mut waited = vec![0.02; 6];
-    waited.extend([0.55; 5]);
-    waited.extend([0.02; 6]);
-    let mut run = write_run(&counts);
-    run.ops[0].op = "read".into();
+    let waited = spans(&[(6, 0.02), (5, 0.55), (6, 0.02)]);
+    let run = read_run(&counts);
     let g = run_regimes(&with_runq(run, 4, &waited)).unwrap();
     let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
     assert_eq!(
@@ -366,11 +375,8 @@ fn a_starved_rate_that_wanders_is_not_what_the_storage_sustains() {
     let counts = [
         600, 601, 599, 600, 600, 600, 200, 201, 199, 200, 200, 300, 301, 299, 300, 300, 300,
     ];
-    let mut waited = vec![0.01; 6];
-    waited.extend([0.80; 5]);
-    waited.extend([0.60; 6]);
-    let mut run = write_run(&counts);
-    run.ops[0].op = "read".into();
+    let waited = spans(&[(6, 0.01), (5, 0.80), (6, 0.60)]);
+    let run = read_run(&counts);
     let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
     let causes: Vec<RegimeCause> = g.changes.iter().map(|c| c.cause).collect();
     assert_eq!(
@@ -399,8 +405,7 @@ fn not_steady_for_the_host_cpu_says_so() {
         .iter()
         .map(|&c| if c == 480 { 0.20 } else { 0.02 })
         .collect();
-    let mut run = write_run(&counts);
-    run.ops[0].op = "read".into();
+    let run = read_run(&counts);
     let g = run_regimes(&with_runq(run.clone(), 4, &waited)).unwrap();
     let st = g.steady.as_ref().unwrap();
     assert!(!st.steady, "{st:?}");
@@ -436,10 +441,8 @@ fn a_fall_while_the_devices_own_threads_wait_for_a_cpu_is_the_host_cpu() {
     let counts = [
         443, 442, 444, 443, 443, 144, 145, 143, 144, 144, 144, 143, 145,
     ];
-    let mut waited = vec![0.41; 5];
-    waited.extend([0.39; 8]);
-    let mut run = write_run(&counts);
-    run.ops[0].op = "read".into();
+    let waited = spans(&[(5, 0.41), (8, 0.39)]);
+    let run = read_run(&counts);
     let mut run = with_runq(run, 4, &waited);
     // Device time per read: 0.68 ms before (300 of 443 ms a second), 12 ms after.
     let dev: Vec<(u64, u64, u64)> = counts
