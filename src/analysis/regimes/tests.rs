@@ -497,3 +497,27 @@ fn a_fall_while_the_devices_own_threads_wait_for_a_cpu_is_the_host_cpu() {
     assert_eq!(causes, [RegimeCause::CreditsExhausted], "{}", g.sentence);
     assert!(!g.sentence.contains("kernel threads"), "{}", g.sentence);
 }
+
+/// The CI run under a CPU cap (600 IOPS, then 60.5 for 4 s, then 24.7 sustained) whose second
+/// fall was named "burst credits exhausted": its sessions waited for a CPU most of their time on
+/// both sides of it (77 % and 60 %), so the rate was the CPU iolens was given and says nothing
+/// of the storage: the host's CPU. The other side, by construction: the same fall with the
+/// sessions waiting under half their time on both sides (45 %, 40 %: a wait per I/O that rose
+/// by 49 % of the time per I/O lost, under the rule's half) is not put on the host's CPU.
+#[test]
+fn a_fall_while_the_sessions_wait_most_of_their_time_on_both_sides_is_the_host_cpu() {
+    let counts = [
+        600, 601, 599, 600, 600, 600, 61, 60, 61, 60, 25, 24, 25, 25, 24, 25,
+    ];
+    for (before, after, host) in [(0.77, 0.60, true), (0.45, 0.40, false)] {
+        let waited = spans(&[(6, 0.0), (4, before), (6, after)]);
+        let g = run_regimes(&with_runq(read_run(&counts), 4, &waited)).unwrap();
+        assert_eq!(g.changes.len(), 2, "{}", g.sentence);
+        assert_eq!(
+            g.changes[1].cause == RegimeCause::HostCpu,
+            host,
+            "waited {before} then {after}: {}",
+            g.sentence
+        );
+    }
+}
