@@ -475,10 +475,16 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, syscalls::SyscallProbes, Vec<
     let choice = syscalls::Choice::from_env()?;
     let syscall_probes = syscalls::SyscallProbes::attach(&mut ebpf, &btf, choice, &mut attached)?;
     attach_block(&mut ebpf, &btf, false, &mut attached)?;
+    // sched_switch before the wakeups: a thread woken after sched_wakeup is attached and before
+    // sched_switch is would be left runnable (its switch in and out unseen) until its next
+    // event, for an idle server process the whole watch (seen: about one PostgreSQL process per
+    // 1 s watch counted waiting for a CPU all along, which turned a CPU verdict into "I/O is
+    // not where the time goes"). A wakeup missed the other way round only loses that one
+    // run-queue wait: the switch in finds the thread and puts it on CPU.
     for tp in [
+        "sched_switch",
         "sched_wakeup",
         "sched_wakeup_new",
-        "sched_switch",
         "sched_process_exit",
         "sched_process_fork",
         // Keeps the kernel side's cached verdicts true when a process's name changes.
