@@ -642,7 +642,7 @@ pub(crate) fn watch(
             place_pg(&mut rec, &mut pg_map, &mut pg_gen);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
             // The wait-event parts of the processes gone: complete, and room in the map.
-            let alive = |pid: u32| filter::alive(pid);
+            let alive = |pid: u32| crate::sys::alive(pid);
             if let Err(e) = rec.drain_wait_parts(&mut ebpf, alive) {
                 rec.failed.get_or_insert(e);
             }
@@ -704,7 +704,7 @@ pub(crate) fn watch(
             }
         }
         // Let the last events of the exited processes arrive before ending.
-        if only_pids && filters.pids.iter().all(|&p| !filter::alive(p)) {
+        if only_pids && filters.pids.iter().all(|&p| !crate::sys::alive(p)) {
             let since = *gone_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= Duration::from_millis(100) {
                 end_reason = "exited";
