@@ -16,23 +16,20 @@
 # Env: IOLENS_BIN (default target/debug/iolens).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HOST=${1:?usage: bench/watch-bpf-cost.sh HOST PORT [SECONDS] [CLIENTS]}
-PORT=${2:?usage: bench/watch-bpf-cost.sh HOST PORT [SECONDS] [CLIENTS]}
-SECS=${3:-10}
-CLIENTS=${4:-4}
+. bench/pg-server.sh
+pg_server_args "usage: bench/watch-bpf-cost.sh HOST PORT [SECONDS] [CLIENTS]" "SECS=10 CLIENTS=4" "$@"
 BIN=${IOLENS_BIN:-$PWD/target/debug/iolens}
-[ "$(id -u)" -eq 0 ] || { echo "needs root (BPF)" >&2; exit 2; }
-command -v pgbench > /dev/null || { echo "pgbench not found" >&2; exit 2; }
-command -v bpftool > /dev/null || { echo "bpftool not found (linux-bpf-dev / bpftool)" >&2; exit 2; }
-as_pg() { runuser -u postgres -- "$@"; }
-if ! as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SELECT 1' > /dev/null 2>&1; then
+need_root BPF
+need_cmd pgbench
+need_cmd bpftool "(linux-bpf-dev / bpftool)"
+if ! pg_sql iolens_bench -qAtc 'SELECT 1' > /dev/null 2>&1; then
   as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
   as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s 5 iolens_bench > /dev/null 2>&1
 fi
 TMP=$(mktemp -d)
-old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
+bpf_stats_keep
 cleanup() {
-  echo "$old_stats" > /proc/sys/kernel/bpf_stats_enabled
+  bpf_stats_back
   [ -n "${DD:-}" ] && kill "$DD" 2> /dev/null || true
   [ -n "${W:-}" ] && kill -INT "$W" 2> /dev/null || true
   rm -rf "$TMP"

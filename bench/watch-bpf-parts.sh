@@ -17,24 +17,20 @@
 #   bench/watch-bpf-parts.sh HOST PORT [SECONDS] [CLIENTS] [SCALE]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-USAGE="usage: bench/watch-bpf-parts.sh HOST PORT [SECONDS] [CLIENTS] [SCALE]"
-HOST=${1:?$USAGE}
-PORT=${2:?$USAGE}
-SECS=${3:-12}
-CLIENTS=${4:-4}
-SCALE=${5:-10}
-[ "$(id -u)" -eq 0 ] || { echo "needs root (BPF)" >&2; exit 2; }
-as_pg() { runuser -u postgres -- "$@"; }
+. bench/pg-server.sh
+pg_server_args "usage: bench/watch-bpf-parts.sh HOST PORT [SECONDS] [CLIENTS] [SCALE]" \
+  "SECS=12 CLIENTS=4 SCALE=10" "$@"
+need_root BPF
 TMP=$(mktemp -d)
-old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
+bpf_stats_keep
 cleanup() {
-  echo "$old_stats" > /proc/sys/kernel/bpf_stats_enabled
-  as_pg psql -h "$HOST" -p "$PORT" -d postgres -qc 'DROP DATABASE IF EXISTS iolens_parts WITH (FORCE)' > /dev/null || true
+  bpf_stats_back
+  pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_parts WITH (FORCE)' > /dev/null || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT
-PGBIN=$(as_pg psql -h "$HOST" -p "$PORT" -d postgres -qAtc "SELECT setting FROM pg_config WHERE name = 'BINDIR'")/postgres
-MAJOR=$(as_pg psql -h "$HOST" -p "$PORT" -d postgres -qAtc 'SHOW server_version_num')
+PGBIN=$(pg_sql postgres -qAtc "SELECT setting FROM pg_config WHERE name = 'BINDIR'")/postgres
+MAJOR=$(pg_sql postgres -qAtc 'SHOW server_version_num')
 MAJOR=$((MAJOR / 10000))
 sym() { nm -D "$PGBIN" | awk -v s="$1" '$3 == s { print $1 }'; }
 WAIT=$(sym my_wait_event_info)
@@ -73,7 +69,7 @@ if [ -n "${BASE:-}" ]; then
   BUILDS="$BUILDS base"
 fi
 
-as_pg psql -h "$HOST" -p "$PORT" -d postgres -qc 'DROP DATABASE IF EXISTS iolens_parts WITH (FORCE)' > /dev/null 2>&1
+pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_parts WITH (FORCE)' > /dev/null 2>&1
 as_pg createdb -h "$HOST" -p "$PORT" iolens_parts
 as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_parts > /dev/null 2>&1
 echo 1 > /proc/sys/kernel/bpf_stats_enabled

@@ -30,28 +30,22 @@
 # Env: IOLENS_BIN (default target/debug/iolens), IOLENS_BIN_BASE (optional second build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-USAGE="usage: bench/watch-cost-per-tx.sh HOST PORT [SECONDS] [ROUNDS] [CLIENTS] [SCALE] [IDLE]"
-HOST=${1:?$USAGE}
-PORT=${2:?$USAGE}
-SECS=${3:-20}
-ROUNDS=${4:-3}
-CLIENTS=${5:-4}
-SCALE=${6:-10}
-IDLE=${7:-5}
+. bench/pg-server.sh
+pg_server_args "usage: bench/watch-cost-per-tx.sh HOST PORT [SECONDS] [ROUNDS] [CLIENTS] [SCALE] [IDLE]" \
+  "SECS=20 ROUNDS=3 CLIENTS=4 SCALE=10 IDLE=5" "$@"
 BIN=${IOLENS_BIN:-$PWD/target/debug/iolens}
-[ "$(id -u)" -eq 0 ] || { echo "needs root (BPF; the server runs as postgres)" >&2; exit 2; }
-command -v pgbench > /dev/null || { echo "pgbench not found" >&2; exit 2; }
-command -v bpftool > /dev/null || { echo "bpftool not found (Debian package bpftool)" >&2; exit 2; }
-as_pg() { runuser -u postgres -- "$@"; }
+need_root "BPF; the server runs as postgres"
+need_cmd pgbench
+need_cmd bpftool "(Debian package bpftool)"
 drop_db() {
-  as_pg psql -h "$HOST" -p "$PORT" -d postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
+  pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
 }
 drop_db
 as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
-old_stats=$(cat /proc/sys/kernel/bpf_stats_enabled)
-trap 'echo "$old_stats" > /proc/sys/kernel/bpf_stats_enabled; drop_db' EXIT
+bpf_stats_keep
+trap 'bpf_stats_back; drop_db' EXIT
 as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_bench > /dev/null 2>&1
-DATA=$(as_pg psql -h "$HOST" -p "$PORT" -d iolens_bench -qAtc 'SHOW data_directory')
+DATA=$(pg_sql iolens_bench -qAtc 'SHOW data_directory')
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$BIN" "$HOST" "$PORT" "$DATA" "$SECS" "$ROUNDS" "$CLIENTS" "$IDLE" << 'PY'
 import json, os, re, resource, signal, statistics, subprocess, sys, tempfile, time

@@ -159,7 +159,7 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
             pg_looked = Instant::now();
         }
         // Watching pids: once every one has exited there is nothing left to sample.
-        if comm.is_none() && !o.pids.is_empty() && !o.pids.iter().any(|&p| alive(p)) {
+        if comm.is_none() && !o.pids.is_empty() && !o.pids.iter().any(|&p| crate::sys::alive(p)) {
             let at = crate::units::sig3(started.elapsed().as_secs_f64());
             warnings.push(format!(
                 "the profiled process{} exited {at} s into the profile: sampling stopped then, \
@@ -226,15 +226,6 @@ pub(crate) fn profile(o: &ProfileOptions, command_line: Vec<String>) -> Result<R
     res.warnings = warnings;
     res.profile = Some(profile);
     Ok(res)
-}
-
-/// Whether process `pid` still runs (exists and is not a zombie).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit_once(") ")
-            .and_then(|(_, rest)| rest.chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X')
-    })
 }
 
 /// A symbol name for each address (leaf first; `ret` addresses are looked up one byte back).

@@ -490,7 +490,7 @@ impl Collector {
             p99_ns: 0,
         };
         self.merged.reset();
-        for (op, acc) in self.ops.ops().iter().zip(&self.accs) {
+        for (op, acc) in self.ops.ops().iter().zip(&mut self.accs) {
             let Some((h, bytes)) = acc.open_at(k as usize) else {
                 continue;
             };
@@ -499,7 +499,7 @@ impl Collector {
             if op.flush {
                 snap.flushes += h.len();
             } else {
-                let _ = self.merged.add(&*h);
+                let _ = self.merged.add(h);
             }
         }
         if !self.merged.is_empty() {
@@ -529,7 +529,7 @@ impl Collector {
             }
         }
         let mut ops = Vec::new();
-        for (op, acc) in self.ops.ops().iter().zip(&self.accs) {
+        for (op, acc) in self.ops.ops().iter().zip(&mut self.accs) {
             // (Histograms encoded by this process always decode: an error here cannot come.)
             let Ok(parts) = acc.parts(0, n) else {
                 continue;

@@ -216,9 +216,66 @@ impl DeviceThreads {
 /// A kernel thread's name as `/proc/PID/stat` gives it (a workqueue worker's with the
 /// workqueue it runs or ran last; `/proc/PID/comm` is cut at 15 bytes on older kernels).
 fn kthread_name(pid: i32) -> Option<String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (a, b) = (stat.find('(')?, stat.rfind(')')?);
-    Some(stat.get(a + 1..b)?.to_string())
+    Some(ProcStat::of(pid)?.name()?.to_string())
+}
+
+/// A process's `/proc/PID/stat` line: its name (`comm`, in parentheses, which may itself hold
+/// `)` and spaces) and the fields after the name's last `)`, read by their number in proc(5).
+pub(crate) struct ProcStat {
+    line: String,
+    /// The name's closing `)`: the line's last.
+    close: usize,
+}
+
+impl ProcStat {
+    /// Process (or thread) `pid`'s line; `None` once it is gone.
+    pub(crate) fn of(pid: impl std::fmt::Display) -> Option<ProcStat> {
+        ProcStat::parse(fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    /// A line as the kernel writes it; `None` without a name's `)`.
+    pub(crate) fn parse(line: String) -> Option<ProcStat> {
+        let close = line.rfind(')')?;
+        Some(ProcStat { line, close })
+    }
+
+    /// The name (between the first `(` and the last `)`).
+    pub(crate) fn name(&self) -> Option<&str> {
+        self.line.get(self.line.find('(')? + 1..self.close)
+    }
+
+    /// Field `n` of proc(5), numbered from 1 (the pid); 3, the state, is the first after the
+    /// name.
+    fn field(&self, n: usize) -> Option<&str> {
+        self.line[self.close + 1..]
+            .split_whitespace()
+            .nth(n.checked_sub(3)?)
+    }
+
+    /// The state (`R`, `S`, `D`, `Z`, …).
+    pub(crate) fn state(&self) -> Option<char> {
+        self.field(3)?.chars().next()
+    }
+
+    /// The parent's pid.
+    pub(crate) fn ppid(&self) -> Option<u32> {
+        self.field(4)?.parse().ok()
+    }
+
+    /// User and system CPU time, clock ticks (`utime`, `stime`).
+    pub(crate) fn cpu_ticks(&self) -> Option<(u64, u64)> {
+        Some((self.field(14)?.parse().ok()?, self.field(15)?.parse().ok()?))
+    }
+
+    /// Whether the process still runs: neither a zombie nor dead.
+    pub(crate) fn alive(&self) -> bool {
+        !matches!(self.state(), Some('Z' | 'X') | None)
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub(crate) fn alive(pid: u32) -> bool {
+    ProcStat::of(pid).is_some_and(|s| s.alive())
 }
 
 /// Run-queue wait ns of a process of the host (`/proc/PID/schedstat`).
@@ -949,6 +1006,33 @@ mod tests {
         let env = environment();
         assert!(env.cpus >= 1 && env.memory_bytes > 0 && !env.kernel.is_empty());
         assert!(mount_for(Path::new(".")).is_some());
+    }
+
+    /// A stat line whose name holds `) ` and spaces (as a process may name itself): the name
+    /// whole, the fields after it; this process's own line, and a pid that does not exist.
+    #[test]
+    fn stat_fields_follow_the_names_last_parenthesis() {
+        let line = "4242 (a) b (c)) D 17 4242 4242 0 -1 4194560 130 0 0 0 1234 567 0 0 20 0 1 0 \
+                    88 0 0\n";
+        let s = ProcStat::parse(line.to_string()).unwrap();
+        assert_eq!(s.name(), Some("a) b (c)"));
+        assert_eq!(
+            (s.state(), s.ppid(), s.cpu_ticks()),
+            (Some('D'), Some(17), Some((1234, 567)))
+        );
+        assert!(s.alive());
+        for (state, alive) in [("Z", false), ("X", false), ("S", true)] {
+            let s = ProcStat::parse(line.replace(") D ", &format!(") {state} "))).unwrap();
+            assert_eq!(s.alive(), alive, "{state}");
+        }
+        assert!(ProcStat::parse("4242 (no end".into()).is_none());
+        assert!(ProcStat::parse("4242 (cut)".into()).is_some_and(|s| !s.alive()));
+        // This thread reads its own line: running.
+        let me = ProcStat::of("thread-self").unwrap();
+        assert_eq!(me.ppid(), Some(std::os::unix::process::parent_id()));
+        assert_eq!(me.state(), Some('R'));
+        assert!(alive(std::process::id()));
+        assert!(!alive(u32::MAX) && ProcStat::of(u32::MAX).is_none());
     }
 
     /// Kernel thread names that name a device, from this kernel (6.18) while a loop device

@@ -13,7 +13,7 @@
 mod common;
 
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::slowdev::{disk_reads, MountedLun, SlowDevice, MIN_NR_REQUESTS};
@@ -26,6 +26,45 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// The fast LUN's and the slow LUN's service time per read.
 const FAST: Duration = Duration::from_millis(2);
 const SLOW: Duration = Duration::from_millis(8);
+
+/// One LUN with a filesystem mounted (`MountedLun::several`), in `dir`.
+fn mounted_lun(dir: &Path, size: &str, delay: Duration) -> Option<MountedLun> {
+    MountedLun::several(dir, 1, size, delay, MIN_NR_REQUESTS)?.pop()
+}
+
+/// This test's turn (the lock held), a directory, and a LUN mounted in it ([`mounted_lun`]);
+/// `None` where it cannot be made, or when not run as root (the test `what` skipped, with a
+/// note). Bound in this order, the LUN goes first, then the directory, then the turn.
+fn serial_lun(
+    what: &str,
+    size: &str,
+    delay: Duration,
+) -> Option<(MutexGuard<'static, ()>, tempfile::TempDir, MountedLun)> {
+    let one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    if !common::root_or_skip(what) {
+        return None;
+    }
+    let lun = mounted_lun(dir.path(), size, delay)?;
+    Some((one, dir, lun))
+}
+
+/// `db setup` of two schemas of `scale` each, in directories `a` and `b`.
+fn db_setup(a: &str, b: &str, scale: &str) {
+    ok(iolens(&[
+        "db",
+        "setup",
+        "--dir",
+        a,
+        "--dir",
+        b,
+        "--schemas",
+        "2",
+        "--scale",
+        scale,
+        "-q",
+    ]));
+}
 
 /// A fast and a slow LUN (in that order), or `None` where they cannot be made.
 fn fast_and_slow(dir: &Path) -> Option<[SlowDevice; 2]> {
@@ -345,15 +384,9 @@ fn a_watched_calibration_over_two_luns_traces_each_step_per_target() {
 /// refused: each is traced on its own.
 #[test]
 fn watched_targets_on_one_disk_are_refused_before_any_file_is_made() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    if !common::root_or_skip("targets on one LUN") {
-        return;
-    }
-    let Some(luns) = MountedLun::several(dir.path(), 1, "32M", FAST, MIN_NR_REQUESTS) else {
+    let Some((_one, dir, lun)) = serial_lun("targets on one LUN", "32M", FAST) else {
         return;
     };
-    let lun = &luns[0];
     let new = lun.mnt.join("new.dat");
     let refused = dir.path().join("refused.json");
     let (new_s, refused_s) = (new.to_str().unwrap(), refused.to_str().unwrap());
@@ -452,34 +485,17 @@ fn watched_targets_on_one_disk_are_refused_before_any_file_is_made() {
 /// two directories on one disk cannot be told apart there and are refused before any session.
 #[test]
 fn a_watched_sqlite_run_over_two_luns_traces_each_and_refuses_two_dirs_on_one_disk() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    if !common::root_or_skip("SQLite over loop LUNs") {
-        return;
-    }
-    let Some(fast) = MountedLun::several(dir.path(), 1, "160M", FAST, MIN_NR_REQUESTS) else {
+    let Some((_one, dir, fast)) = serial_lun("SQLite over loop LUNs", "160M", FAST) else {
         return;
     };
     let sub = dir.path().join("slow");
     std::fs::create_dir(&sub).unwrap();
-    let Some(slow) = MountedLun::several(&sub, 1, "160M", SLOW, MIN_NR_REQUESTS) else {
+    let Some(slow) = mounted_lun(&sub, "160M", SLOW) else {
         return;
     };
-    let (a, b) = (fast[0].mnt.join("db"), slow[0].mnt.join("db"));
+    let (a, b) = (fast.mnt.join("db"), slow.mnt.join("db"));
     let (a_s, b_s) = (a.to_str().unwrap(), b.to_str().unwrap());
-    ok(iolens(&[
-        "db",
-        "setup",
-        "--dir",
-        a_s,
-        "--dir",
-        b_s,
-        "--schemas",
-        "2",
-        "--scale",
-        "48M",
-        "-q",
-    ]));
+    db_setup(a_s, b_s, "48M");
     let json = dir.path().join("db.json");
     ok(iolens(&[
         "db",
@@ -501,7 +517,7 @@ fn a_watched_sqlite_run_over_two_luns_traces_each_and_refuses_two_dirs_on_one_di
     let targets = run["targets"].as_array().unwrap();
     assert_eq!(targets.len(), 2, "{run}");
     let mut p50 = Vec::new();
-    for (t, lun) in targets.iter().zip([&fast[0], &slow[0]]) {
+    for (t, lun) in targets.iter().zip([&fast, &slow]) {
         let blk = &t["block"];
         assert_eq!(blk["device"], lun.dev.name.as_str());
         let traced = count(&blk["ops"], "blk:read:device");
@@ -531,21 +547,9 @@ fn a_watched_sqlite_run_over_two_luns_traces_each_and_refuses_two_dirs_on_one_di
     assert_eq!(count(&run["block"]["ops"], "blk:read:device"), sum);
 
     // Two directories on the fast LUN's one disk: refused, saying why, before any session.
-    let (c, d) = (fast[0].mnt.join("c"), fast[0].mnt.join("d"));
+    let (c, d) = (fast.mnt.join("c"), fast.mnt.join("d"));
     let (c_s, d_s) = (c.to_str().unwrap(), d.to_str().unwrap());
-    ok(iolens(&[
-        "db",
-        "setup",
-        "--dir",
-        c_s,
-        "--dir",
-        d_s,
-        "--schemas",
-        "2",
-        "--scale",
-        "8M",
-        "-q",
-    ]));
+    db_setup(c_s, d_s, "8M");
     let refused = dir.path().join("refused.json");
     let o = iolens(&[
         "db",

@@ -98,7 +98,7 @@ struct Live {
 }
 
 impl Live {
-    fn interval(&mut self, v: &IntervalView) {
+    fn interval(&mut self, v: &mut IntervalView) {
         if !self.draw {
             return;
         }
@@ -117,7 +117,7 @@ impl Live {
                 };
             }
         }
-        let shares = crate::analysis::watch::live_shares(v.span, &v.cgroups());
+        let shares = crate::analysis::watch::live_shares(v.span(), &v.cgroups());
         let Ok(hist) = v.layer_hist(self.layer) else {
             return;
         };
@@ -202,7 +202,7 @@ fn with_shares(
     v: &IntervalView,
 ) -> crate::results::exposition::Exposition {
     use crate::results::exposition::{MetricKind, SampleValue};
-    let s = crate::analysis::watch::live_shares(v.span, &v.cgroups());
+    let s = crate::analysis::watch::live_shares(v.span(), &v.cgroups());
     let f = e.family(
         "iolens_wall_share",
         "Shares of the watched threads' wall time in the last interval: on CPU, waiting for a \

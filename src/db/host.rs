@@ -8,16 +8,10 @@ use anyhow::{Context, Result};
 
 /// (user, system) CPU seconds of process `pid`.
 pub(crate) fn pid_cpu_split(pid: i32) -> Option<(f64, f64)> {
-    let t = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces; fields resume after the last ')'.
-    let rest = &t[t.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state); utime is field 14, stime 15.
-    let ut: f64 = f.get(11)?.parse().ok()?;
-    let st: f64 = f.get(12)?.parse().ok()?;
+    let (ut, st) = crate::sys::ProcStat::of(pid)?.cpu_ticks()?;
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    Some((ut / hz, st / hz))
+    Some((ut as f64 / hz, st as f64 / hz))
 }
 
 /// The short command name of process `pid`.

@@ -10,8 +10,6 @@
 //! close again), so nothing is dropped. Memory is then the size of the results, not 270 KB per op
 //! per interval (a 10 s whole-host watch at 10 ms intervals reached 6 GB before this).
 
-use std::borrow::Cow;
-
 use anyhow::Result;
 use hdrhistogram::Histogram;
 
@@ -34,7 +32,7 @@ struct Open {
     /// Every value recorded but those still in `pending`.
     hist: Histogram<u64>,
     /// Values recorded since the last flush into `hist`: recorded there in ascending order,
-    /// [`PENDING`] at a time (or when `hist` is read), so that a record is an append rather
+    /// [`PENDING`] at a time (or when `hist` is read, in place), so that a record is an append rather
     /// than an increment at a random place of a 270 KB array, which missed the cache for
     /// nearly every event of a watch (a 3-digit histogram gives most latencies a counter of
     /// their own). A histogram's counts do not depend on the order of its records.
@@ -73,16 +71,13 @@ impl Open {
         self.pending.clear();
     }
 
-    /// The histogram of every value recorded (a copy when some are still pending).
-    fn hist(&self) -> Cow<'_, Histogram<u64>> {
-        if self.pending.is_empty() {
-            return Cow::Borrowed(&self.hist);
+    /// The histogram of every value recorded (the pending ones recorded into it first, rather
+    /// than into a copy of its 270 KB).
+    fn hist(&mut self) -> &Histogram<u64> {
+        if !self.pending.is_empty() {
+            self.flush();
         }
-        let mut h = self.hist.clone();
-        for &v in &self.pending {
-            record_ns(&mut h, v);
-        }
-        Cow::Owned(h)
+        &self.hist
     }
 
     /// The histogram of every value recorded, flushed.
@@ -195,9 +190,12 @@ impl OpAcc {
 
     /// The histogram and bytes of interval `k` while it is open (`None` once closed, or when
     /// nothing was recorded in it).
-    pub(crate) fn open_at(&self, k: usize) -> Option<(Cow<'_, Histogram<u64>>, u64)> {
-        match self.slots.get(k) {
-            Some(Slot::Open(o)) => Some((o.hist(), o.bytes)),
+    pub(crate) fn open_at(&mut self, k: usize) -> Option<(&Histogram<u64>, u64)> {
+        match self.slots.get_mut(k) {
+            Some(Slot::Open(o)) => {
+                let bytes = o.bytes;
+                Some((o.hist(), bytes))
+            }
             _ => None,
         }
     }
@@ -349,8 +347,8 @@ impl OpAcc {
     }
 
     /// The parts of the `n` intervals `from..from + n`. Closing happens on a copy: `self` can
-    /// go on recording.
-    pub(crate) fn parts(&self, from: usize, n: usize) -> Result<Parts> {
+    /// go on recording (its open intervals' pending values are recorded into their histograms).
+    pub(crate) fn parts(&mut self, from: usize, n: usize) -> Result<Parts> {
         let empty = Hist::encode(&new_histogram());
         // Every interval recorded: the closed ones are already added up.
         let whole = from == 0 && n >= self.slots.len();
@@ -358,18 +356,20 @@ impl OpAcc {
             (Some(t), true) => t.clone(),
             _ => new_histogram(),
         };
+        let add_closed = !whole || self.closed_total.is_none();
         let (mut bytes, mut errors) = (0, 0);
         let mut ivs = Vec::with_capacity(n);
         for k in from..from + n {
-            ivs.push(match self.slots.get(k) {
+            ivs.push(match self.slots.get_mut(k) {
                 Some(Slot::Open(o)) => {
+                    let (b, failed) = (o.bytes, o.errors);
                     let h = o.hist();
                     total
-                        .add(&*h)
+                        .add(h)
                         .map_err(|e| anyhow::anyhow!("histogram out of range: {e:?}"))?;
-                    bytes += o.bytes;
-                    errors += o.errors;
-                    (Hist::encode(&h), h.len(), o.bytes)
+                    bytes += b;
+                    errors += failed;
+                    (Hist::encode(h), h.len(), b)
                 }
                 Some(Slot::Closed {
                     hist,
@@ -377,11 +377,11 @@ impl OpAcc {
                     bytes: b,
                     errors: e,
                 }) => {
-                    if !whole || self.closed_total.is_none() {
+                    if add_closed {
                         hist.add_to(&mut total)?;
                     }
-                    bytes += b;
-                    errors += e;
+                    bytes += *b;
+                    errors += *e;
                     (hist.clone(), *count, *b)
                 }
                 Some(Slot::Empty) | None => (empty.clone(), 0, 0),
@@ -396,9 +396,9 @@ impl OpAcc {
     }
 
     /// The histogram of interval `k` (empty when nothing was recorded in it).
-    pub(crate) fn hist_at(&self, k: usize) -> Result<Histogram<u64>> {
-        Ok(match self.slots.get(k) {
-            Some(Slot::Open(o)) => o.hist().into_owned(),
+    pub(crate) fn hist_at(&mut self, k: usize) -> Result<Histogram<u64>> {
+        Ok(match self.slots.get_mut(k) {
+            Some(Slot::Open(o)) => o.hist().clone(),
             Some(Slot::Closed { hist, .. }) => hist.decode()?,
             _ => new_histogram(),
         })
@@ -460,7 +460,7 @@ mod tests {
         }
         acc.record(1, 0, 0, true).unwrap();
         let (h, bytes) = acc.open_at(0).unwrap();
-        assert_eq!((&*h, bytes), (&direct[0], 512 * direct[0].len()));
+        assert_eq!((h, bytes), (&direct[0], 512 * direct[0].len()));
         assert_eq!(acc.hist_at(1).unwrap(), direct[1]);
         let open = acc.parts(0, 2).unwrap();
         let mut whole = direct[0].clone();

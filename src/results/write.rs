@@ -585,6 +585,56 @@ mod dated_tests {
         }
     }
 
+    /// Every results document among the fixtures (tests/fixtures/results, files other tools'
+    /// inputs made; tests/fixtures/trace_golden, written by the trace tests) is written the same,
+    /// byte for byte, as serde_json's pretty writer writes it: with its runs' intervals rendered
+    /// on helper threads and spliced in (the threshold lowered to one interval), and on one
+    /// thread.
+    #[test]
+    fn every_results_fixture_is_written_alike_spliced_or_not() {
+        use std::io::Read as _;
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut files = Vec::new();
+        for sub in ["results", "trace_golden"] {
+            for e in std::fs::read_dir(fixtures.join(sub)).unwrap() {
+                let p = e.unwrap().path();
+                let name = p.to_string_lossy().to_string();
+                if name.ends_with(".json") || name.ends_with(".json.gz") {
+                    files.push(p);
+                }
+            }
+        }
+        files.sort();
+        let mut spliced = 0;
+        for p in &files {
+            let mut text = String::new();
+            let f = std::fs::File::open(p).unwrap();
+            if p.extension().is_some_and(|x| x == "gz") {
+                flate2::read::GzDecoder::new(f).read_to_string(&mut text)
+            } else {
+                std::io::BufReader::new(f).read_to_string(&mut text)
+            }
+            .unwrap();
+            let res =
+                Results::from_json(&text).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+            let one_thread = serde_json::to_string_pretty(&res).unwrap() + "\n";
+            let intervals: usize = ops_of(&res).map(|o| o.len()).sum();
+            for splice_from in [1, usize::MAX] {
+                let mut ours = Vec::new();
+                write_document(&mut ours, &res, splice_from).unwrap();
+                assert!(
+                    ours == one_thread.as_bytes(),
+                    "{}: splice_from {splice_from}",
+                    p.display()
+                );
+            }
+            spliced += usize::from(intervals > 0);
+        }
+        // Every fixture read, and all but the few without a run's interval spliced.
+        assert!(files.len() >= 20, "{files:?}");
+        assert!(spliced >= files.len() - 2, "{spliced} of {}", files.len());
+    }
+
     #[test]
     fn dated_names_skip_taken_ones() {
         let d = tempfile::tempdir().unwrap();

@@ -69,12 +69,11 @@ impl Recording {
         let mut runs: BTreeMap<String, Vec<OpResult>> = BTreeMap::new();
         let mut order: Vec<String> = Vec::new();
         // Syscall ops in the order of SYSCALLS, then devices, then CPU.
-        let mut keys: Vec<(&String, &'static str)> = self
-            .ops
-            .iter()
-            .flat_map(|(run, ops)| ops.keys().map(move |op| (run, *op)))
+        let mut accs: Vec<(String, &'static str, OpAcc)> = std::mem::take(&mut self.ops)
+            .into_iter()
+            .flat_map(|(run, ops)| ops.into_iter().map(move |(op, acc)| (run.clone(), op, acc)))
             .collect();
-        let rank = |k: &(&String, &'static str)| -> (u8, String, usize) {
+        let rank = |k: (&String, &'static str)| -> (u8, String, usize) {
             if k.0.is_empty() {
                 let i = SYSCALLS.iter().position(|s| s.0 == k.1).unwrap_or(99);
                 (0, String::new(), i)
@@ -90,8 +89,9 @@ impl Recording {
                 (1, k.0.to_string(), 0)
             }
         };
-        keys.sort_by_key(|k| (rank(k), k.1));
-        for key in keys {
+        accs.sort_by_key(|(run, op, _)| (rank((run, op)), *op));
+        for (key_run, op, mut acc) in accs {
+            let key = (&key_run, op);
             let run = if key.0.is_empty() {
                 "syscalls".to_string()
             } else if key.0 == "cpu" {
@@ -105,8 +105,8 @@ impl Recording {
                 order.push(run.clone());
             }
             runs.entry(run).or_default().push(OpResult::of_parts(
-                key.1,
-                self.ops[key.0][key.1].parts(0, bounds.len())?,
+                op,
+                acc.parts(0, bounds.len())?,
                 &bounds,
             )?);
         }

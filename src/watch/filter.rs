@@ -32,7 +32,7 @@ impl Filters {
     /// (a process of that name is expected to start).
     pub fn new(pids: &[u32], comms: &[String], devices: &[String], wait: bool) -> Result<Filters> {
         for &p in pids {
-            if p == 0 || !alive(p) {
+            if p == 0 || !crate::sys::alive(p) {
                 bail!("--pid {p}: no such process (is it still running? `ps -p {p}` shows it)");
             }
         }
@@ -100,20 +100,6 @@ fn truncate_comm(c: &str) -> String {
         end -= 1;
     }
     c[..end].to_string()
-}
-
-/// Whether process `pid` exists (and is not a zombie).
-pub(crate) fn alive(pid: u32) -> bool {
-    match fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            // The state follows the parenthesised name, which may itself contain ')'.
-            let state = s
-                .rfind(')')
-                .and_then(|i| s[i + 1..].split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
 }
 
 /// The name (`comm`) of process `pid`, if it still exists.

@@ -137,18 +137,23 @@ pub struct WatchOptions {
 pub type RecordSink = std::sync::Arc<std::sync::Mutex<Option<io_record::IoLog>>>;
 
 /// What the live view gets at the end of every interval: the interval's time budget, and each
-/// layer's histograms on demand (built only when drawn).
+/// layer's histograms on demand (built only when drawn; reading one records the values its open
+/// intervals still hold back, hence `&mut`).
 pub(crate) struct IntervalView<'a> {
     /// The interval's slot (see [`grid`]; the newest are one interval each).
     pub index: usize,
-    pub span: &'a WatchSpan,
-    rec: &'a Recording,
+    rec: &'a mut Recording,
     cgroups: &'a cgroup::CgroupTracker,
     /// Events lost so far, by cause (read only with `metrics`).
     lost: &'a [(String, u64)],
 }
 
 impl IntervalView<'_> {
+    /// The interval's time budget.
+    pub(crate) fn span(&self) -> &WatchSpan {
+        &self.rec.spans[self.index]
+    }
+
     /// The limiting cgroups of the watched processes, their counters so far.
     pub(crate) fn cgroups(&self) -> Vec<crate::results::WatchCgroup> {
         self.cgroups.report()
@@ -163,13 +168,13 @@ impl IntervalView<'_> {
     }
 
     /// The layer's latency histogram of this interval.
-    pub(crate) fn layer_hist(&self, layer: Layer) -> Result<Histogram<u64>> {
+    pub(crate) fn layer_hist(&mut self, layer: Layer) -> Result<Histogram<u64>> {
         self.rec.layers[layer as usize].hist_at(self.index)
     }
 
     /// The layer over the last `columns` intervals up to this one, one interval per column
     /// (heatmap material, newest on the right).
-    pub(crate) fn series(&self, layer: Layer, columns: usize) -> Result<OpResult> {
+    pub(crate) fn series(&mut self, layer: Layer, columns: usize) -> Result<OpResult> {
         let from = (self.index + 1).saturating_sub(columns.max(1));
         let spans: Vec<(f64, f64)> = (from..=self.index).map(|i| self.rec.span_s(i)).collect();
         let parts = self.rec.layers[layer as usize].parts(from, spans.len())?;
@@ -506,7 +511,7 @@ pub(crate) fn watch(
     opts: &WatchOptions,
     command_line: Vec<String>,
     on_attached: &mut dyn FnMut(&[String]),
-    view: &mut dyn FnMut(&IntervalView),
+    view: &mut dyn FnMut(&mut IntervalView),
 ) -> Result<Results> {
     let filters = &opts.filters;
     let (mut ebpf, mut syscall_probes, tracepoints) = attach(filters)?;
@@ -648,7 +653,7 @@ pub(crate) fn watch(
             place_pg(&mut rec, &mut pg_map, &mut pg_gen);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
             // The wait-event parts of the processes gone: complete, and room in the map.
-            let alive = |pid: u32| filter::alive(pid);
+            let alive = |pid: u32| crate::sys::alive(pid);
             if let Err(e) = rec.drain_wait_parts(&mut ebpf, alive) {
                 rec.failed.get_or_insert(e);
             }
@@ -671,10 +676,9 @@ pub(crate) fn watch(
         while shown < now_k {
             let slot = rec.grid.slot(shown as u64);
             rec.span(slot);
-            view(&IntervalView {
+            view(&mut IntervalView {
                 index: slot,
-                span: &rec.spans[slot],
-                rec: &rec,
+                rec: &mut rec,
                 cgroups: &cgroups,
                 lost: &lost,
             });
@@ -710,7 +714,7 @@ pub(crate) fn watch(
             }
         }
         // Let the last events of the exited processes arrive before ending.
-        if only_pids && filters.pids.iter().all(|&p| !filter::alive(p)) {
+        if only_pids && filters.pids.iter().all(|&p| !crate::sys::alive(p)) {
             let since = *gone_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= Duration::from_millis(100) {
                 end_reason = "exited";

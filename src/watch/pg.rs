@@ -19,6 +19,8 @@ use std::path::Path;
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::sys::ProcStat;
+
 /// The wait-event names of each major version, from `pg_wait_events.tsv` (data, written by
 /// `scripts/pg-wait-events.py`), parsed once on first use.
 mod tables {
@@ -413,13 +415,13 @@ pub fn postgres_process(pid: u32) -> Option<PgProcess> {
     if !matches!(name, "postgres" | "postmaster") {
         return None;
     }
-    let (Ok(cmdline), Ok(stat)) = (
+    let (Ok(cmdline), Some(stat)) = (
         std::fs::read_to_string(format!("/proc/{pid}/cmdline")),
-        std::fs::read_to_string(format!("/proc/{pid}/stat")),
+        ProcStat::of(pid),
     ) else {
         return None;
     };
-    let ppid = parent_of_stat(&stat)?;
+    let ppid = stat.ppid()?;
     let role = role_from_cmdline(&cmdline);
     let postmaster = if role == Role::Postmaster { pid } else { ppid };
     Some(PgProcess {
@@ -430,20 +432,11 @@ pub fn postgres_process(pid: u32) -> Option<PgProcess> {
     })
 }
 
-/// The parent pid in a `/proc/PID/stat` line (its name, in parentheses, may hold `) `).
-fn parent_of_stat(stat: &str) -> Option<u32> {
-    stat.rsplit_once(") ")
-        .and_then(|(_, rest)| rest.split(' ').nth(1)?.parse::<u32>().ok())
-}
-
 /// Whether process `pid`'s parent is a PostgreSQL server process: a process read as
 /// [`Role::Postmaster`] whose parent is one is a child forked a moment ago that has not set
 /// its title yet (a backend waiting for its client's startup packet), not a postmaster.
 pub fn parent_is_server(pid: u32) -> bool {
-    let Some(ppid) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| parent_of_stat(&s))
-    else {
+    let Some(ppid) = ProcStat::of(pid).and_then(|s| s.ppid()) else {
         return false;
     };
     std::fs::read_link(format!("/proc/{ppid}/exe")).is_ok_and(|exe| {
@@ -1203,16 +1196,7 @@ mod tests {
             .unwrap();
 
         // Every process of this server has a role PostgreSQL names.
-        let postmaster: i32 = std::fs::read_to_string(format!("/proc/{idle_pid}/stat"))
-            .unwrap()
-            .rsplit(") ")
-            .next()
-            .unwrap()
-            .split(' ')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let postmaster = ProcStat::of(idle_pid).unwrap().ppid().unwrap() as i32;
         let cmd = |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
         assert_eq!(role_from_cmdline(&cmd(postmaster)), Role::Postmaster);
         assert_eq!(server_major(postmaster as u32), Some(major));
@@ -1230,11 +1214,7 @@ mod tests {
             let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            let ppid = stat.rsplit(") ").next().and_then(|s| s.split(' ').nth(1));
-            if ppid != Some(&postmaster.to_string()) {
+            if ProcStat::of(pid).and_then(|s| s.ppid()) != Some(postmaster as u32) {
                 continue;
             }
             // A process that ended meanwhile (an autovacuum worker) is passed over, and so is

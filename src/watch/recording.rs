@@ -526,7 +526,7 @@ impl Recording {
         let keys: Vec<(u32, u32)> = self.processes.keys().copied().collect();
         for (pid, tid) in keys {
             let id = if tid != 0 { tid } else { pid };
-            if filter::alive(id) {
+            if crate::sys::alive(id) {
                 alive += 1;
                 continue;
             }
@@ -537,7 +537,7 @@ impl Recording {
             let Some(p) = self.processes.remove(&(pid, tid)) else {
                 continue;
             };
-            if tid == 0 || !filter::alive(pid) {
+            if tid == 0 || !crate::sys::alive(pid) {
                 exited.insert(pid);
             }
             let name = Folded::name(
@@ -566,7 +566,7 @@ impl Recording {
         let tids: Vec<u32> = self.thread_time.keys().copied().collect();
         let mut alive_threads = 0usize;
         for tid in tids {
-            if filter::alive(tid) {
+            if crate::sys::alive(tid) {
                 alive_threads += 1;
                 continue;
             }
@@ -577,7 +577,7 @@ impl Recording {
             let Some(t) = self.thread_time.remove(&tid) else {
                 continue;
             };
-            if t.pid == tid || !filter::alive(t.pid) {
+            if t.pid == tid || !crate::sys::alive(t.pid) {
                 exited.insert(t.pid);
             }
             let name = Folded::name(f.threads.len(), f.threads.contains_key(&t.comm), &t.comm);
