@@ -8,8 +8,11 @@
 //! within its data area. [`StripeMode::PerSession`] gives each session one target (session
 //! `i` → target `i mod N`), its offsets those of a one-target run.
 //!
-//! Placement is two divisions and a remainder per I/O, with no branch on a one-target run (the
-//! session loop has no placement then).
+//! The session loop is compiled once per kind of placement ([`Place`]): a session whose I/Os all
+//! land on one target (a one-target run, or a session of `--stripe per-session`) has no
+//! placement at all ([`OneTarget`]); one striped in units ([`Striped`]) pays a few shifts and
+//! masks per I/O where the unit and the target count are powers of two (the default 1 MiB over
+//! 2, 4, 8 … targets), a division otherwise (`bench/stripe-cost.sh` measures what is left).
 
 use crate::units::fmt_bytes;
 use crate::workload::{StripeMode, WorkloadSpec};
@@ -33,10 +36,12 @@ pub fn describe<'a>(paths: impl Iterator<Item = &'a std::path::Path>, unit: u64)
 pub(crate) struct Placement {
     targets: u64,
     unit: u64,
+    /// Where the unit and the target count are both powers of two: log2 of the unit, and of
+    /// the unit times the target count (a row of units): the target is a shift and a mask, the
+    /// offset within it two shifts, a mask and an add.
+    pow2: Option<(u32, u32)>,
     /// log2 of `unit` when it is a power of two (a shift and a mask instead of a division).
     shift: Option<u32>,
-    /// log2 of `targets` when it is a power of two (2, 4, 8 … targets: no division at all).
-    tshift: Option<u32>,
     region_offset: u64,
     per_session: bool,
 }
@@ -45,38 +50,123 @@ impl Placement {
     /// The placement of `spec` over its targets; `None` for a one-target run.
     pub(crate) fn of(spec: &WorkloadSpec) -> Option<Placement> {
         let n = spec.target_count();
+        let unit = spec.stripe_unit.max(1);
+        let shift = unit.is_power_of_two().then(|| unit.trailing_zeros());
         (n > 1).then_some(Placement {
             targets: n as u64,
-            unit: spec.stripe_unit.max(1),
-            shift: spec
-                .stripe_unit
-                .is_power_of_two()
-                .then(|| spec.stripe_unit.trailing_zeros()),
-            tshift: n.is_power_of_two().then(|| n.trailing_zeros()),
+            unit,
+            pow2: shift
+                .filter(|_| n.is_power_of_two())
+                .map(|s| (s, s + n.trailing_zeros())),
+            shift,
             region_offset: spec.region_offset,
             per_session: spec.stripe == StripeMode::PerSession,
         })
     }
 
     /// The target (index) and offset within its data area of the I/O at `off`, an offset the
-    /// session's generator (made from [`logical_spec`]) gave.
-    #[inline]
+    /// session's generator (made from [`logical_spec`]) gave. (The session loop takes it
+    /// through [`Place`].)
+    #[cfg(test)]
     pub(crate) fn place(&self, session: u32, off: u64) -> (u32, u64) {
-        if self.per_session {
-            return ((session as u64 % self.targets) as u32, off);
+        match self.session_target(session) {
+            Some(t) => (t, off),
+            None => self.unit_place(off),
+        }
+    }
+
+    /// Under `--stripe per-session`, the one target of session `session` (session `i` →
+    /// target `i mod N`); `None` when the run is striped in units.
+    pub(crate) fn session_target(&self, session: u32) -> Option<u32> {
+        self.per_session
+            .then(|| (session as u64 % self.targets) as u32)
+    }
+
+    /// [`Placement::place`] for a run striped in units.
+    #[inline(always)]
+    fn unit_place(&self, off: u64) -> (u32, u64) {
+        if let Some((us, rs)) = self.pow2 {
+            let t = (off >> us) & (self.targets - 1);
+            let within = ((off >> rs) << us) | (off & (self.unit - 1));
+            return (t as u32, self.region_offset + within);
         }
         let (u, within) = match self.shift {
             Some(s) => (off >> s, off & (self.unit - 1)),
             None => (off / self.unit, off % self.unit),
         };
-        let row = match self.tshift {
-            Some(s) => u >> s,
-            // A 32-bit division where the unit index fits (any working set under 4 G units).
-            None if u <= u32::MAX as u64 => (u as u32 / self.targets as u32) as u64,
-            None => u / self.targets,
+        // A 32-bit division where the unit index fits (any working set under 4 G units).
+        let row = if u <= u32::MAX as u64 {
+            (u as u32 / self.targets as u32) as u64
+        } else {
+            u / self.targets
         };
         let t = u - row * self.targets;
         (t as u32, self.region_offset + row * self.unit + within)
+    }
+}
+
+/// Where a session's I/Os land: the session loop is compiled for each kind (see the module
+/// docs), so that a session on one target does no placement at all.
+pub(crate) trait Place: Copy {
+    /// The target (index) and offset within its data area of the I/O the session's generator
+    /// gave at `off`.
+    fn place(&self, off: u64) -> (u32, u64);
+}
+
+/// Every I/O of the session on this one target, at the generator's offset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OneTarget(pub(crate) u32);
+
+impl Place for OneTarget {
+    #[inline(always)]
+    fn place(&self, off: u64) -> (u32, u64) {
+        (self.0, off)
+    }
+}
+
+/// The session's I/Os striped over the run's targets in units (`--stripe unit`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Striped(pub(crate) Placement);
+
+impl Place for Striped {
+    #[inline(always)]
+    fn place(&self, off: u64) -> (u32, u64) {
+        self.0.unit_place(off)
+    }
+}
+
+/// [`Striped`] where the unit and the target count are powers of two: shifts and masks, no
+/// branch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StripedPow2 {
+    /// log2 of the unit, and of a row of units (one on each target).
+    unit_shift: u32,
+    row_shift: u32,
+    targets_mask: u64,
+    unit_mask: u64,
+    region_offset: u64,
+}
+
+impl StripedPow2 {
+    /// `p`'s shifts and masks; `None` where its unit or target count is no power of two.
+    pub(crate) fn of(p: &Placement) -> Option<StripedPow2> {
+        let (unit_shift, row_shift) = p.pow2?;
+        Some(StripedPow2 {
+            unit_shift,
+            row_shift,
+            targets_mask: p.targets - 1,
+            unit_mask: p.unit - 1,
+            region_offset: p.region_offset,
+        })
+    }
+}
+
+impl Place for StripedPow2 {
+    #[inline(always)]
+    fn place(&self, off: u64) -> (u32, u64) {
+        let t = (off >> self.unit_shift) & self.targets_mask;
+        let within = ((off >> self.row_shift) << self.unit_shift) | (off & self.unit_mask);
+        (t as u32, self.region_offset + within)
     }
 }
 
@@ -139,6 +229,35 @@ mod tests {
             p3.place(0, (24 << 10) * 7 + 8192),
             (1, (1 << 20) + (48 << 10) + 8192)
         );
+    }
+
+    /// The shifts and masks of a power-of-two unit over a power-of-two target count give what
+    /// the divisions give (unit k on target k mod N, at row k div N), for every block.
+    #[test]
+    fn power_of_two_placement_is_the_divisions() {
+        for (n, unit) in [(2, 1 << 20), (4, 1 << 20), (8, 64 << 10), (4, 8 << 10)] {
+            let s = spec(n, unit);
+            let p = Placement::of(&s).unwrap();
+            assert!(p.pow2.is_some(), "{n} targets, unit {unit}");
+            let l = logical_spec(&s);
+            for b in 0..l.blocks() {
+                let off = b * l.block_size;
+                let k = off / unit;
+                let want = (
+                    (k % n as u64) as u32,
+                    s.region_offset + k / n as u64 * unit + off % unit,
+                );
+                assert_eq!(
+                    p.place(0, off),
+                    want,
+                    "{n} targets, unit {unit}, offset {off}"
+                );
+                assert_eq!(Striped(p).place(off), want);
+                assert_eq!(StripedPow2::of(&p).unwrap().place(off), want);
+            }
+        }
+        assert!(Placement::of(&spec(3, 1 << 20)).unwrap().pow2.is_none());
+        assert!(Placement::of(&spec(4, 24 << 10)).unwrap().pow2.is_none());
     }
 
     #[test]

@@ -36,6 +36,70 @@ fn loops(files: &[PathBuf]) -> Option<Vec<Loop>> {
     Some(v)
 }
 
+/// A loop device's queue set to a scheduler and `nr_requests` of the test's choosing, put back
+/// as it was when dropped (loop devices are reused by number: the next user must not inherit
+/// them).
+struct Queue {
+    sys: String,
+    was: (String, String),
+}
+
+impl Queue {
+    /// Set `dev`'s scheduler to `sched` (one the kernel lists) and then its `nr_requests` to
+    /// `n` (a scheduler change resets it), and check the kernel kept both.
+    fn set(dev: &Loop, sched: &str, n: u32) -> Queue {
+        let sys = format!("/sys/block/{}/queue", dev.name());
+        let read = |f: &str| std::fs::read_to_string(format!("{sys}/{f}")).unwrap();
+        let was = (active(&read("scheduler")), read("nr_requests"));
+        let q = Queue {
+            sys: sys.clone(),
+            was,
+        };
+        std::fs::write(format!("{}/scheduler", q.sys), sched).unwrap();
+        std::fs::write(format!("{}/nr_requests", q.sys), n.to_string()).unwrap();
+        assert_eq!(active(&read("scheduler")), sched, "{}", q.sys);
+        assert_eq!(read("nr_requests").trim(), n.to_string(), "{}", q.sys);
+        q
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        let _ = std::fs::write(format!("{}/scheduler", self.sys), &self.was.0);
+        let _ = std::fs::write(format!("{}/nr_requests", self.sys), self.was.1.trim());
+    }
+}
+
+/// The bracketed (active) word of a `queue/scheduler` file: `[none] mq-deadline` → `none`.
+fn active(s: &str) -> String {
+    s.split_once('[')
+        .and_then(|(_, r)| r.split_once(']'))
+        .map_or_else(|| s.trim().to_string(), |(a, _)| a.to_string())
+}
+
+/// Disk `name`'s queue facts as the test reads them from sysfs: the `queue/scheduler` line,
+/// `queue/nr_requests`, and its block-multiqueue tags summed over its hardware queues
+/// (`mq/*/nr_tags`) with the count of those queues.
+fn sysfs_queue(name: &str) -> (String, u32, u32, u32) {
+    let q = format!("/sys/block/{name}/queue");
+    let sched = std::fs::read_to_string(format!("{q}/scheduler")).unwrap();
+    let nr = std::fs::read_to_string(format!("{q}/nr_requests")).unwrap();
+    let (mut tags, mut hw) = (0, 0);
+    for e in std::fs::read_dir(format!("/sys/block/{name}/mq")).unwrap() {
+        let t = e.unwrap().path().join("nr_tags");
+        if let Ok(s) = std::fs::read_to_string(t) {
+            tags += s.trim().parse::<u32>().unwrap();
+            hw += 1;
+        }
+    }
+    (
+        sched.trim().to_string(),
+        nr.trim().parse().unwrap(),
+        tags,
+        hw,
+    )
+}
+
 /// Completed reads and writes of block device `name` in /proc/diskstats.
 fn disk_ios(name: &str) -> u64 {
     let s = std::fs::read_to_string("/proc/diskstats").unwrap();
@@ -95,7 +159,10 @@ fn check_sums(res: &Results) {
 }
 
 /// Three loop devices over iolens-owned scratch files, random 8 KiB reads striped in 1 MiB
-/// units: each gets a third of the I/O within 2 %, counted by iolens and by the kernel.
+/// units: each gets a third of the I/O within 2 %, counted by iolens and by the kernel. Each
+/// device is given its own scheduler and `nr_requests` first, and each target's queue facts in
+/// the results (scheduler, `nr_requests`, block-multiqueue tags) and in the markdown's rows are
+/// its own device's, as the test reads them from sysfs.
 /// (The offsets are seeded, so iolens' own split is the same every time: its expected
 /// deviation at 60,000 reads is about 0.6 %; the kernel counts one request per O_DIRECT read.)
 #[test]
@@ -111,6 +178,21 @@ fn three_loop_devices_share_the_io_evenly_by_iolens_and_by_diskstats() {
         scratch(f, 24 * MB, false);
     }
     let Some(devs) = loops(&files) else { return };
+    // Each device gets its own queue facts (a scheduler the kernel offers, in turn, and its own
+    // nr_requests), so a target given another's facts is seen.
+    let offered: Vec<String> =
+        std::fs::read_to_string(format!("/sys/block/{}/queue/scheduler", devs[0].name()))
+            .unwrap()
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
+            .collect();
+    let _queues: Vec<Queue> = devs
+        .iter()
+        .zip([8, 24, 56])
+        .enumerate()
+        .map(|(i, (d, n))| Queue::set(d, &offered[i % offered.len()], n))
+        .collect();
+    let facts: Vec<_> = devs.iter().map(|d| sysfs_queue(d.name())).collect();
     let before: Vec<u64> = devs.iter().map(|d| disk_ios(d.name())).collect();
     let json = dir.path().join("r.json");
     let mut c = bin();
@@ -159,8 +241,30 @@ fn three_loop_devices_share_the_io_evenly_by_iolens_and_by_diskstats() {
             "results: {} disk reads for {n} I/Os",
             d.reads
         );
-        assert!(t.target.nr_requests.is_some(), "queue facts from sysfs");
+        // Its queue facts are its own device's, as the test read them from sysfs.
+        let (sched, nr, tags, hw) = &facts[i];
+        assert_eq!(&t.target.scheduler, sched, "{}'s scheduler", devs[i].0);
+        assert_eq!(
+            t.target.nr_requests,
+            Some(*nr),
+            "{}'s nr_requests",
+            devs[i].0
+        );
+        let q = t
+            .queue
+            .as_ref()
+            .expect("each target's block-multiqueue tags");
+        assert_eq!(q.disk, devs[i].name());
+        assert_eq!(
+            (q.driver_tags, q.hw_queues),
+            (*tags, *hw),
+            "{}'s tags",
+            devs[i].0
+        );
+        assert_eq!(q.nr_requests, Some(*nr), "{}'s queue", devs[i].0);
     }
+    let nrs: Vec<u32> = facts.iter().map(|f| f.1).collect();
+    assert_eq!(nrs, [8, 24, 56], "the devices' queues as set");
     // Shown by `show` and `export --markdown`, one row per target.
     let show = common::ok_stdout(bin().arg("show").arg(&json));
     let md = common::ok_stdout(bin().arg("export").arg(&json).args(["--markdown", "-"]));
@@ -169,6 +273,28 @@ fn three_loop_devices_share_the_io_evenly_by_iolens_and_by_diskstats() {
         assert!(md.contains(&d.0), "markdown names {}", d.0);
     }
     assert!(show.contains("Targets (3"), "{show}");
+    // The markdown's per-target table gives each row its own device's queue facts.
+    let cells = |l: &str| -> Vec<String> { l.split('|').map(|c| c.trim().to_string()).collect() };
+    let header = md
+        .lines()
+        .find(|l| l.contains("| nr_requests |"))
+        .map(cells)
+        .unwrap_or_else(|| panic!("a per-target table with nr_requests: {md}"));
+    let col = |name: &str| header.iter().position(|c| c == name).unwrap();
+    for (d, (sched, nr, tags, _)) in devs.iter().zip(&facts) {
+        let row = md
+            .lines()
+            .find(|l| l.starts_with('|') && cells(l).get(1) == Some(&d.0))
+            .map(cells)
+            .unwrap_or_else(|| panic!("a row for {}: {md}", d.0));
+        assert_eq!(row[col("nr_requests")], nr.to_string(), "{}: {md}", d.0);
+        assert_eq!(row[col("tags")], tags.to_string(), "{}: {md}", d.0);
+        assert!(
+            row[col("scheduler")].contains(&format!("[{}]", active(sched))),
+            "{}: {md}",
+            d.0
+        );
+    }
 }
 
 /// `--stripe per-session`: each session on one target, so a count split evenly over the

@@ -217,6 +217,30 @@ pub(crate) fn run_session<E: IoEngine>(
     recs: &mut [SessionRecorder],
     buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
+    use crate::stripe::{OneTarget, Striped, StripedPow2};
+    let Some(p) = ctx.placement else {
+        return run_placed(eng, ctx, recs, buf, OneTarget(0));
+    };
+    if let Some(t) = p.session_target(ctx.session) {
+        return run_placed(eng, ctx, recs, buf, OneTarget(t));
+    }
+    match StripedPow2::of(&p) {
+        Some(p2) => run_placed(eng, ctx, recs, buf, p2),
+        None => run_placed(eng, ctx, recs, buf, Striped(p)),
+    }
+}
+
+/// [`run_session`] for the session's placement `place`: compiled for each kind, so that a
+/// session on one target does no placement per I/O, and each on its own (not inlined into
+/// one another, where they would share the compiler's inlining budget and registers).
+#[inline(never)]
+fn run_placed<E: IoEngine, P: crate::stripe::Place>(
+    eng: &mut E,
+    ctx: &SessionCtx<'_>,
+    recs: &mut [SessionRecorder],
+    buf: &AlignedBuf<'_>,
+    place: P,
+) -> SessionOutcome {
     let spec = ctx.spec;
     let qd = spec.qd as usize;
     let bs = spec.block_size as usize;
@@ -233,7 +257,6 @@ pub(crate) fn run_session<E: IoEngine>(
     }
     let vall = ctx.verify;
     let verify_reads = vall.is_some_and(|v| v.iter().any(|v| v.reads()));
-    let placement = ctx.placement;
     let keep_going = spec.on_corruption == OnCorruption::Continue;
     let mut tally = if vall.is_some() {
         VerifyTally::new()
@@ -243,7 +266,7 @@ pub(crate) fn run_session<E: IoEngine>(
     // Reads completed in the last batch, verified once the whole batch has been stamped.
     let mut to_verify: Vec<u32> = Vec::with_capacity(qd);
     let mut corrupt = false;
-    let mut gen = if placement.is_some() {
+    let mut gen = if ctx.placement.is_some() {
         OffsetGen::new(&crate::stripe::logical_spec(spec), ctx.session)
     } else {
         OffsetGen::new(spec, ctx.session)
@@ -317,10 +340,7 @@ pub(crate) fn run_session<E: IoEngine>(
             }
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
-            let (t, off) = match placement {
-                None => (0, off),
-                Some(pl) => pl.place(ctx.session, off),
-            };
+            let (t, off) = place.place(off);
             let vs = vall.map(|v| &v[t as usize]);
             let p = buf.slot(slot);
             let mut snap = 0;
