@@ -1031,6 +1031,12 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
         r.ignored("section notes");
         return Ok(());
     }
+    if t.starts_with(b"No data exists for this section") {
+        s.section = Section::None;
+        s.table = None;
+        r.ignored("section without data");
+        return Ok(());
+    }
     // The rule under the column headings.
     if line[0] == b'-' && t.iter().all(|&c| c == b'-' || c == b' ') {
         let spans = rule_spans(line);
@@ -1051,17 +1057,18 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
                         .unwrap_or_default()
                 })
                 .collect();
-            tb.buckets = buckets_of(&labels).map_err(|e| {
-                anyhow::anyhow!(
-                    "line {}: {}: {e}",
-                    r.line_no - 1,
-                    if s.section == Section::Detail {
-                        "Wait Event Histogram Detail"
-                    } else {
-                        "Wait Event Histogram"
-                    }
-                )
-            })?;
+            match buckets_of(&labels) {
+                Ok(b) => tb.buckets = b,
+                // A Detail section with no table ("No data exists for this section") runs on
+                // into the next section, whose table is not a histogram: it ends there.
+                Err(_) if s.section == Section::Detail => {
+                    s.section = Section::None;
+                    s.table = None;
+                    r.ignored("other section");
+                    return Ok(());
+                }
+                Err(e) => bail!("line {}: Wait Event Histogram: {e}", r.line_no - 1),
+            }
         }
         s.table = Some(tb);
         r.ignored("column rule");
@@ -1154,7 +1161,10 @@ fn decode_entities(s: &str) -> String {
     while let Some(i) = rest.find('&') {
         out.push_str(&rest[..i]);
         let tail = &rest[i..];
-        let Some(j) = tail[..tail.len().min(12)].find(';') else {
+        let Some(j) = tail.as_bytes()[..tail.len().min(12)]
+            .iter()
+            .position(|&b| b == b';')
+        else {
             out.push('&');
             rest = &tail[1..];
             continue;
@@ -1675,6 +1685,11 @@ mod tests {
         assert_eq!(parse_heading("<1/8s"), Some((true, 128_000_000)));
         assert_eq!(parse_heading("<32us"), Some((true, 32_000)));
         assert_eq!(parse_heading("Waits"), None);
+        // The Detail sections: `m` is 64 × 1024 ms, `h` 4096 × 1024 ms, a blank after `<`.
+        assert_eq!(parse_heading("< 1m"), Some((true, 65_536_000_000)));
+        assert_eq!(parse_heading(">=2m"), Some((false, 131_072_000_000)));
+        assert_eq!(parse_heading("<1/4h"), Some((true, 1_048_576_000_000)));
+        assert_eq!(parse_heading(">=1h"), Some((false, 4_194_304_000_000)));
     }
 
     #[test]
@@ -1685,6 +1700,9 @@ mod tests {
         assert_eq!(parse_count(b"3138.K"), Some((3_138_000, false)));
         assert_eq!(parse_count(b"1,234"), Some((1_234, true)));
         assert_eq!(parse_count(b"x"), None);
+        // A comma as the decimal character before a unit (an HTML report of such a session).
+        assert_eq!(parse_count(b"33,4K"), Some((33_400, false)));
+        assert_eq!(parse_count(b"15,4M"), Some((15_400_000, false)));
     }
 
     #[test]
@@ -1699,6 +1717,18 @@ mod tests {
         near("6.34ms", 6.34);
         near("1.02s", 1020.0);
         assert_eq!(parse_time_ms("######", 1.0), None);
+    }
+
+    #[test]
+    fn html_text_decodes_entities_and_tag_names_survive_cut_lines() {
+        assert_eq!(decode_entities("&lt;=1s&#160;&gt;1s &amp;"), "<=1s >1s &");
+        assert_eq!(decode_entities("&#xA0;a&bogus;"), " a&bogus;");
+        // An `&` before text that is not ASCII (a report in Portuguese): no entity, no panic.
+        assert_eq!(decode_entities("a & ção; é"), "a & ção; é");
+        assert_eq!(tag_name(b"td align=\"right\""), "td");
+        assert_eq!(tag_name(b"tdalign=\"right\""), "td");
+        assert_eq!(tag_name(b"tbody"), "tbody");
+        assert_eq!(tag_name(b"h3 class=\"awr\""), "h3");
     }
 
     #[test]
