@@ -2,7 +2,11 @@
 //! every bucket's count against the report's text (rows read here independently, by the
 //! report's own column rule), the shares reconciled with the counts, the duration from the
 //! snap window, the foreground wait events as means only, and truncated or garbled reports
-//! refused with a non-zero exit.
+//! refused with a non-zero exit. Two real AWR HTML reports (11.2.0.3 and 11.2.0.4) with their
+//! Wait Event Histogram Detail sections: every event's count, each main and Detail column's
+//! share and each Detail row's printed waits against the HTML (read here independently), the
+//! snap window, merged counts worked out by hand, rows that cannot be placed named, truncated
+//! HTML refused.
 
 mod common;
 use common::real;
