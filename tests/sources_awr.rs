@@ -2,7 +2,11 @@
 //! every bucket's count against the report's text (rows read here independently, by the
 //! report's own column rule), the shares reconciled with the counts, the duration from the
 //! snap window, the foreground wait events as means only, and truncated or garbled reports
-//! refused with a non-zero exit.
+//! refused with a non-zero exit. Two real AWR HTML reports (11.2.0.3 and 11.2.0.4) with their
+//! Wait Event Histogram Detail sections: every event's count, each main and Detail column's
+//! share and each Detail row's printed waits against the HTML (read here independently), the
+//! snap window, merged counts worked out by hand, rows that cannot be placed named, truncated
+//! HTML refused.
 
 mod common;
 use common::real;
@@ -536,4 +540,449 @@ fn compare_of_statspack_reports_states_the_reports_buckets_and_its_foreground_me
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(!page.contains(" percentiles — "));
     assert!(page.contains("<section id=\"means\">"));
+}
+
+// ---- AWR HTML reports, with their Wait Event Histogram Detail sections ----
+
+const HTML_11203: &str = "awr_11203_monit_144_145.html";
+const HTML_11204: &str = "awr_11204_pderp01_52417_52418.html";
+
+/// The tables of an AWR HTML report, read here independently of iolens: the file's lines joined
+/// as they are (SQL*Plus cut them inside tags), cut at each `<h3 class="awr">` heading; each
+/// table's rows as their cells' text, entities decoded, `&#160;` blank.
+fn html_tables(text: &str) -> Vec<(String, Vec<Vec<String>>)> {
+    let joined: String = text.lines().collect();
+    let mut out = Vec::new();
+    for part in joined.split("<h3 class=\"awr\">").skip(1) {
+        let (title, body) = part.split_once("</h3>").unwrap();
+        let Some(t0) = body.find("<table") else {
+            out.push((title.trim().to_string(), Vec::new()));
+            continue;
+        };
+        let table = &body[t0..body[t0..].find("</table>").map(|e| t0 + e).unwrap()];
+        let mut rows = Vec::new();
+        for row in table.split("<tr>").skip(1) {
+            let mut cells = Vec::new();
+            let mut rest = row;
+            while let Some(s) = rest.find("<t") {
+                let after = &rest[s + 2..];
+                if !(after.starts_with('d') || after.starts_with('h')) {
+                    rest = after;
+                    continue;
+                }
+                let open_end = after.find('>').unwrap();
+                let content = &after[open_end + 1..];
+                let close = content.find("</t").unwrap();
+                let cell = content[..close]
+                    .replace("&#160;", " ")
+                    .replace("&lt;", "<")
+                    .replace("&gt;", ">")
+                    .replace("&amp;", "&");
+                cells.push(cell.split_whitespace().collect::<Vec<_>>().join(" "));
+                rest = &content[close..];
+            }
+            rows.push(cells);
+        }
+        out.push((title.trim().to_string(), rows));
+    }
+    out
+}
+
+/// A waits count as the report prints it: `1903`, `33,4K`, `3,1M` (a comma as the decimal
+/// character before a unit): (waits, printed in full).
+fn html_count(s: &str) -> (u64, bool) {
+    for (unit, mult) in [('K', 1e3), ('M', 1e6), ('G', 1e9)] {
+        if let Some(k) = s.strip_suffix(unit) {
+            let v = k.replace(',', ".").parse::<f64>().unwrap();
+            return ((v * mult).round() as u64, false);
+        }
+    }
+    (s.replace(',', "").parse().unwrap(), true)
+}
+
+/// A column heading as an edge in ms (`s` is 1024 ms, `m` 64 s and `h` 4096 s of them):
+/// `<32ms` → 32, `<1/8s` → 128, `< 1m` → 65536, `<1/4h` → 1048576; `None` for `>1s`, `>=2s`.
+fn heading_ms(h: &str) -> Option<f64> {
+    let h = h.strip_prefix('<')?.trim_start_matches('=').trim();
+    let (num, unit) = if let Some(n) = h.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = h.strip_suffix('s') {
+        (n, 1024.0)
+    } else if let Some(n) = h.strip_suffix('m') {
+        (n, 65536.0)
+    } else {
+        (h.strip_suffix('h').unwrap(), 4_194_304.0)
+    };
+    let v = match num.split_once('/') {
+        Some((a, b)) => a.parse::<f64>().unwrap() / b.parse::<f64>().unwrap(),
+        None => num.parse::<f64>().unwrap(),
+    };
+    Some(v * unit)
+}
+
+/// One histogram table: its column edges ([lo, hi) in ms, the last open) and its rows (event,
+/// printed count, shares).
+struct HTable {
+    edges: Vec<(f64, f64)>,
+    rows: Vec<(String, String, Vec<Option<f64>>)>,
+}
+
+fn htable(rows: &[Vec<String>]) -> HTable {
+    let head = rows.iter().find(|r| r[0] == "Event").unwrap();
+    let mut edges = Vec::new();
+    let mut lo = 0.0;
+    for h in &head[2..] {
+        match heading_ms(h) {
+            Some(hi) => {
+                edges.push((lo, hi));
+                lo = hi;
+            }
+            None => edges.push((lo, f64::INFINITY)),
+        }
+    }
+    let data = rows
+        .iter()
+        .filter(|r| r.len() == head.len() && r[0] != "Event")
+        .map(|r| {
+            let shares = r[2..]
+                .iter()
+                .map(|c| (!c.is_empty()).then(|| c.parse::<f64>().unwrap()))
+                .collect();
+            (r[0].clone(), r[1].clone(), shares)
+        })
+        .collect();
+    HTable { edges, rows: data }
+}
+
+/// Waits of an op per power-of-two bucket of ms: index 0 is [0, 1) ms, index k is
+/// [2^(k-1), 2^k) ms (the reports' edges, 1 ms to 4096 × 1024 ms, are all powers of two).
+fn pow2_counts(op: &iolens::results::OpResult) -> Vec<u64> {
+    let h = op.hist.decode().unwrap();
+    let mut out = vec![0u64; 24];
+    for v in h.iter_recorded() {
+        let ms = v.value_iterated_to() as f64 / 1e6;
+        let k = if ms < 1.0 {
+            0
+        } else {
+            (ms.log2().floor() as usize + 1).min(23)
+        };
+        out[k] += v.count_at_value();
+    }
+    out
+}
+
+/// The waits of `counts` in [lo, hi) ms (edges powers of two, or 0, or open).
+fn waits_in(counts: &[u64], lo: f64, hi: f64) -> u64 {
+    let k = |ms: f64| {
+        if ms <= 0.0 {
+            0
+        } else {
+            ms.log2().round() as usize + 1
+        }
+    };
+    let (a, b) = (
+        k(lo),
+        if hi.is_infinite() {
+            counts.len()
+        } else {
+            k(hi)
+        },
+    );
+    counts[a..b].iter().sum()
+}
+
+/// Whether `n` of `total` waits is the printed share `p` within its rounding (`.0`: some, under
+/// 0.05 %; blank: none; a total printed with a unit moves shares by up to 50/total %).
+fn share_fits(n: u64, total: u64, exact: bool, p: Option<f64>) -> bool {
+    match p {
+        None => n == 0,
+        Some(p) => {
+            let slack = if exact {
+                0.05 + 1e-9
+            } else {
+                0.05 + 100.0 * 50.0 / total as f64
+            };
+            n > 0 && (n as f64 * 100.0 / total as f64 - p).abs() <= slack
+        }
+    }
+}
+
+#[test]
+fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
+    for (file, name, started, duration, events, merged_want) in [
+        (
+            HTML_11203,
+            "AWR snaps 144-145",
+            "2013-11-04T10:00:39.000Z",
+            3632.0,
+            190,
+            95,
+        ),
+        (
+            HTML_11204,
+            "AWR snaps 52417-52418",
+            "2014-01-20T08:00:13.000Z",
+            3571.0,
+            175,
+            50,
+        ),
+    ] {
+        let r = read(real(file)).unwrap();
+        let run = &r.runs[0];
+        // Begin Snap 04-Nov-13 10:00:39, End Snap 11:01:11: 3632 s (Elapsed 60.54 min);
+        // 20-Jan-14 08:00:13 to 08:59:44: 3571 s (59.51 min).
+        assert_eq!(run.name, name);
+        assert_eq!(run.started, started);
+        assert_eq!(run.duration_s, duration);
+        assert!(
+            !run.warnings.iter().any(|w| w.contains("Elapsed")),
+            "{:?}",
+            run.warnings
+        );
+        let tables = html_tables(&std::fs::read_to_string(real(file)).unwrap());
+        let table = |t: &str| htable(&tables.iter().find(|x| x.0 == t).unwrap().1);
+        let main = table("Wait Event Histogram");
+        let details = [
+            table("Wait Event Histogram Detail (64 msec to 2 sec)"),
+            table("Wait Event Histogram Detail (4 sec to 2 min)"),
+            table("Wait Event Histogram Detail (4 min to 1 hr)"),
+        ];
+        assert_eq!(main.rows.len(), events);
+        assert_eq!(run.ops.len(), events, "one op per event (every total > 0)");
+        let spec = run.spec.as_ref().unwrap().to_value();
+        let merged: Vec<&str> = spec["detail_merged_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let mut checked_detail = 0;
+        let mut checked_waits = 0;
+        for (event, printed, shares) in &main.rows {
+            let op = run.ops.iter().find(|o| &o.op == event).unwrap();
+            let (total, exact) = html_count(printed);
+            assert_eq!(op.count, total, "{event}: the printed total");
+            let counts = pow2_counts(op);
+            assert_eq!(counts.iter().sum::<u64>(), total, "{event}");
+            // The main table's columns hold their printed shares, merged or not.
+            for (&(lo, hi), p) in main.edges.iter().zip(shares) {
+                let n = waits_in(&counts, lo, hi);
+                assert!(
+                    share_fits(n, total, exact, *p),
+                    "{event} [{lo}, {hi}) ms: {n} of {total} waits, printed {p:?} %"
+                );
+            }
+            if !merged.contains(&event.as_str()) {
+                // Not merged: the main table's buckets only (`>1s` recorded at 1024 ms).
+                assert_eq!(waits_in(&counts, 2048.0, f64::INFINITY), 0, "{event}");
+                continue;
+            }
+            for d in &details {
+                let Some((_, w, dshares)) = d.rows.iter().find(|r| &r.0 == event) else {
+                    continue;
+                };
+                // Each Detail column holds its printed share of the event's total …
+                for (&(lo, hi), p) in d.edges.iter().zip(dshares).skip(1) {
+                    if hi.is_infinite() {
+                        continue; // continued by the next table when it lists the event
+                    }
+                    let n = waits_in(&counts, lo, hi);
+                    assert!(
+                        share_fits(n, total, exact, *p),
+                        "{event} [{lo}, {hi}) ms: {n} of {total} waits, printed {p:?} %"
+                    );
+                }
+                // … and its own columns hold its printed waits.
+                let (w, w_exact) = html_count(w);
+                let (lo, hi) = (d.edges[0].1, d.edges[d.edges.len() - 2].1);
+                let n = waits_in(&counts, lo, hi);
+                let held = !run
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("could not be held") && w.contains(event.as_str()));
+                if w_exact && held {
+                    assert_eq!(n, w, "{event}: waits in [{lo}, {hi}) ms");
+                    checked_waits += 1;
+                }
+                checked_detail += 1;
+            }
+        }
+        eprintln!(
+            "{file}: {} merged, {checked_detail} Detail rows checked, {checked_waits} with their \
+             printed waits held; warnings {:#?}",
+            merged.len(),
+            run.warnings
+        );
+        assert_eq!(
+            merged.len(),
+            merged_want,
+            "{file}: {merged:?}\n{:?}",
+            run.warnings
+        );
+        assert!(checked_detail >= merged.len());
+    }
+}
+
+/// Events whose totals are printed in full and under 1,000 waits: every merged count is the one
+/// whole number whose share of the total rounds to the printed one (computed here by hand).
+#[test]
+fn awr_html_detail_counts_by_hand() {
+    let r = read(real(HTML_11203)).unwrap();
+    let run = &r.runs[0];
+    let op = |e: &str| run.ops.iter().find(|o| o.op == e).unwrap();
+    // `enq: TX - row lock contention`, 136 waits. Main: <1ms .7, <4ms 1.5, <8ms .7, <16ms 2.9,
+    // <32ms 2.2 → 1, 0, 2, 1, 4, 3; `<=1s` 8.1 (11), `>1s` 83.8 (114).
+    // Detail 64 ms–2 s (14 waits): <64ms 1.5, <1/8s .7, <1/4s .7, <1/2s .7, <1s 4.4, <2s 2.2
+    // → 2, 1, 1, 1, 6, 3 (14); `>=2s` 81.6.
+    // Detail 4 s–2 min (105 waits): <4s 8.1, <8s 6.6, <16s 14.7, <32s 22.1, < 1m 18.4,
+    // < 2m 7.4 → 11, 9, 20, 30, 25, 10 (105); `>=2m` 4.4.
+    // Detail 4 min–1 h (6 waits): <4m 2.2, <8m 1.5, <1/4h .7 → 3, 2, 1 (6); `>=1h` blank.
+    // 11 + 14 + 105 + 6 = 136.
+    let want = [
+        1, 0, 2, 1, 4, 3, // [0, 1) … [16, 32) ms
+        2, 1, 1, 1, 6, 3, // [32, 64) … [1024, 2048) ms
+        11, 9, 20, 30, 25, 10, // [2, 4) … [64, 128) s of 1024 ms
+        3, 2, 1, 0, 0, // [2, 4) m … [1/2, 1) h
+        0,
+    ];
+    assert_eq!(pow2_counts(op("enq: TX - row lock contention")), want);
+    // `os thread startup`, 148 waits: `<=1s` 54.7 (81), `>1s` 45.3 (67). Detail 64 ms–2 s (91):
+    // <1/2s 48.6 (72), <1s 6.1 (9), <2s 6.8 (10); `>=2s` 38.5. Detail 4 s–2 min (57): <4s
+    // 4.1 (6), <8s 2.0 (3), <16s 2.7 (4), <32s 9.5 (14), < 1m 16.2 (24), < 2m 4.1 (6); no
+    // waits of 2 min or more. 72 + 9 = 81 and 10 + 57 = 67.
+    let c = pow2_counts(op("os thread startup"));
+    assert_eq!(&c[..9], &[0; 9]);
+    assert_eq!(&c[9..18], &[72, 9, 10, 6, 3, 4, 14, 24, 6]);
+    assert_eq!(c[18..].iter().sum::<u64>(), 0);
+    // The 11.2.0.4 report: `Wait for Table Lock`, 1 wait in `<=1s`, the Detail's `<1s`:
+    // [512, 1024) ms.
+    let r = read(real(HTML_11204)).unwrap();
+    let run = &r.runs[0];
+    let o = run
+        .ops
+        .iter()
+        .find(|o| o.op == "Wait for Table Lock")
+        .unwrap();
+    let c = pow2_counts(o);
+    assert_eq!(c[10], 1, "{c:?}");
+    assert_eq!(c.iter().sum::<u64>(), 1);
+}
+
+/// `Streams AQ: qmn coordinator waiting for slave to start` in the 11.2.0.3 report has a row in
+/// the 4 s–2 min Detail table (9 waits: `<2s` 25.0, `<8s` 75.0) but none in the 64 ms–2 s one,
+/// so nothing says where its waits between 32 ms and 2 s lie: its main row is kept (12 waits,
+/// `<1ms` 25.0 → 3, `>1s` 75.0 → 9, at 1024 ms) and the event is named.
+#[test]
+fn awr_html_detail_rows_that_cannot_be_placed_are_named_not_used() {
+    let r = read(real(HTML_11203)).unwrap();
+    let run = &r.runs[0];
+    let ev = "Streams AQ: qmn coordinator waiting for slave to start";
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let merged = spec["detail_merged_events"].as_array().unwrap();
+    assert!(!merged.iter().any(|v| v == ev));
+    assert!(
+        run.warnings
+            .iter()
+            .any(|w| w.contains("do not fit") && w.contains(&format!("'{ev}'"))),
+        "{:?}",
+        run.warnings
+    );
+    let c = pow2_counts(run.ops.iter().find(|o| o.op == ev).unwrap());
+    assert_eq!(c[0], 3);
+    assert_eq!(c[11], 9);
+    assert_eq!(c.iter().sum::<u64>(), 12);
+    // `enq: PR - contention` (64 waits) is merged: main `<=1s` 21.9 (14), `>1s` 78.1 (50);
+    // 64 ms–2 s Detail (15 waits): <1/2s 7.8 (5), <1s 14.1 (9), <2s 1.6 (1), `>=2s` 76.6;
+    // 4 s–2 min (48): <4s 3.1 (2), <8s 1.6 (1), <16s 4.7 (3), <32s 12.5 (8), < 1m 26.6 (17),
+    // < 2m 26.6 (17); 4 min–1 h (1): <4m 1.6 (1). 5 + 9 = 14, 1 + 48 + 1 = 50.
+    assert!(merged.iter().any(|v| v == "enq: PR - contention"));
+    let c = pow2_counts(
+        run.ops
+            .iter()
+            .find(|o| o.op == "enq: PR - contention")
+            .unwrap(),
+    );
+    assert_eq!(&c[9..19], &[5, 9, 1, 2, 1, 3, 8, 17, 17, 1]);
+    assert_eq!(c.iter().sum::<u64>(), 64);
+}
+
+fn cut_file(name: &str, keep: impl Fn(usize, &str) -> bool) -> tempfile::TempPath {
+    let text = std::fs::read_to_string(real(name)).unwrap();
+    let part: String = text
+        .split_inclusive('\n')
+        .enumerate()
+        .filter(|(i, l)| keep(i + 1, l))
+        .map(|(_, l)| l)
+        .collect();
+    let f = tempfile::Builder::new().suffix(".html").tempfile().unwrap();
+    std::fs::write(f.path(), part).unwrap();
+    f.into_temp_path()
+}
+
+#[test]
+fn truncated_awr_html_reports_are_refused() {
+    // Cut inside the Wait Event Histogram table (lines 634 to 1015 of the fixture).
+    let e = read(cut_file(HTML_11203, |i, _| i <= 700).to_path_buf()).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("truncated") && msg.contains("Wait Event Histogram"),
+        "{msg}"
+    );
+    // Cut after every section read, before the closing `</body></html>` (the last line).
+    let e = read(cut_file(HTML_11203, |i, _| i <= 1313).to_path_buf()).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains("</html>") && msg.contains("truncated"),
+        "{msg}"
+    );
+    // The CLI: a non-zero exit with the reason.
+    let cut = cut_file(HTML_11204, |i, _| i <= 600);
+    let out = common::bin()
+        .args(["ingest", "--format", "awr"])
+        .arg(&*cut)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    // A wrong --format on the HTML report hints at awr.
+    let out = common::bin()
+        .args(["ingest", "--format", "biolatency"])
+        .arg(real(HTML_11204))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--format awr"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Without its Detail sections the same report reads as before: the main table's buckets,
+/// `>1s` at 1024 ms.
+#[test]
+fn awr_html_without_detail_sections_keeps_the_main_buckets() {
+    let text = std::fs::read_to_string(real(HTML_11203)).unwrap();
+    let start = text.find("<a class=\"awr\" name=\"7410\"></a>").unwrap();
+    let end = text.rfind("</table><p />").unwrap() + "</table><p />".len();
+    let cut = format!("{}{}", &text[..start], &text[end..]);
+    assert!(!cut.contains("Histogram Detail (64 msec to 2 sec)</h3>"));
+    let f = tempfile::Builder::new().suffix(".html").tempfile().unwrap();
+    std::fs::write(f.path(), cut).unwrap();
+    let r = read(f.path().to_path_buf()).unwrap();
+    let run = &r.runs[0];
+    let spec = run.spec.as_ref().unwrap().to_value();
+    assert_eq!(spec["detail_merged_events"].as_array().unwrap().len(), 0);
+    assert_eq!(run.ops.len(), 190);
+    let o = run
+        .ops
+        .iter()
+        .find(|o| o.op == "enq: TX - row lock contention")
+        .unwrap();
+    let c = pow2_counts(o);
+    // 11 below 32 ms, `<=1s` 11 spread over [32, 1024) ms, `>1s` 114 at 1024 ms.
+    assert_eq!(c[..6].iter().sum::<u64>(), 11);
+    assert_eq!(c[6..11].iter().sum::<u64>(), 11);
+    assert_eq!(c[11], 114);
+    assert_eq!(c[12..].iter().sum::<u64>(), 0);
 }

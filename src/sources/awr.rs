@@ -1,37 +1,55 @@
-//! Oracle AWR (`awrrpt_*.txt`) and Statspack (`spreport`) reports in text form.
+//! Oracle AWR (`awrrpt_*.txt`, `awrrpt_*.html`) and Statspack (`spreport`) reports.
 //!
-//! What is read:
+//! What is read, from the text report or the HTML one alike (the HTML form is told by its
+//! first non-blank line beginning with `<`):
 //! - the snapshot window: the `Begin Snap:` / `End Snap:` lines (`DD-Mon-YY HH:MM:SS`, the
 //!   database's local time, written as if UTC) give the start and the duration of the one
 //!   interval the report covers, cross-checked against `Elapsed: N (mins)`;
 //! - every `Wait Event Histogram` section (pages repeat the title): one op per event, its
 //!   buckets taken from the column headings (`<1ms` … `<32ms`, `<=1s`, `>1s`, and the
 //!   microsecond / fraction-of-a-second headings of newer releases: `<32us`, `<1/8s`; `s` is
-//!   1024 ms, as the report says). Columns are found from the dashed rule under the headings,
-//!   so blank cells (no waits) are told from missing ones;
+//!   1024 ms, as the report says). In the text report columns are found from the dashed rule
+//!   under the headings, so blank cells (no waits) are told from missing ones;
 //!   Idle events (listed last, "idle events last") are named in the spec (`idle_events`): the
 //!   first row that sorts before the row above it begins them;
+//! - the `Wait Event Histogram Detail` sections (`64 msec to 2 sec`, `4 sec to 2 min`, `4 min
+//!   to 1 hr`): they continue an event's distribution above the main table's 32 ms column
+//!   (`<64ms` … `<2s`, `>=2s`; `<4s` … `< 2m`, `>=2m`; `<4m` … `< 1h`, `>=1h`; `m` is 64 s and
+//!   `h` 4096 s of 1024 ms), their first column being every wait below the table's range.
+//!   They are merged into the event's one distribution: the main buckets below 32 ms, then
+//!   each Detail table's own buckets, then the last table's open column (see [`merge`]);
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
 //!
 //! The report prints each event's total waits (`71K` when ≥ 10,000 in Statspack, `661.6K` in
-//! AWR) and the share of waits in each bucket to 0.1 % (`.0`: under 0.05 % but not zero;
-//! blank: none). Bucket counts are rebuilt from these: each count is the whole number whose
-//! share rounds to the printed one, and the counts add up to the total. Where the total is
-//! printed in full and under 1,000 waits this gives every bucket's count exactly; otherwise the
-//! counts are estimates (said in a warning, with the events concerned). A row whose shares do
-//! not add up to 100 % within their rounding is not used (counted as unparsed, with a warning).
-//! Waits in an open-ended column (`>1s`) have no upper edge and are recorded at its lower edge
-//! (a lower bound, warned). `Wait Event Histogram Detail` sections are not read (warned).
+//! AWR, `33,4K` where the session's decimal character is a comma) and the share of waits in
+//! each bucket to 0.1 % (`.0`: under 0.05 % but not zero; blank: none); the Detail tables print
+//! their shares of the same total and the waits in their own columns. Bucket counts are rebuilt
+//! from these: each count is the whole number whose share rounds to the printed one, and the
+//! counts add up to the total (a Detail table's columns to its printed waits, where it is
+//! printed in full). Where the total is printed in full and under 1,000 waits this gives every
+//! bucket's count exactly; otherwise the counts are estimates (said in a warning, with the
+//! events concerned). A row whose shares do not add up to 100 % within their rounding is not
+//! used (counted as unparsed, with a warning); Detail rows that do not fit their event's main
+//! row are left out, named in a warning. Waits in an open-ended column (`>1s`, `>=2s`) have no
+//! upper edge and are recorded at its lower edge (a lower bound, warned).
 //!
-//! A report that ends inside a section this reader uses (truncated), or that has histogram
-//! rows but no snapshot window, is an error. Memory: one small row of counts per event.
+//! The HTML report is SQL*Plus output whose lines are cut at the line size (inside tags and
+//! words): lines are joined as they are and read as one stream of tags; sections are found by
+//! their `<h3>` headings, rows by `<tr>`, cells by `<td>`/`<th>` with entities decoded
+//! (`&lt;`, `&#160;` for a blank cell).
+//!
+//! A report that ends inside a section this reader uses (truncated), an HTML report without its
+//! closing `</html>`, or one that has histogram rows but no snapshot window, is an error.
+//! Memory: one small row of counts per event.
 
 use anyhow::{bail, Result};
 use serde_json::json;
 
-use super::{ingest_run, rfc3339_ns, Format, IngestOptions, LineReader, SnapshotSeries};
+use super::{
+    ingest_run, rfc3339_ns, Format, IngestOptions, LineReader, SnapshotSeries, MAX_LINE_BYTES,
+};
 use crate::results::{BucketConvention, RunResult};
 
 /// Most events one report may list (a real report lists a few hundred).
@@ -68,7 +86,8 @@ struct Table {
 }
 
 /// A time heading such as `<1ms`, `<=1s`, `>1s`, `<32us`, `<1/8s`, `>=2s`: (is an upper edge,
-/// edge in ns). `s` is 1024 ms (the report: "s is 1024 milliseconds (approximately 1 second)").
+/// edge in ns). `s` is 1024 ms (the report: "s is 1024 milliseconds (approximately 1 second)"),
+/// `m` 64 s and `h` 4096 s of those (the Detail sections' `< 1m`, `>=2m`, `<1/4h`, `>=1h`).
 fn parse_heading(h: &str) -> Option<(bool, u64)> {
     let (upper, rest) = if let Some(r) = h.strip_prefix("<=") {
         (true, r)
@@ -81,12 +100,20 @@ fn parse_heading(h: &str) -> Option<(bool, u64)> {
     } else {
         return None;
     };
+    // `< 1m`, `< 2m`, `< 1h`: a blank between the sign and the figure.
+    let rest = rest.trim_start();
     let (num, unit_ns) = if let Some(n) = rest.strip_suffix("us") {
         (n, 1_000.0)
     } else if let Some(n) = rest.strip_suffix("ms") {
         (n, 1_000_000.0)
     } else if let Some(n) = rest.strip_suffix('s') {
         (n, 1_024_000_000.0)
+    } else if let Some(n) = rest.strip_suffix('m') {
+        // "m is 64*1024 milliseconds (approximately 67 seconds or 1.1 minutes)"
+        (n, 64.0 * 1_024_000_000.0)
+    } else if let Some(n) = rest.strip_suffix('h') {
+        // "h is 4096*1024 milliseconds (approximately 70 minutes or 1.17 hours)"
+        (n, 4096.0 * 1_024_000_000.0)
     } else {
         return None;
     };
@@ -147,10 +174,18 @@ fn column_of(spans: &[(usize, usize)], end: usize) -> Option<usize> {
         })
 }
 
-/// A count as printed: `369`, `1,234`, `71K`, `661.6K`, `3138.K`, `1.2M`. Returns the value
+/// A count as printed: `369`, `1,234`, `71K`, `661.6K`, `3138.K`, `1.2M`, `33,4K`. Returns the value
 /// and whether it is exact (no unit suffix).
 fn parse_count(t: &[u8]) -> Option<(u64, bool)> {
-    let s = std::str::from_utf8(t).ok()?.replace(',', "");
+    let s = std::str::from_utf8(t).ok()?;
+    // With a unit, the figure has one decimal, printed with the session's decimal character:
+    // `33,4K` where NLS_NUMERIC_CHARACTERS is `,.` (the HTML reports of such a session).
+    let suffixed = s.ends_with(['K', 'M', 'G']);
+    let s = if suffixed && s.matches(',').count() == 1 && !s.contains('.') {
+        s.replace(',', ".")
+    } else {
+        s.replace(',', "")
+    };
     let (num, mult) = match s.as_bytes().last()? {
         b'K' => (&s[..s.len() - 1], 1e3),
         b'M' => (&s[..s.len() - 1], 1e6),
@@ -185,10 +220,21 @@ fn parse_pct(t: &[u8]) -> Option<f64> {
 /// must lie within the rounding of each share; otherwise the shares only guide the split.
 /// `None` when no such counts exist.
 pub(crate) fn apportion(total: u64, pcts: &[Option<f64>], exact: bool) -> Option<Vec<u64>> {
-    if total > MAX_TOTAL || pcts.len() > MAX_COLUMNS {
+    apportion_of(total, total, pcts, exact)
+}
+
+/// [`apportion`] of a part of a row: `total` waits over buckets whose printed shares are of
+/// `of` waits (the event's total), as a Detail row's waits over its own columns.
+pub(crate) fn apportion_of(
+    total: u64,
+    of: u64,
+    pcts: &[Option<f64>],
+    exact: bool,
+) -> Option<Vec<u64>> {
+    if total > MAX_TOTAL || of > MAX_TOTAL || pcts.len() > 2 * MAX_COLUMNS {
         return None;
     }
-    let t = total as f64;
+    let t = of as f64;
     let ideal: Vec<f64> = pcts.iter().map(|p| p.unwrap_or(0.0) * t / 100.0).collect();
     let mut lo = Vec::with_capacity(pcts.len());
     let mut hi = Vec::with_capacity(pcts.len());
@@ -223,14 +269,17 @@ pub(crate) fn apportion(total: u64, pcts: &[Option<f64>], exact: bool) -> Option
         .map(|(&x, (&l, &h))| (x.round() as u64).clamp(l, h))
         .collect();
     // Move the difference between the rounded shares and the total, in whole steps, to the
-    // buckets furthest from their ideal share (each within its bounds).
+    // buckets furthest from their ideal share (each within its bounds), at most half of a
+    // printed step (0.05 %) at a time, so that a difference of many waits (the rounding of a
+    // dozen shares of a large total) is spread over the buckets, not put into one.
     // At most MAX_COLUMNS counts of at most MAX_TOTAL each: the sum fits.
     let mut sum: u64 = c.iter().sum();
+    let cap = ((t * 0.0005).ceil() as u64).max(1);
     while sum < total {
         let i = (0..c.len())
             .filter(|&i| c[i] < hi[i])
             .max_by(|&a, &b| (ideal[a] - c[a] as f64).total_cmp(&(ideal[b] - c[b] as f64)))?;
-        let step = (total - sum).min(hi[i] - c[i]);
+        let step = (total - sum).min(hi[i] - c[i]).min(cap);
         c[i] += step;
         sum += step;
     }
@@ -238,7 +287,7 @@ pub(crate) fn apportion(total: u64, pcts: &[Option<f64>], exact: bool) -> Option
         let i = (0..c.len())
             .filter(|&i| c[i] > lo[i])
             .max_by(|&a, &b| (c[a] as f64 - ideal[a]).total_cmp(&(c[b] as f64 - ideal[b])))?;
-        let step = (sum - total).min(c[i] - lo[i]);
+        let step = (sum - total).min(c[i] - lo[i]).min(cap);
         c[i] -= step;
         sum -= step;
     }
@@ -289,340 +338,1140 @@ struct FgEvent {
     avg_ms: Option<f64>,
 }
 
-/// Read one AWR or Statspack text report.
+/// Which histogram table a row comes from: the main `Wait Event Histogram` (its count column is
+/// the event's total waits) or a `Wait Event Histogram Detail` (its count column is the waits
+/// in its own bucket columns, between the first column's edge and the last one's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table2 {
+    Main,
+    Detail,
+}
+
+/// One printed histogram row: the count column, the buckets of the share columns (the first
+/// one from 0: `<1ms` in the main table, `<32ms` — every wait under 32 ms — in a Detail table;
+/// the last one open in a Detail table and in `>1s`) and the printed shares (`None`: blank).
+#[derive(Debug, Clone)]
+struct HistRow {
+    line: u64,
+    name: String,
+    count: u64,
+    exact: bool,
+    buckets: Vec<Bucket>,
+    pcts: Vec<Option<f64>>,
+}
+
+/// One event of the main table: its printed row and the bucket counts rebuilt from it (replaced
+/// by finer ones when Detail rows of the event are merged in).
+struct Event {
+    op_name: String,
+    row: HistRow,
+    details: Vec<HistRow>,
+    buckets: Vec<Bucket>,
+    counts: Vec<u64>,
+    /// Whether `buckets` are the merged ones.
+    merged: bool,
+}
+
+/// What one report holds, from its text or its HTML form alike.
+#[derive(Default)]
+struct Collected {
+    kind: Option<&'static str>,
+    begin: Option<(u64, i64)>,
+    end: Option<(u64, i64)>,
+    elapsed_min: Option<f64>,
+    events: Vec<Event>,
+    details: Vec<HistRow>,
+    fg: Vec<FgEvent>,
+    bad_rows: Vec<String>,
+    collisions: Vec<String>,
+    names: std::collections::HashSet<String>,
+    prev_event: Option<String>,
+    idle_from: Option<usize>,
+}
+
+/// The buckets of a histogram table's share columns from their headings (`<1ms` … `<=1s`,
+/// `>1s`; `<32ms` … `<2s`, `>=2s`; …): each upper edge closes a bucket that begins at the edge
+/// before it (the first at 0).
+fn buckets_of(labels: &[String]) -> std::result::Result<Vec<Bucket>, String> {
+    let mut out = Vec::new();
+    let mut prev_hi = 0u64;
+    for label in labels {
+        let Some((upper, edge)) = parse_heading(label) else {
+            return Err(format!(
+                "column heading '{label}' is not a time bucket (`<1ms`, `<=1s`, `>1s`, …): is \
+                 the report garbled?"
+            ));
+        };
+        if upper {
+            if edge <= prev_hi {
+                return Err(format!(
+                    "column '{label}' does not follow the column before it"
+                ));
+            }
+            out.push(Bucket {
+                lo_ns: prev_hi,
+                hi_ns: Some(edge),
+            });
+            prev_hi = edge;
+        } else {
+            out.push(Bucket {
+                lo_ns: edge.max(prev_hi),
+                hi_ns: None,
+            });
+        }
+        if out.len() > MAX_COLUMNS {
+            return Err(format!("more than {MAX_COLUMNS} bucket columns"));
+        }
+    }
+    if out.is_empty() {
+        return Err("a histogram table without bucket columns".into());
+    }
+    Ok(out)
+}
+
+impl Collected {
+    /// A `Begin Snap:` / `End Snap:` row: snap id and time.
+    fn snap(&mut self, begin: bool, id: &str, time: &str) -> bool {
+        let v = id
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .zip(parse_snap_time(time.trim()));
+        if begin {
+            self.begin = v;
+        } else {
+            self.end = v;
+        }
+        v.is_some()
+    }
+
+    /// One histogram row as printed: `name`, the count cell and the share cells. `Ok(Some(why))`:
+    /// the row is not used.
+    fn hist_row(
+        &mut self,
+        table: Table2,
+        line: u64,
+        name: &str,
+        count: Option<&str>,
+        shares: &[Option<&str>],
+        buckets: &[Bucket],
+    ) -> Result<Option<&'static str>> {
+        let Some((count, exact)) = count.and_then(|c| parse_count(c.as_bytes())) else {
+            return Ok(Some("histogram row without a waits count"));
+        };
+        if shares.len() != buckets.len() {
+            return Ok(Some("row does not fit the table's columns"));
+        }
+        let mut pcts = Vec::with_capacity(shares.len());
+        for s in shares {
+            match s {
+                None => pcts.push(None),
+                Some(t) => match parse_pct(t.as_bytes()) {
+                    Some(p) => pcts.push(Some(p)),
+                    None => {
+                        return Ok(Some("histogram row with a share that is not a percentage"));
+                    }
+                },
+            }
+        }
+        let sum: f64 = pcts.iter().flatten().sum();
+        let shown = pcts.iter().flatten().count() as f64;
+        let what = if table == Table2::Main {
+            "Wait Event Histogram"
+        } else {
+            "Wait Event Histogram Detail"
+        };
+        if (count > 0 || table == Table2::Detail) && (sum - 100.0).abs() > 0.05 * shown + 1e-6 {
+            self.bad_rows.push(format!(
+                "line {line}: {what} '{name}': shares add up to {sum:.1} %, not 100 % within \
+                 their rounding: row not used"
+            ));
+            return Ok(Some("histogram shares do not add up to 100 %"));
+        }
+        let row = HistRow {
+            line,
+            name: name.to_string(),
+            count,
+            exact,
+            buckets: buckets.to_vec(),
+            pcts,
+        };
+        if table == Table2::Detail {
+            if self.details.len() >= MAX_EVENTS {
+                bail!("more than {MAX_EVENTS} Wait Event Histogram Detail rows in one report");
+            }
+            self.details.push(row);
+            return Ok(None);
+        }
+        let Some(counts) = apportion(count, &row.pcts, exact) else {
+            self.bad_rows.push(format!(
+                "line {line}: '{name}': no whole counts of the {count} waits give the printed \
+                 shares: row not used"
+            ));
+            return Ok(Some("histogram shares do not fit the total waits"));
+        };
+        // Each event has one row; a name seen before is another event whose name was cut to
+        // the same first characters (the text report cuts names to the column).
+        let mut op_name = name.to_string();
+        let mut k = 1;
+        while self.names.contains(&op_name) {
+            k += 1;
+            op_name = format!("{name} ({k})");
+        }
+        if k > 1 {
+            self.collisions.push(format!(
+                "line {line}: a second event printed as '{name}' (names are cut to the column's \
+                 width) is read as '{op_name}'"
+            ));
+        }
+        if self.events.len() >= MAX_EVENTS {
+            bail!("more than {MAX_EVENTS} events in one report");
+        }
+        // Rows are ordered by event, idle events last: the first row that sorts before the one
+        // above it (byte-wise and ignoring case alike, whichever sort the database used) begins
+        // the idle events.
+        if let Some(prev) = &self.prev_event {
+            let ci = |a: &str| a.to_ascii_lowercase();
+            if self.idle_from.is_none() && name < prev.as_str() && ci(name) < ci(prev) {
+                self.idle_from = Some(self.events.len());
+            }
+        }
+        self.prev_event = Some(name.to_string());
+        self.names.insert(op_name.clone());
+        self.events.push(Event {
+            op_name,
+            buckets: row.buckets.clone(),
+            row,
+            details: Vec::new(),
+            counts,
+            merged: false,
+        });
+        Ok(None)
+    }
+
+    /// One row of the foreground wait events table: event, waits, total wait time (in the
+    /// column's unit, s, or with its own), average wait (ms).
+    fn fg_row(
+        &mut self,
+        event: &str,
+        waits: Option<&str>,
+        total: Option<&str>,
+        avg: Option<&str>,
+    ) -> Result<bool> {
+        let waits = waits
+            .and_then(|w| parse_count(w.as_bytes()))
+            .filter(|w| w.1)
+            .map(|w| w.0);
+        let Some(waits) = waits else {
+            return Ok(false);
+        };
+        if self.fg.len() >= MAX_EVENTS {
+            bail!("more than {MAX_EVENTS} foreground wait events in one report");
+        }
+        self.fg.push(FgEvent {
+            event: event.to_string(),
+            waits,
+            total_s: total
+                .and_then(|s| parse_time_ms(s, 1000.0))
+                .map(|ms| ms / 1000.0),
+            avg_ms: avg.and_then(|s| parse_time_ms(s, 1.0)),
+        });
+        Ok(true)
+    }
+}
+
+/// The fine buckets' counts of a merge: cells of the fine buckets sharing a main column and a
+/// Detail table are given their counts from the main row's column counts (`main_counts`) and,
+/// with `use_waits`, the Detail rows' printed waits: a column or Detail table with one cell
+/// left gives it what remains, the other cells share what remains of their column by their
+/// shares. Each cell's count is then apportioned over its buckets by their shares (`strict`:
+/// within each share's rounding of the printed total even where that total is itself rounded).
+/// `None`: no such counts.
+#[allow(clippy::too_many_arguments)]
+fn solve(
+    main_counts: &[u64],
+    col: &[usize],
+    group: &[Option<usize>],
+    groups: &[(std::ops::Range<usize>, u64, bool)],
+    pcts: &[Option<f64>],
+    total: u64,
+    exact: bool,
+    use_waits: bool,
+    strict: bool,
+) -> Option<Vec<u64>> {
+    // Cells: (main column, Detail table) → their fine buckets.
+    let mut cells: Vec<(Cell, Vec<usize>)> = Vec::new();
+    for i in 0..col.len() {
+        match cells.iter_mut().find(|c| c.0 == (col[i], group[i])) {
+            Some(c) => c.1.push(i),
+            None => cells.push(((col[i], group[i]), vec![i])),
+        }
+    }
+    let mut value: Vec<Option<u64>> = vec![None; cells.len()];
+    // Totals: main columns, then Detail tables whose waits are printed in full.
+    let mut totals: Vec<(Vec<usize>, u64)> = Vec::new();
+    for (j, &m) in main_counts.iter().enumerate() {
+        let members: Vec<usize> = (0..cells.len()).filter(|&c| cells[c].0 .0 == j).collect();
+        if members.is_empty() {
+            if m > 0 {
+                return None;
+            }
+            continue;
+        }
+        totals.push((members, m));
+    }
+    if use_waits {
+        for (k, (_, w, w_exact)) in groups.iter().enumerate() {
+            if *w_exact {
+                let members = (0..cells.len()).filter(|&c| cells[c].0 .1 == Some(k));
+                totals.push((members.collect(), *w));
+            }
+        }
+    }
+    loop {
+        let mut changed = false;
+        for (members, t) in &totals {
+            let known: u64 = members.iter().filter_map(|&c| value[c]).sum();
+            let unknown: Vec<usize> = members
+                .iter()
+                .copied()
+                .filter(|&c| value[c].is_none())
+                .collect();
+            if known > *t {
+                return None;
+            }
+            if unknown.len() == 1 {
+                value[unknown[0]] = Some(t - known);
+                changed = true;
+            } else if unknown.is_empty() && known != *t {
+                return None;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // Cells still open share what remains of their main column by their shares.
+    for (j, &m) in main_counts.iter().enumerate() {
+        let members: Vec<usize> = (0..cells.len()).filter(|&c| cells[c].0 .0 == j).collect();
+        let open: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&c| value[c].is_none())
+            .collect();
+        if open.is_empty() {
+            continue;
+        }
+        let known: u64 = members.iter().filter_map(|&c| value[c]).sum();
+        let rest = m.checked_sub(known)?;
+        let shares: Vec<Option<f64>> = open
+            .iter()
+            .map(|&c| {
+                let p: Vec<f64> = cells[c].1.iter().filter_map(|&i| pcts[i]).collect();
+                (!p.is_empty()).then(|| p.iter().sum())
+            })
+            .collect();
+        let split = apportion_of(rest, total, &shares, false)?;
+        for (&c, n) in open.iter().zip(split) {
+            value[c] = Some(n);
+        }
+    }
+    let mut counts = vec![0u64; pcts.len()];
+    for (c, (_, members)) in cells.iter().enumerate() {
+        let p: Vec<Option<f64>> = members.iter().map(|&i| pcts[i]).collect();
+        let n = apportion_of(value[c]?, total, &p, exact || strict)?;
+        for (&i, n) in members.iter().zip(n) {
+            counts[i] = n;
+        }
+    }
+    Some(counts)
+}
+
+/// A cell of a merge: (main column, Detail table whose own columns hold it).
+type Cell = (usize, Option<usize>);
+
+/// The counts of `total` waits a printed share allows (as [`apportion_of`] bounds them).
+fn share_bounds(total: u64, p: Option<f64>, exact: bool) -> (u64, u64) {
+    let t = total as f64;
+    match p {
+        None => (0, 0),
+        Some(_) if !exact => (1, total),
+        Some(p) => {
+            let l = (((p - 0.05) * t / 100.0) - 1e-9).ceil().max(1.0) as u64;
+            let h = (((p + 0.05) * t / 100.0) - 1e-9).floor().max(1.0) as u64;
+            (l, h.max(l).min(total))
+        }
+    }
+}
+
+/// Merge an event's Detail rows into its main row: the main table's buckets up to the first
+/// Detail table's first edge (32 ms), then each Detail table's own buckets (32 ms … 2 s, 2 s …
+/// 2 min, 2 min … 1 h), then the last one's open column. All shares are of the event's total
+/// waits; a Detail row's count is the waits in its own buckets, so where it is printed in full
+/// those buckets are apportioned from it exactly and the rest of the total over the other
+/// buckets. With it, whether the Detail rows' printed waits could be held (else the shares
+/// alone gave the counts). `Err`: why the rows cannot be merged (the main row's buckets are
+/// kept).
+fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), String> {
+    let main = &ev.row;
+    let mut details: Vec<&HistRow> = ev.details.iter().collect();
+    details.sort_by_key(|d| d.buckets.first().and_then(|b| b.hi_ns));
+    let first_edge = details[0].buckets[0]
+        .hi_ns
+        .ok_or("a Detail table whose first column is open")?;
+    // The main buckets below the first Detail edge, which must be one of the main table's edges.
+    let below: Vec<usize> = (0..main.buckets.len())
+        .filter(|&i| main.buckets[i].hi_ns.is_some_and(|h| h <= first_edge))
+        .collect();
+    if below.last().and_then(|&i| main.buckets[i].hi_ns) != Some(first_edge) {
+        return Err(format!(
+            "its first Detail row begins at {} ms, not at an edge of the main table (it has no \
+             row in the Detail table before)",
+            first_edge as f64 / 1e6
+        ));
+    }
+    let mut buckets: Vec<Bucket> = below.iter().map(|&i| main.buckets[i]).collect();
+    let mut pcts: Vec<Option<f64>> = below.iter().map(|&i| main.pcts[i]).collect();
+    // (range of `buckets`, printed count, exact) of each Detail table's own buckets.
+    let mut groups: Vec<(std::ops::Range<usize>, u64, bool)> = Vec::new();
+    let mut edge = first_edge;
+    let mut open_pct = None;
+    for d in &details {
+        let n = d.buckets.len();
+        if n < 3 || d.buckets[0].hi_ns != Some(edge) || d.buckets[n - 1].hi_ns.is_some() {
+            // A later table that does not continue from this one's top edge is left out.
+            break;
+        }
+        let from = buckets.len();
+        buckets.extend_from_slice(&d.buckets[1..n - 1]);
+        pcts.extend_from_slice(&d.pcts[1..n - 1]);
+        groups.push((from..buckets.len(), d.count, d.exact));
+        edge = d.buckets[n - 2].hi_ns.unwrap_or(edge);
+        open_pct = Some(d.pcts[n - 1]);
+    }
+    let Some(open_pct) = open_pct else {
+        return Err("no Detail table continues the main table".into());
+    };
+    buckets.push(Bucket {
+        lo_ns: edge,
+        hi_ns: None,
+    });
+    pcts.push(open_pct);
+    let sum: f64 = pcts.iter().flatten().sum();
+    let shown = pcts.iter().flatten().count() as f64;
+    if (sum - 100.0).abs() > 0.05 * shown + 1e-6 {
+        return Err(format!(
+            "the merged shares add up to {sum:.1} %, not 100 % within their rounding"
+        ));
+    }
+    let (total, exact) = (main.count, main.exact);
+    // Each fine bucket lies in one main column and in one Detail table's own columns (or in
+    // none: below the first Detail table, or the open one). The main row's counts are the
+    // column totals of the first, the Detail rows' printed waits those of the second.
+    let mut col = Vec::with_capacity(buckets.len());
+    for b in &buckets {
+        let j = main
+            .buckets
+            .iter()
+            .position(|m| b.lo_ns >= m.lo_ns && m.hi_ns.is_none_or(|h| b.lo_ns < h))
+            .filter(|&j| match (b.hi_ns, main.buckets[j].hi_ns) {
+                (Some(h), Some(mh)) => h <= mh,
+                (None, Some(_)) => false,
+                _ => true,
+            })
+            .ok_or("a Detail column straddles the main table's columns")?;
+        col.push(j);
+    }
+    let mut group = vec![None; buckets.len()];
+    for (k, (range, _, _)) in groups.iter().enumerate() {
+        group[range.clone()].iter_mut().for_each(|g| *g = Some(k));
+    }
+    // The main row's counts are one choice among those its shares allow: where the Detail
+    // rows' waits do not fit them, the choices that move a few waits (up to 0.1 % of the total,
+    // at most 256) from one column to another are tried too.
+    let bounds: Vec<(u64, u64)> = main
+        .pcts
+        .iter()
+        .map(|p| share_bounds(total, *p, exact))
+        .collect();
+    let mut choices = vec![ev.counts.clone()];
+    let most = ((total as f64 * 0.001).ceil() as u64).clamp(2, 256);
+    for step in 1..=most {
+        for a in 0..ev.counts.len() {
+            for b in 0..ev.counts.len() {
+                let mut c = ev.counts.clone();
+                if a == b || c[a] < bounds[a].0 + step || c[b] + step > bounds[b].1 {
+                    continue;
+                }
+                c[a] -= step;
+                c[b] += step;
+                choices.push(c);
+            }
+        }
+    }
+    let (counts, waits_held) = [true, false]
+        .iter()
+        .find_map(|&strict| {
+            choices
+                .iter()
+                .find_map(|m| solve(m, &col, &group, &groups, &pcts, total, exact, true, strict))
+        })
+        .map(|c| (c, true))
+        .or_else(|| {
+            solve(
+                &ev.counts, &col, &group, &groups, &pcts, total, exact, false, false,
+            )
+            .map(|c| (c, false))
+        })
+        .ok_or_else(|| {
+            format!(
+                "no whole counts of the {total} waits give both the main row's and the Detail \
+                 rows' shares"
+            )
+        })?;
+    // The merged counts must still give the main table's own shares.
+    for (b, p) in main.buckets.iter().zip(&main.pcts) {
+        let n: u64 = buckets
+            .iter()
+            .zip(&counts)
+            .filter(|(f, _)| f.lo_ns >= b.lo_ns && b.hi_ns.is_none_or(|h| f.lo_ns < h))
+            .map(|(_, n)| n)
+            .sum();
+        let ok = match p {
+            None => n == 0,
+            Some(p) if exact && total > 0 => {
+                let share = n as f64 * 100.0 / total as f64;
+                n > 0 && (share - p).abs() <= 0.05 + 1e-9
+            }
+            Some(_) => n > 0,
+        };
+        if !ok {
+            return Err(format!(
+                "no counts were found that hold the Detail rows' waits and the main row's \
+                 shares: {n} waits in the main table's column from {} ms, printed {}",
+                b.lo_ns as f64 / 1e6,
+                p.map(|p| format!("{p} %"))
+                    .unwrap_or_else(|| "blank".into())
+            ));
+        }
+    }
+    Ok((buckets, counts, waits_held))
+}
+
+/// Read one AWR or Statspack report, text or HTML (the HTML form is told by its first
+/// non-blank line beginning with `<`).
 pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>> {
-    let mut kind: Option<&'static str> = None;
-    let mut begin: Option<(u64, i64)> = None;
-    let mut end: Option<(u64, i64)> = None;
-    let mut elapsed_min: Option<f64> = None;
-    let mut section = Section::None;
-    let mut section_line = 0u64;
-    let mut table: Option<Table> = None;
-    let mut header = String::new();
-    // Per event: (bucket → count), in first-seen order.
-    let mut events: Vec<(String, Vec<(Bucket, u64)>)> = Vec::new();
-    let mut estimated: Vec<String> = Vec::new();
-    let mut open_ended = 0u64;
-    let mut fg: Vec<FgEvent> = Vec::new();
-    let mut detail_sections = 0u64;
-    let mut bad_rows: Vec<String> = Vec::new();
-    let mut collisions: Vec<String> = Vec::new();
-    let mut names: std::collections::HashSet<String> = Default::default();
-    let mut prev_event: Option<String> = None;
-    let mut idle_from: Option<usize> = None;
+    let mut c = Collected::default();
+    let mut state = TextState::default();
+    let mut html: Option<HtmlState> = None;
     while let Some(line) = r.next_line()? {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let t = line.trim_ascii();
-        if t.is_empty() {
-            r.ignored("blank");
-            continue;
-        }
-        let text = String::from_utf8_lossy(line);
-        // Titles start in the first column.
-        if t.starts_with(b"WORKLOAD REPOSITORY report for")
-            || t.starts_with(b"WORKLOAD REPOSITORY REPORT")
-        {
-            kind = Some("AWR");
-            r.ignored("title");
-            continue;
-        }
-        if t.starts_with(b"STATSPACK report for") || t.starts_with(b"STATSPACK Statistics Report") {
-            kind = Some("Statspack");
-            r.ignored("title");
-            continue;
-        }
-        if section == Section::None {
-            let tt = text.trim();
-            if tt.starts_with("Begin Snap:") {
-                begin = parse_snap_line(tt);
-                if begin.is_none() {
-                    r.unparsed("Begin Snap line without a snap id and time");
-                } else {
-                    r.parsed();
-                }
+        if html.is_none() && state.first {
+            let t = line.trim_ascii();
+            if t.is_empty() {
+                r.ignored("blank");
                 continue;
             }
-            if tt.starts_with("End Snap:") {
-                end = parse_snap_line(tt);
-                if end.is_none() {
-                    r.unparsed("End Snap line without a snap id and time");
-                } else {
-                    r.parsed();
-                }
-                continue;
-            }
-            if let Some(rest) = tt.strip_prefix("Elapsed:") {
-                elapsed_min = rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.replace(',', "").parse().ok());
-                r.ignored("header");
-                continue;
+            state.first = false;
+            if t.starts_with(b"<") {
+                html = Some(HtmlState::default());
             }
         }
-        if !line[0].is_ascii_whitespace() {
-            let new = if t.starts_with(b"Wait Event Histogram Detail") {
-                Some(Section::Detail)
-            } else if t.starts_with(b"Wait Event Histogram") {
-                Some(Section::Histogram)
-            } else if t.starts_with(b"Foreground Wait Events") {
-                Some(Section::Foreground)
-            } else {
-                None
-            };
-            if let Some(s) = new {
-                if s == Section::Detail && section != Section::Detail {
-                    detail_sections += 1;
-                }
-                section = s;
-                section_line = r.line_no;
-                table = None;
-                header.clear();
-                r.ignored("section title");
-                continue;
+        match &mut html {
+            Some(h) => {
+                let line = line.to_vec();
+                h.feed(&mut c, r, &line)?;
+            }
+            None => {
+                let line = line.to_vec();
+                text_line(&mut c, &mut state, r, &line)?;
             }
         }
-        if section == Section::None {
-            r.ignored("other section");
-            continue;
-        }
-        // The end of a section: an indented rule after the table (above the table, an indented
-        // rule underlines a heading such as `% of Waits`).
-        if line[0].is_ascii_whitespace()
-            && t.iter().all(|&c| c == b'-')
-            && t.len() > 20
-            && table.is_some()
-        {
-            section = Section::None;
-            table = None;
-            r.ignored("section end");
-            continue;
-        }
-        if t.starts_with(b"->") {
-            r.ignored("section notes");
-            continue;
-        }
-        if section == Section::Detail {
-            r.ignored("histogram detail (not read)");
-            continue;
-        }
-        // The rule under the column headings.
-        if line[0] == b'-' && t.iter().all(|&c| c == b'-' || c == b' ') {
-            let spans = rule_spans(line);
-            let mut tb = Table {
-                spans,
-                buckets: Vec::new(),
-            };
-            if section == Section::Histogram {
-                // Columns: event, total waits, then one per bucket.
-                let hb = header.as_bytes();
-                let mut prev_hi = 0u64;
-                for &(s, e) in tb.spans.iter().skip(2) {
-                    let label = hb
-                        .get(s.min(hb.len())..e.min(hb.len()))
-                        .map(|b| String::from_utf8_lossy(b).trim().to_string())
-                        .unwrap_or_default();
-                    let Some((upper, edge)) = parse_heading(&label) else {
-                        bail!(
-                            "line {}: Wait Event Histogram column heading '{label}' is not a \
-                             time bucket (`<1ms`, `<=1s`, `>1s`, …): is the report garbled?",
-                            r.line_no - 1
-                        );
-                    };
-                    if upper {
-                        if edge <= prev_hi {
-                            bail!(
-                                "line {}: Wait Event Histogram column '{label}' does not follow \
-                                 the column before it",
-                                r.line_no - 1
-                            );
-                        }
-                        tb.buckets.push(Bucket {
-                            lo_ns: prev_hi,
-                            hi_ns: Some(edge),
-                        });
-                        prev_hi = edge;
+    }
+    match &html {
+        Some(h) => h.end(&c)?,
+        None => {
+            if matches!(state.section, Section::Histogram | Section::Foreground)
+                && state.table.is_some()
+            {
+                bail!(
+                    "the report ends inside its {} section (begun at line {}) without the \
+                     section's closing rule: the file looks truncated",
+                    if state.section == Section::Histogram {
+                        "Wait Event Histogram"
                     } else {
-                        tb.buckets.push(Bucket {
-                            lo_ns: edge.max(prev_hi),
-                            hi_ns: None,
-                        });
+                        "Foreground Wait Events"
+                    },
+                    state.section_line
+                );
+            }
+        }
+    }
+    finish(c, state.detail_sections)
+}
+
+/// Where the text reader is.
+struct TextState {
+    first: bool,
+    section: Section,
+    section_line: u64,
+    table: Option<Table>,
+    header: String,
+    detail_sections: u64,
+}
+
+impl Default for TextState {
+    fn default() -> Self {
+        TextState {
+            first: true,
+            section: Section::None,
+            section_line: 0,
+            table: None,
+            header: String::new(),
+            detail_sections: 0,
+        }
+    }
+}
+
+/// One line of a text report.
+fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u8]) -> Result<()> {
+    let t = line.trim_ascii();
+    if t.is_empty() {
+        r.ignored("blank");
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(line);
+    // Titles start in the first column.
+    if t.starts_with(b"WORKLOAD REPOSITORY report for")
+        || t.starts_with(b"WORKLOAD REPOSITORY REPORT")
+    {
+        c.kind = Some("AWR");
+        r.ignored("title");
+        return Ok(());
+    }
+    if t.starts_with(b"STATSPACK report for") || t.starts_with(b"STATSPACK Statistics Report") {
+        c.kind = Some("Statspack");
+        r.ignored("title");
+        return Ok(());
+    }
+    if s.section == Section::None {
+        let tt = text.trim();
+        for (begin, label) in [(true, "Begin Snap:"), (false, "End Snap:")] {
+            if tt.starts_with(label) {
+                let ok = parse_snap_line(tt)
+                    .map(|(id, ns)| {
+                        if begin {
+                            c.begin = Some((id, ns));
+                        } else {
+                            c.end = Some((id, ns));
+                        }
+                    })
+                    .is_some();
+                if ok {
+                    r.parsed();
+                } else {
+                    if begin {
+                        c.begin = None;
+                    } else {
+                        c.end = None;
                     }
+                    r.unparsed("snap line without a snap id and time");
                 }
-                if tb.buckets.is_empty() {
+                return Ok(());
+            }
+        }
+        if let Some(rest) = tt.strip_prefix("Elapsed:") {
+            c.elapsed_min = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.replace(',', "").parse().ok());
+            r.ignored("header");
+            return Ok(());
+        }
+    }
+    if !line[0].is_ascii_whitespace() {
+        let new = if t.starts_with(b"Wait Event Histogram Detail") {
+            Some(Section::Detail)
+        } else if t.starts_with(b"Wait Event Histogram") {
+            Some(Section::Histogram)
+        } else if t.starts_with(b"Foreground Wait Events") {
+            Some(Section::Foreground)
+        } else {
+            None
+        };
+        if let Some(new) = new {
+            if new == Section::Detail && s.section != Section::Detail {
+                s.detail_sections += 1;
+            }
+            s.section = new;
+            s.section_line = r.line_no;
+            s.table = None;
+            s.header.clear();
+            r.ignored("section title");
+            return Ok(());
+        }
+    }
+    if s.section == Section::None {
+        r.ignored("other section");
+        return Ok(());
+    }
+    // The end of a section: an indented rule after the table (above the table, an indented
+    // rule underlines a heading such as `% of Waits`).
+    if line[0].is_ascii_whitespace()
+        && t.iter().all(|&c| c == b'-')
+        && t.len() > 20
+        && s.table.is_some()
+    {
+        s.section = Section::None;
+        s.table = None;
+        r.ignored("section end");
+        return Ok(());
+    }
+    if t.starts_with(b"->") {
+        r.ignored("section notes");
+        return Ok(());
+    }
+    if t.starts_with(b"No data exists for this section") {
+        s.section = Section::None;
+        s.table = None;
+        r.ignored("section without data");
+        return Ok(());
+    }
+    // The rule under the column headings.
+    if line[0] == b'-' && t.iter().all(|&c| c == b'-' || c == b' ') {
+        let spans = rule_spans(line);
+        let mut tb = Table {
+            spans,
+            buckets: Vec::new(),
+        };
+        if matches!(s.section, Section::Histogram | Section::Detail) {
+            // Columns: event, waits, then one per bucket.
+            let hb = s.header.as_bytes();
+            let labels: Vec<String> = tb
+                .spans
+                .iter()
+                .skip(2)
+                .map(|&(a, b)| {
+                    hb.get(a.min(hb.len())..b.min(hb.len()))
+                        .map(|b| String::from_utf8_lossy(b).trim().to_string())
+                        .unwrap_or_default()
+                })
+                .collect();
+            match buckets_of(&labels) {
+                Ok(b) => tb.buckets = b,
+                // A Detail section with no table ("No data exists for this section") runs on
+                // into the next section, whose table is not a histogram: it ends there.
+                Err(_) if s.section == Section::Detail => {
+                    s.section = Section::None;
+                    s.table = None;
+                    r.ignored("other section");
+                    return Ok(());
+                }
+                Err(e) => bail!("line {}: Wait Event Histogram: {e}", r.line_no - 1),
+            }
+        }
+        s.table = Some(tb);
+        r.ignored("column rule");
+        return Ok(());
+    }
+    let Some(tb) = &s.table else {
+        // Headings above the rule: keep the last one.
+        s.header.clear();
+        s.header.push_str(&text);
+        r.ignored("column headings");
+        return Ok(());
+    };
+    if tb.spans.len() < 3 {
+        r.unparsed("table without columns");
+        return Ok(());
+    }
+    let name_end = tb.spans[0].1.min(line.len());
+    let name = String::from_utf8_lossy(&line[..name_end])
+        .trim()
+        .to_string();
+    let mut cells: Vec<Option<String>> = vec![None; tb.spans.len()];
+    let mut stray = false;
+    for (end, tok) in tokens(line, name_end) {
+        match column_of(&tb.spans, end) {
+            Some(i) if i > 0 && cells[i].is_none() => {
+                cells[i] = Some(String::from_utf8_lossy(tok).into_owned())
+            }
+            _ => stray = true,
+        }
+    }
+    if name.is_empty() || stray {
+        r.unparsed("row does not fit the table's columns");
+        return Ok(());
+    }
+    let cell = |i: usize| cells.get(i).and_then(|c| c.as_deref());
+    let why = match s.section {
+        Section::Histogram | Section::Detail => {
+            let table = if s.section == Section::Detail {
+                Table2::Detail
+            } else {
+                Table2::Main
+            };
+            let shares: Vec<Option<&str>> = (2..tb.spans.len()).map(cell).collect();
+            let buckets = tb.buckets.clone();
+            c.hist_row(table, r.line_no, &name, cell(1), &shares, &buckets)?
+        }
+        Section::Foreground => c
+            .fg_row(&name, cell(1), cell(3), cell(4))?
+            .then_some(())
+            .map_or(Some("wait events row without a waits count"), |_| None),
+        Section::None => unreachable!("handled above"),
+    };
+    match why {
+        None => r.parsed(),
+        Some(why) => r.unparsed(why),
+    }
+    Ok(())
+}
+
+/// Where the HTML reader is. The report is SQL*Plus output: its lines are cut at the line size
+/// wherever they reach it, inside tags and words alike, so lines are joined as they are (no
+/// space put between them) and read as one stream of tags and text.
+#[derive(Default)]
+struct HtmlState {
+    /// Bytes of a tag begun on an earlier line.
+    pending: Vec<u8>,
+    section: Option<Section>,
+    section_line: u64,
+    in_h3: bool,
+    h3: String,
+    in_table: bool,
+    /// Buckets of the current histogram table (from its heading row).
+    buckets: Option<Vec<Bucket>>,
+    row: Vec<(bool, String)>,
+    cell: Option<String>,
+    text: String,
+    closed: bool,
+    detail_sections: u64,
+    /// The longest line so far: SQL*Plus's line size, where it cuts lines.
+    width: usize,
+}
+
+/// Text of HTML with its entities decoded (`&lt;`, `&#160;`, …; `&#160;` is a blank).
+fn decode_entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('&') {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        let Some(j) = tail.as_bytes()[..tail.len().min(12)]
+            .iter()
+            .position(|&b| b == b';')
+        else {
+            out.push('&');
+            rest = &tail[1..];
+            continue;
+        };
+        let ent = &tail[1..j];
+        let ch = match ent {
+            "lt" => Some('<'),
+            "gt" => Some('>'),
+            "amp" => Some('&'),
+            "quot" => Some('"'),
+            "apos" => Some('\''),
+            "nbsp" => Some(' '),
+            _ => ent
+                .strip_prefix("#x")
+                .or_else(|| ent.strip_prefix("#X"))
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .or_else(|| ent.strip_prefix('#').and_then(|d| d.parse().ok()))
+                .and_then(char::from_u32)
+                .map(|c| if c == '\u{a0}' { ' ' } else { c }),
+        };
+        match ch {
+            Some(c) => {
+                out.push(c);
+                rest = &tail[j + 1..];
+            }
+            None => {
+                out.push('&');
+                rest = &tail[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+impl HtmlState {
+    fn feed(&mut self, c: &mut Collected, r: &mut LineReader, line: &[u8]) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.pending);
+        buf.extend_from_slice(line);
+        // A line cut at the line size goes on in the next line as it is; one shorter than that
+        // was cut where blanks were (SQL*Plus trims them): a blank goes between the two.
+        self.width = self.width.max(line.len());
+        if line.len() < self.width {
+            buf.push(b' ');
+        }
+        let mut used = false;
+        let mut i = 0;
+        while i < buf.len() {
+            let Some(lt) = memchr::memchr(b'<', &buf[i..]).map(|k| i + k) else {
+                self.push_text(&buf[i..]);
+                break;
+            };
+            self.push_text(&buf[i..lt]);
+            let Some(gt) = memchr::memchr(b'>', &buf[lt..]).map(|k| lt + k) else {
+                if buf.len() - lt > MAX_LINE_BYTES {
                     bail!(
-                        "line {}: Wait Event Histogram table without bucket columns",
+                        "line {}: an HTML tag longer than {MAX_LINE_BYTES} bytes",
                         r.line_no
                     );
                 }
-            }
-            table = Some(tb);
-            r.ignored("column rule");
-            continue;
+                self.pending = buf[lt..].to_vec();
+                break;
+            };
+            let tag = &buf[lt + 1..gt];
+            let close = tag.first() == Some(&b'/');
+            let name = tag_name(&tag[close as usize..]);
+            used |= self.tag(c, r, &name, close)?;
+            i = gt + 1;
         }
-        let Some(tb) = &table else {
-            // Headings above the rule: keep the last one.
-            header.clear();
-            header.push_str(&text);
-            r.ignored("column headings");
-            continue;
+        if used {
+            r.parsed();
+        } else {
+            r.ignored("html");
+        }
+        Ok(())
+    }
+
+    fn push_text(&mut self, t: &[u8]) {
+        if t.is_empty() {
+            return;
+        }
+        let s = String::from_utf8_lossy(t);
+        if let Some(cell) = &mut self.cell {
+            if cell.len() < 4096 {
+                cell.push_str(&s);
+            }
+        } else if self.in_h3 {
+            if self.h3.len() < 4096 {
+                self.h3.push_str(&s);
+            }
+        } else {
+            // Keep a short tail to find the report's title in.
+            self.text.push_str(&s);
+            if self.text.len() > 256 {
+                let cut = self.text.len() - 128;
+                let cut = (cut..self.text.len())
+                    .find(|&k| self.text.is_char_boundary(k))
+                    .unwrap_or(self.text.len());
+                self.text.drain(..cut);
+            }
+        }
+    }
+
+    /// One tag; `Ok(true)` when it completed a row this reader used.
+    fn tag(
+        &mut self,
+        c: &mut Collected,
+        r: &mut LineReader,
+        name: &str,
+        close: bool,
+    ) -> Result<bool> {
+        if !close && c.kind.is_none() && self.text.contains("WORKLOAD REPOSITORY report for") {
+            c.kind = Some("AWR");
+        }
+        match (name, close) {
+            ("title", true) if self.text.contains("AWR Report for DB") => c.kind = Some("AWR"),
+            ("html", true) => self.closed = true,
+            ("h1" | "h2" | "h3", false) => {
+                self.in_h3 = true;
+                self.h3.clear();
+            }
+            ("h1" | "h2" | "h3", true) => {
+                self.in_h3 = false;
+                let title = decode_entities(&self.h3);
+                let title = title.split_whitespace().collect::<Vec<_>>().join(" ");
+                if title.starts_with("WORKLOAD REPOSITORY report for") {
+                    c.kind = Some("AWR");
+                }
+                let new = if title.starts_with("Wait Event Histogram Detail") {
+                    Some(Section::Detail)
+                } else if title == "Wait Event Histogram" {
+                    Some(Section::Histogram)
+                } else if title == "Foreground Wait Events" {
+                    Some(Section::Foreground)
+                } else {
+                    None
+                };
+                if new == Some(Section::Detail) {
+                    self.detail_sections += 1;
+                }
+                // A heading ends the section before it (a table not closed is cut).
+                if self.in_table && self.section.is_some() {
+                    bail!(
+                        "line {}: a heading inside a table of the section begun at line {}: \
+                         is the report garbled?",
+                        r.line_no,
+                        self.section_line
+                    );
+                }
+                self.section = new;
+                self.section_line = r.line_no;
+                self.buckets = None;
+            }
+            ("table", false) => {
+                self.in_table = true;
+                self.buckets = None;
+            }
+            ("table", true) => {
+                self.in_table = false;
+                if self.section.is_some() {
+                    // One table a section.
+                    self.section = None;
+                }
+            }
+            ("tr", false) => self.row.clear(),
+            ("td" | "th", false) => self.cell = Some(String::new()),
+            ("td" | "th", true) => {
+                if let Some(cell) = self.cell.take() {
+                    let text = decode_entities(&cell);
+                    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                    if self.row.len() < MAX_COLUMNS + 16 {
+                        self.row.push((name == "th", text));
+                    }
+                }
+            }
+            ("tr", true) => return self.row_end(c, r),
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn row_end(&mut self, c: &mut Collected, r: &mut LineReader) -> Result<bool> {
+        let row = std::mem::take(&mut self.row);
+        let cell = |i: usize| row.get(i).map(|c| c.1.as_str()).filter(|s| !s.is_empty());
+        let first = cell(0).unwrap_or("");
+        if self.section.is_none() {
+            for (begin, label) in [(true, "Begin Snap:"), (false, "End Snap:")] {
+                if first == label {
+                    let ok = c.snap(begin, cell(1).unwrap_or(""), cell(2).unwrap_or(""));
+                    if !ok {
+                        r.unparsed("snap row without a snap id and time");
+                    }
+                    return Ok(ok);
+                }
+            }
+            if first == "Elapsed:" {
+                c.elapsed_min = row
+                    .iter()
+                    .skip(1)
+                    .find_map(|c| c.1.split_whitespace().next()?.replace(',', "").parse().ok());
+            }
+            return Ok(false);
+        }
+        let section = self.section.unwrap_or(Section::None);
+        // The column headings: every cell a heading, the first `Event`.
+        if row.iter().all(|c| c.0) {
+            if first == "Event" && matches!(section, Section::Histogram | Section::Detail) {
+                let labels: Vec<String> = row.iter().skip(2).map(|c| c.1.clone()).collect();
+                let b = buckets_of(&labels).map_err(|e| {
+                    anyhow::anyhow!("line {}: {}: {e}", r.line_no, section_name(section))
+                })?;
+                self.buckets = Some(b);
+            }
+            return Ok(false);
+        }
+        if row.first().is_some_and(|c| c.0) || first.is_empty() {
+            // A row of group headings (`% of Waits`) above the column headings.
+            return Ok(false);
+        }
+        let why = match section {
+            Section::Histogram | Section::Detail => {
+                let Some(buckets) = self.buckets.clone() else {
+                    r.unparsed("histogram row before the table's column headings");
+                    return Ok(false);
+                };
+                let table = if section == Section::Detail {
+                    Table2::Detail
+                } else {
+                    Table2::Main
+                };
+                let shares: Vec<Option<&str>> = (2..row.len()).map(cell).collect();
+                c.hist_row(table, r.line_no, first, cell(1), &shares, &buckets)?
+            }
+            Section::Foreground => c
+                .fg_row(first, cell(1), cell(3), cell(4))?
+                .then_some(())
+                .map_or(Some("wait events row without a waits count"), |_| None),
+            Section::None => None,
         };
-        if tb.spans.len() < 3 {
-            r.unparsed("table without columns");
-            continue;
+        if let Some(why) = why {
+            r.unparsed(why);
         }
-        let name_end = tb.spans[0].1.min(line.len());
-        let name = String::from_utf8_lossy(&line[..name_end])
-            .trim()
-            .to_string();
-        let mut cells: Vec<Option<&[u8]>> = vec![None; tb.spans.len()];
-        let mut stray = false;
-        for (end, tok) in tokens(line, name_end) {
-            match column_of(&tb.spans, end) {
-                Some(c) if c > 0 && cells[c].is_none() => cells[c] = Some(tok),
-                _ => stray = true,
-            }
-        }
-        if name.is_empty() || stray {
-            r.unparsed("row does not fit the table's columns");
-            continue;
-        }
-        match section {
-            Section::Histogram => {
-                let Some((total, exact)) = cells[1].and_then(parse_count) else {
-                    r.unparsed("histogram row without a total waits count");
-                    continue;
-                };
-                let mut pcts = Vec::with_capacity(tb.buckets.len());
-                let mut bad = false;
-                for c in cells.iter().skip(2) {
-                    match c {
-                        None => pcts.push(None),
-                        Some(t) => match parse_pct(t) {
-                            Some(p) => pcts.push(Some(p)),
-                            None => bad = true,
-                        },
-                    }
-                }
-                if bad {
-                    r.unparsed("histogram row with a share that is not a percentage");
-                    continue;
-                }
-                let sum: f64 = pcts.iter().flatten().sum();
-                let shown = pcts.iter().flatten().count() as f64;
-                if total > 0 && (sum - 100.0).abs() > 0.05 * shown + 1e-6 {
-                    bad_rows.push(format!(
-                        "line {}: '{name}': shares add up to {sum:.1} %, not 100 % within their \
-                         rounding: row not used",
-                        r.line_no
-                    ));
-                    r.unparsed("histogram shares do not add up to 100 %");
-                    continue;
-                }
-                let Some(counts) = apportion(total, &pcts, exact) else {
-                    bad_rows.push(format!(
-                        "line {}: '{name}': no whole counts of the {total} waits give the \
-                         printed shares: row not used",
-                        r.line_no
-                    ));
-                    r.unparsed("histogram shares do not fit the total waits");
-                    continue;
-                };
-                // Each event has one row; a name seen before is another event whose name was
-                // cut to the same first characters (the report cuts names to the column).
-                let mut op_name = name.clone();
-                let mut k = 1;
-                while names.contains(&op_name) {
-                    k += 1;
-                    op_name = format!("{name} ({k})");
-                }
-                if k > 1 {
-                    collisions.push(format!(
-                        "line {}: a second event printed as '{name}' (names are cut to the \
-                         column's width) is read as '{op_name}'",
-                        r.line_no
-                    ));
-                }
-                if !(exact && total < 1000) && total > 0 {
-                    estimated.push(op_name.clone());
-                }
-                if events.len() >= MAX_EVENTS {
-                    bail!("more than {MAX_EVENTS} events in one report");
-                }
-                let mut row = Vec::new();
-                for (b, n) in tb.buckets.iter().zip(counts) {
-                    if n == 0 {
-                        continue;
-                    }
-                    if b.hi_ns.is_none() {
-                        open_ended = open_ended.saturating_add(n);
-                    }
-                    row.push((*b, n));
-                }
-                // Rows are ordered by event, idle events last: the first row that sorts
-                // before the one above it (byte-wise and ignoring case alike, whichever sort
-                // the database used) begins the idle events.
-                if let Some(prev) = &prev_event {
-                    let ci = |a: &str| a.to_ascii_lowercase();
-                    if idle_from.is_none() && name < *prev && ci(&name) < ci(prev) {
-                        idle_from = Some(events.len());
-                    }
-                }
-                prev_event = Some(name.clone());
-                names.insert(op_name.clone());
-                events.push((op_name, row));
-                r.parsed();
-            }
-            Section::Foreground => {
-                let waits = cells[1].and_then(parse_count).filter(|w| w.1).map(|w| w.0);
-                let Some(waits) = waits else {
-                    r.unparsed("wait events row without a waits count");
-                    continue;
-                };
-                let num = |i: usize, unit_ms: f64| -> Option<f64> {
-                    let s = std::str::from_utf8(cells.get(i).copied().flatten()?).ok()?;
-                    parse_time_ms(s, unit_ms)
-                };
-                if fg.len() >= MAX_EVENTS {
-                    bail!("more than {MAX_EVENTS} foreground wait events in one report");
-                }
-                fg.push(FgEvent {
-                    event: name,
-                    waits,
-                    total_s: num(3, 1000.0).map(|ms| ms / 1000.0),
-                    avg_ms: num(4, 1.0),
-                });
-                r.parsed();
-            }
-            Section::None | Section::Detail => unreachable!("handled above"),
-        }
+        Ok(why.is_none())
     }
-    if matches!(section, Section::Histogram | Section::Foreground) && table.is_some() {
-        bail!(
-            "the report ends inside its {} section (begun at line {section_line}) without the \
-             section's closing rule: the file looks truncated",
-            if section == Section::Histogram {
-                "Wait Event Histogram"
-            } else {
-                "Foreground Wait Events"
-            }
-        );
-    }
-    if events.is_empty() {
-        if kind.is_some() {
-            let mut m = format!(
-                "{} report without a readable Wait Event Histogram section",
-                kind.unwrap_or("AWR")
+
+    /// At the end of the file: a report cut short is refused.
+    fn end(&self, c: &Collected) -> Result<()> {
+        if let Some(s) = self.section.filter(|_| self.in_table) {
+            bail!(
+                "the HTML report ends inside its {} table (the section begun at line {}): the \
+                 file looks truncated",
+                section_name(s),
+                self.section_line
             );
-            for b in &bad_rows {
+        }
+        if !self.closed && (!c.events.is_empty() || c.kind.is_some()) {
+            bail!("the HTML report ends before its closing </html> tag: the file looks truncated");
+        }
+        Ok(())
+    }
+}
+
+/// The name of a tag from the bytes after `<` or `</`, lower-case: `td` also from `tdalign=…`
+/// (a line cut where the blank after the name was, on the first such line of a report, before
+/// its line size is known).
+fn tag_name(t: &[u8]) -> String {
+    let name: String = t
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric())
+        .map(|b| b.to_ascii_lowercase() as char)
+        .collect();
+    for tag in ["td", "th", "tr", "table"] {
+        if let Some(rest) = name.strip_prefix(tag) {
+            let attr = [
+                "align", "class", "scope", "headers", "id", "colspan", "border", "width",
+            ];
+            if attr.iter().any(|a| rest.starts_with(a)) {
+                return tag.to_string();
+            }
+        }
+    }
+    name
+}
+
+fn section_name(s: Section) -> &'static str {
+    match s {
+        Section::Histogram => "Wait Event Histogram",
+        Section::Detail => "Wait Event Histogram Detail",
+        Section::Foreground => "Foreground Wait Events",
+        Section::None => "other",
+    }
+}
+
+/// The run of one report: Detail rows merged into their events, counts into the interval.
+fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
+    if c.events.is_empty() {
+        if let Some(kind) = c.kind {
+            let mut m = format!("{kind} report without a readable Wait Event Histogram section");
+            for b in &c.bad_rows {
                 m.push_str(&format!("\n  {b}"));
             }
             bail!(m);
         }
         return Ok(Vec::new());
     }
-    let kind = kind.unwrap_or("AWR");
-    let (Some((b_id, b_ns)), Some((e_id, e_ns))) = (begin, end) else {
+    let kind = c.kind.unwrap_or("AWR");
+    let (Some((b_id, b_ns)), Some((e_id, e_ns))) = (c.begin, c.end) else {
         bail!(
             "the {kind} report has Wait Event Histogram rows but no Begin Snap / End Snap lines: \
              its snapshot window (the span the counts cover) is unknown"
@@ -633,7 +1482,7 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
     }
     let duration = (e_ns - b_ns) as f64 / 1e9;
     let mut warnings = Vec::new();
-    if let Some(m) = elapsed_min {
+    if let Some(m) = c.elapsed_min {
         // Snap times are to the second, Elapsed to 0.01 min.
         if (m * 60.0 - duration).abs() > 0.3 + 1.0 {
             warnings.push(format!(
@@ -642,8 +1491,83 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
             ));
         }
     }
-    warnings.extend(bad_rows);
-    warnings.extend(collisions);
+    warnings.append(&mut c.bad_rows);
+    warnings.append(&mut c.collisions);
+    // Detail rows to their events, by the printed name (only non-idle events are listed).
+    let idle_from = c.idle_from.unwrap_or(c.events.len());
+    let mut unmatched = Vec::new();
+    for d in std::mem::take(&mut c.details) {
+        let found: Vec<usize> = (0..c.events.len())
+            .filter(|&i| c.events[i].row.name == d.name)
+            .collect();
+        let busy: Vec<usize> = found.iter().copied().filter(|&i| i < idle_from).collect();
+        let at = match (found.len(), busy.len()) {
+            (1, _) => Some(found[0]),
+            (_, 1) => Some(busy[0]),
+            _ => None,
+        };
+        match at {
+            Some(i)
+                if c.events[i]
+                    .details
+                    .iter()
+                    .all(|e| e.buckets[0] != d.buckets[0]) =>
+            {
+                c.events[i].details.push(d)
+            }
+            _ => unmatched.push(format!("line {}: '{}'", d.line, d.name)),
+        }
+    }
+    if !unmatched.is_empty() {
+        warnings.push(format!(
+            "{} Wait Event Histogram Detail row(s) name no single event of the main histogram \
+             and are not used: {}",
+            unmatched.len(),
+            super::truncate(&unmatched.join(", "), 300)
+        ));
+    }
+    let mut merged = 0usize;
+    let mut not_merged = Vec::new();
+    let mut waits_not_held = Vec::new();
+    for ev in &mut c.events {
+        if ev.details.is_empty() {
+            continue;
+        }
+        match merge(ev) {
+            Ok((b, n, held)) => {
+                if !held {
+                    waits_not_held.push(ev.op_name.clone());
+                }
+                ev.buckets = b;
+                ev.counts = n;
+                ev.merged = true;
+                merged += 1;
+            }
+            Err(why) => not_merged.push(format!("'{}': {why}", ev.op_name)),
+        }
+    }
+    if !not_merged.is_empty() {
+        warnings.push(format!(
+            "the Detail rows of {} event(s) do not fit their main histogram row and are not \
+             used (its buckets are kept): {}",
+            not_merged.len(),
+            super::truncate(&not_merged.join("; "), 400)
+        ));
+    }
+    if !waits_not_held.is_empty() {
+        warnings.push(format!(
+            "the Detail rows' printed waits of {} event(s) could not be held together with the \
+             main row's shares (the shares alone give their Detail buckets): {}",
+            waits_not_held.len(),
+            super::truncate(&waits_not_held.join(", "), 300)
+        ));
+    }
+    let estimated: Vec<&str> = c
+        .events
+        .iter()
+        .filter(|e| !(e.row.exact && e.row.count < 1000) && e.row.count > 0)
+        .map(|e| e.op_name.as_str())
+        .collect();
     if !estimated.is_empty() {
         warnings.push(format!(
             "bucket counts of {} event(s) are estimates from the report's shares (0.1 %) of a \
@@ -652,50 +1576,87 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
             super::truncate(&estimated.join(", "), 300)
         ));
     }
+    let open_ended: u64 = c
+        .events
+        .iter()
+        .flat_map(|e| e.buckets.iter().zip(&e.counts))
+        .filter(|(b, _)| b.hi_ns.is_none())
+        .map(|(_, n)| n)
+        .sum();
     if open_ended > 0 {
         warnings.push(format!(
-            "{open_ended} wait(s) in an open-ended column (such as `>1s`) have no upper edge in \
-             the report and are recorded at the column's lower edge (a lower bound)"
+            "{open_ended} wait(s) in an open-ended column (such as `>1s` or `>=2s`) have no \
+             upper edge in the report and are recorded at the column's lower edge (a lower \
+             bound)"
         ));
     }
-    if detail_sections > 0 {
+    // The histograms hold 1 ns to 1 h: waits the Detail tables put at an hour or more (`< 1h`
+    // reaches 4096 × 1024 ms, `>=1h` begins there) are recorded at 1 h.
+    let top = crate::histogram::HIST_MAX_NS;
+    let over_an_hour: u64 = c
+        .events
+        .iter()
+        .flat_map(|e| e.buckets.iter().zip(&e.counts))
+        .filter(|(b, n)| **n > 0 && b.hi_ns.map_or(b.lo_ns >= top, |h| h > top))
+        .map(|(_, n)| n)
+        .sum();
+    if over_an_hour > 0 {
         warnings.push(format!(
-            "{detail_sections} Wait Event Histogram Detail section(s) not read (the main \
-             histogram's buckets are used)"
+            "{over_an_hour} wait(s) in columns reaching past 1 h (`< 1h`, `>=1h`) are recorded \
+             at most at 1 h, the top of the histograms (a lower bound for those over it)"
+        ));
+    }
+    if detail_sections > 0 && merged == 0 && not_merged.is_empty() {
+        warnings.push(format!(
+            "{detail_sections} Wait Event Histogram Detail section(s) without rows of the \
+             main histogram's events (the main histogram's buckets are used)"
         ));
     }
     let mut series = SnapshotSeries::new();
     series.begin_interval(0.0, duration);
-    for (name, row) in &events {
-        let op = series.op(name)?;
-        for (b, n) in row {
+    for ev in &c.events {
+        let op = series.op(&ev.op_name)?;
+        for (b, &n) in ev.buckets.iter().zip(&ev.counts) {
+            if n == 0 {
+                continue;
+            }
             let hi = b.hi_ns.unwrap_or(b.lo_ns.saturating_add(1));
-            series.add_spread(op, b.lo_ns, hi, *n);
+            series.add_spread(op, b.lo_ns, hi, n);
         }
     }
     let (mut ops, duration) = series.finish(BucketConvention::UpperBound);
     ops.retain(|o| o.count > 0);
-    let fg_json: Vec<serde_json::Value> = fg
-        .iter()
-        .map(|f| {
-            json!({
-                "event": f.event,
-                "waits": f.waits,
-                "total_wait_s": f.total_s,
-                "avg_wait_ms": f.avg_ms,
+    let fg_json: Vec<serde_json::Value> =
+        c.fg.iter()
+            .map(|f| {
+                json!({
+                    "event": f.event,
+                    "waits": f.waits,
+                    "total_wait_s": f.total_s,
+                    "avg_wait_ms": f.avg_ms,
+                })
             })
-        })
-        .collect();
-    let idle: Vec<&str> = idle_from
-        .map(|i| events[i..].iter().map(|(n, _)| n.as_str()).collect())
+            .collect();
+    let idle: Vec<&str> = c
+        .idle_from
+        .map(|i| c.events[i..].iter().map(|e| e.op_name.as_str()).collect())
         .unwrap_or_default();
+    let detailed: Vec<&str> = c
+        .events
+        .iter()
+        .filter(|e| e.merged)
+        .map(|e| e.op_name.as_str())
+        .collect();
     let spec = json!({
         "report": kind,
         "idle_events": idle,
         "begin_snap": b_id,
         "end_snap": e_id,
         "bucket_convention_basis": "the report's column headings: `<2ms` holds [1, 2) ms, \
-            `<=1s` holds [32, 1024) ms, `>1s` 1024 ms and more",
+            `<=1s` holds [32, 1024) ms, `>1s` 1024 ms and more; with the Wait Event Histogram \
+            Detail sections merged in, `<64ms` holds [32, 64) ms … `<2s` [1024, 2048) ms, \
+            `>=2s` 2048 ms and more (or on to `<4s` … `< 2m`, `>=2m`)",
+        "detail_merged_events": detailed,
         "foreground_wait_events": fg_json,
     });
     let mut run = ingest_run(
@@ -724,6 +1685,11 @@ mod tests {
         assert_eq!(parse_heading("<1/8s"), Some((true, 128_000_000)));
         assert_eq!(parse_heading("<32us"), Some((true, 32_000)));
         assert_eq!(parse_heading("Waits"), None);
+        // The Detail sections: `m` is 64 × 1024 ms, `h` 4096 × 1024 ms, a blank after `<`.
+        assert_eq!(parse_heading("< 1m"), Some((true, 65_536_000_000)));
+        assert_eq!(parse_heading(">=2m"), Some((false, 131_072_000_000)));
+        assert_eq!(parse_heading("<1/4h"), Some((true, 1_048_576_000_000)));
+        assert_eq!(parse_heading(">=1h"), Some((false, 4_194_304_000_000)));
     }
 
     #[test]
@@ -734,6 +1700,9 @@ mod tests {
         assert_eq!(parse_count(b"3138.K"), Some((3_138_000, false)));
         assert_eq!(parse_count(b"1,234"), Some((1_234, true)));
         assert_eq!(parse_count(b"x"), None);
+        // A comma as the decimal character before a unit (an HTML report of such a session).
+        assert_eq!(parse_count(b"33,4K"), Some((33_400, false)));
+        assert_eq!(parse_count(b"15,4M"), Some((15_400_000, false)));
     }
 
     #[test]
@@ -748,6 +1717,18 @@ mod tests {
         near("6.34ms", 6.34);
         near("1.02s", 1020.0);
         assert_eq!(parse_time_ms("######", 1.0), None);
+    }
+
+    #[test]
+    fn html_text_decodes_entities_and_tag_names_survive_cut_lines() {
+        assert_eq!(decode_entities("&lt;=1s&#160;&gt;1s &amp;"), "<=1s >1s &");
+        assert_eq!(decode_entities("&#xA0;a&bogus;"), " a&bogus;");
+        // An `&` before text that is not ASCII (a report in Portuguese): no entity, no panic.
+        assert_eq!(decode_entities("a & ção; é"), "a & ção; é");
+        assert_eq!(tag_name(b"td align=\"right\""), "td");
+        assert_eq!(tag_name(b"tdalign=\"right\""), "td");
+        assert_eq!(tag_name(b"tbody"), "tbody");
+        assert_eq!(tag_name(b"h3 class=\"awr\""), "h3");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! header and `lo -> hi : count` rows, bpftrace's `@map:` headers and `[lo, hi)` rows,
 //! HdrHistogram's `#[StartTime:`/`HIST…` lines, fio's all-numeric comma rows (histogram logs have
 //! hundreds of columns, latency logs four to six), `V$EVENT_HISTOGRAM` spools' `EVENT` header,
-//! AWR/Statspack reports' `WORKLOAD REPOSITORY report for` / `STATSPACK report for` titles,
+//! AWR/Statspack reports' `WORKLOAD REPOSITORY report for` / `STATSPACK report for` titles
+//! (and the HTML report's `<title>AWR Report for DB:`),
 //! the 10046 trace's `WAIT #`/`PARSING IN CURSOR` lines, `perf script`'s indented
 //! `address symbol (module)` frames and folded stacks' `a;b;c 42` lines.
 
@@ -48,6 +49,7 @@ pub(crate) fn sniff(path: &Path) -> Option<Guess> {
         if t.starts_with(b"WORKLOAD REPOSITORY report for")
             || t.starts_with(b"STATSPACK report for")
             || (t.starts_with(b"Wait Event Histogram") && has(b"DB/Inst:"))
+            || has(b"<title>AWR Report for DB:")
         {
             vote(Guess::Ingest(Format::Awr), 20);
         } else if t == b"<begin record>" || t == b"<end record>" {
