@@ -328,19 +328,8 @@ fn truncated_or_garbled_reports_are_refused() {
     assert!(format!("{e:#}").contains("<16xx"), "{e:#}");
     // The CLI: exit non-zero with the reason, never 0 with nothing read.
     let truncated = cut(340);
-    let out = common::bin()
-        .args(["ingest", "--format", "awr"])
-        .arg(&*truncated)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
-    let out = common::bin()
-        .args(["ingest", "--format", "awr"])
-        .arg(real("bcc_biolatency.txt"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
+    ingest_refused("awr", &truncated, "truncated");
+    ingest_refused("awr", &real("bcc_biolatency.txt"), "");
 }
 
 #[test]
@@ -362,17 +351,20 @@ fn awr_ingest_then_show_and_report() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("db file sequential read"));
     // A wrong --format on the report hints at awr.
+    ingest_refused("biolatency", &real(STATSPACK), "--format awr");
+}
+
+/// `iolens ingest --format FORMAT PATH` fails, and its error says `says` (the CLI: a non-zero
+/// exit with the reason, never 0 with nothing read).
+fn ingest_refused(format: &str, path: &std::path::Path, says: &str) {
     let out = common::bin()
-        .args(["ingest", "--format", "biolatency"])
-        .arg(real(STATSPACK))
+        .args(["ingest", "--format", format])
+        .arg(path)
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--format awr"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{format} {path:?} was read: {err}");
+    assert!(err.contains(says), "{err}");
 }
 
 /// A latency as `compare` prints it (`605 µs`, `≤ 1.02 s`): (bound, ns), the bound `≤`, `≥`
@@ -937,25 +929,9 @@ fn truncated_awr_html_reports_are_refused() {
     );
     // The CLI: a non-zero exit with the reason.
     let cut = cut_file(HTML_11204, |i, _| i <= 600);
-    let out = common::bin()
-        .args(["ingest", "--format", "awr"])
-        .arg(&*cut)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("truncated"));
+    ingest_refused("awr", &cut, "truncated");
     // A wrong --format on the HTML report hints at awr.
-    let out = common::bin()
-        .args(["ingest", "--format", "biolatency"])
-        .arg(real(HTML_11204))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--format awr"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ingest_refused("biolatency", &real(HTML_11204), "--format awr");
 }
 
 /// Without its Detail sections the same report reads as before: the main table's buckets,
