@@ -69,9 +69,10 @@ impl Placement {
     /// through [`Place`].)
     #[cfg(test)]
     pub(crate) fn place(&self, session: u32, off: u64) -> (u32, u64) {
-        match self.session_target(session) {
-            Some(t) => (t, off),
-            None => self.unit_place(off),
+        match (self.session_target(session), StripedPow2::of(self)) {
+            (Some(t), _) => (t, off),
+            (None, Some(p2)) => p2.place(off),
+            (None, None) => self.unit_place(off),
         }
     }
 
@@ -82,14 +83,10 @@ impl Placement {
             .then(|| (session as u64 % self.targets) as u32)
     }
 
-    /// [`Placement::place`] for a run striped in units.
+    /// [`Placement::place`] for a run striped in units whose unit or target count is no power
+    /// of two (those take [`StripedPow2`]).
     #[inline(always)]
     fn unit_place(&self, off: u64) -> (u32, u64) {
-        if let Some((us, rs)) = self.pow2 {
-            let t = (off >> us) & (self.targets - 1);
-            let within = ((off >> rs) << us) | (off & (self.unit - 1));
-            return (t as u32, self.region_offset + within);
-        }
         let (u, within) = match self.shift {
             Some(s) => (off >> s, off & (self.unit - 1)),
             None => (off / self.unit, off % self.unit),

@@ -1151,53 +1151,10 @@ struct HtmlState {
     width: usize,
 }
 
-/// Text of HTML with its entities decoded (`&lt;`, `&#160;`, …; `&#160;` is a blank).
+/// Text of HTML with its entities decoded (`&lt;`, `&#160;`, …; `&#160;` and `&nbsp;` are a
+/// blank; an unknown entity is kept as written).
 fn decode_entities(s: &str) -> String {
-    if !s.contains('&') {
-        return s.to_string();
-    }
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('&') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        let Some(j) = tail.as_bytes()[..tail.len().min(12)]
-            .iter()
-            .position(|&b| b == b';')
-        else {
-            out.push('&');
-            rest = &tail[1..];
-            continue;
-        };
-        let ent = &tail[1..j];
-        let ch = match ent {
-            "lt" => Some('<'),
-            "gt" => Some('>'),
-            "amp" => Some('&'),
-            "quot" => Some('"'),
-            "apos" => Some('\''),
-            "nbsp" => Some(' '),
-            _ => ent
-                .strip_prefix("#x")
-                .or_else(|| ent.strip_prefix("#X"))
-                .and_then(|h| u32::from_str_radix(h, 16).ok())
-                .or_else(|| ent.strip_prefix('#').and_then(|d| d.parse().ok()))
-                .and_then(char::from_u32)
-                .map(|c| if c == '\u{a0}' { ' ' } else { c }),
-        };
-        match ch {
-            Some(c) => {
-                out.push(c);
-                rest = &tail[j + 1..];
-            }
-            None => {
-                out.push('&');
-                rest = &tail[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    html_escape::decode_html_entities(s).replace('\u{a0}', " ")
 }
 
 impl HtmlState {
