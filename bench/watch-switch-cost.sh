@@ -5,7 +5,8 @@
 # else. Measured: the round trip's time (µs per op, perf's own figure) without a watch and
 # under each build given, alternated over ROUNDS rounds, and each BPF program's runs and ns a
 # run from the kernel's counters (kernel.bpf_stats_enabled set for the measurement, then set
-# back). The difference of the medians over none is the watch's cost per round trip.
+# back), and the watcher's own CPU (utime + stime) per round trip. The difference of the
+# medians over none is the watch's cost per round trip.
 #
 # Needs root and perf. Usage: bench/watch-switch-cost.sh LOOPS ROUNDS BIN [BIN...]
 set -euo pipefail
@@ -47,7 +48,9 @@ for r in $(seq "$ROUNDS"); do
     W=$!
     for _ in $(seq 300); do grep -q "tracepoints attached" "$TMP/w.err" 2> /dev/null && break; sleep 0.1; done
     progs "$W" > "$TMP/a"
+    t0=$(awk '{print $14 + $15}' "/proc/$W/stat")
     us=$(bench)
+    t1=$(awk '{print $14 + $15}' "/proc/$W/stat")
     progs "$W" > "$TMP/b"
     kill -INT "$W"; wait "$W" || true; W=""
     # ns a run of sched_switch and sched_wakeup, and the total ns of all programs per op.
@@ -67,6 +70,8 @@ for i, (c, n) in b.items():
 print(", ".join(sorted(out)) + f"; all programs {tot / ops / 1e3:.2f} µs/op")
 PY
 )
-    echo "round $r bin$i $us ($extra)"
+    # The watcher's own CPU (utime + stime, clock ticks) per op.
+    wus=$(python3 -c "import os; print(f'{($t1 - $t0) / os.sysconf(\"SC_CLK_TCK\") * 1e6 / $LOOPS:.2f}')")
+    echo "round $r bin$i $us ($extra; watcher $wus µs/op)"
   done
 done

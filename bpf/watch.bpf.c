@@ -20,8 +20,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 #define EV_SYSCALL 1
 #define EV_BLOCK 2
+// An on-CPU slice and the off-CPU span before it (see CPU_SPAN). 4 was a separate off-CPU
+// event, no longer written.
 #define EV_CPU_ON 3
-#define EV_CPU_OFF 4
 // A thread's parts (a `parts_event`): at its exit, and where its time crosses an interval's end.
 #define EV_PARTS 5
 // An io_uring read, write or sync of a watched process, at its completion (`sub`: URING_*; `a`
@@ -96,24 +97,30 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // still waiting when it completed: someone's wait. Watched requests without it are background
 // I/O (readahead, writeback, flushes no syscall waited for).
 #define BLOCK_WAITED (1u << 17)
-// Set in a cpu-off event's `sub`: the thread was inside a traced syscall while it waited.
+// A cpu event (EV_CPU_ON) is one on-CPU slice, written when it ends, and the off-CPU span that
+// ended where the slice began, if the switch in was seen (CPU_SPAN in `sub`): one record per
+// switch out instead of one at each switch, out and in. Its `sub` flags are the span's:
+// Set in a cpu event's `sub`: the thread was inside a traced syscall while it waited.
 #define CPU_IN_IO 1u
-// Set in a cpu-off event's `sub`: the CPU it got was running another task, not idle (the wait
+// Set in a cpu event's `sub`: the CPU it got was running another task, not idle (the wait
 // was contention for the CPU, not the time an idle CPU takes to wake).
 #define CPU_CONTENDED 2u
+// Set in a cpu event's `sub`: it carries the off-CPU span before the slice (in `c`, its
+// run-queue wait in `d`, its wait event in `dev`), which ended at `ts - a`.
+#define CPU_SPAN 4u
 
 struct event {
 	__u32 kind;
 	__u32 tgid;
 	__u32 tid;
 	__u32 sub;  // syscall index; block op | BLOCK_WATCHED; cpu off: CPU_IN_IO | CPU_CONTENDED
-	__u64 a;    // syscall latency, block device service, on-cpu slice, off-cpu span
-	__u64 b;    // syscall bytes, block host-queue time, -, run-queue wait
+	__u64 a;    // syscall latency, block device service, cpu: on-cpu slice
+	__u64 b;    // syscall bytes, block host-queue time
 	__u64 ts;   // completion time, CLOCK_MONOTONIC ns
-	__u32 dev;  // block: disk major << 20 | first_minor; syscall (at entry), cpu off: PostgreSQL wait_event_info
+	__u32 dev;  // block: disk major << 20 | first_minor; syscall (at entry), cpu span: PostgreSQL wait_event_info
 	__u32 bytes; // block: completed bytes; syscall: 1 when it failed
-	__u64 c;    // syscall: device time charged to it (the union of its requests'), ns
-	__u64 d;    // syscall: host-queue time charged to it (none of its requests in the device)
+	__u64 c;    // syscall: device time charged to it (the union of its requests'), ns; cpu: off-cpu span
+	__u64 d;    // syscall: host-queue time charged to it (none of its requests in the device); cpu: span's run-queue wait
 	// Syscall: the file its first argument named at entry (see `file_of`), so user space can
 	// name the file (and the PostgreSQL relation) each I/O was on.
 	__u64 ino;  // its inode number; 0: no open file under that descriptor
@@ -265,6 +272,13 @@ struct task_state {
 	__u32 sys_fdev;
 	__s32 sys_fd;
 	__u64 sys_pos; // its fourth argument (see `struct event`'s `pos`)
+	// The off-CPU span that ended at its last switch in (`on_ts`), written with the slice
+	// that follows it (see CPU_SPAN): its length, run-queue wait, wait event and flags
+	// (0: none pending).
+	__u64 span_off;
+	__u64 span_runq;
+	__u32 span_wev;
+	__u32 span_flags;
 };
 // user space (src/watch/mod.rs, `RawTask`) checks this layout against the object's BTF.
 
@@ -274,6 +288,14 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_state);
 } tasks SEC(".maps");
+
+// Where a thread's state is made before it is added to `tasks` (see `task_get`).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} task_scratch SEC(".maps");
 
 // Incremented by user space after it adds entries to `pg_wait_ptr`: a thread's copy of its
 // process's entry (`task_state.pg_wait`) is good while this has not changed. An entry the kernel
@@ -562,6 +584,19 @@ static __always_inline void emit_name(__u32 tgid, __u32 tid, const char *comm, _
 // removed at sched_process_exit, and a preemption on its way out (frequent on a saturated host)
 // would create one its last switch (TASK_DEAD, not followed) never ends: it would count as on
 // CPU to the end of the watch (measured: two of four pgbench backends, 1.5 s each).
+// The fields a new thread state begins with (every other is zero).
+static __always_inline void task_init(struct task_state *st, __u32 state, __u64 from, __u32 tgid,
+				      __u32 tid, __u32 wev)
+{
+	st->last = from;
+	st->emit_ts = from;
+	st->state = state;
+	st->tgid = tgid;
+	st->tid = tid;
+	st->wev = wev;
+	st->seg_wev = wev;
+}
+
 static __always_inline struct task_state *task_get(struct task_struct *p, __u32 tgid, __u32 tid,
 						   __u32 state, __u64 from, __u64 now, __u32 wev)
 {
@@ -570,18 +605,30 @@ static __always_inline struct task_state *task_get(struct task_struct *p, __u32 
 		return st;
 	if (BPF_CORE_READ(p, flags) & PF_EXITING_FLAG)
 		return 0;
-	struct task_state fresh = {
-		.last = from, .emit_ts = from, .state = state, .tgid = tgid, .tid = tid,
-		.wev = wev, .seg_wev = wev
-	};
-	long err = bpf_map_update_elem(&tasks, &tid, &fresh, BPF_NOEXIST);
+	// Built in this CPU's scratch slot, not on the stack (512 bytes for the whole program).
+	// A program run in an interrupt on this CPU (a wakeup) may build another thread's state
+	// in the same slot meanwhile; it sets the same fields as this one (every other is zero in
+	// both), so if they are not this thread's after the copy into the map (which runs with
+	// interrupts off), the copy is set right.
+	__u32 zero = 0;
+	struct task_state *fresh = bpf_map_lookup_elem(&task_scratch, &zero);
+	if (!fresh)
+		return 0;
+	__builtin_memset(fresh, 0, sizeof(*fresh));
+	task_init(fresh, state, from, tgid, tid, wev);
+	long err = bpf_map_update_elem(&tasks, &tid, fresh, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST */)
 		count_lost(LOST_TASK_STATE);
+	st = bpf_map_lookup_elem(&tasks, &tid);
 	if (!err) {
+		if (st && (fresh->tid != tid || fresh->tgid != tgid || fresh->last != from ||
+			   fresh->emit_ts != from || fresh->state != state || fresh->wev != wev ||
+			   fresh->seg_wev != wev))
+			task_init(st, state, from, tgid, tid, wev);
 		struct task_struct *leader = BPF_CORE_READ(p, group_leader);
 		emit_name(tgid, tid, leader->comm, now);
 	}
-	return bpf_map_lookup_elem(&tasks, &tid);
+	return st;
 }
 
 // A process is matched by its name: its main thread's (the group leader's), so that threads
@@ -1282,15 +1329,19 @@ static __always_inline void on_wakeup(struct task_struct *p, int is_new, const i
 // TASK_DEAD in a switched-out task's state: it will never run again.
 #define TASK_DEAD_STATE 0x80
 
-// A scheduler event (EV_CPU_ON, EV_CPU_OFF) into this CPU's batch.
-static __always_inline void emit_cpu(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a,
-				     __u64 b, __u64 now, __u32 wev)
+// Thread `st`'s on-CPU slice `slice` ending at `now`, with the off-CPU span before it if one is
+// pending (see CPU_SPAN), into this CPU's batch.
+static __always_inline void emit_slice(struct task_state *st, __u32 tgid, __u32 tid, __u64 slice,
+				       __u64 now)
 {
 	struct sys_batch *batch;
 	struct event *e = batch_slot(&batch, now);
 	if (!e)
 		return;
-	fill(e, kind, tgid, tid, sub, a, b, now, wev, 0);
+	fill(e, EV_CPU_ON, tgid, tid, st->span_flags, slice, 0, now, st->span_wev, 0);
+	e->c = st->span_off;
+	e->d = st->span_runq;
+	st->span_flags = 0;
 	batch_commit(batch, now);
 }
 
@@ -1329,8 +1380,7 @@ static __always_inline void on_switch(__u64 *ctx, const int btf)
 			__u32 held;
 			__u32 wev = thread_wait_event(st, tgid, &held);
 			observe(st, now, wev, wev, held);
-			__u64 slice = st->on_ts ? now - st->on_ts : 0;
-			emit_cpu(EV_CPU_ON, tgid, tid, 0, slice, 0, now, 0);
+			emit_slice(st, tgid, tid, st->on_ts ? now - st->on_ts : 0, now);
 			st->wev = wev;
 			st->preempted = runnable;
 			st->on_ts = 0;
@@ -1363,8 +1413,11 @@ static __always_inline void on_switch(__u64 *ctx, const int btf)
 				if (prev_pid != 0)
 					flags |= CPU_CONTENDED;
 			}
-			emit_cpu(EV_CPU_OFF, tgid, tid, flags, st->off_ts ? now - st->off_ts : 0, runq,
-				 now, st->off_ts ? st->wev : 0);
+			// Written with the slice that begins here, when it ends.
+			st->span_off = st->off_ts ? now - st->off_ts : 0;
+			st->span_runq = runq;
+			st->span_wev = st->off_ts ? st->wev : 0;
+			st->span_flags = flags | CPU_SPAN;
 			st->wev = 0;
 			st->on_ts = now;
 			st->off_ts = 0;
@@ -1452,6 +1505,9 @@ static __always_inline void on_exit(struct task_struct *p)
 	if (!st)
 		return;
 	__u64 now = bpf_ktime_get_ns();
+	// Its last slice (its switch out, dead, is not followed) and the span before it.
+	if (st->on_ts)
+		emit_slice(st, tgid, tid, now - st->on_ts, now);
 	observe(st, now, st->seg_wev, 0, 0);
 	flush_tag(st);
 	// Up to where its time was accounted (the watch's end, if it ended before).

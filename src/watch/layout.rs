@@ -104,6 +104,10 @@ pub(super) struct RawTask {
     pub sys_fdev: u32,
     pub sys_fd: i32,
     pub sys_pos: u64,
+    pub span_off: u64,
+    pub span_runq: u64,
+    pub span_wev: u32,
+    pub span_flags: u32,
 }
 
 /// `struct rq_state`: a block request's state in the kernel's `in_block` table, read at the end
@@ -196,7 +200,12 @@ pub(super) const PARTS_AT: usize = offset_of!(RawParts, parts);
 
 /// Bytes of `struct task_state`, and the offsets read from it.
 pub(super) const TASK_LEN: usize = size_of::<RawTask>();
+pub(super) const TASK_ON: usize = offset_of!(RawTask, on_ts);
 pub(super) const TASK_OFF: usize = offset_of!(RawTask, off_ts);
+pub(super) const TASK_SPAN_OFF: usize = offset_of!(RawTask, span_off);
+pub(super) const TASK_SPAN_RUNQ: usize = offset_of!(RawTask, span_runq);
+pub(super) const TASK_SPAN_WEV: usize = offset_of!(RawTask, span_wev);
+pub(super) const TASK_SPAN_FLAGS: usize = offset_of!(RawTask, span_flags);
 pub(super) const TASK_LAST: usize = offset_of!(RawTask, last);
 pub(super) const TASK_EMIT: usize = offset_of!(RawTask, emit_ts);
 pub(super) const TASK_SYS_TS: usize = offset_of!(RawTask, sys_ts);
@@ -383,7 +392,8 @@ mod tests {
             TASK_LEN,
             fields!(RawTask: on_ts, off_ts, wake_ts, last, emit_ts, bound, sys_ts, sys_dev,
                 sys_queue, sys_index, state, n_dev, n_queue, tgid, wev, sys_wev, preempted, tid,
-                pg_gen, pg_wait, pg_status, pg_state_off, cr_info, cr_cc, pad, acc, seg, tag, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd, sys_pos),
+                pg_gen, pg_wait, pg_status, pg_state_off, cr_info, cr_cc, pad, acc, seg, tag, seg_wev, tag_wev, sys_ino, sys_fdev, sys_fd, sys_pos, span_off, span_runq,
+                span_wev, span_flags),
         );
         check(
             "watch_clock",

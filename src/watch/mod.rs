@@ -184,18 +184,21 @@ impl IntervalView<'_> {
 
 const EV_SYSCALL: u32 = 1;
 const EV_BLOCK: u32 = 2;
+/// An on-CPU slice (`a`, ending at `ts`) and, with [`CPU_SPAN`], the off-CPU span before it.
 const EV_CPU_ON: u32 = 3;
-const EV_CPU_OFF: u32 = 4;
 /// An io_uring read, write or sync of a watched process at its completion (`EV_URING`).
 const EV_URING: u32 = 7;
 /// A PostgreSQL process's title at its exit (`EV_TITLE`; `a` its parent).
 const EV_TITLE: u32 = 8;
 /// A process's name (`EV_NAME`: a title record, the name in `title`).
 const EV_NAME: u32 = 9;
-/// Flags of a cpu-off event (`bpf/watch.bpf.c`): waited inside a traced syscall; the CPU it got
-/// was running another task (contention, not an idle CPU waking).
+/// Flags of a cpu event's off-CPU span (`bpf/watch.bpf.c`): waited inside a traced syscall; the
+/// CPU it got was running another task (contention, not an idle CPU waking); the event carries
+/// the span before its slice (`c` its length, `d` its run-queue wait, `dev` its wait event),
+/// which ended where the slice began (`ts - a`).
 const CPU_IN_IO: u32 = 1;
 const CPU_CONTENDED: u32 = 2;
+const CPU_SPAN: u32 = 4;
 const BLOCK_WATCHED: u32 = 1 << 16;
 /// Set on a block event whose request a traced syscall waited for (see `BLOCK_WAITED`).
 const BLOCK_WAITED: u32 = 1 << 17;
@@ -258,7 +261,8 @@ struct Event {
     ts: u64,
     dev: u32,
     bytes: u32,
-    /// Syscall: device and host-queue time charged to it, ns.
+    /// Syscall: device and host-queue time charged to it, ns. Cpu event (with [`CPU_SPAN`]):
+    /// the off-CPU span before the slice and its run-queue wait.
     c: u64,
     d: u64,
     /// Syscall: the file its descriptor named at entry (inode, filesystem device as the kernel
@@ -523,7 +527,7 @@ pub(crate) fn watch(
         // Set below, once the server processes' first wait events are in place.
         start_ns: 0,
         grid: grid::Grid::new(opts.keep_intervals),
-        ops: BTreeMap::new(),
+        ops: Default::default(),
         spans: Vec::new(),
         processes: BTreeMap::new(),
         threads: opts.threads,
@@ -541,6 +545,7 @@ pub(crate) fn watch(
         io_log: opts.record.as_ref().map(|_| io_record::IoLog::default()),
         folded: Default::default(),
         names: Default::default(),
+        announced: Vec::new(),
         newest: 0,
         closed_behind: 0,
     };
@@ -567,11 +572,20 @@ pub(crate) fn watch(
         let g = gen.get(&0, 0).unwrap_or(0);
         let _ = gen.set(0, g.wrapping_add(1), 0);
     };
+    // A look at the server processes: all of /proc (`full`), or only the processes the
+    // probes announced since the last look and the server processes not yet settled.
     let place_pg = |rec: &mut Recording,
                     map: &mut aya::maps::HashMap<MapData, u32, pg::PgPtrs>,
-                    gen: &mut Array<MapData, u32>| {
+                    gen: &mut Array<MapData, u32>,
+                    full: bool| {
         let mut placed = false;
-        for (pid, addr) in rec.pg.refresh(pg_watched) {
+        let announced = std::mem::take(&mut rec.announced);
+        let new = if full {
+            rec.pg.refresh(pg_watched)
+        } else {
+            rec.pg.refresh_some(&announced, pg_watched)
+        };
+        for (pid, addr) in new {
             // A process gone since: nothing to place.
             placed |= map.insert(pid, addr, 0).is_ok();
         }
@@ -622,6 +636,7 @@ pub(crate) fn watch(
         c.interval = interval_ns;
     })?;
     let mut pg_looked = Instant::now();
+    let mut pg_scanned = Instant::now();
     // The cgroups limiting the watched processes' I/O: their counters from now on.
     let mut cgroups = cgroup::CgroupTracker::default();
     cgroups.look(filters.pids.iter().copied());
@@ -650,7 +665,13 @@ pub(crate) fn watch(
         // Server processes started since (their forks inherit the address in the kernel; this
         // names their roles and finds new servers).
         if pg_looked.elapsed() >= Duration::from_millis(250) {
-            place_pg(&mut rec, &mut pg_map, &mut pg_gen);
+            // All of /proc once a second (a server started since whose processes the probes
+            // have not seen yet); the processes the probes announced every 250 ms.
+            let full = pg_scanned.elapsed() >= Duration::from_secs(1);
+            if full {
+                pg_scanned = Instant::now();
+            }
+            place_pg(&mut rec, &mut pg_map, &mut pg_gen, full);
             cgroups.look(rec.thread_time.values().map(|t| t.pid));
             // The wait-event parts of the processes gone: complete, and room in the map.
             let alive = |pid: u32| crate::sys::alive(pid);
@@ -727,7 +748,7 @@ pub(crate) fn watch(
     set_clock(&mut ebpf, |c| c.end = end_ns)?;
     rec.end_ns = end_ns;
     // The roles of server processes started since the last look.
-    place_pg(&mut rec, &mut pg_map, &mut pg_gen);
+    place_pg(&mut rec, &mut pg_map, &mut pg_gen, true);
     let end_warnings = rec.drain_after_end(
         &mut ebpf,
         &mut syscall_probes,

@@ -6,7 +6,10 @@
 //! time it was set, as PostgreSQL counts it; the rest, under no event, is CPU, waiting for a
 //! CPU, or off CPU unnamed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Looked up per event (every off-CPU span, every syscall): the Fx hash, not SipHash.
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::results::{PgRoleWaits, PgWaitKind, PgWaitRow, PgWaits, WallSplit};
 
@@ -151,10 +154,38 @@ impl PgWaitAcc {
     /// (pid, addresses) whose wait-event pointer address is newly known, for the kernel map. A
     /// forked process shares its postmaster's addresses; `watched` says which pids to consider.
     pub(crate) fn refresh(&mut self, watched: impl Fn(u32) -> bool) -> Vec<(u32, pg::PgPtrs)> {
-        let mut new = Vec::new();
         let pids = pg::process_ids();
         // A pid gone from /proc is no longer settled (a later process may take it).
         self.settled.retain(|p| pids.binary_search(p).is_ok());
+        self.look_at(pids, watched)
+    }
+
+    /// [`Self::refresh`] for some processes only, without a scan of `/proc` (most of a look's
+    /// cost on a host of many processes): `announced`, processes the probes saw for the first
+    /// time since the last look (each read again, its pid perhaps an earlier process's), and
+    /// the server processes not yet settled.
+    pub(crate) fn refresh_some(
+        &mut self,
+        announced: &[u32],
+        watched: impl Fn(u32) -> bool,
+    ) -> Vec<(u32, pg::PgPtrs)> {
+        let mut pids: Vec<u32> = announced.to_vec();
+        for &p in announced {
+            self.settled.remove(&p);
+        }
+        pids.extend(
+            self.procs
+                .keys()
+                .chain(self.placed.keys())
+                .filter(|p| !self.settled.contains(p)),
+        );
+        pids.sort_unstable();
+        pids.dedup();
+        self.look_at(pids, watched)
+    }
+
+    fn look_at(&mut self, pids: Vec<u32>, watched: impl Fn(u32) -> bool) -> Vec<(u32, pg::PgPtrs)> {
+        let mut new = Vec::new();
         for pid in pids {
             // Read already, and nothing a new look could change.
             if self.settled.contains(&pid)
@@ -294,7 +325,7 @@ impl PgWaitAcc {
                 servers.insert(pid);
             }
         }
-        let mut to: HashMap<u32, u32> = HashMap::new();
+        let mut to: HashMap<u32, u32> = HashMap::default();
         for &pid in &servers {
             let p = self.procs.get(&pid).cloned().unwrap_or(Proc {
                 role: "(exited before identified)",
@@ -392,7 +423,7 @@ impl PgWaitAcc {
         }
         // By server (postmaster pid; 0: not identified), role and session.
         let mut roles: BTreeMap<(u32, &'static str, Option<String>), Role> = BTreeMap::new();
-        let mut major_of: HashMap<u32, u32> = HashMap::new();
+        let mut major_of: HashMap<u32, u32> = HashMap::default();
         let mut tagged: Vec<((u32, u32), WallSplit)> = self.tagged.drain().collect();
         tagged.sort_by_key(|t| t.0);
         let mut sums: Vec<((u32, u32), Sum)> = self.sums.drain().collect();

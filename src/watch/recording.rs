@@ -6,9 +6,10 @@
 use super::*;
 use layout::{
     RqState, WaitKey, WaitSum, TASK_ACC, TASK_EMIT, TASK_LAST, TASK_LEN, TASK_N_DEV, TASK_N_QUEUE,
-    TASK_OFF, TASK_SEG, TASK_SEG_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID,
-    TASK_WEV,
+    TASK_OFF, TASK_ON, TASK_SEG, TASK_SEG_WEV, TASK_SPAN_FLAGS, TASK_SPAN_OFF, TASK_SPAN_RUNQ,
+    TASK_SPAN_WEV, TASK_STATE, TASK_SYS_TS, TASK_TAG, TASK_TAG_WEV, TASK_TGID, TASK_WEV,
 };
+use rustc_hash::FxHashMap;
 
 /// Parts in ns as a wall-time split in seconds.
 fn split_of(parts: &[u64; PARTS]) -> WallSplit {
@@ -27,7 +28,9 @@ pub(super) struct Recording {
     /// index of every span and op's interval, is a slot of it.
     pub(super) grid: grid::Grid,
     /// (run, op) → histograms; run "" is the syscall run, "cpu" the CPU run, else a device.
-    pub(super) ops: BTreeMap<String, BTreeMap<&'static str, OpAcc>>,
+    /// Looked up at every record (several per event): hashed (Fx), not a B-tree of strings
+    /// (whose comparisons were a quarter of the watcher's CPU under pgbench); `assemble` orders.
+    pub(super) ops: FxHashMap<String, FxHashMap<&'static str, OpAcc>>,
     pub(super) spans: Vec<WatchSpan>,
     /// By (pid, tid); tid 0 when threads are not asked for.
     pub(super) processes: BTreeMap<(u32, u32), WatchProcess>,
@@ -61,6 +64,9 @@ pub(super) struct Recording {
     pub(super) folded: Folded,
     /// The processes' names as the kernel side reported them.
     pub(super) names: filter::Names,
+    /// Processes whose first thread the probes saw (or whose main thread was renamed) since
+    /// the last look at PostgreSQL's processes (`PgWaitAcc::refresh_some`).
+    pub(super) announced: Vec<u32>,
     /// The newest base interval an event fell in, and the base interval before which every
     /// interval was closed by [`Recording::close_behind`].
     pub(super) newest: u64,
@@ -328,12 +334,17 @@ impl Recording {
         if e.kind == EV_NAME {
             if let Some(t) = &e.title {
                 self.names.set(e.tgid, t.clone(), e.ts);
+                self.announced.push(e.tgid);
             }
             return;
         }
         if e.kind == EV_TITLE {
             self.pg
                 .exited(e.tgid, e.a as u32, e.title.as_deref().unwrap_or(""));
+            return;
+        }
+        if e.kind == EV_CPU_ON {
+            self.cpu_slice(e);
             return;
         }
         if e.ts < self.start_ns || e.ts > self.end_ns {
@@ -456,45 +467,68 @@ impl Recording {
                     }
                 }
             }
-            EV_CPU_ON => {
-                if self.pg.is_pg(e.tgid) {
-                    self.pg.on_cpu(e.tgid);
-                }
-                self.record("cpu", CPU_ON, k, e.a, 0, false);
-                self.span(k).oncpu_ns += e.a;
-            }
-            EV_CPU_OFF => {
-                // The span's wait event, as PostgreSQL published it when the span began; only
-                // its part inside the watch counts.
-                let ns = e.a.min(e.ts - self.start_ns);
-                if ns > 0 && (e.dev != 0 || self.pg.is_pg(e.tgid)) {
-                    if let Some(op) = self.pg.off_cpu(e.tgid, e.dev) {
-                        if let Some(m) = self.metrics.as_mut() {
-                            let (pg, names) = (&self.pg, &self.names);
-                            m.pg_wait(e.tgid, || who(pg, names, e.tgid), op, ns);
-                        }
-                        self.record(PG_RUN, op, k, ns, 0, false);
-                    }
-                }
-                self.record("cpu", CPU_OFF, k, e.a, 0, false);
-                if e.b > 0 {
-                    if let Some(m) = self.metrics.as_mut() {
-                        let (pg, names) = (&self.pg, &self.names);
-                        m.runq(e.tgid, || who(pg, names, e.tgid), e.b);
-                    }
-                    self.record("cpu", CPU_RUNQ, k, e.b, 0, false);
-                    self.layer_record(Layer::Cpu, k, e.b);
-                    let span = self.span(k);
-                    span.runq_ns += e.b;
-                    if e.sub & CPU_CONTENDED != 0 {
-                        span.runq_contended_ns += e.b;
-                    }
-                    if e.sub & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
-                        span.runq_io_ns += e.b;
-                    }
-                }
-            }
             _ => {}
+        }
+    }
+
+    /// A cpu event: an on-CPU slice ending at `ts`, and with [`CPU_SPAN`] the off-CPU span that
+    /// ended where the slice began, each in the interval of its end, each only inside the watch.
+    fn cpu_slice(&mut self, e: &Event) {
+        if e.sub & CPU_SPAN != 0 {
+            let span = OffSpan {
+                end: e.ts.saturating_sub(e.a),
+                off: e.c,
+                runq: e.d,
+                wev: e.dev,
+                flags: e.sub,
+            };
+            self.off_span(e.tgid, &span);
+        }
+        if e.ts < self.start_ns || e.ts > self.end_ns {
+            return;
+        }
+        let k = self.interval_of(e.ts);
+        if self.pg.is_pg(e.tgid) {
+            self.pg.on_cpu(e.tgid);
+        }
+        self.record("cpu", CPU_ON, k, e.a, 0, false);
+        self.span(k).oncpu_ns += e.a;
+    }
+
+    /// An off-CPU span of a thread of process `tgid`, in the interval of its end.
+    fn off_span(&mut self, tgid: u32, s: &OffSpan) {
+        if s.end < self.start_ns || s.end > self.end_ns {
+            return;
+        }
+        let k = self.interval_of(s.end);
+        // The span's wait event, as PostgreSQL published it when the span began; only its
+        // part inside the watch counts.
+        let ns = s.off.min(s.end - self.start_ns);
+        if ns > 0 && (s.wev != 0 || self.pg.is_pg(tgid)) {
+            if let Some(op) = self.pg.off_cpu(tgid, s.wev) {
+                if let Some(m) = self.metrics.as_mut() {
+                    let (pg, names) = (&self.pg, &self.names);
+                    m.pg_wait(tgid, || who(pg, names, tgid), op, ns);
+                }
+                self.record(PG_RUN, op, k, ns, 0, false);
+            }
+        }
+        self.record("cpu", CPU_OFF, k, s.off, 0, false);
+        if s.runq > 0 {
+            if let Some(m) = self.metrics.as_mut() {
+                let (pg, names) = (&self.pg, &self.names);
+                m.runq(tgid, || who(pg, names, tgid), s.runq);
+            }
+            self.record("cpu", CPU_RUNQ, k, s.runq, 0, false);
+            self.layer_record(Layer::Cpu, k, s.runq);
+            let span = self.span(k);
+            span.runq_ns += s.runq;
+            if s.flags & CPU_CONTENDED != 0 {
+                span.runq_contended_ns += s.runq;
+            }
+            if s.flags & (CPU_IN_IO | CPU_CONTENDED) == CPU_IN_IO | CPU_CONTENDED {
+                span.runq_io_ns += s.runq;
+            }
         }
     }
 
@@ -615,6 +649,16 @@ pub(super) fn part_of(in_syscall: bool, state: u32, n_dev: i32, n_queue: i32) ->
     }
 }
 
+/// An off-CPU span of a watched thread (see `CPU_SPAN` in `bpf/watch.bpf.c`): where it ended,
+/// its length, its run-queue wait, the wait event it began under, its flags.
+pub(super) struct OffSpan {
+    pub(super) end: u64,
+    pub(super) off: u64,
+    pub(super) runq: u64,
+    pub(super) wev: u32,
+    pub(super) flags: u32,
+}
+
 /// A watched thread's state at the end: its parts not yet written to the ring, and the
 /// off-CPU span it is in, if any.
 pub(super) struct Pending {
@@ -631,6 +675,9 @@ pub(super) struct Pending {
     /// and the wait event it carries.
     pub(super) off_ts: u64,
     pub(super) wev: u32,
+    /// The off-CPU span that ended at its last switch-in, not yet written (the kernel writes
+    /// it with the slice that follows, at the switch-out).
+    pub(super) span: Option<OffSpan>,
     /// Its parts under PostgreSQL wait events not yet written: (event, parts), up to two
     /// (the tagged parts, and the slice since the last observation point, which carries the
     /// event it began under: at the end nothing can change it any more).
@@ -759,6 +806,13 @@ pub(super) fn pending_parts(ebpf: &aya::Ebpf, end_ns: u64) -> Result<Vec<Pending
             tail,
             off_ts: u64_at(TASK_OFF),
             wev: u32_at(TASK_WEV),
+            span: (u32_at(TASK_SPAN_FLAGS) & CPU_SPAN != 0).then(|| OffSpan {
+                end: u64_at(TASK_ON),
+                off: u64_at(TASK_SPAN_OFF),
+                runq: u64_at(TASK_SPAN_RUNQ),
+                wev: u32_at(TASK_SPAN_WEV),
+                flags: u32_at(TASK_SPAN_FLAGS),
+            }),
             tags,
         });
     }
@@ -812,7 +866,8 @@ impl Recording {
         }
         let mut late = |e: Event| {
             // A parts record written after the end may hold time before it (it is cut).
-            if e.ts <= end_ns || e.parts.is_some() {
+            // A cpu event after the end may carry a span before it (`cpu_slice` cuts).
+            if e.ts <= end_ns || e.parts.is_some() || e.kind == EV_CPU_ON {
                 self.add(&e, filters)
             }
         };
@@ -862,6 +917,10 @@ impl Recording {
                     }
                     for (info, parts) in &p.tags {
                         self.pg.tagged(p.tgid, *info, &split_of(parts));
+                    }
+                    // On CPU at the end: the span before its slice in progress.
+                    if let Some(span) = &p.span {
+                        self.off_span(p.tgid, span);
                     }
                     // Off CPU at the end (an idle backend, a session still sleeping): the span
                     // so far, under its wait event.

@@ -10,7 +10,10 @@
 //! filenodes are per database) as `schema.table`, index, TOAST table...; without one, the files
 //! are named by their paths and the output says that names need `--dsn`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+// Looked up per event (every off-CPU span, every syscall): the Fx hash, not SipHash.
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use anyhow::Result;
@@ -555,7 +558,7 @@ impl FileTable {
             files.push((what, s.by_pid));
         }
         // Closed, or their process gone, before they were named, and not in a data directory.
-        let mut unnamed: HashMap<Doer, Io> = HashMap::new();
+        let mut unnamed: HashMap<Doer, Io> = HashMap::default();
         for by_pid in self.pending.into_values() {
             for (doer, io) in by_pid {
                 unnamed.entry(doer).or_default().merge(&io);
