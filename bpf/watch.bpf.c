@@ -62,7 +62,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define LOST_SYSCALL_UNSEEN_EXIT 8
 // The map of parts per PostgreSQL wait event (`wait_parts`) was full.
 #define LOST_WAIT_STATE 9
-#define LOST_SLOTS 10
+#define LOST_CAUSES 10
+// `--watch` on iolens' own load traces up to MAX_TARGETS targets at once (see `target_disks`).
+// The counters in `lost` are kept per target and cause: slot t * LOST_CAUSES + cause, t the
+// target's number (1 + its index), t 0 for what is no target's (every count of `iolens watch`).
+#define MAX_TARGETS 64
+#define LOST_SLOTS (LOST_CAUSES * (1 + MAX_TARGETS))
 
 #define TASK_RUNNING 0
 
@@ -97,6 +102,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 // still waiting when it completed: someone's wait. Watched requests without it are background
 // I/O (readahead, writeback, flushes no syscall waited for).
 #define BLOCK_WAITED (1u << 17)
+// A block event's `sub` carries, in bits TARGET_SHIFT and up, the number of the target (1 + its
+// index; see `target_disks`) whose request it was: 0 under `iolens watch`.
+#define TARGET_SHIFT 24
 // A cpu event (EV_CPU_ON) is one on-CPU slice, written when it ends, and the off-CPU span that
 // ended where the slice began, if the switch in was seen (CPU_SPAN in `sub`): one record per
 // switch out instead of one at each switch, out and in. Its `sub` flags are the span's:
@@ -211,7 +219,7 @@ struct rq_state {
 	__u32 tgid;
 	__u32 tid;
 	__u32 watched;
-	__u32 pad;
+	__u32 target; // the number of the target it is a request of (see `target_of`); 0: none
 	// Entry time of the submitter's traced syscall it was submitted in (0: none): the request
 	// counts in that syscall's wait only while the same syscall is in progress.
 	__u64 sys;
@@ -743,12 +751,19 @@ static __always_inline void file_of(__s32 fd, __u64 *ino, __u32 *dev, const int 
 	*dev = BPF_CORE_READ(in, i_sb, s_dev);
 }
 
+// Counter `cause` of target number `target` (0: no target's) in `lost`.
+static __always_inline void count_lost_of(__u32 cause, __u32 target)
+{
+	count_lost(target * LOST_CAUSES + cause);
+}
+
+// An event whose loss counts against target number `target` (0: none).
 static __always_inline void emit(__u32 kind, __u32 tgid, __u32 tid, __u32 sub, __u64 a, __u64 b,
-				 __u64 ts, __u32 dev, __u32 bytes)
+				 __u64 ts, __u32 dev, __u32 bytes, __u32 target)
 {
 	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_lost(LOST_RINGBUF);
+		count_lost_of(LOST_RINGBUF, target);
 		return;
 	}
 	fill(e, kind, tgid, tid, sub, a, b, ts, dev, bytes);
@@ -1049,70 +1064,79 @@ struct {
 	__type(value, __u64);
 } count_from SEC(".maps");
 
-// For `--watch` on iolens' own load: the target file's extents on the disk, as sorted, disjoint
-// [start, end) sector ranges in `extents[0 .. extent_count)`. The process's requests (and
-// merged bios) outside them (its binary's pages read back after reclaim, another file) are
-// not the run's. `extent_count` 0 (`iolens watch`, or a target whose extents could not be
-// mapped) keeps every request of the watched processes.
+// For `--watch` on iolens' own load: its targets, each by its number t (1 + its index, at most
+// MAX_TARGETS), and what of their disks is theirs. `target_disks` holds each target's disk
+// (major << 20 | minor, as `struct event`'s `dev`): with `count` 0 every request (and merged bio)
+// on the disk is target `target`'s (a device, or a file whose blocks could not be mapped: then
+// no other target is on that disk); else the disk's targets are files whose extents are
+// `extents[first .. first + count)`, sorted, disjoint [start, end) sector ranges, each naming its
+// file's target. Requests of the process outside them (its binary's pages read back after
+// reclaim, another file, another disk) are none of the run's. One copy of the probes serves
+// every target of a run; the programs that follow a request keep its target, so one target's
+// requests (and their completions missed) are never another's. `own_targets` 0 (`iolens
+// watch`): no target filter, every request of the watched processes.
 #define MAX_EXTENTS 1024
+#define ALL_EXTENTS (MAX_TARGETS * MAX_EXTENTS)
+const volatile __u32 own_targets = 0;
+
 struct extent {
 	__u64 start;
 	__u64 end;
+	__u32 target;
+	__u32 pad;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, MAX_EXTENTS);
+	__uint(max_entries, ALL_EXTENTS);
 	__type(key, __u32);
 	__type(value, struct extent);
 } extents SEC(".maps");
 
+struct target_disk {
+	__u32 target;
+	__u32 first;
+	__u32 count;
+	__u32 pad;
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_TARGETS);
 	__type(key, __u32);
-	__type(value, __u32);
-} extent_count SEC(".maps");
+	__type(value, struct target_disk);
+} target_disks SEC(".maps");
 
-// For `--watch` on iolens' own load: the target's disk (major << 20 | minor, as `struct event`'s
-// `dev`); only requests (and merged bios) on it are the run's. 0 (`iolens watch`): every disk.
-// A run over several targets loads one watch per target, each with its own disk and extents,
-// so that one target's requests (and their completions missed) are never another's.
-const volatile __u32 target_dev = 0;
-
-static __always_inline int on_disk(struct gendisk *disk)
+// The number of the target a request (or bio) on `disk` at `sector` is to (see `target_disks`);
+// 0: none of them. With extents, a binary search of the disk's for the last that starts at or
+// before `sector`.
+static __always_inline __u32 target_of(struct gendisk *disk, __u64 sector)
 {
-	if (!target_dev)
-		return 1;
 	int major = BPF_CORE_READ(disk, major);
 	int minor = BPF_CORE_READ(disk, first_minor);
-	return (((__u32)major << 20) | (__u32)minor) == target_dev;
-}
-
-// Whether `sector` lies in one of the target's extents (always, without a filter): a binary
-// search for the last extent that starts at or before it.
-static __always_inline int on_target(__u64 sector)
-{
-	__u32 zero = 0;
-	__u32 *count = bpf_map_lookup_elem(&extent_count, &zero);
-	if (!count || *count == 0)
-		return 1;
-	__u32 lo = 0, hi = *count;
-	if (hi > MAX_EXTENTS)
-		hi = MAX_EXTENTS;
-	// [lo, hi) holds the answer; 11 halvings cover 1024 extents.
-	for (int i = 0; i < 11 && hi - lo > 1; i++) {
+	__u32 dev = ((__u32)major << 20) | (__u32)minor;
+	struct target_disk *d = bpf_map_lookup_elem(&target_disks, &dev);
+	if (!d)
+		return 0;
+	if (d->count == 0)
+		return d->target;
+	__u32 lo = d->first, n = d->count;
+	if (n > ALL_EXTENTS)
+		n = ALL_EXTENTS;
+	__u32 hi = lo + n;
+	// [lo, hi) holds the answer; 17 halvings cover ALL_EXTENTS.
+	for (int i = 0; i < 17 && hi - lo > 1; i++) {
 		__u32 mid = lo + (hi - lo) / 2;
 		struct extent *e = bpf_map_lookup_elem(&extents, &mid);
 		if (!e)
-			return 1;
+			return 0;
 		if (e->start <= sector)
 			lo = mid;
 		else
 			hi = mid;
 	}
 	struct extent *e = bpf_map_lookup_elem(&extents, &lo);
-	return e && sector >= e->start && sector < e->end;
+	return e && sector >= e->start && sector < e->end ? e->target : 0;
 }
 
 static __always_inline int unseen_counts(const struct rq_state *old)
@@ -1146,8 +1170,11 @@ static __always_inline void rq_start(struct request *rq)
 	__u64 key = (__u64)rq;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state st = { .start = bpf_ktime_get_ns(), .tgid = id >> 32, .tid = (__u32)id };
-	st.watched = current_watched(st.tgid) && on_disk(BPF_CORE_READ(rq, q, disk)) &&
-		     on_target(BPF_CORE_READ(rq, __sector));
+	st.watched = current_watched(st.tgid);
+	if (st.watched && own_targets) {
+		st.target = target_of(BPF_CORE_READ(rq, q, disk), BPF_CORE_READ(rq, __sector));
+		st.watched = st.target != 0;
+	}
 	if (st.watched) {
 		// Submitted inside a traced syscall: that syscall waits for it.
 		struct task_state *t = bpf_map_lookup_elem(&tasks, &st.tid);
@@ -1162,18 +1189,18 @@ static __always_inline void rq_start(struct request *rq)
 	if (err == 0)
 		return;
 	if (err != -17 /* EEXIST */) {
-		count_lost(LOST_BLOCK_STATE);
+		count_lost_of(LOST_BLOCK_STATE, st.target);
 		return;
 	}
 	// A start begins a new life of the request: what is stored under the same address
 	// belongs to an earlier request whose completion was not seen.
 	struct rq_state *old = bpf_map_lookup_elem(&in_block, &key);
 	if (old && unseen_counts(old))
-		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
+		count_lost_of(LOST_BLOCK_UNSEEN_COMPLETION, old->target);
 	if (old)
 		rq_waiter_moves(old, bpf_ktime_get_ns(), -(old->issue ? 0 : 1), -(old->issue ? 1 : 0));
 	if (bpf_map_update_elem(&in_block, &key, &st, BPF_ANY))
-		count_lost(LOST_BLOCK_STATE);
+		count_lost_of(LOST_BLOCK_STATE, st.target);
 }
 
 static __always_inline void rq_issue(struct request *rq)
@@ -1193,7 +1220,7 @@ static __always_inline void rq_issue(struct request *rq)
 	// rq_requeue): the request starts here.
 	count_lost(st ? LOST_BLOCK_RESTART : LOST_BLOCK_ISSUE_NO_START);
 	if (st && unseen_counts(st))
-		count_lost(LOST_BLOCK_UNSEEN_COMPLETION);
+		count_lost_of(LOST_BLOCK_UNSEEN_COMPLETION, st->target);
 	__u64 id = bpf_get_current_pid_tgid();
 	struct rq_state fresh = { .start = now, .issue = now, .tgid = id >> 32, .tid = (__u32)id };
 	// Whoever issues a request whose start was not seen need not be who submitted it (a
@@ -1224,6 +1251,11 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes, cons
 		count_lost(LOST_BLOCK_NO_START);
 		return;
 	}
+	if (own_targets && !st->watched) {
+		// iolens' own load: another process's request, or not to a target (read by no one).
+		bpf_map_delete_elem(&in_block, &key);
+		return;
+	}
 	__u64 now = bpf_ktime_get_ns();
 	__u64 issue = st->issue ? st->issue : now;
 	__u32 op = KFIELD(btf, rq, cmd_flags) & 0xff;
@@ -1232,7 +1264,7 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes, cons
 	int minor = KFIELD(btf, disk, first_minor);
 	__u32 dev = ((__u32)major << 20) | (__u32)minor;
 	if (st->watched)
-		op |= BLOCK_WATCHED;
+		op |= BLOCK_WATCHED | (st->target << TARGET_SHIFT);
 	if (st->sys) {
 		__u32 tid = st->tid;
 		struct task_state *t = bpf_map_lookup_elem(&tasks, &tid);
@@ -1241,15 +1273,17 @@ static __always_inline void rq_complete(struct request *rq, __u32 nr_bytes, cons
 			rq_waiter_moves(st, now, st->issue ? 0 : -1, st->issue ? -1 : 0);
 		}
 	}
-	emit(EV_BLOCK, st->tgid, st->tid, op, now - issue, issue - st->start, now, dev, nr_bytes);
+	emit(EV_BLOCK, st->tgid, st->tid, op, now - issue, issue - st->start, now, dev, nr_bytes,
+	     st->target);
 	bpf_map_delete_elem(&in_block, &key);
 }
 
 // A watched process's bio merged into a request already queued (in its plug or the I/O
 // scheduler, possibly another process's request): one I/O the block layer sees no request of.
+// Counted per target number (slot 0: no target's, all of `iolens watch`).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 1 + MAX_TARGETS);
 	__type(key, __u32);
 	__type(value, __u64);
 } merges SEC(".maps");
@@ -1257,11 +1291,16 @@ struct {
 static __always_inline void bio_merge(struct bio *bio)
 {
 	__u64 id = bpf_get_current_pid_tgid();
-	if (!current_watched(id >> 32) || !on_disk(BPF_CORE_READ(bio, bi_bdev, bd_disk)) ||
-	    !on_target(BPF_CORE_READ(bio, bi_iter.bi_sector)))
+	if (!current_watched(id >> 32))
 		return;
-	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&merges, &zero);
+	__u32 target = 0;
+	if (own_targets) {
+		target = target_of(BPF_CORE_READ(bio, bi_bdev, bd_disk),
+				   BPF_CORE_READ(bio, bi_iter.bi_sector));
+		if (!target)
+			return;
+	}
+	__u64 *n = bpf_map_lookup_elem(&merges, &target);
 	if (n)
 		*n += 1;
 }

@@ -859,7 +859,15 @@ pub struct TargetInfo {
     pub device: String,
     pub device_model: String,
     pub rotational: Option<bool>,
+    /// The disk's active I/O scheduler (`none`, `mq-deadline`, `kyber`, `bfq`: the bracketed
+    /// name of `/sys/block/DISK/queue/scheduler`); empty where unknown. Results written before
+    /// this was the active one hold that file's whole line (see
+    /// [`TargetInfo::active_scheduler`]).
     pub scheduler: String,
+    /// The schedulers the disk offers (that file's names, the active one among them); empty
+    /// where unknown.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schedulers: Vec<String>,
     pub logical_block_size: u32,
     pub physical_block_size: u32,
     pub nr_requests: Option<u32>,
@@ -874,6 +882,14 @@ pub struct TargetInfo {
     /// `virtio_scsi`), `nvme`, `virtio_blk`, `loop`; empty where unknown.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub driver: String,
+}
+
+impl TargetInfo {
+    /// The active I/O scheduler: [`TargetInfo::scheduler`], or in results that hold the sysfs
+    /// line whole (`[none] mq-deadline`), its bracketed name.
+    pub fn active_scheduler(&self) -> &str {
+        crate::sys::active_scheduler(&self.scheduler)
+    }
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).

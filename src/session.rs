@@ -38,9 +38,9 @@ pub struct RunContext<'a> {
     pub interrupt: &'a AtomicBool,
     /// Start measuring at this wall-clock time (`--start-at`), the warm-up before it.
     pub start_at: Option<std::time::SystemTime>,
-    /// Trace the block layer under the run's own I/O (`--watch`) with these watches, one per
-    /// target in target order (empty: no trace).
-    pub block_watch: &'a [crate::watch::own::OwnWatch],
+    /// Trace the block layer under the run's own I/O (`--watch`) with this watch, over its
+    /// targets in target order (`None`: no trace).
+    pub block_watch: Option<&'a crate::watch::own::OwnWatch>,
 }
 
 impl<'a> RunContext<'a> {
@@ -50,7 +50,7 @@ impl<'a> RunContext<'a> {
             progress,
             interrupt: crate::interrupt::flag(),
             start_at: None,
-            block_watch: &[],
+            block_watch: None,
         }
     }
 
@@ -84,7 +84,7 @@ pub(crate) struct Plan<'a> {
     pub(crate) start_at: Option<std::time::SystemTime>,
     /// Block-layer watch of this process's own I/O (`--watch`): armed with the run's
     /// measurement base, interval and planned end as the start line opens.
-    pub(crate) block_watch: &'a [crate::watch::own::OwnWatch],
+    pub(crate) block_watch: Option<&'a crate::watch::own::OwnWatch>,
 }
 
 /// What a session gets once every session is ready.
@@ -370,7 +370,7 @@ where
         drop(gos);
         let base = Instant::now() + plan.warmup;
         let deadline = plan.duration.map(|d| base + d);
-        for w in plan.block_watch {
+        if let Some(w) = plan.block_watch {
             w.arm(base, plan.interval, deadline);
         }
         // Without a warm-up, measurement begins as the start line opens: the live view's
@@ -614,7 +614,7 @@ mod tests {
             interrupt: &AtomicBool::new(false),
             thread_name: "test",
             start_at: None,
-            block_watch: &[],
+            block_watch: None,
         };
         let mut seen = Seen(Vec::new());
         let d = drive(

@@ -303,6 +303,17 @@ fn an_engine_run_written_before_the_spec_was_typed_reads_unchanged() {
     // What the renderers read from it.
     let text = run_ok(&["show", s(&p)]);
     assert!(text.contains("block_size=8192"), "{text}");
+    // Its target's scheduler was stored as the sysfs line whole: the active one is read from
+    // it, and the report names that one alone.
+    let target = r.environment.target.as_ref().unwrap();
+    assert_eq!(target.scheduler, "none [mq-deadline] kyber bfq");
+    assert_eq!(target.active_scheduler(), "mq-deadline");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("old.html");
+    run_ok(&["report", s(&p), "-o", s(&html)]);
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert!(html.contains("scheduler mq-deadline,"), "{html}");
+    assert!(!html.contains("kyber"), "the whole line reported");
 }
 
 /// The value of `v` with every number as f64 (old files wrote some integers that the typed

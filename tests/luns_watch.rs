@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use common::loopdev::Loop;
 use common::slowdev::{disk_reads, MountedLun, SlowDevice, MIN_NR_REQUESTS};
 use common::{iolens_fifo as iolens, ok};
 use serde_json::Value;
@@ -568,4 +569,127 @@ fn a_watched_sqlite_run_over_two_luns_traces_each_and_refuses_two_dirs_on_one_di
     assert!(!o.status.success());
     assert!(err.contains("lie on one disk"), "{err}");
     assert!(!refused.exists());
+}
+
+/// BPF programs `pid` holds open now, from its /proc/PID/fdinfo (a program's descriptor has a
+/// `prog_type` line; bpftool is not needed).
+fn bpf_programs(pid: u32) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
+        return 0;
+    };
+    fds.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .filter(|info| info.lines().any(|l| l.starts_with("prog_type:")))
+        .count()
+}
+
+/// `iolens run --watch` of random reads over the loop devices `devs` for 2 s, its results in
+/// `json`: the BPF programs it held while it ran (the count seen most often over the run, so
+/// that the loader's short-lived feature probes do not count), and each device's reads before
+/// and after.
+fn watched_programs(devs: &[&Loop], json: &Path) -> (usize, Vec<u64>, Vec<u64>) {
+    let before: Vec<u64> = devs.iter().map(|d| disk_reads(d.name()).0).collect();
+    let mut c = common::bin();
+    c.args([
+        "run",
+        "--pattern",
+        "randread",
+        "--sessions",
+        "4",
+        "--duration",
+        "2s",
+    ]);
+    c.args(["--watch", "--no-progress", "--json"]).arg(json);
+    for d in devs {
+        c.args(["--target", &d.0]);
+    }
+    let mut child = c
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen: std::collections::BTreeMap<usize, u32> = Default::default();
+    while child.try_wait().unwrap().is_none() {
+        let n = bpf_programs(child.id());
+        if n > 0 {
+            *seen.entry(n).or_default() += 1;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after: Vec<u64> = devs.iter().map(|d| disk_reads(d.name()).0).collect();
+    eprintln!(
+        "{} targets: programs held (count: samples) {seen:?}",
+        devs.len()
+    );
+    let most = seen.iter().max_by_key(|(_, &k)| k).map_or(0, |(&n, _)| n);
+    (most, before, after)
+}
+
+/// One copy of the block-layer probes serves every target of a watched run: a run over four
+/// loop devices holds as many BPF programs as a run over one of them (not four times as many),
+/// and still traces each target's reads as its own device's (every traced read one the device
+/// completed, most of them traced) and sums them into the run's block layer.
+#[test]
+fn a_watched_run_over_four_targets_loads_the_probes_once() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::root_or_skip("a watched run over four loop devices") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut loops = Vec::new();
+    for i in 0..4 {
+        let f = dir.path().join(format!("lun{i}.dat"));
+        common::scratch(&f, 16 << 20, false);
+        let Some(l) = Loop::attach(&f) else {
+            assert!(std::env::var_os("CI").is_none(), "losetup failed under CI");
+            return;
+        };
+        loops.push(l);
+    }
+    let _ = std::process::Command::new("udevadm").arg("settle").status();
+    let devs: Vec<&Loop> = loops.iter().collect();
+    let (one, _, _) = watched_programs(&devs[..1], &dir.path().join("one.json"));
+    let json = dir.path().join("four.json");
+    let (four, before, after) = watched_programs(&devs, &json);
+    assert!(one > 0, "no BPF program seen under a watched run");
+    assert_eq!(
+        four, one,
+        "programs of a 4-target watch against a 1-target one"
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let run = &r["runs"][0];
+    let targets = run["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 4, "{run}");
+    let mut sum = 0;
+    for (i, (t, d)) in targets.iter().zip(&devs).enumerate() {
+        let b = &t["block"];
+        assert_eq!(b["device"], d.name(), "target {i}'s block layer");
+        let traced = count(&b["ops"], "blk:read:device");
+        let disk = after[i] - before[i];
+        let done = t["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["count"].as_u64().unwrap())
+            .sum::<u64>();
+        eprintln!(
+            "{}: traced {traced} reads, iolens {done}, the disk {disk}",
+            d.0
+        );
+        // Every traced read is one the disk completed over the command; the run's own reads
+        // (measured ones; the warm-up and the ends are not traced) are most of them.
+        assert!(traced <= disk, "{}: {traced} traced > {disk}", d.0);
+        assert!(
+            traced * 10 >= done * 9,
+            "{}: {traced} traced of {done}",
+            d.0
+        );
+        sum += traced;
+    }
+    assert_eq!(count(&run["block"]["ops"], "blk:read:device"), sum);
 }

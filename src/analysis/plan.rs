@@ -269,7 +269,7 @@ fn target_facts(p: &LoadPoint, r: &Results) -> (Option<TargetInfo>, Vec<String>)
                 if i.scheduler.is_empty() {
                     "?"
                 } else {
-                    &i.scheduler
+                    i.active_scheduler()
                 }
             ));
         }
@@ -801,7 +801,7 @@ fn vendor_checks(
     };
     out.push(port);
     let nr_now = info.and_then(|i| i.nr_requests);
-    let sched = info.map(|i| i.scheduler.as_str()).unwrap_or("");
+    let sched = info.map(|i| i.active_scheduler()).unwrap_or("");
     out.push(VendorCheck {
         rule: "Linux nr_requests".into(),
         formula: format!(

@@ -188,7 +188,7 @@ pub(crate) fn main(a: &CalibrateArgs, cx: &Context) -> Result<ExitCode> {
             cmdline: cx.cmdline.clone(),
         },
         crate::run::RunContext {
-            block_watch: &block_watch,
+            block_watch: block_watch.as_ref(),
             ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
         },
     )?;

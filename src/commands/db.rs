@@ -255,14 +255,14 @@ pub(crate) fn main(args: DbArgs, cx: &Context) -> Result<ExitCode> {
             // watched by the engine's own probes).
             let block_watch = if a.watch && a.target.engine != EngineKind::Postgres {
                 let dirs = sqlite_dirs(&a.target)?;
-                crate::watch::own::OwnWatch::start_all(
+                Some(crate::watch::own::OwnWatch::start_all(
                     &dirs.iter().map(|d| d.as_path()).collect::<Vec<_>>(),
-                )?
+                )?)
             } else {
-                Vec::new()
+                None
             };
             let ctx = crate::run::RunContext {
-                block_watch: &block_watch,
+                block_watch: block_watch.as_ref(),
                 ..crate::run::RunContext::new(cx.progress(false)).starting_at(launch.start_at)
             };
             let mut res = engine(&a.target)?.run(&spec, ctx, cmdline)?;

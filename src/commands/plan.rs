@@ -164,7 +164,7 @@ pub(crate) fn main(a: &PlanArgs, cx: &Context) -> Result<ExitCode> {
                 phase: "verify".into(),
                 progress_prefix: String::new(),
                 ctx: crate::run::RunContext {
-                    block_watch: &block_watch,
+                    block_watch: block_watch.as_ref(),
                     ..crate::run::RunContext::new(progress)
                 },
             },

@@ -213,14 +213,17 @@ impl TargetArgs {
         Ok(t)
     }
 
-    /// The block-layer watches of this load's own I/O, one per target on its disk, with
-    /// `--watch` (none without).
-    pub(crate) fn own_watch(&self, targets: &[Target]) -> Result<Vec<crate::watch::own::OwnWatch>> {
+    /// The block-layer watch of this load's own I/O over its targets, with `--watch` (none
+    /// without).
+    pub(crate) fn own_watch(
+        &self,
+        targets: &[Target],
+    ) -> Result<Option<crate::watch::own::OwnWatch>> {
         if !self.watch {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let paths: Vec<&Path> = targets.iter().map(|t| t.path.as_path()).collect();
-        crate::watch::own::OwnWatch::start_all(&paths)
+        crate::watch::own::OwnWatch::start_all(&paths).map(Some)
     }
 
     /// How to open (and, for a new scratch file, create) `target`, one of the targets.
@@ -387,7 +390,7 @@ pub(crate) fn main(a: &RunArgs, cx: &Context) -> Result<ExitCode> {
             phase: "run".into(),
             progress_prefix: String::new(),
             ctx: crate::run::RunContext {
-                block_watch: &block_watch,
+                block_watch: block_watch.as_ref(),
                 ..crate::run::RunContext::new(progress).starting_at(launch.start_at)
             },
         },

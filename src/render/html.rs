@@ -560,7 +560,7 @@ fn environment_section(out: &mut String, r: &Results) {
                     Some(false) => "non-rotational",
                     None => "rotation unknown",
                 },
-                tg.scheduler,
+                tg.active_scheduler(),
                 tg.logical_block_size,
                 tg.physical_block_size
             ),

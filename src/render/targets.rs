@@ -137,7 +137,7 @@ pub(crate) fn table(run: &RunResult) -> Option<Table> {
                 .filter(|_| run.rates_known())
                 .map(|b| sig3(crate::analysis::verdicts::in_device(&b.ops, run.duration_s)))
                 .unwrap_or_else(|| "-".into()),
-            or_dash(&info.scheduler),
+            or_dash(info.active_scheduler()),
             info.nr_requests
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "-".into()),

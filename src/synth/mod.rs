@@ -88,6 +88,7 @@ fn environment() -> Environment {
             device_model: "Synthetic NVMe".into(),
             rotational: Some(false),
             scheduler: "none".into(),
+            schedulers: vec!["none".into(), "mq-deadline".into()],
             logical_block_size: 512,
             physical_block_size: 4096,
             nr_requests: Some(1023),

@@ -120,13 +120,53 @@ pub(super) struct RqState {
     pub tgid: u32,
     pub tid: u32,
     pub watched: u32,
-    pub pad: u32,
+    /// The number of the target (1 + its index) of `--watch` on iolens' own load it is a
+    /// request to; 0: none (every request under `iolens watch`).
+    pub target: u32,
     /// Entry time of the submitter's traced syscall it was submitted in (0: none).
     pub sys: u64,
 }
 
 // SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
 unsafe impl aya::Pod for RqState {}
+
+/// The most targets `--watch` on iolens' own load traces at once (`MAX_TARGETS`).
+pub(super) const MAX_TARGETS: usize = 64;
+/// The most extent ranges of one target the probes filter by (`MAX_EXTENTS`); a target in more
+/// pieces is watched whole-disk.
+pub(super) const MAX_EXTENTS: usize = 1024;
+/// Where a block event's `sub` carries its target's number (`TARGET_SHIFT`).
+pub(super) const TARGET_SHIFT: u32 = 24;
+/// Counters of `lost` per target (`LOST_CAUSES`): one per cause.
+pub(super) const LOST_PER_TARGET: usize = 10;
+
+/// `struct extent`: one extent range of a target of `--watch` on iolens' own load, in sectors
+/// `[start, end)` of its disk, and the target's number (1 + its index).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Extent {
+    pub start: u64,
+    pub end: u64,
+    pub target: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
+unsafe impl aya::Pod for Extent {}
+
+/// `struct target_disk`: what of a disk is a target's (the value of `target_disks`): all of it
+/// target `target`'s (`count` 0), or `extents[first .. first + count)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct TargetDisk {
+    pub target: u32,
+    pub first: u32,
+    pub count: u32,
+    pub pad: u32,
+}
+
+// SAFETY: plain `#[repr(C)]` integers without padding, as the kernel map holds them.
+unsafe impl aya::Pod for TargetDisk {}
 
 /// `struct watch_clock`: the watch's start, interval length and end (CLOCK_MONOTONIC ns), which
 /// user space writes.
@@ -370,6 +410,15 @@ mod tests {
             "struct parts_event changed: change RawParts with it"
         );
         assert!(src.contains(&format!("#define NPARTS {PARTS}\n")));
+        for (name, v) in [
+            ("MAX_TARGETS", MAX_TARGETS),
+            ("MAX_EXTENTS", MAX_EXTENTS),
+            ("TARGET_SHIFT", TARGET_SHIFT as usize),
+            ("LOST_CAUSES", LOST_PER_TARGET),
+        ] {
+            assert!(src.contains(&format!("#define {name} {v}\n")), "{name}");
+        }
+        assert_eq!(super::super::LOST_CAUSES.len(), LOST_PER_TARGET);
         // The same for `struct title_event`, and its length is no other record's.
         assert_eq!(
             members("title_event"),
@@ -414,7 +463,17 @@ mod tests {
         check(
             "rq_state",
             size_of::<RqState>(),
-            fields!(RqState: start, issue, tgid, tid, watched, pad, sys),
+            fields!(RqState: start, issue, tgid, tid, watched, target, sys),
+        );
+        check(
+            "extent",
+            size_of::<Extent>(),
+            fields!(Extent: start, end, target, pad),
+        );
+        check(
+            "target_disk",
+            size_of::<TargetDisk>(),
+            fields!(TargetDisk: target, first, count, pad),
         );
         // The value of `pg_wait_ptr`, which user space fills (watch and profile alike).
         use crate::bpf::PgPtrs;

@@ -225,6 +225,12 @@ fn unfollowed_slot(i: usize) -> bool {
     (4..=6).contains(&i)
 }
 
+/// The kernel side's counters of `lost` by cause (`LOST_CAUSES`), those of no target's: all
+/// of a watch's (the slots per target are `--watch` on iolens' own load's, `own.rs`).
+fn no_target_lost(ebpf: &aya::Ebpf) -> Result<Vec<u64>, bpf::BpfError> {
+    bpf::sum_per_cpu_range(ebpf, "lost", 0..LOST_CAUSES.len() as u32)
+}
+
 /// Block requests the probes could not follow, by cause.
 type Unfollowed = Vec<(String, f64)>;
 
@@ -690,7 +696,7 @@ pub(crate) fn watch(
         // still be on their way for a few milliseconds).
         let now_k = ((monotonic_ns() - start_ns).saturating_sub(20_000_000) / interval_ns) as usize;
         let lost = if rec.metrics.is_some() && shown < now_k {
-            lost_by_cause(&bpf::sum_per_cpu(&ebpf, "lost")?, parse_errors).0
+            lost_by_cause(&no_target_lost(&ebpf)?, parse_errors).0
         } else {
             Vec::new()
         };
@@ -762,14 +768,16 @@ pub(crate) fn watch(
     cgroups.look(rec.thread_time.values().map(|t| t.pid));
     let cgroups = cgroups.finish();
     let query_notes = sampler.map(|q| q.finish(&mut rec.queries, pg_watched));
-    let mut lost_counts = bpf::sum_per_cpu(&ebpf, "lost")?;
+    let mut lost_counts = no_target_lost(&ebpf)?;
     // Completions missed in the watch's last moments (no later request reused their address).
     let unseen = recording::missed_completions(
         &mut ebpf,
         start_ns,
         end_ns,
         recording::Missed::SyscallReturned,
-    )?;
+    )?
+    .iter()
+    .sum::<u64>();
     if let Some(i) = LOST_CAUSES.iter().position(|&c| c == UNSEEN_COMPLETION) {
         if let Some(v) = lost_counts.get_mut(i) {
             *v += unseen;

@@ -705,13 +705,14 @@ pub(super) enum Missed {
 /// reuses its address (`unseen_counts` in `bpf/watch.bpf.c`); those of a run's or a watch's
 /// last moments are counted here. A request is counted only if it is still in the table
 /// as listed when it is removed: one completed (and its address reused) between the
-/// listing and now was seen.
+/// listing and now was seen. Counted by the requests' target number (`RqState::target`): index
+/// 0 those of no target (all of them under `iolens watch`), index t target t's.
 pub(super) fn missed_completions(
     ebpf: &mut aya::Ebpf,
     from: u64,
     to: u64,
     rule: Missed,
-) -> Result<u64> {
+) -> Result<Vec<u64>> {
     let candidates: Vec<(u64, RqState)> = {
         let in_block: aya::maps::HashMap<&MapData, u64, RqState> = aya::maps::HashMap::try_from(
             ebpf.map("in_block").context("BPF object lacks in_block")?,
@@ -740,13 +741,17 @@ pub(super) fn missed_completions(
             ebpf.map_mut("in_block")
                 .context("BPF object lacks in_block")?,
         )?;
-    let mut n = 0;
+    let mut n: Vec<u64> = Vec::new();
     for (k, listed) in candidates {
         let still = in_block
             .get(&k, 0)
             .is_ok_and(|st| st.start == listed.start && st.tid == listed.tid);
         if still && in_block.remove(&k).is_ok() {
-            n += 1;
+            let t = listed.target as usize;
+            if n.len() <= t {
+                n.resize(t + 1, 0);
+            }
+            n[t] += 1;
         }
     }
     Ok(n)

@@ -257,7 +257,7 @@ pub(super) fn run_phase(
             ctx.start_at
         },
         // `db run --watch` traces iolens' own I/O: PostgreSQL's is its server's.
-        block_watch: &[],
+        block_watch: None,
     };
     let mut watch = PgWatch {
         progress: measure.then(|| {
