@@ -2224,14 +2224,24 @@ fn calibrate_watch_has_block_series_per_step() {
     for run in &r.runs {
         let reads = run.op("read").map_or(0, |o| o.count);
         let block = run.block.as_ref().expect("each step has its block layer");
-        let dev = block.op("blk:read:device").map_or(0, |o| o.count);
         // Each step counts its own requests only: close to its own reads (up to 0.2 % more where
-        // the target's extents cannot be mapped, as in
-        // run_watch_sees_one_block_request_per_direct_read).
+        // the target's extents cannot be mapped), requests seen completing, merged, or counted
+        // as completions the probe did not see (a few per cent under load: the bounds of
+        // run_watch_sees_one_block_request_per_direct_read; one full run at load 7 had 1.3 %
+        // fewer requests seen than reads when these were left out).
+        let unseen = block.lost.get(UNSEEN).copied().unwrap_or(0);
         assert!(
-            dev + block.merged <= reads + 2 + reads / 500
-                && (dev + block.merged) as f64 >= reads as f64 * 0.99,
-            "{}: {dev} requests for {reads} reads",
+            unseen as f64 <= reads as f64 * 0.02,
+            "{}: {unseen} of {reads} completions not seen",
+            run.name
+        );
+        let (seen, parts) = match block.op("blk:read:device") {
+            Some(dev) => reached_block_layer(block, dev),
+            None => (0, "no device reads".to_string()),
+        };
+        assert!(
+            seen <= reads + 2 + reads / 500 && seen as f64 >= reads as f64 * 0.99,
+            "{}: {seen} requests ({parts}) for {reads} reads",
             run.name
         );
         check_grid(run);
