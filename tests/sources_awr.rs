@@ -538,6 +538,10 @@ fn compare_of_statspack_reports_states_the_reports_buckets_and_its_foreground_me
 
 const HTML_11203: &str = "awr_11203_monit_144_145.html";
 const HTML_11204: &str = "awr_11204_pderp01_52417_52418.html";
+/// A report of a session in Brazilian Portuguese: snap times `16-Out-12 01:00:49`.
+const HTML_11203_PT: &str = "awr_11203_varejo1_11560_11563.html";
+/// Its main histogram's events and those merged with their Detail rows.
+const MERGED_PT: (usize, usize) = (217, 81);
 
 /// The tables of an AWR HTML report, read here independently of iolens: the file's lines joined
 /// as they are (SQL*Plus cut them inside tags), cut at each `<h3 class="awr">` heading; each
@@ -708,7 +712,7 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
             "2013-11-04T10:00:39.000Z",
             3632.0,
             190,
-            95,
+            96,
         ),
         (
             HTML_11204,
@@ -718,11 +722,20 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
             175,
             50,
         ),
+        (
+            HTML_11203_PT,
+            "AWR snaps 11560-11563",
+            "2012-10-16T01:00:49.000Z",
+            10766.0,
+            MERGED_PT.0,
+            MERGED_PT.1,
+        ),
     ] {
         let r = read(real(file)).unwrap();
         let run = &r.runs[0];
         // Begin Snap 04-Nov-13 10:00:39, End Snap 11:01:11: 3632 s (Elapsed 60.54 min);
-        // 20-Jan-14 08:00:13 to 08:59:44: 3571 s (59.51 min).
+        // 20-Jan-14 08:00:13 to 08:59:44: 3571 s (59.51 min); in Portuguese, 16-Out-12
+        // 01:00:49 to 04:00:15: 10766 s (179.43 min).
         assert_eq!(run.name, name);
         assert_eq!(run.started, started);
         assert_eq!(run.duration_s, duration);
@@ -734,11 +747,19 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
         let tables = html_tables(&std::fs::read_to_string(real(file)).unwrap());
         let table = |t: &str| htable(&tables.iter().find(|x| x.0 == t).unwrap().1);
         let main = table("Wait Event Histogram");
-        let details = [
-            table("Wait Event Histogram Detail (64 msec to 2 sec)"),
-            table("Wait Event Histogram Detail (4 sec to 2 min)"),
-            table("Wait Event Histogram Detail (4 min to 1 hr)"),
-        ];
+        // A Detail section without waits has no table ("No data exists", the Portuguese
+        // report's 4 min to 1 hr).
+        let details: Vec<HTable> = [
+            "Wait Event Histogram Detail (64 msec to 2 sec)",
+            "Wait Event Histogram Detail (4 sec to 2 min)",
+            "Wait Event Histogram Detail (4 min to 1 hr)",
+        ]
+        .iter()
+        .map(|t| &tables.iter().find(|x| x.0 == *t).unwrap().1)
+        .filter(|rows| !rows.is_empty())
+        .map(|rows| htable(rows))
+        .collect();
+        assert!(details.len() >= 2, "{file}");
         assert_eq!(main.rows.len(), events);
         assert_eq!(run.ops.len(), events, "one op per event (every total > 0)");
         let spec = run.spec.as_ref().unwrap().to_value();
@@ -896,6 +917,53 @@ fn awr_html_detail_rows_that_cannot_be_placed_are_named_not_used() {
     );
     assert_eq!(&c[9..19], &[5, 9, 1, 2, 1, 3, 8, 17, 17, 1]);
     assert_eq!(c.iter().sum::<u64>(), 64);
+}
+
+/// `log file sync` in the Portuguese report: its total is printed rounded (`276,6K`) and its
+/// main row gives `<=1s` .5 % (about 1,383 waits) and `>1s` .0; the Detail rows print 1,346
+/// waits from 32 ms to 2 s (`<64ms` .2, `<1/8s` .1, `<1/4s` .1, `<1/2s` … `<2s` .0) and 71
+/// from 2 s to 2 min (`<4s`, `<8s`, `<16s` .0, the rest blank). Those waits are held: [32 ms,
+/// 2 s) holds 1,346, [2 s, 16 s) 71, nothing from 16 s on, and [1, 2) s at least one.
+#[test]
+fn awr_html_detail_waits_are_held_where_the_main_total_is_rounded() {
+    let r = read(real(HTML_11203_PT)).unwrap();
+    let run = &r.runs[0];
+    let ev = "log file sync";
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let merged = spec["detail_merged_events"].as_array().unwrap();
+    assert!(merged.iter().any(|v| v == ev), "{:?}", run.warnings);
+    assert!(
+        !run.warnings.iter().any(|w| w.contains(&format!("'{ev}'"))
+            || (w.contains("could not be held") && w.contains(ev))),
+        "{:?}",
+        run.warnings
+    );
+    // The printed figures, read here from the file.
+    let tables = html_tables(&std::fs::read_to_string(real(HTML_11203_PT)).unwrap());
+    let table = |t: &str| htable(&tables.iter().find(|x| x.0 == t).unwrap().1);
+    let row = |t: &HTable| t.rows.iter().find(|r| r.0 == ev).unwrap().clone();
+    let main = row(&table("Wait Event Histogram"));
+    let d64 = row(&table("Wait Event Histogram Detail (64 msec to 2 sec)"));
+    let d4 = row(&table("Wait Event Histogram Detail (4 sec to 2 min)"));
+    assert_eq!(
+        (main.1.as_str(), d64.1.as_str(), d4.1.as_str()),
+        ("276,6K", "1346", "71")
+    );
+    let c = pow2_counts(run.ops.iter().find(|o| o.op == ev).unwrap());
+    assert_eq!(c.iter().sum::<u64>(), 276_600);
+    assert_eq!(waits_in(&c, 32.0, 2048.0), 1346);
+    assert_eq!(waits_in(&c, 2048.0, 16384.0), 71);
+    assert_eq!(waits_in(&c, 16384.0, f64::INFINITY), 0);
+    assert!(waits_in(&c, 1024.0, 2048.0) >= 1);
+    // The main row's columns below 32 ms keep their shares of the rounded total.
+    let t = table("Wait Event Histogram");
+    for (&(lo, hi), p) in t.edges.iter().zip(&main.2).take(6) {
+        let n = waits_in(&c, lo, hi);
+        assert!(
+            share_fits(n, 276_600, false, *p),
+            "[{lo}, {hi}) ms: {n}, {p:?}"
+        );
+    }
 }
 
 fn cut_file(name: &str, keep: impl Fn(usize, &str) -> bool) -> tempfile::TempPath {

@@ -3,7 +3,8 @@
 //! What is read, from the text report or the HTML one alike (the HTML form is told by its
 //! first non-blank line beginning with `<`):
 //! - the snapshot window: the `Begin Snap:` / `End Snap:` lines (`DD-Mon-YY HH:MM:SS`, the
-//!   database's local time, written as if UTC) give the start and the duration of the one
+//!   database's local time, written as if UTC; the month also as other `NLS_DATE_LANGUAGE`s
+//!   abbreviate it, `16-Out-12`, see [`NLS_MONTHS`]) give the start and the duration of the one
 //!   interval the report covers, cross-checked against `Elapsed: N (mins)`;
 //! - every `Wait Event Histogram` section (pages repeat the title): one op per event, its
 //!   buckets taken from the column headings (`<1ms` … `<32ms`, `<=1s`, `>1s`, and the
@@ -311,13 +312,68 @@ fn parse_time_ms(s: &str, unit_ms: f64) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v * mult)
 }
 
-/// `31-Jan-16 00:00:03` (also with a four-digit year) as ns since the epoch.
+/// Month abbreviations as Oracle prints `Mon` under other `NLS_DATE_LANGUAGE`s (lower-case, a
+/// trailing `.` dropped), with the English ones chrono reads: Portuguese (`Fev`, `Abr`, `Mai`,
+/// `Ago`, `Set`, `Out`, `Dez`), Spanish (`Ene`, `Dic`), German (`Mrz`/`Mär`, `Okt`), French
+/// (`Janv.`, `Févr.`, `Mars`, `Avr.`, `Juin`, `Juil.`, `Août`, `Sept.`, `Déc.`), Italian (`Gen`,
+/// `Mag`, `Giu`, `Lug`, `Ott`), Dutch (`Mrt`, `Mei`) and the Scandinavian `Maj`. No
+/// abbreviation names two different months in these languages.
+const NLS_MONTHS: [(&str, &str); 36] = [
+    ("fev", "Feb"),
+    ("abr", "Apr"),
+    ("mai", "May"),
+    ("ago", "Aug"),
+    ("set", "Sep"),
+    ("out", "Oct"),
+    ("dez", "Dec"),
+    ("ene", "Jan"),
+    ("dic", "Dec"),
+    ("mrz", "Mar"),
+    ("mär", "Mar"),
+    ("okt", "Oct"),
+    ("janv", "Jan"),
+    ("févr", "Feb"),
+    ("fevr", "Feb"),
+    ("mars", "Mar"),
+    ("avr", "Apr"),
+    ("juin", "Jun"),
+    ("juil", "Jul"),
+    ("août", "Aug"),
+    ("aout", "Aug"),
+    ("sept", "Sep"),
+    ("déc", "Dec"),
+    ("gen", "Jan"),
+    ("mag", "May"),
+    ("giu", "Jun"),
+    ("lug", "Jul"),
+    ("ott", "Oct"),
+    ("mrt", "Mar"),
+    ("mei", "May"),
+    ("maj", "May"),
+    ("feb", "Feb"),
+    ("sep", "Sep"),
+    ("oct", "Oct"),
+    ("dec", "Dec"),
+    ("jan", "Jan"),
+];
+
+/// `31-Jan-16 00:00:03` (also with a four-digit year, and with the month abbreviated in one
+/// of the languages of [`NLS_MONTHS`], `16-Out-12 01:00:49`) as ns since the epoch.
 fn parse_snap_time(s: &str) -> Option<i64> {
     let s = s.trim();
-    ["%d-%b-%y %H:%M:%S", "%d-%b-%Y %H:%M:%S"]
-        .iter()
-        .find_map(|f| chrono::NaiveDateTime::parse_from_str(s, f).ok())
-        .and_then(|t| t.and_utc().timestamp_nanos_opt())
+    let parse = |s: &str| {
+        ["%d-%b-%y %H:%M:%S", "%d-%b-%Y %H:%M:%S"]
+            .iter()
+            .find_map(|f| chrono::NaiveDateTime::parse_from_str(s, f).ok())
+            .and_then(|t| t.and_utc().timestamp_nanos_opt())
+    };
+    parse(s).or_else(|| {
+        let (day, rest) = s.split_once('-')?;
+        let (month, rest) = rest.split_once('-')?;
+        let m = month.trim_end_matches('.').to_lowercase();
+        let en = NLS_MONTHS.iter().find(|(k, _)| *k == m)?.1;
+        parse(&format!("{day}-{en}-{rest}"))
+    })
 }
 
 /// `Begin Snap:       6693 31-Jan-16 00:00:03      153       5.5` → (snap id, time).
@@ -687,6 +743,113 @@ fn solve(
     Some(counts)
 }
 
+/// The main row's column counts led by the Detail rows' printed waits: the main columns whose
+/// waits all lie in the own columns of Detail tables whose waits are printed in full (blank
+/// shares aside) hold those waits between them, each table's waits split over its main
+/// columns by the room their printed shares leave; the other columns share the rest of the
+/// total by their own shares. Where the main row's total is rounded (`276,6K`) its shares of
+/// the upper columns (`<=1s` .5, `>1s` .0) may not give the waits the Detail rows print (1,346
+/// and 71), and no move of a few waits from one column to another reaches them when two
+/// columns must change at once. `None`: no column is so covered, or the rest does not fit the
+/// other columns' shares.
+fn counts_from_waits(
+    main: &HistRow,
+    col: &[usize],
+    group: &[Option<usize>],
+    groups: &[(std::ops::Range<usize>, u64, bool)],
+    pcts: &[Option<f64>],
+    total: u64,
+    exact: bool,
+) -> Option<Vec<u64>> {
+    let ncol = main.buckets.len();
+    let covered: Vec<bool> = (0..ncol)
+        .map(|j| {
+            let mut fine = (0..col.len()).filter(|&i| col[i] == j && pcts[i].is_some());
+            let first = fine.next();
+            first.is_some()
+                && first
+                    .into_iter()
+                    .chain(fine)
+                    .all(|i| group[i].is_some_and(|k| groups[k].2))
+        })
+        .collect();
+    if !covered.iter().any(|&c| c) {
+        return None;
+    }
+    // Each Detail table's waits go to its cells (its own columns within one main column): at
+    // least one wait per printed share, the rest by the room each main column has left under
+    // its printed share of the total (as if the total were exact); tables spanning fewer main
+    // columns first.
+    let room_of: Vec<u64> = main
+        .pcts
+        .iter()
+        .map(|p| share_bounds(total, *p, true).1)
+        .collect();
+    let mut counts = vec![0u64; ncol];
+    let mut in_detail = 0u64;
+    let mut order: Vec<(usize, Vec<(usize, u64)>)> = Vec::new();
+    for (k, (range, _, w_exact)) in groups.iter().enumerate() {
+        if !w_exact {
+            continue;
+        }
+        if !range.clone().all(|i| pcts[i].is_none() || covered[col[i]]) {
+            return None;
+        }
+        // (main column, printed shares in it) of the table's cells.
+        let mut cells: Vec<(usize, u64)> = Vec::new();
+        for i in range.clone() {
+            let shown = pcts[i].is_some() as u64;
+            match cells.iter_mut().find(|c| c.0 == col[i]) {
+                Some(c) => c.1 += shown,
+                None => cells.push((col[i], shown)),
+            }
+        }
+        order.push((k, cells));
+    }
+    order.sort_by_key(|(_, cells)| cells.iter().filter(|c| c.1 > 0).count());
+    for (k, cells) in order {
+        let waits = groups[k].1;
+        let least: u64 = cells.iter().map(|c| c.1).sum();
+        let mut rest = waits.checked_sub(least)?;
+        let room: Vec<u64> = cells
+            .iter()
+            .map(|&(j, n)| {
+                if n == 0 {
+                    0
+                } else {
+                    room_of[j].saturating_sub(counts[j] + n)
+                }
+            })
+            .collect();
+        let all_room: u64 = room.iter().sum();
+        let mut give: Vec<u64> = cells.iter().map(|c| c.1).collect();
+        if all_room > 0 {
+            for (g, r) in give.iter_mut().zip(&room) {
+                let n = ((rest as u128 * *r as u128) / all_room as u128) as u64;
+                *g += n;
+            }
+            rest = waits - give.iter().sum::<u64>();
+        }
+        // What proportion leaves over (or all, where no column has room) goes to the cell with
+        // the most room, or the first with a printed share.
+        let most = (0..cells.len())
+            .filter(|&c| cells[c].1 > 0)
+            .max_by_key(|&c| room[c])?;
+        give[most] += rest;
+        for ((j, _), g) in cells.iter().zip(give) {
+            counts[*j] += g;
+        }
+        in_detail += waits;
+    }
+    let others: Vec<usize> = (0..ncol).filter(|&j| !covered[j]).collect();
+    let p: Vec<Option<f64>> = others.iter().map(|&j| main.pcts[j]).collect();
+    let split = apportion_of(total.checked_sub(in_detail)?, total, &p, exact)?;
+    for (&j, n) in others.iter().zip(split) {
+        counts[j] = n;
+    }
+    Some(counts)
+}
+
 /// A cell of a merge: (main column, Detail table whose own columns hold it).
 type Cell = (usize, Option<usize>);
 
@@ -808,6 +971,11 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
                 choices.push(c);
             }
         }
+    }
+    // Last, the choice the Detail rows' printed waits lead to, which may differ from the main
+    // row's own in several columns at once (see [`counts_from_waits`]).
+    if let Some(c) = counts_from_waits(main, &col, &group, &groups, &pcts, total, exact) {
+        choices.push(c);
     }
     let (counts, waits_held) = [true, false]
         .iter()
@@ -1660,6 +1828,30 @@ mod tests {
         // A comma as the decimal character before a unit (an HTML report of such a session).
         assert_eq!(parse_count(b"33,4K"), Some((33_400, false)));
         assert_eq!(parse_count(b"15,4M"), Some((15_400_000, false)));
+    }
+
+    #[test]
+    fn snap_times_with_months_of_other_languages() {
+        let at = |s: &str| {
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+                .unwrap()
+                .and_utc()
+                .timestamp_nanos_opt()
+        };
+        let same = |s: &str, want: &str| assert_eq!(parse_snap_time(s), at(want), "{s}");
+        same("16-Out-12 01:00:49", "2012-10-16 01:00:49");
+        same("31-Jan-16 00:00:03", "2016-01-31 00:00:03");
+        same("03-Fev-2015 10:00:00", "2015-02-03 10:00:00");
+        same("01-Dic-19 12:00:00", "2019-12-01 12:00:00");
+        same("01-MRZ-19 12:00:00", "2019-03-01 12:00:00");
+        same("01-Mär-19 12:00:00", "2019-03-01 12:00:00");
+        same("01-Févr.-19 12:00:00", "2019-02-01 12:00:00");
+        same("01-Août-19 12:00:00", "2019-08-01 12:00:00");
+        same("01-Juil.-19 12:00:00", "2019-07-01 12:00:00");
+        same("01-Giu-19 12:00:00", "2019-06-01 12:00:00");
+        same("01-Mei-19 12:00:00", "2019-05-01 12:00:00");
+        assert_eq!(parse_snap_time("01-Xyz-19 12:00:00"), None);
+        assert_eq!(parse_snap_time("31-Fev-19 12:00:00"), None);
     }
 
     #[test]
