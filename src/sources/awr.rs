@@ -19,6 +19,13 @@
 //!   `h` 4096 s of 1024 ms), their first column being every wait below the table's range.
 //!   They are merged into the event's one distribution: the main buckets below 32 ms, then
 //!   each Detail table's own buckets, then the last table's open column (see [`merge`]);
+//! - from 12.2 on the main table is in microseconds (`<8us` … `<512us`, `>=512us`; the text
+//!   report cuts headings to their column: `<128u`, `>=512`) and its Detail tables are titled
+//!   `Wait Event Histogram (up to 32 ms)` (`<512us` every wait below, `<1ms` … `<32ms`,
+//!   `>=32ms`), `(up to 2 sec)`, `(up to 2 min)`, `(up to 1 hr)`: merged the same way. The
+//!   microsecond table's `ms` is 1024 µs (its note says so); its columns are read at 1, 2 …
+//!   32 ms (2.4 % low) so that they meet the millisecond tables' edges. `(up to 64 us)`, which
+//!   splits the main table's first columns under 8 µs, is not read (said in a warning);
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
@@ -90,20 +97,11 @@ struct Table {
 /// edge in ns). `s` is 1024 ms (the report: "s is 1024 milliseconds (approximately 1 second)"),
 /// `m` 64 s and `h` 4096 s of those (the Detail sections' `< 1m`, `>=2m`, `<1/4h`, `>=1h`).
 fn parse_heading(h: &str) -> Option<(bool, u64)> {
-    let (upper, rest) = if let Some(r) = h.strip_prefix("<=") {
-        (true, r)
-    } else if let Some(r) = h.strip_prefix('<') {
-        (true, r)
-    } else if let Some(r) = h.strip_prefix(">=") {
-        (false, r)
-    } else if let Some(r) = h.strip_prefix('>') {
-        (false, r)
-    } else {
-        return None;
-    };
-    // `< 1m`, `< 2m`, `< 1h`: a blank between the sign and the figure.
-    let rest = rest.trim_start();
+    let (upper, rest) = heading_sign(h)?;
     let (num, unit_ns) = if let Some(n) = rest.strip_suffix("us") {
+        (n, 1_000.0)
+    } else if let Some(n) = rest.strip_suffix('u') {
+        // `<128u`: a text report cuts headings to their column (`<128us`).
         (n, 1_000.0)
     } else if let Some(n) = rest.strip_suffix("ms") {
         (n, 1_000_000.0)
@@ -126,6 +124,44 @@ fn parse_heading(h: &str) -> Option<(bool, u64)> {
         return None;
     }
     Some((upper, (v * unit_ns).round() as u64))
+}
+
+/// A heading's sign (`<`, `<=`: an upper edge; `>`, `>=`: an open column) and what follows it,
+/// blanks after the sign dropped (`< 1m`).
+fn heading_sign(h: &str) -> Option<(bool, &str)> {
+    let (upper, rest) = if let Some(r) = h.strip_prefix("<=") {
+        (true, r)
+    } else if let Some(r) = h.strip_prefix('<') {
+        (true, r)
+    } else if let Some(r) = h.strip_prefix(">=") {
+        (false, r)
+    } else if let Some(r) = h.strip_prefix('>') {
+        (false, r)
+    } else {
+        return None;
+    };
+    Some((upper, rest.trim_start()))
+}
+
+/// A heading cut to its column before its unit (the text report's `<512` for `<512us`,
+/// `>=512` for `>=512us`): an upper edge takes the largest unit (s, ms, us) that puts it
+/// above the column before it and below the next one; an open column begins where the column
+/// before it ends.
+fn bare_heading(h: &str, prev_hi: u64, next: Option<&String>) -> Option<(bool, u64)> {
+    let (upper, rest) = heading_sign(h)?;
+    let v: f64 = rest
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)?;
+    if !upper {
+        return (prev_hi > 0).then_some((false, prev_hi));
+    }
+    let next_edge = next.and_then(|n| parse_heading(n)).map(|(_, e)| e);
+    [1_024_000_000.0, 1_000_000.0, 1_000.0]
+        .iter()
+        .map(|u| (v * u).round() as u64)
+        .find(|&e| e > prev_hi && next_edge.is_none_or(|n| e < n))
+        .map(|e| (true, e))
 }
 
 /// Column spans of a dashed rule (`----- ----- …`).
@@ -443,6 +479,8 @@ struct Collected {
     names: std::collections::HashSet<String>,
     prev_event: Option<String>,
     idle_from: Option<usize>,
+    /// Whether a `Wait Event Histogram (up to 64 us)` section was passed over.
+    micro_skipped: bool,
 }
 
 /// The buckets of a histogram table's share columns from their headings (`<1ms` … `<=1s`,
@@ -451,8 +489,10 @@ struct Collected {
 fn buckets_of(labels: &[String]) -> std::result::Result<Vec<Bucket>, String> {
     let mut out = Vec::new();
     let mut prev_hi = 0u64;
-    for label in labels {
-        let Some((upper, edge)) = parse_heading(label) else {
+    for (k, label) in labels.iter().enumerate() {
+        let heading =
+            parse_heading(label).or_else(|| bare_heading(label, prev_hi, labels.get(k + 1)));
+        let Some((upper, edge)) = heading else {
             return Err(format!(
                 "column heading '{label}' is not a time bucket (`<1ms`, `<=1s`, `>1s`, …): is \
                  the report garbled?"
@@ -470,8 +510,11 @@ fn buckets_of(labels: &[String]) -> std::result::Result<Vec<Bucket>, String> {
             });
             prev_hi = edge;
         } else {
+            // An open column begins where the column before it ends (`>1s` after `<=1s`,
+            // `>=2s` after `<2s`), also where the text report cut its heading to a unit of
+            // its own (`>=32m` for `>=32ms` after `<32ms`, not 32 minutes).
             out.push(Bucket {
-                lo_ns: edge.max(prev_hi),
+                lo_ns: if out.is_empty() { edge } else { prev_hi },
                 hi_ns: None,
             });
         }
@@ -1078,6 +1121,29 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
     finish(c, state.detail_sections)
 }
 
+/// The histogram section a title begins: the main `Wait Event Histogram` (in a text report the
+/// title goes on with `DB/Inst: …`), a Detail table (`Wait Event Histogram Detail (64 msec to 2
+/// sec)` … of 11g; `Wait Event Histogram (up to 32 ms)`, `(up to 2 sec)`, `(up to 2 min)`,
+/// `(up to 1 hr)` of 12.2 on, whose main table is in microseconds up to `>=512us`), or
+/// `Section::None` for `(up to 64 us)`, which splits the main table's first columns finer (under
+/// 8 µs) and is not read. `None`: not a histogram title.
+fn histogram_section(title: &str, text: bool) -> Option<Section> {
+    let rest = title.strip_prefix("Wait Event Histogram")?;
+    let rest = rest.trim_start();
+    if rest.starts_with("Detail") {
+        return Some(Section::Detail);
+    }
+    if let Some(range) = rest.strip_prefix("(up to ") {
+        let range = range.split(')').next().unwrap_or("");
+        return Some(if range.ends_with("us") {
+            Section::None
+        } else {
+            Section::Detail
+        });
+    }
+    (rest.is_empty() || text).then_some(Section::Histogram)
+}
+
 /// Where the text reader is.
 struct TextState {
     first: bool,
@@ -1158,10 +1224,11 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
         }
     }
     if !line[0].is_ascii_whitespace() {
-        let new = if t.starts_with(b"Wait Event Histogram Detail") {
-            Some(Section::Detail)
-        } else if t.starts_with(b"Wait Event Histogram") {
-            Some(Section::Histogram)
+        let new = if let Some(sec) = histogram_section(text.trim(), true) {
+            if sec == Section::None {
+                c.micro_skipped = true;
+            }
+            Some(sec)
         } else if t.starts_with(b"Foreground Wait Events") {
             Some(Section::Foreground)
         } else {
@@ -1418,10 +1485,12 @@ impl HtmlState {
                 if title.starts_with("WORKLOAD REPOSITORY report for") {
                     c.kind = Some("AWR");
                 }
-                let new = if title.starts_with("Wait Event Histogram Detail") {
-                    Some(Section::Detail)
-                } else if title == "Wait Event Histogram" {
-                    Some(Section::Histogram)
+                let new = if let Some(sec) = histogram_section(&title, false) {
+                    if sec == Section::None {
+                        c.micro_skipped = true;
+                    }
+                    // The microsecond table is not read: no section.
+                    (sec != Section::None).then_some(sec)
                 } else if title == "Foreground Wait Events" {
                     Some(Section::Foreground)
                 } else {
@@ -1731,6 +1800,13 @@ fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
              at most at 1 h, the top of the histograms (a lower bound for those over it)"
         ));
     }
+    if c.micro_skipped {
+        warnings.push(
+            "the Wait Event Histogram (up to 64 us) section, which splits the main table's \
+             first columns finer (under 8 us), is not read: waits under 8 us are one bucket"
+                .into(),
+        );
+    }
     if detail_sections > 0 && merged == 0 && not_merged.is_empty() {
         warnings.push(format!(
             "{detail_sections} Wait Event Histogram Detail section(s) without rows of the \
@@ -1815,6 +1891,46 @@ mod tests {
         assert_eq!(parse_heading(">=2m"), Some((false, 131_072_000_000)));
         assert_eq!(parse_heading("<1/4h"), Some((true, 1_048_576_000_000)));
         assert_eq!(parse_heading(">=1h"), Some((false, 4_194_304_000_000)));
+    }
+
+    #[test]
+    fn headings_cut_to_their_column_and_sections_of_newer_releases() {
+        // 19c text: `<128u` for `<128us`; `>=512` after `<512u`; `<512` before `<1ms`;
+        // `>=32m` after `<32ms` (32 ms, not 32 minutes).
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let b = buckets_of(&l(&["<8us", "<128u", "<512u", ">=512"])).unwrap();
+        assert_eq!(b[1].hi_ns, Some(128_000));
+        assert_eq!((b[3].lo_ns, b[3].hi_ns), (512_000, None));
+        let b = buckets_of(&l(&["<512", "<1ms", "<32ms", ">=32m"])).unwrap();
+        assert_eq!(b[0].hi_ns, Some(512_000));
+        assert_eq!((b[3].lo_ns, b[3].hi_ns), (32_000_000, None));
+        assert!(buckets_of(&l(&["<8us", "Waits"])).is_err());
+        let sec = |t: &str, text: bool| histogram_section(t, text);
+        assert_eq!(sec("Wait Event Histogram", false), Some(Section::Histogram));
+        assert_eq!(
+            sec(
+                "Wait Event Histogram        DB/Inst: P/p  Snaps: 47-48",
+                true
+            ),
+            Some(Section::Histogram)
+        );
+        assert_eq!(
+            sec(
+                "Wait Event Histogram Detail (64 msec to 2 sec)DB/Inst: O/o",
+                true
+            ),
+            Some(Section::Detail)
+        );
+        assert_eq!(
+            sec("Wait Event Histogram (up to 2 sec)", false),
+            Some(Section::Detail)
+        );
+        assert_eq!(
+            sec("Wait Event Histogram (up to 64 us)", false),
+            Some(Section::None)
+        );
+        assert_eq!(sec("Wait Event Histogram Summary", false), None);
+        assert_eq!(sec("Foreground Wait Events", false), None);
     }
 
     #[test]
