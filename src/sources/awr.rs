@@ -24,8 +24,11 @@
 //!   `Wait Event Histogram (up to 32 ms)` (`<512us` every wait below, `<1ms` … `<32ms`,
 //!   `>=32ms`), `(up to 2 sec)`, `(up to 2 min)`, `(up to 1 hr)`: merged the same way. The
 //!   microsecond table's `ms` is 1024 µs (its note says so); its columns are read at 1, 2 …
-//!   32 ms (2.4 % low) so that they meet the millisecond tables' edges. `(up to 64 us)`, which
-//!   splits the main table's first columns under 8 µs, is not read (said in a warning);
+//!   32 ms (2.4 % low) so that they meet the millisecond tables' edges. `(up to 64 us)`
+//!   (`<1us` … `<64us`, `>=64us`) lies within the main table's range: it splits the main
+//!   table's columns below 64 µs finer (the first, `<8us`, into `<1us` … `<8us`); its waits
+//!   column (`1us - 64us`) is taken as the waits from 1 µs to 64 µs (no `<1us` share in the
+//!   19c fixture tells whether that column is in it);
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
@@ -479,8 +482,6 @@ struct Collected {
     names: std::collections::HashSet<String>,
     prev_event: Option<String>,
     idle_from: Option<usize>,
-    /// Whether a `Wait Event Histogram (up to 64 us)` section was passed over.
-    micro_skipped: bool,
 }
 
 /// The buckets of a histogram table's share columns from their headings (`<1ms` … `<=1s`,
@@ -873,12 +874,24 @@ fn counts_from_waits(
             }
             rest = waits - give.iter().sum::<u64>();
         }
-        // What proportion leaves over (or all, where no column has room) goes to the cell with
-        // the most room, or the first with a printed share.
-        let most = (0..cells.len())
-            .filter(|&c| cells[c].1 > 0)
-            .max_by_key(|&c| room[c])?;
-        give[most] += rest;
+        // What the proportion leaves over goes to the cells with room left, the most first;
+        // where none has any, to the cell with the most room (or the first with a share).
+        while rest > 0 {
+            let spare = |c: usize| (room[c] + cells[c].1).saturating_sub(give[c]);
+            let Some(c) = (0..cells.len())
+                .filter(|&c| cells[c].1 > 0 && spare(c) > 0)
+                .max_by_key(|&c| spare(c))
+            else {
+                let most = (0..cells.len())
+                    .filter(|&c| cells[c].1 > 0)
+                    .max_by_key(|&c| room[c])?;
+                give[most] += rest;
+                break;
+            };
+            let n = rest.min(spare(c));
+            give[c] += n;
+            rest -= n;
+        }
         for ((j, _), g) in cells.iter().zip(give) {
             counts[*j] += g;
         }
@@ -922,7 +935,60 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
     let main = &ev.row;
     let mut details: Vec<&HistRow> = ev.details.iter().collect();
     details.sort_by_key(|d| d.buckets.first().and_then(|b| b.hi_ns));
-    let first_edge = details[0].buckets[0]
+    // A table within the main table's range (12.2's `(up to 64 us)`: `<1us` … `<64us`,
+    // `>=64us` under a main table of `<8us` … `<512us`) splits its first columns finer; the
+    // others continue above it.
+    let main_top = main
+        .buckets
+        .iter()
+        .filter_map(|b| b.hi_ns)
+        .max()
+        .unwrap_or(0);
+    let inner = details
+        .iter()
+        .position(|d| {
+            let n = d.buckets.len();
+            n >= 3
+                && d.buckets[n - 1].hi_ns.is_none()
+                && d.buckets[n - 2].hi_ns.is_some_and(|h| h < main_top)
+        })
+        .map(|i| details.remove(i));
+    let mut buckets: Vec<Bucket> = Vec::new();
+    let mut pcts: Vec<Option<f64>> = Vec::new();
+    // (range of `buckets`, printed count, exact) of each Detail table's own buckets.
+    let mut groups: Vec<(std::ops::Range<usize>, u64, bool)> = Vec::new();
+    let mut from_edge = 0;
+    if let Some(d) = inner {
+        // Its first column holds every wait below its range (the first at 0), its own columns
+        // the waits it counts; it must end at an edge of the main table.
+        let n = d.buckets.len();
+        let top = d.buckets[n - 2].hi_ns.unwrap_or(0);
+        if !main.buckets.iter().any(|b| b.hi_ns == Some(top)) {
+            return Err(format!(
+                "its Detail row within the main table's range ends at {} ms, not at an edge \
+                 of the main table",
+                top as f64 / 1e6
+            ));
+        }
+        buckets.push(d.buckets[0]);
+        pcts.push(d.pcts[0]);
+        let from = buckets.len();
+        buckets.extend_from_slice(&d.buckets[1..n - 1]);
+        pcts.extend_from_slice(&d.pcts[1..n - 1]);
+        groups.push((from..buckets.len(), d.count, d.exact));
+        from_edge = top;
+    }
+    let Some(first) = details.first() else {
+        // Only the table within the main table's range: the main columns above it follow.
+        for (b, p) in main.buckets.iter().zip(&main.pcts) {
+            if b.lo_ns >= from_edge {
+                buckets.push(*b);
+                pcts.push(*p);
+            }
+        }
+        return merge_counts(ev, buckets, pcts, groups);
+    };
+    let first_edge = first.buckets[0]
         .hi_ns
         .ok_or("a Detail table whose first column is open")?;
     // The main buckets below the first Detail edge, which must be one of the main table's edges.
@@ -936,10 +1002,12 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
             first_edge as f64 / 1e6
         ));
     }
-    let mut buckets: Vec<Bucket> = below.iter().map(|&i| main.buckets[i]).collect();
-    let mut pcts: Vec<Option<f64>> = below.iter().map(|&i| main.pcts[i]).collect();
-    // (range of `buckets`, printed count, exact) of each Detail table's own buckets.
-    let mut groups: Vec<(std::ops::Range<usize>, u64, bool)> = Vec::new();
+    for &i in &below {
+        if main.buckets[i].lo_ns >= from_edge {
+            buckets.push(main.buckets[i]);
+            pcts.push(main.pcts[i]);
+        }
+    }
     let mut edge = first_edge;
     let mut open_pct = None;
     for d in &details {
@@ -963,6 +1031,17 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
         hi_ns: None,
     });
     pcts.push(open_pct);
+    merge_counts(ev, buckets, pcts, groups)
+}
+
+/// The counts of a merge's fine buckets (see [`merge`]).
+fn merge_counts(
+    ev: &Event,
+    buckets: Vec<Bucket>,
+    pcts: Vec<Option<f64>>,
+    groups: Vec<(std::ops::Range<usize>, u64, bool)>,
+) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), String> {
+    let main = &ev.row;
     let sum: f64 = pcts.iter().flatten().sum();
     let shown = pcts.iter().flatten().count() as f64;
     if (sum - 100.0).abs() > 0.05 * shown + 1e-6 {
@@ -1122,24 +1201,18 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
 }
 
 /// The histogram section a title begins: the main `Wait Event Histogram` (in a text report the
-/// title goes on with `DB/Inst: …`), a Detail table (`Wait Event Histogram Detail (64 msec to 2
-/// sec)` … of 11g; `Wait Event Histogram (up to 32 ms)`, `(up to 2 sec)`, `(up to 2 min)`,
-/// `(up to 1 hr)` of 12.2 on, whose main table is in microseconds up to `>=512us`), or
-/// `Section::None` for `(up to 64 us)`, which splits the main table's first columns finer (under
-/// 8 µs) and is not read. `None`: not a histogram title.
+/// title goes on with `DB/Inst: …`) or a Detail table (`Wait Event Histogram Detail (64 msec to
+/// 2 sec)` … of 11g; `Wait Event Histogram (up to 64 us)`, `(up to 32 ms)`, `(up to 2 sec)`,
+/// `(up to 2 min)`, `(up to 1 hr)` of 12.2 on, whose main table is in microseconds up to
+/// `>=512us`). `None`: not a histogram title.
 fn histogram_section(title: &str, text: bool) -> Option<Section> {
     let rest = title.strip_prefix("Wait Event Histogram")?;
     let rest = rest.trim_start();
     if rest.starts_with("Detail") {
         return Some(Section::Detail);
     }
-    if let Some(range) = rest.strip_prefix("(up to ") {
-        let range = range.split(')').next().unwrap_or("");
-        return Some(if range.ends_with("us") {
-            Section::None
-        } else {
-            Section::Detail
-        });
+    if rest.starts_with("(up to ") {
+        return Some(Section::Detail);
     }
     (rest.is_empty() || text).then_some(Section::Histogram)
 }
@@ -1225,9 +1298,6 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
     }
     if !line[0].is_ascii_whitespace() {
         let new = if let Some(sec) = histogram_section(text.trim(), true) {
-            if sec == Section::None {
-                c.micro_skipped = true;
-            }
             Some(sec)
         } else if t.starts_with(b"Foreground Wait Events") {
             Some(Section::Foreground)
@@ -1486,11 +1556,7 @@ impl HtmlState {
                     c.kind = Some("AWR");
                 }
                 let new = if let Some(sec) = histogram_section(&title, false) {
-                    if sec == Section::None {
-                        c.micro_skipped = true;
-                    }
-                    // The microsecond table is not read: no section.
-                    (sec != Section::None).then_some(sec)
+                    Some(sec)
                 } else if title == "Foreground Wait Events" {
                     Some(Section::Foreground)
                 } else {
@@ -1800,13 +1866,6 @@ fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
              at most at 1 h, the top of the histograms (a lower bound for those over it)"
         ));
     }
-    if c.micro_skipped {
-        warnings.push(
-            "the Wait Event Histogram (up to 64 us) section, which splits the main table's \
-             first columns finer (under 8 us), is not read: waits under 8 us are one bucket"
-                .into(),
-        );
-    }
     if detail_sections > 0 && merged == 0 && not_merged.is_empty() {
         warnings.push(format!(
             "{detail_sections} Wait Event Histogram Detail section(s) without rows of the \
@@ -1927,7 +1986,7 @@ mod tests {
         );
         assert_eq!(
             sec("Wait Event Histogram (up to 64 us)", false),
-            Some(Section::None)
+            Some(Section::Detail)
         );
         assert_eq!(sec("Wait Event Histogram Summary", false), None);
         assert_eq!(sec("Foreground Wait Events", false), None);
