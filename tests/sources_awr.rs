@@ -538,6 +538,10 @@ fn compare_of_statspack_reports_states_the_reports_buckets_and_its_foreground_me
 
 const HTML_11203: &str = "awr_11203_monit_144_145.html";
 const HTML_11204: &str = "awr_11204_pderp01_52417_52418.html";
+/// A report of a session in Brazilian Portuguese: snap times `16-Out-12 01:00:49`.
+const HTML_11203_PT: &str = "awr_11203_varejo1_11560_11563.html";
+/// Its main histogram's events and those merged with their Detail rows.
+const MERGED_PT: (usize, usize) = (217, 81);
 
 /// The tables of an AWR HTML report, read here independently of iolens: the file's lines joined
 /// as they are (SQL*Plus cut them inside tags), cut at each `<h3 class="awr">` heading; each
@@ -592,11 +596,14 @@ fn html_count(s: &str) -> (u64, bool) {
     (s.replace(',', "").parse().unwrap(), true)
 }
 
-/// A column heading as an edge in ms (`s` is 1024 ms, `m` 64 s and `h` 4096 s of them):
+/// A column heading as an edge in ms (`us` a thousandth, `s` 1024 ms, `m` 64 s and `h` 4096 s of
+/// them):
 /// `<32ms` → 32, `<1/8s` → 128, `< 1m` → 65536, `<1/4h` → 1048576; `None` for `>1s`, `>=2s`.
 fn heading_ms(h: &str) -> Option<f64> {
     let h = h.strip_prefix('<')?.trim_start_matches('=').trim();
-    let (num, unit) = if let Some(n) = h.strip_suffix("ms") {
+    let (num, unit) = if let Some(n) = h.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = h.strip_suffix("ms") {
         (n, 1.0)
     } else if let Some(n) = h.strip_suffix('s') {
         (n, 1024.0)
@@ -708,7 +715,7 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
             "2013-11-04T10:00:39.000Z",
             3632.0,
             190,
-            95,
+            96,
         ),
         (
             HTML_11204,
@@ -718,11 +725,20 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
             175,
             50,
         ),
+        (
+            HTML_11203_PT,
+            "AWR snaps 11560-11563",
+            "2012-10-16T01:00:49.000Z",
+            10766.0,
+            MERGED_PT.0,
+            MERGED_PT.1,
+        ),
     ] {
         let r = read(real(file)).unwrap();
         let run = &r.runs[0];
         // Begin Snap 04-Nov-13 10:00:39, End Snap 11:01:11: 3632 s (Elapsed 60.54 min);
-        // 20-Jan-14 08:00:13 to 08:59:44: 3571 s (59.51 min).
+        // 20-Jan-14 08:00:13 to 08:59:44: 3571 s (59.51 min); in Portuguese, 16-Out-12
+        // 01:00:49 to 04:00:15: 10766 s (179.43 min).
         assert_eq!(run.name, name);
         assert_eq!(run.started, started);
         assert_eq!(run.duration_s, duration);
@@ -734,11 +750,19 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
         let tables = html_tables(&std::fs::read_to_string(real(file)).unwrap());
         let table = |t: &str| htable(&tables.iter().find(|x| x.0 == t).unwrap().1);
         let main = table("Wait Event Histogram");
-        let details = [
-            table("Wait Event Histogram Detail (64 msec to 2 sec)"),
-            table("Wait Event Histogram Detail (4 sec to 2 min)"),
-            table("Wait Event Histogram Detail (4 min to 1 hr)"),
-        ];
+        // A Detail section without waits has no table ("No data exists", the Portuguese
+        // report's 4 min to 1 hr).
+        let details: Vec<HTable> = [
+            "Wait Event Histogram Detail (64 msec to 2 sec)",
+            "Wait Event Histogram Detail (4 sec to 2 min)",
+            "Wait Event Histogram Detail (4 min to 1 hr)",
+        ]
+        .iter()
+        .map(|t| &tables.iter().find(|x| x.0 == *t).unwrap().1)
+        .filter(|rows| !rows.is_empty())
+        .map(|rows| htable(rows))
+        .collect();
+        assert!(details.len() >= 2, "{file}");
         assert_eq!(main.rows.len(), events);
         assert_eq!(run.ops.len(), events, "one op per event (every total > 0)");
         let spec = run.spec.as_ref().unwrap().to_value();
@@ -898,6 +922,53 @@ fn awr_html_detail_rows_that_cannot_be_placed_are_named_not_used() {
     assert_eq!(c.iter().sum::<u64>(), 64);
 }
 
+/// `log file sync` in the Portuguese report: its total is printed rounded (`276,6K`) and its
+/// main row gives `<=1s` .5 % (about 1,383 waits) and `>1s` .0; the Detail rows print 1,346
+/// waits from 32 ms to 2 s (`<64ms` .2, `<1/8s` .1, `<1/4s` .1, `<1/2s` … `<2s` .0) and 71
+/// from 2 s to 2 min (`<4s`, `<8s`, `<16s` .0, the rest blank). Those waits are held: [32 ms,
+/// 2 s) holds 1,346, [2 s, 16 s) 71, nothing from 16 s on, and [1, 2) s at least one.
+#[test]
+fn awr_html_detail_waits_are_held_where_the_main_total_is_rounded() {
+    let r = read(real(HTML_11203_PT)).unwrap();
+    let run = &r.runs[0];
+    let ev = "log file sync";
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let merged = spec["detail_merged_events"].as_array().unwrap();
+    assert!(merged.iter().any(|v| v == ev), "{:?}", run.warnings);
+    assert!(
+        !run.warnings.iter().any(|w| w.contains(&format!("'{ev}'"))
+            || (w.contains("could not be held") && w.contains(ev))),
+        "{:?}",
+        run.warnings
+    );
+    // The printed figures, read here from the file.
+    let tables = html_tables(&std::fs::read_to_string(real(HTML_11203_PT)).unwrap());
+    let table = |t: &str| htable(&tables.iter().find(|x| x.0 == t).unwrap().1);
+    let row = |t: &HTable| t.rows.iter().find(|r| r.0 == ev).unwrap().clone();
+    let main = row(&table("Wait Event Histogram"));
+    let d64 = row(&table("Wait Event Histogram Detail (64 msec to 2 sec)"));
+    let d4 = row(&table("Wait Event Histogram Detail (4 sec to 2 min)"));
+    assert_eq!(
+        (main.1.as_str(), d64.1.as_str(), d4.1.as_str()),
+        ("276,6K", "1346", "71")
+    );
+    let c = pow2_counts(run.ops.iter().find(|o| o.op == ev).unwrap());
+    assert_eq!(c.iter().sum::<u64>(), 276_600);
+    assert_eq!(waits_in(&c, 32.0, 2048.0), 1346);
+    assert_eq!(waits_in(&c, 2048.0, 16384.0), 71);
+    assert_eq!(waits_in(&c, 16384.0, f64::INFINITY), 0);
+    assert!(waits_in(&c, 1024.0, 2048.0) >= 1);
+    // The main row's columns below 32 ms keep their shares of the rounded total.
+    let t = table("Wait Event Histogram");
+    for (&(lo, hi), p) in t.edges.iter().zip(&main.2).take(6) {
+        let n = waits_in(&c, lo, hi);
+        assert!(
+            share_fits(n, 276_600, false, *p),
+            "[{lo}, {hi}) ms: {n}, {p:?}"
+        );
+    }
+}
+
 fn cut_file(name: &str, keep: impl Fn(usize, &str) -> bool) -> tempfile::TempPath {
     let text = std::fs::read_to_string(real(name)).unwrap();
     let part: String = text
@@ -961,4 +1032,208 @@ fn awr_html_without_detail_sections_keeps_the_main_buckets() {
     assert_eq!(c[6..11].iter().sum::<u64>(), 11);
     assert_eq!(c[11], 114);
     assert_eq!(c[12..].iter().sum::<u64>(), 0);
+}
+
+// ---- Oracle 19c: the main histogram in microseconds and its `(up to …)` sections ----
+
+const HTML_19C: &str = "awr_19c_p60sdb2_47_48.html";
+const TEXT_19C: &str = "awr_19c_p60sdb2_47_48.txt";
+const UP_TO: [&str; 5] = [
+    "Wait Event Histogram (up to 64 us)",
+    "Wait Event Histogram (up to 32 ms)",
+    "Wait Event Histogram (up to 2 sec)",
+    "Wait Event Histogram (up to 2 min)",
+    "Wait Event Histogram (up to 1 hr)",
+];
+
+/// Waits of an op in [lo, hi) ms, each recorded value taken at the middle of its histogram
+/// bucket (the columns' edges, 8 us … 512 us, 1 ms … 1 h, are not all powers of two in ns).
+fn waits_between(op: &iolens::results::OpResult, lo: f64, hi: f64) -> u64 {
+    let h = op.hist.decode().unwrap();
+    h.iter_recorded()
+        .filter(|v| {
+            let ms = h.median_equivalent(v.value_iterated_to()) as f64 / 1e6;
+            ms >= lo && ms < hi
+        })
+        .map(|v| v.count_at_value())
+        .sum()
+}
+
+/// The 19c HTML report (12.2 on): its main table is in microseconds (`<8us` … `<512us`,
+/// `>=512us`), split finer below 64 us by `(up to 64 us)` (`<1us` … `<64us`, `>=64us`; its
+/// waits counted from 1 us) and continued by `(up to 32 ms)` (`<512us` all below, `<1ms` …
+/// `<32ms`, `>=32ms`), `(up to 2 sec)`, `(up to 2 min)` and `(up to 1 hr)` (no data): every
+/// event's total, every main and `(up to …)` column's share and every printed waits count of
+/// those tables against the HTML read here.
+#[test]
+fn awr_19c_html_report_merges_its_up_to_sections_into_each_events_distribution() {
+    let r = read(real(HTML_19C)).unwrap();
+    let run = &r.runs[0];
+    // Begin Snap 20-Feb-20 21:32:34, End Snap 21:45:07: 753 s (Elapsed 12.56 min).
+    assert_eq!(run.name, "AWR snaps 47-48");
+    assert_eq!(run.started, "2020-02-20T21:32:34.000Z");
+    assert_eq!(run.duration_s, 753.0);
+    let tables = html_tables(&std::fs::read_to_string(real(HTML_19C)).unwrap());
+    let main = htable(
+        &tables
+            .iter()
+            .find(|x| x.0 == "Wait Event Histogram")
+            .unwrap()
+            .1,
+    );
+    assert_eq!(main.edges[0], (0.0, 0.008));
+    assert_eq!(main.edges[7], (0.512, f64::INFINITY));
+    let details: Vec<HTable> = UP_TO
+        .iter()
+        .map(|t| &tables.iter().find(|x| x.0 == *t).unwrap().1)
+        .filter(|rows| !rows.is_empty())
+        .map(|rows| htable(rows))
+        .collect();
+    assert_eq!(details.len(), 4, "(up to 1 hr) has no data");
+    assert_eq!(main.rows.len(), 167);
+    assert_eq!(run.ops.len(), 167);
+    let spec = run.spec.as_ref().unwrap().to_value();
+    let merged: Vec<&str> = spec["detail_merged_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    let (mut checked_detail, mut checked_waits) = (0, 0);
+    for (event, printed, shares) in &main.rows {
+        let op = run.ops.iter().find(|o| &o.op == event).unwrap();
+        let (total, exact) = html_count(printed);
+        assert_eq!(op.count, total, "{event}");
+        for (&(lo, hi), p) in main.edges.iter().zip(shares) {
+            let n = waits_between(op, lo, hi);
+            assert!(
+                share_fits(n, total, exact, *p),
+                "{event} [{lo}, {hi}) ms: {n} of {total}, printed {p:?} %"
+            );
+        }
+        if !merged.contains(&event.as_str()) {
+            // Not merged: `>=512us` recorded at 512 us.
+            assert_eq!(waits_between(op, 1.0, f64::INFINITY), 0, "{event}");
+            continue;
+        }
+        for d in &details {
+            let Some((_, w, dshares)) = d.rows.iter().find(|r| &r.0 == event) else {
+                continue;
+            };
+            for (&(lo, hi), p) in d.edges.iter().zip(dshares).skip(1) {
+                if hi.is_infinite() {
+                    continue;
+                }
+                let n = waits_between(op, lo, hi);
+                assert!(
+                    share_fits(n, total, exact, *p),
+                    "{event} [{lo}, {hi}) ms: {n} of {total}, printed {p:?} %"
+                );
+            }
+            let (w, w_exact) = html_count(w);
+            let (lo, hi) = (d.edges[0].1, d.edges[d.edges.len() - 2].1);
+            let held = !run
+                .warnings
+                .iter()
+                .any(|x| x.contains("could not be held") && x.contains(event.as_str()));
+            if w_exact && held {
+                assert_eq!(waits_between(op, lo, hi), w, "{event}: [{lo}, {hi}) ms");
+                checked_waits += 1;
+            }
+            checked_detail += 1;
+        }
+    }
+    eprintln!(
+        "{} merged, {checked_detail} (up to …) rows checked, {checked_waits} with their waits \
+         held; warnings {:#?}",
+        merged.len(),
+        run.warnings
+    );
+    assert_eq!(merged.len(), 121, "{:?}", run.warnings);
+    assert!(checked_waits >= 200, "{checked_waits}");
+    // `db file sequential read`, 1.1M waits: main `>=512us` 100.0; (up to 32 ms) `<4ms` 10.5,
+    // `<8ms` 57.0; (up to 2 sec) `<32ms` 90.0, `<64ms` 4.9, `<1/8s` 4.5, `<1/4s` .5.
+    let op = run
+        .ops
+        .iter()
+        .find(|o| o.op == "db file sequential read")
+        .unwrap();
+    assert_eq!(waits_between(op, 0.0, 0.512), 0);
+    assert!(waits_between(op, 4.0, 8.0) > 600_000);
+    assert!(waits_between(op, 32.0, 2048.0) > 100_000);
+}
+
+/// The same report as text: headings cut to their column (`<128u`, `>=512`, `<512`, `>=32m`),
+/// event names cut to 25 characters. Every event reads as in the HTML form (its count, and its
+/// distribution where both forms merged it), the Foreground Wait Events alike.
+#[test]
+fn awr_19c_text_report_reads_as_its_html_form() {
+    let t = read(real(TEXT_19C)).unwrap();
+    let h = read(real(HTML_19C)).unwrap();
+    let (tr, hr) = (&t.runs[0], &h.runs[0]);
+    assert_eq!(
+        (&tr.name, &tr.started, tr.duration_s),
+        (&hr.name, &hr.started, hr.duration_s)
+    );
+    assert_eq!(tr.ops.len(), hr.ops.len());
+    let merged = |r: &iolens::results::RunResult| -> Vec<String> {
+        r.spec.as_ref().unwrap().to_value()["detail_merged_events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (tm, hm) = (merged(tr), merged(hr));
+    let (mut same_count, mut same_hist) = (0, 0);
+    for op in &tr.ops {
+        let like: Vec<_> = hr.ops.iter().filter(|o| o.op.starts_with(&op.op)).collect();
+        if like.len() != 1 {
+            continue; // a name cut to the same 25 characters as another
+        }
+        let ho = like[0];
+        assert_eq!(op.count, ho.count, "{}", op.op);
+        same_count += 1;
+        if tm.contains(&op.op) && hm.contains(&ho.op) {
+            let a: Vec<(u64, u64)> = op
+                .hist
+                .decode()
+                .unwrap()
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+            let b: Vec<(u64, u64)> = ho
+                .hist
+                .decode()
+                .unwrap()
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+            assert_eq!(a, b, "{}", op.op);
+            same_hist += 1;
+        }
+    }
+    eprintln!("{same_count} events' counts, {same_hist} distributions compared");
+    assert!(
+        same_count >= 160 && same_hist >= 95,
+        "{same_count} {same_hist}"
+    );
+    let fg = |r: &iolens::results::RunResult| {
+        r.spec.as_ref().unwrap().to_value()["foreground_wait_events"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(fg(tr), fg(hr));
+    // The text report's own figures: `db file sequential read  1,171,285  16,835  14.37ms`.
+    let fgv = tr.spec.as_ref().unwrap().to_value()["foreground_wait_events"].clone();
+    let e = fgv
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "db file sequential read")
+        .unwrap()
+        .clone();
+    assert_eq!(e["waits"], 1_171_285);
+    assert!((e["avg_wait_ms"].as_f64().unwrap() - 14.37).abs() < 1e-9);
 }

@@ -3,7 +3,8 @@
 //! What is read, from the text report or the HTML one alike (the HTML form is told by its
 //! first non-blank line beginning with `<`):
 //! - the snapshot window: the `Begin Snap:` / `End Snap:` lines (`DD-Mon-YY HH:MM:SS`, the
-//!   database's local time, written as if UTC) give the start and the duration of the one
+//!   database's local time, written as if UTC; the month also as other `NLS_DATE_LANGUAGE`s
+//!   abbreviate it, `16-Out-12`, see [`NLS_MONTHS`]) give the start and the duration of the one
 //!   interval the report covers, cross-checked against `Elapsed: N (mins)`;
 //! - every `Wait Event Histogram` section (pages repeat the title): one op per event, its
 //!   buckets taken from the column headings (`<1ms` … `<32ms`, `<=1s`, `>1s`, and the
@@ -18,6 +19,16 @@
 //!   `h` 4096 s of 1024 ms), their first column being every wait below the table's range.
 //!   They are merged into the event's one distribution: the main buckets below 32 ms, then
 //!   each Detail table's own buckets, then the last table's open column (see [`merge`]);
+//! - from 12.2 on the main table is in microseconds (`<8us` … `<512us`, `>=512us`; the text
+//!   report cuts headings to their column: `<128u`, `>=512`) and its Detail tables are titled
+//!   `Wait Event Histogram (up to 32 ms)` (`<512us` every wait below, `<1ms` … `<32ms`,
+//!   `>=32ms`), `(up to 2 sec)`, `(up to 2 min)`, `(up to 1 hr)`: merged the same way. The
+//!   microsecond table's `ms` is 1024 µs (its note says so); its columns are read at 1, 2 …
+//!   32 ms (2.4 % low) so that they meet the millisecond tables' edges. `(up to 64 us)`
+//!   (`<1us` … `<64us`, `>=64us`) lies within the main table's range: it splits the main
+//!   table's columns below 64 µs finer (the first, `<8us`, into `<1us` … `<8us`); its waits
+//!   column (`1us - 64us`) is taken as the waits from 1 µs to 64 µs (no `<1us` share in the
+//!   19c fixture tells whether that column is in it);
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
@@ -89,20 +100,11 @@ struct Table {
 /// edge in ns). `s` is 1024 ms (the report: "s is 1024 milliseconds (approximately 1 second)"),
 /// `m` 64 s and `h` 4096 s of those (the Detail sections' `< 1m`, `>=2m`, `<1/4h`, `>=1h`).
 fn parse_heading(h: &str) -> Option<(bool, u64)> {
-    let (upper, rest) = if let Some(r) = h.strip_prefix("<=") {
-        (true, r)
-    } else if let Some(r) = h.strip_prefix('<') {
-        (true, r)
-    } else if let Some(r) = h.strip_prefix(">=") {
-        (false, r)
-    } else if let Some(r) = h.strip_prefix('>') {
-        (false, r)
-    } else {
-        return None;
-    };
-    // `< 1m`, `< 2m`, `< 1h`: a blank between the sign and the figure.
-    let rest = rest.trim_start();
+    let (upper, rest) = heading_sign(h)?;
     let (num, unit_ns) = if let Some(n) = rest.strip_suffix("us") {
+        (n, 1_000.0)
+    } else if let Some(n) = rest.strip_suffix('u') {
+        // `<128u`: a text report cuts headings to their column (`<128us`).
         (n, 1_000.0)
     } else if let Some(n) = rest.strip_suffix("ms") {
         (n, 1_000_000.0)
@@ -125,6 +127,44 @@ fn parse_heading(h: &str) -> Option<(bool, u64)> {
         return None;
     }
     Some((upper, (v * unit_ns).round() as u64))
+}
+
+/// A heading's sign (`<`, `<=`: an upper edge; `>`, `>=`: an open column) and what follows it,
+/// blanks after the sign dropped (`< 1m`).
+fn heading_sign(h: &str) -> Option<(bool, &str)> {
+    let (upper, rest) = if let Some(r) = h.strip_prefix("<=") {
+        (true, r)
+    } else if let Some(r) = h.strip_prefix('<') {
+        (true, r)
+    } else if let Some(r) = h.strip_prefix(">=") {
+        (false, r)
+    } else if let Some(r) = h.strip_prefix('>') {
+        (false, r)
+    } else {
+        return None;
+    };
+    Some((upper, rest.trim_start()))
+}
+
+/// A heading cut to its column before its unit (the text report's `<512` for `<512us`,
+/// `>=512` for `>=512us`): an upper edge takes the largest unit (s, ms, us) that puts it
+/// above the column before it and below the next one; an open column begins where the column
+/// before it ends.
+fn bare_heading(h: &str, prev_hi: u64, next: Option<&String>) -> Option<(bool, u64)> {
+    let (upper, rest) = heading_sign(h)?;
+    let v: f64 = rest
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)?;
+    if !upper {
+        return (prev_hi > 0).then_some((false, prev_hi));
+    }
+    let next_edge = next.and_then(|n| parse_heading(n)).map(|(_, e)| e);
+    [1_024_000_000.0, 1_000_000.0, 1_000.0]
+        .iter()
+        .map(|u| (v * u).round() as u64)
+        .find(|&e| e > prev_hi && next_edge.is_none_or(|n| e < n))
+        .map(|e| (true, e))
 }
 
 /// Column spans of a dashed rule (`----- ----- …`).
@@ -311,13 +351,68 @@ fn parse_time_ms(s: &str, unit_ms: f64) -> Option<f64> {
     (v.is_finite() && v >= 0.0).then_some(v * mult)
 }
 
-/// `31-Jan-16 00:00:03` (also with a four-digit year) as ns since the epoch.
+/// Month abbreviations as Oracle prints `Mon` under other `NLS_DATE_LANGUAGE`s (lower-case, a
+/// trailing `.` dropped), with the English ones chrono reads: Portuguese (`Fev`, `Abr`, `Mai`,
+/// `Ago`, `Set`, `Out`, `Dez`), Spanish (`Ene`, `Dic`), German (`Mrz`/`Mär`, `Okt`), French
+/// (`Janv.`, `Févr.`, `Mars`, `Avr.`, `Juin`, `Juil.`, `Août`, `Sept.`, `Déc.`), Italian (`Gen`,
+/// `Mag`, `Giu`, `Lug`, `Ott`), Dutch (`Mrt`, `Mei`) and the Scandinavian `Maj`. No
+/// abbreviation names two different months in these languages.
+const NLS_MONTHS: [(&str, &str); 36] = [
+    ("fev", "Feb"),
+    ("abr", "Apr"),
+    ("mai", "May"),
+    ("ago", "Aug"),
+    ("set", "Sep"),
+    ("out", "Oct"),
+    ("dez", "Dec"),
+    ("ene", "Jan"),
+    ("dic", "Dec"),
+    ("mrz", "Mar"),
+    ("mär", "Mar"),
+    ("okt", "Oct"),
+    ("janv", "Jan"),
+    ("févr", "Feb"),
+    ("fevr", "Feb"),
+    ("mars", "Mar"),
+    ("avr", "Apr"),
+    ("juin", "Jun"),
+    ("juil", "Jul"),
+    ("août", "Aug"),
+    ("aout", "Aug"),
+    ("sept", "Sep"),
+    ("déc", "Dec"),
+    ("gen", "Jan"),
+    ("mag", "May"),
+    ("giu", "Jun"),
+    ("lug", "Jul"),
+    ("ott", "Oct"),
+    ("mrt", "Mar"),
+    ("mei", "May"),
+    ("maj", "May"),
+    ("feb", "Feb"),
+    ("sep", "Sep"),
+    ("oct", "Oct"),
+    ("dec", "Dec"),
+    ("jan", "Jan"),
+];
+
+/// `31-Jan-16 00:00:03` (also with a four-digit year, and with the month abbreviated in one
+/// of the languages of [`NLS_MONTHS`], `16-Out-12 01:00:49`) as ns since the epoch.
 fn parse_snap_time(s: &str) -> Option<i64> {
     let s = s.trim();
-    ["%d-%b-%y %H:%M:%S", "%d-%b-%Y %H:%M:%S"]
-        .iter()
-        .find_map(|f| chrono::NaiveDateTime::parse_from_str(s, f).ok())
-        .and_then(|t| t.and_utc().timestamp_nanos_opt())
+    let parse = |s: &str| {
+        ["%d-%b-%y %H:%M:%S", "%d-%b-%Y %H:%M:%S"]
+            .iter()
+            .find_map(|f| chrono::NaiveDateTime::parse_from_str(s, f).ok())
+            .and_then(|t| t.and_utc().timestamp_nanos_opt())
+    };
+    parse(s).or_else(|| {
+        let (day, rest) = s.split_once('-')?;
+        let (month, rest) = rest.split_once('-')?;
+        let m = month.trim_end_matches('.').to_lowercase();
+        let en = NLS_MONTHS.iter().find(|(k, _)| *k == m)?.1;
+        parse(&format!("{day}-{en}-{rest}"))
+    })
 }
 
 /// `Begin Snap:       6693 31-Jan-16 00:00:03      153       5.5` → (snap id, time).
@@ -395,8 +490,10 @@ struct Collected {
 fn buckets_of(labels: &[String]) -> std::result::Result<Vec<Bucket>, String> {
     let mut out = Vec::new();
     let mut prev_hi = 0u64;
-    for label in labels {
-        let Some((upper, edge)) = parse_heading(label) else {
+    for (k, label) in labels.iter().enumerate() {
+        let heading =
+            parse_heading(label).or_else(|| bare_heading(label, prev_hi, labels.get(k + 1)));
+        let Some((upper, edge)) = heading else {
             return Err(format!(
                 "column heading '{label}' is not a time bucket (`<1ms`, `<=1s`, `>1s`, …): is \
                  the report garbled?"
@@ -414,8 +511,11 @@ fn buckets_of(labels: &[String]) -> std::result::Result<Vec<Bucket>, String> {
             });
             prev_hi = edge;
         } else {
+            // An open column begins where the column before it ends (`>1s` after `<=1s`,
+            // `>=2s` after `<2s`), also where the text report cut its heading to a unit of
+            // its own (`>=32m` for `>=32ms` after `<32ms`, not 32 minutes).
             out.push(Bucket {
-                lo_ns: edge.max(prev_hi),
+                lo_ns: if out.is_empty() { edge } else { prev_hi },
                 hi_ns: None,
             });
         }
@@ -687,6 +787,125 @@ fn solve(
     Some(counts)
 }
 
+/// The main row's column counts led by the Detail rows' printed waits: the main columns whose
+/// waits all lie in the own columns of Detail tables whose waits are printed in full (blank
+/// shares aside) hold those waits between them, each table's waits split over its main
+/// columns by the room their printed shares leave; the other columns share the rest of the
+/// total by their own shares. Where the main row's total is rounded (`276,6K`) its shares of
+/// the upper columns (`<=1s` .5, `>1s` .0) may not give the waits the Detail rows print (1,346
+/// and 71), and no move of a few waits from one column to another reaches them when two
+/// columns must change at once. `None`: no column is so covered, or the rest does not fit the
+/// other columns' shares.
+fn counts_from_waits(
+    main: &HistRow,
+    col: &[usize],
+    group: &[Option<usize>],
+    groups: &[(std::ops::Range<usize>, u64, bool)],
+    pcts: &[Option<f64>],
+    total: u64,
+    exact: bool,
+) -> Option<Vec<u64>> {
+    let ncol = main.buckets.len();
+    let covered: Vec<bool> = (0..ncol)
+        .map(|j| {
+            let mut fine = (0..col.len()).filter(|&i| col[i] == j && pcts[i].is_some());
+            let first = fine.next();
+            first.is_some()
+                && first
+                    .into_iter()
+                    .chain(fine)
+                    .all(|i| group[i].is_some_and(|k| groups[k].2))
+        })
+        .collect();
+    if !covered.iter().any(|&c| c) {
+        return None;
+    }
+    // Each Detail table's waits go to its cells (its own columns within one main column): at
+    // least one wait per printed share, the rest by the room each main column has left under
+    // its printed share of the total (as if the total were exact); tables spanning fewer main
+    // columns first.
+    let room_of: Vec<u64> = main
+        .pcts
+        .iter()
+        .map(|p| share_bounds(total, *p, true).1)
+        .collect();
+    let mut counts = vec![0u64; ncol];
+    let mut in_detail = 0u64;
+    let mut order: Vec<(usize, Vec<(usize, u64)>)> = Vec::new();
+    for (k, (range, _, w_exact)) in groups.iter().enumerate() {
+        if !w_exact {
+            continue;
+        }
+        if !range.clone().all(|i| pcts[i].is_none() || covered[col[i]]) {
+            return None;
+        }
+        // (main column, printed shares in it) of the table's cells.
+        let mut cells: Vec<(usize, u64)> = Vec::new();
+        for i in range.clone() {
+            let shown = pcts[i].is_some() as u64;
+            match cells.iter_mut().find(|c| c.0 == col[i]) {
+                Some(c) => c.1 += shown,
+                None => cells.push((col[i], shown)),
+            }
+        }
+        order.push((k, cells));
+    }
+    order.sort_by_key(|(_, cells)| cells.iter().filter(|c| c.1 > 0).count());
+    for (k, cells) in order {
+        let waits = groups[k].1;
+        let least: u64 = cells.iter().map(|c| c.1).sum();
+        let mut rest = waits.checked_sub(least)?;
+        let room: Vec<u64> = cells
+            .iter()
+            .map(|&(j, n)| {
+                if n == 0 {
+                    0
+                } else {
+                    room_of[j].saturating_sub(counts[j] + n)
+                }
+            })
+            .collect();
+        let all_room: u64 = room.iter().sum();
+        let mut give: Vec<u64> = cells.iter().map(|c| c.1).collect();
+        if all_room > 0 {
+            for (g, r) in give.iter_mut().zip(&room) {
+                let n = ((rest as u128 * *r as u128) / all_room as u128) as u64;
+                *g += n;
+            }
+            rest = waits - give.iter().sum::<u64>();
+        }
+        // What the proportion leaves over goes to the cells with room left, the most first;
+        // where none has any, to the cell with the most room (or the first with a share).
+        while rest > 0 {
+            let spare = |c: usize| (room[c] + cells[c].1).saturating_sub(give[c]);
+            let Some(c) = (0..cells.len())
+                .filter(|&c| cells[c].1 > 0 && spare(c) > 0)
+                .max_by_key(|&c| spare(c))
+            else {
+                let most = (0..cells.len())
+                    .filter(|&c| cells[c].1 > 0)
+                    .max_by_key(|&c| room[c])?;
+                give[most] += rest;
+                break;
+            };
+            let n = rest.min(spare(c));
+            give[c] += n;
+            rest -= n;
+        }
+        for ((j, _), g) in cells.iter().zip(give) {
+            counts[*j] += g;
+        }
+        in_detail += waits;
+    }
+    let others: Vec<usize> = (0..ncol).filter(|&j| !covered[j]).collect();
+    let p: Vec<Option<f64>> = others.iter().map(|&j| main.pcts[j]).collect();
+    let split = apportion_of(total.checked_sub(in_detail)?, total, &p, exact)?;
+    for (&j, n) in others.iter().zip(split) {
+        counts[j] = n;
+    }
+    Some(counts)
+}
+
 /// A cell of a merge: (main column, Detail table whose own columns hold it).
 type Cell = (usize, Option<usize>);
 
@@ -716,7 +935,60 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
     let main = &ev.row;
     let mut details: Vec<&HistRow> = ev.details.iter().collect();
     details.sort_by_key(|d| d.buckets.first().and_then(|b| b.hi_ns));
-    let first_edge = details[0].buckets[0]
+    // A table within the main table's range (12.2's `(up to 64 us)`: `<1us` … `<64us`,
+    // `>=64us` under a main table of `<8us` … `<512us`) splits its first columns finer; the
+    // others continue above it.
+    let main_top = main
+        .buckets
+        .iter()
+        .filter_map(|b| b.hi_ns)
+        .max()
+        .unwrap_or(0);
+    let inner = details
+        .iter()
+        .position(|d| {
+            let n = d.buckets.len();
+            n >= 3
+                && d.buckets[n - 1].hi_ns.is_none()
+                && d.buckets[n - 2].hi_ns.is_some_and(|h| h < main_top)
+        })
+        .map(|i| details.remove(i));
+    let mut buckets: Vec<Bucket> = Vec::new();
+    let mut pcts: Vec<Option<f64>> = Vec::new();
+    // (range of `buckets`, printed count, exact) of each Detail table's own buckets.
+    let mut groups: Vec<(std::ops::Range<usize>, u64, bool)> = Vec::new();
+    let mut from_edge = 0;
+    if let Some(d) = inner {
+        // Its first column holds every wait below its range (the first at 0), its own columns
+        // the waits it counts; it must end at an edge of the main table.
+        let n = d.buckets.len();
+        let top = d.buckets[n - 2].hi_ns.unwrap_or(0);
+        if !main.buckets.iter().any(|b| b.hi_ns == Some(top)) {
+            return Err(format!(
+                "its Detail row within the main table's range ends at {} ms, not at an edge \
+                 of the main table",
+                top as f64 / 1e6
+            ));
+        }
+        buckets.push(d.buckets[0]);
+        pcts.push(d.pcts[0]);
+        let from = buckets.len();
+        buckets.extend_from_slice(&d.buckets[1..n - 1]);
+        pcts.extend_from_slice(&d.pcts[1..n - 1]);
+        groups.push((from..buckets.len(), d.count, d.exact));
+        from_edge = top;
+    }
+    let Some(first) = details.first() else {
+        // Only the table within the main table's range: the main columns above it follow.
+        for (b, p) in main.buckets.iter().zip(&main.pcts) {
+            if b.lo_ns >= from_edge {
+                buckets.push(*b);
+                pcts.push(*p);
+            }
+        }
+        return merge_counts(ev, buckets, pcts, groups);
+    };
+    let first_edge = first.buckets[0]
         .hi_ns
         .ok_or("a Detail table whose first column is open")?;
     // The main buckets below the first Detail edge, which must be one of the main table's edges.
@@ -730,10 +1002,12 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
             first_edge as f64 / 1e6
         ));
     }
-    let mut buckets: Vec<Bucket> = below.iter().map(|&i| main.buckets[i]).collect();
-    let mut pcts: Vec<Option<f64>> = below.iter().map(|&i| main.pcts[i]).collect();
-    // (range of `buckets`, printed count, exact) of each Detail table's own buckets.
-    let mut groups: Vec<(std::ops::Range<usize>, u64, bool)> = Vec::new();
+    for &i in &below {
+        if main.buckets[i].lo_ns >= from_edge {
+            buckets.push(main.buckets[i]);
+            pcts.push(main.pcts[i]);
+        }
+    }
     let mut edge = first_edge;
     let mut open_pct = None;
     for d in &details {
@@ -757,6 +1031,17 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
         hi_ns: None,
     });
     pcts.push(open_pct);
+    merge_counts(ev, buckets, pcts, groups)
+}
+
+/// The counts of a merge's fine buckets (see [`merge`]).
+fn merge_counts(
+    ev: &Event,
+    buckets: Vec<Bucket>,
+    pcts: Vec<Option<f64>>,
+    groups: Vec<(std::ops::Range<usize>, u64, bool)>,
+) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), String> {
+    let main = &ev.row;
     let sum: f64 = pcts.iter().flatten().sum();
     let shown = pcts.iter().flatten().count() as f64;
     if (sum - 100.0).abs() > 0.05 * shown + 1e-6 {
@@ -808,6 +1093,11 @@ fn merge(ev: &Event) -> std::result::Result<(Vec<Bucket>, Vec<u64>, bool), Strin
                 choices.push(c);
             }
         }
+    }
+    // Last, the choice the Detail rows' printed waits lead to, which may differ from the main
+    // row's own in several columns at once (see [`counts_from_waits`]).
+    if let Some(c) = counts_from_waits(main, &col, &group, &groups, &pcts, total, exact) {
+        choices.push(c);
     }
     let (counts, waits_held) = [true, false]
         .iter()
@@ -910,6 +1200,23 @@ pub fn read(r: &mut LineReader, _args: &IngestOptions) -> Result<Vec<RunResult>>
     finish(c, state.detail_sections)
 }
 
+/// The histogram section a title begins: the main `Wait Event Histogram` (in a text report the
+/// title goes on with `DB/Inst: …`) or a Detail table (`Wait Event Histogram Detail (64 msec to
+/// 2 sec)` … of 11g; `Wait Event Histogram (up to 64 us)`, `(up to 32 ms)`, `(up to 2 sec)`,
+/// `(up to 2 min)`, `(up to 1 hr)` of 12.2 on, whose main table is in microseconds up to
+/// `>=512us`). `None`: not a histogram title.
+fn histogram_section(title: &str, text: bool) -> Option<Section> {
+    let rest = title.strip_prefix("Wait Event Histogram")?;
+    let rest = rest.trim_start();
+    if rest.starts_with("Detail") {
+        return Some(Section::Detail);
+    }
+    if rest.starts_with("(up to ") {
+        return Some(Section::Detail);
+    }
+    (rest.is_empty() || text).then_some(Section::Histogram)
+}
+
 /// Where the text reader is.
 struct TextState {
     first: bool,
@@ -990,10 +1297,8 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
         }
     }
     if !line[0].is_ascii_whitespace() {
-        let new = if t.starts_with(b"Wait Event Histogram Detail") {
-            Some(Section::Detail)
-        } else if t.starts_with(b"Wait Event Histogram") {
-            Some(Section::Histogram)
+        let new = if let Some(sec) = histogram_section(text.trim(), true) {
+            Some(sec)
         } else if t.starts_with(b"Foreground Wait Events") {
             Some(Section::Foreground)
         } else {
@@ -1250,10 +1555,8 @@ impl HtmlState {
                 if title.starts_with("WORKLOAD REPOSITORY report for") {
                     c.kind = Some("AWR");
                 }
-                let new = if title.starts_with("Wait Event Histogram Detail") {
-                    Some(Section::Detail)
-                } else if title == "Wait Event Histogram" {
-                    Some(Section::Histogram)
+                let new = if let Some(sec) = histogram_section(&title, false) {
+                    Some(sec)
                 } else if title == "Foreground Wait Events" {
                     Some(Section::Foreground)
                 } else {
@@ -1650,6 +1953,46 @@ mod tests {
     }
 
     #[test]
+    fn headings_cut_to_their_column_and_sections_of_newer_releases() {
+        // 19c text: `<128u` for `<128us`; `>=512` after `<512u`; `<512` before `<1ms`;
+        // `>=32m` after `<32ms` (32 ms, not 32 minutes).
+        let l = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let b = buckets_of(&l(&["<8us", "<128u", "<512u", ">=512"])).unwrap();
+        assert_eq!(b[1].hi_ns, Some(128_000));
+        assert_eq!((b[3].lo_ns, b[3].hi_ns), (512_000, None));
+        let b = buckets_of(&l(&["<512", "<1ms", "<32ms", ">=32m"])).unwrap();
+        assert_eq!(b[0].hi_ns, Some(512_000));
+        assert_eq!((b[3].lo_ns, b[3].hi_ns), (32_000_000, None));
+        assert!(buckets_of(&l(&["<8us", "Waits"])).is_err());
+        let sec = |t: &str, text: bool| histogram_section(t, text);
+        assert_eq!(sec("Wait Event Histogram", false), Some(Section::Histogram));
+        assert_eq!(
+            sec(
+                "Wait Event Histogram        DB/Inst: P/p  Snaps: 47-48",
+                true
+            ),
+            Some(Section::Histogram)
+        );
+        assert_eq!(
+            sec(
+                "Wait Event Histogram Detail (64 msec to 2 sec)DB/Inst: O/o",
+                true
+            ),
+            Some(Section::Detail)
+        );
+        assert_eq!(
+            sec("Wait Event Histogram (up to 2 sec)", false),
+            Some(Section::Detail)
+        );
+        assert_eq!(
+            sec("Wait Event Histogram (up to 64 us)", false),
+            Some(Section::Detail)
+        );
+        assert_eq!(sec("Wait Event Histogram Summary", false), None);
+        assert_eq!(sec("Foreground Wait Events", false), None);
+    }
+
+    #[test]
     fn counts_as_printed() {
         assert_eq!(parse_count(b"369"), Some((369, true)));
         assert_eq!(parse_count(b"71K"), Some((71_000, false)));
@@ -1660,6 +2003,30 @@ mod tests {
         // A comma as the decimal character before a unit (an HTML report of such a session).
         assert_eq!(parse_count(b"33,4K"), Some((33_400, false)));
         assert_eq!(parse_count(b"15,4M"), Some((15_400_000, false)));
+    }
+
+    #[test]
+    fn snap_times_with_months_of_other_languages() {
+        let at = |s: &str| {
+            chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S")
+                .unwrap()
+                .and_utc()
+                .timestamp_nanos_opt()
+        };
+        let same = |s: &str, want: &str| assert_eq!(parse_snap_time(s), at(want), "{s}");
+        same("16-Out-12 01:00:49", "2012-10-16 01:00:49");
+        same("31-Jan-16 00:00:03", "2016-01-31 00:00:03");
+        same("03-Fev-2015 10:00:00", "2015-02-03 10:00:00");
+        same("01-Dic-19 12:00:00", "2019-12-01 12:00:00");
+        same("01-MRZ-19 12:00:00", "2019-03-01 12:00:00");
+        same("01-Mär-19 12:00:00", "2019-03-01 12:00:00");
+        same("01-Févr.-19 12:00:00", "2019-02-01 12:00:00");
+        same("01-Août-19 12:00:00", "2019-08-01 12:00:00");
+        same("01-Juil.-19 12:00:00", "2019-07-01 12:00:00");
+        same("01-Giu-19 12:00:00", "2019-06-01 12:00:00");
+        same("01-Mei-19 12:00:00", "2019-05-01 12:00:00");
+        assert_eq!(parse_snap_time("01-Xyz-19 12:00:00"), None);
+        assert_eq!(parse_snap_time("31-Fev-19 12:00:00"), None);
     }
 
     #[test]
