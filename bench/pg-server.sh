@@ -13,6 +13,8 @@
 #   bpf_stats_keep             remember kernel.bpf_stats_enabled (the counters of every BPF
 #                              program's runs, set for a measurement) ...
 #   bpf_stats_back             ... and set it back to what it was
+#   pgbench_db SCALE           a fresh database iolens_bench (`pgbench -i -s SCALE`), dropped at
+#                              exit, where kernel.bpf_stats_enabled is also set back
 
 pg_server_args() {
   local usage=$1 names=$2 kv
@@ -49,3 +51,15 @@ pg_sql() {
 bpf_stats_keep() { BPF_STATS_WAS=$(cat /proc/sys/kernel/bpf_stats_enabled); }
 
 bpf_stats_back() { echo "$BPF_STATS_WAS" > /proc/sys/kernel/bpf_stats_enabled; }
+
+drop_bench_db() {
+  pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
+}
+
+pgbench_db() {
+  drop_bench_db
+  as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
+  bpf_stats_keep
+  trap 'bpf_stats_back; drop_bench_db' EXIT
+  as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$1" iolens_bench > /dev/null 2>&1
+}

@@ -20,14 +20,7 @@ pg_server_args "$usage" "BIN_A= BIN_B= SECS=15 ROUNDS=6 CLIENTS=4 SCALE=10" "$@"
 [ -x "$BIN_A" ] && [ -x "$BIN_B" ] || { echo "$usage" >&2; exit 1; }
 need_root "BPF; the server runs as postgres"
 need_cmd pgbench
-drop_db() {
-  pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
-}
-drop_db
-as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
-bpf_stats_keep
-trap 'bpf_stats_back; drop_db' EXIT
-as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_bench > /dev/null 2>&1
+pgbench_db "$SCALE"
 
 python3 - "$BIN_A" "$BIN_B" "$HOST" "$PORT" "$SECS" "$ROUNDS" "$CLIENTS" << 'PY'
 import os, re, signal, statistics, subprocess, sys, tempfile

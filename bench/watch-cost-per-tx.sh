@@ -37,14 +37,7 @@ BIN=${IOLENS_BIN:-$PWD/target/debug/iolens}
 need_root "BPF; the server runs as postgres"
 need_cmd pgbench
 need_cmd bpftool "(Debian package bpftool)"
-drop_db() {
-  pg_sql postgres -qc 'DROP DATABASE IF EXISTS iolens_bench WITH (FORCE)' > /dev/null
-}
-drop_db
-as_pg createdb -h "$HOST" -p "$PORT" iolens_bench
-bpf_stats_keep
-trap 'bpf_stats_back; drop_db' EXIT
-as_pg pgbench -h "$HOST" -p "$PORT" -i -q -s "$SCALE" iolens_bench > /dev/null 2>&1
+pgbench_db "$SCALE"
 DATA=$(pg_sql iolens_bench -qAtc 'SHOW data_directory')
 
 IOLENS_BIN_BASE=${IOLENS_BIN_BASE:-} python3 - "$BIN" "$HOST" "$PORT" "$DATA" "$SECS" "$ROUNDS" "$CLIENTS" "$IDLE" << 'PY'

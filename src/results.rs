@@ -888,8 +888,16 @@ impl TargetInfo {
     /// The active I/O scheduler: [`TargetInfo::scheduler`], or in results that hold the sysfs
     /// line whole (`[none] mq-deadline`), its bracketed name.
     pub fn active_scheduler(&self) -> &str {
-        crate::sys::active_scheduler(&self.scheduler)
+        active_scheduler(&self.scheduler)
     }
+}
+
+/// The active scheduler of a `queue/scheduler` line: its bracketed name (`[none] mq-deadline`
+/// → `none`); a line without brackets (one name alone) as it is.
+pub(crate) fn active_scheduler(line: &str) -> &str {
+    line.split_once('[')
+        .and_then(|(_, r)| r.split_once(']'))
+        .map_or(line.trim(), |(a, _)| a.trim())
 }
 
 /// A calibration point on the load curve (derived from a step's `RunResult`).

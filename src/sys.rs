@@ -614,14 +614,6 @@ pub(crate) fn mount_for(path: &Path) -> Option<Mount> {
     best
 }
 
-/// The active scheduler of a `queue/scheduler` line: its bracketed name (`[none] mq-deadline`
-/// → `none`); a line without brackets (one name alone) as it is.
-pub(crate) fn active_scheduler(line: &str) -> &str {
-    line.split_once('[')
-        .and_then(|(_, r)| r.split_once(']'))
-        .map_or(line.trim(), |(a, _)| a.trim())
-}
-
 fn read_trim(p: impl AsRef<Path>) -> Option<String> {
     fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
@@ -711,7 +703,7 @@ pub(crate) fn target_info(path: &Path, kind: crate::results::StorageKind, size: 
             .unwrap_or_else(|| bd.disk.clone());
         t.rotational = read_num::<u32>(format!("{q}/rotational")).map(|v| v == 1);
         let line = read_trim(format!("{q}/scheduler")).unwrap_or_default();
-        t.scheduler = active_scheduler(&line).to_string();
+        t.scheduler = crate::results::active_scheduler(&line).to_string();
         t.schedulers = line
             .split_whitespace()
             .map(|w| w.trim_matches(|c| c == '[' || c == ']').to_string())
@@ -1005,20 +997,6 @@ mod tests {
         assert!((g1x1 - 250.0).abs() < 1e-9, "{g1x1}");
         assert_eq!(link("Unknown\n", "4\n"), None);
         assert_eq!(link("16.0 GT/s PCIe\n", "0\n"), None);
-    }
-
-    /// The active scheduler is the bracketed name of the sysfs line, whichever place it has;
-    /// a line of one name without brackets (older kernels, single-queue) is that name.
-    #[test]
-    fn the_active_scheduler_is_the_bracketed_name() {
-        assert_eq!(active_scheduler("[none] mq-deadline kyber bfq"), "none");
-        assert_eq!(
-            active_scheduler("none [mq-deadline] kyber bfq"),
-            "mq-deadline"
-        );
-        assert_eq!(active_scheduler("none mq-deadline [bfq]"), "bfq");
-        assert_eq!(active_scheduler("none"), "none");
-        assert_eq!(active_scheduler(""), "");
     }
 
     use super::*;

@@ -69,3 +69,17 @@ fn rejects_foreign_newer_truncated() {
     let e = Results::from_json(&j[..j.len() / 2]).unwrap_err();
     assert!(e.to_string().contains("truncated"), "{e}");
 }
+
+/// The active scheduler is the bracketed name of the sysfs line, whichever place it has;
+/// a line of one name without brackets (older kernels, single-queue) is that name.
+#[test]
+fn the_active_scheduler_is_the_bracketed_name() {
+    assert_eq!(active_scheduler("[none] mq-deadline kyber bfq"), "none");
+    assert_eq!(
+        active_scheduler("none [mq-deadline] kyber bfq"),
+        "mq-deadline"
+    );
+    assert_eq!(active_scheduler("none mq-deadline [bfq]"), "bfq");
+    assert_eq!(active_scheduler("none"), "none");
+    assert_eq!(active_scheduler(""), "");
+}
