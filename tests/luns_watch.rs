@@ -693,3 +693,36 @@ fn a_watched_run_over_four_targets_loads_the_probes_once() {
     }
     assert_eq!(count(&run["block"]["ops"], "blk:read:device"), sum);
 }
+
+/// More targets than the probes hold (64) are refused by a watched `run` before any target is
+/// made: a non-zero exit naming the limit, no scratch file, no results file. The same run
+/// without `--watch` is not refused.
+#[test]
+fn more_targets_than_the_probes_hold_are_refused_before_any_file_is_made() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !common::root_or_skip("65 watched targets") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("refused.json");
+    let paths: Vec<String> = (0..65)
+        .map(|i| dir.path().join(format!("t{i}.dat")).display().to_string())
+        .collect();
+    let mut args: Vec<&str> = vec!["run", "--size", "1M", "--duration", "1s", "--no-progress"];
+    for p in &paths {
+        args.extend(["--target", p.as_str()]);
+    }
+    let plain = args.clone();
+    args.extend(["--watch", "--json", json.to_str().unwrap()]);
+    let o = iolens(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "65 watched targets not refused");
+    for w in ["at most 64 targets", "not 65", "nothing was created or written"] {
+        assert!(err.contains(w), "the error lacks {w}: {err}");
+    }
+    let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(made.is_empty(), "files made: {made:?}");
+    // Not a refusal of 65 targets as such: without --watch the run goes on and makes them.
+    ok(iolens(&plain));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 65);
+}

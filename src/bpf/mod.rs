@@ -174,6 +174,17 @@ fn describe(e: &dyn std::error::Error) -> String {
 
 /// Load an embedded object with its globals set (after [`check_access`]).
 pub(crate) fn load(object: &[u8], globals: &[Global]) -> Result<Ebpf, BpfError> {
+    load_sized(object, globals, &[])
+}
+
+/// [`load`], with the named maps made `sizes` entries long instead of their declared
+/// `max_entries` (an array map's memory is all allocated at load: one sized for the most a
+/// run may need is made as long as this one needs).
+pub(crate) fn load_sized(
+    object: &[u8],
+    globals: &[Global],
+    sizes: &[(&str, u32)],
+) -> Result<Ebpf, BpfError> {
     check_access()?;
     // Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK; lifting it is harmless after.
     let unlimited = libc::rlimit {
@@ -188,6 +199,9 @@ pub(crate) fn load(object: &[u8], globals: &[Global]) -> Result<Ebpf, BpfError> 
     let values: Vec<[u8; 4]> = globals.iter().map(|g| g.value.to_ne_bytes()).collect();
     for (g, v) in globals.iter().zip(&values) {
         loader.set_global(g.name, v, true);
+    }
+    for &(name, n) in sizes {
+        loader.set_max_entries(name, n.max(1));
     }
     loader.load(object).map_err(|e| {
         if is_permission(&e) {
@@ -458,6 +472,31 @@ mod tests {
             attach_tracepoint(&mut ebpf, &btf, "no_such_tracepoint"),
             Err(BpfError::Attach { .. })
         ));
+    }
+
+    /// A map given a size at load is made that long (the extent table of `iolens watch` is
+    /// one entry, not the 65,536 a 64-target run may need); the others keep their declared
+    /// size; a size of 0 is made 1 (the kernel refuses an empty array).
+    #[test]
+    fn maps_are_made_as_long_as_asked() {
+        if !may_run() {
+            return;
+        }
+        let len = |ebpf: &Ebpf, name: &str| -> u32 {
+            aya::maps::Array::<_, [u8; 24]>::try_from(ebpf.map(name).unwrap())
+                .map(|a| a.len())
+                .unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let full = load_watch();
+        assert_eq!(len(&full, "extents"), 64 * 1024);
+        for (asked, made) in [(3, 3), (0, 1)] {
+            let g = [Global {
+                name: "self_tgid",
+                value: std::process::id(),
+            }];
+            let ebpf = load_sized(WATCH_OBJECT, &g, &[("extents", asked)]).unwrap();
+            assert_eq!(len(&ebpf, "extents"), made);
+        }
     }
 
     /// The raw-tracepoint copy of every watch handler whose tp_btf copy reads kernel fields

@@ -462,7 +462,7 @@ pub(crate) fn attach_block(
 /// Load and attach the watch programs for `filters`. Returns the loaded object, the syscall
 /// probes, and what was attached, as `name (tp_btf|raw_tp|tracepoint)`.
 fn attach(filters: &Filters) -> Result<(aya::Ebpf, syscalls::SyscallProbes, Vec<String>)> {
-    let mut ebpf = bpf::load(
+    let mut ebpf = bpf::load_sized(
         bpf::WATCH_OBJECT,
         &[
             Global {
@@ -474,6 +474,8 @@ fn attach(filters: &Filters) -> Result<(aya::Ebpf, syscalls::SyscallProbes, Vec<
                 value: std::process::id(),
             },
         ],
+        // No targets of iolens' own here: the extent table (1.5 MiB at its full size) unused.
+        &[("extents", 1)],
     )?;
     {
         let mut idx: Array<&mut MapData, u32> = Array::try_from(

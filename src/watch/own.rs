@@ -123,6 +123,7 @@ pub fn check() -> Result<()> {
 /// block device, and no two share a disk unless both are files whose blocks can be mapped
 /// there (an existing file by its extents now, a new one by its directory's filesystem).
 pub fn check_disks(paths: &[&Path]) -> Result<()> {
+    too_many(paths.len(), "; nothing was created or written")?;
     let mut seen: Vec<Disk> = Vec::with_capacity(paths.len());
     for p in paths {
         let exists = std::fs::symlink_metadata(p).is_ok();
@@ -147,6 +148,17 @@ pub fn check_disks(paths: &[&Path]) -> Result<()> {
             "; nothing was created or written",
         )?;
         seen.push(this);
+    }
+    Ok(())
+}
+
+/// Refuses more targets than the probes hold (`MAX_TARGETS`); `then` ends the message.
+fn too_many(n: usize, then: &str) -> Result<()> {
+    if n > MAX_TARGETS {
+        bail!(
+            "--watch traces at most {MAX_TARGETS} targets at once, not {n}: leave out --watch \
+             (each disk's /proc/diskstats is still counted){then}"
+        );
     }
     Ok(())
 }
@@ -201,13 +213,7 @@ impl OwnWatch {
     /// targets are made; this one stands for what only the made files show (a new file in more
     /// pieces than the probes hold).
     pub fn start_all(paths: &[&Path]) -> Result<OwnWatch> {
-        if paths.len() > MAX_TARGETS {
-            bail!(
-                "--watch traces at most {MAX_TARGETS} targets at once, not {}: leave out --watch \
-                 (each disk's /proc/diskstats is still counted)",
-                paths.len()
-            );
-        }
+        too_many(paths.len(), "")?;
         let mut targets: Vec<Traced> = Vec::with_capacity(paths.len());
         let mut ranges: Vec<Option<Vec<(u64, u64)>>> = Vec::with_capacity(paths.len());
         for p in paths {
@@ -543,7 +549,7 @@ fn drain(
 ) {
     let n = lock(&shared.0).targets.len();
     let loaded = (|| -> Result<(aya::Ebpf, RingBuf<aya::maps::MapData>)> {
-        let mut ebpf = bpf::load(
+        let mut ebpf = bpf::load_sized(
             bpf::WATCH_OBJECT,
             &[
                 Global {
@@ -561,6 +567,7 @@ fn drain(
                     value: n as u32,
                 },
             ],
+            &[("extents", disks.1.len() as u32)],
         )?;
         bpf::set_process_filter(&mut ebpf, &[std::process::id()], &[])?;
         set_targets(&mut ebpf, disks)?;
