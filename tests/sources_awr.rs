@@ -1408,8 +1408,9 @@ fn awr_rac_global_text_report_reads_as_its_html_form() {
 }
 
 /// A RAC report whose instances cannot be read (the rows of `Database Instances Included In
-/// Report`, the lines naming the hosts, cut away) is refused saying what it is and what to give
-/// instead.
+/// Report`, the lines naming the hosts, cut away), or without its histogram, is refused saying
+/// what it is and what to give instead (non-zero exit); an Elapsed time that cannot be the
+/// window's gives way to the instances' snap times.
 #[test]
 fn awr_rac_report_without_its_instances_is_refused_plainly() {
     for name in [RAC_TEXT, RAC_HTML] {
@@ -1419,7 +1420,32 @@ fn awr_rac_report_without_its_instances_is_refused_plainly() {
             e.contains("AWR RAC (global) report (awrgrpt.sql)") && e.contains("awrrpti.sql"),
             "{name}: {e}"
         );
+        ingest_refused("awr", &cut, "awrrpti.sql");
     }
+    // Cut before its Wait Event Histogram (Global) (the text report's line 561).
+    let cut = cut_file(RAC_TEXT, |i, _| i < 561);
+    let e = format!("{:#}", read(cut.to_path_buf()).unwrap_err());
+    assert!(
+        e.contains("no readable Wait Event Histogram (Global)") && e.contains("awrrpti.sql"),
+        "{e}"
+    );
+    // An Elapsed time that cannot be the window's (the instances' snap times span 13 min, to
+    // the minute): the snap times are used, and said.
+    let text = std::fs::read_to_string(real(RAC_TEXT)).unwrap();
+    let bad = text.replacen("4,724.52        12.56", "4,724.52       912.56", 1);
+    assert_ne!(bad, text);
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), &bad).unwrap();
+    let r = read(f.path().to_path_buf()).unwrap();
+    assert_eq!(r.runs[0].duration_s, 13.0 * 60.0);
+    assert!(
+        r.runs[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("54754 s") && w.contains("the snap times are used")),
+        "{:#?}",
+        r.runs[0].warnings
+    );
 }
 
 /// Another RAC text report of that cluster, where the column cuts two counts printed beside a

@@ -1387,8 +1387,11 @@ struct TextState {
     /// A global report's header tables outside the sections read: the last line above a rule,
     /// and the columns (spans and headings) of the last rule.
     prev: String,
-    columns: Option<(Vec<(usize, usize)>, Vec<String>)>,
+    columns: Option<Columns>,
 }
+
+/// A text table's columns: byte spans from the rule under its headings, and the headings.
+type Columns = (Vec<(usize, usize)>, Vec<String>);
 
 impl Default for TextState {
     fn default() -> Self {
@@ -1996,18 +1999,21 @@ fn global_window(c: &Collected, warnings: &mut Vec<String>) -> Result<(u64, u64,
         .iter()
         .filter_map(|i| i.elapsed_min)
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-    let (duration, from) = match (elapsed, inst_max) {
+    let (mut duration, mut from) = match (elapsed, inst_max) {
         (Some(m), _) if m > 0.0 => (m * 60.0, "the report's Elapsed time"),
         (_, Some(m)) if m > 0.0 => (m * 60.0, "the instances' longest Elapsed Time"),
         _ => (span, "the instances' snap times"),
     };
-    // Times to the minute: the span between them is within a minute of the elapsed time either
-    // way (each end cut by up to a minute).
+    // Times to the minute: the true window is within a minute of the span between them either
+    // way (each end cut by up to a minute); an elapsed time outside that is not the window's.
     if (duration - span).abs() > 60.0 + 1.0 {
         warnings.push(format!(
             "the {GLOBAL_KIND} report's elapsed time ({duration:.0} s) differs by more than a \
-             minute from its instances' snap times ({span:.0} s, to the minute): {from} is used"
+             minute from its instances' snap times ({span:.0} s, to the minute): the snap times \
+             are used"
         ));
+        duration = span;
+        from = "the instances' snap times";
     }
     let names: Vec<&str> = c.instances.iter().map(|i| i.name.as_str()).collect();
     warnings.push(format!(
@@ -2024,6 +2030,13 @@ fn global_window(c: &Collected, warnings: &mut Vec<String>) -> Result<(u64, u64,
 
 fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
     if c.events.is_empty() {
+        if c.global {
+            bail!(
+                "this {GLOBAL_KIND} report (awrgrpt.sql) has no readable Wait Event Histogram \
+                 (Global) section (some releases print none): give each instance's own AWR \
+                 report (awrrpti.sql) instead"
+            );
+        }
         if let Some(kind) = c.kind {
             let mut m = format!("{kind} report without a readable Wait Event Histogram section");
             for b in &c.bad_rows {
