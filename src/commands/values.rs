@@ -103,7 +103,7 @@ value_enum!(Format {
     TimeLatency => "time-latency": "Two columns: time latency (Brendan Gregg's heatmap input)",
     PerfScript => "perf-script": "`perf script` output (sampled stacks) into a stack profile and flame graph",
     Folded => "folded": "Folded stacks (comm;outer;…;leaf weight) into a stack profile and flame graph",
-    Awr => "awr": "Oracle AWR (text or HTML) or Statspack report: Wait Event Histogram, Detail sections merged in, over the snap window; foreground wait events as means",
+    Awr => "awr": "Oracle AWR (text or HTML, also an AWR RAC global report) or Statspack report: Wait Event Histogram, Detail sections merged in, over the snap window; foreground wait events as means",
     PgStatIo => "pg-stat-io": "PostgreSQL pg_stat_io snapshots (psql, \\watch or CSV; 16, 17, 18 columns) as per-interval means",
     PgStatDatabase => "pg-stat-database": "PostgreSQL pg_stat_database snapshots: blks_read, blk_read_time as per-interval means",
     PgStatStatements => "pg-stat-statements": "PostgreSQL pg_stat_statements snapshots: per-statement block I/O time as per-interval means",

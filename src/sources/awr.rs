@@ -29,6 +29,18 @@
 //!   table's columns below 64 µs finer (the first, `<8us`, into `<1us` … `<8us`); its waits
 //!   column (`1us - 64us`) is taken as the waits from 1 µs to 64 µs (no `<1us` share in the
 //!   19c fixture tells whether that column is in it);
+//! - an AWR RAC (global) report (`awrgrpt.sql`: `WORKLOAD REPOSITORY REPORT (RAC)`, HTML
+//!   `<title>AWR RAC Report for DB:`): its one `Wait Event Histogram (Global)` table (`<1us` …
+//!   `<1s`, `>=1s`) holds the cluster's waits, every instance's added together; its window is
+//!   the earliest `Begin Snap Time` of `Database Instances Included In Report` (printed to the
+//!   minute) for the `Database Summary`'s `Elapsed time` (0.01 min), its snap ids the
+//!   summary's; each share under 0.05 % is printed `0.0(N)` with its count, taken as printed
+//!   (the text report cuts `0.0(1009)` to its column, `0.0(1009`: the digits shown are the
+//!   count unless a count ten times as long would still be under 0.05 % of the total, when
+//!   they are a lower bound, warned).
+//!   Its `Foreground Wait Events (Global)` (wait class first, per-instance summaries) is not
+//!   read. A RAC report whose instances or summary cannot be read is refused, saying so and
+//!   what to give instead (the report as awrgrpt writes it, or each instance's own report);
 //! - the `Foreground Wait Events` table (waits, total wait time, average wait; times in the
 //!   column's unit or with their own, `117.86us`, as newer releases print them) as means-only
 //!   evidence: written into the run's spec (`foreground_wait_events`), never as a distribution.
@@ -65,6 +77,9 @@ use crate::results::{BucketConvention, RunResult};
 
 /// Most events one report may list (a real report lists a few hundred).
 const MAX_EVENTS: usize = 100_000;
+
+/// Most instances an AWR RAC report may list (a real cluster has a few).
+const MAX_INSTANCES: usize = 1024;
 
 /// Most bucket columns one histogram table may have (a real one has 8 to 13).
 const MAX_COLUMNS: usize = 64;
@@ -245,6 +260,37 @@ fn parse_count(t: &[u8]) -> Option<(u64, bool)> {
     Some(((v * mult).round() as u64, false))
 }
 
+/// A share cell: a percentage ([`parse_pct`]), or a share of 0.0 % with the count printed
+/// beside it, as the AWR RAC report prints the shares under 0.05 % (`0.0(2)`: "When % of Total
+/// Waits is 0.0 the count is displayed in parenthesis"): (share, (count, whether the text report
+/// cut the cell at its column: `0.0(1009` for `0.0(1009)`, whose count may be longer)).
+fn parse_share(t: &[u8]) -> Option<(f64, Option<(u64, bool)>)> {
+    let Some(open) = t.iter().position(|&b| b == b'(') else {
+        return parse_pct(t).map(|p| (p, None));
+    };
+    let (inner, cut) = match t[open + 1..].strip_suffix(b")") {
+        Some(inner) => (inner, false),
+        None => (&t[open + 1..], true),
+    };
+    if inner.is_empty() || inner.len() > 18 || !inner.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(inner).ok()?.parse().ok()?;
+    let p = parse_pct(&t[..open])?;
+    (p == 0.0 && n > 0).then_some((p, Some((n, cut))))
+}
+
+/// Half the last printed step of a count (`21.7M`: 50,000; `14.7K`: 50; in full: 0), so that the
+/// true total lies within the printed one plus or minus it.
+fn count_half_step(t: &str) -> u64 {
+    match t.trim().as_bytes().last() {
+        Some(b'K') => 50,
+        Some(b'M') => 50_000,
+        Some(b'G') => 50_000_000,
+        _ => 0,
+    }
+}
+
 /// A percentage cell: `99.2`, `.3`, `100.0`, `.0`.
 fn parse_pct(t: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(t).ok()?;
@@ -259,6 +305,7 @@ fn parse_pct(t: &[u8]) -> Option<f64> {
 /// percentages (`None`: blank, truly 0). `exact`: the total is printed in full, so the counts
 /// must lie within the rounding of each share; otherwise the shares only guide the split.
 /// `None` when no such counts exist.
+#[cfg(test)]
 pub(crate) fn apportion(total: u64, pcts: &[Option<f64>], exact: bool) -> Option<Vec<u64>> {
     apportion_of(total, total, pcts, exact)
 }
@@ -271,14 +318,39 @@ pub(crate) fn apportion_of(
     pcts: &[Option<f64>],
     exact: bool,
 ) -> Option<Vec<u64>> {
+    apportion_with(total, of, pcts, exact, &[])
+}
+
+/// [`apportion_of`] where some buckets' counts are printed (`fixed[i]`, as `0.0(2)`): those
+/// buckets get them, the others share the rest.
+fn apportion_with(
+    total: u64,
+    of: u64,
+    pcts: &[Option<f64>],
+    exact: bool,
+    fixed: &[Option<u64>],
+) -> Option<Vec<u64>> {
     if total > MAX_TOTAL || of > MAX_TOTAL || pcts.len() > 2 * MAX_COLUMNS {
         return None;
     }
+    let fixed_at = |i: usize| fixed.get(i).copied().flatten();
     let t = of as f64;
-    let ideal: Vec<f64> = pcts.iter().map(|p| p.unwrap_or(0.0) * t / 100.0).collect();
+    let ideal: Vec<f64> = pcts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match fixed_at(i) {
+            Some(n) => n as f64,
+            None => p.unwrap_or(0.0) * t / 100.0,
+        })
+        .collect();
     let mut lo = Vec::with_capacity(pcts.len());
     let mut hi = Vec::with_capacity(pcts.len());
-    for p in pcts {
+    for (i, p) in pcts.iter().enumerate() {
+        if let Some(n) = fixed_at(i) {
+            lo.push(n);
+            hi.push(n);
+            continue;
+        }
         match p {
             None => {
                 lo.push(0u64);
@@ -482,6 +554,26 @@ struct Collected {
     names: std::collections::HashSet<String>,
     prev_event: Option<String>,
     idle_from: Option<usize>,
+    /// An AWR RAC (global) report (`awrgrpt.sql`): its histograms are the cluster's, summed
+    /// over the instances of [`Collected::instances`].
+    global: bool,
+    /// A global report's `Database Instances Included In Report` rows.
+    instances: Vec<GlobalInstance>,
+    /// A global report's `Database Summary` row: begin and end snap ids, `Report Total
+    /// (minutes)` `Elapsed time`.
+    summary: Option<(u64, u64, Option<f64>)>,
+    /// Rows with a count beside a 0.0 % share cut by its column that may have been longer.
+    cut_counts: Vec<String>,
+}
+
+/// One instance of an AWR RAC (global) report: name, begin and end snap times (to the minute,
+/// as the report prints them), elapsed minutes.
+#[derive(Debug, Clone)]
+struct GlobalInstance {
+    name: String,
+    begin_ns: i64,
+    end_ns: i64,
+    elapsed_min: Option<f64>,
 }
 
 /// The buckets of a histogram table's share columns from their headings (`<1ms` … `<=1s`,
@@ -556,6 +648,7 @@ impl Collected {
         shares: &[Option<&str>],
         buckets: &[Bucket],
     ) -> Result<Option<&'static str>> {
+        let count_cell = count;
         let Some((count, exact)) = count.and_then(|c| parse_count(c.as_bytes())) else {
             return Ok(Some("histogram row without a waits count"));
         };
@@ -563,11 +656,27 @@ impl Collected {
             return Ok(Some("row does not fit the table's columns"));
         }
         let mut pcts = Vec::with_capacity(shares.len());
+        // Counts printed beside a share of 0.0 % (`0.0(2)`, the AWR RAC report's way). The text
+        // report cuts a cell at its column (`0.0(1009` for `0.0(1009)`): the digits shown are
+        // the count unless a count ten times as long would still be a share under 0.05 % of the
+        // total (at most the printed total and half its last step), when they are a lower bound.
+        let t_max = count.saturating_add(count_cell.map_or(0, count_half_step)) as f64;
+        let mut fixed: Vec<Option<u64>> = Vec::with_capacity(shares.len());
+        let mut cut_short = false;
         for s in shares {
             match s {
-                None => pcts.push(None),
-                Some(t) => match parse_pct(t.as_bytes()) {
-                    Some(p) => pcts.push(Some(p)),
+                None => {
+                    pcts.push(None);
+                    fixed.push(None);
+                }
+                Some(t) => match parse_share(t.as_bytes()) {
+                    Some((p, n)) => {
+                        pcts.push(Some(p));
+                        if let Some((n, true)) = n {
+                            cut_short |= (n as f64) * 10.0 * 100.0 < 0.05 * t_max;
+                        }
+                        fixed.push(n.map(|n| n.0));
+                    }
                     None => {
                         return Ok(Some("histogram row with a share that is not a percentage"));
                     }
@@ -603,7 +712,7 @@ impl Collected {
             self.details.push(row);
             return Ok(None);
         }
-        let Some(counts) = apportion(count, &row.pcts, exact) else {
+        let Some(counts) = apportion_with(count, count, &row.pcts, exact, &fixed) else {
             self.bad_rows.push(format!(
                 "line {line}: '{name}': no whole counts of the {count} waits give the printed \
                  shares: row not used"
@@ -637,6 +746,9 @@ impl Collected {
             }
         }
         self.prev_event = Some(name.to_string());
+        if cut_short {
+            self.cut_counts.push(format!("line {line}: '{op_name}'"));
+        }
         self.names.insert(op_name.clone());
         self.events.push(Event {
             op_name,
@@ -647,6 +759,52 @@ impl Collected {
             merged: false,
         });
         Ok(None)
+    }
+
+    /// A row of an AWR RAC (global) report's header tables, by their column headings: an
+    /// instance (`I#`, `Instance`, `Begin Snap Time`, `End Snap Time`, `Elapsed Time(min)`) or
+    /// the `Database Summary` (`Begin`, `End` snap ids, `Elapsed time`). `false`: neither.
+    fn global_row(&mut self, labels: &[String], cells: &[String]) -> bool {
+        let at = |name: &str| {
+            labels
+                .iter()
+                .position(|l| l == name)
+                .and_then(|i| cells.get(i))
+                .map(|s| s.as_str())
+                .filter(|s| !s.is_empty())
+        };
+        let minutes = |v: &str| v.replace(',', "").parse::<f64>().ok().filter(|m| *m >= 0.0);
+        if labels.iter().any(|l| l == "I#") {
+            // Snap times to the minute (`20-Feb-20 21:32`), or to the second.
+            let time = |v: &str| parse_snap_time(v).or_else(|| parse_snap_time(&format!("{v}:00")));
+            let inst = at("I#").and_then(|v| v.parse::<u32>().ok());
+            let (Some(_), Some(name), Some(b), Some(e)) = (
+                inst,
+                at("Instance"),
+                at("Begin Snap Time").and_then(time),
+                at("End Snap Time").and_then(time),
+            ) else {
+                return false;
+            };
+            if self.instances.len() < MAX_INSTANCES {
+                self.instances.push(GlobalInstance {
+                    name: name.to_string(),
+                    begin_ns: b,
+                    end_ns: e,
+                    elapsed_min: at("Elapsed Time(min)").and_then(minutes),
+                });
+            }
+            return true;
+        }
+        if labels.iter().any(|l| l == "Elapsed time") {
+            let id = |v: &str| v.replace(',', "").parse::<u64>().ok();
+            let (Some(b), Some(e)) = (at("Begin").and_then(id), at("End").and_then(id)) else {
+                return false;
+            };
+            self.summary = Some((b, e, at("Elapsed time").and_then(minutes)));
+            return true;
+        }
+        false
     }
 
     /// One row of the foreground wait events table: event, waits, total wait time (in the
@@ -1214,7 +1372,8 @@ fn histogram_section(title: &str, text: bool) -> Option<Section> {
     if rest.starts_with("(up to ") {
         return Some(Section::Detail);
     }
-    (rest.is_empty() || text).then_some(Section::Histogram)
+    // `Wait Event Histogram (Global)`: the AWR RAC report's one table, the cluster's waits.
+    (rest.is_empty() || text || rest == "(Global)").then_some(Section::Histogram)
 }
 
 /// Where the text reader is.
@@ -1225,7 +1384,14 @@ struct TextState {
     table: Option<Table>,
     header: String,
     detail_sections: u64,
+    /// A global report's header tables outside the sections read: the last line above a rule,
+    /// and the columns (spans and headings) of the last rule.
+    prev: String,
+    columns: Option<Columns>,
 }
+
+/// A text table's columns: byte spans from the rule under its headings, and the headings.
+type Columns = (Vec<(usize, usize)>, Vec<String>);
 
 impl Default for TextState {
     fn default() -> Self {
@@ -1236,8 +1402,62 @@ impl Default for TextState {
             table: None,
             header: String::new(),
             detail_sections: 0,
+            prev: String::new(),
+            columns: None,
         }
     }
+}
+
+/// What an AWR RAC (global) report is called in messages and in the run's spec.
+const GLOBAL_KIND: &str = "AWR RAC (global)";
+
+/// A line of an AWR RAC (global) report outside the sections read: the `Database Summary`
+/// (snap ids, the report's elapsed minutes) and `Database Instances Included In Report` (each
+/// instance's snap times) tables, their columns found from the rule under their headings.
+fn global_text_line(
+    c: &mut Collected,
+    s: &mut TextState,
+    r: &mut LineReader,
+    line: &[u8],
+    text: &str,
+) {
+    let t = line.trim_ascii();
+    if line[0] == b'-' && t.iter().all(|&b| b == b'-' || b == b' ') {
+        let spans = rule_spans(line);
+        let hb = s.prev.as_bytes();
+        let labels = spans
+            .iter()
+            .map(|&(a, b)| {
+                hb.get(a.min(hb.len())..b.min(hb.len()))
+                    .map(|b| String::from_utf8_lossy(b).trim().to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        s.columns = Some((spans, labels));
+        r.ignored("column rule");
+        return;
+    }
+    if t.starts_with(b"~~~") || !line[0].is_ascii_whitespace() {
+        // A title, or the `~~~` rules of sums: the table before it has ended.
+        s.columns = None;
+    }
+    if let Some((spans, labels)) = &s.columns {
+        let cells: Vec<String> = spans
+            .iter()
+            .map(|&(a, b)| {
+                line.get(a.min(line.len())..b.min(line.len()))
+                    .map(|b| String::from_utf8_lossy(b).trim().to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        if c.global_row(labels, &cells) {
+            r.parsed();
+            return;
+        }
+    }
+    s.prev.clear();
+    s.prev.push_str(text);
+    r.ignored("other section");
 }
 
 /// One line of a text report.
@@ -1249,6 +1469,12 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
     }
     let text = String::from_utf8_lossy(line);
     // Titles start in the first column.
+    if t.starts_with(b"WORKLOAD REPOSITORY REPORT (RAC)") {
+        c.kind = Some(GLOBAL_KIND);
+        c.global = true;
+        r.ignored("title");
+        return Ok(());
+    }
     if t.starts_with(b"WORKLOAD REPOSITORY report for")
         || t.starts_with(b"WORKLOAD REPOSITORY REPORT")
     {
@@ -1299,7 +1525,8 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
     if !line[0].is_ascii_whitespace() {
         let new = if let Some(sec) = histogram_section(text.trim(), true) {
             Some(sec)
-        } else if t.starts_with(b"Foreground Wait Events") {
+        } else if t.starts_with(b"Foreground Wait Events") && !c.global {
+            // (The RAC report's `Foreground Wait Events (Global)` has other columns: not read.)
             Some(Section::Foreground)
         } else {
             None
@@ -1317,6 +1544,10 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
         }
     }
     if s.section == Section::None {
+        if c.global {
+            global_text_line(c, s, r, line, &text);
+            return Ok(());
+        }
         r.ignored("other section");
         return Ok(());
     }
@@ -1454,6 +1685,9 @@ struct HtmlState {
     detail_sections: u64,
     /// The longest line so far: SQL*Plus's line size, where it cuts lines.
     width: usize,
+    /// Column headings of the current table outside the sections read (an AWR RAC report's
+    /// header tables).
+    labels: Option<Vec<String>>,
 }
 
 /// Text of HTML with its entities decoded (`&lt;`, `&#160;`, …; `&#160;` and `&nbsp;` are a
@@ -1542,6 +1776,10 @@ impl HtmlState {
             c.kind = Some("AWR");
         }
         match (name, close) {
+            ("title", true) if self.text.contains("AWR RAC Report for DB") => {
+                c.kind = Some(GLOBAL_KIND);
+                c.global = true;
+            }
             ("title", true) if self.text.contains("AWR Report for DB") => c.kind = Some("AWR"),
             ("html", true) => self.closed = true,
             ("h1" | "h2" | "h3", false) => {
@@ -1581,6 +1819,7 @@ impl HtmlState {
             ("table", false) => {
                 self.in_table = true;
                 self.buckets = None;
+                self.labels = None;
             }
             ("table", true) => {
                 self.in_table = false;
@@ -1625,6 +1864,16 @@ impl HtmlState {
                     .iter()
                     .skip(1)
                     .find_map(|c| c.1.split_whitespace().next()?.replace(',', "").parse().ok());
+            }
+            if c.global {
+                // The header tables of an AWR RAC report: the last row of headings names the
+                // columns of the rows below it.
+                if row.iter().all(|c| c.0) {
+                    self.labels = Some(row.iter().map(|c| c.1.clone()).collect());
+                } else if let Some(labels) = &self.labels {
+                    let cells: Vec<String> = row.iter().map(|c| c.1.clone()).collect();
+                    return Ok(c.global_row(labels, &cells));
+                }
             }
             return Ok(false);
         }
@@ -1719,8 +1968,75 @@ fn section_name(s: Section) -> &'static str {
 }
 
 /// The run of one report: Detail rows merged into their events, counts into the interval.
+/// The window of an AWR RAC (global) report: (begin snap id, end snap id, start, duration in s).
+/// The instances' snap times are printed to the minute: the window starts at the earliest
+/// instance's Begin Snap Time and lasts the report's `Elapsed time` (0.01 min), checked
+/// against the instances' snap times.
+fn global_window(c: &Collected, warnings: &mut Vec<String>) -> Result<(u64, u64, i64, f64)> {
+    let give = "give the report as awrgrpt.sql writes it (text or HTML), or each instance's own \
+                AWR report (awrrpti.sql)";
+    if c.instances.is_empty() {
+        bail!(
+            "this is an {GLOBAL_KIND} report (awrgrpt.sql): its Wait Event Histogram (Global) \
+             is the cluster's, but its `Database Instances Included In Report` table, which \
+             gives the snapshot window (the span the counts cover), could not be read: {give}"
+        );
+    }
+    let Some((b_id, e_id, elapsed)) = c.summary else {
+        bail!(
+            "this is an {GLOBAL_KIND} report (awrgrpt.sql) whose `Database Summary` table (its \
+             snap ids and elapsed time) could not be read: {give}"
+        );
+    };
+    let b_ns = c.instances.iter().map(|i| i.begin_ns).min().unwrap_or(0);
+    let e_ns = c.instances.iter().map(|i| i.end_ns).max().unwrap_or(0);
+    if e_ns <= b_ns {
+        bail!("the {GLOBAL_KIND} report's End Snap times are not after its Begin Snap times");
+    }
+    let span = (e_ns - b_ns) as f64 / 1e9;
+    let inst_max = c
+        .instances
+        .iter()
+        .filter_map(|i| i.elapsed_min)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let (mut duration, mut from) = match (elapsed, inst_max) {
+        (Some(m), _) if m > 0.0 => (m * 60.0, "the report's Elapsed time"),
+        (_, Some(m)) if m > 0.0 => (m * 60.0, "the instances' longest Elapsed Time"),
+        _ => (span, "the instances' snap times"),
+    };
+    // Times to the minute: the true window is within a minute of the span between them either
+    // way (each end cut by up to a minute); an elapsed time outside that is not the window's.
+    if (duration - span).abs() > 60.0 + 1.0 {
+        warnings.push(format!(
+            "the {GLOBAL_KIND} report's elapsed time ({duration:.0} s) differs by more than a \
+             minute from its instances' snap times ({span:.0} s, to the minute): the snap times \
+             are used"
+        ));
+        duration = span;
+        from = "the instances' snap times";
+    }
+    let names: Vec<&str> = c.instances.iter().map(|i| i.name.as_str()).collect();
+    warnings.push(format!(
+        "an {GLOBAL_KIND} report: each event's histogram is the cluster's, the waits of its {} \
+         instance(s) ({}) added together over snaps {b_id}-{e_id}; its window begins at the \
+         earliest instance's Begin Snap Time, printed to the minute only, and lasts {from} \
+         ({:.2} min)",
+        names.len(),
+        super::truncate(&names.join(", "), 200),
+        duration / 60.0
+    ));
+    Ok((b_id, e_id, b_ns, duration))
+}
+
 fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
     if c.events.is_empty() {
+        if c.global {
+            bail!(
+                "this {GLOBAL_KIND} report (awrgrpt.sql) has no readable Wait Event Histogram \
+                 (Global) section (some releases print none): give each instance's own AWR \
+                 report (awrrpti.sql) instead"
+            );
+        }
         if let Some(kind) = c.kind {
             let mut m = format!("{kind} report without a readable Wait Event Histogram section");
             for b in &c.bad_rows {
@@ -1731,26 +2047,31 @@ fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
         return Ok(Vec::new());
     }
     let kind = c.kind.unwrap_or("AWR");
-    let (Some((b_id, b_ns)), Some((e_id, e_ns))) = (c.begin, c.end) else {
-        bail!(
-            "the {kind} report has Wait Event Histogram rows but no Begin Snap / End Snap lines: \
-             its snapshot window (the span the counts cover) is unknown"
-        );
-    };
-    if e_ns <= b_ns {
-        bail!("the {kind} report's End Snap time is not after its Begin Snap time");
-    }
-    let duration = (e_ns - b_ns) as f64 / 1e9;
     let mut warnings = Vec::new();
-    if let Some(m) = c.elapsed_min {
-        // Snap times are to the second, Elapsed to 0.01 min.
-        if (m * 60.0 - duration).abs() > 0.3 + 1.0 {
-            warnings.push(format!(
-                "Elapsed {m} min in the report differs from the snap times' {duration} s: the \
-                 snap times are used"
-            ));
+    let (b_id, e_id, b_ns, duration) = if c.global {
+        global_window(&c, &mut warnings)?
+    } else {
+        let (Some((b_id, b_ns)), Some((e_id, e_ns))) = (c.begin, c.end) else {
+            bail!(
+                "the {kind} report has Wait Event Histogram rows but no Begin Snap / End Snap \
+                 lines: its snapshot window (the span the counts cover) is unknown"
+            );
+        };
+        if e_ns <= b_ns {
+            bail!("the {kind} report's End Snap time is not after its Begin Snap time");
         }
-    }
+        let duration = (e_ns - b_ns) as f64 / 1e9;
+        if let Some(m) = c.elapsed_min {
+            // Snap times are to the second, Elapsed to 0.01 min.
+            if (m * 60.0 - duration).abs() > 0.3 + 1.0 {
+                warnings.push(format!(
+                    "Elapsed {m} min in the report differs from the snap times' {duration} s: \
+                     the snap times are used"
+                ));
+            }
+        }
+        (b_id, e_id, b_ns, duration)
+    };
     warnings.append(&mut c.bad_rows);
     warnings.append(&mut c.collisions);
     // Detail rows to their events, by the printed name (only non-idle events are listed).
@@ -1820,6 +2141,15 @@ fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
              main row's shares (the shares alone give their Detail buckets): {}",
             waits_not_held.len(),
             super::truncate(&waits_not_held.join(", "), 300)
+        ));
+    }
+    if !c.cut_counts.is_empty() {
+        warnings.push(format!(
+            "{} row(s) print a count beside a 0.0 % share cut by the column (`0.0(1009` for \
+             `0.0(1009)` or longer): the digits shown are used, a lower bound where a longer \
+             count would still be under 0.05 % of the total: {}",
+            c.cut_counts.len(),
+            super::truncate(&c.cut_counts.join(", "), 300)
         ));
     }
     let estimated: Vec<&str> = c
@@ -1907,15 +2237,23 @@ fn finish(mut c: Collected, detail_sections: u64) -> Result<Vec<RunResult>> {
         .filter(|e| e.merged)
         .map(|e| e.op_name.as_str())
         .collect();
+    let instances: Vec<&str> = c.instances.iter().map(|i| i.name.as_str()).collect();
+    let basis = if c.global {
+        "the report's column headings: `<1us` holds [0, 1) us, `<2us` [1, 2) us … `<1ms` \
+         [512 us, 1 ms) … `<1s` [512, 1024) ms, `>=1s` 1024 ms and more"
+    } else {
+        "the report's column headings: `<2ms` holds [1, 2) ms, `<=1s` holds [32, 1024) ms, \
+         `>1s` 1024 ms and more; with the Wait Event Histogram Detail sections merged in, \
+         `<64ms` holds [32, 64) ms … `<2s` [1024, 2048) ms, `>=2s` 2048 ms and more (or on to \
+         `<4s` … `< 2m`, `>=2m`)"
+    };
     let spec = json!({
         "report": kind,
+        "instances": instances,
         "idle_events": idle,
         "begin_snap": b_id,
         "end_snap": e_id,
-        "bucket_convention_basis": "the report's column headings: `<2ms` holds [1, 2) ms, \
-            `<=1s` holds [32, 1024) ms, `>1s` 1024 ms and more; with the Wait Event Histogram \
-            Detail sections merged in, `<64ms` holds [32, 64) ms … `<2s` [1024, 2048) ms, \
-            `>=2s` 2048 ms and more (or on to `<4s` … `< 2m`, `>=2m`)",
+        "bucket_convention_basis": basis,
         "detail_merged_events": detailed,
         "foreground_wait_events": fg_json,
     });
@@ -2053,6 +2391,34 @@ mod tests {
         assert_eq!(tag_name(b"tdalign=\"right\""), "td");
         assert_eq!(tag_name(b"tbody"), "tbody");
         assert_eq!(tag_name(b"h3 class=\"awr\""), "h3");
+    }
+
+    #[test]
+    fn shares_with_their_counts_printed_beside_them() {
+        assert_eq!(parse_share(b"32.5"), Some((32.5, None)));
+        assert_eq!(parse_share(b"0.0(119)"), Some((0.0, Some((119, false)))));
+        assert_eq!(parse_share(b".0(2)"), Some((0.0, Some((2, false)))));
+        // Cut by the text report's column.
+        assert_eq!(parse_share(b"0.0(1009"), Some((0.0, Some((1009, true)))));
+        // A count beside a share other than 0.0, a zero or empty count: not a share.
+        assert_eq!(parse_share(b"1.2(5)"), None);
+        assert_eq!(parse_share(b"0.0(0)"), None);
+        assert_eq!(parse_share(b"0.0()"), None);
+        assert_eq!(parse_share(b"0.0(5x)"), None);
+        assert_eq!(parse_share(b"0.0(99999999999999999999)"), None);
+        assert_eq!(count_half_step("21.7M"), 50_000);
+        assert_eq!(count_half_step("170"), 0);
+        // `AQ: RAC AQ Network  14.7K`: `0.0(2)` `32.5` `64.2` `1.8` `1.2` `0.2` `0.1` `0.0(1)`:
+        // the printed counts are kept, the rest shares the remaining 14,697 waits.
+        let pcts = [0.0, 32.5, 64.2, 1.8, 1.2, 0.2, 0.1, 0.0].map(Some);
+        let fixed = [Some(2), None, None, None, None, None, None, Some(1)];
+        let c = apportion_with(14_700, 14_700, &pcts, false, &fixed).unwrap();
+        assert_eq!((c[0], c[7]), (2, 1));
+        assert_eq!(c.iter().sum::<u64>(), 14_700);
+        // Printed in full, the counts fix the row: `CGS wait for IPC msg` as if 1000 waits.
+        let pcts = [Some(50.0), Some(49.7), Some(0.0)];
+        let c = apportion_with(1000, 1000, &pcts, true, &[None, None, Some(3)]).unwrap();
+        assert_eq!(c, vec![500, 497, 3]);
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub enum Format {
     PerfScript,
     /// Folded stacks (`comm;outer;…;leaf weight`) into a stack profile.
     Folded,
-    /// Oracle AWR (text or HTML) or Statspack report: wait event histograms over the snap window.
+    /// Oracle AWR (text or HTML, also AWR RAC global) or Statspack report: wait event histograms
+    /// over the snap window.
     Awr,
     /// PostgreSQL `pg_stat_io` snapshots (psql or CSV): means-only per-interval deltas.
     PgStatIo,

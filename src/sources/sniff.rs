@@ -7,7 +7,8 @@
 //! HdrHistogram's `#[StartTime:`/`HIST…` lines, fio's all-numeric comma rows (histogram logs have
 //! hundreds of columns, latency logs four to six), `V$EVENT_HISTOGRAM` spools' `EVENT` header,
 //! AWR/Statspack reports' `WORKLOAD REPOSITORY report for` / `STATSPACK report for` titles
-//! (and the HTML report's `<title>AWR Report for DB:`),
+//! (and the HTML report's `<title>AWR Report for DB:`; the RAC report's `WORKLOAD REPOSITORY REPORT
+//! (RAC)` / `<title>AWR RAC Report for DB:`),
 //! the 10046 trace's `WAIT #`/`PARSING IN CURSOR` lines, `perf script`'s indented
 //! `address symbol (module)` frames and folded stacks' `a;b;c 42` lines.
 
@@ -47,9 +48,11 @@ pub(crate) fn sniff(path: &Path) -> Option<Guess> {
         }
         let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
         if t.starts_with(b"WORKLOAD REPOSITORY report for")
+            || t.starts_with(b"WORKLOAD REPOSITORY REPORT (RAC)")
             || t.starts_with(b"STATSPACK report for")
             || (t.starts_with(b"Wait Event Histogram") && has(b"DB/Inst:"))
             || has(b"<title>AWR Report for DB:")
+            || has(b"<title>AWR RAC Report for DB:")
         {
             vote(Guess::Ingest(Format::Awr), 20);
         } else if t == b"<begin record>" || t == b"<end record>" {
