@@ -2,7 +2,9 @@
 //!
 //! The CLI (or calibration) builds a [`WorkloadSpec`]; [`WorkloadSpec::validate`] rejects every
 //! bad combination with a specific message; the engine turns it into I/O through
-//! [`OffsetGen`], which yields (op, offset) pairs per session. The spec is stored verbatim in
+//! [`OffsetGen`], which yields (op, offset) and its target per session: it draws a block of the
+//! session's address space and its [`Place`] puts that block on a target (one target: at the
+//! block's offset; striped over several: `crate::stripe`). The spec is stored verbatim in
 //! the results so every figure traces back to a fully described workload.
 
 use anyhow::{bail, Result};
@@ -717,11 +719,54 @@ impl WorkloadSpec {
     }
 }
 
-/// Per-session generator of (op, offset-in-data-area) pairs.
-pub(crate) struct OffsetGen {
-    rng: SmallRng,
-    bs: u64,
+/// Where the blocks an [`OffsetGen`] draws land: the generator is compiled for each kind, the
+/// placement done where the block is drawn (no work per I/O for one target beyond the block's
+/// offset; see `crate::stripe` for several).
+pub(crate) trait Place: Copy {
+    /// Every block lands on one target: the generator sets its target once, not per I/O.
+    const ONE_TARGET: bool = false;
+    /// The target (index) and byte offset within its data area of block `block` of the
+    /// generator's address space.
+    fn place(&self, block: u64) -> (u32, u64);
+}
+
+/// Every block on this one target, block `b` at `base + b × bs` (a one-target run, or a session
+/// of `--stripe per-session`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OneTarget {
+    target: u32,
     base: u64,
+    bs: u64,
+}
+
+impl OneTarget {
+    /// Target `target`, its blocks those of `spec` (its region offset and block size).
+    pub(crate) fn new(target: u32, spec: &WorkloadSpec) -> OneTarget {
+        OneTarget {
+            target,
+            base: spec.region_offset,
+            bs: spec.block_size,
+        }
+    }
+}
+
+impl Place for OneTarget {
+    const ONE_TARGET: bool = true;
+    #[inline(always)]
+    fn place(&self, block: u64) -> (u32, u64) {
+        (self.target, self.base + block * self.bs)
+    }
+}
+
+/// Per-session generator of I/Os: (op, offset within the target's data area), and the target
+/// of the last one drawn ([`OffsetGen::target`]).
+pub(crate) struct OffsetGen<P: Place> {
+    rng: SmallRng,
+    place: P,
+    /// The target of the I/O last drawn (kept here rather than handed back with the offset:
+    /// a third value would come back through memory, and a session on one target never
+    /// changes it).
+    target: u32,
     nblocks: u64,
     pattern: Pattern,
     read_pct: u32,
@@ -749,9 +794,10 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-impl OffsetGen {
-    /// Generator for session `session` of `spec` (deterministic given the spec's seed).
-    pub(crate) fn new(spec: &WorkloadSpec, session: u32) -> OffsetGen {
+impl<P: Place> OffsetGen<P> {
+    /// Generator for session `session` of `spec` (deterministic given the spec's seed), its
+    /// blocks (`spec`'s working set) placed by `place`.
+    pub(crate) fn new(spec: &WorkloadSpec, session: u32, place: P) -> OffsetGen<P> {
         let nblocks = spec.blocks().max(1);
         let streams = spec.sessions as u64;
         let per = (nblocks / streams).max(1);
@@ -785,8 +831,8 @@ impl OffsetGen {
             rng: SmallRng::seed_from_u64(
                 spec.seed ^ (session as u64 + 1).wrapping_mul(0x2545_F491_4F6C_DD1D),
             ),
-            bs: spec.block_size,
-            base: spec.region_offset,
+            place,
+            target: place.place(0).0,
             nblocks,
             pattern: spec.pattern,
             read_pct: spec.read_pct,
@@ -802,8 +848,10 @@ impl OffsetGen {
         }
     }
 
-    /// Next I/O: op and byte offset within the target's data area.
-    #[inline]
+    /// Next I/O: op and byte offset within its target's data area; its target is then
+    /// [`OffsetGen::target`]. Never inlined: the session loop that calls it is then the same
+    /// code whatever the placement, which only this function's own instance differs by.
+    #[inline(never)]
     pub(crate) fn next_io(&mut self) -> (IoOp, u64) {
         let block = match self.pattern {
             Pattern::Read | Pattern::Write => {
@@ -827,7 +875,17 @@ impl OffsetGen {
                 }
             }
         };
-        (op, self.base + block * self.bs)
+        let (target, offset) = self.place.place(block);
+        if !P::ONE_TARGET {
+            self.target = target;
+        }
+        (op, offset)
+    }
+
+    /// The target (index) of the I/O last drawn.
+    #[inline(always)]
+    pub(crate) fn target(&self) -> u32 {
+        self.target
     }
 
     #[inline]
@@ -952,7 +1010,7 @@ mod tests {
             ..spec()
         };
         s.validate().unwrap();
-        let mut g = OffsetGen::new(&s, 0);
+        let mut g = OffsetGen::new(&s, 0, OneTarget::new(0, &s));
         let mut reads = 0;
         for _ in 0..100_000 {
             let (op, off) = g.next_io();
@@ -974,7 +1032,7 @@ mod tests {
             },
             ..spec()
         };
-        let mut g = OffsetGen::new(&s, 0);
+        let mut g = OffsetGen::new(&s, 0, OneTarget::new(0, &s));
         let n = s.blocks();
         let hot = (0..50_000)
             .filter(|_| {
@@ -989,7 +1047,7 @@ mod tests {
             distribution: Distribution::Zipf { theta: 1.2 },
             ..spec()
         };
-        let mut g = OffsetGen::new(&z, 0);
+        let mut g = OffsetGen::new(&z, 0, OneTarget::new(0, &z));
         let mut counts = std::collections::HashMap::new();
         for _ in 0..50_000 {
             *counts.entry(g.next_io().1).or_insert(0u32) += 1;
@@ -1007,7 +1065,7 @@ mod tests {
         };
         let per = s.blocks() / 4;
         for sess in 0..4u32 {
-            let mut g = OffsetGen::new(&s, sess);
+            let mut g = OffsetGen::new(&s, sess, OneTarget::new(0, &s));
             let first = g.next_io().1 / 8192;
             assert_eq!(first, sess as u64 * per);
             assert_eq!(g.next_io().1 / 8192, first + 1);

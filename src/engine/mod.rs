@@ -217,24 +217,30 @@ pub(crate) fn run_session<E: IoEngine>(
     recs: &mut [SessionRecorder],
     buf: &AlignedBuf<'_>,
 ) -> SessionOutcome {
-    use crate::stripe::{OneTarget, Striped, StripedPow2};
+    use crate::stripe::{Striped, StripedBmi, StripedPow2};
+    use crate::workload::OneTarget;
     let Some(p) = ctx.placement else {
-        return run_placed(eng, ctx, recs, buf, OneTarget(0));
+        return run_placed(eng, ctx, recs, buf, OneTarget::new(0, ctx.spec));
     };
     if let Some(t) = p.session_target(ctx.session) {
-        return run_placed(eng, ctx, recs, buf, OneTarget(t));
+        return run_placed(eng, ctx, recs, buf, OneTarget::new(t, ctx.spec));
+    }
+    if let Some(x) = StripedBmi::of(&p) {
+        return run_placed(eng, ctx, recs, buf, x);
     }
     match StripedPow2::of(&p) {
         Some(p2) => run_placed(eng, ctx, recs, buf, p2),
-        None => run_placed(eng, ctx, recs, buf, Striped(p)),
+        None => run_placed(eng, ctx, recs, buf, Striped::of(&p)),
     }
 }
 
-/// [`run_session`] for the session's placement `place`: compiled for each kind, so that a
-/// session on one target does no placement per I/O, and each on its own (not inlined into
-/// one another, where they would share the compiler's inlining budget and registers).
+/// [`run_session`] for the session's placement `place`, which its offset generator applies as
+/// it draws each block ([`OffsetGen::next_io`], never inlined): the loop is compiled for each
+/// kind but is the same code for every kind, only the generator's instance differs; each on
+/// its own (not inlined into one another, where they would share the compiler's inlining
+/// budget and registers).
 #[inline(never)]
-fn run_placed<E: IoEngine, P: crate::stripe::Place>(
+fn run_placed<E: IoEngine, P: crate::workload::Place>(
     eng: &mut E,
     ctx: &SessionCtx<'_>,
     recs: &mut [SessionRecorder],
@@ -267,9 +273,9 @@ fn run_placed<E: IoEngine, P: crate::stripe::Place>(
     let mut to_verify: Vec<u32> = Vec::with_capacity(qd);
     let mut corrupt = false;
     let mut gen = if ctx.placement.is_some() {
-        OffsetGen::new(&crate::stripe::logical_spec(spec), ctx.session)
+        OffsetGen::new(&crate::stripe::logical_spec(spec), ctx.session, place)
     } else {
-        OffsetGen::new(spec, ctx.session)
+        OffsetGen::new(spec, ctx.session, place)
     };
     let mut free: Vec<u32> = (0..qd as u32).rev().collect();
     let mut slots = vec![
@@ -340,7 +346,7 @@ fn run_placed<E: IoEngine, P: crate::stripe::Place>(
             }
             let Some(slot) = free.pop() else { break };
             let (op, off) = gen.next_io();
-            let (t, off) = place.place(off);
+            let t = gen.target();
             let vs = vall.map(|v| &v[t as usize]);
             let p = buf.slot(slot);
             let mut snap = 0;
