@@ -717,7 +717,11 @@ fn more_targets_than_the_probes_hold_are_refused_before_any_file_is_made() {
     let o = iolens(&args);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "65 watched targets not refused");
-    for w in ["at most 64 targets", "not 65", "nothing was created or written"] {
+    for w in [
+        "at most 64 targets",
+        "not 65",
+        "nothing was created or written",
+    ] {
         assert!(err.contains(w), "the error lacks {w}: {err}");
     }
     let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
