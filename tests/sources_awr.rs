@@ -626,8 +626,9 @@ struct HTable {
     rows: Vec<(String, String, Vec<Option<f64>>)>,
 }
 
-fn htable(rows: &[Vec<String>]) -> HTable {
-    let head = rows.iter().find(|r| r[0] == "Event").unwrap();
+/// The bucket edges (ms) of a histogram table's heading row `head` (its first two cells are the
+/// event and its total): each heading's upper edge, the last one open.
+fn heading_edges(head: &[String]) -> Vec<(f64, f64)> {
     let mut edges = Vec::new();
     let mut lo = 0.0;
     for h in &head[2..] {
@@ -639,6 +640,12 @@ fn htable(rows: &[Vec<String>]) -> HTable {
             None => edges.push((lo, f64::INFINITY)),
         }
     }
+    edges
+}
+
+fn htable(rows: &[Vec<String>]) -> HTable {
+    let head = rows.iter().find(|r| r[0] == "Event").unwrap();
+    let edges = heading_edges(head);
     let data = rows
         .iter()
         .filter(|r| r.len() == head.len() && r[0] != "Event")
@@ -1291,17 +1298,7 @@ fn awr_rac_global_html_report_reads_the_clusters_histogram() {
         .unwrap()
         .1;
     let head = rows.iter().find(|r| r[0] == "Event").unwrap();
-    let mut edges = Vec::new();
-    let mut lo = 0.0;
-    for h in &head[2..] {
-        match heading_ms(h) {
-            Some(hi) => {
-                edges.push((lo, hi));
-                lo = hi;
-            }
-            None => edges.push((lo, f64::INFINITY)),
-        }
-    }
+    let edges = heading_edges(head);
     assert_eq!(edges.len(), 22);
     assert_eq!(edges[0], (0.0, 0.001));
     assert_eq!(edges[21], (1024.0, f64::INFINITY));
