@@ -368,7 +368,10 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
     ]);
     // The program burns 3 s of its own CPU time, prints it, then sleeps off CPU until killed.
     let (prog, line) = start_program(&exe, &["3".as_ref()]);
-    let cpu_ns: f64 = line.parse().unwrap();
+    let (cpu_ns, wall_ns): (f64, f64) = {
+        let v: Vec<f64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+        (v[0], v[1])
+    };
     interrupt(&mut prof, Duration::from_secs(60));
     drop(prog);
 
@@ -377,13 +380,27 @@ fn on_cpu_profile_of_a_and_b_is_one_to_two_and_counts_every_sample() {
     assert!(a > 0 && b > 0, "a and b both sampled: {f:?}");
     let ratio = b as f64 / a as f64;
     assert!((1.75..2.3).contains(&ratio), "b/a = {b}/{a} = {ratio}");
-    // Every sample of the program is counted: samples ≈ its CPU time × frequency.
+    // Every sample of the program is counted: samples ≈ its CPU time × frequency. The samples
+    // are the timer ticks of each CPU that find it running: alone on a CPU it is met by every
+    // tick; sharing one (a fraction p of its wall time on CPU) each tick finds it with chance
+    // p, so the count spreads binomially, variance ≈ expected × (1 − p) (seen: 628 for 598 with
+    // the test's neighbours compiling). Held to 5 %, or 4 standard deviations where wider.
     let total: u64 = f.values().sum();
     let expected = cpu_ns / 1e9 * hz as f64;
+    let p = (cpu_ns / wall_ns).min(1.0);
+    let tol = (4.0 * (expected * (1.0 - p)).sqrt() / expected).max(0.05);
     let err = (total as f64 - expected).abs() / expected;
     assert!(
-        err < 0.05,
-        "{total} samples for {expected:.0} expected ({cpu_ns} ns of CPU)"
+        err < tol,
+        "{total} samples for {expected:.0} expected ({cpu_ns} ns of CPU in {wall_ns} ns, \
+         tolerance {:.1} %)",
+        tol * 100.0
+    );
+    eprintln!(
+        "{total} samples for {expected:.0} expected, on CPU {:.0} % of its wall time, \
+         tolerance {:.1} %",
+        p * 100.0,
+        tol * 100.0
     );
     // The flame graph has both frames, with widths in the same ratio.
     let svg = std::fs::read_to_string(&svg).unwrap();
