@@ -138,7 +138,7 @@ fn statspack_bucket_counts_are_the_reports() {
     let rows = histogram_rows(&std::fs::read_to_string(real(STATSPACK)).unwrap());
     assert_eq!(rows.len(), 80, "rows of the fixture's two histogram pages");
     // Checked by hand against the text: `ADR block file read  369  99.2  .3  (blank)  .3  .3`.
-    let op = |name: &str| run.ops.iter().find(|o| o.op == name).unwrap();
+    let op = |name: &str| run.op(name).unwrap();
     assert_eq!(
         bucket_counts(op("ADR block file read")),
         [366, 1, 0, 1, 1, 0, 0, 0]
@@ -232,11 +232,7 @@ fn statspack_duration_is_the_snap_window() {
     assert!(!run.duration_unknown);
     assert_eq!(run.started, "2016-01-31T00:00:03.000Z");
     assert_eq!(run.name, "Statspack snaps 6693-6723");
-    let db = run
-        .ops
-        .iter()
-        .find(|o| o.op == "db file sequential read")
-        .unwrap();
+    let db = run.op("db file sequential read").unwrap();
     assert_eq!(db.intervals.len(), 1);
     assert_eq!(db.intervals[0].duration_s, 86_399.0);
     // No warning about Elapsed: it agrees with the snap times.
@@ -269,11 +265,7 @@ fn statspack_foreground_wait_events_are_means_only() {
     assert!((avg - 11_083.0_f64).abs() < 1.0);
     // Means only: no op is made of them (the histogram's op of this event has the histogram's
     // count of fg and bg waits, 237K, not the foreground table's 121,513).
-    let op = run
-        .ops
-        .iter()
-        .find(|o| o.op == "db file sequential read")
-        .unwrap();
+    let op = run.op("db file sequential read").unwrap();
     assert_eq!(op.count, 237_000);
 }
 
@@ -313,7 +305,7 @@ fn truncated_or_garbled_reports_are_refused() {
     std::fs::write(f.path(), &bad).unwrap();
     let r = read(f.path().to_path_buf()).unwrap();
     let run = &r.runs[0];
-    assert!(!run.ops.iter().any(|o| o.op == "ADR block file read"));
+    assert!(run.op("ADR block file read").is_none());
     assert!(
         run.warnings
             .iter()
@@ -782,7 +774,7 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
         let mut checked_detail = 0;
         let mut checked_waits = 0;
         for (event, printed, shares) in &main.rows {
-            let op = run.ops.iter().find(|o| &o.op == event).unwrap();
+            let op = run.op(event).unwrap();
             let (total, exact) = html_count(printed);
             assert_eq!(op.count, total, "{event}: the printed total");
             let counts = pow2_counts(op);
@@ -852,7 +844,7 @@ fn awr_html_reports_merge_the_detail_sections_into_each_events_distribution() {
 fn awr_html_detail_counts_by_hand() {
     let r = read(real(HTML_11203)).unwrap();
     let run = &r.runs[0];
-    let op = |e: &str| run.ops.iter().find(|o| o.op == e).unwrap();
+    let op = |e: &str| run.op(e).unwrap();
     // `enq: TX - row lock contention`, 136 waits. Main: <1ms .7, <4ms 1.5, <8ms .7, <16ms 2.9,
     // <32ms 2.2 → 1, 0, 2, 1, 4, 3; `<=1s` 8.1 (11), `>1s` 83.8 (114).
     // Detail 64 ms–2 s (14 waits): <64ms 1.5, <1/8s .7, <1/4s .7, <1/2s .7, <1s 4.4, <2s 2.2
@@ -881,11 +873,7 @@ fn awr_html_detail_counts_by_hand() {
     // [512, 1024) ms.
     let r = read(real(HTML_11204)).unwrap();
     let run = &r.runs[0];
-    let o = run
-        .ops
-        .iter()
-        .find(|o| o.op == "Wait for Table Lock")
-        .unwrap();
+    let o = run.op("Wait for Table Lock").unwrap();
     let c = pow2_counts(o);
     assert_eq!(c[10], 1, "{c:?}");
     assert_eq!(c.iter().sum::<u64>(), 1);
@@ -910,7 +898,7 @@ fn awr_html_detail_rows_that_cannot_be_placed_are_named_not_used() {
         "{:?}",
         run.warnings
     );
-    let c = pow2_counts(run.ops.iter().find(|o| o.op == ev).unwrap());
+    let c = pow2_counts(run.op(ev).unwrap());
     assert_eq!(c[0], 3);
     assert_eq!(c[11], 9);
     assert_eq!(c.iter().sum::<u64>(), 12);
@@ -919,12 +907,7 @@ fn awr_html_detail_rows_that_cannot_be_placed_are_named_not_used() {
     // 4 s–2 min (48): <4s 3.1 (2), <8s 1.6 (1), <16s 4.7 (3), <32s 12.5 (8), < 1m 26.6 (17),
     // < 2m 26.6 (17); 4 min–1 h (1): <4m 1.6 (1). 5 + 9 = 14, 1 + 48 + 1 = 50.
     assert!(merged.iter().any(|v| v == "enq: PR - contention"));
-    let c = pow2_counts(
-        run.ops
-            .iter()
-            .find(|o| o.op == "enq: PR - contention")
-            .unwrap(),
-    );
+    let c = pow2_counts(run.op("enq: PR - contention").unwrap());
     assert_eq!(&c[9..19], &[5, 9, 1, 2, 1, 3, 8, 17, 17, 1]);
     assert_eq!(c.iter().sum::<u64>(), 64);
 }
@@ -959,7 +942,7 @@ fn awr_html_detail_waits_are_held_where_the_main_total_is_rounded() {
         (main.1.as_str(), d64.1.as_str(), d4.1.as_str()),
         ("276,6K", "1346", "71")
     );
-    let c = pow2_counts(run.ops.iter().find(|o| o.op == ev).unwrap());
+    let c = pow2_counts(run.op(ev).unwrap());
     assert_eq!(c.iter().sum::<u64>(), 276_600);
     assert_eq!(waits_in(&c, 32.0, 2048.0), 1346);
     assert_eq!(waits_in(&c, 2048.0, 16384.0), 71);
@@ -1028,11 +1011,7 @@ fn awr_html_without_detail_sections_keeps_the_main_buckets() {
     let spec = run.spec.as_ref().unwrap().to_value();
     assert_eq!(spec["detail_merged_events"].as_array().unwrap().len(), 0);
     assert_eq!(run.ops.len(), 190);
-    let o = run
-        .ops
-        .iter()
-        .find(|o| o.op == "enq: TX - row lock contention")
-        .unwrap();
+    let o = run.op("enq: TX - row lock contention").unwrap();
     let c = pow2_counts(o);
     // 11 below 32 ms, `<=1s` 11 spread over [32, 1024) ms, `>1s` 114 at 1024 ms.
     assert_eq!(c[..6].iter().sum::<u64>(), 11);
@@ -1108,7 +1087,7 @@ fn awr_19c_html_report_merges_its_up_to_sections_into_each_events_distribution()
         .collect();
     let (mut checked_detail, mut checked_waits) = (0, 0);
     for (event, printed, shares) in &main.rows {
-        let op = run.ops.iter().find(|o| &o.op == event).unwrap();
+        let op = run.op(event).unwrap();
         let (total, exact) = html_count(printed);
         assert_eq!(op.count, total, "{event}");
         for (&(lo, hi), p) in main.edges.iter().zip(shares) {
@@ -1160,11 +1139,7 @@ fn awr_19c_html_report_merges_its_up_to_sections_into_each_events_distribution()
     assert!(checked_waits >= 200, "{checked_waits}");
     // `db file sequential read`, 1.1M waits: main `>=512us` 100.0; (up to 32 ms) `<4ms` 10.5,
     // `<8ms` 57.0; (up to 2 sec) `<32ms` 90.0, `<64ms` 4.9, `<1/8s` 4.5, `<1/4s` .5.
-    let op = run
-        .ops
-        .iter()
-        .find(|o| o.op == "db file sequential read")
-        .unwrap();
+    let op = run.op("db file sequential read").unwrap();
     assert_eq!(waits_between(op, 0.0, 0.512), 0);
     assert!(waits_between(op, 4.0, 8.0) > 600_000);
     assert!(waits_between(op, 32.0, 2048.0) > 100_000);
@@ -1311,7 +1286,7 @@ fn awr_rac_global_html_report_reads_the_clusters_histogram() {
     let mut fixed = 0;
     for row in &data {
         let event = &row[0];
-        let op = run.ops.iter().find(|o| &o.op == event).unwrap();
+        let op = run.op(event).unwrap();
         let (total, exact) = html_count(&row[1]);
         assert_eq!(op.count, total, "{event}");
         for (&(lo, hi), cell) in edges.iter().zip(&row[2..]) {
@@ -1332,7 +1307,7 @@ fn awr_rac_global_html_report_reads_the_clusters_histogram() {
     // By hand: `DFS lock handle  170`: 2.4 % in `<256us`, 54.7 `<512us`, 22.9 `<1ms`, 11.8
     // `<2ms`, 5.9 `<4ms`, 0.6 `<128ms`, 1.2 `<512ms`, 0.6 `<1s`: of 170 waits 4.08, 92.99,
     // 38.93, 20.06, 10.03, 1.02, 2.04, 1.02, rounded 4, 93, 39, 20, 10, 1, 2, 1 (sum 170).
-    let op = run.ops.iter().find(|o| o.op == "DFS lock handle").unwrap();
+    let op = run.op("DFS lock handle").unwrap();
     let by_hand = [
         ((0.128, 0.256), 4),
         ((0.256, 0.512), 93),
@@ -1354,11 +1329,7 @@ fn awr_rac_global_html_report_reads_the_clusters_histogram() {
     }
     // `db file sequential read  2.3M`: `0.0(119)` in `<2ms`, then 31.3 … 0.3 % in `<4ms` …
     // `<256ms`, `0.0(1)` in `<512ms`, nothing below 1 ms nor from 512 ms on.
-    let op = run
-        .ops
-        .iter()
-        .find(|o| o.op == "db file sequential read")
-        .unwrap();
+    let op = run.op("db file sequential read").unwrap();
     assert_eq!(op.count, 2_300_000);
     assert_eq!(waits_between(op, 0.0, 1.0), 0);
     assert_eq!(waits_between(op, 1.0, 2.0), 119);
@@ -1463,11 +1434,7 @@ fn awr_rac_text_counts_cut_by_their_column_are_read_as_printed_and_said() {
         run.duration_s
     );
     assert_eq!(run.ops.len(), 132);
-    let op = run
-        .ops
-        .iter()
-        .find(|o| o.op == "db file sequential read")
-        .unwrap();
+    let op = run.op("db file sequential read").unwrap();
     assert_eq!(op.count, 21_700_000);
     assert_eq!(waits_between(op, 16.0, 32.0), 2066);
     assert_eq!(waits_between(op, 32.0, 64.0), 1009);

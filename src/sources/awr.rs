@@ -200,6 +200,18 @@ fn rule_spans(line: &[u8]) -> Vec<(usize, usize)> {
     spans
 }
 
+/// The text of `line` under each of `spans` (a rule's columns), trimmed; empty past its end.
+fn span_texts(line: &[u8], spans: &[(usize, usize)]) -> Vec<String> {
+    spans
+        .iter()
+        .map(|&(a, b)| {
+            line.get(a.min(line.len())..b.min(line.len()))
+                .map(|b| String::from_utf8_lossy(b).trim().to_string())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 /// Whitespace-separated tokens of `line` from byte `from`, with their end offsets.
 fn tokens(line: &[u8], from: usize) -> Vec<(usize, &[u8])> {
     let mut out = Vec::new();
@@ -1424,15 +1436,7 @@ fn global_text_line(
     let t = line.trim_ascii();
     if line[0] == b'-' && t.iter().all(|&b| b == b'-' || b == b' ') {
         let spans = rule_spans(line);
-        let hb = s.prev.as_bytes();
-        let labels = spans
-            .iter()
-            .map(|&(a, b)| {
-                hb.get(a.min(hb.len())..b.min(hb.len()))
-                    .map(|b| String::from_utf8_lossy(b).trim().to_string())
-                    .unwrap_or_default()
-            })
-            .collect();
+        let labels = span_texts(s.prev.as_bytes(), &spans);
         s.columns = Some((spans, labels));
         r.ignored("column rule");
         return;
@@ -1442,14 +1446,7 @@ fn global_text_line(
         s.columns = None;
     }
     if let Some((spans, labels)) = &s.columns {
-        let cells: Vec<String> = spans
-            .iter()
-            .map(|&(a, b)| {
-                line.get(a.min(line.len())..b.min(line.len()))
-                    .map(|b| String::from_utf8_lossy(b).trim().to_string())
-                    .unwrap_or_default()
-            })
-            .collect();
+        let cells = span_texts(line, spans);
         if c.global_row(labels, &cells) {
             r.parsed();
             return;
@@ -1582,17 +1579,7 @@ fn text_line(c: &mut Collected, s: &mut TextState, r: &mut LineReader, line: &[u
         };
         if matches!(s.section, Section::Histogram | Section::Detail) {
             // Columns: event, waits, then one per bucket.
-            let hb = s.header.as_bytes();
-            let labels: Vec<String> = tb
-                .spans
-                .iter()
-                .skip(2)
-                .map(|&(a, b)| {
-                    hb.get(a.min(hb.len())..b.min(hb.len()))
-                        .map(|b| String::from_utf8_lossy(b).trim().to_string())
-                        .unwrap_or_default()
-                })
-                .collect();
+            let labels = span_texts(s.header.as_bytes(), tb.spans.get(2..).unwrap_or(&[]));
             match buckets_of(&labels) {
                 Ok(b) => tb.buckets = b,
                 // A Detail section with no table ("No data exists for this section") runs on
